@@ -1,0 +1,468 @@
+//! The step state machine: takes held plans from the journal and runs their steps one at a
+//! time, journaling each step's start and end (fsync'd) before the link may send them.
+//! It runs on its own OS thread so a blocking wait4 or fsync never stalls the link. It is
+//! the only writer of the journal, and it writes nothing while a measure step runs.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::journal::{Entry, Journal, JournalError, State};
+use crate::model::{
+    OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
+};
+use crate::process;
+use crate::shared::Shared;
+
+/// A step started this many times without ending (the agent crashed each time) fails.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    pub host: String,
+    pub boot_id: String,
+    pub state_dir: PathBuf,
+    pub reboot_command: String,
+    /// How long a requested reboot may take before the step fails.
+    pub reboot_timeout: Duration,
+}
+
+/// How a step ended, before it becomes a record.
+#[derive(Debug, Default)]
+struct Ending {
+    failed: bool,
+    exit_status: i32,
+    stderr_tail: String,
+    error: String,
+    samples: Vec<Sample>,
+}
+
+impl Ending {
+    fn error(msg: impl Into<String>) -> Ending {
+        Ending {
+            failed: true,
+            error: msg.into(),
+            ..Ending::default()
+        }
+    }
+
+    fn from_outcome(o: &process::Outcome, what: &str) -> Ending {
+        Ending {
+            failed: !o.success(),
+            exit_status: o.exit_code.unwrap_or(-1),
+            stderr_tail: o.stderr_tail.clone(),
+            error: if o.success() {
+                String::new()
+            } else {
+                format!("{what} failed: {}", o.describe())
+            },
+            samples: Vec::new(),
+        }
+    }
+}
+
+pub struct Executor {
+    cfg: ExecConfig,
+    journal: Journal,
+    state: State,
+    shared: Arc<Shared>,
+    plans: mpsc::UnboundedReceiver<Plan>,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+impl Executor {
+    pub fn new(
+        cfg: ExecConfig,
+        journal: Journal,
+        state: State,
+        shared: Arc<Shared>,
+        plans: mpsc::UnboundedReceiver<Plan>,
+    ) -> Executor {
+        shared.set_held(state.plans.values().map(|p| p.plan.id.clone()).collect());
+        Executor {
+            cfg,
+            journal,
+            state,
+            shared,
+            plans,
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled or the plan channel closes. Blocking: call it on
+    /// a thread of its own.
+    pub fn run(mut self, shutdown: CancellationToken) -> Result<(), JournalError> {
+        loop {
+            while let Ok(plan) = self.plans.try_recv() {
+                self.accept(plan)?;
+            }
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            if let Some(plan_id) = self.state.current().map(|p| p.plan.id.clone()) {
+                self.advance(&plan_id, &shutdown)?;
+                continue;
+            }
+            match self.plans.blocking_recv() {
+                Some(plan) => self.accept(plan)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn accept(&mut self, plan: Plan) -> Result<(), JournalError> {
+        if plan.host != self.cfg.host {
+            tracing::warn!(plan = %plan.id, host = %plan.host, "refusing a plan addressed to another host");
+            return Ok(());
+        }
+        if self.state.finished.contains(&plan.id) {
+            // The coordinator did not hear that this plan ended (its store lost the record
+            // or it never arrived): say so again.
+            let plan_id = plan.id.clone();
+            self.emit(RecordKind::PlanAccepted {
+                plan_id: plan_id.clone(),
+            })?;
+            return self.emit(RecordKind::PlanFinished {
+                plan_id,
+                cancelled: false,
+            });
+        }
+        if self.state.held(&plan.id).is_none() {
+            tracing::info!(plan = %plan.id, campaign = %plan.campaign_name, steps = plan.steps.len(), "plan received");
+            let plan_id = plan.id.clone();
+            self.journal.append(&mut self.state, Entry::Plan(plan))?;
+            self.publish_held();
+            self.emit(RecordKind::PlanAccepted { plan_id })?;
+        }
+        Ok(())
+    }
+
+    fn publish_held(&self) {
+        self.shared.set_held(
+            self.state
+                .plans
+                .values()
+                .map(|p| p.plan.id.clone())
+                .collect(),
+        );
+    }
+
+    /// Journals a record, then hands it to the link.
+    fn emit(&mut self, kind: RecordKind) -> Result<(), JournalError> {
+        let record = Record {
+            seq: self.state.next_seq,
+            kind,
+        };
+        self.journal
+            .append(&mut self.state, Entry::Record(record.clone()))?;
+        self.shared.push(record);
+        Ok(())
+    }
+
+    fn event(
+        &self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        state: StepState,
+        started: i64,
+    ) -> StepEvent {
+        StepEvent {
+            plan_id: plan_id.to_string(),
+            kind: step.kind.name().to_string(),
+            step_index: step.index,
+            cell_id: step.cell_id.clone(),
+            repetition: step.repetition,
+            attempt,
+            state,
+            started_unix_ns: started,
+            finished_unix_ns: if state == StepState::Started {
+                0
+            } else {
+                now_ns()
+            },
+            exit_status: 0,
+            stderr_tail: String::new(),
+            error: String::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    fn end(
+        &mut self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        started: i64,
+        ending: Ending,
+    ) -> Result<(), JournalError> {
+        let state = if ending.failed {
+            StepState::Failed
+        } else {
+            StepState::Succeeded
+        };
+        let mut e = self.event(plan_id, step, attempt, state, started);
+        e.exit_status = ending.exit_status;
+        e.stderr_tail = ending.stderr_tail;
+        e.error = ending.error;
+        e.samples = ending.samples;
+        if ending.failed {
+            tracing::warn!(plan = %plan_id, step = step.index, error = %e.error, "step failed");
+        }
+        self.emit(RecordKind::Step(e))
+    }
+
+    /// Runs the next step of `plan_id`, or ends the plan when no step is left.
+    fn advance(&mut self, plan_id: &str, shutdown: &CancellationToken) -> Result<(), JournalError> {
+        // Persist acks at step boundaries only, so a restart does not resend everything.
+        let acked = self.shared.acked();
+        if acked > self.state.acked {
+            self.journal.append(&mut self.state, Entry::Acked(acked))?;
+        }
+        let progress = self
+            .state
+            .held(plan_id)
+            .expect("advance is called for held plans");
+        let Some(index) = progress.next_step() else {
+            let cancelled = self.shared.is_cancelled(plan_id);
+            self.emit(RecordKind::PlanFinished {
+                plan_id: plan_id.to_string(),
+                cancelled,
+            })?;
+            tracing::info!(plan = %plan_id, cancelled, "plan finished");
+            self.publish_held();
+            return self.journal.maybe_compact(&self.state);
+        };
+        let step = progress.plan.steps[index as usize].clone();
+        let attempt = progress.attempts.get(&index).copied().unwrap_or(0) + 1;
+        let aborted = progress.plan.on_failure == OnFailure::Abort && !progress.failed.is_empty();
+        let reboot = progress.reboot.clone().filter(|r| r.step_index == index);
+
+        if self.shared.is_cancelled(plan_id) || aborted {
+            let mut e = self.event(
+                plan_id,
+                &step,
+                attempt.saturating_sub(1),
+                StepState::Skipped,
+                0,
+            );
+            e.error = if aborted {
+                "skipped: an earlier step failed and on_failure is abort"
+            } else {
+                "skipped: cancelled"
+            }
+            .into();
+            return self.emit(RecordKind::Step(e));
+        }
+        if let Some(r) = reboot {
+            if r.boot_id != self.cfg.boot_id {
+                tracing::info!(plan = %plan_id, step = index, from = %r.boot_id, to = %self.cfg.boot_id, "reboot completed");
+                let ending = Ending::default();
+                return self.end(
+                    plan_id,
+                    &step,
+                    attempt.saturating_sub(1).max(1),
+                    r.requested_unix_ns,
+                    ending,
+                );
+            }
+        }
+        if attempt > MAX_ATTEMPTS {
+            let ending = Ending::error(format!(
+                "the agent stopped during this step {} times (crash, kill or power loss); not trying again",
+                attempt - 1
+            ));
+            return self.end(plan_id, &step, attempt - 1, now_ns(), ending);
+        }
+
+        let started = now_ns();
+        self.emit(RecordKind::Step(self.event(
+            plan_id,
+            &step,
+            attempt,
+            StepState::Started,
+            started,
+        )))?;
+        self.shared.set_current(Some((plan_id.to_string(), index)));
+        let ending = match &step.kind {
+            StepKind::Reboot => match self.reboot(plan_id, index, started, shutdown)? {
+                Some(ending) => ending,
+                // Shutting down for the reboot: the step ends when the agent starts again.
+                None => return Ok(()),
+            },
+            _ => self.execute(plan_id, &step, attempt),
+        };
+        self.shared.set_current(None);
+        if shutdown.is_cancelled() {
+            // The step was cut off by the agent stopping (its process group was killed):
+            // leave it started, so it runs again from its start when the agent comes back.
+            return Ok(());
+        }
+        self.end(plan_id, &step, attempt, started, ending)
+    }
+
+    fn env(&self, plan_id: &str, step: &Step, attempt: u32) -> Vec<(String, OsString)> {
+        vec![
+            ("PLATTER_HOST".into(), self.cfg.host.clone().into()),
+            ("PLATTER_PLAN".into(), plan_id.into()),
+            ("PLATTER_CELL".into(), step.cell_id.clone().into()),
+            (
+                "PLATTER_REPETITION".into(),
+                step.repetition.to_string().into(),
+            ),
+            ("PLATTER_ATTEMPT".into(), attempt.to_string().into()),
+            (
+                "PLATTER_AGENT_PID".into(),
+                std::process::id().to_string().into(),
+            ),
+            (
+                "PLATTER_STATE_DIR".into(),
+                self.cfg.state_dir.clone().into_os_string(),
+            ),
+        ]
+    }
+
+    /// Fills in what only the agent knows.
+    fn substitute(&self, script: &str, step: &Step) -> String {
+        script
+            .replace("${host}", &self.cfg.host)
+            .replace("${cell}", &step.cell_id)
+            .replace("${repetition}", &step.repetition.to_string())
+    }
+
+    fn shell(
+        &self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        script: &str,
+    ) -> Result<process::Outcome, Ending> {
+        let script = self.substitute(script, step);
+        process::run(
+            &script,
+            &self.env(plan_id, step, attempt),
+            &self.shared.running_pgid,
+        )
+        .map_err(|e| Ending::error(format!("could not start `{script}`: {e}")))
+    }
+
+    fn execute(&mut self, plan_id: &str, step: &Step, attempt: u32) -> Ending {
+        match &step.kind {
+            StepKind::Setup(s) | StepKind::Clean(s) | StepKind::Command(s) => {
+                match self.shell(plan_id, step, attempt, s) {
+                    Ok(o) => Ending::from_outcome(&o, step.kind.name()),
+                    Err(e) => e,
+                }
+            }
+            StepKind::Measure(s) => {
+                self.shared.measuring.store(true, Ordering::SeqCst);
+                let outcome = self.shell(plan_id, step, attempt, s);
+                self.shared.measuring.store(false, Ordering::SeqCst);
+                match outcome {
+                    Ok(o) => {
+                        let mut ending = Ending::from_outcome(&o, "workload");
+                        if o.success() {
+                            ending.samples = measure_samples(&o);
+                        }
+                        ending
+                    }
+                    Err(e) => e,
+                }
+            }
+            StepKind::Sync => {
+                // SAFETY: sync(2) has no preconditions.
+                unsafe { libc::sync() };
+                Ending::default()
+            }
+            StepKind::DropCaches => {
+                // SAFETY: as above; dirty pages must be written before they can be dropped.
+                unsafe { libc::sync() };
+                match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
+                    Ok(()) => Ending::default(),
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        Ending::error("drop_caches needs root: run platter-agent (or platter run) as root, or remove drop_caches from phases")
+                    }
+                    Err(e) => Ending::error(format!("writing /proc/sys/vm/drop_caches: {e}")),
+                }
+            }
+            StepKind::Fstrim(path) => {
+                let path = self.substitute(path, step);
+                match self.shell(
+                    plan_id,
+                    step,
+                    attempt,
+                    &format!("fstrim -- '{}'", path.replace('\'', "'\\''")),
+                ) {
+                    Ok(o) => Ending::from_outcome(&o, "fstrim"),
+                    Err(e) => e,
+                }
+            }
+            StepKind::Reboot => unreachable!("reboot steps are handled by advance"),
+        }
+    }
+
+    /// Journals the request, runs the reboot command and waits to be stopped. Returns the
+    /// ending if the reboot could not happen, `None` when the agent is stopping for it.
+    fn reboot(
+        &mut self,
+        plan_id: &str,
+        index: u32,
+        started: i64,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<Ending>, JournalError> {
+        let boot_id = self.cfg.boot_id.clone();
+        self.journal.append(
+            &mut self.state,
+            Entry::RebootRequested {
+                plan_id: plan_id.to_string(),
+                step_index: index,
+                boot_id: boot_id.clone(),
+                requested_unix_ns: started,
+            },
+        )?;
+        tracing::info!(plan = %plan_id, step = index, boot_id = %boot_id, command = %self.cfg.reboot_command, "reboot requested");
+        let step = self.state.held(plan_id).expect("held").plan.steps[index as usize].clone();
+        let command = self.cfg.reboot_command.clone();
+        match self.shell(plan_id, &step, 0, &command) {
+            Ok(o) if o.success() => {}
+            Ok(o) => return Ok(Some(Ending::from_outcome(&o, "reboot command"))),
+            Err(e) => return Ok(Some(e)),
+        }
+        let deadline = Instant::now() + self.cfg.reboot_timeout;
+        while Instant::now() < deadline {
+            if shutdown.is_cancelled() {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(Some(Ending::error(format!(
+            "asked for a reboot with `{command}` but the host was still up {}s later (boot id {boot_id} unchanged)",
+            self.cfg.reboot_timeout.as_secs()
+        ))))
+    }
+}
+
+fn measure_samples(o: &process::Outcome) -> Vec<Sample> {
+    let s = |metric: &str, value: f64, unit: &str| Sample {
+        metric: metric.into(),
+        value,
+        unit: unit.into(),
+        histogram: Vec::new(),
+    };
+    vec![
+        s("wall", o.wall.as_secs_f64(), "s"),
+        s("user", o.user.as_secs_f64(), "s"),
+        s("sys", o.sys.as_secs_f64(), "s"),
+        s("max_rss", o.max_rss_bytes as f64, "B"),
+    ]
+}

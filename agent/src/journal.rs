@@ -1,0 +1,452 @@
+//! The agent's journal: an append-only file of JSON lines, each fsync'd before the caller
+//! acts on it. It owns crash and reboot recovery: replaying it tells which plans are held,
+//! which steps ended, how often each step was started, what is not yet acked, and whether
+//! a reboot was requested. It is written only between steps, never during a measurement.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Plan, Record, RecordKind, StepState};
+
+const FILE: &str = "journal.jsonl";
+/// Compact when the file is larger than this and a plan has just finished.
+const COMPACT_BYTES: u64 = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("journal {path} line {line} is corrupt: {why}")]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        why: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Entry {
+    /// A plan was received; journaled before it is acknowledged.
+    Plan(Plan),
+    /// A record; journaled before it is sent.
+    Record(Record),
+    /// The coordinator acknowledged every record up to this sequence number.
+    Acked(u64),
+    /// A reboot step asked for a reboot while the host had this boot id.
+    RebootRequested {
+        plan_id: String,
+        step_index: u32,
+        boot_id: String,
+        requested_unix_ns: i64,
+    },
+    /// Written at compaction: sequence numbers continue from here.
+    NextSeq(u64),
+    /// Written at compaction: plans that have finished (so a resent one is recognised).
+    Finished(Vec<String>),
+}
+
+/// Progress of one held plan, rebuilt from the journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanProgress {
+    pub plan: Plan,
+    /// Steps with an end record (succeeded, failed or skipped).
+    pub ended: BTreeSet<u32>,
+    /// How many times each step was started.
+    pub attempts: HashMap<u32, u32>,
+    /// Steps that failed.
+    pub failed: BTreeSet<u32>,
+    pub reboot: Option<RebootRequest>,
+    /// Records of this plan (kept through compaction while the plan is unfinished).
+    records: Vec<Record>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RebootRequest {
+    pub step_index: u32,
+    pub boot_id: String,
+    pub requested_unix_ns: i64,
+}
+
+impl PlanProgress {
+    /// The first step without an end record.
+    pub fn next_step(&self) -> Option<u32> {
+        (0..self.plan.steps.len() as u32).find(|i| !self.ended.contains(i))
+    }
+}
+
+/// Everything the journal says, in memory.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Held (unfinished) plans in the order received.
+    pub plans: BTreeMap<u64, PlanProgress>,
+    order: u64,
+    pub finished: BTreeSet<String>,
+    pub next_seq: u64,
+    pub acked: u64,
+    /// Records not yet acked, in sequence order.
+    pub unacked: VecDeque<Record>,
+}
+
+impl State {
+    fn apply(&mut self, entry: Entry) {
+        match entry {
+            Entry::Plan(plan) => {
+                if !self.finished.contains(&plan.id) && self.held(&plan.id).is_none() {
+                    self.order += 1;
+                    let progress = PlanProgress {
+                        plan,
+                        ended: BTreeSet::new(),
+                        attempts: HashMap::new(),
+                        failed: BTreeSet::new(),
+                        reboot: None,
+                        records: Vec::new(),
+                    };
+                    self.plans.insert(self.order, progress);
+                }
+            }
+            Entry::Record(r) => {
+                self.next_seq = self.next_seq.max(r.seq + 1);
+                if r.seq > self.acked {
+                    self.unacked.push_back(r.clone());
+                }
+                let plan_id = match &r.kind {
+                    RecordKind::PlanAccepted { plan_id } => plan_id.clone(),
+                    RecordKind::PlanFinished { plan_id, .. } => plan_id.clone(),
+                    RecordKind::Step(e) => e.plan_id.clone(),
+                };
+                if let RecordKind::PlanFinished { plan_id, .. } = &r.kind {
+                    self.plans.retain(|_, p| &p.plan.id != plan_id);
+                    self.finished.insert(plan_id.clone());
+                    return;
+                }
+                let Some(p) = self.plans.values_mut().find(|p| p.plan.id == plan_id) else {
+                    return;
+                };
+                if let RecordKind::Step(e) = &r.kind {
+                    if e.state == StepState::Started {
+                        *p.attempts.entry(e.step_index).or_default() += 1;
+                    } else {
+                        p.ended.insert(e.step_index);
+                        if e.state == StepState::Failed {
+                            p.failed.insert(e.step_index);
+                        }
+                    }
+                }
+                p.records.push(r);
+            }
+            Entry::Acked(seq) => {
+                self.acked = self.acked.max(seq);
+                while self.unacked.front().is_some_and(|r| r.seq <= self.acked) {
+                    self.unacked.pop_front();
+                }
+            }
+            Entry::RebootRequested {
+                plan_id,
+                step_index,
+                boot_id,
+                requested_unix_ns,
+            } => {
+                if let Some(p) = self.plans.values_mut().find(|p| p.plan.id == plan_id) {
+                    p.reboot = Some(RebootRequest {
+                        step_index,
+                        boot_id,
+                        requested_unix_ns,
+                    });
+                }
+            }
+            Entry::NextSeq(n) => self.next_seq = self.next_seq.max(n),
+            Entry::Finished(ids) => self.finished.extend(ids),
+        }
+    }
+
+    pub fn held(&self, plan_id: &str) -> Option<&PlanProgress> {
+        self.plans.values().find(|p| p.plan.id == plan_id)
+    }
+
+    pub fn held_mut(&mut self, plan_id: &str) -> Option<&mut PlanProgress> {
+        self.plans.values_mut().find(|p| p.plan.id == plan_id)
+    }
+
+    /// The oldest unfinished plan.
+    pub fn current(&self) -> Option<&PlanProgress> {
+        self.plans.values().next()
+    }
+
+    /// Entries that reproduce this state, for compaction.
+    fn snapshot(&self) -> Vec<Entry> {
+        let mut out = vec![Entry::NextSeq(self.next_seq), Entry::Acked(self.acked)];
+        if !self.finished.is_empty() {
+            out.push(Entry::Finished(self.finished.iter().cloned().collect()));
+        }
+        let mut written = BTreeSet::new();
+        for p in self.plans.values() {
+            out.push(Entry::Plan(p.plan.clone()));
+            for r in &p.records {
+                written.insert(r.seq);
+                out.push(Entry::Record(r.clone()));
+            }
+            if let Some(rb) = &p.reboot {
+                out.push(Entry::RebootRequested {
+                    plan_id: p.plan.id.clone(),
+                    step_index: rb.step_index,
+                    boot_id: rb.boot_id.clone(),
+                    requested_unix_ns: rb.requested_unix_ns,
+                });
+            }
+        }
+        // Unacked records of finished plans must survive too (they are still to be sent).
+        let mut rest: Vec<Entry> = self
+            .unacked
+            .iter()
+            .filter(|r| !written.contains(&r.seq))
+            .map(|r| Entry::Record(r.clone()))
+            .collect();
+        out.append(&mut rest);
+        out
+    }
+}
+
+pub struct Journal {
+    dir: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir` and replays it.
+    pub fn open(dir: &Path) -> Result<(Journal, State), JournalError> {
+        let io = |source| JournalError::Io {
+            path: dir.join(FILE),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let path = dir.join(FILE);
+        let mut state = State {
+            next_seq: 1,
+            ..State::default()
+        };
+        let mut valid_len = 0u64;
+        if let Ok(f) = File::open(&path) {
+            let mut lines = BufReader::new(f).lines().enumerate().peekable();
+            while let Some((i, line)) = lines.next() {
+                let line = line.map_err(io)?;
+                match serde_json::from_str::<Entry>(&line) {
+                    Ok(e) => {
+                        valid_len += line.len() as u64 + 1;
+                        state.apply(e);
+                    }
+                    // A torn last line is an append cut off by a crash before its fsync
+                    // returned: nobody acted on it, so it is dropped.
+                    Err(_) if lines.peek().is_none() => break,
+                    Err(e) => {
+                        return Err(JournalError::Corrupt {
+                            path,
+                            line: i + 1,
+                            why: e.to_string(),
+                        })
+                    }
+                }
+            }
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        file.set_len(valid_len).map_err(io)?;
+        Ok((
+            Journal {
+                dir: dir.to_path_buf(),
+                file,
+                len: valid_len,
+            },
+            state,
+        ))
+    }
+
+    /// Appends `entry` durably, then applies it to `state`.
+    pub fn append(&mut self, state: &mut State, entry: Entry) -> Result<(), JournalError> {
+        let mut line = serde_json::to_vec(&entry).expect("journal entries always serialize");
+        line.push(b'\n');
+        let io = |source| JournalError::Io {
+            path: self.dir.join(FILE),
+            source,
+        };
+        self.file.write_all(&line).map_err(io)?;
+        self.file.sync_data().map_err(io)?;
+        self.len += line.len() as u64;
+        state.apply(entry);
+        Ok(())
+    }
+
+    /// Rewrites the journal to just what `state` needs, if it has grown large. Atomic:
+    /// a crash leaves either the old or the new file.
+    pub fn maybe_compact(&mut self, state: &State) -> Result<(), JournalError> {
+        if self.len < COMPACT_BYTES {
+            return Ok(());
+        }
+        self.compact(state)
+    }
+
+    pub fn compact(&mut self, state: &State) -> Result<(), JournalError> {
+        let path = self.dir.join(FILE);
+        let tmp = self.dir.join(format!("{FILE}.tmp"));
+        let io = |source| JournalError::Io {
+            path: tmp.clone(),
+            source,
+        };
+        let mut buf = Vec::new();
+        for e in state.snapshot() {
+            serde_json::to_writer(&mut buf, &e).expect("journal entries always serialize");
+            buf.push(b'\n');
+        }
+        let mut f = File::create(&tmp).map_err(io)?;
+        f.write_all(&buf).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
+        self.file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+        self.len = buf.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{OnFailure, Step, StepEvent, StepKind};
+
+    fn plan(id: &str, steps: usize) -> Plan {
+        Plan {
+            id: id.into(),
+            campaign_id: "c".into(),
+            campaign_name: "c".into(),
+            host: "h".into(),
+            steps: (0..steps as u32)
+                .map(|i| Step {
+                    index: i,
+                    cell_id: "x".into(),
+                    repetition: 1,
+                    kind: StepKind::Sync,
+                })
+                .collect(),
+            on_failure: OnFailure::Continue,
+        }
+    }
+
+    fn step(seq: u64, plan: &str, idx: u32, state: StepState) -> Entry {
+        Entry::Record(Record {
+            seq,
+            kind: RecordKind::Step(StepEvent {
+                plan_id: plan.into(),
+                kind: "sync".into(),
+                step_index: idx,
+                cell_id: "x".into(),
+                repetition: 1,
+                attempt: 1,
+                state,
+                started_unix_ns: 0,
+                finished_unix_ns: 0,
+                exit_status: 0,
+                stderr_tail: String::new(),
+                error: String::new(),
+                samples: vec![],
+            }),
+        })
+    }
+
+    #[test]
+    fn replay_restores_progress_attempts_and_unacked() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+            j.append(&mut s, Entry::Plan(plan("p", 3))).unwrap();
+            j.append(&mut s, step(1, "p", 0, StepState::Started))
+                .unwrap();
+            j.append(&mut s, step(2, "p", 0, StepState::Succeeded))
+                .unwrap();
+            j.append(&mut s, step(3, "p", 1, StepState::Started))
+                .unwrap();
+            j.append(&mut s, Entry::Acked(2)).unwrap();
+            // crash here: step 1 started, never ended
+        }
+        let (_, s) = Journal::open(dir.path()).unwrap();
+        let p = s.current().unwrap();
+        assert_eq!(p.next_step(), Some(1));
+        assert_eq!(p.attempts.get(&1), Some(&1));
+        assert_eq!(s.next_seq, 4);
+        assert_eq!(s.unacked.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![3]);
+    }
+
+    #[test]
+    fn torn_last_line_is_dropped_but_corruption_inside_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+            j.append(&mut s, Entry::Plan(plan("p", 1))).unwrap();
+        }
+        let path = dir.path().join(FILE);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"record\":{\"seq\":1,").unwrap();
+        drop(f);
+        let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+        assert_eq!(s.plans.len(), 1);
+        j.append(&mut s, Entry::Acked(0)).unwrap();
+        drop(j);
+        let (_, s) = Journal::open(dir.path()).unwrap();
+        assert_eq!(
+            s.plans.len(),
+            1,
+            "the torn line was cut before the next append"
+        );
+
+        std::fs::write(&path, "garbage\n{\"acked\":1}\n").unwrap();
+        assert!(matches!(
+            Journal::open(dir.path()),
+            Err(JournalError::Corrupt { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn compaction_keeps_what_matters() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+        j.append(&mut s, Entry::Plan(plan("done", 1))).unwrap();
+        j.append(&mut s, step(1, "done", 0, StepState::Succeeded))
+            .unwrap();
+        j.append(
+            &mut s,
+            Entry::Record(Record {
+                seq: 2,
+                kind: RecordKind::PlanFinished {
+                    plan_id: "done".into(),
+                    cancelled: false,
+                },
+            }),
+        )
+        .unwrap();
+        j.append(&mut s, Entry::Acked(1)).unwrap();
+        j.append(&mut s, Entry::Plan(plan("open", 2))).unwrap();
+        j.append(&mut s, step(3, "open", 0, StepState::Succeeded))
+            .unwrap();
+        j.append(&mut s, Entry::Acked(3)).unwrap();
+        j.compact(&s).unwrap();
+        drop(j);
+        let (_, r) = Journal::open(dir.path()).unwrap();
+        assert_eq!(r.next_seq, 4);
+        assert!(r.finished.contains("done"));
+        assert!(r.unacked.is_empty(), "record 2 was acked by Acked(3)");
+        assert_eq!(r.current().unwrap().plan.id, "open");
+        assert_eq!(r.current().unwrap().next_step(), Some(1));
+    }
+}

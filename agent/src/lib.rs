@@ -1,0 +1,89 @@
+//! platter's agent: owns one host. It receives plans from the coordinator, journals them,
+//! runs their steps one at a time, survives crashes and reboots in the middle of a plan,
+//! and streams results back exactly once. It decides how to run a step, never what to run.
+
+pub mod cli;
+pub mod executor;
+pub mod journal;
+pub mod link;
+pub mod model;
+pub mod process;
+pub mod shared;
+pub mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::{ExecConfig, Executor};
+use crate::journal::Journal;
+use crate::link::Link;
+use crate::shared::Shared;
+
+pub const DEFAULT_BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+
+/// Everything an agent needs to run.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// e.g. `http://127.0.0.1:7461`
+    pub coordinator: String,
+    pub host: String,
+    pub state_dir: PathBuf,
+    pub boot_id_file: PathBuf,
+    pub reboot_command: String,
+    pub reboot_timeout: Duration,
+}
+
+/// Runs an agent until `shutdown` is cancelled. An error means the agent cannot go on
+/// (its journal is unreadable or cannot be written).
+pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let boot_id = std::fs::read_to_string(&cfg.boot_id_file)
+        .with_context(|| format!("reading boot id from {}", cfg.boot_id_file.display()))?
+        .trim()
+        .to_string();
+    let (journal, state) = Journal::open(&cfg.state_dir)?;
+    let shared = Arc::new(Shared::new(
+        state.unacked.iter().cloned(),
+        state.acked,
+        state.next_seq,
+    ));
+    let (plan_tx, plan_rx) = mpsc::unbounded_channel();
+    let exec_cfg = ExecConfig {
+        host: cfg.host.clone(),
+        boot_id: boot_id.clone(),
+        state_dir: cfg.state_dir.clone(),
+        reboot_command: cfg.reboot_command.clone(),
+        reboot_timeout: cfg.reboot_timeout,
+    };
+    let executor = Executor::new(exec_cfg, journal, state, shared.clone(), plan_rx);
+    let stop = shutdown.child_token();
+    let exec_stop = stop.clone();
+    let exec_thread = std::thread::Builder::new()
+        .name("executor".into())
+        .spawn(move || {
+            let r = executor.run(exec_stop.clone());
+            // Whatever ended the executor ends the agent.
+            exec_stop.cancel();
+            r
+        })?;
+    let link = Link {
+        coordinator: cfg.coordinator.clone(),
+        host: cfg.host.clone(),
+        boot_id,
+        shared: shared.clone(),
+        plans: plan_tx,
+    };
+    link.run(stop.clone()).await;
+    process::kill_group(&shared.running_pgid);
+    // The link returned because of `stop`; the running step (if any) was just killed and
+    // is left unfinished in the journal, so it runs again from its start next time.
+    let result = tokio::task::spawn_blocking(move || exec_thread.join()).await?;
+    match result {
+        Ok(r) => r.context("journal"),
+        Err(_) => anyhow::bail!("executor thread panicked"),
+    }
+}

@@ -1,0 +1,162 @@
+//! The agent's side of the AgentLink stream: dials out, says hello, sends every journaled
+//! record not yet acked, forwards plans and cancels to the executor, and reconnects with
+//! jittered exponential backoff. It never touches the journal.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use platter_proto::v1 as pb;
+use platter_proto::v1::agent_link_client::AgentLinkClient;
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Endpoint;
+
+use crate::model::Plan;
+use crate::shared::Shared;
+
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+pub struct Link {
+    pub coordinator: String,
+    pub host: String,
+    pub boot_id: String,
+    pub shared: Arc<Shared>,
+    pub plans: mpsc::UnboundedSender<Plan>,
+}
+
+/// Why a connection ended.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("cannot reach coordinator: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    #[error("coordinator refused the stream: {0}")]
+    Status(#[from] tonic::Status),
+    #[error("coordinator closed the stream")]
+    Closed,
+    #[error("malformed message from coordinator: {0}")]
+    Wire(#[from] crate::wire::WireError),
+}
+
+impl Link {
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut failures = 0u32;
+        loop {
+            let result = tokio::select! {
+                r = self.session(&mut failures) => r,
+                _ = shutdown.cancelled() => return,
+            };
+            if let Err(e) = result {
+                // Stay silent during a measurement: the log line can wait for the next one.
+                if !self.shared.measuring.load(Ordering::Relaxed)
+                    && (failures < 3 || failures.is_multiple_of(20))
+                {
+                    tracing::warn!(coordinator = %self.coordinator, error = %e, "link down; reconnecting");
+                }
+            }
+            failures = failures.saturating_add(1);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff(failures)) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// One connection, from dial to its end.
+    async fn session(&self, failures: &mut u32) -> Result<(), LinkError> {
+        let channel = Endpoint::from_shared(self.coordinator.clone())?
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(20))
+            .connect()
+            .await?;
+        let mut client = AgentLinkClient::new(channel);
+        let (tx, rx) = mpsc::channel::<pb::AgentMessage>(256);
+        let hello = pb::Hello {
+            host: self.host.clone(),
+            boot_id: self.boot_id.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            held_plan_ids: self.shared.held(),
+            next_seq: self.shared.next_seq.load(Ordering::SeqCst),
+        };
+        // The channel is empty and has room: this send cannot wait.
+        let _ = tx.send(msg(pb::agent_message::Kind::Hello(hello))).await;
+        let mut inbound = client.open(ReceiverStream::new(rx)).await?.into_inner();
+        tracing::info!(coordinator = %self.coordinator, host = %self.host, "connected");
+        *failures = 0;
+
+        let mut sent = self.shared.acked();
+        let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
+        heartbeat.tick().await;
+        loop {
+            for r in self.shared.unsent(sent) {
+                sent = r.seq;
+                let m = msg(pb::agent_message::Kind::Record(pb::Record::from(&r)));
+                tx.send(m).await.map_err(|_| LinkError::Closed)?;
+            }
+            tokio::select! {
+                m = inbound.message() => {
+                    let Some(m) = m? else { return Err(LinkError::Closed) };
+                    self.handle(m)?;
+                }
+                _ = self.shared.outbox_changed.notified() => {}
+                _ = heartbeat.tick() => {
+                    let (plan, step) = self.shared.current().unwrap_or_default();
+                    let hb = pb::Heartbeat { current_plan_id: plan, current_step_index: step };
+                    tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
+                }
+            }
+        }
+    }
+
+    fn handle(&self, m: pb::CoordinatorMessage) -> Result<(), LinkError> {
+        use pb::coordinator_message::Kind;
+        match m.kind {
+            Some(Kind::Plan(p)) => {
+                let plan = Plan::try_from(p)?;
+                // The executor lives as long as the agent; if it is gone we are stopping.
+                let _ = self.plans.send(plan);
+            }
+            Some(Kind::Ack(a)) => self.shared.ack(a.seq),
+            Some(Kind::Cancel(c)) => self.shared.cancel(&c.plan_id),
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+fn msg(kind: pb::agent_message::Kind) -> pb::AgentMessage {
+    pb::AgentMessage { kind: Some(kind) }
+}
+
+/// Exponential backoff with "equal jitter": half the delay fixed, half random, so a fleet
+/// that lost its coordinator does not reconnect in lockstep.
+fn backoff(failures: u32) -> Duration {
+    let exp = BACKOFF_FIRST
+        .saturating_mul(1u32 << failures.min(16))
+        .min(BACKOFF_MAX);
+    let half = exp / 2;
+    half + half.mul_f64(rand::rng().random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_jittered_and_capped() {
+        for f in 0..40 {
+            let d = backoff(f);
+            let exp = BACKOFF_FIRST
+                .saturating_mul(1u32 << f.min(16))
+                .min(BACKOFF_MAX);
+            assert!(d >= exp / 2 && d <= exp, "{f}: {d:?}");
+        }
+        let samples: std::collections::HashSet<_> = (0..20).map(|_| backoff(10)).collect();
+        assert!(samples.len() > 1, "jitter");
+    }
+}

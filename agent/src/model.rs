@@ -1,0 +1,142 @@
+//! Domain types of plans and results, shared by agent and coordinator. They are what the
+//! journal stores; `wire` converts them to and from the generated proto types.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    #[default]
+    Continue,
+    Abort,
+}
+
+/// The ordered steps one agent runs for one campaign on its host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub id: String,
+    pub campaign_id: String,
+    pub campaign_name: String,
+    pub host: String,
+    pub steps: Vec<Step>,
+    pub on_failure: OnFailure,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub index: u32,
+    pub cell_id: String,
+    /// 1-based; 0 for once-per-cell steps.
+    pub repetition: u32,
+    pub kind: StepKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    Setup(String),
+    Clean(String),
+    Sync,
+    DropCaches,
+    Fstrim(String),
+    Reboot,
+    Command(String),
+    Measure(String),
+}
+
+impl StepKind {
+    /// The step's name as used in YAML phases and progress lines.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StepKind::Setup(_) => "setup",
+            StepKind::Clean(_) => "clean",
+            StepKind::Sync => "sync",
+            StepKind::DropCaches => "drop_caches",
+            StepKind::Fstrim(_) => "fstrim",
+            StepKind::Reboot => "reboot",
+            StepKind::Command(_) => "command",
+            StepKind::Measure(_) => "measure",
+        }
+    }
+}
+
+impl std::fmt::Display for StepKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepKind::Setup(s)
+            | StepKind::Clean(s)
+            | StepKind::Command(s)
+            | StepKind::Measure(s) => {
+                write!(f, "{}: {}", self.name(), s)
+            }
+            StepKind::Fstrim(p) => write!(f, "fstrim {p}"),
+            StepKind::Sync | StepKind::DropCaches | StepKind::Reboot => f.write_str(self.name()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    Started,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+impl StepState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepState::Started => "started",
+            StepState::Succeeded => "succeeded",
+            StepState::Failed => "failed",
+            StepState::Skipped => "skipped",
+        }
+    }
+
+    pub fn is_end(self) -> bool {
+        self != StepState::Started
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepEvent {
+    pub plan_id: String,
+    /// `StepKind::name` of the step.
+    pub kind: String,
+    pub step_index: u32,
+    pub cell_id: String,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub state: StepState,
+    pub started_unix_ns: i64,
+    pub finished_unix_ns: i64,
+    pub exit_status: i32,
+    pub stderr_tail: String,
+    pub error: String,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    PlanAccepted { plan_id: String },
+    Step(StepEvent),
+    PlanFinished { plan_id: String, cancelled: bool },
+}
+
+/// Something that happened on the agent; journaled before it is sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    pub kind: RecordKind,
+}

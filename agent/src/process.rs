@@ -1,0 +1,219 @@
+//! Runs one command and measures it: monotonic wall time around the child alone, user/sys
+//! CPU and peak RSS from `wait4` rusage (which covers every descendant the child reaped),
+//! exit status, and the tail of stderr. Must not write to disk or log while the child runs.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How much of stderr is kept: enough for an error message, bounded for the journal.
+pub const STDERR_TAIL_BYTES: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub wall: Duration,
+    pub user: Duration,
+    pub sys: Duration,
+    pub max_rss_bytes: u64,
+    /// Exit code, or `None` when the child was killed by a signal.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stderr_tail: String,
+}
+
+impl Outcome {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// "exit status 3" / "killed by signal 9", for step errors.
+    pub fn describe(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("killed by signal {s}"),
+            (None, None) => "unknown exit".into(),
+        }
+    }
+}
+
+/// Characters that need a shell. A script without any is exec'd directly (split on
+/// whitespace, as `hyperfine -N` does), so a trivial command is not timed together with
+/// a shell's start-up.
+const SHELL_CHARS: &[char] = &[
+    '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '#', '~',
+    '=', '%', '{', '}', '\n',
+];
+
+fn command_for(script: &str) -> Command {
+    let words: Vec<&str> = script.split_whitespace().collect();
+    if !words.is_empty() && !script.contains(SHELL_CHARS) {
+        let mut c = Command::new(words[0]);
+        c.args(&words[1..]);
+        c
+    } else {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(script);
+        c
+    }
+}
+
+/// Runs `script` in its own process group and waits for it. `running` holds the process
+/// group id while the child runs, so a cancel can kill the whole group.
+pub fn run(
+    script: &str,
+    env: &[(String, OsString)],
+    running: &AtomicI32,
+) -> std::io::Result<Outcome> {
+    // The stderr pipe and its reader thread exist before the clock starts, so neither is
+    // timed; the reader keeps only the tail so a chatty workload cannot exhaust memory.
+    let (mut err_read, err_write) = std::io::pipe()?;
+    let reader = std::thread::spawn(move || {
+        let mut tail: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match err_read.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    tail.extend_from_slice(&buf[..n]);
+                    if tail.len() > 2 * STDERR_TAIL_BYTES {
+                        tail.drain(..tail.len() - STDERR_TAIL_BYTES);
+                    }
+                }
+            }
+        }
+        let start = tail.len().saturating_sub(STDERR_TAIL_BYTES);
+        String::from_utf8_lossy(&tail[start..]).into_owned()
+    });
+
+    let mut cmd = command_for(script);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(err_write))
+        .process_group(0)
+        .envs(env.iter().map(|(k, v)| (k, v)));
+
+    let started = Instant::now();
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            drop(cmd);
+            let _ = reader.join();
+            return Err(e);
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    running.store(pid, Ordering::SeqCst);
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: pid is our own child, and status/usage point to live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            running.store(0, Ordering::SeqCst);
+            return Err(err);
+        }
+    }
+    let wall = started.elapsed();
+    running.store(0, Ordering::SeqCst);
+    // The child is reaped; `child` must not be waited on again (dropping it does not wait).
+    drop(child);
+    // Our copy of the pipe's write end lives in `cmd`: drop it so the reader sees EOF once
+    // every process of the group that inherited stderr has exited.
+    drop(cmd);
+    let stderr_tail = reader.join().unwrap_or_default();
+
+    let exit = std::process::ExitStatus::from_raw(status);
+    Ok(Outcome {
+        wall,
+        user: timeval(usage.ru_utime),
+        sys: timeval(usage.ru_stime),
+        // ru_maxrss is in KiB on Linux.
+        max_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+        exit_code: exit.code(),
+        signal: exit.signal(),
+        stderr_tail,
+    })
+}
+
+fn timeval(tv: libc::timeval) -> Duration {
+    Duration::from_secs(tv.tv_sec.max(0) as u64) + Duration::from_micros(tv.tv_usec.max(0) as u64)
+}
+
+/// Kills the process group recorded in `running`, if any.
+pub fn kill_group(running: &AtomicI32) {
+    let pgid = running.load(Ordering::SeqCst);
+    if pgid > 0 {
+        // SAFETY: killpg has no memory-safety preconditions; a stale pgid only yields ESRCH.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_ok(script: &str) -> Outcome {
+        run(script, &[], &AtomicI32::new(0)).expect("spawn")
+    }
+
+    #[test]
+    fn exit_status_and_stderr_tail_are_recorded() {
+        let o = run_ok("echo oops >&2; exit 3");
+        assert_eq!(o.exit_code, Some(3));
+        assert!(!o.success());
+        assert_eq!(o.stderr_tail, "oops\n");
+    }
+
+    #[test]
+    fn stderr_keeps_only_the_tail() {
+        let o = run_ok("head -c 100000 /dev/zero | tr '\\0' a >&2; echo END >&2");
+        assert_eq!(o.stderr_tail.len(), STDERR_TAIL_BYTES);
+        assert!(o.stderr_tail.ends_with("aEND\n"));
+    }
+
+    #[test]
+    fn cpu_time_of_descendants_is_counted() {
+        // The busy loop runs in a grandchild (a subshell of sh); wait4 of sh includes it.
+        let o = run_ok("(i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done)");
+        assert!(o.success());
+        assert!(o.user + o.sys >= Duration::from_millis(50), "{o:?}");
+        assert!(o.wall >= o.user / 2);
+        assert!(o.max_rss_bytes > 0);
+    }
+
+    #[test]
+    fn wall_time_covers_the_child() {
+        let o = run_ok("sleep 0.2");
+        assert!(o.wall >= Duration::from_millis(200), "{o:?}");
+        assert!(o.wall < Duration::from_secs(2), "{o:?}");
+    }
+
+    #[test]
+    fn simple_commands_run_without_a_shell() {
+        // `$$` needs a shell: the shell itself is the child and is killed.
+        let o = run_ok("kill -9 $$");
+        assert_eq!(o.signal, Some(9), "{o:?}");
+        let o = run_ok("/bin/false");
+        assert_eq!(o.exit_code, Some(1));
+        // Exec'd directly, a missing program is a spawn error (a shell would exit 127).
+        assert!(run("no-such-program-xyz --flag", &[], &AtomicI32::new(0)).is_err());
+        assert_eq!(run_ok("no-such-program-xyz; true").exit_code, Some(0));
+    }
+
+    #[test]
+    fn environment_is_passed() {
+        let env = vec![("PLATTER_X".to_string(), OsString::from("42"))];
+        let o = run("test \"$PLATTER_X\" = 42", &env, &AtomicI32::new(0)).unwrap();
+        assert!(o.success(), "{o:?}");
+    }
+}

@@ -1,0 +1,105 @@
+//! State the executor (one OS thread) and the link (one async task) share: the outbox of
+//! records not yet acked, the highest ack, cancels, and what is running now.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use tokio::sync::Notify;
+
+use crate::model::Record;
+use crate::process;
+
+#[derive(Default)]
+pub struct Shared {
+    /// Journaled records not yet acked, in sequence order.
+    outbox: Mutex<VecDeque<Record>>,
+    /// Woken when the outbox gains a record.
+    pub outbox_changed: Notify,
+    acked: AtomicU64,
+    /// True while a measure step runs: the link then stays silent (no logs).
+    pub measuring: AtomicBool,
+    /// Process group of the running command, 0 when none.
+    pub running_pgid: AtomicI32,
+    cancelled: Mutex<HashSet<String>>,
+    /// Unfinished plans the agent holds, for the hello.
+    held: Mutex<Vec<String>>,
+    /// (plan id, step index) of the running step.
+    current: Mutex<Option<(String, u32)>>,
+    /// The sequence number the next new record gets, for the hello.
+    pub next_seq: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(unacked: impl IntoIterator<Item = Record>, acked: u64, next_seq: u64) -> Shared {
+        Shared {
+            outbox: Mutex::new(unacked.into_iter().collect()),
+            acked: AtomicU64::new(acked),
+            next_seq: AtomicU64::new(next_seq),
+            ..Shared::default()
+        }
+    }
+
+    pub fn push(&self, record: Record) {
+        self.next_seq.fetch_max(record.seq + 1, Ordering::SeqCst);
+        self.outbox.lock().expect("outbox lock").push_back(record);
+        self.outbox_changed.notify_one();
+    }
+
+    /// Records with a sequence number above `after`.
+    pub fn unsent(&self, after: u64) -> Vec<Record> {
+        let outbox = self.outbox.lock().expect("outbox lock");
+        outbox.iter().filter(|r| r.seq > after).cloned().collect()
+    }
+
+    pub fn ack(&self, seq: u64) {
+        let acked = self.acked.fetch_max(seq, Ordering::SeqCst).max(seq);
+        let mut outbox = self.outbox.lock().expect("outbox lock");
+        while outbox.front().is_some_and(|r| r.seq <= acked) {
+            outbox.pop_front();
+        }
+    }
+
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::SeqCst)
+    }
+
+    pub fn cancel(&self, plan_id: &str) {
+        self.cancelled
+            .lock()
+            .expect("cancel lock")
+            .insert(plan_id.to_string());
+        let running = self
+            .current
+            .lock()
+            .expect("current lock")
+            .as_ref()
+            .is_some_and(|(p, _)| p == plan_id);
+        if running {
+            process::kill_group(&self.running_pgid);
+        }
+    }
+
+    pub fn is_cancelled(&self, plan_id: &str) -> bool {
+        self.cancelled
+            .lock()
+            .expect("cancel lock")
+            .contains(plan_id)
+    }
+
+    pub fn set_held(&self, ids: Vec<String>) {
+        *self.held.lock().expect("held lock") = ids;
+    }
+
+    pub fn held(&self) -> Vec<String> {
+        self.held.lock().expect("held lock").clone()
+    }
+
+    pub fn set_current(&self, current: Option<(String, u32)>) {
+        *self.current.lock().expect("current lock") = current;
+    }
+
+    pub fn current(&self) -> Option<(String, u32)> {
+        self.current.lock().expect("current lock").clone()
+    }
+}

@@ -1,0 +1,495 @@
+//! The `platter` command line. Each subcommand reads as its pipeline: `run` is
+//! load spec → start coordinator and agent → submit → watch → report.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use platter_proto::v1 as pb;
+use platter_proto::v1::control_client::ControlClient;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+use crate::report::Format;
+use crate::server::Coordinator;
+use crate::{planner, spec};
+
+/// Exit status when a step failed (the report is still printed).
+pub const EXIT_FAILED_STEPS: i32 = 1;
+/// Exit status for invalid input (campaign file, flags).
+pub const EXIT_INVALID: i32 = 2;
+
+/// platter runs storage experiments (YAML campaigns) on one machine or a fleet of test
+/// hosts and reports how hosts, drives and configurations compare.
+#[derive(Parser)]
+#[command(version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a campaign on this machine: an embedded coordinator and agent over loopback,
+    /// progress on stderr, the report on stdout. Run it again after an interruption or
+    /// a reboot to resume.
+    Run {
+        /// The campaign YAML file
+        file: PathBuf,
+        /// SQLite database for campaigns and samples
+        #[arg(long, default_value = "platter-data/platter.db")]
+        db: PathBuf,
+        /// The local agent's journal directory
+        #[arg(long, default_value = "platter-data/agent")]
+        state_dir: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Write the report to this file instead of stdout
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Start a new campaign even if an unfinished one with the same content exists
+        #[arg(long)]
+        fresh: bool,
+        /// Command a `reboot` phase runs
+        #[arg(long, default_value = "systemctl reboot")]
+        reboot_command: String,
+    },
+    /// Check a campaign file and print its cells and each host's plan; runs nothing.
+    Validate {
+        file: PathBuf,
+        /// The host `local` stands for [default: this machine's hostname]
+        #[arg(long)]
+        local_host: Option<String>,
+    },
+    /// Run a coordinator for a fleet of agents.
+    Serve {
+        #[arg(long, default_value = "0.0.0.0:7461")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "/var/lib/platter/platter.db")]
+        db: PathBuf,
+        /// Serve plaintext gRPC. Mutual TLS is not implemented yet, so this is required.
+        #[arg(long, alias = "dangerously-insecure")]
+        insecure: bool,
+    },
+    /// Submit a campaign to a coordinator and print its id.
+    Submit {
+        file: PathBuf,
+        #[arg(
+            long,
+            env = "PLATTER_COORDINATOR",
+            default_value = "http://127.0.0.1:7461"
+        )]
+        coordinator: String,
+        /// Follow progress until the campaign ends, then print the report
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Print the report of a campaign.
+    Report {
+        campaign: String,
+        /// Read from this database file instead of asking a coordinator
+        #[arg(long, conflicts_with = "coordinator")]
+        db: Option<PathBuf>,
+        #[arg(long, env = "PLATTER_COORDINATOR")]
+        coordinator: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Run an agent (the same as the `platter-agent` binary).
+    Agent(platter_agent::cli::AgentArgs),
+}
+
+/// Parses arguments, runs, and returns the process exit status.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    // The single-machine commands talk to a person: only warnings; services log more.
+    let quiet = matches!(cli.command, Command::Run { .. } | Command::Validate { .. } | Command::Report { .. });
+    platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("platter: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("platter: {e:#}");
+            1
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<i32> {
+    match command {
+        Command::Run {
+            file,
+            db,
+            state_dir,
+            format,
+            output,
+            fresh,
+            reboot_command,
+        } => {
+            run_local(
+                &file,
+                &db,
+                &state_dir,
+                format,
+                output.as_deref(),
+                fresh,
+                reboot_command,
+            )
+            .await
+        }
+        Command::Validate { file, local_host } => validate(&file, local_host),
+        Command::Serve {
+            listen,
+            db,
+            insecure,
+        } => serve(listen, &db, insecure).await,
+        Command::Submit {
+            file,
+            coordinator,
+            watch,
+            format,
+        } => submit(&file, &coordinator, watch, format).await,
+        Command::Report {
+            campaign,
+            db,
+            coordinator,
+            format,
+            output,
+        } => {
+            let (rendered, failed) = match (db, coordinator) {
+                (Some(db), _) => {
+                    let store = crate::store::Store::open(&db)?;
+                    let r = crate::report::Report::load(&store, &campaign)?;
+                    (format.exporter().render(&r), r.steps_failed)
+                }
+                (None, Some(url)) => report(&mut connect(&url).await?, &campaign, format).await?,
+                (None, None) => bail!("say where the campaign is: --db FILE or --coordinator URL"),
+            };
+            emit(&rendered, output.as_deref())?;
+            Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+        }
+        Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
+    }
+}
+
+fn load_spec(file: &Path) -> Result<spec::Campaign, i32> {
+    spec::load(file).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_INVALID
+    })
+}
+
+fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
+    let campaign = match load_spec(file) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let local = local_host.unwrap_or_else(platter_agent::cli::hostname);
+    let planned = match planner::plan(&campaign, &local, 1) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let mut out = String::new();
+    let hosts: Vec<&str> = planned.plans.iter().map(|p| p.host.as_str()).collect();
+    out.push_str(&format!(
+        "campaign {}: valid\n  {} cell(s) × {} repetition(s) on {} host(s): {}\n  order {:?}, on_failure {:?}\n\ncells:\n",
+        campaign.name,
+        campaign.cells.len(),
+        campaign.repeat,
+        hosts.len(),
+        hosts.join(", "),
+        campaign.order,
+        campaign.on_failure
+    ));
+    for (i, c) in campaign.cells.iter().enumerate() {
+        let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "  cell {i}: {}\n",
+            if params.is_empty() {
+                "(no parameters)".into()
+            } else {
+                params.join(" ")
+            }
+        ));
+    }
+    for plan in &planned.plans {
+        out.push_str(&format!(
+            "\nplan for host {} ({} steps):\n",
+            plan.host,
+            plan.steps.len()
+        ));
+        let cell_index = |id: &str| {
+            planned
+                .cells
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| c.index)
+                .unwrap_or(0)
+        };
+        for s in &plan.steps {
+            let rep = if s.repetition > 0 {
+                format!("rep {}", s.repetition)
+            } else {
+                "once".into()
+            };
+            out.push_str(&format!(
+                "  {:>4}  cell {:<3} {:<7} {}\n",
+                s.index,
+                cell_index(&s.cell_id),
+                rep,
+                s.kind
+            ));
+        }
+    }
+    print!("{out}");
+    Ok(0)
+}
+
+async fn serve(listen: SocketAddr, db: &Path, insecure: bool) -> anyhow::Result<i32> {
+    if !insecure {
+        bail!("this build serves plaintext gRPC only; pass --insecure to accept that (anyone who can reach {listen} can submit campaigns and command agents)");
+    }
+    tracing::warn!(
+        "plaintext gRPC (--insecure): anyone who can reach {listen} can command every agent"
+    );
+    let shutdown = CancellationToken::new();
+    let coordinator = Coordinator::start(db, listen, shutdown.clone()).await?;
+    wait_for_signal().await;
+    tracing::info!("shutting down; finishing in-flight writes");
+    coordinator.stop().await;
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+async fn connect(url: &str) -> anyhow::Result<ControlClient<Channel>> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .with_context(|| format!("bad coordinator address {url}"))?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to coordinator {url}"))?;
+    Ok(ControlClient::new(channel))
+}
+
+/// Submits; an invalid campaign comes back as INVALID_ARGUMENT with the spec error.
+async fn submit_file(
+    client: &mut ControlClient<Channel>,
+    file: &Path,
+    local_host: &str,
+    resume: bool,
+) -> anyhow::Result<Result<pb::SubmitResponse, String>> {
+    let yaml =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let req = pb::SubmitRequest {
+        file_name: file.display().to_string(),
+        yaml,
+        local_host: local_host.into(),
+        resume,
+    };
+    match client.submit(req).await {
+        Ok(r) => Ok(Ok(r.into_inner())),
+        Err(s) if s.code() == tonic::Code::InvalidArgument => Ok(Err(s.message().to_string())),
+        Err(s) => Err(anyhow::anyhow!(
+            "coordinator refused the campaign: {}",
+            s.message()
+        )),
+    }
+}
+
+async fn submit(file: &Path, url: &str, watch_it: bool, format: Format) -> anyhow::Result<i32> {
+    let mut client = connect(url).await?;
+    let resp = match submit_file(&mut client, file, "", false).await? {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    println!("{}", resp.campaign_id);
+    if !watch_it {
+        return Ok(0);
+    }
+    watch(&mut client, &resp.campaign_id).await?;
+    let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
+    print!("{rendered}");
+    Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+}
+
+async fn report(
+    client: &mut ControlClient<Channel>,
+    campaign: &str,
+    format: Format,
+) -> anyhow::Result<(String, u32)> {
+    let name = format!("{format:?}").to_lowercase();
+    let r = client
+        .report(pb::ReportRequest {
+            campaign_id: campaign.into(),
+            format: name,
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("report: {}", s.message()))?
+        .into_inner();
+    Ok((r.rendered, r.steps_failed))
+}
+
+/// Follows a campaign with a progress bar on stderr until it ends.
+async fn watch(
+    client: &mut ControlClient<Channel>,
+    campaign: &str,
+) -> anyhow::Result<pb::CampaignStatus> {
+    let mut stream = client
+        .watch(pb::GetCampaignRequest {
+            campaign_id: campaign.into(),
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("watch: {}", s.message()))?
+        .into_inner();
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} steps, ETA {eta}  {wide_msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(250));
+    let mut last = None;
+    while let Some(s) = stream
+        .message()
+        .await
+        .map_err(|s| anyhow::anyhow!("watch: {}", s.message()))?
+    {
+        bar.set_length(s.steps_total.into());
+        bar.set_position(s.steps_done.into());
+        bar.set_prefix(format!("cells {}/{}", s.cells_done, s.cells_total));
+        let current: Vec<String> = s
+            .hosts
+            .iter()
+            .filter(|h| !h.current_step.is_empty())
+            .map(|h| {
+                if s.hosts.len() > 1 {
+                    format!("{}: {}", h.host, h.current_step)
+                } else {
+                    h.current_step.clone()
+                }
+            })
+            .collect();
+        bar.set_message(current.join(" | "));
+        last = Some(s);
+    }
+    bar.finish_and_clear();
+    last.ok_or_else(|| anyhow::anyhow!("the coordinator sent no status"))
+}
+
+fn emit(rendered: &str, output: Option<&Path>) -> anyhow::Result<()> {
+    match output {
+        Some(p) => {
+            std::fs::write(p, rendered).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("report written to {}", p.display());
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(rendered.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_local(
+    file: &Path,
+    db: &Path,
+    state_dir: &Path,
+    format: Format,
+    output: Option<&Path>,
+    fresh: bool,
+    reboot_command: String,
+) -> anyhow::Result<i32> {
+    // Invalid input is reported before anything starts.
+    let campaign = match load_spec(file) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let host = platter_agent::cli::hostname();
+    let shutdown = CancellationToken::new();
+    let coordinator = Coordinator::start(db, "127.0.0.1:0".parse()?, shutdown.clone()).await?;
+    let agent_cfg = platter_agent::AgentConfig {
+        coordinator: format!("http://{}", coordinator.addr),
+        host: host.clone(),
+        state_dir: state_dir.to_path_buf(),
+        boot_id_file: platter_agent::DEFAULT_BOOT_ID_FILE.into(),
+        reboot_command,
+        reboot_timeout: Duration::from_secs(600),
+    };
+    let agent_stop = shutdown.child_token();
+    let agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));
+
+    let result = async {
+        let mut client = connect(&format!("http://{}", coordinator.addr)).await?;
+        let resp = match submit_file(&mut client, file, &host, !fresh).await? {
+            Ok(r) => r,
+            Err(msg) => {
+                eprintln!("error: {msg}");
+                return Ok(EXIT_INVALID);
+            }
+        };
+        eprintln!(
+            "{} campaign {} ({}): {} cell(s) × {} repetition(s) on {host}",
+            if resp.resumed { "resuming" } else { "running" },
+            campaign.name,
+            resp.campaign_id,
+            campaign.cells.len(),
+            campaign.repeat
+        );
+        tokio::select! {
+            r = watch(&mut client, &resp.campaign_id) => { r?; }
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("interrupted: the campaign is kept in {}; run the same command again to resume", db.display());
+                return Ok(130);
+            }
+        }
+        let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
+        emit(&rendered, output)?;
+        Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+    }
+    .await;
+
+    agent_stop.cancel();
+    match agent.await {
+        Ok(Err(e)) => eprintln!("platter: agent: {e:#}"),
+        Err(e) => eprintln!("platter: agent task: {e}"),
+        Ok(Ok(())) => {}
+    }
+    coordinator.stop().await;
+    result
+}

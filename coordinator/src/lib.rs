@@ -1,0 +1,12 @@
+//! platter's coordinator: campaigns (spec), cells and plans (planner), the store, the
+//! scheduler (hub), the gRPC services (rpc), reports, and the CLI that drives them.
+
+pub mod cli;
+pub mod hub;
+pub mod planner;
+pub mod report;
+pub mod rpc;
+pub mod server;
+pub mod spec;
+pub mod status;
+pub mod store;

@@ -1,0 +1,5 @@
+//! `platter`: the coordinator and the operator's CLI; see `platter::cli`.
+
+fn main() {
+    std::process::exit(platter::cli::main());
+}

@@ -1,0 +1,288 @@
+//! Turns a validated campaign into cells and per-host plans. Pure: no I/O. Ids are
+//! content hashes, so the same campaign always plans to the same ids.
+
+use indexmap::IndexMap;
+use platter_agent::model::{OnFailure, Plan, Step, StepKind};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::spec::{self, Campaign, Order, Phase, Workload};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PlanError {
+    #[error(
+        "hosts: `local` only works with `platter run`; name the hosts this campaign should run on"
+    )]
+    LocalWithoutRun,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedCell {
+    pub id: String,
+    pub host: String,
+    /// Position in the matrix expansion.
+    pub index: usize,
+    pub params: IndexMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedCampaign {
+    pub id: String,
+    pub name: String,
+    pub content_hash: String,
+    pub generation: u32,
+    pub params: Vec<String>,
+    pub repeat: u32,
+    pub cells: Vec<PlannedCell>,
+    pub plans: Vec<Plan>,
+}
+
+fn short_hash(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// Resolves `local` to the host `platter run` runs on.
+pub fn hosts(campaign: &Campaign, local_host: &str) -> Result<Vec<String>, PlanError> {
+    let mut out: Vec<String> = Vec::new();
+    for h in &campaign.hosts {
+        let h = if h == "local" {
+            if local_host.is_empty() {
+                return Err(PlanError::LocalWithoutRun);
+            }
+            local_host.to_string()
+        } else {
+            h.clone()
+        };
+        if !out.contains(&h) {
+            out.push(h);
+        }
+    }
+    Ok(out)
+}
+
+/// A hash of everything that determines what runs (not of the YAML's formatting).
+pub fn content_hash(campaign: &Campaign, local_host: &str) -> Result<String, PlanError> {
+    let hosts = hosts(campaign, local_host)?;
+    let canonical = format!("{:?}|{:?}", hosts, campaign);
+    Ok(short_hash(&[canonical.as_bytes()]))
+}
+
+pub fn campaign_id(content_hash: &str, generation: u32) -> String {
+    format!("{}-{}", &content_hash[..10], generation)
+}
+
+/// Plans `campaign` as its `generation`-th run.
+pub fn plan(
+    campaign: &Campaign,
+    local_host: &str,
+    generation: u32,
+) -> Result<PlannedCampaign, PlanError> {
+    let hosts = hosts(campaign, local_host)?;
+    let content_hash = content_hash(campaign, local_host)?;
+    let id = campaign_id(&content_hash, generation);
+    let mut cells = Vec::new();
+    let mut plans = Vec::new();
+    for host in &hosts {
+        let host_cells: Vec<PlannedCell> = campaign
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(index, c)| PlannedCell {
+                id: short_hash(&[
+                    id.as_bytes(),
+                    host.as_bytes(),
+                    &index.to_le_bytes(),
+                    format!("{:?}", c.params).as_bytes(),
+                ]),
+                host: host.clone(),
+                index,
+                params: c.params.clone(),
+            })
+            .collect();
+        let steps = steps(campaign, &host_cells);
+        let body = serde_json::to_vec(&steps).expect("steps serialize");
+        plans.push(Plan {
+            id: short_hash(&[id.as_bytes(), host.as_bytes(), &body]),
+            campaign_id: id.clone(),
+            campaign_name: campaign.name.clone(),
+            host: host.clone(),
+            steps,
+            on_failure: match campaign.on_failure {
+                spec::OnFailure::Continue => OnFailure::Continue,
+                spec::OnFailure::Abort => OnFailure::Abort,
+            },
+        });
+        cells.extend(host_cells);
+    }
+    Ok(PlannedCampaign {
+        id,
+        name: campaign.name.clone(),
+        content_hash,
+        generation,
+        params: campaign.params.clone(),
+        repeat: campaign.repeat,
+        cells,
+        plans,
+    })
+}
+
+/// The order in which cells are visited in each repetition round. Interleaved rotates by
+/// one per round (ABC, BCA, CAB) so slow drift of the machine spreads over all cells.
+pub fn round_order(order: Order, n: usize, round: u32) -> Vec<usize> {
+    match order {
+        Order::Interleaved => (0..n).map(|k| (k + round as usize) % n.max(1)).collect(),
+        Order::Sequential => (0..n).collect(),
+        Order::Shuffled { seed } => {
+            // A fixed, documented generator (splitmix64 + Fisher–Yates) rather than `rand`'s
+            // StdRng, whose algorithm may change between versions: a seed must give the
+            // same order forever.
+            let mut state = seed ^ (u64::from(round).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut next = || {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^ (z >> 31)
+            };
+            let mut v: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                let j = (next() % (i as u64 + 1)) as usize;
+                v.swap(i, j);
+            }
+            v
+        }
+    }
+}
+
+fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    let mut push = |cell: &PlannedCell, repetition: u32, kind: StepKind| {
+        steps.push(Step {
+            index: steps.len() as u32,
+            cell_id: cell.id.clone(),
+            repetition,
+            kind,
+        });
+    };
+    for (cell, spec_cell) in cells.iter().zip(&campaign.cells) {
+        let Workload::Command(w) = &spec_cell.workload;
+        if let Some(setup) = &w.setup {
+            push(cell, 0, StepKind::Setup(setup.clone()));
+        }
+    }
+    let visits: Vec<(usize, u32)> = match campaign.order {
+        Order::Sequential => (0..cells.len())
+            .flat_map(|c| (1..=campaign.repeat).map(move |r| (c, r)))
+            .collect(),
+        order => (1..=campaign.repeat)
+            .flat_map(|r| {
+                round_order(order, cells.len(), r - 1)
+                    .into_iter()
+                    .map(move |c| (c, r))
+            })
+            .collect(),
+    };
+    for (c, repetition) in visits {
+        let (cell, spec_cell) = (&cells[c], &campaign.cells[c]);
+        let Workload::Command(w) = &spec_cell.workload;
+        for phase in &spec_cell.before_each {
+            let kind = match phase {
+                Phase::Sync => StepKind::Sync,
+                Phase::DropCaches => StepKind::DropCaches,
+                Phase::Fstrim(p) => StepKind::Fstrim(p.clone()),
+                Phase::Reboot => StepKind::Reboot,
+                Phase::Command(s) => StepKind::Command(s.clone()),
+                // The spec guarantees a clean command exists when the phase is used.
+                Phase::Clean => StepKind::Clean(w.clean.clone().unwrap_or_default()),
+            };
+            push(cell, repetition, kind);
+        }
+        push(cell, repetition, StepKind::Measure(w.run.clone()));
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_rotates_sequential_does_not() {
+        assert_eq!(round_order(Order::Interleaved, 3, 0), vec![0, 1, 2]);
+        assert_eq!(round_order(Order::Interleaved, 3, 1), vec![1, 2, 0]);
+        assert_eq!(round_order(Order::Interleaved, 3, 2), vec![2, 0, 1]);
+        assert_eq!(round_order(Order::Sequential, 3, 2), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn shuffled_is_a_permutation_and_depends_only_on_seed_and_round() {
+        let a = round_order(Order::Shuffled { seed: 7 }, 10, 3);
+        assert_eq!(a, round_order(Order::Shuffled { seed: 7 }, 10, 3));
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+        assert_ne!(a, round_order(Order::Shuffled { seed: 8 }, 10, 3));
+        assert_ne!(a, round_order(Order::Shuffled { seed: 7 }, 10, 4));
+    }
+
+    const YAML: &str = "
+name: t
+hosts: { names: [local, b] }
+matrix: { x: [1, 2] }
+workload: { command: { setup: 'mk ${x}', clean: 'rm ${x}', run: 'go ${x}' } }
+phases: { before_each: [clean, sync] }
+repeat: 2
+";
+
+    #[test]
+    fn plan_layout_ids_and_local() {
+        let c = spec::parse("t.yaml", YAML).unwrap();
+        assert_eq!(plan(&c, "", 1), Err(PlanError::LocalWithoutRun));
+        let p = plan(&c, "here", 1).unwrap();
+        assert_eq!(p.plans.len(), 2);
+        assert_eq!(p.plans[0].host, "here");
+        assert_eq!(p.cells.len(), 4);
+        let kinds: Vec<String> = p.plans[0]
+            .steps
+            .iter()
+            .map(|s| format!("{}@{}", s.kind, s.repetition))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "setup: mk 1@0",
+                "setup: mk 2@0",
+                "clean: rm 1@1",
+                "sync@1",
+                "measure: go 1@1",
+                "clean: rm 2@1",
+                "sync@1",
+                "measure: go 2@1",
+                "clean: rm 2@2",
+                "sync@2",
+                "measure: go 2@2",
+                "clean: rm 1@2",
+                "sync@2",
+                "measure: go 1@2",
+            ]
+        );
+        assert!(p.plans[0]
+            .steps
+            .iter()
+            .enumerate()
+            .all(|(i, s)| s.index as usize == i));
+        // Stable ids: same content, same ids; another generation, other ids.
+        assert_eq!(p, plan(&c, "here", 1).unwrap());
+        let p2 = plan(&c, "here", 2).unwrap();
+        assert_eq!(p.content_hash, p2.content_hash);
+        assert_ne!(p.id, p2.id);
+        assert_ne!(p.plans[0].id, p2.plans[0].id);
+        let ids: std::collections::HashSet<_> = p.cells.iter().map(|c| &c.id).collect();
+        assert_eq!(ids.len(), 4);
+    }
+}

@@ -1,0 +1,33 @@
+//! GitHub-flavoured Markdown: a heading per host and a pipe table.
+
+use super::{rows, Exporter, Report};
+
+pub struct Markdown;
+
+impl Exporter for Markdown {
+    fn render(&self, r: &Report) -> String {
+        let (header, rows) = rows(r);
+        let esc = |s: &String| s.replace('|', "\\|");
+        let line = |cells: &[String]| {
+            format!(
+                "| {} |\n",
+                cells.iter().map(esc).collect::<Vec<_>>().join(" | ")
+            )
+        };
+        let mut out = format!("# {} (`{}`, {})\n", r.name, r.campaign_id, r.state);
+        let mut host: Option<&str> = None;
+        for (h, row) in &rows {
+            if host != Some(h.as_str()) {
+                out.push_str(&format!("\n## {h}\n\n"));
+                out.push_str(&line(&header));
+                out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+                host = Some(h);
+            }
+            out.push_str(&line(row));
+        }
+        if r.steps_failed > 0 {
+            out.push_str(&format!("\n**{} step(s) failed.**\n", r.steps_failed));
+        }
+        out
+    }
+}

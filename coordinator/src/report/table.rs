@@ -1,0 +1,58 @@
+//! Aligned plain-text table for terminals, one block per host.
+
+use super::{rows, Exporter, Report};
+
+pub struct Table;
+
+impl Exporter for Table {
+    fn render(&self, r: &Report) -> String {
+        let (header, rows) = rows(r);
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for (_, row) in &rows {
+            for (w, c) in widths.iter_mut().zip(row) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::from(" ");
+            for (c, w) in cells.iter().zip(&widths) {
+                s.push_str(&format!(" {c:<w$}", w = *w));
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = format!(
+            "campaign {} ({}): {}, repeat {}\n",
+            r.name, r.campaign_id, r.state, r.repeat
+        );
+        let mut host: Option<&str> = None;
+        for (h, row) in &rows {
+            if host != Some(h.as_str()) {
+                out.push_str(&format!("\nhost {h}\n"));
+                out.push_str(&line(&header));
+                host = Some(h);
+            }
+            out.push_str(&line(row));
+        }
+        if r.steps_failed > 0 {
+            out.push_str(&format!("\n{} step(s) failed:\n", r.steps_failed));
+            for f in &r.failures {
+                out.push_str(&format!(
+                    "  {} {} (repetition {}): {}\n",
+                    f.host, f.step, f.repetition, f.error
+                ));
+                for l in f
+                    .stderr_tail
+                    .lines()
+                    .rev()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                {
+                    out.push_str(&format!("      {l}\n"));
+                }
+            }
+        }
+        out
+    }
+}

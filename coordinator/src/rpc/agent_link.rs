@@ -1,0 +1,129 @@
+//! The coordinator's side of AgentLink: one task per connected agent stream, which stores
+//! records through the store's writer and acks them only after their commit.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{FutureExt, Stream};
+use platter_agent::model::Record;
+use platter_proto::v1 as pb;
+use platter_proto::v1::agent_link_server::AgentLink;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::hub::Hub;
+use crate::store::Store;
+
+/// Records taken off a stream before they are handed to the writer together.
+const MAX_RECORDS_PER_BATCH: usize = 1024;
+
+pub struct AgentLinkService {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    pub tasks: TaskTracker,
+    pub shutdown: CancellationToken,
+}
+
+#[tonic::async_trait]
+impl AgentLink for AgentLinkService {
+    type OpenStream = Pin<Box<dyn Stream<Item = Result<pb::CoordinatorMessage, Status>> + Send>>;
+
+    async fn open(
+        &self,
+        request: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::OpenStream>, Status> {
+        let mut inbound = request.into_inner();
+        let hello = match inbound.message().await? {
+            Some(pb::AgentMessage {
+                kind: Some(pb::agent_message::Kind::Hello(h)),
+            }) => h,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first message on AgentLink.Open must be a Hello",
+                ))
+            }
+        };
+        if hello.host.is_empty() {
+            return Err(Status::invalid_argument("hello without a host name"));
+        }
+        let host = hello.host.clone();
+        self.store
+            .agent_seen(&host, &hello.boot_id, &hello.agent_version)
+            .map_err(|e| Status::internal(e.to_string()))?;
+        tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
+        let (tx, rx) = mpsc::channel(256);
+        let conn = self.hub.connect(&host, tx.clone(), hello.held_plan_ids);
+        let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
+        self.tasks.spawn(async move {
+            if let Err(e) = hub.dispatch(&host).await {
+                tracing::error!(agent = %host, error = %e, "dispatch failed");
+            }
+            let r = tokio::select! {
+                r = serve(&host, &mut inbound, &tx, &store, &hub) => r,
+                _ = shutdown.cancelled() => Ok(()),
+            };
+            if let Err(e) = r {
+                tracing::info!(agent = %host, error = %e, "agent stream ended");
+            }
+            hub.disconnect(&host, conn);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+async fn serve(
+    host: &str,
+    inbound: &mut Streaming<pb::AgentMessage>,
+    tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
+    store: &Store,
+    hub: &Hub,
+) -> Result<(), Status> {
+    use pb::agent_message::Kind;
+    while let Some(first) = inbound.message().await? {
+        let mut batch: Vec<Record> = Vec::new();
+        let mut next = Some(first);
+        // Take what has already arrived, without waiting, so one commit covers it all.
+        while let Some(m) = next.take() {
+            match m.kind {
+                Some(Kind::Record(r)) => batch.push(
+                    Record::try_from(r).map_err(|e| Status::invalid_argument(e.to_string()))?,
+                ),
+                Some(Kind::Heartbeat(h)) => {
+                    let current = (!h.current_plan_id.is_empty())
+                        .then_some((h.current_plan_id, h.current_step_index));
+                    hub.set_current(host, current);
+                }
+                Some(Kind::Hello(_)) => {
+                    return Err(Status::invalid_argument("a second Hello on one stream"))
+                }
+                None => {}
+            }
+            if batch.len() < MAX_RECORDS_PER_BATCH {
+                next = inbound.message().now_or_never().transpose()?.flatten();
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let seq = batch.iter().map(|r| r.seq).max().unwrap_or(0);
+        let outcome = store
+            .write_records(host, batch)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let ack = pb::CoordinatorMessage {
+            kind: Some(pb::coordinator_message::Kind::Ack(pb::Ack { seq })),
+        };
+        tx.send(Ok(ack))
+            .await
+            .map_err(|_| Status::cancelled("agent went away"))?;
+        for h in outcome.hosts_freed {
+            hub.dispatch(&h)
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! The Control service: submit, follow, report, cancel.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use platter_proto::v1 as pb;
+use platter_proto::v1::control_server::Control;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+use crate::hub::Hub;
+use crate::report::{Format, Report};
+use crate::status::CampaignStatus;
+use crate::store::{Store, StoreError};
+use crate::{planner, spec};
+
+/// Watchers get at most this many updates per second.
+const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+pub struct ControlService {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    pub shutdown: CancellationToken,
+}
+
+fn store_status(e: StoreError) -> Status {
+    match e {
+        StoreError::NoCampaign(id) => Status::not_found(format!("no campaign {id}")),
+        e => Status::internal(e.to_string()),
+    }
+}
+
+impl From<CampaignStatus> for pb::CampaignStatus {
+    fn from(s: CampaignStatus) -> Self {
+        let state = match s.state.as_str() {
+            "running" => pb::CampaignState::Running,
+            "done" => pb::CampaignState::Done,
+            "cancelled" => pb::CampaignState::Cancelled,
+            _ => pb::CampaignState::Unspecified,
+        };
+        pb::CampaignStatus {
+            campaign_id: s.campaign_id,
+            name: s.name,
+            state: state as i32,
+            cells_total: s.cells_total,
+            cells_done: s.cells_done,
+            steps_total: s.steps_total,
+            steps_done: s.steps_done,
+            steps_failed: s.steps_failed,
+            hosts: s
+                .hosts
+                .into_iter()
+                .map(|h| pb::HostProgress {
+                    host: h.host,
+                    connected: h.connected,
+                    steps_total: h.steps_total,
+                    steps_done: h.steps_done,
+                    current_step: h.current_step,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Control for ControlService {
+    async fn submit(
+        &self,
+        request: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let req = request.into_inner();
+        let campaign = spec::parse(&req.file_name, &req.yaml)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let hash = planner::content_hash(&campaign, &req.local_host)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if req.resume {
+            if let Some(id) = self.store.resumable(&hash).map_err(store_status)? {
+                tracing::info!(campaign = %id, "resuming unfinished campaign");
+                self.hub.dispatch_all().await;
+                return Ok(Response::new(pb::SubmitResponse {
+                    campaign_id: id,
+                    resumed: true,
+                }));
+            }
+        }
+        let generation = self.store.next_generation(&hash).map_err(store_status)?;
+        let planned = planner::plan(&campaign, &req.local_host, generation)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.store
+            .insert_campaign(&planned, &req.file_name, &req.yaml)
+            .map_err(store_status)?;
+        tracing::info!(campaign = %planned.id, name = %planned.name, plans = planned.plans.len(), "campaign submitted");
+        self.hub.dispatch_all().await;
+        Ok(Response::new(pb::SubmitResponse {
+            campaign_id: planned.id,
+            resumed: false,
+        }))
+    }
+
+    async fn get_campaign(
+        &self,
+        request: Request<pb::GetCampaignRequest>,
+    ) -> Result<Response<pb::CampaignStatus>, Status> {
+        let id = request.into_inner().campaign_id;
+        let s = CampaignStatus::load(&self.store, &self.hub, &id).map_err(store_status)?;
+        Ok(Response::new(s.into()))
+    }
+
+    type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::CampaignStatus, Status>> + Send>>;
+
+    async fn watch(
+        &self,
+        request: Request<pb::GetCampaignRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let id = request.into_inner().campaign_id;
+        // Fail fast on an unknown campaign.
+        CampaignStatus::load(&self.store, &self.hub, &id).map_err(store_status)?;
+        let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
+        let mut changed = store.subscribe();
+        let stream = async_stream(move |tx| async move {
+            let mut last = None;
+            loop {
+                let s = match CampaignStatus::load(&store, &hub, &id) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(store_status(e))).await;
+                        return;
+                    }
+                };
+                let ended = s.ended();
+                if last.as_ref() != Some(&s) {
+                    last = Some(s.clone());
+                    if tx.send(Ok(s.into())).await.is_err() {
+                        return;
+                    }
+                }
+                if ended {
+                    return;
+                }
+                tokio::select! {
+                    r = changed.changed() => if r.is_err() { return },
+                    // Connection changes do not touch the store: look again now and then.
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                tokio::time::sleep(WATCH_MIN_INTERVAL).await;
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn list_agents(
+        &self,
+        _: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        let rows = self
+            .store
+            .read(|c| {
+                let mut stmt = c.prepare("SELECT host, boot_id, agent_version, last_seen_unix_ms FROM agents ORDER BY host")?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok(pb::AgentInfo {
+                            host: r.get(0)?,
+                            connected: false,
+                            boot_id: r.get(1)?,
+                            agent_version: r.get(2)?,
+                            last_seen_unix_ms: r.get(3)?,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok(rows)
+            })
+            .map_err(store_status)?;
+        let agents = rows.into_iter().map(|mut a| {
+            a.connected = self.hub.is_connected(&a.host);
+            a
+        });
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents: agents.collect(),
+        }))
+    }
+
+    async fn report(
+        &self,
+        request: Request<pb::ReportRequest>,
+    ) -> Result<Response<pb::ReportResponse>, Status> {
+        let req = request.into_inner();
+        let format = if req.format.is_empty() {
+            Some(Format::Table)
+        } else {
+            Format::parse(&req.format)
+        };
+        let format = format.ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "unknown report format {:?}: use table, markdown, json or csv",
+                req.format
+            ))
+        })?;
+        let report = Report::load(&self.store, &req.campaign_id).map_err(store_status)?;
+        Ok(Response::new(pb::ReportResponse {
+            rendered: format.exporter().render(&report),
+            steps_failed: report.steps_failed,
+        }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        let id = request.into_inner().campaign_id;
+        let held = self.store.cancel_campaign(&id).map_err(store_status)?;
+        for (plan, host) in held {
+            self.hub.cancel(&host, &plan).await;
+        }
+        Ok(Response::new(pb::CancelResponse {}))
+    }
+}
+
+/// A stream fed by a task: the task gets the sending half of a small channel.
+fn async_stream<T, F, Fut>(f: F) -> Pin<Box<dyn Stream<Item = T> + Send>>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(f(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}

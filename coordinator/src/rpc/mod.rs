@@ -1,0 +1,4 @@
+//! The gRPC layer: the only code of the coordinator that touches generated proto types.
+
+pub mod agent_link;
+pub mod control;

@@ -1,0 +1,131 @@
+//! The one error type of the spec module and the helpers that build it; it
+//! carries a position and a key path so a user can fix the file without
+//! guessing, and it must not know anything about campaigns itself.
+
+use std::fmt;
+
+/// A campaign file was rejected: where, and why.
+///
+/// `line` and `column` are 1-based and point at the offending node (the key
+/// for an unknown key, the value for a wrong value, the element for a bad list
+/// item). They are 0 only when the file could not be read at all. `path` is
+/// the key path (`matrix.bs[1]`, `workload.command.run`); it is empty for the
+/// document root, which [`fmt::Display`] shows as `(top)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct SpecError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub path: String,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl SpecError {
+    fn render(&self) -> Rendered<'_> {
+        Rendered(self)
+    }
+
+    /// The path as shown to users: the root has no key, so it gets a name.
+    pub fn shown_path(&self) -> &str {
+        if self.path.is_empty() {
+            "(top)"
+        } else {
+            &self.path
+        }
+    }
+}
+
+struct Rendered<'a>(&'a SpecError);
+
+impl fmt::Display for Rendered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
+        write!(
+            f,
+            "{}:{}:{}: {}: {}",
+            e.file,
+            e.line,
+            e.column,
+            e.shown_path(),
+            e.message
+        )?;
+        if let Some(hint) = &e.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A 1-based line and column in the campaign text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Pos {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Builds an error whose `file` is filled in by [`super::parse`], so the
+/// layers below never need to carry the file name around.
+pub(crate) fn error(pos: Pos, path: &str, message: impl Into<String>) -> SpecError {
+    SpecError {
+        file: String::new(),
+        line: pos.line,
+        column: pos.column,
+        path: path.to_string(),
+        message: message.into(),
+        hint: None,
+    }
+}
+
+pub(crate) trait WithHint {
+    fn hint(self, hint: impl Into<String>) -> Self;
+    fn maybe_hint(self, hint: Option<String>) -> Self;
+}
+
+impl WithHint for SpecError {
+    fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    fn maybe_hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+}
+
+pub(crate) type Result<T, E = SpecError> = std::result::Result<T, E>;
+
+/// The closest candidate to a misspelt word, if it is close enough to be a
+/// plausible typo rather than a different word altogether.
+pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let word = word.to_lowercase();
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(&word, &c.to_lowercase()), *c))
+        // One edit per three characters, at least one: `rnu` → `run`,
+        // `repet` → `repeat`, but `size` does not become `seed`.
+        .filter(|(d, c)| *d <= (c.chars().count() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// "did you mean `x`?" when a candidate is close, else the full list, so an
+/// error about a name always tells the user what would have been accepted.
+pub(crate) fn suggest(word: &str, candidates: &[&str], what: &str) -> Option<String> {
+    if let Some(c) = closest(word, candidates) {
+        return Some(format!("did you mean `{c}`?"));
+    }
+    if candidates.is_empty() {
+        return None;
+    }
+    Some(format!("{what}: {}", backticked(candidates)))
+}
+
+pub(crate) fn backticked(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,293 @@
+//! Campaign files: YAML text → a validated, fully expanded [`Campaign`]. Owns
+//! every check that can be made before a host is touched (design invariant
+//! 6); it must not plan, schedule or run anything.
+//!
+//! ```text
+//! text ──tree──► positioned YAML nodes ──schema──► Spec (templates + positions)
+//!      ──matrix──► cells (param maps) ──subst──► Campaign (strings per cell)
+//! ```
+//!
+//! Every error is a [`SpecError`] with file, 1-based line and column, the key
+//! path (`matrix.bs[2]`, `workload.command.run`) and, where one helps, a hint.
+//!
+//! # The file
+//!
+//! ```yaml
+//! name: fsync-sizes            # required; [a-z0-9][a-z0-9._-]*, at most 64 characters
+//! description: free text       # optional
+//! hosts: { names: [local] }    # optional; default [local]
+//! matrix:                      # optional; parameter -> non-empty list of scalars
+//!   bs: [4k, 64k]
+//!   sync: [none, fdatasync]
+//!   exclude: [ { bs: 4k, sync: none } ]
+//!   include: [ { bs: 1m, sync: none } ]
+//! workload:
+//!   command:
+//!     setup: "mkdir -p /tmp/x"   # optional, once per cell
+//!     clean: "rm -f /tmp/x/f"    # optional; run by the `clean` phase
+//!     run: "dd if=/dev/zero of=/tmp/x/f bs=${bs} count=16 conv=${sync}"
+//! phases:
+//!   before_each: [clean, sync, { fstrim: "${mount}" }, drop_caches, reboot, { command: "echo hi" }]
+//! repeat: 5                    # 1..=10000, default 3
+//! order: interleaved           # interleaved (default) | sequential | shuffled
+//! seed: 42                     # only with `order: shuffled`; default 0
+//! on_failure: continue         # continue (default) | abort
+//! ```
+//!
+//! The matrix expands like GitHub Actions' `strategy.matrix`: the cartesian
+//! product (first key varies slowest), minus `exclude` entries, plus
+//! `include` entries, which join every combination whose original values
+//! they do not overwrite, or else become a cell of their own. Exclude
+//! entries that match nothing and include entries that change nothing are
+//! rejected as the typos they almost always are.
+//!
+//! In workload and phase strings `${param}` is replaced per cell. The
+//! reserved names `${host}`, `${mount}`, `${repetition}` and `${cell}` are
+//! left as written for the agent to fill in; `$${` is a literal `${`
+//! (shell `$${HOME}`), and `$NAME` without braces is left alone.
+//!
+//! YAML is read as YAML 1.2 (as serde_yaml 0.9 does): `on`, `off` and `yes`
+//! are strings. Matrix values keep the text as written (`4k`, `0.50`, `true`).
+
+mod error;
+mod matrix;
+mod schema;
+mod subst;
+mod tree;
+
+use std::path::Path;
+
+use indexmap::IndexMap;
+
+pub use error::SpecError;
+
+use error::{error as spec_error, Pos, WithHint};
+use schema::{PhaseSpec, Template};
+
+/// One campaign file, validated and expanded into its cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Campaign {
+    pub name: String,
+    pub description: Option<String>,
+    /// `hosts: { names: [...] }`; `["local"]` when absent.
+    pub hosts: Vec<String>,
+    /// Parameter names in first-seen order: matrix keys, then keys that only
+    /// `include` entries add.
+    pub params: Vec<String>,
+    /// The expanded matrix, in order. Without `matrix` there is exactly one
+    /// cell, with no parameters.
+    pub cells: Vec<Cell>,
+    pub repeat: u32,
+    pub order: Order,
+    pub on_failure: OnFailure,
+}
+
+/// One point of the matrix, with its strings already substituted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// In [`Campaign::params`] order. A parameter added only by `include` is
+    /// absent from cells that entry did not join, as in GitHub Actions.
+    pub params: IndexMap<String, String>,
+    pub workload: Workload,
+    pub before_each: Vec<Phase>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workload {
+    Command(CommandWorkload),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandWorkload {
+    /// Run once per cell, before its first repetition.
+    pub setup: Option<String>,
+    /// Run by the [`Phase::Clean`] phase.
+    pub clean: Option<String>,
+    /// The measured command.
+    pub run: String,
+}
+
+/// A preparation step before each repetition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phase {
+    Sync,
+    DropCaches,
+    /// The mount point to trim (may be the reserved `${mount}`).
+    Fstrim(String),
+    Reboot,
+    Command(String),
+    /// Runs the workload's own `clean` command; only allowed when it has one.
+    Clean,
+}
+
+/// How repetitions of different cells are ordered on a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// ABCABC, so slow drift of the machine spreads over all cells.
+    Interleaved,
+    /// AAABBBCCC.
+    Sequential,
+    Shuffled {
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFailure {
+    Continue,
+    Abort,
+}
+
+/// Reads and validates the campaign file at `path`. A file that cannot be
+/// read is a [`SpecError`] too, at line 0.
+pub fn load(path: &Path) -> Result<Campaign, SpecError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+        file: file.clone(),
+        line: 0,
+        column: 0,
+        path: String::new(),
+        message: format!("cannot read the campaign file: {e}"),
+        hint: None,
+    })?;
+    parse(&file, &text)
+}
+
+/// Validates and expands campaign `text`. `file` is only used in errors.
+pub fn parse(file: &str, text: &str) -> Result<Campaign, SpecError> {
+    build(text).map_err(|mut e| {
+        e.file = file.to_string();
+        e
+    })
+}
+
+fn build(text: &str) -> Result<Campaign, SpecError> {
+    // yaml-rust2 would read a byte-order mark as part of the first key.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(root) = tree::parse(text)? else {
+        return Err(
+            spec_error(Pos { line: 1, column: 1 }, "", "the file is empty")
+                .hint("a campaign needs at least `name:` and `workload:`"),
+        );
+    };
+    let spec = schema::read(&root)?;
+
+    let expansion = match &spec.matrix {
+        Some(m) => matrix::expand(m)?,
+        None => matrix::Expansion {
+            params: Vec::new(),
+            cells: vec![IndexMap::new()],
+        },
+    };
+
+    // Compile every template once: syntax and unknown names are errors of
+    // the file, whatever the matrix.
+    let names = &expansion.params;
+    let compile = |t| compile(t, names);
+    let setup = spec.command.setup.as_ref().map(compile).transpose()?;
+    let clean = spec.command.clean.as_ref().map(compile).transpose()?;
+    let run = compile(&spec.command.run)?;
+    let phases = spec
+        .before_each
+        .iter()
+        .map(|phase| {
+            Ok(match phase {
+                PhaseSpec::Sync => PhaseTemplate::Fixed(Phase::Sync),
+                PhaseSpec::DropCaches => PhaseTemplate::Fixed(Phase::DropCaches),
+                PhaseSpec::Reboot => PhaseTemplate::Fixed(Phase::Reboot),
+                PhaseSpec::Clean { .. } => PhaseTemplate::Fixed(Phase::Clean),
+                PhaseSpec::Fstrim(t) => PhaseTemplate::Fstrim(compile(t)?),
+                PhaseSpec::Command(t) => PhaseTemplate::Command(compile(t)?),
+            })
+        })
+        .collect::<Result<Vec<_>, SpecError>>()?;
+
+    let mut cells = Vec::with_capacity(expansion.cells.len());
+    for params in expansion.cells {
+        let render = |(t, pieces): &Compiled<'_>| -> Result<String, SpecError> {
+            let s = subst::render(t, pieces, &params)?;
+            if s.trim().is_empty() {
+                return Err(spec_error(
+                    t.pos,
+                    &t.path,
+                    format!("the command is empty in cell {}", matrix::describe(&params)),
+                ));
+            }
+            Ok(s)
+        };
+        let workload = Workload::Command(CommandWorkload {
+            setup: setup.as_ref().map(render).transpose()?,
+            clean: clean.as_ref().map(render).transpose()?,
+            run: render(&run)?,
+        });
+        let mut before_each = Vec::with_capacity(phases.len());
+        for phase in &phases {
+            before_each.push(match phase {
+                PhaseTemplate::Fixed(p) => p.clone(),
+                PhaseTemplate::Fstrim(c) => Phase::Fstrim(mount_point(c, &params)?),
+                PhaseTemplate::Command(c) => Phase::Command(render(c)?),
+            });
+        }
+        cells.push(Cell {
+            params,
+            workload,
+            before_each,
+        });
+    }
+
+    Ok(Campaign {
+        name: spec.name,
+        description: spec.description,
+        hosts: spec.hosts,
+        params: expansion.params,
+        cells,
+        repeat: spec.repeat,
+        order: spec.order,
+        on_failure: spec.on_failure,
+    })
+}
+
+/// A template with its compiled pieces; the template stays for positions.
+type Compiled<'a> = (&'a Template, Vec<subst::Piece>);
+
+/// A phase whose strings are compiled but not yet rendered for a cell.
+enum PhaseTemplate<'a> {
+    Fixed(Phase),
+    Fstrim(Compiled<'a>),
+    Command(Compiled<'a>),
+}
+
+fn compile<'a>(t: &'a Template, params: &[String]) -> Result<Compiled<'a>, SpecError> {
+    Ok((t, subst::compile(t, params)?))
+}
+
+/// fstrim takes a mount point: an absolute path, or the reserved `${mount}`
+/// (or another reserved name) that the agent fills in.
+fn mount_point(
+    (t, pieces): &Compiled<'_>,
+    params: &IndexMap<String, String>,
+) -> Result<String, SpecError> {
+    let path = subst::render(t, pieces, params)?;
+    if path.trim().is_empty() {
+        return Err(spec_error(
+            t.pos,
+            &t.path,
+            format!(
+                "the fstrim mount point is empty in cell {}",
+                matrix::describe(params)
+            ),
+        ));
+    }
+    if !path.starts_with('/') && !path.starts_with("${") {
+        return Err(spec_error(
+            t.pos,
+            &t.path,
+            format!("the fstrim mount point `{path}` is not an absolute path"),
+        )
+        .hint("write the full path of the mount point, e.g. `/mnt/test`, or `${mount}`"));
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,564 @@
+//! Tests of the spec module: the invalid corpus (each file names the error it
+//! must produce), the valid corpus, and exact expansions and substitutions.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/spec-corpus");
+
+fn corpus(kind: &str) -> Vec<PathBuf> {
+    let dir = Path::new(CORPUS).join(kind);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// `# expect: LINE:COLUMN PATH -- SUBSTRING`; PATH `(top)` is the root.
+struct Expect {
+    line: usize,
+    column: usize,
+    path: String,
+    substring: String,
+}
+
+fn expectation(file: &Path, text: &str) -> Expect {
+    let first = text.lines().next().unwrap_or_default();
+    let rest = first
+        .strip_prefix("# expect: ")
+        .unwrap_or_else(|| panic!("{}: first line is not `# expect: …`", file.display()));
+    let (head, substring) = rest
+        .split_once(" -- ")
+        .unwrap_or_else(|| panic!("{}: no ` -- ` in the expect line", file.display()));
+    let (pos, path) = head
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("{}: no path in the expect line", file.display()));
+    let (line, column) = pos
+        .split_once(':')
+        .and_then(|(l, c)| Some((l.parse().ok()?, c.parse().ok()?)))
+        .unwrap_or_else(|| panic!("{}: bad LINE:COLUMN `{pos}`", file.display()));
+    Expect {
+        line,
+        column,
+        path: if path == "(top)" {
+            String::new()
+        } else {
+            path.to_string()
+        },
+        substring: substring.to_string(),
+    }
+}
+
+#[test]
+fn every_invalid_file_fails_where_and_how_it_says() {
+    let files = corpus("invalid");
+    assert!(
+        files.len() >= 25,
+        "only {} invalid corpus files",
+        files.len()
+    );
+    let mut failures = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("corpus file is readable");
+        let want = expectation(file, &text);
+        let name = file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        match parse(&name, &text) {
+            Ok(_) => failures.push(format!("{name}: parsed, but should fail")),
+            Err(e) => {
+                let all = format!("{}\n{}", e.message, e.hint.clone().unwrap_or_default());
+                if e.file != name
+                    || e.line != want.line
+                    || e.column != want.column
+                    || e.path != want.path
+                    || !all.contains(&want.substring)
+                {
+                    failures.push(format!(
+                        "{name}: want {}:{} `{}` containing {:?}\n    got  {e}",
+                        want.line, want.column, want.path, want.substring
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn every_valid_file_parses() {
+    let files = corpus("valid");
+    assert!(files.len() >= 4, "only {} valid corpus files", files.len());
+    for file in &files {
+        if let Err(e) = load(file) {
+            panic!("{e}");
+        }
+    }
+}
+
+fn ok(text: &str) -> Campaign {
+    parse("test.yaml", text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(text: &str) -> SpecError {
+    match parse("test.yaml", text) {
+        Ok(c) => panic!("parsed, but should fail: {c:?}"),
+        Err(e) => e,
+    }
+}
+
+/// Each cell's parameters as `k=v` pairs, for compact expected values.
+fn cells(c: &Campaign) -> Vec<String> {
+    c.cells
+        .iter()
+        .map(|cell| {
+            cell.params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+fn run(cell: &Cell) -> &str {
+    let Workload::Command(c) = &cell.workload;
+    &c.run
+}
+
+#[test]
+fn defaults() {
+    let c = ok("name: min\nworkload: { command: { run: \"true\" } }\n");
+    assert_eq!(
+        c,
+        Campaign {
+            name: "min".into(),
+            description: None,
+            hosts: vec!["local".into()],
+            params: vec![],
+            cells: vec![Cell {
+                params: IndexMap::new(),
+                workload: Workload::Command(CommandWorkload {
+                    setup: None,
+                    clean: None,
+                    run: "true".into(),
+                }),
+                before_each: vec![],
+            }],
+            repeat: 3,
+            order: Order::Interleaved,
+            on_failure: OnFailure::Continue,
+        }
+    );
+}
+
+#[test]
+fn every_field() {
+    let c = ok(r#"
+name: fsync-sizes
+description: free text
+hosts: { names: [rc66, rcmonster] }
+matrix:
+  bs: [4k, 64k]
+workload:
+  command:
+    setup: "mkdir -p /tmp/x"
+    clean: "rm -f /tmp/x/f"
+    run: "dd bs=${bs}"
+phases:
+  before_each: [clean, sync, { fstrim: /mnt }, drop_caches, reboot, { command: "echo ${bs}" }]
+repeat: 5
+order: shuffled
+seed: 42
+on_failure: abort
+"#);
+    assert_eq!(c.description.as_deref(), Some("free text"));
+    assert_eq!(c.hosts, ["rc66", "rcmonster"]);
+    assert_eq!(c.repeat, 5);
+    assert_eq!(c.order, Order::Shuffled { seed: 42 });
+    assert_eq!(c.on_failure, OnFailure::Abort);
+    assert_eq!(c.params, ["bs"]);
+    assert_eq!(
+        c.cells[1].workload,
+        Workload::Command(CommandWorkload {
+            setup: Some("mkdir -p /tmp/x".into()),
+            clean: Some("rm -f /tmp/x/f".into()),
+            run: "dd bs=64k".into(),
+        })
+    );
+    assert_eq!(
+        c.cells[1].before_each,
+        [
+            Phase::Clean,
+            Phase::Sync,
+            Phase::Fstrim("/mnt".into()),
+            Phase::DropCaches,
+            Phase::Reboot,
+            Phase::Command("echo 64k".into()),
+        ]
+    );
+}
+
+#[test]
+fn shuffled_without_seed_uses_zero() {
+    let c = ok("name: s\nworkload: { command: { run: x } }\norder: shuffled\n");
+    assert_eq!(c.order, Order::Shuffled { seed: 0 });
+    let c = ok("name: s\nworkload: { command: { run: x } }\norder: sequential\n");
+    assert_eq!(c.order, Order::Sequential);
+}
+
+#[test]
+fn product_varies_the_first_key_slowest() {
+    let c = ok(r#"
+name: p
+matrix:
+  a: [1, 2]
+  b: [x, y, z]
+workload: { command: { run: "${a}${b}" } }
+"#);
+    assert_eq!(
+        cells(&c),
+        ["a=1 b=x", "a=1 b=y", "a=1 b=z", "a=2 b=x", "a=2 b=y", "a=2 b=z"]
+    );
+    let runs: Vec<&str> = c.cells.iter().map(run).collect();
+    assert_eq!(runs, ["1x", "1y", "1z", "2x", "2y", "2z"]);
+}
+
+#[test]
+fn values_are_kept_as_written() {
+    let c = ok(r#"
+name: v
+matrix:
+  v: [4k, 1024, 0.50, true, on, "quoted", 0x10, '']
+workload: { command: { run: "echo [${v}]" } }
+"#);
+    let runs: Vec<&str> = c.cells.iter().map(run).collect();
+    assert_eq!(
+        runs,
+        [
+            "echo [4k]",
+            "echo [1024]",
+            "echo [0.50]",
+            "echo [true]",
+            "echo [on]",
+            "echo [quoted]",
+            "echo [0x10]",
+            "echo []",
+        ]
+    );
+}
+
+/// The example from GitHub's documentation of `jobs.<job_id>.strategy.matrix.include`.
+#[test]
+fn include_follows_the_github_actions_example() {
+    let c = ok(r#"
+name: gha
+matrix:
+  fruit: [apple, pear]
+  animal: [cat, dog]
+  include:
+    - color: green
+    - color: pink
+      animal: cat
+    - fruit: apple
+      shape: circle
+    - fruit: banana
+    - fruit: banana
+      animal: cat
+workload: { command: { run: "echo ${fruit}" } }
+"#);
+    assert_eq!(c.params, ["fruit", "animal", "color", "shape"]);
+    assert_eq!(
+        cells(&c),
+        [
+            "fruit=apple animal=cat color=pink shape=circle",
+            "fruit=apple animal=dog color=green shape=circle",
+            "fruit=pear animal=cat color=pink",
+            "fruit=pear animal=dog color=green",
+            "fruit=banana",
+            "fruit=banana animal=cat",
+        ]
+    );
+}
+
+/// GitHub's exclude example: an entry removes every combination matching all
+/// of its pairs, including partial matches.
+#[test]
+fn exclude_removes_partial_matches() {
+    let c = ok(r#"
+name: ex
+matrix:
+  os: [macos, windows]
+  version: [12, 14, 16]
+  environment: [staging, production]
+  exclude:
+    - os: macos
+      version: 12
+      environment: production
+    - os: windows
+      version: 16
+workload: { command: { run: "echo ${os}" } }
+"#);
+    assert_eq!(c.cells.len(), 12 - 1 - 2);
+    let all = cells(&c);
+    assert!(!all.contains(&"os=macos version=12 environment=production".to_string()));
+    assert!(!all.iter().any(|c| c.starts_with("os=windows version=16")));
+    assert_eq!(all[0], "os=macos version=12 environment=staging");
+}
+
+#[test]
+fn exclude_then_include() {
+    let c = ok(r#"
+name: ei
+matrix:
+  bs: [4k, 64k]
+  sync: [none, fdatasync]
+  exclude: [ { bs: 4k, sync: none } ]
+  include: [ { bs: 1m, sync: none, extra: x } ]
+workload: { command: { run: "dd bs=${bs} conv=${sync}" } }
+"#);
+    assert_eq!(
+        cells(&c),
+        [
+            "bs=4k sync=fdatasync",
+            "bs=64k sync=none",
+            "bs=64k sync=fdatasync",
+            "bs=1m sync=none extra=x",
+        ]
+    );
+}
+
+#[test]
+fn include_only_matrix_makes_one_cell_per_entry() {
+    let c = ok(r#"
+name: io
+matrix:
+  include:
+    - { dev: sda, fs: ext4 }
+    - { dev: sdb }
+workload: { command: { run: "echo ${dev}" } }
+"#);
+    assert_eq!(c.params, ["dev", "fs"]);
+    assert_eq!(cells(&c), ["dev=sda fs=ext4", "dev=sdb"]);
+}
+
+#[test]
+fn include_may_overwrite_added_values_but_not_original_ones() {
+    let c = ok(r#"
+name: ow
+matrix:
+  a: [1, 2]
+  include:
+    - { tag: base }
+    - { a: 2, tag: two }
+    - { a: 3, tag: three }
+workload: { command: { run: "echo ${a} ${tag}" } }
+"#);
+    assert_eq!(cells(&c), ["a=1 tag=base", "a=2 tag=two", "a=3 tag=three"]);
+    let runs: Vec<&str> = c.cells.iter().map(run).collect();
+    assert_eq!(runs, ["echo 1 base", "echo 2 two", "echo 3 three"]);
+}
+
+#[test]
+fn substitution_escapes_and_reserved_names() {
+    let c = ok(r#"
+name: subst
+matrix:
+  bs: [4k]
+workload:
+  command:
+    run: "dd bs=${bs} of=${mount}/f; echo $${HOME} $HOME $$ ${cell} ${repetition} ${host} $${bs}"
+phases:
+  before_each: [ { fstrim: "${mount}" }, { command: "echo ${bs}$" } ]
+"#);
+    assert_eq!(
+        run(&c.cells[0]),
+        "dd bs=4k of=${mount}/f; echo ${HOME} $HOME $$ ${cell} ${repetition} ${host} ${bs}"
+    );
+    assert_eq!(
+        c.cells[0].before_each,
+        [
+            Phase::Fstrim("${mount}".into()),
+            Phase::Command("echo 4k$".into())
+        ]
+    );
+}
+
+#[test]
+fn substitution_applies_to_setup_clean_and_fstrim() {
+    let c = ok(r#"
+name: all-strings
+matrix:
+  dir: [/mnt/a, /mnt/b]
+workload:
+  command:
+    setup: "mkdir -p ${dir}/x"
+    clean: "rm -rf ${dir}/x"
+    run: "touch ${dir}/x/f"
+phases:
+  before_each: [clean, { fstrim: "${dir}" }]
+"#);
+    let Workload::Command(w) = &c.cells[1].workload;
+    assert_eq!(w.setup.as_deref(), Some("mkdir -p /mnt/b/x"));
+    assert_eq!(w.clean.as_deref(), Some("rm -rf /mnt/b/x"));
+    assert_eq!(w.run, "touch /mnt/b/x/f");
+    assert_eq!(c.cells[1].before_each[1], Phase::Fstrim("/mnt/b".into()));
+}
+
+#[test]
+fn yaml_1_2_booleans_are_strings_and_commands_keep_their_text() {
+    let c = ok("name: on\nworkload: { command: { run: true } }\non_failure: continue\n");
+    assert_eq!(c.name, "on");
+    assert_eq!(run(&c.cells[0]), "true");
+}
+
+#[test]
+fn error_display_has_position_path_and_hint() {
+    let e = err("name: x\nworkload: { command: { run: \"true\" } }\nrepet: 5\n");
+    assert_eq!(
+        e.to_string(),
+        "test.yaml:3:1: repet: unknown key `repet`\n  hint: did you mean `repeat`?"
+    );
+    let e = err("- a\n");
+    assert!(e.to_string().starts_with("test.yaml:1:1: (top): "), "{e}");
+}
+
+#[test]
+fn load_reports_unreadable_files_at_line_zero() {
+    let path = Path::new(CORPUS).join("does-not-exist.yaml");
+    let e = load(&path).unwrap_err();
+    assert_eq!((e.line, e.column), (0, 0));
+    assert!(e.file.ends_with("does-not-exist.yaml"));
+    assert!(e.message.contains("cannot read"), "{e}");
+}
+
+#[test]
+fn repeat_bounds() {
+    let base = "name: r\nworkload: { command: { run: x } }\nrepeat: ";
+    assert_eq!(ok(&format!("{base}1\n")).repeat, 1);
+    assert_eq!(ok(&format!("{base}10000\n")).repeat, 10000);
+    let e = err(&format!("{base}10001\n"));
+    assert_eq!((e.line, e.column, e.path.as_str()), (3, 9, "repeat"));
+}
+
+#[test]
+fn too_many_cells_is_an_error_not_a_hang() {
+    let values: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    let list = values.join(", ");
+    let e = err(&format!(
+        "name: big\nmatrix:\n  a: [{list}]\n  b: [{list}]\n  c: [{list}]\n  d: [{list}]\nworkload: {{ command: {{ run: x }} }}\n"
+    ));
+    assert_eq!((e.line, e.column, e.path.as_str()), (2, 1, "matrix"));
+}
+
+#[test]
+fn aliases_resolve_to_their_anchor() {
+    let c = ok(r#"
+name: alias
+matrix:
+  a: &vals [1, 2]
+  b: *vals
+workload: { command: { run: "${a}${b}" } }
+"#);
+    assert_eq!(c.cells.len(), 4);
+}
+
+#[test]
+fn errors_report_the_first_problem_in_the_file() {
+    // Both `repeat` and `order` are wrong; `repeat` is written first.
+    let e = err("name: x\nworkload: { command: { run: x } }\nrepeat: 0\norder: nope\n");
+    assert_eq!(e.path, "repeat");
+}
+
+#[test]
+fn valid_corpus_expands_as_documented() {
+    let c =
+        load(&Path::new(CORPUS).join("valid/fsync-sizes.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    // 4 sizes x 2 offsets x 2 syncs, minus the 2 (size 1, offset 512)
+    // cells, plus the include entry that matches no original combination.
+    assert_eq!(c.cells.len(), 15);
+    assert_eq!(c.params, ["size", "offset", "sync", "note"]);
+    assert_eq!(c.hosts, ["rc66", "rcmonster", "flygecko"]);
+    assert_eq!(c.order, Order::Shuffled { seed: 20140602 });
+    let last = c.cells.last().map(|c| c.params.clone()).unwrap_or_default();
+    assert_eq!(last.get("note").map(String::as_str), Some("large"));
+    assert_eq!(
+        run(&c.cells[0]),
+        "dd if=/dev/zero of=${mount}/fsync/f bs=1 seek=0 oflag=seek_bytes count=1 conv=fsync status=none"
+    );
+
+    let c =
+        load(&Path::new(CORPUS).join("valid/yaml-features.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.cells.len(), 2 * 3 * 3);
+    assert_eq!(run(&c.cells[0]), "echo on 0.5 0.5\n");
+    assert_eq!(c.repeat, 10000);
+
+    let c = load(&Path::new(CORPUS).join("valid/github-include.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        run(&c.cells[4]),
+        "echo \"banana on ${HOST:-${host}}, repetition ${repetition}\""
+    );
+    assert_eq!(
+        c.cells[4].before_each[1],
+        Phase::Command("logger platter banana ${cell}".into())
+    );
+}
+
+#[test]
+fn empty_list_items_point_at_their_dash() {
+    let e = err("name: x\nhosts:\n  names:\n  - rc66\n  -\nworkload: { command: { run: x } }\n");
+    assert_eq!(
+        (e.line, e.column, e.path.as_str()),
+        (5, 3, "hosts.names[1]")
+    );
+    // An indentless list (the `-` at the key's column) that should be a mapping.
+    let e = err("name: x\nworkload:\n- run: x\n");
+    assert_eq!((e.line, e.column, e.path.as_str()), (3, 1, "workload"));
+}
+
+#[test]
+fn a_matrix_without_parameters_is_rejected() {
+    for matrix in ["{ include: [] }", "{ exclude: [] }"] {
+        let e = err(&format!(
+            "name: x\nworkload: {{ command: {{ run: x }} }}\nmatrix: {matrix}\n"
+        ));
+        assert_eq!((e.line, e.column, e.path.as_str()), (3, 1, "matrix"), "{e}");
+        assert!(e.message.contains("no parameters"), "{e}");
+    }
+}
+
+#[test]
+fn exclude_removing_everything_points_at_exclude() {
+    let e = err(
+        "name: x\nworkload: { command: { run: x } }\nmatrix:\n  a: [1]\n  exclude: [ { a: 1 } ]\n",
+    );
+    assert_eq!(
+        (e.line, e.column, e.path.as_str()),
+        (5, 3, "matrix.exclude"),
+        "{e}"
+    );
+}
+
+#[test]
+fn byte_order_mark_and_crlf_are_accepted() {
+    let c = ok("\u{feff}name: bom\r\nworkload:\r\n  command:\r\n    run: x\r\n");
+    assert_eq!(c.name, "bom");
+    let e = err("\u{feff}name: x\r\nworkload: { command: { run: x } }\r\nrepeat: 0\r\n");
+    assert_eq!((e.line, e.column), (3, 9));
+}
+
+#[test]
+fn commands_may_be_any_scalar_but_names_must_be_strings() {
+    let c = ok("name: \"123\"\nworkload: { command: { run: 42 } }\n");
+    assert_eq!((c.name.as_str(), run(&c.cells[0])), ("123", "42"));
+    let e = err("name: x\nworkload: { command: { run: } }\n");
+    assert_eq!(e.path, "workload.command.run");
+    assert!(e.message.contains("found nothing"), "{e}");
+}

@@ -1,0 +1,672 @@
+//! YAML text → a tree of nodes that remember where they were written. Owns
+//! YAML syntax errors and the YAML-level rules a campaign relies on (one
+//! document, no duplicate keys, bounded aliases); knows nothing of campaigns.
+//!
+//! serde_yaml's `Value` has no positions, so the file is read once with
+//! yaml-rust2's event parser instead, which gives every node its marker and
+//! lets every later error point at the exact key or value.
+
+use std::collections::HashMap;
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+use super::error::{error, Pos, Result, WithHint};
+
+/// Deeper nesting than this is never a campaign; the limit keeps the
+/// recursive walks below far from the stack's end.
+const MAX_DEPTH: usize = 64;
+/// Aliases can expand exponentially ("billion laughs"); a campaign is small.
+const MAX_NODES: usize = 100_000;
+
+/// What a plain scalar means under the YAML 1.2 core schema (the one
+/// serde_yaml 0.9 uses: `on`, `yes` and `off` are strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScalarType {
+    Null,
+    Bool,
+    Int,
+    Float,
+    Str,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub pos: Pos,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    Scalar { text: String, ty: ScalarType },
+    Seq(Vec<Node>),
+    Map(Vec<Entry>),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    /// The key as written; keys are always scalars (checked while building).
+    pub name: String,
+    pub key: Node,
+    pub value: Node,
+}
+
+impl Node {
+    /// Phrase for "found …" in messages, with the value when it is short.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Scalar { text, ty } => {
+                let what = match ty {
+                    ScalarType::Null => return "nothing (null)".to_string(),
+                    ScalarType::Bool => "a boolean",
+                    ScalarType::Int => "an integer",
+                    ScalarType::Float => "a number",
+                    ScalarType::Str => "a string",
+                };
+                if text.chars().count() <= 40 && !text.contains('\n') {
+                    format!("{what} `{text}`")
+                } else {
+                    what.to_string()
+                }
+            }
+            Kind::Seq(_) => "a list".to_string(),
+            Kind::Map(_) => "a mapping".to_string(),
+        }
+    }
+
+    fn count(&self) -> usize {
+        match &self.kind {
+            Kind::Scalar { .. } => 1,
+            Kind::Seq(items) => 1 + items.iter().map(Node::count).sum::<usize>(),
+            Kind::Map(entries) => {
+                1 + entries
+                    .iter()
+                    .map(|e| e.key.count() + e.value.count())
+                    .sum::<usize>()
+            }
+        }
+    }
+}
+
+/// Parses `text` into its single document's root node, or `None` when the
+/// file holds no document at all (empty, or only comments).
+pub(crate) fn parse(text: &str) -> Result<Option<Node>> {
+    let mut events = Events::default();
+    let mut parser = Parser::new_from_str(text);
+    if let Err(e) = parser.load(&mut events, true) {
+        let mut pos = pos_of(e.marker());
+        // The tab error is raised after consuming the tab; point at the tab.
+        if e.info().contains("tabs") && pos.column > 1 {
+            let before = text.chars().nth(e.marker().index().saturating_sub(1));
+            if before == Some('\t') {
+                pos.column -= 1;
+            }
+        }
+        return Err(error(pos, &open_path(&events.list), e.info().to_string())
+            .hint("this is a YAML syntax error; check indentation (spaces only, no tabs), quotes and brackets"));
+    }
+    let mut builder = Builder {
+        text,
+        events: &events.list,
+        at: 0,
+        anchors: HashMap::new(),
+        nodes: 0,
+        chars: text.chars().collect(),
+        pending_key: None,
+    };
+    builder.stream()
+}
+
+#[derive(Default)]
+struct Events {
+    list: Vec<(Event, Marker)>,
+}
+
+impl MarkedEventReceiver for Events {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        self.list.push((ev, mark));
+    }
+}
+
+/// yaml-rust2 markers have 1-based lines and 0-based columns (counted in
+/// characters); users and editors count both from 1.
+fn pos_of(m: &Marker) -> Pos {
+    Pos {
+        line: m.line(),
+        column: m.col() + 1,
+    }
+}
+
+/// A position as yaml-rust2 counts it (character index, 1-based line,
+/// 0-based column), for positions this module corrects itself.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    index: usize,
+    line: usize,
+    col: usize,
+}
+
+impl At {
+    fn pos(self) -> Pos {
+        Pos {
+            line: self.line,
+            column: self.col + 1,
+        }
+    }
+}
+
+struct Builder<'a> {
+    text: &'a str,
+    events: &'a [(Event, Marker)],
+    at: usize,
+    anchors: HashMap<usize, Node>,
+    nodes: usize,
+    /// The text as characters: markers index characters, not bytes.
+    chars: Vec<char>,
+    /// The key whose value is being built next, if any.
+    pending_key: Option<Pos>,
+}
+
+impl Builder<'_> {
+    fn next(&mut self) -> Option<&(Event, Marker)> {
+        let ev = self.events.get(self.at);
+        self.at += 1;
+        ev
+    }
+
+    fn peek(&self) -> Option<&(Event, Marker)> {
+        self.events.get(self.at)
+    }
+
+    fn stream(&mut self) -> Result<Option<Node>> {
+        let mut root = None;
+        while let Some((ev, mark)) = self.next() {
+            match ev {
+                Event::DocumentStart if root.is_some() => {
+                    return Err(error(
+                        pos_of(mark),
+                        "",
+                        "a campaign file holds one YAML document, but a second one starts here",
+                    )
+                    .hint("remove the `---` line and what follows, or put that campaign in its own file"));
+                }
+                Event::DocumentStart => {
+                    let node = self.node("", 0)?;
+                    root = Some(node);
+                }
+                _ => {}
+            }
+        }
+        // `---` alone is a document whose root is an empty scalar: as empty
+        // as a file with nothing in it.
+        Ok(root.filter(|n| !is_empty(n)))
+    }
+
+    fn node(&mut self, path: &str, depth: usize) -> Result<Node> {
+        let Some((ev, mark)) = self.next().cloned() else {
+            return Err(error(
+                Pos::default(),
+                path,
+                "unexpected end of the YAML events",
+            ));
+        };
+        let pos = pos_of(&mark);
+        let key = self.pending_key.take();
+        if depth > MAX_DEPTH {
+            return Err(error(
+                pos,
+                path,
+                format!("nesting is deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        let (node, anchor) = match ev {
+            Event::Scalar(text, style, anchor, tag) => {
+                let ty = if style == TScalarStyle::Plain {
+                    resolve(&text)
+                } else {
+                    ScalarType::Str
+                };
+                let ty = match tag {
+                    None => ty,
+                    Some(tag) if tag.handle == "tag:yaml.org,2002:" && tag.suffix == "str" => {
+                        ScalarType::Str
+                    }
+                    Some(tag) => return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix)),
+                };
+                (
+                    Node {
+                        pos,
+                        kind: Kind::Scalar { text, ty },
+                    },
+                    anchor,
+                )
+            }
+            Event::SequenceStart(anchor, tag) => {
+                if let Some(tag) = tag {
+                    if !(tag.handle == "tag:yaml.org,2002:" && tag.suffix == "seq") {
+                        return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix));
+                    }
+                }
+                let start = self.sequence_start(&mark, key);
+                let mut items = Vec::new();
+                loop {
+                    if matches!(self.peek(), Some((Event::SequenceEnd, _))) {
+                        self.at += 1;
+                        break;
+                    }
+                    let item_path = format!("{path}[{}]", items.len());
+                    let mut item = self.node(&item_path, depth + 1)?;
+                    if is_empty(&item) {
+                        if let Some(dash) = self.dash(start, items.len()) {
+                            item.pos = dash;
+                        }
+                    }
+                    items.push(item);
+                }
+                (
+                    Node {
+                        pos: start.pos(),
+                        kind: Kind::Seq(items),
+                    },
+                    anchor,
+                )
+            }
+            Event::MappingStart(anchor, tag) => {
+                if let Some(tag) = tag {
+                    if !(tag.handle == "tag:yaml.org,2002:" && tag.suffix == "map") {
+                        return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix));
+                    }
+                }
+                let mut entries: Vec<Entry> = Vec::new();
+                loop {
+                    if matches!(self.peek(), Some((Event::MappingEnd, _))) {
+                        self.at += 1;
+                        break;
+                    }
+                    let key = self.node(path, depth + 1)?;
+                    let Kind::Scalar { text: name, .. } = &key.kind else {
+                        return Err(error(
+                            key.pos,
+                            path,
+                            format!("a key must be a plain name, found {}", key.describe()),
+                        ));
+                    };
+                    let name = name.clone();
+                    let value_path = join(path, &name);
+                    if let Some(first) = entries.iter().find(|e| e.name == name) {
+                        return Err(error(
+                            key.pos,
+                            &value_path,
+                            format!(
+                                "duplicate key `{name}` (first written at line {}, column {})",
+                                first.key.pos.line, first.key.pos.column
+                            ),
+                        )
+                        .hint(
+                            "a key may appear only once in a mapping; merge the two or remove one",
+                        ));
+                    }
+                    self.pending_key = Some(key.pos);
+                    let mut value = self.node(&value_path, depth + 1)?;
+                    // An empty value (`name:` and nothing) has no text of its
+                    // own to point at; its key is what the user wrote.
+                    if is_empty(&value) {
+                        value.pos = key.pos;
+                    }
+                    entries.push(Entry { name, key, value });
+                }
+                // A block mapping's start marker sits after its first key;
+                // the first key is where the mapping visibly begins.
+                let pos = match entries.first() {
+                    Some(first) if self.char_at(&mark) != Some('{') => first.key.pos,
+                    _ => pos,
+                };
+                (
+                    Node {
+                        pos,
+                        kind: Kind::Map(entries),
+                    },
+                    anchor,
+                )
+            }
+            Event::Alias(id) => {
+                let Some(target) = self.anchors.get(&id) else {
+                    return Err(error(pos, path, "alias to an unknown anchor"));
+                };
+                let mut node = target.clone();
+                self.nodes += node.count();
+                if self.nodes > MAX_NODES {
+                    return Err(error(
+                        pos,
+                        path,
+                        format!("aliases expand to more than {MAX_NODES} nodes"),
+                    ));
+                }
+                // Errors about the value as a whole point at the use; errors
+                // inside it point into the anchored original.
+                node.pos = pos;
+                return Ok(node);
+            }
+            other => {
+                return Err(error(pos, path, format!("unexpected YAML event {other:?}")));
+            }
+        };
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(error(pos, path, format!("more than {MAX_NODES} nodes")));
+        }
+        if anchor > 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        Ok(node)
+    }
+
+    fn char_at(&self, mark: &Marker) -> Option<char> {
+        self.chars.get(mark.index()).copied()
+    }
+
+    /// Where a sequence really starts. For an "indentless" sequence (a
+    /// mapping value whose `-` sits at the key's column) yaml-rust2 marks the
+    /// first item's content instead of the `-`; walk back to that `-`.
+    fn sequence_start(&self, mark: &Marker, key: Option<Pos>) -> At {
+        let at = At {
+            index: mark.index(),
+            line: mark.line(),
+            col: mark.col(),
+        };
+        let Some(key) = key else { return at };
+        let mut i = at.index;
+        while i > 0 && self.chars.get(i - 1) == Some(&' ') {
+            i -= 1;
+        }
+        if i == 0 || self.chars.get(i - 1) != Some(&'-') {
+            return at;
+        }
+        let dash = i - 1;
+        let col = at.col.checked_sub(at.index - dash);
+        match col {
+            Some(col) if col + 1 == key.column => At {
+                index: dash,
+                line: at.line,
+                col,
+            },
+            _ => at,
+        }
+    }
+
+    /// The `-` of item `i` of the block sequence whose first `-` is at
+    /// `start`. Needed only for an empty item, whose own marker is the next
+    /// token's (and scanner token markers are no better). Every `-` of a
+    /// block sequence is at the same column; the later ones start their line
+    /// (nested sequences are further right, so they do not count).
+    fn dash(&self, start: At, i: usize) -> Option<Pos> {
+        if self.chars.get(start.index) != Some(&'-') {
+            return None; // a flow sequence: its items cannot be empty
+        }
+        if i == 0 {
+            return Some(start.pos());
+        }
+        let col = start.col;
+        self.text
+            .lines()
+            .enumerate()
+            .skip(start.line) // lines after the first dash's (1-based) line
+            .filter(|(_, line)| {
+                let mut chars = line.chars();
+                chars.by_ref().take(col).all(|c| c == ' ')
+                    && chars.next() == Some('-')
+                    && chars.next().is_none_or(char::is_whitespace)
+            })
+            .nth(i - 1)
+            .map(|(n, _)| Pos {
+                line: n + 1,
+                column: col + 1,
+            })
+    }
+}
+
+fn unsupported_tag(pos: Pos, path: &str, handle: &str, suffix: &str) -> super::SpecError {
+    let shown = if handle == "tag:yaml.org,2002:" {
+        format!("!!{suffix}")
+    } else {
+        format!("{handle}{suffix}")
+    };
+    error(pos, path, format!("YAML tag `{shown}` is not supported"))
+        .hint("only `!!str` is accepted (to force a string); quoting does the same")
+}
+
+/// Nothing written at all (as opposed to an explicit `~` or `null`).
+fn is_empty(node: &Node) -> bool {
+    matches!(&node.kind, Kind::Scalar { text, ty: ScalarType::Null } if text.is_empty())
+}
+
+/// `parent.key`, or just `key` at the root.
+pub(crate) fn join(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// The key path that was open when a syntax error stopped the parser, so
+/// even a syntax error names the section it is in.
+fn open_path(events: &[(Event, Marker)]) -> String {
+    enum Frame {
+        Seq(usize),
+        Map {
+            key: Option<String>,
+            expect_key: bool,
+        },
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    // A finished node in a mapping flips it between key and value.
+    fn finish(stack: &mut [Frame], scalar: Option<&str>) {
+        match stack.last_mut() {
+            Some(Frame::Seq(n)) => *n += 1,
+            Some(Frame::Map { key, expect_key }) => {
+                if *expect_key {
+                    *key = Some(scalar.unwrap_or("?").to_string());
+                }
+                *expect_key = !*expect_key;
+            }
+            None => {}
+        }
+    }
+    for (ev, _) in events {
+        match ev {
+            Event::SequenceStart(..) => stack.push(Frame::Seq(0)),
+            Event::MappingStart(..) => stack.push(Frame::Map {
+                key: None,
+                expect_key: true,
+            }),
+            Event::SequenceEnd | Event::MappingEnd => {
+                stack.pop();
+                finish(&mut stack, None);
+            }
+            Event::Scalar(text, ..) => finish(&mut stack, Some(text)),
+            Event::Alias(_) => finish(&mut stack, None),
+            _ => {}
+        }
+    }
+    let mut path = String::new();
+    let depth = stack.len();
+    for (i, frame) in stack.iter().enumerate() {
+        let innermost = i + 1 == depth;
+        match frame {
+            Frame::Seq(n) => {
+                if !innermost {
+                    path.push_str(&format!("[{n}]"));
+                }
+            }
+            Frame::Map { key, expect_key } => {
+                // Inside an unfinished value (not at the innermost level,
+                // or awaiting one), the last key names where we are.
+                if !innermost || !*expect_key {
+                    if let Some(key) = key {
+                        path = join(&path, key);
+                    }
+                }
+            }
+        }
+    }
+    path
+}
+
+/// YAML 1.2 core schema resolution of a plain scalar.
+pub(crate) fn resolve(text: &str) -> ScalarType {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return ScalarType::Null,
+        "true" | "True" | "TRUE" | "false" | "False" | "FALSE" => return ScalarType::Bool,
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
+        | ".nan" | ".NaN" | ".NAN" => return ScalarType::Float,
+        _ => {}
+    }
+    if is_int(text) {
+        ScalarType::Int
+    } else if is_float(text) {
+        ScalarType::Float
+    } else {
+        ScalarType::Str
+    }
+}
+
+fn is_int(text: &str) -> bool {
+    if let Some(hex) = text.strip_prefix("0x") {
+        return !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit());
+    }
+    if let Some(oct) = text.strip_prefix("0o") {
+        return !oct.is_empty() && oct.chars().all(|c| ('0'..='7').contains(&c));
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+}
+
+fn is_float(text: &str) -> bool {
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (int, frac) = match mantissa.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (mantissa, None),
+    };
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    let mantissa_ok = match frac {
+        Some(f) => digits(int) && digits(f) && !(int.is_empty() && f.is_empty()),
+        None => !int.is_empty() && digits(int),
+    };
+    let exponent_ok = match exponent {
+        Some(e) => {
+            let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+            !e.is_empty() && digits(e)
+        }
+        None => true,
+    };
+    mantissa_ok && exponent_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_like_the_core_schema() {
+        for (text, ty) in [
+            ("", ScalarType::Null),
+            ("~", ScalarType::Null),
+            ("true", ScalarType::Bool),
+            ("on", ScalarType::Str),
+            ("yes", ScalarType::Str),
+            ("1024", ScalarType::Int),
+            ("-1", ScalarType::Int),
+            ("0x1f", ScalarType::Int),
+            ("0.5", ScalarType::Float),
+            ("1e3", ScalarType::Float),
+            (".5", ScalarType::Float),
+            ("1.", ScalarType::Float),
+            (".", ScalarType::Str),
+            ("4k", ScalarType::Str),
+            ("1.2.3", ScalarType::Str),
+            ("-.inf", ScalarType::Float),
+        ] {
+            assert_eq!(resolve(text), ty, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn positions_are_one_based() {
+        let root = parse("# c\nname: x\nm:\n  k: [a, 'b']\n").unwrap().unwrap();
+        let Kind::Map(entries) = &root.kind else {
+            panic!("root is not a map")
+        };
+        assert_eq!(root.pos, Pos { line: 2, column: 1 });
+        assert_eq!(entries[0].value.pos, Pos { line: 2, column: 7 });
+        let Kind::Map(inner) = &entries[1].value.kind else {
+            panic!("m is not a map")
+        };
+        assert_eq!(entries[1].value.pos, Pos { line: 4, column: 3 });
+        let Kind::Seq(items) = &inner[0].value.kind else {
+            panic!("k is not a list")
+        };
+        assert_eq!(
+            items[1].pos,
+            Pos {
+                line: 4,
+                column: 10
+            }
+        );
+    }
+
+    #[test]
+    fn empty_values_point_at_their_key_or_dash() {
+        let root = parse("a:\nb:\n  -\n  - x\n").unwrap().unwrap();
+        let Kind::Map(entries) = &root.kind else {
+            panic!("root is not a map")
+        };
+        assert_eq!(entries[0].value.pos, Pos { line: 1, column: 1 });
+        let Kind::Seq(items) = &entries[1].value.kind else {
+            panic!("b is not a list")
+        };
+        assert_eq!(items[0].pos, Pos { line: 3, column: 3 });
+        let root = parse("b:\n- - x\n  -\n-\n").unwrap().unwrap();
+        let Kind::Map(entries) = &root.kind else {
+            panic!("root is not a map")
+        };
+        let Kind::Seq(items) = &entries[0].value.kind else {
+            panic!("b is not a list")
+        };
+        let Kind::Seq(inner) = &items[0].kind else {
+            panic!("b[0] is not a list")
+        };
+        assert_eq!(inner[1].pos, Pos { line: 3, column: 3 });
+        assert_eq!(items[1].pos, Pos { line: 4, column: 1 });
+        // The indentless sequence itself starts at its first `-`.
+        assert_eq!(entries[0].value.pos, Pos { line: 2, column: 1 });
+    }
+
+    #[test]
+    fn billion_laughs_is_bounded() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        let err = parse(&text).unwrap_err();
+        assert!(err.message.contains("aliases expand"), "{err}");
+    }
+
+    #[test]
+    fn deep_nesting_is_bounded() {
+        let text = format!("a: {}{}", "[".repeat(500), "]".repeat(500));
+        // yaml-rust2 has its own limit, below ours; either is fine.
+        let err = parse(&text).unwrap_err();
+        assert!(
+            err.message.contains("deeper") || err.message.contains("recursion limit"),
+            "{err}"
+        );
+    }
+}

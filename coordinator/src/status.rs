@@ -1,0 +1,122 @@
+//! Progress of a campaign, from the store (and the hub for who is connected).
+
+use std::collections::HashMap;
+
+use platter_agent::model::Plan;
+
+use crate::hub::Hub;
+use crate::store::{Result, Store, StoreError};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostProgress {
+    pub host: String,
+    pub connected: bool,
+    pub steps_total: u32,
+    pub steps_done: u32,
+    pub current_step: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignStatus {
+    pub campaign_id: String,
+    pub name: String,
+    /// running | done | cancelled
+    pub state: String,
+    pub cells_total: u32,
+    pub cells_done: u32,
+    pub steps_total: u32,
+    pub steps_done: u32,
+    pub steps_failed: u32,
+    pub hosts: Vec<HostProgress>,
+}
+
+impl CampaignStatus {
+    pub fn ended(&self) -> bool {
+        self.state != "running"
+    }
+
+    pub fn load(store: &Store, hub: &Hub, campaign_id: &str) -> Result<CampaignStatus> {
+        let mut status = store.read(|c| {
+            let (name, state, repeat): (String, String, u32) = c
+                .query_row("SELECT name, state, repeat FROM campaigns WHERE id = ?1", [campaign_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => StoreError::NoCampaign(campaign_id.to_string()),
+                    e => e.into(),
+                })?;
+            let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
+            // A cell is done when every repetition's measure step has ended.
+            let cells_done: u32 = c.query_row(
+                "SELECT COUNT(*) FROM (SELECT s.cell_id FROM steps s JOIN cells ce ON ce.id = s.cell_id
+                   WHERE ce.campaign_id = ?1 AND s.kind = 'measure' AND s.state != 'started'
+                   GROUP BY s.cell_id HAVING COUNT(DISTINCT s.repetition) >= ?2)",
+                rusqlite::params![campaign_id, repeat],
+                |r| r.get(0),
+            )?;
+            let mut hosts = Vec::new();
+            let (mut steps_total, mut steps_done, mut steps_failed) = (0, 0, 0);
+            let mut stmt = c.prepare("SELECT id, host, steps_total, body FROM plans WHERE campaign_id = ?1 ORDER BY host")?;
+            let plans = stmt
+                .query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut ended = c.prepare("SELECT COUNT(DISTINCT step_index) FROM steps WHERE plan_id = ?1 AND state != 'started'")?;
+            let mut failed = c.prepare("SELECT COUNT(DISTINCT step_index) FROM steps WHERE plan_id = ?1 AND state = 'failed'")?;
+            // The running step: started, with no end record.
+            let mut running = c.prepare(
+                "SELECT s.step_index FROM steps s WHERE s.plan_id = ?1 AND s.state = 'started'
+                   AND NOT EXISTS (SELECT 1 FROM steps e WHERE e.plan_id = s.plan_id AND e.step_index = s.step_index AND e.state != 'started')
+                 ORDER BY s.step_index DESC LIMIT 1",
+            )?;
+            for (plan_id, host, total, body) in plans {
+                let done: u32 = ended.query_row([&plan_id], |r| r.get(0))?;
+                steps_failed += failed.query_row([&plan_id], |r| r.get::<_, u32>(0))?;
+                let current: Option<u32> = running.query_row([&plan_id], |r| r.get(0)).ok();
+                let current_step = match current {
+                    Some(i) => {
+                        let plan: Plan = serde_json::from_str(&body)?;
+                        plan.steps.get(i as usize).map(|s| describe(&plan, s.index)).unwrap_or_default()
+                    }
+                    None => String::new(),
+                };
+                steps_total += total;
+                steps_done += done;
+                hosts.push(HostProgress { host, connected: false, steps_total: total, steps_done: done, current_step });
+            }
+            Ok(CampaignStatus {
+                campaign_id: campaign_id.to_string(),
+                name,
+                state,
+                cells_total,
+                cells_done,
+                steps_total,
+                steps_done,
+                steps_failed,
+                hosts,
+            })
+        })?;
+        let connected: HashMap<String, ()> =
+            hub.connected().into_iter().map(|a| (a.host, ())).collect();
+        for h in &mut status.hosts {
+            h.connected = connected.contains_key(&h.host);
+        }
+        Ok(status)
+    }
+}
+
+/// "measure (rep 2/3): dd if=/dev/zero …" for progress lines.
+pub fn describe(plan: &Plan, index: u32) -> String {
+    let Some(step) = plan.steps.get(index as usize) else {
+        return String::new();
+    };
+    let mut s = step.kind.to_string();
+    if s.len() > 60 {
+        s.truncate(s.char_indices().nth(57).map(|(i, _)| i).unwrap_or(s.len()));
+        s.push('…');
+    }
+    if step.repetition > 0 {
+        format!("rep {}: {s}", step.repetition)
+    } else {
+        s
+    }
+}

@@ -1,0 +1,458 @@
+//! The coordinator's durable state in SQLite (WAL): campaigns, cells, plans, step events,
+//! samples, agents. Records from agents go through one writer task that commits them in
+//! batches, never a transaction per sample; a record is acked only after its commit.
+//! Everything else (submissions, plan dispatch, reads) uses short transactions of its own.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use platter_agent::model::{Plan, Record, RecordKind};
+use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite_migration::{Migrations, M};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::planner::PlannedCampaign;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("database migration: {0}")]
+    Migration(#[from] rusqlite_migration::Error),
+    #[error("stored data is malformed: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the store's writer has stopped")]
+    WriterGone,
+    #[error("no campaign {0}")]
+    NoCampaign(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(
+        r#"
+        CREATE TABLE campaigns (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            file_name TEXT NOT NULL,
+            yaml TEXT NOT NULL,
+            params TEXT NOT NULL,          -- JSON list of parameter names, matrix order
+            repeat INTEGER NOT NULL,
+            state TEXT NOT NULL,           -- running | done | cancelled
+            submitted_unix_ms INTEGER NOT NULL,
+            UNIQUE (content_hash, generation)
+        );
+        CREATE TABLE cells (
+            id TEXT PRIMARY KEY,
+            campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+            host TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            params TEXT NOT NULL           -- JSON object, parameter -> value
+        );
+        CREATE INDEX cells_campaign ON cells (campaign_id);
+        CREATE TABLE plans (
+            id TEXT PRIMARY KEY,
+            campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+            host TEXT NOT NULL,
+            body TEXT NOT NULL,            -- JSON of the plan
+            steps_total INTEGER NOT NULL,
+            state TEXT NOT NULL,           -- queued | sent | accepted | done | cancelled
+            queued_seq INTEGER NOT NULL
+        );
+        CREATE INDEX plans_host_state ON plans (host, state, queued_seq);
+        CREATE INDEX plans_campaign ON plans (campaign_id);
+        CREATE TABLE steps (
+            plan_id TEXT NOT NULL,
+            step_index INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            state TEXT NOT NULL,           -- started | succeeded | failed | skipped
+            kind TEXT NOT NULL,
+            cell_id TEXT NOT NULL,
+            repetition INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            started_unix_ns INTEGER NOT NULL,
+            finished_unix_ns INTEGER NOT NULL,
+            exit_status INTEGER NOT NULL,
+            stderr_tail TEXT NOT NULL,
+            error TEXT NOT NULL,
+            PRIMARY KEY (plan_id, step_index, attempt, state)
+        );
+        CREATE INDEX steps_cell ON steps (cell_id);
+        CREATE TABLE samples (
+            cell_id TEXT NOT NULL,
+            repetition INTEGER NOT NULL,
+            metric TEXT NOT NULL,
+            value REAL NOT NULL,
+            unit TEXT NOT NULL,
+            histogram BLOB,
+            attempt INTEGER NOT NULL,
+            plan_id TEXT NOT NULL,
+            PRIMARY KEY (cell_id, repetition, metric)
+        );
+        CREATE TABLE agents (
+            host TEXT PRIMARY KEY,
+            boot_id TEXT NOT NULL,
+            agent_version TEXT NOT NULL,
+            last_seen_unix_ms INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL DEFAULT 0
+        );
+        "#,
+    )])
+}
+
+fn open_conn(path: &Path) -> Result<Connection> {
+    let mut conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // WAL + synchronous=NORMAL is durable against process crashes; FULL also against power
+    // loss, which is what an exactly-once promise to agents needs.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    migrations().to_latest(&mut conn)?;
+    Ok(conn)
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// What a committed batch of records changed, so the caller can ack and reschedule.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    /// Hosts with a plan that just ended: they may take their next plan.
+    pub hosts_freed: Vec<String>,
+}
+
+struct Batch {
+    host: String,
+    records: Vec<Record>,
+    done: oneshot::Sender<Result<BatchOutcome>>,
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    writer: mpsc::Sender<Batch>,
+    changed: watch::Sender<u64>,
+}
+
+impl Store {
+    /// Opens (creating and migrating) the database and starts its writer on a thread of
+    /// its own; the writer ends when the last `Store` handle is dropped.
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = open_conn(path)?;
+        let writer_conn = open_conn(path)?;
+        let (tx, rx) = mpsc::channel(1024);
+        let (changed, _) = watch::channel(0u64);
+        let store = Store {
+            conn: Arc::new(Mutex::new(conn)),
+            writer: tx,
+            changed: changed.clone(),
+        };
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer_loop(writer_conn, rx, changed))
+            .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        Ok(store)
+    }
+
+    /// Subscribes to "something changed" notifications (a counter).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn.lock().expect("store lock");
+        f(&mut conn)
+    }
+
+    /// Stores records durably; resolves once they are committed.
+    pub async fn write_records(&self, host: &str, records: Vec<Record>) -> Result<BatchOutcome> {
+        let (done, rx) = oneshot::channel();
+        self.writer
+            .send(Batch {
+                host: host.to_string(),
+                records,
+                done,
+            })
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// An unfinished campaign with this content, if any.
+    pub fn resumable(&self, content_hash: &str) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id FROM campaigns WHERE content_hash = ?1 AND state = 'running' ORDER BY generation DESC LIMIT 1",
+                [content_hash],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// The generation a new campaign with this content gets (1 for the first).
+    pub fn next_generation(&self, content_hash: &str) -> Result<u32> {
+        self.with(|c| {
+            let g: Option<u32> = c.query_row(
+                "SELECT MAX(generation) FROM campaigns WHERE content_hash = ?1",
+                [content_hash],
+                |r| r.get(0),
+            )?;
+            Ok(g.unwrap_or(0) + 1)
+        })
+    }
+
+    /// Stores a planned campaign and queues its plans, all or nothing.
+    pub fn insert_campaign(&self, p: &PlannedCampaign, file_name: &str, yaml: &str) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)",
+                params![
+                    p.id,
+                    p.name,
+                    p.content_hash,
+                    p.generation,
+                    file_name,
+                    yaml,
+                    serde_json::to_string(&p.params)?,
+                    p.repeat,
+                    now_ms()
+                ],
+            )?;
+            for cell in &p.cells {
+                tx.execute(
+                    "INSERT INTO cells (id, campaign_id, host, idx, params) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?],
+                )?;
+            }
+            let seq: i64 = tx.query_row("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", [], |r| r.get(0))?;
+            for (i, plan) in p.plans.iter().enumerate() {
+                tx.execute(
+                    "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6)",
+                    params![plan.id, p.id, plan.host, serde_json::to_string(plan)?, plan.steps.len() as i64, seq + 1 + i as i64],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })?;
+        self.bump();
+        Ok(())
+    }
+
+    /// The plan a host is running (sent or accepted), else the next queued one, marked sent.
+    /// Returns the plan and whether it was newly dispatched.
+    pub fn plan_for_host(&self, host: &str) -> Result<Option<(Plan, bool)>> {
+        let r = self.with(|c| {
+            let tx = c.transaction()?;
+            let active: Option<String> = tx
+                .query_row(
+                    "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
+                    [host],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(body) = active {
+                return Ok(Some((serde_json::from_str(&body)?, false)));
+            }
+            let next: Option<(String, String)> = tx
+                .query_row(
+                    "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
+                    [host],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((id, body)) = next else { return Ok(None) };
+            tx.execute("UPDATE plans SET state = 'sent' WHERE id = ?1", [&id])?;
+            tx.commit()?;
+            Ok(Some((serde_json::from_str(&body)?, true)))
+        })?;
+        if r.as_ref().is_some_and(|(_, new)| *new) {
+            self.bump();
+        }
+        Ok(r)
+    }
+
+    pub fn agent_seen(&self, host: &str, boot_id: &str, version: &str) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
+                 last_seen_unix_ms = excluded.last_seen_unix_ms",
+                params![host, boot_id, version, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that
+    /// agents hold now (they must be told to stop).
+    pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
+        let r = self.with(|c| {
+            let tx = c.transaction()?;
+            let n = tx.execute("UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'", [campaign_id])?;
+            if n == 0 {
+                let exists: bool = tx.query_row("SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1", [campaign_id], |r| r.get(0))?;
+                if !exists {
+                    return Err(StoreError::NoCampaign(campaign_id.to_string()));
+                }
+            }
+            tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state = 'queued'", [campaign_id])?;
+            let mut stmt = tx.prepare("SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')")?;
+            let held = stmt.query_map([campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
+            drop(stmt);
+            tx.commit()?;
+            Ok(held)
+        })?;
+        self.bump();
+        Ok(r)
+    }
+
+    pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT state FROM campaigns WHERE id = ?1",
+                [campaign_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
+        })
+    }
+
+    /// Runs a read-only query on the store's connection.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.with(|c| f(c))
+    }
+}
+
+/// The single writer of records. Takes whatever batches are waiting, commits them in one
+/// transaction, then answers each.
+fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: watch::Sender<u64>) {
+    /// Upper bound on batches per transaction, to bound latency of the first ack.
+    const MAX_BATCHES: usize = 256;
+    while let Some(first) = rx.blocking_recv() {
+        let mut batches = vec![first];
+        while batches.len() < MAX_BATCHES {
+            match rx.try_recv() {
+                Ok(b) => batches.push(b),
+                Err(_) => break,
+            }
+        }
+        match commit(&mut conn, &batches) {
+            Ok(outcomes) => {
+                changed.send_modify(|n| *n += 1);
+                for (b, o) in batches.into_iter().zip(outcomes) {
+                    let _ = b.done.send(Ok(o));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "storing records failed; agents will resend them");
+                for b in batches {
+                    let _ = b.done.send(Err(StoreError::WriterGone));
+                }
+            }
+        }
+    }
+}
+
+fn commit(conn: &mut Connection, batches: &[Batch]) -> Result<Vec<BatchOutcome>> {
+    let tx = conn.transaction()?;
+    let mut outcomes = Vec::with_capacity(batches.len());
+    {
+        let mut step = tx.prepare_cached(
+            "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell_id, repetition, host,
+             started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )?;
+        let mut sample = tx.prepare_cached(
+            "INSERT OR IGNORE INTO samples (cell_id, repetition, metric, value, unit, histogram, attempt, plan_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        for b in batches {
+            let mut outcome = BatchOutcome::default();
+            let mut last_seq = 0;
+            for r in &b.records {
+                last_seq = last_seq.max(r.seq);
+                match &r.kind {
+                    RecordKind::PlanAccepted { plan_id } => {
+                        tx.execute("UPDATE plans SET state = 'accepted' WHERE id = ?1 AND state IN ('queued', 'sent')", [plan_id])?;
+                    }
+                    RecordKind::Step(e) => {
+                        step.execute(params![
+                            e.plan_id,
+                            e.step_index,
+                            e.attempt,
+                            e.state.as_str(),
+                            e.kind,
+                            e.cell_id,
+                            e.repetition,
+                            b.host,
+                            e.started_unix_ns,
+                            e.finished_unix_ns,
+                            e.exit_status,
+                            e.stderr_tail,
+                            e.error
+                        ])?;
+                        for s in &e.samples {
+                            let hist = (!s.histogram.is_empty()).then_some(&s.histogram);
+                            sample.execute(params![
+                                e.cell_id,
+                                e.repetition,
+                                s.metric,
+                                s.value,
+                                s.unit,
+                                hist,
+                                e.attempt,
+                                e.plan_id
+                            ])?;
+                        }
+                    }
+                    RecordKind::PlanFinished { plan_id, cancelled } => {
+                        let state = if *cancelled { "cancelled" } else { "done" };
+                        let n = tx.execute(
+                            "UPDATE plans SET state = ?2 WHERE id = ?1 AND state NOT IN ('done', 'cancelled')",
+                            params![plan_id, state],
+                        )?;
+                        if n > 0 {
+                            outcome.hosts_freed.push(b.host.clone());
+                        }
+                        // The campaign has ended when none of its plans is left to run.
+                        tx.execute(
+                            "UPDATE campaigns SET state = 'done' WHERE state = 'running'
+                               AND id = (SELECT campaign_id FROM plans WHERE id = ?1)
+                               AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.campaign_id = campaigns.id
+                                               AND p.state NOT IN ('done', 'cancelled'))",
+                            [plan_id],
+                        )?;
+                    }
+                }
+            }
+            tx.execute(
+                "UPDATE agents SET last_seq = MAX(last_seq, ?2), last_seen_unix_ms = ?3 WHERE host = ?1",
+                params![b.host, last_seq as i64, now_ms()],
+            )?;
+            outcomes.push(outcome);
+        }
+    }
+    tx.commit()?;
+    Ok(outcomes)
+}
