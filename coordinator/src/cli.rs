@@ -111,7 +111,10 @@ pub enum Command {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     // The single-machine commands talk to a person: only warnings; services log more.
-    let quiet = matches!(cli.command, Command::Run { .. } | Command::Validate { .. } | Command::Report { .. });
+    let quiet = matches!(
+        cli.command,
+        Command::Run { .. } | Command::Validate { .. } | Command::Report { .. }
+    );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -1,0 +1,233 @@
+//! The `platter` command line as a user runs it: validate, run, report.
+
+mod common;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn platter() -> Command {
+    Command::cargo_bin("platter").unwrap()
+}
+
+fn corpus(kind: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/spec-corpus")
+        .join(kind);
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn validate_rejects_every_invalid_campaign_with_its_position() {
+    let files = corpus("invalid");
+    assert!(files.len() >= 20);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        // First line: `# expect: LINE:COLUMN PATH -- SUBSTRING`
+        let expect = text
+            .lines()
+            .next()
+            .unwrap()
+            .strip_prefix("# expect: ")
+            .unwrap();
+        let position = expect.split_whitespace().next().unwrap();
+        let at = format!("{}:{position}:", f.display());
+        platter()
+            .arg("validate")
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(at));
+    }
+}
+
+#[test]
+fn validate_prints_cells_and_plans() {
+    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart.yaml");
+    platter()
+        .args(["validate", "--local-host", "testhost"])
+        .arg(&f)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "4 cell(s) × 5 repetition(s) on 1 host(s): testhost",
+        ))
+        .stdout(predicate::str::contains(
+            "cell 3: bs=1M sync=fdatasync conv=fdatasync",
+        ))
+        .stdout(predicate::str::contains(
+            "plan for host testhost (64 steps)",
+        ))
+        .stdout(predicate::str::contains(
+            "measure: dd if=/dev/zero of=platter-data/quickstart/4k-fdatasync bs=4k",
+        ));
+}
+
+#[test]
+fn run_measures_and_reports_in_every_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = r#"
+name: sleepy
+matrix:
+  seconds: [0.05, 0.15]
+workload:
+  command:
+    run: sleep ${seconds}
+repeat: 3
+"#;
+    let f = common::write(tmp.path(), "c.yaml", yaml);
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "json"])
+        .arg(&f)
+        .assert()
+        .success();
+    let report: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["state"], "done");
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for (cell, ms) in cells.iter().zip([0.050, 0.150]) {
+        let wall = cell["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "wall")
+            .unwrap();
+        assert_eq!(wall["n"], 3);
+        let median = wall["median"].as_f64().unwrap();
+        assert!(median >= ms && median < ms + 0.1, "{median} for sleep {ms}");
+    }
+    assert!(tmp.path().join("platter-data/platter.db").exists());
+
+    // CSV and Markdown of the same campaign from the store.
+    let id = report["campaign_id"].as_str().unwrap().to_string();
+    platter()
+        .current_dir(tmp.path())
+        .args([
+            "report",
+            &id,
+            "--db",
+            "platter-data/platter.db",
+            "--format",
+            "csv",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(
+            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max\n",
+        ))
+        .stdout(predicate::function(|s: &str| {
+            s.lines().count() == 1 + 2 * 4
+        }));
+    platter()
+        .current_dir(tmp.path())
+        .args([
+            "report",
+            &id,
+            "--db",
+            "platter-data/platter.db",
+            "--format",
+            "markdown",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "| seconds | metric | n | median |",
+        ));
+}
+
+#[test]
+fn run_exits_non_zero_and_shows_the_error_when_a_workload_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: failing\nworkload: { command: { run: \"echo disk on fire >&2; exit 3\" } }\nrepeat: 2\n",
+    );
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("2 step(s) failed"))
+        .stdout(predicate::str::contains("workload failed: exit status 3"))
+        .stdout(predicate::str::contains("disk on fire"));
+}
+
+#[test]
+fn run_refuses_an_invalid_campaign_before_starting_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: x\nworkload: { command: { run: true } }\nrepet: 2\n",
+    );
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("c.yaml:3:1"))
+        .stderr(predicate::str::contains("did you mean `repeat`"));
+    assert!(
+        !tmp.path().join("platter-data").exists(),
+        "nothing may be created for an invalid campaign"
+    );
+}
+
+#[test]
+fn run_resumes_an_interrupted_campaign() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: slow\nworkload: { command: { run: sleep 0.3 } }\nrepeat: 4\n",
+    );
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = tmp.path().join("platter-data/platter.db");
+    let samples = |db: &std::path::Path| -> i64 {
+        rusqlite::Connection::open(db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM samples WHERE metric = 'wall'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap_or(0)
+    };
+    common::wait_for("a first sample", std::time::Duration::from_secs(30), || {
+        (samples(&db) >= 1).then_some(())
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let status = first.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let before = samples(&db);
+    assert!((1..4).contains(&before), "{before}");
+
+    platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "csv"])
+        .arg(&f)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("resuming campaign slow"))
+        .stdout(predicate::str::contains(",wall,s,4,0,"));
+    assert_eq!(samples(&db), 4);
+}

@@ -1,0 +1,181 @@
+//! Helpers for tests that run real `platter` processes on 127.0.0.1.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn platter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_platter"))
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Kills the child on drop, so a failing test leaves no process behind.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn log_file(dir: &Path, name: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))
+        .unwrap()
+}
+
+pub fn serve(dir: &Path, port: u16) -> Proc {
+    let child = platter()
+        .args([
+            "serve",
+            "--insecure",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--db",
+        ])
+        .arg(dir.join("coordinator.db"))
+        .env("PLATTER_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log_file(dir, "coordinator"))
+        .spawn()
+        .unwrap();
+    Proc {
+        child,
+        name: "coordinator".into(),
+    }
+}
+
+pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
+    let boot = dir.join(format!("{name}.boot_id"));
+    if !boot.exists() {
+        std::fs::write(&boot, format!("boot-of-{name}-1\n")).unwrap();
+    }
+    let child = platter()
+        .args([
+            "agent",
+            "--insecure",
+            "--coordinator",
+            &format!("http://127.0.0.1:{port}"),
+            "--name",
+            name,
+        ])
+        .arg("--state-dir")
+        .arg(dir.join(format!("{name}.state")))
+        .arg("--boot-id-file")
+        .arg(&boot)
+        .args(extra)
+        .env("PLATTER_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log_file(dir, name))
+        .spawn()
+        .unwrap();
+    Proc {
+        child,
+        name: name.into(),
+    }
+}
+
+/// Polls `f` until it returns Some, or panics with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Opens the coordinator's database read-only (WAL allows it while the coordinator runs).
+pub fn db(dir: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open_with_flags(
+        dir.join("coordinator.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    c
+}
+
+/// The query's single number, or -1 while the database does not exist yet.
+pub fn query_i64(dir: &Path, sql: &str) -> i64 {
+    let Ok(c) = rusqlite::Connection::open_with_flags(
+        dir.join("coordinator.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    ) else {
+        return -1;
+    };
+    let _ = c.busy_timeout(Duration::from_secs(5));
+    c.query_row(sql, [], |r| r.get(0)).unwrap_or(-1)
+}
+
+/// Submits a campaign file through the CLI and returns its id.
+pub fn submit(dir: &Path, port: u16, file: &Path) -> String {
+    let out = platter()
+        .args([
+            "submit",
+            "--coordinator",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = dir;
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The logs of a test's processes, for a failure message.
+pub fn logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "log") {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            out.push_str(&format!("--- {}\n", p.display()));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
