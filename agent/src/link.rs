@@ -86,7 +86,9 @@ impl Link {
         // The channel is empty and has room: this send cannot wait.
         let _ = tx.send(msg(pb::agent_message::Kind::Hello(hello))).await;
         let mut inbound = client.open(ReceiverStream::new(rx)).await?.into_inner();
-        tracing::info!(coordinator = %self.coordinator, host = %self.host, "connected");
+        if !self.shared.measuring.load(Ordering::Relaxed) {
+            tracing::info!(coordinator = %self.coordinator, host = %self.host, "connected");
+        }
         *failures = 0;
 
         let mut sent = self.shared.acked();

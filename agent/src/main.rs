@@ -10,7 +10,8 @@ struct Cli {
     agent: platter_agent::cli::AgentArgs,
 }
 
-#[tokio::main]
+// One thread is plenty: the link is one task, and the executor has an OS thread of its own.
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     platter_agent::cli::init_tracing("info");
     let cli = Cli::parse();

@@ -231,3 +231,33 @@ fn run_resumes_an_interrupted_campaign() {
         .stdout(predicate::str::contains(",wall,s,4,0,"));
     assert_eq!(samples(&db), 4);
 }
+
+#[test]
+fn on_failure_abort_skips_the_rest_of_the_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: abort\nmatrix: { code: [3, 0] }\nworkload: { command: { run: \"exit ${code}\" } }\nrepeat: 2\norder: sequential\non_failure: abort\n",
+    );
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("1 step(s) failed"));
+    let c = rusqlite::Connection::open(tmp.path().join("platter-data/platter.db")).unwrap();
+    let states: Vec<String> = c
+        .prepare("SELECT state FROM steps WHERE state != 'started' ORDER BY step_index")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(states, ["failed", "skipped", "skipped", "skipped"]);
+    let samples: i64 = c
+        .query_row("SELECT COUNT(*) FROM samples", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(samples, 0);
+}

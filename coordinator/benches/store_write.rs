@@ -1,0 +1,97 @@
+//! How many samples per second the coordinator's store commits durably (synchronous=FULL,
+//! WAL) when many agents stream at once. Run: `cargo bench -p platter --bench store_write`.
+//! Prints one line: agents, records, samples, seconds, samples/s.
+
+use std::time::Instant;
+
+use platter::store::Store;
+use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepState};
+
+const AGENTS: usize = 16;
+const BATCHES_PER_AGENT: usize = 100;
+const RECORDS_PER_BATCH: usize = 256;
+const SAMPLES_PER_RECORD: usize = 4;
+
+fn record(agent: usize, seq: u64) -> Record {
+    Record {
+        seq,
+        kind: RecordKind::Step(StepEvent {
+            plan_id: format!("plan-{agent}"),
+            kind: "measure".into(),
+            step_index: seq as u32,
+            cell_id: format!("cell-{agent}-{}", seq % 64),
+            repetition: (seq / 64) as u32 + 1,
+            attempt: 1,
+            state: StepState::Succeeded,
+            started_unix_ns: 1,
+            finished_unix_ns: 2,
+            exit_status: 0,
+            stderr_tail: String::new(),
+            error: String::new(),
+            samples: (0..SAMPLES_PER_RECORD)
+                .map(|m| Sample {
+                    metric: format!("m{m}"),
+                    value: seq as f64 * 1e-3,
+                    unit: "s".into(),
+                    histogram: Vec::new(),
+                })
+                .collect(),
+        }),
+    }
+}
+
+fn main() {
+    let dir = std::env::var_os("PLATTER_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("platter-bench-{}.db", std::process::id()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Store::open(&path).unwrap();
+    // Build every batch before the clock starts: the benchmark times the store alone.
+    let work: Vec<Vec<Vec<Record>>> = (0..AGENTS)
+        .map(|a| {
+            (0..BATCHES_PER_AGENT)
+                .map(|b| {
+                    (0..RECORDS_PER_BATCH)
+                        .map(|r| record(a, (b * RECORDS_PER_BATCH + r + 1) as u64))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let started = Instant::now();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for (a, batches) in work.into_iter().enumerate() {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                for batch in batches {
+                    store
+                        .write_records(&format!("agent-{a}"), batch)
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let records = AGENTS * BATCHES_PER_AGENT * RECORDS_PER_BATCH;
+    let samples = records * SAMPLES_PER_RECORD;
+    let stored: i64 = store
+        .read(|c| Ok(c.query_row("SELECT COUNT(*) FROM samples", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(stored as usize, samples, "every sample stored once");
+    println!(
+        "store_write: {AGENTS} agents, {records} records, {samples} samples in {secs:.2} s = {:.0} samples/s",
+        samples as f64 / secs
+    );
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
