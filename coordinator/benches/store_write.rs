@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use indexmap::IndexMap;
+use platter::planner::{PlannedCampaign, PlannedCell};
 use platter::store::Store;
 use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepState};
 
@@ -11,6 +13,35 @@ const AGENTS: usize = 16;
 const BATCHES_PER_AGENT: usize = 100;
 const RECORDS_PER_BATCH: usize = 256;
 const SAMPLES_PER_RECORD: usize = 4;
+const CELLS_PER_AGENT: u64 = 64;
+
+fn cell_id(agent: usize, cell: u64) -> String {
+    format!("{:016x}", (agent as u64) << 32 | cell)
+}
+
+/// A campaign whose cells the records refer to, as a submission would store it.
+fn campaign() -> PlannedCampaign {
+    let cells = (0..AGENTS)
+        .flat_map(|a| {
+            (0..CELLS_PER_AGENT).map(move |c| PlannedCell {
+                id: cell_id(a, c),
+                host: format!("agent-{a}"),
+                index: c as usize,
+                params: IndexMap::from([("cell".to_string(), c.to_string())]),
+            })
+        })
+        .collect();
+    PlannedCampaign {
+        id: "bench-1".into(),
+        name: "bench".into(),
+        content_hash: "bench".into(),
+        generation: 1,
+        params: vec!["cell".into()],
+        repeat: 1,
+        cells,
+        plans: Vec::new(),
+    }
+}
 
 fn record(agent: usize, seq: u64) -> Record {
     Record {
@@ -19,8 +50,8 @@ fn record(agent: usize, seq: u64) -> Record {
             plan_id: format!("plan-{agent}"),
             kind: "measure".into(),
             step_index: seq as u32,
-            cell_id: format!("cell-{agent}-{}", seq % 64),
-            repetition: (seq / 64) as u32 + 1,
+            cell_id: cell_id(agent, seq % CELLS_PER_AGENT),
+            repetition: (seq / CELLS_PER_AGENT) as u32 + 1,
             attempt: 1,
             state: StepState::Succeeded,
             started_unix_ns: 1,
@@ -50,6 +81,9 @@ fn main() {
         .build()
         .unwrap();
     let store = Store::open(&path).unwrap();
+    store
+        .insert_campaign(&campaign(), "bench.yaml", "")
+        .unwrap();
     // Build every batch before the clock starts: the benchmark times the store alone.
     let work: Vec<Vec<Vec<Record>>> = (0..AGENTS)
         .map(|a| {

@@ -48,9 +48,9 @@ impl CampaignStatus {
             let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
             // A cell is done when every repetition's measure step has ended.
             let cells_done: u32 = c.query_row(
-                "SELECT COUNT(*) FROM (SELECT s.cell_id FROM steps s JOIN cells ce ON ce.id = s.cell_id
-                   WHERE ce.campaign_id = ?1 AND s.kind = 'measure' AND s.state != 'started'
-                   GROUP BY s.cell_id HAVING COUNT(DISTINCT s.repetition) >= ?2)",
+                "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
+                   WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.state != 'started'
+                   GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2)",
                 rusqlite::params![campaign_id, repeat],
                 |r| r.get(0),
             )?;

@@ -45,7 +45,7 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
         "h2 to be measuring after 3 samples",
         Duration::from_secs(30),
         || {
-            let done = query_i64(dir, "SELECT COUNT(*) FROM samples s JOIN plans p ON p.id = s.plan_id WHERE p.host = 'h2' AND s.metric = 'wall'");
+            let done = query_i64(dir, "SELECT COUNT(*) FROM sample_rows s JOIN plans p ON p.id = s.plan_id WHERE p.host = 'h2' AND s.metric = 'wall'");
             (done >= 3 && query_i64(dir, running_measure) == 1).then_some(())
         },
     );
@@ -60,7 +60,10 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
         1,
         "the coordinator must die mid-campaign"
     );
-    let stored_before = query_i64(dir, "SELECT COUNT(*) FROM samples WHERE metric = 'wall'");
+    let stored_before = query_i64(
+        dir,
+        "SELECT COUNT(*) FROM sample_rows WHERE metric = 'wall'",
+    );
     assert!(stored_before < 30, "{stored_before}");
     coordinator.kill9();
     std::thread::sleep(Duration::from_millis(800));
@@ -78,25 +81,25 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
     let logs = logs(dir);
     // 3 hosts × 4 cells × 3 repetitions = 36 measurements, each with 4 metrics.
     assert_eq!(
-        count("SELECT COUNT(*) FROM samples WHERE metric = 'wall'"),
+        count("SELECT COUNT(*) FROM sample_rows WHERE metric = 'wall'"),
         36,
         "{logs}"
     );
     assert_eq!(
-        count("SELECT COUNT(DISTINCT cell_id || '/' || repetition) FROM samples"),
+        count("SELECT COUNT(DISTINCT cell || '/' || repetition) FROM sample_rows"),
         36
     );
-    assert_eq!(count("SELECT COUNT(*) FROM samples"), 36 * 4);
+    assert_eq!(count("SELECT COUNT(*) FROM sample_rows"), 36 * 4);
     for h in ["h1", "h2", "h3"] {
         let n = count(&format!(
-            "SELECT COUNT(*) FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.host = '{h}' AND s.metric = 'wall'"
+            "SELECT COUNT(*) FROM sample_rows s JOIN cells c ON c.n = s.cell WHERE c.host = '{h}' AND s.metric = 'wall'"
         ));
         assert_eq!(n, 12, "host {h}");
     }
     // Every wall time is a real measurement of `sleep 0.25`.
     let min_wall: f64 = db
         .query_row(
-            "SELECT MIN(value) FROM samples WHERE metric = 'wall'",
+            "SELECT MIN(value) FROM sample_rows WHERE metric = 'wall'",
             [],
             |r| r.get(0),
         )
@@ -110,7 +113,7 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
         "{logs}"
     );
     assert_eq!(
-        count("SELECT COUNT(*) FROM samples WHERE attempt = 2 AND metric = 'wall'"),
+        count("SELECT COUNT(*) FROM sample_rows WHERE attempt = 2 AND metric = 'wall'"),
         1
     );
     // No step ended twice, none failed, and every step of every plan ended.

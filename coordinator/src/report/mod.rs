@@ -6,6 +6,8 @@ mod json;
 mod markdown;
 mod table;
 
+use std::collections::HashMap;
+
 use indexmap::IndexMap;
 use rusqlite::params;
 use serde::Serialize;
@@ -111,28 +113,43 @@ impl Report {
                     rusqlite::Error::QueryReturnedNoRows => StoreError::NoCampaign(campaign_id.to_string()),
                     e => e.into(),
                 })?;
-            let mut cells = Vec::new();
-            let mut stmt = c.prepare("SELECT id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx")?;
-            let rows = stmt.query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
-            let mut samples = c.prepare("SELECT metric, unit, value FROM samples WHERE cell_id = ?1 ORDER BY repetition")?;
-            let mut failed = c.prepare(
-                "SELECT COUNT(DISTINCT repetition) FROM steps WHERE cell_id = ?1 AND kind = 'measure' AND state = 'failed'",
+            // Steps are found through their plans (the steps table is indexed by plan only).
+            let mut values: HashMap<i64, IndexMap<String, (String, Vec<f64>)>> = HashMap::new();
+            let mut stmt = c.prepare(
+                "SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 ORDER BY st.cell, st.repetition",
             )?;
+            let rows = stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?)))?;
             for row in rows {
-                let (cell_id, host, params) = row?;
-                let mut by_metric: IndexMap<String, (String, Vec<f64>)> = IndexMap::new();
-                for m in COMMAND_METRICS {
-                    by_metric.insert(m.to_string(), ("s".into(), Vec::new()));
-                }
-                for s in samples.query_map([&cell_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, f64>(2)?)))? {
-                    let (metric, unit, value) = s?;
-                    by_metric.entry(metric).or_insert_with(|| (unit, Vec::new())).1.push(value);
-                }
-                let metrics = by_metric
+                let (cell, metric, unit, value) = row?;
+                let by_metric = values.entry(cell).or_insert_with(|| {
+                    COMMAND_METRICS.iter().map(|m| (m.to_string(), ("s".to_string(), Vec::new()))).collect()
+                });
+                by_metric.entry(metric).or_insert_with(|| (unit, Vec::new())).1.push(value);
+            }
+            let mut failed: HashMap<i64, u32> = HashMap::new();
+            let mut stmt = c.prepare(
+                "SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+                 WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.state = 'failed' GROUP BY st.cell",
+            )?;
+            for row in stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?)))? {
+                let (cell, n) = row?;
+                failed.insert(cell, n);
+            }
+            let mut cells = Vec::new();
+            let mut stmt = c.prepare("SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx")?;
+            let rows = stmt.query_map([campaign_id], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+            })?;
+            for row in rows {
+                let (n, cell_id, host, params) = row?;
+                let metrics = values
+                    .remove(&n)
+                    .unwrap_or_default()
                     .into_iter()
                     .filter_map(|(metric, (unit, values))| Some(MetricStats { metric, unit, stats: Stats::of(&values)? }))
                     .collect();
-                let failed: u32 = failed.query_row([&cell_id], |r| r.get(0))?;
+                let failed = failed.get(&n).copied().unwrap_or(0);
                 cells.push(CellReport { cell_id, host, params: serde_json::from_str(&params)?, metrics, failed });
             }
             let steps_failed: u32 = c.query_row(
