@@ -21,6 +21,9 @@ use crate::shared::Shared;
 
 /// A step started this many times without ending (the agent crashed each time) fails.
 pub const MAX_ATTEMPTS: u32 = 3;
+/// How long a measure step waits for the coordinator to ack what was sent before it, so
+/// that storing those records does not compete with the measurement.
+pub const QUIESCE_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct ExecConfig {
@@ -365,6 +368,7 @@ impl Executor {
                 }
             }
             StepKind::Measure(s) => {
+                self.shared.quiesce(QUIESCE_TIMEOUT);
                 self.shared.measuring.store(true, Ordering::SeqCst);
                 let outcome = self.shell(plan_id, step, attempt, s);
                 self.shared.measuring.store(false, Ordering::SeqCst);

@@ -90,6 +90,8 @@ impl Link {
             tracing::info!(coordinator = %self.coordinator, host = %self.host, "connected");
         }
         *failures = 0;
+        self.shared.connected.store(true, Ordering::SeqCst);
+        let _connected = ConnectedGuard(&self.shared);
 
         let mut sent = self.shared.acked();
         let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
@@ -128,6 +130,15 @@ impl Link {
             None => {}
         }
         Ok(())
+    }
+}
+
+/// Clears `Shared::connected` when a session ends, however it ends.
+struct ConnectedGuard<'a>(&'a Shared);
+
+impl Drop for ConnectedGuard<'_> {
+    fn drop(&mut self) {
+        self.0.connected.store(false, Ordering::SeqCst);
     }
 }
 

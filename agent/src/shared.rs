@@ -3,7 +3,8 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -28,6 +29,10 @@ pub struct Shared {
     current: Mutex<Option<(String, u32)>>,
     /// The sequence number the next new record gets, for the hello.
     pub next_seq: AtomicU64,
+    /// Notified (with `outbox`) when an ack empties part of the outbox.
+    acked_cv: Condvar,
+    /// True while a stream to the coordinator is open.
+    pub connected: AtomicBool,
 }
 
 impl Shared {
@@ -58,6 +63,23 @@ impl Shared {
         while outbox.front().is_some_and(|r| r.seq <= acked) {
             outbox.pop_front();
         }
+        self.acked_cv.notify_all();
+    }
+
+    /// Waits until every record sent so far is acked, at most `timeout`; returns at once
+    /// when no coordinator is connected. The executor calls it before a measurement so
+    /// that neither the link nor the coordinator's store is busy while the clock runs.
+    pub fn quiesce(&self, timeout: Duration) -> bool {
+        if !self.connected.load(Ordering::SeqCst) {
+            return false;
+        }
+        let outbox = self.outbox.lock().expect("outbox lock");
+        let (outbox, result) = self
+            .acked_cv
+            .wait_timeout_while(outbox, timeout, |o| !o.is_empty())
+            .expect("outbox lock");
+        drop(outbox);
+        !result.timed_out()
     }
 
     pub fn acked(&self) -> u64 {
@@ -101,5 +123,37 @@ impl Shared {
 
     pub fn current(&self) -> Option<(String, u32)> {
         self.current.lock().expect("current lock").clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RecordKind;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn record(seq: u64) -> Record {
+        Record { seq, kind: RecordKind::PlanAccepted { plan_id: "p".into() } }
+    }
+
+    #[test]
+    fn quiesce_waits_for_acks_only_while_connected() {
+        let shared = Arc::new(Shared::new([], 0, 1));
+        shared.push(record(1));
+        // Nobody to ack: no waiting at all.
+        assert!(!shared.quiesce(Duration::from_secs(5)));
+        shared.connected.store(true, Ordering::SeqCst);
+        let t = Instant::now();
+        assert!(!shared.quiesce(Duration::from_millis(50)), "an un-acked record times out");
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        let acker = shared.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            acker.ack(1);
+        });
+        assert!(shared.quiesce(Duration::from_secs(5)), "the ack ends the wait");
+        h.join().unwrap();
+        assert!(shared.unsent(0).is_empty());
     }
 }
