@@ -67,27 +67,12 @@ pub fn run(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    // The stderr pipe and its reader thread exist before the clock starts, so neither is
-    // timed; the reader keeps only the tail so a chatty workload cannot exhaust memory.
-    let (mut err_read, err_write) = std::io::pipe()?;
-    let reader = std::thread::spawn(move || {
-        let mut tail: Vec<u8> = Vec::new();
-        let mut buf = [0u8; 8192];
-        loop {
-            match err_read.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 2 * STDERR_TAIL_BYTES {
-                        tail.drain(..tail.len() - STDERR_TAIL_BYTES);
-                    }
-                }
-            }
-        }
-        let start = tail.len().saturating_sub(STDERR_TAIL_BYTES);
-        String::from_utf8_lossy(&tail[start..]).into_owned()
-    });
-
+    // stderr goes to an anonymous in-memory file, read after the child is reaped: no
+    // pipe-reader thread competes with the workload for a CPU, and nothing touches a
+    // disk. (A pipe and a reader thread made `seq 1 10000` ~15% slower than under
+    // `hyperfine -N` on a 2-core machine.)
+    let mut err_file = stderr_file()?;
+    let err_write = err_file.try_clone()?;
     let mut cmd = command_for(script);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -96,14 +81,7 @@ pub fn run(
         .envs(env.iter().map(|(k, v)| (k, v)));
 
     let started = Instant::now();
-    let child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            drop(cmd);
-            let _ = reader.join();
-            return Err(e);
-        }
-    };
+    let child = cmd.spawn()?;
     let pid = child.id() as libc::pid_t;
     running.store(pid, Ordering::SeqCst);
     let mut status: libc::c_int = 0;
@@ -125,10 +103,8 @@ pub fn run(
     running.store(0, Ordering::SeqCst);
     // The child is reaped; `child` must not be waited on again (dropping it does not wait).
     drop(child);
-    // Our copy of the pipe's write end lives in `cmd`: drop it so the reader sees EOF once
-    // every process of the group that inherited stderr has exited.
     drop(cmd);
-    let stderr_tail = reader.join().unwrap_or_default();
+    let stderr_tail = tail(&mut err_file).unwrap_or_default();
 
     let exit = std::process::ExitStatus::from_raw(status);
     Ok(Outcome {
@@ -141,6 +117,30 @@ pub fn run(
         signal: exit.signal(),
         stderr_tail,
     })
+}
+
+/// An unnamed file in memory (memfd), so a workload's stderr never causes disk I/O.
+fn stderr_file() -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the name is a NUL-terminated literal; a valid fd is owned by the File below.
+    let fd = unsafe { libc::memfd_create(c"platter-stderr".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// The last `STDERR_TAIL_BYTES` of `f`.
+fn tail(f: &mut std::fs::File) -> std::io::Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let len = f.seek(SeekFrom::End(0))?;
+    f.seek(SeekFrom::Start(
+        len.saturating_sub(STDERR_TAIL_BYTES as u64),
+    ))?;
+    let mut buf = Vec::with_capacity(STDERR_TAIL_BYTES);
+    f.read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 fn timeval(tv: libc::timeval) -> Duration {

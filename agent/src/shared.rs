@@ -134,7 +134,12 @@ mod tests {
     use std::time::Instant;
 
     fn record(seq: u64) -> Record {
-        Record { seq, kind: RecordKind::PlanAccepted { plan_id: "p".into() } }
+        Record {
+            seq,
+            kind: RecordKind::PlanAccepted {
+                plan_id: "p".into(),
+            },
+        }
     }
 
     #[test]
@@ -145,14 +150,20 @@ mod tests {
         assert!(!shared.quiesce(Duration::from_secs(5)));
         shared.connected.store(true, Ordering::SeqCst);
         let t = Instant::now();
-        assert!(!shared.quiesce(Duration::from_millis(50)), "an un-acked record times out");
+        assert!(
+            !shared.quiesce(Duration::from_millis(50)),
+            "an un-acked record times out"
+        );
         assert!(t.elapsed() >= Duration::from_millis(50));
         let acker = shared.clone();
         let h = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             acker.ack(1);
         });
-        assert!(shared.quiesce(Duration::from_secs(5)), "the ack ends the wait");
+        assert!(
+            shared.quiesce(Duration::from_secs(5)),
+            "the ack ends the wait"
+        );
         h.join().unwrap();
         assert!(shared.unsent(0).is_empty());
     }
