@@ -14,10 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::model::{
-    OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
+    FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
+    Workload,
 };
 use crate::process;
 use crate::shared::Shared;
+use crate::workloads;
 
 /// A step started this many times without ending (the agent crashed each time) fails.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -343,6 +345,20 @@ impl Executor {
             .replace("${repetition}", &step.repetition.to_string())
     }
 
+    fn substitute_workload(&self, w: &Workload, step: &Step) -> Workload {
+        match w {
+            Workload::Command(s) => Workload::Command(self.substitute(s, step)),
+            Workload::Fsync(p) => Workload::Fsync(FsyncParams {
+                path: self.substitute(&p.path, step),
+                ..p.clone()
+            }),
+            Workload::Tool { tool, argv } => Workload::Tool {
+                tool: *tool,
+                argv: argv.iter().map(|a| self.substitute(a, step)).collect(),
+            },
+        }
+    }
+
     fn shell(
         &self,
         plan_id: &str,
@@ -367,20 +383,19 @@ impl Executor {
                     Err(e) => e,
                 }
             }
-            StepKind::Measure(s) => {
+            StepKind::Measure(w) => {
+                let workload = self.substitute_workload(w, step);
+                let env = self.env(plan_id, step, attempt);
                 self.shared.quiesce(QUIESCE_TIMEOUT);
                 self.shared.measuring.store(true, Ordering::SeqCst);
-                let outcome = self.shell(plan_id, step, attempt, s);
+                let m = workloads::measure(&workload, &env, &self.shared.running_pgid);
                 self.shared.measuring.store(false, Ordering::SeqCst);
-                match outcome {
-                    Ok(o) => {
-                        let mut ending = Ending::from_outcome(&o, "workload");
-                        if o.success() {
-                            ending.samples = measure_samples(&o);
-                        }
-                        ending
-                    }
-                    Err(e) => e,
+                Ending {
+                    failed: m.failed,
+                    exit_status: m.exit_status,
+                    stderr_tail: m.stderr_tail,
+                    error: m.error,
+                    samples: m.samples,
                 }
             }
             StepKind::Sync => {
@@ -454,19 +469,4 @@ impl Executor {
             self.cfg.reboot_timeout.as_secs()
         ))))
     }
-}
-
-fn measure_samples(o: &process::Outcome) -> Vec<Sample> {
-    let s = |metric: &str, value: f64, unit: &str| Sample {
-        metric: metric.into(),
-        value,
-        unit: unit.into(),
-        histogram: Vec::new(),
-    };
-    vec![
-        s("wall", o.wall.as_secs_f64(), "s"),
-        s("user", o.user.as_secs_f64(), "s"),
-        s("sys", o.sys.as_secs_f64(), "s"),
-        s("max_rss", o.max_rss_bytes as f64, "B"),
-    ]
 }

@@ -7,9 +7,11 @@ pub mod executor;
 pub mod journal;
 pub mod link;
 pub mod model;
+pub mod probes;
 pub mod process;
 pub mod shared;
 pub mod wire;
+pub mod workloads;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -82,6 +82,7 @@ impl Link {
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             held_plan_ids: self.shared.held(),
             next_seq: self.shared.next_seq.load(Ordering::SeqCst),
+            devices: self.devices(),
         };
         // The channel is empty and has room: this send cannot wait.
         let _ = tx.send(msg(pb::agent_message::Kind::Hello(hello))).await;
@@ -113,6 +114,18 @@ impl Link {
                     let hb = pb::Heartbeat { current_plan_id: plan, current_step_index: step };
                     tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
                 }
+            }
+        }
+    }
+
+    /// The inventory for the hello; a host whose devices cannot be read still connects
+    /// (and reports none), with the reason in the log.
+    fn devices(&self) -> Vec<pb::Device> {
+        match crate::probes::inventory::scan(&crate::probes::inventory::Roots::default()) {
+            Ok(devices) => devices.iter().map(pb::Device::from).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the device inventory");
+                Vec::new()
             }
         }
     }

@@ -41,7 +41,56 @@ pub enum StepKind {
     Fstrim(String),
     Reboot,
     Command(String),
-    Measure(String),
+    Measure(Workload),
+}
+
+/// What a measure step runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    Command(String),
+    Fsync(FsyncParams),
+    Tool { tool: Tool, argv: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsyncParams {
+    pub path: String,
+    pub size: u64,
+    pub offset: u64,
+    pub count: u64,
+    /// fdatasync | fsync | dsync | none
+    pub sync: String,
+    pub direct: bool,
+    pub prealloc: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    Fio,
+    Bonnie,
+    Compilebench,
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Workload::Command(s) => f.write_str(s),
+            Workload::Fsync(p) => write!(
+                f,
+                "fsync {} × {} B at {} ({}{}{}) on {}",
+                p.count,
+                p.size,
+                p.offset,
+                p.sync,
+                if p.direct { ", O_DIRECT" } else { "" },
+                if p.prealloc { ", preallocated" } else { "" },
+                p.path
+            ),
+            Workload::Tool { argv, .. } => f.write_str(&argv.join(" ")),
+        }
+    }
 }
 
 impl StepKind {
@@ -63,12 +112,10 @@ impl StepKind {
 impl std::fmt::Display for StepKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StepKind::Setup(s)
-            | StepKind::Clean(s)
-            | StepKind::Command(s)
-            | StepKind::Measure(s) => {
+            StepKind::Setup(s) | StepKind::Clean(s) | StepKind::Command(s) => {
                 write!(f, "{}: {}", self.name(), s)
             }
+            StepKind::Measure(w) => write!(f, "measure: {w}"),
             StepKind::Fstrim(p) => write!(f, "fstrim {p}"),
             StepKind::Sync | StepKind::DropCaches | StepKind::Reboot => f.write_str(self.name()),
         }
@@ -106,6 +153,9 @@ pub struct Sample {
     pub unit: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub histogram: Vec<u8>,
+    /// Why the value could not be measured (then `value` is NaN); empty normally.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub missing: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

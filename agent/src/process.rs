@@ -22,6 +22,8 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub stderr_tail: String,
+    /// Standard output, for `run_argv` (tools whose output is parsed); empty otherwise.
+    pub stdout: String,
 }
 
 impl Outcome {
@@ -67,15 +69,48 @@ pub fn run(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
+    measure(command_for(script), env, running, false)
+}
+
+/// Runs a program with arguments (no shell) like `run`, and keeps its standard output.
+pub fn run_argv(
+    argv: &[String],
+    env: &[(String, OsString)],
+    running: &AtomicI32,
+) -> std::io::Result<Outcome> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command line",
+        ));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    measure(cmd, env, running, true)
+}
+
+/// Largest standard output kept (fio's json+ output is a few hundred KiB).
+const MAX_STDOUT_BYTES: u64 = 64 << 20;
+
+fn measure(
+    mut cmd: Command,
+    env: &[(String, OsString)],
+    running: &AtomicI32,
+    keep_stdout: bool,
+) -> std::io::Result<Outcome> {
     // stderr goes to an anonymous in-memory file, read after the child is reaped: no
     // pipe-reader thread competes with the workload for a CPU, and nothing touches a
     // disk. (A pipe and a reader thread made `seq 1 10000` ~15% slower than under
     // `hyperfine -N` on a 2-core machine.)
-    let mut err_file = stderr_file()?;
+    let mut err_file = memfd()?;
     let err_write = err_file.try_clone()?;
-    let mut cmd = command_for(script);
+    let mut out_file = if keep_stdout { Some(memfd()?) } else { None };
+    let stdout = match &out_file {
+        Some(f) => Stdio::from(f.try_clone()?),
+        None => Stdio::null(),
+    };
     cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::from(err_write))
         .process_group(0)
         .envs(env.iter().map(|(k, v)| (k, v)));
@@ -105,6 +140,16 @@ pub fn run(
     drop(child);
     drop(cmd);
     let stderr_tail = tail(&mut err_file).unwrap_or_default();
+    let stdout = match out_file.as_mut() {
+        Some(f) => {
+            use std::io::{Seek, SeekFrom};
+            let mut buf = Vec::new();
+            f.seek(SeekFrom::Start(0))?;
+            f.take(MAX_STDOUT_BYTES).read_to_end(&mut buf)?;
+            String::from_utf8_lossy(&buf).into_owned()
+        }
+        None => String::new(),
+    };
 
     let exit = std::process::ExitStatus::from_raw(status);
     Ok(Outcome {
@@ -116,11 +161,12 @@ pub fn run(
         exit_code: exit.code(),
         signal: exit.signal(),
         stderr_tail,
+        stdout,
     })
 }
 
-/// An unnamed file in memory (memfd), so a workload's stderr never causes disk I/O.
-fn stderr_file() -> std::io::Result<std::fs::File> {
+/// An unnamed file in memory (memfd), so a workload's output never causes disk I/O.
+fn memfd() -> std::io::Result<std::fs::File> {
     use std::os::fd::FromRawFd;
     // SAFETY: the name is a NUL-terminated literal; a valid fd is owned by the File below.
     let fd = unsafe { libc::memfd_create(c"platter-stderr".as_ptr(), libc::MFD_CLOEXEC) };
@@ -208,6 +254,15 @@ mod tests {
         // Exec'd directly, a missing program is a spawn error (a shell would exit 127).
         assert!(run("no-such-program-xyz --flag", &[], &AtomicI32::new(0)).is_err());
         assert_eq!(run_ok("no-such-program-xyz; true").exit_code, Some(0));
+    }
+
+    #[test]
+    fn run_argv_keeps_stdout_and_takes_arguments_verbatim() {
+        let argv: Vec<String> = ["printf", "%s|", "a b", "$HOME"].map(String::from).into();
+        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
+        assert!(o.success());
+        assert_eq!(o.stdout, "a b|$HOME|");
+        assert_eq!(run_ok("echo hidden").stdout, "", "run() discards stdout");
     }
 
     #[test]

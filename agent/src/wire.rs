@@ -5,7 +5,8 @@
 use platter_proto::v1 as pb;
 
 use crate::model::{
-    OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
+    FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
+    Tool, Workload,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +53,7 @@ impl From<&Step> for pb::Step {
             StepKind::Fstrim(p) => Kind::Fstrim(pb::Fstrim { path: p.clone() }),
             StepKind::Reboot => Kind::Reboot(pb::Empty {}),
             StepKind::Command(c) => Kind::Command(shell(c)),
-            StepKind::Measure(c) => Kind::Measure(shell(c)),
+            StepKind::Measure(w) => Kind::Measure(pb::Workload::from(w)),
         };
         pb::Step {
             index: s.index,
@@ -104,7 +105,7 @@ impl TryFrom<pb::Step> for Step {
             Kind::Fstrim(f) => StepKind::Fstrim(f.path),
             Kind::Reboot(_) => StepKind::Reboot,
             Kind::Command(c) => StepKind::Command(c.script),
-            Kind::Measure(c) => StepKind::Measure(c.script),
+            Kind::Measure(w) => StepKind::Measure(Workload::try_from(w)?),
         };
         Ok(Step {
             index: s.index,
@@ -112,6 +113,66 @@ impl TryFrom<pb::Step> for Step {
             repetition: s.repetition,
             kind,
         })
+    }
+}
+
+impl From<&Workload> for pb::Workload {
+    fn from(w: &Workload) -> Self {
+        use pb::workload::Kind;
+        let kind = match w {
+            Workload::Command(s) => Kind::Command(pb::Shell { script: s.clone() }),
+            Workload::Fsync(p) => Kind::Fsync(pb::FsyncWorkload {
+                path: p.path.clone(),
+                size: p.size,
+                offset: p.offset,
+                count: p.count,
+                sync: p.sync.clone(),
+                direct: p.direct,
+                prealloc: p.prealloc,
+            }),
+            Workload::Tool { tool, argv } => Kind::Tool(pb::ToolWorkload {
+                tool: match tool {
+                    Tool::Fio => pb::Tool::Fio,
+                    Tool::Bonnie => pb::Tool::Bonnie,
+                    Tool::Compilebench => pb::Tool::Compilebench,
+                } as i32,
+                argv: argv.clone(),
+            }),
+        };
+        pb::Workload { kind: Some(kind) }
+    }
+}
+
+impl TryFrom<pb::Workload> for Workload {
+    type Error = WireError;
+    fn try_from(w: pb::Workload) -> Result<Self, WireError> {
+        use pb::workload::Kind;
+        Ok(
+            match w.kind.ok_or_else(|| malformed("workload", "no kind"))? {
+                Kind::Command(s) => Workload::Command(s.script),
+                Kind::Fsync(p) => Workload::Fsync(FsyncParams {
+                    path: p.path,
+                    size: p.size,
+                    offset: p.offset,
+                    count: p.count,
+                    sync: p.sync,
+                    direct: p.direct,
+                    prealloc: p.prealloc,
+                }),
+                Kind::Tool(t) => {
+                    let tool = match pb::Tool::try_from(t.tool) {
+                        Ok(pb::Tool::Fio) => Tool::Fio,
+                        Ok(pb::Tool::Bonnie) => Tool::Bonnie,
+                        Ok(pb::Tool::Compilebench) => Tool::Compilebench,
+                        _ => return Err(malformed("workload", format!("tool {}", t.tool))),
+                    };
+                    if t.argv.is_empty() {
+                        return Err(malformed("workload", "empty argv"));
+                    }
+                    Workload::Tool { tool, argv: t.argv }
+                }
+            },
+        )
     }
 }
 
@@ -154,6 +215,7 @@ impl From<&Record> for pb::Record {
                         value: s.value,
                         unit: s.unit.clone(),
                         histogram: s.histogram.clone(),
+                        missing: s.missing.clone(),
                     })
                     .collect(),
             }),
@@ -204,6 +266,7 @@ impl TryFrom<pb::Record> for Record {
                             value: s.value,
                             unit: s.unit,
                             histogram: s.histogram,
+                            missing: s.missing,
                         })
                         .collect(),
                 })
@@ -213,5 +276,90 @@ impl TryFrom<pb::Record> for Record {
             return Err(malformed("record", "sequence number 0"));
         }
         Ok(Record { seq: r.seq, kind })
+    }
+}
+
+impl From<&crate::probes::inventory::Device> for pb::Device {
+    fn from(d: &crate::probes::inventory::Device) -> Self {
+        use crate::probes::inventory::WriteCache;
+        pb::Device {
+            name: d.name.clone(),
+            path: d.path.clone(),
+            major_minor: d.major_minor.clone(),
+            vendor: d.vendor.clone(),
+            model: d.model.clone(),
+            serial: d.serial.clone(),
+            firmware: d.firmware.clone(),
+            size_bytes: d.size_bytes,
+            rotational: d.rotational,
+            transport: d.transport.as_str().to_string(),
+            controller: d.controller.clone(),
+            pci_address: d.pci_address.clone().unwrap_or_default(),
+            by_id: d.by_id.clone(),
+            by_path: d.by_path.clone(),
+            write_cache: match d.write_cache {
+                WriteCache::WriteBack => "write_back",
+                WriteCache::WriteThrough => "write_through",
+                WriteCache::Unknown => "unknown",
+            }
+            .into(),
+            write_cache_source: d.write_cache_source.clone(),
+            partitions: d
+                .partitions
+                .iter()
+                .map(|p| pb::Partition {
+                    name: p.name.clone(),
+                    major_minor: p.major_minor.clone(),
+                    size_bytes: p.size_bytes,
+                    mounted: p.mounted.clone(),
+                })
+                .collect(),
+            mounted: d.mounted.clone(),
+            holders: d.holders.clone(),
+            holds_root: d.holds_root,
+            backing_file: d.backing_file.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl From<pb::Device> for crate::probes::inventory::Device {
+    fn from(d: pb::Device) -> Self {
+        use crate::probes::inventory::{Partition, WriteCache};
+        crate::probes::inventory::Device {
+            name: d.name,
+            path: d.path,
+            major_minor: d.major_minor,
+            vendor: d.vendor,
+            model: d.model,
+            serial: d.serial,
+            firmware: d.firmware,
+            size_bytes: d.size_bytes,
+            rotational: d.rotational,
+            transport: d.transport.into(),
+            controller: d.controller,
+            pci_address: Some(d.pci_address).filter(|s| !s.is_empty()),
+            by_id: d.by_id,
+            by_path: d.by_path,
+            write_cache: match d.write_cache.as_str() {
+                "write_back" => WriteCache::WriteBack,
+                "write_through" => WriteCache::WriteThrough,
+                _ => WriteCache::Unknown,
+            },
+            write_cache_source: d.write_cache_source,
+            partitions: d
+                .partitions
+                .into_iter()
+                .map(|p| Partition {
+                    name: p.name,
+                    major_minor: p.major_minor,
+                    size_bytes: p.size_bytes,
+                    mounted: p.mounted,
+                })
+                .collect(),
+            mounted: d.mounted,
+            holders: d.holders,
+            holds_root: d.holds_root,
+            backing_file: Some(d.backing_file).filter(|s| !s.is_empty()),
+        }
     }
 }

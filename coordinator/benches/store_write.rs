@@ -65,6 +65,7 @@ fn record(agent: usize, seq: u64) -> Record {
                     value: seq as f64 * 1e-3,
                     unit: "s".into(),
                     histogram: Vec::new(),
+                    missing: String::new(),
                 })
                 .collect(),
         }),

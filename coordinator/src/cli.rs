@@ -103,6 +103,16 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// List the block devices of this machine, or of every agent a coordinator knows:
+    /// model, serial, transport, controller chain, write cache, and what is in use.
+    Inventory {
+        /// Ask this coordinator for its agents' inventories instead of scanning here
+        #[arg(long, env = "PLATTER_COORDINATOR")]
+        coordinator: Option<String>,
+        /// table for people, json for scripts
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
     /// Run an agent (the same as the `platter-agent` binary).
     Agent(platter_agent::cli::AgentArgs),
 }
@@ -185,8 +195,105 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             emit(&rendered, output.as_deref())?;
             Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
         }
+        Command::Inventory {
+            coordinator,
+            format,
+        } => inventory(coordinator.as_deref(), &format).await,
         Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
     }
+}
+
+async fn inventory(coordinator: Option<&str>, format: &str) -> anyhow::Result<i32> {
+    use platter_agent::probes::inventory::{self, Device};
+    let hosts: Vec<(String, Vec<Device>)> = match coordinator {
+        None => vec![(
+            platter_agent::cli::hostname(),
+            inventory::scan(&inventory::Roots::default())?,
+        )],
+        Some(url) => connect(url)
+            .await?
+            .list_agents(pb::ListAgentsRequest {})
+            .await
+            .map_err(|s| anyhow::anyhow!("list agents: {}", s.message()))?
+            .into_inner()
+            .agents
+            .into_iter()
+            .map(|a| (a.host, a.devices.into_iter().map(Device::from).collect()))
+            .collect(),
+    };
+    if format == "json" {
+        let map: serde_json::Map<String, serde_json::Value> = hosts
+            .into_iter()
+            .map(|(h, d)| Ok((h, serde_json::to_value(d)?)))
+            .collect::<Result<_, serde_json::Error>>()?;
+        println!("{}", serde_json::to_string_pretty(&map)?);
+        return Ok(0);
+    }
+    let header = [
+        "host",
+        "device",
+        "size",
+        "model",
+        "serial",
+        "transport",
+        "controller",
+        "write cache",
+        "in use",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (host, devices) in &hosts {
+        for d in devices {
+            let in_use = if d.holds_root {
+                "holds /".to_string()
+            } else if !d.mounted.is_empty() {
+                format!("mounted {}", d.mounted.join(" "))
+            } else if !d.holders.is_empty() {
+                format!("under {}", d.holders.join(" "))
+            } else {
+                "-".into()
+            };
+            let cache = match d.write_cache {
+                inventory::WriteCache::WriteBack => "write back",
+                inventory::WriteCache::WriteThrough => "write through",
+                inventory::WriteCache::Unknown => "?",
+            };
+            rows.push(vec![
+                host.clone(),
+                d.path.clone(),
+                crate::report::human(d.size_bytes as f64, "B"),
+                [d.vendor.as_str(), d.model.as_str()]
+                    .join(" ")
+                    .trim()
+                    .to_string(),
+                d.serial.clone(),
+                d.transport.as_str().to_string(),
+                d.controller.join(" > "),
+                cache.to_string(),
+                in_use,
+            ]);
+        }
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}", w = *w))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
+    for r in rows {
+        println!("{}", line(r));
+    }
+    Ok(0)
 }
 
 fn load_spec(file: &Path) -> Result<spec::Campaign, i32> {

@@ -2,7 +2,9 @@
 //! content hashes, so the same campaign always plans to the same ids.
 
 use indexmap::IndexMap;
-use platter_agent::model::{OnFailure, Plan, Step, StepKind};
+use platter_agent::model::{
+    FsyncParams, OnFailure, Plan, Step, StepKind, Tool, Workload as Measure,
+};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -170,8 +172,10 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
         });
     };
     for (cell, spec_cell) in cells.iter().zip(&campaign.cells) {
-        let Workload::Command(w) = &spec_cell.workload;
-        if let Some(setup) = &w.setup {
+        if let Workload::Command(spec::CommandWorkload {
+            setup: Some(setup), ..
+        }) = &spec_cell.workload
+        {
             push(cell, 0, StepKind::Setup(setup.clone()));
         }
     }
@@ -189,7 +193,6 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
     };
     for (c, repetition) in visits {
         let (cell, spec_cell) = (&cells[c], &campaign.cells[c]);
-        let Workload::Command(w) = &spec_cell.workload;
         for phase in &spec_cell.before_each {
             let kind = match phase {
                 Phase::Sync => StepKind::Sync,
@@ -197,14 +200,78 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
                 Phase::Fstrim(p) => StepKind::Fstrim(p.clone()),
                 Phase::Reboot => StepKind::Reboot,
                 Phase::Command(s) => StepKind::Command(s.clone()),
-                // The spec guarantees a clean command exists when the phase is used.
-                Phase::Clean => StepKind::Clean(w.clean.clone().unwrap_or_default()),
+                // The spec allows the phase only with a command workload that has `clean`.
+                Phase::Clean => match &spec_cell.workload {
+                    Workload::Command(w) => StepKind::Clean(w.clean.clone().unwrap_or_default()),
+                    _ => continue,
+                },
             };
             push(cell, repetition, kind);
         }
-        push(cell, repetition, StepKind::Measure(w.run.clone()));
+        push(
+            cell,
+            repetition,
+            StepKind::Measure(measure(&spec_cell.workload)),
+        );
     }
     steps
+}
+
+/// What the agent runs for a workload; tools get their full command line here.
+fn measure(w: &Workload) -> Measure {
+    let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match w {
+        Workload::Command(c) => Measure::Command(c.run.clone()),
+        Workload::Fsync(f) => Measure::Fsync(FsyncParams {
+            path: f.path.clone(),
+            size: f.size,
+            offset: f.offset,
+            count: f.count,
+            sync: match f.sync {
+                spec::SyncMode::Fdatasync => "fdatasync",
+                spec::SyncMode::Fsync => "fsync",
+                spec::SyncMode::Dsync => "dsync",
+                spec::SyncMode::None => "none",
+            }
+            .into(),
+            direct: f.direct,
+            prealloc: f.prealloc,
+        }),
+        Workload::Fio(f) => {
+            let mut argv = owned(&["fio", "--output-format=json+"]);
+            if let Some(dir) = &f.directory {
+                argv.push(format!("--directory={dir}"));
+            }
+            match &f.job_file {
+                Some(job) => argv.push(job.clone()),
+                None => {
+                    argv.push("--name=platter".into());
+                    argv.extend(f.options.iter().map(|(k, v)| format!("--{k}={v}")));
+                }
+            }
+            Measure::Tool {
+                tool: Tool::Fio,
+                argv,
+            }
+        }
+        Workload::Bonnie(b) => {
+            let mut argv = owned(&["bonnie++", "-q", "-d"]);
+            argv.push(b.directory.clone());
+            argv.extend(b.args.iter().cloned());
+            Measure::Tool {
+                tool: Tool::Bonnie,
+                argv,
+            }
+        }
+        Workload::Compilebench(c) => {
+            let mut argv = vec![c.command.clone(), "-D".into(), c.directory.clone()];
+            argv.extend(c.args.iter().cloned());
+            Measure::Tool {
+                tool: Tool::Compilebench,
+                argv,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

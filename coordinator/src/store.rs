@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use platter_agent::model::{Plan, Record, RecordKind};
+use platter_agent::probes::inventory::Device;
 use rusqlite::{params, Connection, OptionalExtension};
 use rusqlite_migration::{Migrations, M};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -94,22 +95,25 @@ fn migrations() -> Migrations<'static> {
         CREATE TABLE samples (
             step INTEGER NOT NULL REFERENCES steps(n),   -- the measure step's end record
             metric TEXT NOT NULL,
-            value REAL NOT NULL,
+            value REAL,                    -- NULL when missing
             unit TEXT NOT NULL,
             histogram BLOB,
+            missing TEXT,                  -- why the tool could not measure it (bonnie++ `+++++`)
             PRIMARY KEY (step, metric)
         ) WITHOUT ROWID;
         -- Samples with the step they came from, for reports and ad-hoc queries.
         CREATE VIEW sample_rows AS
             SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
-                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram
+                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+                   sa.missing AS missing
             FROM samples sa JOIN steps st ON st.n = sa.step;
         CREATE TABLE agents (
             host TEXT PRIMARY KEY,
             boot_id TEXT NOT NULL,
             agent_version TEXT NOT NULL,
             last_seen_unix_ms INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL DEFAULT 0
+            last_seq INTEGER NOT NULL DEFAULT 0,
+            devices TEXT NOT NULL DEFAULT '[]'   -- JSON: the inventory of the last hello
         );
         "#,
     )])
@@ -312,13 +316,20 @@ impl Store {
         Ok(r)
     }
 
-    pub fn agent_seen(&self, host: &str, boot_id: &str, version: &str) -> Result<()> {
+    pub fn agent_seen(
+        &self,
+        host: &str,
+        boot_id: &str,
+        version: &str,
+        devices: &[Device],
+    ) -> Result<()> {
+        let devices = serde_json::to_string(devices)?;
         self.with(|c| {
             c.execute(
-                "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
-                 last_seen_unix_ms = excluded.last_seen_unix_ms",
-                params![host, boot_id, version, now_ms()],
+                 last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices",
+                params![host, boot_id, version, now_ms(), devices],
             )?;
             Ok(())
         })
@@ -429,7 +440,7 @@ fn commit(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?;
         let mut sample = tx.prepare_cached(
-            "INSERT INTO samples (step, metric, value, unit, histogram) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         for b in batches {
             let mut outcome = BatchOutcome::default();
@@ -468,7 +479,11 @@ fn commit(
                         let step_row = tx.last_insert_rowid();
                         for s in &e.samples {
                             let hist = (!s.histogram.is_empty()).then_some(&s.histogram);
-                            sample.execute(params![step_row, s.metric, s.value, s.unit, hist])?;
+                            let missing = (!s.missing.is_empty()).then_some(&s.missing);
+                            let value = missing.is_none().then_some(s.value);
+                            sample.execute(params![
+                                step_row, s.metric, value, s.unit, hist, missing
+                            ])?;
                         }
                     }
                     RecordKind::PlanFinished { plan_id, cancelled } => {
@@ -530,6 +545,7 @@ mod tests {
                     value,
                     unit: "s".into(),
                     histogram: Vec::new(),
+                    missing: String::new(),
                 }],
             }),
         }

@@ -117,7 +117,8 @@ impl Report {
             let mut values: HashMap<i64, IndexMap<String, (String, Vec<f64>)>> = HashMap::new();
             let mut stmt = c.prepare(
                 "SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 ORDER BY st.cell, st.repetition",
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.value IS NOT NULL
+                 ORDER BY st.cell, st.repetition",
             )?;
             let rows = stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?)))?;
             for row in rows {
@@ -225,7 +226,9 @@ pub fn human(value: f64, unit: &str) -> String {
         }
         "B" => {
             let a = value.abs();
-            if a >= 1024.0 * 1024.0 {
+            if a >= 1024.0 * 1024.0 * 1024.0 {
+                format!("{:.1} GiB", value / (1024.0 * 1024.0 * 1024.0))
+            } else if a >= 1024.0 * 1024.0 {
                 format!("{:.1} MiB", value / (1024.0 * 1024.0))
             } else if a >= 1024.0 {
                 format!("{:.1} KiB", value / 1024.0)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::{FutureExt, Stream};
 use platter_agent::model::Record;
+use platter_agent::probes::inventory::Device;
 use platter_proto::v1 as pb;
 use platter_proto::v1::agent_link_server::AgentLink;
 use tokio::sync::mpsc;
@@ -50,8 +51,9 @@ impl AgentLink for AgentLinkService {
             return Err(Status::invalid_argument("hello without a host name"));
         }
         let host = hello.host.clone();
+        let devices: Vec<Device> = hello.devices.iter().cloned().map(Device::from).collect();
         self.store
-            .agent_seen(&host, &hello.boot_id, &hello.agent_version)
+            .agent_seen(&host, &hello.boot_id, &hello.agent_version, &devices)
             .map_err(|e| Status::internal(e.to_string()))?;
         tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
         let (tx, rx) = mpsc::channel(256);

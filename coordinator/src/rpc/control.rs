@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
+use platter_agent::probes::inventory::Device;
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_server::Control;
 use tokio_util::sync::CancellationToken;
@@ -155,22 +156,33 @@ impl Control for ControlService {
         &self,
         _: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
-        let rows = self
+        let rows: Vec<pb::AgentInfo> = self
             .store
             .read(|c| {
-                let mut stmt = c.prepare("SELECT host, boot_id, agent_version, last_seen_unix_ms FROM agents ORDER BY host")?;
+                let mut stmt =
+                    c.prepare("SELECT host, boot_id, agent_version, last_seen_unix_ms, devices FROM agents ORDER BY host")?;
                 let rows = stmt
                     .query_map([], |r| {
-                        Ok(pb::AgentInfo {
-                            host: r.get(0)?,
-                            connected: false,
-                            boot_id: r.get(1)?,
-                            agent_version: r.get(2)?,
-                            last_seen_unix_ms: r.get(3)?,
-                        })
+                        Ok((
+                            pb::AgentInfo {
+                                host: r.get(0)?,
+                                connected: false,
+                                boot_id: r.get(1)?,
+                                agent_version: r.get(2)?,
+                                last_seen_unix_ms: r.get(3)?,
+                                devices: Vec::new(),
+                            },
+                            r.get::<_, String>(4)?,
+                        ))
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(rows)
+                rows.into_iter()
+                    .map(|(mut info, devices)| {
+                        let devices: Vec<Device> = serde_json::from_str(&devices)?;
+                        info.devices = devices.iter().map(pb::Device::from).collect();
+                        Ok(info)
+                    })
+                    .collect()
             })
             .map_err(store_status)?;
         let agents = rows.into_iter().map(|mut a| {

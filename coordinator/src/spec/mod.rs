@@ -54,15 +54,17 @@ mod matrix;
 mod schema;
 mod subst;
 mod tree;
+mod workload;
 
 use std::path::Path;
 
 use indexmap::IndexMap;
 
 pub use error::SpecError;
+pub use workload::{BonnieWorkload, CompilebenchWorkload, FioWorkload, FsyncWorkload, SyncMode};
 
 use error::{error as spec_error, Pos, WithHint};
-use schema::{PhaseSpec, Template};
+use schema::{PhaseSpec, Template, WorkloadSpec};
 
 /// One campaign file, validated and expanded into its cells.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +97,10 @@ pub struct Cell {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Workload {
     Command(CommandWorkload),
+    Fsync(FsyncWorkload),
+    Fio(FioWorkload),
+    Bonnie(BonnieWorkload),
+    Compilebench(CompilebenchWorkload),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,9 +190,27 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
     // the file, whatever the matrix.
     let names = &expansion.params;
     let compile = |t| compile(t, names);
-    let setup = spec.command.setup.as_ref().map(compile).transpose()?;
-    let clean = spec.command.clean.as_ref().map(compile).transpose()?;
-    let run = compile(&spec.command.run)?;
+    let workload = match &spec.workload {
+        WorkloadSpec::Command(c) => WorkloadTemplate::Command {
+            setup: c.setup.as_ref().map(compile).transpose()?,
+            clean: c.clean.as_ref().map(compile).transpose()?,
+            run: compile(&c.run)?,
+        },
+        WorkloadSpec::Tool(t) => WorkloadTemplate::Tool {
+            kind: t.kind,
+            pos: t.pos,
+            fields: t
+                .fields
+                .iter()
+                .map(|(k, v)| Ok((k.as_str(), compile(v)?)))
+                .collect::<Result<_, SpecError>>()?,
+            options: t
+                .options
+                .iter()
+                .map(|(k, v)| Ok((k.as_str(), compile(v)?)))
+                .collect::<Result<_, SpecError>>()?,
+        },
+    };
     let phases = spec
         .before_each
         .iter()
@@ -215,11 +239,24 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
             }
             Ok(s)
         };
-        let workload = Workload::Command(CommandWorkload {
-            setup: setup.as_ref().map(render).transpose()?,
-            clean: clean.as_ref().map(render).transpose()?,
-            run: render(&run)?,
-        });
+        let workload = match &workload {
+            WorkloadTemplate::Command { setup, clean, run } => Workload::Command(CommandWorkload {
+                setup: setup.as_ref().map(render).transpose()?,
+                clean: clean.as_ref().map(render).transpose()?,
+                run: render(run)?,
+            }),
+            WorkloadTemplate::Tool {
+                kind,
+                pos,
+                fields,
+                options,
+            } => workload::build(
+                kind,
+                &settings(fields, &params)?,
+                &settings(options, &params)?,
+                *pos,
+            )?,
+        };
         let mut before_each = Vec::with_capacity(phases.len());
         for phase in &phases {
             before_each.push(match phase {
@@ -250,11 +287,44 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
 /// A template with its compiled pieces; the template stays for positions.
 type Compiled<'a> = (&'a Template, Vec<subst::Piece>);
 
+/// The workload's strings, compiled but not yet rendered for a cell.
+enum WorkloadTemplate<'a> {
+    Command {
+        setup: Option<Compiled<'a>>,
+        clean: Option<Compiled<'a>>,
+        run: Compiled<'a>,
+    },
+    Tool {
+        kind: &'static str,
+        pos: Pos,
+        fields: Vec<(&'a str, Compiled<'a>)>,
+        options: Vec<(&'a str, Compiled<'a>)>,
+    },
+}
+
 /// A phase whose strings are compiled but not yet rendered for a cell.
 enum PhaseTemplate<'a> {
     Fixed(Phase),
     Fstrim(Compiled<'a>),
     Command(Compiled<'a>),
+}
+
+/// Renders a tool workload's settings for one cell.
+fn settings<'a>(
+    list: &[(&str, Compiled<'a>)],
+    params: &IndexMap<String, String>,
+) -> Result<IndexMap<String, workload::Setting<'a>>, SpecError> {
+    list.iter()
+        .map(|(k, (t, pieces))| {
+            Ok((
+                k.to_string(),
+                workload::Setting {
+                    value: subst::render(t, pieces, params)?,
+                    template: t,
+                },
+            ))
+        })
+        .collect()
 }
 
 fn compile<'a>(t: &'a Template, params: &[String]) -> Result<Compiled<'a>, SpecError> {

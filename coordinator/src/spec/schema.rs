@@ -50,11 +50,29 @@ pub(crate) struct Spec {
     pub description: Option<String>,
     pub hosts: Vec<String>,
     pub matrix: Option<MatrixSpec>,
-    pub command: CommandSpec,
+    pub workload: WorkloadSpec,
     pub before_each: Vec<PhaseSpec>,
     pub repeat: u32,
     pub order: Order,
     pub on_failure: OnFailure,
+}
+
+#[derive(Debug)]
+pub(crate) enum WorkloadSpec {
+    Command(CommandSpec),
+    Tool(ToolSpec),
+}
+
+/// A built-in or tool workload (`fsync`, `fio`, `bonnie`, `compilebench`): its fields
+/// as templates, typed per cell by `super::workload` once `${param}` is substituted.
+#[derive(Debug)]
+pub(crate) struct ToolSpec {
+    pub kind: &'static str,
+    /// The kind's key, for "missing field" errors.
+    pub pos: Pos,
+    pub fields: Vec<(String, Template)>,
+    /// fio's `options:` mapping (fio option → value).
+    pub options: Vec<(String, Template)>,
 }
 
 #[derive(Debug)]
@@ -125,7 +143,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     let mut description = None;
     let mut hosts = None;
     let mut matrix = None;
-    let mut command = None;
+    let mut workload = None;
     let mut before_each = Vec::new();
     let mut repeat = DEFAULT_REPEAT;
     let mut order = None;
@@ -140,7 +158,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
             "description" => description = optional_text(v, path, "a description")?,
             "hosts" => hosts = Some(read_hosts(e)?),
             "matrix" => matrix = Some(read_matrix(e)?),
-            "workload" => command = Some(read_workload(e)?),
+            "workload" => workload = Some(read_workload(e)?),
             "phases" => before_each = read_phases(v)?,
             "repeat" => {
                 let n = integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions")?;
@@ -175,11 +193,14 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
         return Err(missing(root.pos, "", "name")
             .hint("every campaign needs a name, e.g. `name: fsync-sizes`"));
     };
-    let Some(command) = command else {
+    let Some(workload) = workload else {
         return Err(missing(root.pos, "", "workload")
             .hint("say what to measure, e.g. `workload: { command: { run: \"make -j4\" } }`"));
     };
-    if command.clean.is_none() {
+    if !matches!(
+        &workload,
+        WorkloadSpec::Command(CommandSpec { clean: Some(_), .. })
+    ) {
         if let Some(PhaseSpec::Clean { pos, path }) = before_each
             .iter()
             .find(|p| matches!(p, PhaseSpec::Clean { .. }))
@@ -189,7 +210,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
                 path,
                 "the `clean` phase runs the workload's clean command, but `workload.command.clean` is not set",
             )
-            .hint("add `clean:` under `workload.command`, or remove this phase"));
+            .hint("add `clean:` under `workload.command`, or use a `{ command: … }` phase instead"));
         }
     }
     let order = match (order, seed) {
@@ -207,7 +228,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
         description,
         hosts: hosts.unwrap_or_else(|| vec!["local".to_string()]),
         matrix,
-        command,
+        workload,
         before_each,
         repeat,
         order,
@@ -476,14 +497,30 @@ fn read_pairs_list(node: &Node, path: &str, include: bool) -> Result<Vec<Pairs>>
     Ok(out)
 }
 
-fn read_workload(e: &Entry) -> Result<CommandSpec> {
+fn read_workload(e: &Entry) -> Result<WorkloadSpec> {
     let entries = map(&e.value, "workload", "a mapping naming the workload kind")?;
-    check_keys(entries, "workload", &["command"])?;
-    let Some(command) = entries.first() else {
+    check_keys(entries, "workload", &super::workload::KINDS)?;
+    let Some(kind) = entries.first() else {
         return Err(error(e.value.pos, "workload", "the workload is empty")
             .hint("name its kind, e.g. `workload: { command: { run: \"make -j4\" } }`"));
     };
-    let path = "workload.command";
+    if let Some(second) = entries.get(1) {
+        return Err(error(
+            second.key.pos,
+            &join("workload", &second.name),
+            format!(
+                "a campaign measures one workload, but `{}` and `{}` are both given",
+                kind.name, second.name
+            ),
+        )
+        .hint("put different workloads in different campaigns"));
+    }
+    let path = join("workload", &kind.name);
+    if kind.name != "command" {
+        return read_tool(kind, &path).map(WorkloadSpec::Tool);
+    }
+    let command = kind;
+    let path = path.as_str();
     let fields = map(
         &command.value,
         path,
@@ -505,10 +542,48 @@ fn read_workload(e: &Entry) -> Result<CommandSpec> {
         return Err(missing(command.key.pos, path, "run")
             .hint("`run:` is the command whose execution is measured"));
     };
-    Ok(CommandSpec { setup, clean, run })
+    Ok(WorkloadSpec::Command(CommandSpec { setup, clean, run }))
 }
 
-fn command_template(node: &Node, path: &str) -> Result<Template> {
+fn read_tool(kind: &Entry, path: &str) -> Result<ToolSpec> {
+    let (name, allowed, required) = super::workload::fields_of(&kind.name);
+    let entries = map(
+        &kind.value,
+        path,
+        &format!("a mapping of `{name}` settings"),
+    )?;
+    check_keys(entries, path, allowed)?;
+    let mut spec = ToolSpec {
+        kind: name,
+        pos: kind.key.pos,
+        fields: Vec::new(),
+        options: Vec::new(),
+    };
+    for f in entries {
+        let field_path = join(path, &f.name);
+        if f.name == "options" {
+            for o in map(
+                &f.value,
+                &field_path,
+                "a mapping of fio options, e.g. `{ rw: randwrite, bs: 4k }`",
+            )? {
+                let t = template(&o.value, &join(&field_path, &o.name), "an option value")?;
+                spec.options.push((o.name.clone(), t));
+            }
+            continue;
+        }
+        spec.fields
+            .push((f.name.clone(), template(&f.value, &field_path, "a value")?));
+    }
+    for r in required {
+        if !entries.iter().any(|e| e.name == *r) {
+            return Err(missing(kind.key.pos, path, r));
+        }
+    }
+    Ok(spec)
+}
+
+pub(crate) fn command_template(node: &Node, path: &str) -> Result<Template> {
     let text = text(node, path, "a command")?;
     if text.trim().is_empty() {
         return Err(error(node.pos, path, "the command is empty"));

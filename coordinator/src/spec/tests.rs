@@ -128,7 +128,9 @@ fn cells(c: &Campaign) -> Vec<String> {
 }
 
 fn run(cell: &Cell) -> &str {
-    let Workload::Command(c) = &cell.workload;
+    let Workload::Command(c) = &cell.workload else {
+        panic!("not a command workload")
+    };
     &c.run
 }
 
@@ -404,7 +406,9 @@ workload:
 phases:
   before_each: [clean, { fstrim: "${dir}" }]
 "#);
-    let Workload::Command(w) = &c.cells[1].workload;
+    let Workload::Command(w) = &c.cells[1].workload else {
+        panic!("not a command workload")
+    };
     assert_eq!(w.setup.as_deref(), Some("mkdir -p /mnt/b/x"));
     assert_eq!(w.clean.as_deref(), Some("rm -rf /mnt/b/x"));
     assert_eq!(w.run, "touch /mnt/b/x/f");

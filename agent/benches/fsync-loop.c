@@ -1,0 +1,77 @@
+/* The C reference for platter's fsync workload overhead benchmark (src/bin/fsync-vs-c.rs).
+ * Does exactly what the Rust timed loop does: preallocate, then N times
+ * clock_gettime, pwrite(1 byte at offset 0), fdatasync, clock_gettime, store the latency
+ * in a preallocated, pre-touched array. Prints the monotonic time around the loop in ns.
+ *
+ * Build: gcc -O2 -o /tmp/loop c/loop.c
+ * Usage: /tmp/loop FILE [COUNT]   (COUNT defaults to 200000)
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FILE [COUNT]\n", argv[0]);
+        return 2;
+    }
+    long count = argc > 2 ? atol(argv[2]) : 200000;
+    if (count < 1) {
+        fprintf(stderr, "COUNT must be >= 1\n");
+        return 2;
+    }
+    const size_t size = 1;
+    char buf[1] = {'q'};
+
+    int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        perror("open");
+        return 1;
+    }
+    int rc = posix_fallocate(fd, 0, (off_t)(size * count));
+    if (rc != 0) {
+        fprintf(stderr, "posix_fallocate: %s\n", strerror(rc));
+        return 1;
+    }
+    uint64_t *lat = malloc(sizeof(uint64_t) * count);
+    if (lat == NULL) {
+        perror("malloc");
+        return 1;
+    }
+    /* Take the page faults now, as the Rust side does for its histogram. */
+    memset(lat, 0, sizeof(uint64_t) * count);
+
+    uint64_t start = now_ns();
+    for (long i = 0; i < count; i++) {
+        uint64_t t0 = now_ns();
+        if (pwrite(fd, buf, size, 0) != (ssize_t)size) {
+            perror("pwrite");
+            return 1;
+        }
+        if (fdatasync(fd) != 0) {
+            perror("fdatasync");
+            return 1;
+        }
+        lat[i] = now_ns() - t0;
+    }
+    uint64_t total = now_ns() - start;
+
+    /* Use the samples so the stores cannot be optimized away. */
+    uint64_t sum = 0;
+    for (long i = 0; i < count; i++)
+        sum += lat[i];
+    close(fd);
+    printf("%llu %llu\n", (unsigned long long)total, (unsigned long long)(sum / count));
+    return 0;
+}

@@ -1,0 +1,962 @@
+//! The built-in `fsync` workload: times `count` small `pwrite` + sync pairs at a fixed offset,
+//! one latency per operation, as ongardie/diskbenchmark does. It owns (creates and truncates)
+//! its target file, and inside the timed loop it must not allocate, log, or make any syscall
+//! other than the write and the sync being measured.
+
+use std::alloc::{self, Layout};
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use hdrhistogram::Histogram;
+
+/// Highest latency the histogram tracks (one hour, in ns). A slower operation is recorded as one
+/// hour: the histogram has fixed bounds so that recording never resizes (allocates) mid-run.
+const MAX_LATENCY_NS: u64 = 3_600 * 1_000_000_000;
+/// Significant digits kept by the latency histogram.
+const SIGFIG: u8 = 3;
+/// Alignment of the write buffer. 4096 satisfies the memory alignment O_DIRECT asks for on every
+/// device we expect (512- and 4096-byte logical blocks); a larger reported alignment wins.
+const BUF_ALIGN: usize = 4096;
+/// Permissions of a file the workload creates.
+const FILE_MODE: libc::c_uint = 0o644;
+
+/// How each write is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// `fdatasync(2)` after each write (the seed's choice).
+    Fdatasync,
+    /// `fsync(2)` after each write.
+    Fsync,
+    /// The file is opened with `O_DSYNC`, so `pwrite` itself waits; no explicit call.
+    Dsync,
+    /// No sync at all: measures the page cache, a baseline for the others.
+    None,
+}
+
+/// What one `fsync` workload run does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsyncParams {
+    /// The file to write. It is created if missing and truncated if it exists: the workload owns
+    /// the file, and a leftover larger file would hide the allocation cost `prealloc` controls.
+    pub path: PathBuf,
+    /// Bytes per write, >= 1.
+    pub size: u64,
+    /// Byte offset of the first write.
+    pub offset: u64,
+    /// Number of write+sync operations, >= 1.
+    pub count: u64,
+    pub sync: SyncMode,
+    /// Open with `O_DIRECT`. Then `size` and `offset` must be multiples of the device's
+    /// alignment (see [`direct_alignment`]).
+    pub direct: bool,
+    /// `posix_fallocate(fd, offset, size * count)` before the loop. This covers the whole range
+    /// an advancing run writes; the seed's modified version allocated only part of it. With
+    /// `advance: false` it allocates more than is written, as the seed did.
+    pub prealloc: bool,
+    /// false: every write goes to `offset` (the seed's behaviour: rewrite the same bytes);
+    /// true: write `i` goes to `offset + i * size`.
+    pub advance: bool,
+}
+
+impl FsyncParams {
+    /// The seed's benchmark: 1000 one-byte writes at offset 0, each followed by `fdatasync`,
+    /// in a preallocated file.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        FsyncParams {
+            path: path.into(),
+            size: 1,
+            offset: 0,
+            count: 1000,
+            sync: SyncMode::Fdatasync,
+            direct: false,
+            prealloc: true,
+            advance: false,
+        }
+    }
+
+    /// First byte past the last byte the run can touch (writes and preallocation alike).
+    fn end(&self) -> Option<u64> {
+        self.size
+            .checked_mul(self.count)
+            .and_then(|len| len.checked_add(self.offset))
+    }
+}
+
+/// The outcome of one run.
+pub struct FsyncResult {
+    /// Per-operation latency (write + sync) in ns, 3 significant digits, 1 ns .. 1 h.
+    pub histogram: Histogram<u64>,
+    /// Monotonic time around the whole timed loop.
+    pub total: Duration,
+    /// Operations done; equals the requested count on success.
+    pub ops: u64,
+}
+
+/// Everything that can go wrong in a run. Parameter errors are raised before the file is opened.
+#[derive(Debug, thiserror::Error)]
+pub enum FsyncError {
+    #[error("invalid fsync workload: {0}")]
+    Invalid(String),
+    #[error(
+        "invalid fsync workload: with direct: true, {what} must be a multiple of {align} bytes \
+         (the O_DIRECT alignment of {path}), got {value}"
+    )]
+    Unaligned {
+        path: PathBuf,
+        what: &'static str,
+        value: u64,
+        align: u64,
+    },
+    #[error(
+        "{path} does not accept O_DIRECT ({source}); use a filesystem or block device that \
+         supports it, or direct: false"
+    )]
+    DirectUnsupported { path: PathBuf, source: io::Error },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("malformed latency histogram: {0}")]
+    Histogram(String),
+}
+
+/// The `open(2)` flags for `p`. Kept pure so that the flag choice is testable without
+/// inspecting a live descriptor.
+pub fn open_flags(p: &FsyncParams) -> libc::c_int {
+    // O_RDWR rather than O_WRONLY: glibc's posix_fallocate emulation (for filesystems without
+    // fallocate) reads before it writes.
+    let mut flags = libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+    if p.sync == SyncMode::Dsync {
+        flags |= libc::O_DSYNC;
+    }
+    if p.direct {
+        flags |= libc::O_DIRECT;
+    }
+    flags
+}
+
+/// Checks what can be checked without touching the disk: sizes, counts, and that the whole
+/// range fits in an `off_t` and the buffer in memory.
+pub fn validate(p: &FsyncParams) -> Result<(), FsyncError> {
+    if p.size == 0 {
+        return Err(FsyncError::Invalid("size must be at least 1 byte".into()));
+    }
+    if p.count == 0 {
+        return Err(FsyncError::Invalid("count must be at least 1".into()));
+    }
+    match p.end() {
+        Some(end) if end <= i64::MAX as u64 => {}
+        _ => {
+            return Err(FsyncError::Invalid(format!(
+                "offset + size * count ({} + {} * {}) exceeds the largest file offset",
+                p.offset, p.size, p.count
+            )))
+        }
+    }
+    if usize::try_from(p.size).map_or(true, |s| s > isize::MAX as usize - BUF_ALIGN) {
+        return Err(FsyncError::Invalid(format!(
+            "size {} does not fit in memory",
+            p.size
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `size` and `offset` against an O_DIRECT alignment of `align` bytes.
+pub fn check_alignment(p: &FsyncParams, align: u64) -> Result<(), FsyncError> {
+    for (what, value) in [("size", p.size), ("offset", p.offset)] {
+        if align == 0 || value % align != 0 {
+            return Err(FsyncError::Unaligned {
+                path: p.path.clone(),
+                what,
+                value,
+                align,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The O_DIRECT offset/size alignment for writes to `path`, found without writing anything.
+///
+/// The file itself is asked if it exists, else its parent directory:
+/// 1. a block device: its logical block size (`ioctl(BLKSSZGET)`);
+/// 2. `statx(STATX_DIOALIGN)` (Linux 6.1+), which the filesystem fills for regular files;
+/// 3. otherwise `st_blksize`, the preferred I/O size. That is usually 4096 and never smaller
+///    than the logical block size, so it is safe, though it may reject a 512-byte-aligned write
+///    that a 512-byte device would accept.
+pub fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
+    let target = if path.exists() {
+        path
+    } else {
+        match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        }
+    };
+    let io_err = |op, source| FsyncError::Io {
+        op,
+        path: target.to_path_buf(),
+        source,
+    };
+    let c_path = c_path(target)?;
+
+    // SAFETY: `st` is a plain C struct for stat(2) to fill; c_path is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::stat(c_path.as_ptr(), &mut st) } != 0 {
+        return Err(io_err("stat", io::Error::last_os_error()));
+    }
+
+    if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
+        // SAFETY: opening read-only writes nothing; the descriptor is closed below.
+        let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io_err("open", io::Error::last_os_error()));
+        }
+        let mut sector: libc::c_int = 0;
+        // SAFETY: BLKSSZGET stores one int through the pointer.
+        let rc = unsafe { libc::ioctl(fd, libc::BLKSSZGET, &mut sector) };
+        let err = io::Error::last_os_error();
+        // SAFETY: fd is ours and not used afterwards.
+        unsafe { libc::close(fd) };
+        if rc != 0 || sector <= 0 {
+            return Err(io_err("ioctl(BLKSSZGET)", err));
+        }
+        return Ok(sector as u64);
+    }
+
+    // SAFETY: `stx` is a plain C struct for statx(2) to fill.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            0,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    // stx_dio_offset_align is 0 when the filesystem does not support O_DIRECT on this file (or
+    // the target is a directory): fall back rather than report "unsupported" here, because the
+    // open itself gives the authoritative answer.
+    if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
+        return Ok(u64::from(stx.stx_dio_offset_align).max(u64::from(stx.stx_dio_mem_align)));
+    }
+    Ok(st.st_blksize as u64)
+}
+
+/// Runs the workload described by `p`.
+pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
+    validate(p)?;
+    let align = if p.direct {
+        let align = direct_alignment(&p.path)?;
+        check_alignment(p, align)?;
+        align
+    } else {
+        1
+    };
+    let size = p.size as usize; // validate() checked that it fits
+    let buf_align = BUF_ALIGN.max(usize::try_from(align).unwrap_or(usize::MAX));
+    let mut buf = AlignedBuf::new(size, buf_align).ok_or_else(|| {
+        FsyncError::Invalid(format!(
+            "cannot allocate a {size}-byte buffer aligned to {buf_align}"
+        ))
+    })?;
+    fill_lowercase(buf.as_mut_slice());
+
+    let path = &p.path;
+    let io_err = |op, source| FsyncError::Io {
+        op,
+        path: path.clone(),
+        source,
+    };
+    let c_path = c_path(path)?;
+    // SAFETY: c_path is NUL-terminated; the mode argument is read because O_CREAT is set.
+    let fd = unsafe { libc::open(c_path.as_ptr(), open_flags(p), FILE_MODE) };
+    if fd < 0 {
+        return Err(open_error(path, p.direct, io::Error::last_os_error()));
+    }
+    let fd = Fd(fd);
+
+    if p.prealloc {
+        // validate() checked that offset and size * count fit in off_t.
+        let len = (p.size * p.count) as libc::off_t;
+        // SAFETY: plain syscall wrapper on our descriptor.
+        let rc = unsafe { libc::posix_fallocate(fd.0, p.offset as libc::off_t, len) };
+        // posix_fallocate returns the error number instead of setting errno.
+        if rc != 0 {
+            return Err(io_err("posix_fallocate", io::Error::from_raw_os_error(rc)));
+        }
+    }
+
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)
+        .map_err(|e| FsyncError::Histogram(e.to_string()))?;
+    // The counts array comes from calloc, i.e. untouched zero pages: writing it now takes the
+    // page faults here rather than inside the timed loop.
+    histogram.reset();
+
+    let step = if p.advance { p.size as i64 } else { 0 };
+    let looped = {
+        let mut l = Loop {
+            fd: fd.0,
+            buf: buf.as_slice(),
+            offset: p.offset as i64,
+            step,
+            count: p.count,
+            histogram: &mut histogram,
+        };
+        // One instantiation per mode, so the loop body has no branch on the mode.
+        match p.sync {
+            // SAFETY (all three): plain syscall wrappers on our open descriptor.
+            SyncMode::Fdatasync => l.run("fdatasync", |fd| unsafe { libc::fdatasync(fd) }),
+            SyncMode::Fsync => l.run("fsync", |fd| unsafe { libc::fsync(fd) }),
+            SyncMode::Dsync | SyncMode::None => l.run("sync", |_| 0),
+        }
+    };
+    let total = looped.map_err(|(op, source)| io_err(op, source))?;
+
+    // close(2) can report a deferred write error (e.g. on NFS); a run that lost data must fail.
+    if fd.close() != 0 {
+        return Err(io_err("close", io::Error::last_os_error()));
+    }
+    Ok(FsyncResult {
+        ops: histogram.len(),
+        histogram,
+        total,
+    })
+}
+
+/// Maps an `open(2)` failure: EINVAL with O_DIRECT means the filesystem refuses O_DIRECT
+/// (the usual tmpfs answer before Linux 6.6), which deserves a message saying so.
+pub fn open_error(path: &Path, direct: bool, source: io::Error) -> FsyncError {
+    if direct && source.raw_os_error() == Some(libc::EINVAL) {
+        FsyncError::DirectUnsupported {
+            path: path.to_path_buf(),
+            source,
+        }
+    } else {
+        FsyncError::Io {
+            op: "open",
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Decodes a histogram serialized by [`FsyncResult::samples`] (hdrhistogram V2 format).
+pub fn deserialize_histogram(bytes: &[u8]) -> Result<Histogram<u64>, FsyncError> {
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| FsyncError::Histogram(format!("{e:?}")))
+}
+
+impl FsyncResult {
+    /// One row per metric: (name, value, unit, histogram bytes). Latencies and `total` are in
+    /// seconds. Only the `latency` row (value: mean seconds) carries bytes: the V2-serialized
+    /// histogram, so that repetitions can be merged later.
+    pub fn samples(&self) -> Vec<(String, f64, String, Vec<u8>)> {
+        let h = &self.histogram;
+        let secs = |ns: u64| ns as f64 / 1e9;
+        let mean = h.mean() / 1e9;
+        let total = self.total.as_secs_f64();
+        let ops_per_s = if total > 0.0 {
+            self.ops as f64 / total
+        } else {
+            0.0
+        };
+        let mut bytes = Vec::new();
+        // Writing to a Vec cannot fail, and the only other error (a count above i64::MAX)
+        // would need more operations than a run can do.
+        V2Serializer::new()
+            .serialize(h, &mut bytes)
+            .expect("serializing a u64 histogram into a Vec cannot fail");
+
+        let row = |name: &str, value: f64, unit: &str| (name.to_owned(), value, unit.to_owned());
+        let mut rows = vec![
+            row("latency.mean", mean, "s"),
+            row("latency.p50", secs(h.value_at_quantile(0.5)), "s"),
+            row("latency.p90", secs(h.value_at_quantile(0.9)), "s"),
+            row("latency.p99", secs(h.value_at_quantile(0.99)), "s"),
+            row("latency.p99.9", secs(h.value_at_quantile(0.999)), "s"),
+            row("latency.max", secs(h.max()), "s"),
+            row("latency.min", secs(h.min()), "s"),
+            row("ops_per_s", ops_per_s, "op/s"),
+            row("total", total, "s"),
+            row("ops", self.ops as f64, "1"),
+        ]
+        .into_iter()
+        .map(|(n, v, u)| (n, v, u, Vec::new()))
+        .collect::<Vec<_>>();
+        rows.push(("latency".to_owned(), mean, "s".to_owned(), bytes));
+        rows
+    }
+}
+
+/// The timed loop's inputs, borrowed so that the loop itself owns and allocates nothing.
+struct Loop<'a> {
+    fd: libc::c_int,
+    buf: &'a [u8],
+    offset: i64,
+    step: i64,
+    count: u64,
+    histogram: &'a mut Histogram<u64>,
+}
+
+impl Loop<'_> {
+    /// Returns the wall time around the whole loop, or the failing call and its OS error.
+    /// Errors carry no path so that nothing is allocated here; the caller adds it.
+    #[inline(always)]
+    fn run(
+        &mut self,
+        sync_name: &'static str,
+        sync: impl Fn(libc::c_int) -> libc::c_int,
+    ) -> Result<Duration, (&'static str, io::Error)> {
+        let mut offset = self.offset;
+        let start = Instant::now();
+        for _ in 0..self.count {
+            let t0 = Instant::now();
+            pwrite_all(self.fd, self.buf, offset).map_err(|e| ("pwrite", e))?;
+            if sync(self.fd) != 0 {
+                return Err((sync_name, io::Error::last_os_error()));
+            }
+            let t1 = Instant::now();
+            let ns = u64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
+            // Saturates at MAX_LATENCY_NS instead of resizing, so it never allocates.
+            self.histogram.saturating_record(ns);
+            offset += self.step;
+        }
+        Ok(start.elapsed())
+    }
+}
+
+/// Writes all of `buf` at `offset`, retrying after EINTR and continuing after a short write.
+#[inline(always)]
+fn pwrite_all(fd: libc::c_int, buf: &[u8], offset: i64) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        // SAFETY: `rest` is valid for `rest.len()` bytes for the duration of the call.
+        let n = unsafe {
+            libc::pwrite(
+                fd,
+                rest.as_ptr().cast(),
+                rest.len(),
+                offset + done as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            // No progress and no error: retrying would spin forever.
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// Fills `buf` with lowercase a-z, as the seed's random string of characters. A fixed-seed
+/// xorshift: the data is the same on every run, so runs are comparable.
+fn fill_lowercase(buf: &mut [u8]) {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for b in buf {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = b'a' + (x % 26) as u8;
+    }
+}
+
+fn c_path(path: &Path) -> Result<CString, FsyncError> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| FsyncError::Invalid(format!("path {} contains a NUL byte", path.display())))
+}
+
+/// An owned descriptor, closed on drop unless [`Fd::close`] already did (to see its result).
+struct Fd(libc::c_int);
+
+impl Fd {
+    fn close(self) -> libc::c_int {
+        let fd = self.0;
+        std::mem::forget(self);
+        // SAFETY: we own fd and forget `self`, so it is closed exactly once.
+        unsafe { libc::close(fd) }
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor; an error here has nowhere useful to go (the run has
+        // already failed for another reason).
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// A zeroed heap buffer with a chosen alignment, as O_DIRECT requires. Not a `Vec<u8>`: a Vec
+/// frees with align 1, which would not match the layout it was allocated with.
+struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    /// None if the layout is invalid or the allocation fails. `len` must be non-zero.
+    fn new(len: usize, align: usize) -> Option<Self> {
+        let layout = Layout::from_size_align(len, align).ok()?;
+        debug_assert!(layout.size() > 0);
+        // SAFETY: layout has a non-zero size (validate() rejects size 0).
+        let ptr = std::ptr::NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+        Some(AlignedBuf { ptr, layout })
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid, initialized (zeroed) memory of layout.size() bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in as_slice, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in new() with exactly this layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn params(dir: &Path) -> FsyncParams {
+        FsyncParams {
+            count: 20,
+            ..FsyncParams::new(dir.join("f"))
+        }
+    }
+
+    fn all_lowercase(path: &Path, from: u64, to: u64) {
+        let data = std::fs::read(path).unwrap();
+        let range = &data[from as usize..to as usize];
+        assert!(!range.is_empty());
+        assert!(
+            range.iter().all(u8::is_ascii_lowercase),
+            "bytes {from}..{to} are not all a-z"
+        );
+    }
+
+    #[test]
+    fn counts_and_size_rewriting_one_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = FsyncParams {
+            size: 100,
+            offset: 512,
+            count: 30,
+            prealloc: false,
+            ..params(dir.path())
+        };
+        let r = run(&p).unwrap();
+        assert_eq!(r.ops, 30);
+        assert_eq!(r.histogram.len(), 30);
+        assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 512 + 100);
+        all_lowercase(&p.path, 512, 612);
+    }
+
+    #[test]
+    fn counts_and_size_advancing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = FsyncParams {
+            size: 100,
+            offset: 512,
+            count: 30,
+            prealloc: false,
+            advance: true,
+            ..params(dir.path())
+        };
+        let r = run(&p).unwrap();
+        assert_eq!(r.ops, 30);
+        assert_eq!(r.histogram.len(), 30);
+        assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 512 + 100 * 30);
+        all_lowercase(&p.path, 512, 512 + 3000);
+    }
+
+    #[test]
+    fn prealloc_sets_size_to_whole_range_even_when_rewriting() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = FsyncParams {
+            size: 100,
+            offset: 512,
+            count: 30,
+            prealloc: true,
+            advance: false,
+            ..params(dir.path())
+        };
+        run(&p).unwrap();
+        assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 512 + 100 * 30);
+        all_lowercase(&p.path, 512, 612);
+        // Beyond the written bytes, preallocated space reads as zeros.
+        let data = std::fs::read(&p.path).unwrap();
+        assert!(data[612..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn existing_file_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = FsyncParams {
+            prealloc: false,
+            ..params(dir.path())
+        };
+        std::fs::write(&p.path, vec![b'X'; 10_000]).unwrap();
+        run(&p).unwrap();
+        assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn prealloc_allocates_the_whole_range_from_offset_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let (size, count) = (4096, 64);
+        let with = FsyncParams {
+            size,
+            count,
+            prealloc: true,
+            ..params(dir.path())
+        };
+        run(&with).unwrap();
+        let blocks = std::fs::metadata(&with.path).unwrap().blocks() * 512;
+        assert!(blocks >= size * count, "{blocks} bytes allocated");
+
+        let without = FsyncParams {
+            path: dir.path().join("sparse"),
+            prealloc: false,
+            ..with
+        };
+        run(&without).unwrap();
+        let blocks = std::fs::metadata(&without.path).unwrap().blocks() * 512;
+        assert!(blocks < size * count, "{blocks} bytes allocated");
+    }
+
+    #[test]
+    fn prealloc_covers_the_range_after_a_nonzero_offset() {
+        // posix_fallocate(offset, size * count) leaves [0, offset) a hole, so with an offset the
+        // allocation covers the written range, not the whole file.
+        let dir = tempfile::tempdir().unwrap();
+        let (size, offset, count) = (4096, 1 << 20, 64);
+        let with = FsyncParams {
+            size,
+            offset,
+            count,
+            prealloc: true,
+            ..params(dir.path())
+        };
+        run(&with).unwrap();
+        let meta = std::fs::metadata(&with.path).unwrap();
+        assert_eq!(meta.len(), offset + size * count);
+        assert!(meta.blocks() * 512 >= size * count);
+
+        let without = FsyncParams {
+            path: dir.path().join("sparse"),
+            prealloc: false,
+            advance: true,
+            ..with
+        };
+        run(&without).unwrap();
+        let meta = std::fs::metadata(&without.path).unwrap();
+        assert_eq!(meta.len(), offset + size * count);
+        // The hole before `offset` is not allocated.
+        assert!(meta.blocks() * 512 < offset + size * count);
+    }
+
+    #[test]
+    fn open_flags_per_mode() {
+        let base = libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+        let mut p = FsyncParams::new("/x");
+        for (sync, dsync) in [
+            (SyncMode::Fdatasync, false),
+            (SyncMode::Fsync, false),
+            (SyncMode::Dsync, true),
+            (SyncMode::None, false),
+        ] {
+            for direct in [false, true] {
+                p.sync = sync;
+                p.direct = direct;
+                let f = open_flags(&p);
+                assert_eq!(f & base, base);
+                assert_eq!(f & libc::O_DSYNC == libc::O_DSYNC, dsync, "{sync:?}");
+                assert_eq!(f & libc::O_DIRECT != 0, direct, "{sync:?} direct={direct}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_sync_mode_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        for sync in [
+            SyncMode::Fdatasync,
+            SyncMode::Fsync,
+            SyncMode::Dsync,
+            SyncMode::None,
+        ] {
+            let r = run(&FsyncParams {
+                sync,
+                ..params(dir.path())
+            })
+            .unwrap();
+            assert_eq!(r.ops, 20, "{sync:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_parameters_are_rejected_before_the_file_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = params(dir.path());
+        let cases = [
+            (
+                FsyncParams {
+                    size: 0,
+                    ..p.clone()
+                },
+                "size",
+            ),
+            (
+                FsyncParams {
+                    count: 0,
+                    ..p.clone()
+                },
+                "count",
+            ),
+            (
+                FsyncParams {
+                    offset: u64::MAX - 1,
+                    ..p.clone()
+                },
+                "offset",
+            ),
+            (
+                FsyncParams {
+                    direct: true,
+                    size: 100,
+                    ..p.clone()
+                },
+                "size must be a multiple of",
+            ),
+            (
+                FsyncParams {
+                    direct: true,
+                    size: 4096,
+                    offset: 100,
+                    ..p.clone()
+                },
+                "offset must be a multiple of",
+            ),
+        ];
+        for (bad, needle) in cases {
+            let err = run(&bad).err().expect("must fail").to_string();
+            assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+            assert!(!p.path.exists(), "{err} but the file was created");
+        }
+    }
+
+    #[test]
+    fn alignment_check_names_the_alignment() {
+        let p = FsyncParams {
+            size: 1024,
+            offset: 4096,
+            ..FsyncParams::new("/x")
+        };
+        assert!(check_alignment(&p, 512).is_ok());
+        let err = check_alignment(&p, 4096).unwrap_err().to_string();
+        assert!(
+            err.contains("size must be a multiple of 4096 bytes"),
+            "{err}"
+        );
+        assert!(err.contains("got 1024"), "{err}");
+        let p = FsyncParams { offset: 512, ..p };
+        let err = check_alignment(&p, 1024).unwrap_err().to_string();
+        assert!(
+            err.contains("offset must be a multiple of 1024 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn direct_alignment_is_a_power_of_two_of_at_least_512() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [dir.path().join("missing"), dir.path().to_path_buf()] {
+            let a = direct_alignment(&path).unwrap();
+            assert!(a >= 512 && a.is_power_of_two(), "{a}");
+        }
+    }
+
+    #[test]
+    fn einval_on_direct_open_says_o_direct_is_unsupported() {
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        let err = open_error(Path::new("/dev/shm/f"), true, einval());
+        assert!(matches!(err, FsyncError::DirectUnsupported { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("/dev/shm/f does not accept O_DIRECT"), "{msg}");
+        let err = open_error(Path::new("/dev/shm/f"), false, einval());
+        assert!(matches!(err, FsyncError::Io { op: "open", .. }), "{err}");
+    }
+
+    #[test]
+    fn direct_on_tmpfs_runs_or_fails_clearly() {
+        // tmpfs accepts O_DIRECT since Linux 6.6 and refused it with EINVAL before.
+        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+            return;
+        };
+        let p = FsyncParams {
+            direct: true,
+            size: 4096,
+            count: 5,
+            ..params(dir.path())
+        };
+        match run(&p) {
+            Ok(r) => assert_eq!(r.ops, 5),
+            Err(e @ FsyncError::DirectUnsupported { .. }) => {
+                assert!(e.to_string().contains("O_DIRECT"), "{e}")
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    #[test]
+    fn direct_writes_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = FsyncParams {
+            direct: true,
+            size: 4096,
+            offset: 8192,
+            count: 8,
+            advance: true,
+            ..params(dir.path())
+        };
+        match run(&p) {
+            Ok(r) => {
+                assert_eq!(r.ops, 8);
+                all_lowercase(&p.path, 8192, 8192 + 4096 * 8);
+            }
+            // A temp dir on a filesystem without O_DIRECT: nothing more to check here.
+            Err(FsyncError::DirectUnsupported { .. }) => {}
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    #[test]
+    fn io_errors_name_operation_and_path() {
+        let p = FsyncParams::new("/nonexistent-dir/f");
+        let msg = run(&p).err().unwrap().to_string();
+        assert!(msg.starts_with("open /nonexistent-dir/f: "), "{msg}");
+        assert!(msg.contains("os error"), "{msg}");
+    }
+
+    #[test]
+    fn samples_rows_and_histogram_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run(&FsyncParams {
+            count: 50,
+            ..params(dir.path())
+        })
+        .unwrap();
+        let rows = r.samples();
+        let names: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|(n, _, u, _)| (n.as_str(), u.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("latency.mean", "s"),
+                ("latency.p50", "s"),
+                ("latency.p90", "s"),
+                ("latency.p99", "s"),
+                ("latency.p99.9", "s"),
+                ("latency.max", "s"),
+                ("latency.min", "s"),
+                ("ops_per_s", "op/s"),
+                ("total", "s"),
+                ("ops", "1"),
+                ("latency", "s"),
+            ]
+        );
+        let value = |name: &str| rows.iter().find(|r| r.0 == name).unwrap().1;
+        let with_bytes: Vec<_> = rows.iter().filter(|r| !r.3.is_empty()).collect();
+        assert_eq!(with_bytes.len(), 1);
+        assert_eq!(with_bytes[0].0, "latency");
+        assert_eq!(with_bytes[0].1, value("latency.mean"));
+
+        let h = deserialize_histogram(&with_bytes[0].3).unwrap();
+        assert_eq!(h.len(), 50);
+        assert_eq!(h.max(), r.histogram.max());
+        assert_eq!(h, r.histogram);
+
+        let ladder = [
+            "latency.min",
+            "latency.p50",
+            "latency.p90",
+            "latency.p99",
+            "latency.p99.9",
+            "latency.max",
+        ];
+        for w in ladder.windows(2) {
+            assert!(value(w[0]) <= value(w[1]), "{} > {}", w[0], w[1]);
+        }
+        assert!(value("latency.min") > 0.0);
+        assert_eq!(value("ops"), 50.0);
+        assert!((value("ops_per_s") * value("total") - 50.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn deserialize_rejects_garbage() {
+        assert!(matches!(
+            deserialize_histogram(b"not a histogram"),
+            Err(FsyncError::Histogram(_))
+        ));
+    }
+
+    #[test]
+    fn latencies_are_plausible_against_total() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run(&FsyncParams {
+            count: 200,
+            ..params(dir.path())
+        })
+        .unwrap();
+        let mean_ns = r.histogram.mean();
+        assert!(mean_ns > 0.0);
+        let sum_ns = mean_ns * r.histogram.len() as f64;
+        let total_ns = r.total.as_nanos() as f64;
+        assert!(
+            total_ns >= sum_ns * 0.9,
+            "total {total_ns} < 0.9 * {sum_ns}"
+        );
+        // And the loop adds little beyond the operations it times.
+        assert!(
+            total_ns <= sum_ns * 2.0 + 1e6,
+            "total {total_ns} vs {sum_ns}"
+        );
+    }
+
+    #[test]
+    fn lowercase_data_is_varied() {
+        let mut buf = [0u8; 4096];
+        fill_lowercase(&mut buf);
+        assert!(buf.iter().all(u8::is_ascii_lowercase));
+        let distinct: std::collections::HashSet<u8> = buf.iter().copied().collect();
+        assert_eq!(distinct.len(), 26);
+    }
+}

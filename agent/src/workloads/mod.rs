@@ -1,0 +1,195 @@
+//! Measure steps: one function per workload kind, dispatched on `model::Workload`. Each
+//! returns its samples or why it failed; none of them writes to the journal or logs.
+//! The parsers (`fio`, `bonnie`, `compilebench`) are pure functions of a tool's output.
+
+pub mod bonnie;
+pub mod compilebench;
+pub mod fio;
+pub mod fsync;
+pub mod sample;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicI32;
+
+use crate::model::{FsyncParams, Sample, Tool, Workload};
+use crate::process::{self, Outcome};
+
+/// How a measure step ended.
+#[derive(Debug, Default)]
+pub struct Measured {
+    pub failed: bool,
+    pub exit_status: i32,
+    pub stderr_tail: String,
+    pub error: String,
+    pub samples: Vec<Sample>,
+}
+
+impl Measured {
+    fn error(msg: impl Into<String>) -> Measured {
+        Measured {
+            failed: true,
+            error: msg.into(),
+            exit_status: -1,
+            ..Measured::default()
+        }
+    }
+}
+
+fn sample(metric: &str, value: f64, unit: &str) -> Sample {
+    Sample {
+        metric: metric.into(),
+        value,
+        unit: unit.into(),
+        histogram: Vec::new(),
+        missing: String::new(),
+    }
+}
+
+/// wall, user and sys seconds and peak RSS of a command.
+pub fn outcome_samples(o: &Outcome) -> Vec<Sample> {
+    vec![
+        sample("wall", o.wall.as_secs_f64(), "s"),
+        sample("user", o.user.as_secs_f64(), "s"),
+        sample("sys", o.sys.as_secs_f64(), "s"),
+        sample("max_rss", o.max_rss_bytes as f64, "B"),
+    ]
+}
+
+fn from_parsed(parsed: sample::Parsed) -> Vec<Sample> {
+    let mut out: Vec<Sample> = parsed
+        .samples
+        .into_iter()
+        .map(|s| sample(&s.metric, s.value, &s.unit))
+        .collect();
+    out.extend(parsed.missing.into_iter().map(|m| Sample {
+        metric: m.metric,
+        value: f64::NAN,
+        unit: String::new(),
+        histogram: Vec::new(),
+        missing: m.reason,
+    }));
+    out
+}
+
+/// Runs `workload` (its strings already substituted) and measures it.
+pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &AtomicI32) -> Measured {
+    match workload {
+        Workload::Command(script) => match process::run(script, env, running) {
+            Ok(o) => finish(&o, "workload", |o| Ok(outcome_samples(o))),
+            Err(e) => Measured::error(format!("could not start `{script}`: {e}")),
+        },
+        Workload::Fsync(p) => fsync_workload(p),
+        Workload::Tool { tool, argv } => {
+            let mut argv = argv.clone();
+            // bonnie++ refuses to run as root unless told which user to be.
+            // SAFETY: geteuid has no preconditions.
+            if *tool == Tool::Bonnie
+                && unsafe { libc::geteuid() } == 0
+                && !argv.iter().any(|a| a == "-u")
+            {
+                argv.extend(["-u".to_string(), "root".to_string()]);
+            }
+            let o = match process::run_argv(&argv, env, running) {
+                Ok(o) => o,
+                Err(e) => {
+                    let hint = match tool {
+                        Tool::Fio => " (install fio: apt install fio)",
+                        Tool::Bonnie => " (install bonnie++: apt install bonnie++)",
+                        Tool::Compilebench => {
+                            " (compilebench is not packaged: give its path in `command:`)"
+                        }
+                    };
+                    return Measured::error(format!("could not start `{}`: {e}{hint}", argv[0]));
+                }
+            };
+            if *tool == Tool::Fio && !o.success() {
+                // fio reports job errors in its JSON; its message beats "exit status 1".
+                if let Err(e) = fio::parse(&o.stdout) {
+                    let mut m = finish(&o, "fio", |_| Ok(Vec::new()));
+                    m.error = format!("fio failed: {e}");
+                    return m;
+                }
+            }
+            finish(&o, &argv[0], |o| {
+                let parsed = match tool {
+                    Tool::Fio => fio::parse(&o.stdout).map_err(|e| e.to_string()),
+                    Tool::Bonnie => bonnie::parse_csv(&o.stdout).map_err(|e| e.to_string()),
+                    Tool::Compilebench => compilebench::parse(&o.stdout).map_err(|e| e.to_string()),
+                };
+                let mut samples = outcome_samples(o);
+                samples.extend(from_parsed(
+                    parsed.map_err(|e| format!("could not read {}'s output: {e}", argv[0]))?,
+                ));
+                Ok(samples)
+            })
+        }
+    }
+}
+
+/// A command's ending: failed on a non-zero exit, else the samples `ok` makes of it.
+fn finish(
+    o: &Outcome,
+    what: &str,
+    ok: impl FnOnce(&Outcome) -> Result<Vec<Sample>, String>,
+) -> Measured {
+    let mut m = Measured {
+        exit_status: o.exit_code.unwrap_or(-1),
+        stderr_tail: o.stderr_tail.clone(),
+        ..Measured::default()
+    };
+    if !o.success() {
+        m.failed = true;
+        m.error = format!("{what} failed: {}", o.describe());
+        return m;
+    }
+    match ok(o) {
+        Ok(samples) => m.samples = samples,
+        Err(e) => {
+            m.failed = true;
+            m.error = e;
+        }
+    }
+    m
+}
+
+fn fsync_workload(p: &FsyncParams) -> Measured {
+    let sync = match p.sync.as_str() {
+        "fdatasync" => fsync::SyncMode::Fdatasync,
+        "fsync" => fsync::SyncMode::Fsync,
+        "dsync" => fsync::SyncMode::Dsync,
+        "none" => fsync::SyncMode::None,
+        other => return Measured::error(format!("unknown sync mode `{other}`")),
+    };
+    let params = fsync::FsyncParams {
+        path: PathBuf::from(&p.path),
+        size: p.size,
+        offset: p.offset,
+        count: p.count,
+        sync,
+        direct: p.direct,
+        prealloc: p.prealloc,
+        advance: false,
+    };
+    match fsync::run(&params) {
+        Ok(r) => {
+            let mut samples = vec![sample("wall", r.total.as_secs_f64(), "s")];
+            samples.extend(
+                r.samples()
+                    .into_iter()
+                    .map(|(metric, value, unit, histogram)| Sample {
+                        metric,
+                        value,
+                        unit,
+                        histogram,
+                        missing: String::new(),
+                    }),
+            );
+            Measured {
+                samples,
+                ..Measured::default()
+            }
+        }
+        Err(e) => Measured::error(e.to_string()),
+    }
+}

@@ -1,0 +1,234 @@
+//! Workload kinds other than `command`: which settings each takes, and turning a cell's
+//! rendered settings into typed values (sizes, counts, choices), with errors that point
+//! at the setting. Does not run anything and does not know how tools are invoked.
+
+use indexmap::IndexMap;
+
+use super::error::{closest, error, Result, WithHint};
+use super::schema::Template;
+
+pub(crate) const KINDS: [&str; 5] = ["command", "fsync", "fio", "bonnie", "compilebench"];
+
+/// The settings of each kind: (kind, allowed keys, required keys).
+pub(crate) fn fields_of(
+    kind: &str,
+) -> (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+) {
+    match kind {
+        "fsync" => (
+            "fsync",
+            &[
+                "path", "size", "offset", "count", "sync", "direct", "prealloc",
+            ],
+            &["path"],
+        ),
+        "fio" => ("fio", &["options", "job_file", "directory"], &[]),
+        "bonnie" => ("bonnie", &["directory", "args"], &["directory"]),
+        _ => (
+            "compilebench",
+            &["command", "directory", "args"],
+            &["directory"],
+        ),
+    }
+}
+
+/// How the fsync workload makes each write durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    Fdatasync,
+    Fsync,
+    /// The file is opened with O_DSYNC; no explicit call.
+    Dsync,
+    None,
+}
+
+/// write()+sync of `size` bytes at `offset`, `count` times (seed 001's microbenchmark).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsyncWorkload {
+    pub path: String,
+    pub size: u64,
+    pub offset: u64,
+    pub count: u64,
+    pub sync: SyncMode,
+    pub direct: bool,
+    pub prealloc: bool,
+}
+
+/// fio with inline options (one job) or a job file on the agent's host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioWorkload {
+    pub job_file: Option<String>,
+    pub directory: Option<String>,
+    pub options: IndexMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BonnieWorkload {
+    pub directory: String,
+    /// Extra bonnie++ arguments, split on whitespace (e.g. `-s 2G -n 0`).
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompilebenchWorkload {
+    /// The compilebench program (it is not packaged; users supply it).
+    pub command: String,
+    pub directory: String,
+    pub args: Vec<String>,
+}
+
+/// A setting after substitution, with the template it came from (for positions).
+pub(crate) struct Setting<'a> {
+    pub value: String,
+    pub template: &'a Template,
+}
+
+fn bad(s: &Setting<'_>, expected: &str) -> super::SpecError {
+    error(
+        s.template.pos,
+        &s.template.path,
+        format!("expected {expected}, found `{}`", s.value),
+    )
+}
+
+/// A byte count: digits with an optional K, M, G or T suffix (powers of 1024).
+pub(crate) fn bytes(s: &Setting<'_>) -> Result<u64> {
+    let v = s.value.trim();
+    let (digits, mult) = match v.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let mult: u64 = match c.to_ascii_lowercase() {
+                'k' => 1 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                _ => return Err(bad(s, "a size in bytes, optionally with K, M, G or T")),
+            };
+            (&v[..i], mult)
+        }
+        _ => (v, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| {
+            bad(
+                s,
+                "a size in bytes, optionally with K, M, G or T (e.g. 4096, 4K, 1M)",
+            )
+        })
+}
+
+fn flag(s: &Setting<'_>) -> Result<bool> {
+    match s.value.trim() {
+        "true" | "yes" | "on" => Ok(true),
+        "false" | "no" | "off" => Ok(false),
+        _ => Err(bad(s, "true or false")),
+    }
+}
+
+fn words(s: Option<&Setting<'_>>) -> Vec<String> {
+    s.map(|s| s.value.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
+fn nonempty(s: &Setting<'_>, what: &str) -> Result<String> {
+    if s.value.trim().is_empty() {
+        return Err(error(
+            s.template.pos,
+            &s.template.path,
+            format!("the {what} is empty"),
+        ));
+    }
+    Ok(s.value.clone())
+}
+
+/// Builds the typed workload of `kind` from one cell's settings.
+pub(crate) fn build(
+    kind: &str,
+    settings: &IndexMap<String, Setting<'_>>,
+    options: &IndexMap<String, Setting<'_>>,
+    kind_pos: super::error::Pos,
+) -> Result<super::Workload> {
+    let get = |k: &str| settings.get(k);
+    Ok(match kind {
+        "fsync" => {
+            // `path` is required by the schema.
+            let path = get("path")
+                .map(|s| nonempty(s, "path"))
+                .transpose()?
+                .unwrap_or_default();
+            let size = get("size").map(bytes).transpose()?.unwrap_or(1);
+            let count = get("count").map(bytes).transpose()?.unwrap_or(1000);
+            for (name, v) in [("size", size), ("count", count)] {
+                if v == 0 {
+                    let s = &settings[name];
+                    return Err(error(
+                        s.template.pos,
+                        &s.template.path,
+                        format!("{name} must be at least 1"),
+                    ));
+                }
+            }
+            const SYNCS: [&str; 4] = ["fdatasync", "fsync", "dsync", "none"];
+            let sync = match get("sync") {
+                None => SyncMode::Fdatasync,
+                Some(s) => match s.value.as_str() {
+                    "fdatasync" => SyncMode::Fdatasync,
+                    "fsync" => SyncMode::Fsync,
+                    "dsync" => SyncMode::Dsync,
+                    "none" => SyncMode::None,
+                    other => {
+                        return Err(bad(s, "one of `fdatasync`, `fsync`, `dsync`, `none`")
+                            .maybe_hint(
+                                closest(other, &SYNCS).map(|c| format!("did you mean `{c}`?")),
+                            ))
+                    }
+                },
+            };
+            super::Workload::Fsync(FsyncWorkload {
+                path,
+                size,
+                offset: get("offset").map(bytes).transpose()?.unwrap_or(0),
+                count,
+                sync,
+                direct: get("direct").map(flag).transpose()?.unwrap_or(false),
+                prealloc: get("prealloc").map(flag).transpose()?.unwrap_or(true),
+            })
+        }
+        "fio" => {
+            let job_file = get("job_file")
+                .map(|s| nonempty(s, "job file path"))
+                .transpose()?;
+            if job_file.is_some() != options.is_empty() {
+                return Err(error(kind_pos, "workload.fio", "give fio either `options:` or `job_file:`, not both and not neither")
+                    .hint("e.g. `fio: { directory: /mnt/test, options: { rw: randwrite, bs: 4k, size: 64M } }`"));
+            }
+            super::Workload::Fio(FioWorkload {
+                job_file,
+                directory: get("directory")
+                    .map(|s| nonempty(s, "directory"))
+                    .transpose()?,
+                options: options
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.value.clone()))
+                    .collect(),
+            })
+        }
+        "bonnie" => super::Workload::Bonnie(BonnieWorkload {
+            directory: nonempty(&settings["directory"], "directory")?,
+            args: words(get("args")),
+        }),
+        _ => super::Workload::Compilebench(CompilebenchWorkload {
+            command: get("command")
+                .map(|s| nonempty(s, "command"))
+                .transpose()?
+                .unwrap_or_else(|| "compilebench".into()),
+            directory: nonempty(&settings["directory"], "directory")?,
+            args: words(get("args")),
+        }),
+    })
+}
