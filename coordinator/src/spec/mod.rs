@@ -316,11 +316,19 @@ fn settings<'a>(
 ) -> Result<IndexMap<String, workload::Setting<'a>>, SpecError> {
     list.iter()
         .map(|(k, (t, pieces))| {
+            let value = subst::render(t, pieces, params)?;
+            // Name the cell only when a parameter made the value what it is.
+            let cell = if value == t.text {
+                String::new()
+            } else {
+                matrix::describe(params)
+            };
             Ok((
                 k.to_string(),
                 workload::Setting {
-                    value: subst::render(t, pieces, params)?,
+                    value,
                     template: t,
+                    cell,
                 },
             ))
         })

@@ -84,13 +84,20 @@ pub struct CompilebenchWorkload {
 pub(crate) struct Setting<'a> {
     pub value: String,
     pub template: &'a Template,
+    /// The cell (`{size: lots}`) when a parameter made the value; "" otherwise.
+    pub cell: String,
 }
 
 fn bad(s: &Setting<'_>, expected: &str) -> super::SpecError {
+    let cell = if s.cell.is_empty() {
+        String::new()
+    } else {
+        format!(" in cell {}", s.cell)
+    };
     error(
         s.template.pos,
         &s.template.path,
-        format!("expected {expected}, found `{}`", s.value),
+        format!("expected {expected}, found `{}`{cell}", s.value),
     )
 }
 
