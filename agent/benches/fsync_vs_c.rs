@@ -17,7 +17,8 @@ use std::process::Command;
 use platter_agent::workloads::fsync::{run, FsyncParams, SyncMode};
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut args = std::env::args().skip(1);
+    // `cargo bench` appends `--bench`; options are not ours.
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let c_loop = args
         .next()
         .ok_or("usage: fsync-vs-c C_LOOP_BINARY [DIR] [RUNS] [COUNT]")?;
