@@ -31,6 +31,13 @@ pub struct AgentArgs {
     /// Seconds a requested reboot may take before the step fails
     #[arg(long, default_value_t = 600)]
     pub reboot_timeout: u64,
+    /// A device storage steps may format (mkfs, write cache), as a path or glob; repeat
+    /// for more. Without it the agent refuses every plan that formats a device.
+    #[arg(long = "allow-device", value_name = "PATH|GLOB")]
+    pub allow_devices: Vec<String>,
+    /// Where storage configurations are mounted [default: STATE_DIR/mnt]
+    #[arg(long)]
+    pub mount_dir: Option<PathBuf>,
     /// Talk plaintext gRPC. Mutual TLS is not implemented yet, so this is required; use it
     /// only on a network you trust.
     #[arg(long, alias = "dangerously-insecure")]
@@ -60,6 +67,8 @@ impl AgentArgs {
             boot_id_file: self.boot_id_file.clone(),
             reboot_command: self.reboot_command.clone(),
             reboot_timeout: Duration::from_secs(self.reboot_timeout),
+            allow_devices: self.allow_devices.clone(),
+            mount_dir: self.mount_dir.clone(),
         })
     }
 }

@@ -15,10 +15,11 @@ use tokio_util::sync::CancellationToken;
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::model::{
     FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
-    Workload,
+    StorageConfig, Workload,
 };
 use crate::process;
 use crate::shared::Shared;
+use crate::storage::Storage;
 use crate::workloads;
 
 /// A step started this many times without ending (the agent crashed each time) fails.
@@ -35,6 +36,7 @@ pub struct ExecConfig {
     pub reboot_command: String,
     /// How long a requested reboot may take before the step fails.
     pub reboot_timeout: Duration,
+    pub storage: Storage,
 }
 
 /// How a step ended, before it becomes a record.
@@ -73,10 +75,24 @@ impl Ending {
 
 pub struct Executor {
     cfg: ExecConfig,
+    /// The storage the current step runs on (derived from the plan, never stored).
+    active_storage: Option<StorageConfig>,
     journal: Journal,
     state: State,
     shared: Arc<Shared>,
     plans: mpsc::UnboundedReceiver<Plan>,
+}
+
+/// The storage in effect at step `index`: the last setup before it with no teardown since.
+pub fn storage_at(plan: &Plan, index: u32) -> Option<StorageConfig> {
+    plan.steps[..=index as usize]
+        .iter()
+        .rev()
+        .find_map(|s| match &s.kind {
+            StepKind::StorageSetup(c) => Some(Some(c.clone())),
+            StepKind::StorageTeardown(_) => Some(None),
+            _ => None,
+        })?
 }
 
 fn now_ns() -> i64 {
@@ -97,6 +113,7 @@ impl Executor {
         shared.set_held(state.plans.values().map(|p| p.plan.id.clone()).collect());
         Executor {
             cfg,
+            active_storage: None,
             journal,
             state,
             shared,
@@ -143,6 +160,18 @@ impl Executor {
             });
         }
         if self.state.held(&plan.id).is_none() {
+            // Destructive steps are judged before anything of the plan runs.
+            let refusal = plan.steps.iter().find_map(|s| match &s.kind {
+                StepKind::StorageSetup(c) => self.cfg.storage.refusal(c),
+                _ => None,
+            });
+            if let Some(reason) = refusal {
+                tracing::warn!(plan = %plan.id, %reason, "plan refused");
+                return self.emit(RecordKind::PlanRefused {
+                    plan_id: plan.id,
+                    reason,
+                });
+            }
             tracing::info!(plan = %plan.id, campaign = %plan.campaign_name, steps = plan.steps.len(), "plan received");
             let plan_id = plan.id.clone();
             self.journal.append(&mut self.state, Entry::Plan(plan))?;
@@ -253,7 +282,11 @@ impl Executor {
         let aborted = progress.plan.on_failure == OnFailure::Abort && !progress.failed.is_empty();
         let reboot = progress.reboot.clone().filter(|r| r.step_index == index);
 
-        if self.shared.is_cancelled(plan_id) || aborted {
+        // Teardown undoes setup whatever happened: it runs even in a cancelled or
+        // aborted plan.
+        let teardown = matches!(step.kind, StepKind::StorageTeardown(_));
+        self.active_storage = storage_at(&progress.plan, index);
+        if (self.shared.is_cancelled(plan_id) || aborted) && !teardown {
             let mut e = self.event(
                 plan_id,
                 &step,
@@ -339,10 +372,19 @@ impl Executor {
 
     /// Fills in what only the agent knows.
     fn substitute(&self, script: &str, step: &Step) -> String {
+        let (mount, device) = match &self.active_storage {
+            Some(c) => (
+                self.cfg.storage.mount_point(c).display().to_string(),
+                c.device.clone().unwrap_or_default(),
+            ),
+            None => (String::new(), String::new()),
+        };
         script
             .replace("${host}", &self.cfg.host)
             .replace("${cell}", &step.cell_id)
             .replace("${repetition}", &step.repetition.to_string())
+            .replace("${mount}", &mount)
+            .replace("${device}", &device)
     }
 
     fn substitute_workload(&self, w: &Workload, step: &Step) -> Workload {
@@ -426,6 +468,14 @@ impl Executor {
                     Err(e) => e,
                 }
             }
+            StepKind::StorageSetup(c) => match self.cfg.storage.setup(c) {
+                Ok(()) => Ending::default(),
+                Err(e) => Ending::error(format!("storage setup ({c}): {e}")),
+            },
+            StepKind::StorageTeardown(c) => match self.cfg.storage.teardown(c) {
+                Ok(()) => Ending::default(),
+                Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
+            },
             StepKind::Reboot => unreachable!("reboot steps are handled by advance"),
         }
     }

@@ -121,6 +121,8 @@ impl State {
                     RecordKind::PlanAccepted { plan_id } => plan_id.clone(),
                     RecordKind::PlanFinished { plan_id, .. } => plan_id.clone(),
                     RecordKind::Step(e) => e.plan_id.clone(),
+                    // A refused plan was never held; if it comes again it is judged again.
+                    RecordKind::PlanRefused { .. } => return,
                 };
                 if let RecordKind::PlanFinished { plan_id, .. } = &r.kind {
                     self.plans.retain(|_, p| &p.plan.id != plan_id);

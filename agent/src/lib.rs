@@ -10,6 +10,7 @@ pub mod model;
 pub mod probes;
 pub mod process;
 pub mod shared;
+pub mod storage;
 pub mod wire;
 pub mod workloads;
 
@@ -38,6 +39,10 @@ pub struct AgentConfig {
     pub boot_id_file: PathBuf,
     pub reboot_command: String,
     pub reboot_timeout: Duration,
+    /// Devices storage steps may format (paths or globs); nothing else is ever touched.
+    pub allow_devices: Vec<String>,
+    /// Where storage is mounted; `{state_dir}/mnt` when None.
+    pub mount_dir: Option<PathBuf>,
 }
 
 /// Runs an agent until `shutdown` is cancelled. An error means the agent cannot go on
@@ -60,6 +65,15 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         state_dir: cfg.state_dir.clone(),
         reboot_command: cfg.reboot_command.clone(),
         reboot_timeout: cfg.reboot_timeout,
+        storage: storage::Storage {
+            mount_dir: cfg
+                .mount_dir
+                .clone()
+                .unwrap_or_else(|| cfg.state_dir.join("mnt")),
+            state_dir: cfg.state_dir.clone(),
+            allowed: cfg.allow_devices.clone(),
+            inventory_roots: probes::inventory::Roots::default(),
+        },
     };
     let executor = Executor::new(exec_cfg, journal, state, shared.clone(), plan_rx);
     let stop = shutdown.child_token();

@@ -42,6 +42,42 @@ pub enum StepKind {
     Reboot,
     Command(String),
     Measure(Workload),
+    StorageSetup(StorageConfig),
+    StorageTeardown(StorageConfig),
+}
+
+/// A storage configuration as a plan carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageConfig {
+    /// /dev/… ; None for a RAM disk.
+    pub device: Option<String>,
+    /// ext2 | ext4 | xfs | btrfs | tmpfs | none
+    pub fs: String,
+    pub mkfs_options: Vec<String>,
+    pub mount_options: String,
+    /// on | off | keep
+    pub write_cache: String,
+    pub ramdisk_size: Option<u64>,
+}
+
+impl std::fmt::Display for StorageConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.device, self.ramdisk_size) {
+            (Some(d), _) => write!(f, "{} on {d}", self.fs)?,
+            (None, Some(size)) => write!(f, "ramdisk of {size} bytes")?,
+            (None, None) => write!(f, "{}", self.fs)?,
+        }
+        if !self.mkfs_options.is_empty() {
+            write!(f, ", mkfs {}", self.mkfs_options.join(" "))?;
+        }
+        if !self.mount_options.is_empty() {
+            write!(f, ", -o {}", self.mount_options)?;
+        }
+        if self.write_cache != "keep" {
+            write!(f, ", write cache {}", self.write_cache)?;
+        }
+        Ok(())
+    }
 }
 
 /// What a measure step runs.
@@ -105,6 +141,8 @@ impl StepKind {
             StepKind::Reboot => "reboot",
             StepKind::Command(_) => "command",
             StepKind::Measure(_) => "measure",
+            StepKind::StorageSetup(_) => "storage_setup",
+            StepKind::StorageTeardown(_) => "storage_teardown",
         }
     }
 }
@@ -116,6 +154,8 @@ impl std::fmt::Display for StepKind {
                 write!(f, "{}: {}", self.name(), s)
             }
             StepKind::Measure(w) => write!(f, "measure: {w}"),
+            StepKind::StorageSetup(c) => write!(f, "storage setup: {c}"),
+            StepKind::StorageTeardown(c) => write!(f, "storage teardown: {c}"),
             StepKind::Fstrim(p) => write!(f, "fstrim {p}"),
             StepKind::Sync | StepKind::DropCaches | StepKind::Reboot => f.write_str(self.name()),
         }
@@ -179,9 +219,19 @@ pub struct StepEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordKind {
-    PlanAccepted { plan_id: String },
+    PlanAccepted {
+        plan_id: String,
+    },
     Step(StepEvent),
-    PlanFinished { plan_id: String, cancelled: bool },
+    PlanFinished {
+        plan_id: String,
+        cancelled: bool,
+    },
+    /// The agent will not run the plan; nothing of it ran.
+    PlanRefused {
+        plan_id: String,
+        reason: String,
+    },
 }
 
 /// Something that happened on the agent; journaled before it is sent.

@@ -6,7 +6,7 @@ use platter_proto::v1 as pb;
 
 use crate::model::{
     FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
-    Tool, Workload,
+    StorageConfig, Tool, Workload,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +54,8 @@ impl From<&Step> for pb::Step {
             StepKind::Reboot => Kind::Reboot(pb::Empty {}),
             StepKind::Command(c) => Kind::Command(shell(c)),
             StepKind::Measure(w) => Kind::Measure(pb::Workload::from(w)),
+            StepKind::StorageSetup(c) => Kind::StorageSetup(pb::Storage::from(c)),
+            StepKind::StorageTeardown(c) => Kind::StorageTeardown(pb::Storage::from(c)),
         };
         pb::Step {
             index: s.index,
@@ -106,6 +108,8 @@ impl TryFrom<pb::Step> for Step {
             Kind::Reboot(_) => StepKind::Reboot,
             Kind::Command(c) => StepKind::Command(c.script),
             Kind::Measure(w) => StepKind::Measure(Workload::try_from(w)?),
+            Kind::StorageSetup(c) => StepKind::StorageSetup(StorageConfig::from(c)),
+            Kind::StorageTeardown(c) => StepKind::StorageTeardown(StorageConfig::from(c)),
         };
         Ok(Step {
             index: s.index,
@@ -176,6 +180,32 @@ impl TryFrom<pb::Workload> for Workload {
     }
 }
 
+impl From<&StorageConfig> for pb::Storage {
+    fn from(c: &StorageConfig) -> Self {
+        pb::Storage {
+            device: c.device.clone().unwrap_or_default(),
+            fs: c.fs.clone(),
+            mkfs_options: c.mkfs_options.clone(),
+            mount_options: c.mount_options.clone(),
+            write_cache: c.write_cache.clone(),
+            ramdisk_size: c.ramdisk_size.unwrap_or(0),
+        }
+    }
+}
+
+impl From<pb::Storage> for StorageConfig {
+    fn from(c: pb::Storage) -> Self {
+        StorageConfig {
+            device: Some(c.device).filter(|d| !d.is_empty()),
+            fs: c.fs,
+            mkfs_options: c.mkfs_options,
+            mount_options: c.mount_options,
+            write_cache: c.write_cache,
+            ramdisk_size: Some(c.ramdisk_size).filter(|s| *s > 0),
+        }
+    }
+}
+
 impl From<&Record> for pb::Record {
     fn from(r: &Record) -> Self {
         use pb::record::Kind;
@@ -189,6 +219,10 @@ impl From<&Record> for pb::Record {
                     cancelled: *cancelled,
                 })
             }
+            RecordKind::PlanRefused { plan_id, reason } => Kind::PlanRefused(pb::PlanRefused {
+                plan_id: plan_id.clone(),
+                reason: reason.clone(),
+            }),
             RecordKind::Step(e) => Kind::Step(pb::StepEvent {
                 plan_id: e.plan_id.clone(),
                 step_index: e.step_index,
@@ -236,6 +270,10 @@ impl TryFrom<pb::Record> for Record {
             Kind::PlanFinished(f) => RecordKind::PlanFinished {
                 plan_id: f.plan_id,
                 cancelled: f.cancelled,
+            },
+            Kind::PlanRefused(r) => RecordKind::PlanRefused {
+                plan_id: r.plan_id,
+                reason: r.reason,
             },
             Kind::Step(e) => {
                 let state = match pb::StepState::try_from(e.state) {

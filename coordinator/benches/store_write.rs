@@ -28,6 +28,8 @@ fn campaign() -> PlannedCampaign {
                 host: format!("agent-{a}"),
                 index: c as usize,
                 params: IndexMap::from([("cell".to_string(), c.to_string())]),
+                point: c as usize,
+                device: None,
             })
         })
         .collect();

@@ -57,6 +57,10 @@ pub enum Command {
         /// Command a `reboot` phase runs
         #[arg(long, default_value = "systemctl reboot")]
         reboot_command: String,
+        /// A device `storage:` may format (mkfs, write cache), as a path or glob; repeat
+        /// for more. Devices not named here are refused before anything runs.
+        #[arg(long = "allow-device", value_name = "PATH|GLOB")]
+        allow_devices: Vec<String>,
     },
     /// Check a campaign file and print its cells and each host's plan; runs nothing.
     Validate {
@@ -152,17 +156,18 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             output,
             fresh,
             reboot_command,
+            allow_devices,
         } => {
-            run_local(
-                &file,
-                &db,
-                &state_dir,
+            let opts = LocalRun {
+                db,
+                state_dir,
                 format,
-                output.as_deref(),
+                output,
                 fresh,
                 reboot_command,
-            )
-            .await
+                allow_devices,
+            };
+            run_local(&file, opts).await
         }
         Command::Validate { file, local_host } => validate(&file, local_host),
         Command::Serve {
@@ -187,7 +192,10 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 (Some(db), _) => {
                     let store = crate::store::Store::open(&db)?;
                     let r = crate::report::Report::load(&store, &campaign)?;
-                    (format.exporter().render(&r), r.steps_failed)
+                    (
+                        format.exporter().render(&r),
+                        r.steps_failed + r.refused.len() as u32,
+                    )
                 }
                 (None, Some(url)) => report(&mut connect(&url).await?, &campaign, format).await?,
                 (None, None) => bail!("say where the campaign is: --db FILE or --coordinator URL"),
@@ -309,10 +317,27 @@ fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
         Err(code) => return Ok(code),
     };
     let local = local_host.unwrap_or_else(platter_agent::cli::hostname);
-    let planned = match planner::plan(&campaign, &local, 1) {
+    // Only this machine's devices are known without a coordinator.
+    let mut inventories = planner::Inventories::new();
+    if campaign.devices.is_some() {
+        use platter_agent::probes::inventory;
+        inventories.insert(
+            local.clone(),
+            inventory::scan(&inventory::Roots::default())?,
+        );
+    }
+    let planned = match planner::plan(&campaign, &local, 1, &inventories) {
         Ok(p) => p,
+        Err(planner::PlanError::LocalWithoutRun) => {
+            eprintln!(
+                "error: {}: {}",
+                file.display(),
+                planner::PlanError::LocalWithoutRun
+            );
+            return Ok(EXIT_INVALID);
+        }
         Err(e) => {
-            eprintln!("error: {}: {e}", file.display());
+            eprintln!("error: {}:{e}", file.display());
             return Ok(EXIT_INVALID);
         }
     };
@@ -338,6 +363,51 @@ fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
                 params.join(" ")
             }
         ));
+    }
+    let mut destructive: Vec<String> = Vec::new();
+    for plan in &planned.plans {
+        for s in &plan.steps {
+            let platter_agent::model::StepKind::StorageSetup(c) = &s.kind else {
+                continue;
+            };
+            let Some(device) = &c.device else { continue };
+            let mut actions = Vec::new();
+            if c.write_cache != "keep" {
+                actions.push(format!(
+                    "host {}: set the write cache of {device} {}",
+                    plan.host, c.write_cache
+                ));
+            }
+            if c.fs != "none" {
+                let opts = if c.mkfs_options.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", c.mkfs_options.join(" "))
+                };
+                actions.push(format!(
+                    "host {}: mkfs.{}{opts} {device} (erases it)",
+                    plan.host, c.fs
+                ));
+            } else {
+                actions.push(format!(
+                    "host {}: the workload writes to {device} directly",
+                    plan.host
+                ));
+            }
+            for a in actions {
+                if !destructive.contains(&a) {
+                    destructive.push(a);
+                }
+            }
+        }
+    }
+    if !destructive.is_empty() {
+        out.push_str(
+            "\ndestructive actions (each agent refuses them unless started with --allow-device):\n",
+        );
+        for a in &destructive {
+            out.push_str(&format!("  {a}\n"));
+        }
     }
     for plan in &planned.plans {
         out.push_str(&format!(
@@ -469,7 +539,7 @@ async fn report(
         .await
         .map_err(|s| anyhow::anyhow!("report: {}", s.message()))?
         .into_inner();
-    Ok((r.rendered, r.steps_failed))
+    Ok((r.rendered, r.steps_failed + r.plans_refused))
 }
 
 /// Follows a campaign with a progress bar on stderr until it ends.
@@ -536,15 +606,28 @@ fn emit(rendered: &str, output: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_local(
-    file: &Path,
-    db: &Path,
-    state_dir: &Path,
+/// Options of `platter run`.
+struct LocalRun {
+    db: PathBuf,
+    state_dir: PathBuf,
     format: Format,
-    output: Option<&Path>,
+    output: Option<PathBuf>,
     fresh: bool,
     reboot_command: String,
-) -> anyhow::Result<i32> {
+    allow_devices: Vec<String>,
+}
+
+async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
+    let LocalRun {
+        db,
+        state_dir,
+        format,
+        output,
+        fresh,
+        reboot_command,
+        allow_devices,
+    } = opts;
+    let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
     // Invalid input is reported before anything starts.
     let campaign = match load_spec(file) {
         Ok(c) => c,
@@ -560,12 +643,26 @@ async fn run_local(
         boot_id_file: platter_agent::DEFAULT_BOOT_ID_FILE.into(),
         reboot_command,
         reboot_timeout: Duration::from_secs(600),
+        allow_devices,
+        mount_dir: None,
     };
     let agent_stop = shutdown.child_token();
     let agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));
 
     let result = async {
         let mut client = connect(&format!("http://{}", coordinator.addr)).await?;
+        // The plan needs this host's inventory, which arrives with the agent's hello.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let agents = client.list_agents(pb::ListAgentsRequest {}).await?.into_inner().agents;
+            if agents.iter().any(|a| a.host == host && a.connected) {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!("the local agent did not connect within 20 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let resp = match submit_file(&mut client, file, &host, !fresh).await? {
             Ok(r) => r,
             Err(msg) => {

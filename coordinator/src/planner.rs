@@ -3,8 +3,9 @@
 
 use indexmap::IndexMap;
 use platter_agent::model::{
-    FsyncParams, OnFailure, Plan, Step, StepKind, Tool, Workload as Measure,
+    FsyncParams, OnFailure, Plan, Step, StepKind, StorageConfig, Tool, Workload as Measure,
 };
+use platter_agent::probes::inventory::Device;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -16,15 +17,121 @@ pub enum PlanError {
         "hosts: `local` only works with `platter run`; name the hosts this campaign should run on"
     )]
     LocalWithoutRun,
+    #[error("{line}:{column}: devices: no device of host {host} matches {selector}{hint}")]
+    NoDevice {
+        host: String,
+        selector: String,
+        line: usize,
+        column: usize,
+        hint: String,
+    },
+    #[error(
+        "{line}:{column}: devices: host {host} has never connected, so its devices are unknown"
+    )]
+    NoInventory {
+        host: String,
+        line: usize,
+        column: usize,
+    },
+}
+
+/// Every host's devices, as their agents last reported them.
+pub type Inventories = std::collections::HashMap<String, Vec<Device>>;
+
+fn glob_match(pattern: &str, value: &str) -> bool {
+    glob::Pattern::new(pattern)
+        .map(|p| p.matches(value))
+        .unwrap_or(false)
+        || pattern == value
+}
+
+/// Whether `d` is selected by `sel`: every given field must match.
+pub fn selects(sel: &spec::DeviceSelector, d: &Device) -> bool {
+    let eq =
+        |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w.trim() == have.trim());
+    sel.path.as_ref().is_none_or(|p| glob_match(p, &d.path))
+        && sel
+            .by_id
+            .as_ref()
+            .is_none_or(|p| d.by_id.iter().any(|id| glob_match(p, id)))
+        && eq(&sel.model, &d.model)
+        && eq(&sel.serial, &d.serial)
+        && eq(&sel.transport, d.transport.as_str())
+        && sel
+            .controller
+            .as_ref()
+            .is_none_or(|c| d.controller.iter().any(|x| x == c))
+}
+
+fn describe_selector(sel: &spec::DeviceSelector) -> String {
+    let fields = [
+        ("path", &sel.path),
+        ("by_id", &sel.by_id),
+        ("model", &sel.model),
+        ("serial", &sel.serial),
+        ("transport", &sel.transport),
+        ("controller", &sel.controller),
+    ];
+    let parts: Vec<String> = fields
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// The devices of `host` a campaign runs on: `[None]` without `devices:`.
+fn targets(
+    campaign: &Campaign,
+    host: &str,
+    inventories: &Inventories,
+) -> Result<Vec<Option<Device>>, PlanError> {
+    let Some(sel) = &campaign.devices else {
+        return Ok(vec![None]);
+    };
+    let Some(devices) = inventories.get(host) else {
+        return Err(PlanError::NoInventory {
+            host: host.into(),
+            line: sel.line,
+            column: sel.column,
+        });
+    };
+    let found: Vec<Option<Device>> = devices
+        .iter()
+        .filter(|d| selects(sel, d))
+        .cloned()
+        .map(Some)
+        .collect();
+    if found.is_empty() {
+        let known: Vec<&str> = devices.iter().map(|d| d.path.as_str()).collect();
+        return Err(PlanError::NoDevice {
+            host: host.into(),
+            selector: describe_selector(sel),
+            line: sel.line,
+            column: sel.column,
+            hint: if known.is_empty() {
+                String::new()
+            } else {
+                format!(" (it has {})", known.join(", "))
+            },
+        });
+    }
+    Ok(found)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedCell {
     pub id: String,
     pub host: String,
-    /// Position in the matrix expansion.
+    /// Position among the host's cells.
     pub index: usize,
+    /// With `devices:`, the first parameter is `device` (its name, e.g. `loop3`).
     pub params: IndexMap<String, String>,
+    /// The matrix point (index into `Campaign::cells`).
+    #[serde(skip)]
+    pub point: usize,
+    /// The target device's path.
+    #[serde(skip)]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +190,7 @@ pub fn plan(
     campaign: &Campaign,
     local_host: &str,
     generation: u32,
+    inventories: &Inventories,
 ) -> Result<PlannedCampaign, PlanError> {
     let hosts = hosts(campaign, local_host)?;
     let content_hash = content_hash(campaign, local_host)?;
@@ -90,22 +198,31 @@ pub fn plan(
     let mut cells = Vec::new();
     let mut plans = Vec::new();
     for host in &hosts {
-        let host_cells: Vec<PlannedCell> = campaign
-            .cells
-            .iter()
-            .enumerate()
-            .map(|(index, c)| PlannedCell {
-                id: short_hash(&[
-                    id.as_bytes(),
-                    host.as_bytes(),
-                    &index.to_le_bytes(),
-                    format!("{:?}", c.params).as_bytes(),
-                ]),
-                host: host.clone(),
-                index,
-                params: c.params.clone(),
-            })
-            .collect();
+        let mut host_cells: Vec<PlannedCell> = Vec::new();
+        for device in targets(campaign, host, inventories)? {
+            for (point, c) in campaign.cells.iter().enumerate() {
+                let mut params = IndexMap::new();
+                if let Some(d) = &device {
+                    params.insert("device".to_string(), d.name.clone());
+                }
+                params.extend(c.params.iter().map(|(k, v)| (k.clone(), v.clone())));
+                let path = device.as_ref().map(|d| d.path.clone());
+                host_cells.push(PlannedCell {
+                    id: short_hash(&[
+                        id.as_bytes(),
+                        host.as_bytes(),
+                        path.as_deref().unwrap_or("").as_bytes(),
+                        &point.to_le_bytes(),
+                        format!("{:?}", c.params).as_bytes(),
+                    ]),
+                    host: host.clone(),
+                    index: host_cells.len(),
+                    params,
+                    point,
+                    device: path,
+                });
+            }
+        }
         let steps = steps(campaign, &host_cells);
         let body = serde_json::to_vec(&steps).expect("steps serialize");
         plans.push(Plan {
@@ -121,15 +238,41 @@ pub fn plan(
         });
         cells.extend(host_cells);
     }
+    let mut params = campaign.params.clone();
+    if campaign.devices.is_some() {
+        params.insert(0, "device".into());
+    }
     Ok(PlannedCampaign {
         id,
         name: campaign.name.clone(),
         content_hash,
         generation,
-        params: campaign.params.clone(),
+        params,
         repeat: campaign.repeat,
         cells,
         plans,
+    })
+}
+
+/// The storage a cell's measurements run on, as the agent takes it.
+fn storage_of(cell: &PlannedCell, storage: Option<&spec::Storage>) -> Option<StorageConfig> {
+    let s = storage?;
+    Some(StorageConfig {
+        device: if s.fs.needs_device() {
+            cell.device.clone()
+        } else {
+            None
+        },
+        fs: s.fs.name().into(),
+        mkfs_options: s.mkfs_options.clone(),
+        mount_options: s.mount_options.clone(),
+        write_cache: match s.write_cache {
+            spec::WriteCacheSetting::On => "on",
+            spec::WriteCacheSetting::Off => "off",
+            spec::WriteCacheSetting::Keep => "keep",
+        }
+        .into(),
+        ramdisk_size: s.ramdisk_size,
     })
 }
 
@@ -171,7 +314,8 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
             kind,
         });
     };
-    for (cell, spec_cell) in cells.iter().zip(&campaign.cells) {
+    for cell in cells {
+        let spec_cell = &campaign.cells[cell.point];
         if let Workload::Command(spec::CommandWorkload {
             setup: Some(setup), ..
         }) = &spec_cell.workload
@@ -179,6 +323,9 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
             push(cell, 0, StepKind::Setup(setup.clone()));
         }
     }
+    // Storage is set up when a visit needs another configuration than the one in place,
+    // and torn down before the next one and at the end.
+    let mut current: Option<StorageConfig> = None;
     let visits: Vec<(usize, u32)> = match campaign.order {
         Order::Sequential => (0..cells.len())
             .flat_map(|c| (1..=campaign.repeat).map(move |r| (c, r)))
@@ -192,7 +339,18 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
             .collect(),
     };
     for (c, repetition) in visits {
-        let (cell, spec_cell) = (&cells[c], &campaign.cells[c]);
+        let cell = &cells[c];
+        let spec_cell = &campaign.cells[cell.point];
+        let wanted = storage_of(cell, spec_cell.storage.as_ref());
+        if wanted != current {
+            if let Some(old) = current.take() {
+                push(cell, repetition, StepKind::StorageTeardown(old));
+            }
+            if let Some(new) = &wanted {
+                push(cell, repetition, StepKind::StorageSetup(new.clone()));
+            }
+            current = wanted;
+        }
         for phase in &spec_cell.before_each {
             let kind = match phase {
                 Phase::Sync => StepKind::Sync,
@@ -309,8 +467,11 @@ repeat: 2
     #[test]
     fn plan_layout_ids_and_local() {
         let c = spec::parse("t.yaml", YAML).unwrap();
-        assert_eq!(plan(&c, "", 1), Err(PlanError::LocalWithoutRun));
-        let p = plan(&c, "here", 1).unwrap();
+        assert_eq!(
+            plan(&c, "", 1, &Inventories::new()),
+            Err(PlanError::LocalWithoutRun)
+        );
+        let p = plan(&c, "here", 1, &Inventories::new()).unwrap();
         assert_eq!(p.plans.len(), 2);
         assert_eq!(p.plans[0].host, "here");
         assert_eq!(p.cells.len(), 4);
@@ -344,8 +505,8 @@ repeat: 2
             .enumerate()
             .all(|(i, s)| s.index as usize == i));
         // Stable ids: same content, same ids; another generation, other ids.
-        assert_eq!(p, plan(&c, "here", 1).unwrap());
-        let p2 = plan(&c, "here", 2).unwrap();
+        assert_eq!(p, plan(&c, "here", 1, &Inventories::new()).unwrap());
+        let p2 = plan(&c, "here", 2, &Inventories::new()).unwrap();
         assert_eq!(p.content_hash, p2.content_hash);
         assert_ne!(p.id, p2.id);
         assert_ne!(p.plans[0].id, p2.plans[0].id);

@@ -65,8 +65,9 @@ fn migrations() -> Migrations<'static> {
             host TEXT NOT NULL,
             body TEXT NOT NULL,            -- JSON of the plan
             steps_total INTEGER NOT NULL,
-            state TEXT NOT NULL,           -- queued | sent | accepted | done | cancelled
-            queued_seq INTEGER NOT NULL
+            state TEXT NOT NULL,           -- queued | sent | accepted | done | cancelled | refused
+            queued_seq INTEGER NOT NULL,
+            error TEXT                     -- why the agent refused it
         );
         CREATE INDEX plans_host_state ON plans (host, state, queued_seq);
         CREATE INDEX plans_campaign ON plans (campaign_id);
@@ -335,6 +336,19 @@ impl Store {
         })
     }
 
+    /// Every agent's devices from its last hello.
+    pub fn inventories(&self) -> Result<crate::planner::Inventories> {
+        self.with(|c| {
+            let mut stmt = c.prepare("SELECT host, devices FROM agents")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.into_iter()
+                .map(|(h, d)| Ok((h, serde_json::from_str(&d)?)))
+                .collect()
+        })
+    }
+
     /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that
     /// agents hold now (they must be told to stop).
     pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
@@ -426,6 +440,18 @@ impl CellKeys {
     }
 }
 
+/// The campaign of `plan_id` has ended when none of its plans is left to run.
+fn finish_campaign_if_ended(tx: &rusqlite::Transaction<'_>, plan_id: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE campaigns SET state = 'done' WHERE state = 'running'
+           AND id = (SELECT campaign_id FROM plans WHERE id = ?1)
+           AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.campaign_id = campaigns.id
+                           AND p.state NOT IN ('done', 'cancelled', 'refused'))",
+        [plan_id],
+    )?;
+    Ok(())
+}
+
 fn commit(
     conn: &mut Connection,
     cells: &mut CellKeys,
@@ -486,6 +512,16 @@ fn commit(
                             ])?;
                         }
                     }
+                    RecordKind::PlanRefused { plan_id, reason } => {
+                        let n = tx.execute(
+                            "UPDATE plans SET state = 'refused', error = ?2 WHERE id = ?1 AND state NOT IN ('done', 'cancelled', 'refused')",
+                            params![plan_id, reason],
+                        )?;
+                        if n > 0 {
+                            outcome.hosts_freed.push(b.host.clone());
+                        }
+                        finish_campaign_if_ended(&tx, plan_id)?;
+                    }
                     RecordKind::PlanFinished { plan_id, cancelled } => {
                         let state = if *cancelled { "cancelled" } else { "done" };
                         let n = tx.execute(
@@ -495,14 +531,7 @@ fn commit(
                         if n > 0 {
                             outcome.hosts_freed.push(b.host.clone());
                         }
-                        // The campaign has ended when none of its plans is left to run.
-                        tx.execute(
-                            "UPDATE campaigns SET state = 'done' WHERE state = 'running'
-                               AND id = (SELECT campaign_id FROM plans WHERE id = ?1)
-                               AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.campaign_id = campaigns.id
-                                               AND p.state NOT IN ('done', 'cancelled'))",
-                            [plan_id],
-                        )?;
+                        finish_campaign_if_ended(&tx, plan_id)?;
                     }
                 }
             }
@@ -560,7 +589,7 @@ mod tests {
             "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 2\n",
         )
         .unwrap();
-        let planned = planner::plan(&c, "", 1).unwrap();
+        let planned = planner::plan(&c, "", 1, &Default::default()).unwrap();
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let plan = &planned.plans[0];
         let (dispatched, new) = store.plan_for_host("h").unwrap().unwrap();

@@ -37,12 +37,13 @@ fn plan_continues_after_a_reboot_with_a_new_boot_id() {
     wait_for("the agent", Duration::from_secs(20), || {
         (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
     });
+    // Read before submitting: the first "reboot" may come within milliseconds.
+    let mut boot_ids = vec![std::fs::read_to_string(&boot).unwrap()];
     let campaign = submit(dir, port, &file);
 
     let finished =
         format!("SELECT COUNT(*) FROM campaigns WHERE id = '{campaign}' AND state = 'done'");
     let mut restarts = 0;
-    let mut boot_ids = vec![std::fs::read_to_string(&boot).unwrap()];
     wait_for("the campaign to finish", Duration::from_secs(60), || {
         if agent.exited().is_some() {
             restarts += 1;
@@ -55,7 +56,11 @@ fn plan_continues_after_a_reboot_with_a_new_boot_id() {
     let logs = logs(dir);
     assert_eq!(restarts, 2, "one reboot per repetition\n{logs}");
     boot_ids.dedup();
-    assert_eq!(boot_ids.len(), 3, "each reboot gave a new boot id");
+    assert_eq!(
+        boot_ids.len(),
+        3,
+        "each reboot gave a new boot id: {boot_ids:?}\n{logs}"
+    );
     let db = db(dir);
     let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
     assert_eq!(

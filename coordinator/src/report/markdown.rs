@@ -25,6 +25,12 @@ impl Exporter for Markdown {
             }
             out.push_str(&line(row));
         }
+        for refusal in &r.refused {
+            out.push_str(&format!(
+                "\n**{} refused the plan, nothing ran:** {}\n",
+                refusal.host, refusal.reason
+            ));
+        }
         if r.steps_failed > 0 {
             out.push_str(&format!("\n**{} step(s) failed.**\n", r.steps_failed));
         }

@@ -97,6 +97,14 @@ pub struct Report {
     pub steps_failed: u32,
     /// The first few failures, for the reader to act on.
     pub failures: Vec<Failure>,
+    /// Plans an agent refused to run (nothing of them ran): (host, reason).
+    pub refused: Vec<Refusal>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refusal {
+    pub host: String,
+    pub reason: String,
 }
 
 /// How many failures a report spells out.
@@ -168,7 +176,12 @@ impl Report {
                     Ok(Failure { host: r.get(0)?, step: r.get(1)?, repetition: r.get(2)?, error: r.get(3)?, stderr_tail: r.get(4)? })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut stmt = c.prepare("SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host")?;
+            let refused = stmt
+                .query_map([campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(Report {
+                refused,
                 schema_version: 1,
                 campaign_id: campaign_id.to_string(),
                 name,
@@ -249,7 +262,8 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
         for (i, m) in cell
             .metrics
             .iter()
-            .filter(|m| COMMAND_METRICS.contains(&m.metric.as_str()))
+            // Peak RSS is in JSON and CSV; in tables it is noise for most workloads.
+            .filter(|m| m.metric != "max_rss")
             .enumerate()
         {
             let mut row: Vec<String> = report

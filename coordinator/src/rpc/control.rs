@@ -87,7 +87,12 @@ impl Control for ControlService {
             }
         }
         let generation = self.store.next_generation(&hash).map_err(store_status)?;
-        let planned = planner::plan(&campaign, &req.local_host, generation)
+        let inventories = self.store.inventories().map_err(store_status)?;
+        let planned = planner::plan(&campaign, &req.local_host, generation, &inventories)
+            .map_err(|e| match e {
+                planner::PlanError::LocalWithoutRun => e.to_string(),
+                e => format!("{}:{e}", req.file_name),
+            })
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.store
             .insert_campaign(&planned, &req.file_name, &req.yaml)
@@ -214,6 +219,7 @@ impl Control for ControlService {
         Ok(Response::new(pb::ReportResponse {
             rendered: format.exporter().render(&report),
             steps_failed: report.steps_failed,
+            plans_refused: report.refused.len() as u32,
         }))
     }
 

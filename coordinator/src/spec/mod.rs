@@ -82,6 +82,74 @@ pub struct Campaign {
     pub repeat: u32,
     pub order: Order,
     pub on_failure: OnFailure,
+    /// `devices:`: every matching device of every host is a target the matrix runs on.
+    pub devices: Option<DeviceSelector>,
+}
+
+/// Which devices of a host a campaign runs on. Every given field must match; `path` and
+/// `by_id` are globs (`/dev/loop*`), the others compare whole values (`controller`:
+/// any driver in the chain, e.g. `uas` or `ahci`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeviceSelector {
+    pub path: Option<String>,
+    pub by_id: Option<String>,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub transport: Option<String>,
+    pub controller: Option<String>,
+    /// Where `devices:` is in the file, for "matches nothing" errors found later.
+    pub line: usize,
+    pub column: usize,
+}
+
+/// The filesystem a storage configuration puts on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filesystem {
+    Ext2,
+    Ext4,
+    Xfs,
+    Btrfs,
+    /// A RAM disk: no device.
+    Tmpfs,
+    /// The raw device, no filesystem (`${device}` in the workload).
+    None,
+}
+
+impl Filesystem {
+    pub fn name(self) -> &'static str {
+        match self {
+            Filesystem::Ext2 => "ext2",
+            Filesystem::Ext4 => "ext4",
+            Filesystem::Xfs => "xfs",
+            Filesystem::Btrfs => "btrfs",
+            Filesystem::Tmpfs => "tmpfs",
+            Filesystem::None => "none",
+        }
+    }
+
+    /// Whether setting it up formats or writes a device.
+    pub fn needs_device(self) -> bool {
+        self != Filesystem::Tmpfs
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCacheSetting {
+    On,
+    Off,
+    Keep,
+}
+
+/// `storage:` for one cell, substituted and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Storage {
+    pub fs: Filesystem,
+    pub mkfs_options: Vec<String>,
+    /// Comma-separated, as `mount -o` takes them.
+    pub mount_options: String,
+    pub write_cache: WriteCacheSetting,
+    /// tmpfs size in bytes (`ramdisk: { size }`); None: the kernel's default.
+    pub ramdisk_size: Option<u64>,
 }
 
 /// One point of the matrix, with its strings already substituted.
@@ -92,6 +160,8 @@ pub struct Cell {
     pub params: IndexMap<String, String>,
     pub workload: Workload,
     pub before_each: Vec<Phase>,
+    /// `storage:`, set up before the cell's measurements and torn down after.
+    pub storage: Option<Storage>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -226,6 +296,17 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         })
         .collect::<Result<Vec<_>, SpecError>>()?;
 
+    let storage = match &spec.storage {
+        Some(st) => Some((
+            st.pos,
+            st.fields
+                .iter()
+                .map(|(k, v)| Ok((k.as_str(), compile(v)?)))
+                .collect::<Result<Vec<_>, SpecError>>()?,
+        )),
+        None => None,
+    };
+
     let mut cells = Vec::with_capacity(expansion.cells.len());
     for params in expansion.cells {
         let render = |(t, pieces): &Compiled<'_>| -> Result<String, SpecError> {
@@ -265,10 +346,19 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
                 PhaseTemplate::Command(c) => Phase::Command(render(c)?),
             });
         }
+        let storage = match &storage {
+            Some((pos, fields)) => Some(workload::storage(
+                &settings(fields, &params)?,
+                *pos,
+                spec.devices.is_some(),
+            )?),
+            None => None,
+        };
         cells.push(Cell {
             params,
             workload,
             before_each,
+            storage,
         });
     }
 
@@ -281,6 +371,7 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         repeat: spec.repeat,
         order: spec.order,
         on_failure: spec.on_failure,
+        devices: spec.devices,
     })
 }
 

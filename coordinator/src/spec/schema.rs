@@ -7,12 +7,12 @@ use super::error::{error, suggest, Pos, Result, SpecError, WithHint};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
 use super::{OnFailure, Order};
 
-pub(crate) const RESERVED: [&str; 4] = ["host", "mount", "repetition", "cell"];
+pub(crate) const RESERVED: [&str; 5] = ["host", "mount", "device", "repetition", "cell"];
 const MAX_NAME_LEN: usize = 64;
 pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;
 
-const TOP_KEYS: [&str; 10] = [
+const TOP_KEYS: [&str; 12] = [
     "name",
     "description",
     "hosts",
@@ -23,6 +23,8 @@ const TOP_KEYS: [&str; 10] = [
     "order",
     "seed",
     "on_failure",
+    "devices",
+    "storage",
 ];
 const PHASE_WORDS: [&str; 4] = ["sync", "drop_caches", "reboot", "clean"];
 const PHASE_WITH_ARG: [&str; 2] = ["fstrim", "command"];
@@ -51,10 +53,19 @@ pub(crate) struct Spec {
     pub hosts: Vec<String>,
     pub matrix: Option<MatrixSpec>,
     pub workload: WorkloadSpec,
+    pub devices: Option<super::DeviceSelector>,
+    pub storage: Option<StorageSpec>,
     pub before_each: Vec<PhaseSpec>,
     pub repeat: u32,
     pub order: Order,
     pub on_failure: OnFailure,
+}
+
+/// `storage:` with its settings as templates (they may use `${param}`).
+#[derive(Debug)]
+pub(crate) struct StorageSpec {
+    pub pos: Pos,
+    pub fields: Vec<(String, Template)>,
 }
 
 #[derive(Debug)]
@@ -144,6 +155,8 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     let mut hosts = None;
     let mut matrix = None;
     let mut workload = None;
+    let mut devices = None;
+    let mut storage = None;
     let mut before_each = Vec::new();
     let mut repeat = DEFAULT_REPEAT;
     let mut order = None;
@@ -159,6 +172,8 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
             "hosts" => hosts = Some(read_hosts(e)?),
             "matrix" => matrix = Some(read_matrix(e)?),
             "workload" => workload = Some(read_workload(e)?),
+            "devices" => devices = Some(read_devices(v)?),
+            "storage" => storage = Some(read_storage(e)?),
             "phases" => before_each = read_phases(v)?,
             "repeat" => {
                 let n = integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions")?;
@@ -229,6 +244,8 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
         hosts: hosts.unwrap_or_else(|| vec!["local".to_string()]),
         matrix,
         workload,
+        devices,
+        storage,
         before_each,
         repeat,
         order,
@@ -543,6 +560,121 @@ fn read_workload(e: &Entry) -> Result<WorkloadSpec> {
             .hint("`run:` is the command whose execution is measured"));
     };
     Ok(WorkloadSpec::Command(CommandSpec { setup, clean, run }))
+}
+
+const SELECTOR_KEYS: [&str; 6] = [
+    "path",
+    "by_id",
+    "model",
+    "serial",
+    "transport",
+    "controller",
+];
+const TRANSPORTS: [&str; 7] = ["ata", "usb", "nvme", "scsi", "virtio", "loop", "mmc"];
+
+fn read_devices(v: &Node) -> Result<super::DeviceSelector> {
+    let entries = map(
+        v,
+        "devices",
+        "a device selector like `{ model: \"INTEL SSDSC2BW120A4\" }` or `{ path: /dev/loop7 }`",
+    )?;
+    check_keys(entries, "devices", &SELECTOR_KEYS)?;
+    if entries.is_empty() {
+        return Err(
+            error(v.pos, "devices", "the device selector is empty").hint(format!(
+                "select by {}",
+                super::error::backticked(&SELECTOR_KEYS)
+            )),
+        );
+    }
+    let mut sel = super::DeviceSelector {
+        line: v.pos.line,
+        column: v.pos.column,
+        ..Default::default()
+    };
+    for e in entries {
+        let path = join("devices", &e.name);
+        let value = string(&e.value, &path, "a value to match")?;
+        if value.trim().is_empty() {
+            return Err(error(e.value.pos, &path, "the value is empty"));
+        }
+        match e.name.as_str() {
+            "path" => {
+                if !value.starts_with("/dev/") {
+                    return Err(error(
+                        e.value.pos,
+                        &path,
+                        format!("`{value}` is not a device path"),
+                    )
+                    .hint("write the device node, e.g. `/dev/sdb` or a glob like `/dev/loop*`"));
+                }
+                sel.path = Some(value);
+            }
+            "by_id" => sel.by_id = Some(value),
+            "model" => sel.model = Some(value),
+            "serial" => sel.serial = Some(value),
+            "transport" => {
+                choice(&e.value, &path, &TRANSPORTS)?;
+                sel.transport = Some(value);
+            }
+            _ => sel.controller = Some(value),
+        }
+    }
+    Ok(sel)
+}
+
+const STORAGE_KEYS: [&str; 5] = [
+    "fs",
+    "mkfs_options",
+    "mount_options",
+    "write_cache",
+    "ramdisk",
+];
+
+fn read_storage(e: &Entry) -> Result<StorageSpec> {
+    let entries = map(
+        &e.value,
+        "storage",
+        "a storage configuration like `{ fs: ext4, mount_options: noatime }`",
+    )?;
+    check_keys(entries, "storage", &STORAGE_KEYS)?;
+    let mut fields = Vec::new();
+    for f in entries {
+        let path = join("storage", &f.name);
+        match f.name.as_str() {
+            "ramdisk" => {
+                let r = map(&f.value, &path, "a mapping like `{ size: 1G }`")?;
+                check_keys(r, &path, &["size"])?;
+                let Some(size) = r.first() else {
+                    return Err(missing(f.key.pos, &path, "size"));
+                };
+                fields.push((
+                    "ramdisk.size".to_string(),
+                    template(&size.value, &join(&path, "size"), "a size")?,
+                ));
+            }
+            "mount_options" if matches!(f.value.kind, Kind::Seq(_)) => {
+                let items = seq(&f.value, &path, "mount options")?;
+                let mut parts = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    parts.push(text(item, &format!("{path}[{i}]"), "a mount option")?);
+                }
+                fields.push((
+                    f.name.clone(),
+                    Template {
+                        text: parts.join(","),
+                        pos: f.value.pos,
+                        path,
+                    },
+                ));
+            }
+            _ => fields.push((f.name.clone(), template(&f.value, &path, "a value")?)),
+        }
+    }
+    Ok(StorageSpec {
+        pos: e.key.pos,
+        fields,
+    })
 }
 
 fn read_tool(kind: &Entry, path: &str) -> Result<ToolSpec> {

@@ -152,10 +152,12 @@ fn defaults() {
                     run: "true".into(),
                 }),
                 before_each: vec![],
+                storage: None,
             }],
             repeat: 3,
             order: Order::Interleaved,
             on_failure: OnFailure::Continue,
+            devices: None,
         }
     );
 }

@@ -239,3 +239,83 @@ pub(crate) fn build(
         }),
     })
 }
+
+/// Builds one cell's storage configuration from its settings.
+pub(crate) fn storage(
+    settings: &IndexMap<String, Setting<'_>>,
+    pos: super::error::Pos,
+    has_devices: bool,
+) -> Result<super::Storage> {
+    use super::{Filesystem, WriteCacheSetting};
+    const FILESYSTEMS: [&str; 6] = ["ext2", "ext4", "xfs", "btrfs", "tmpfs", "none"];
+    let ramdisk_size = settings.get("ramdisk.size").map(bytes).transpose()?;
+    let fs = match settings.get("fs") {
+        None if ramdisk_size.is_some() => Filesystem::Tmpfs,
+        None => {
+            return Err(
+                error(pos, "storage.fs", "missing required key `fs` in `storage`")
+                    .hint("choose one of `ext2`, `ext4`, `xfs`, `btrfs`, `tmpfs`, `none`"),
+            )
+        }
+        Some(s) => match s.value.as_str() {
+            "ext2" => Filesystem::Ext2,
+            "ext4" => Filesystem::Ext4,
+            "xfs" => Filesystem::Xfs,
+            "btrfs" => Filesystem::Btrfs,
+            "tmpfs" => Filesystem::Tmpfs,
+            "none" => Filesystem::None,
+            other => {
+                return Err(
+                    bad(s, "one of `ext2`, `ext4`, `xfs`, `btrfs`, `tmpfs`, `none`").maybe_hint(
+                        closest(other, &FILESYSTEMS).map(|c| format!("did you mean `{c}`?")),
+                    ),
+                )
+            }
+        },
+    };
+    if ramdisk_size.is_some() && fs != Filesystem::Tmpfs {
+        let s = &settings["fs"];
+        return Err(error(
+            s.template.pos,
+            &s.template.path,
+            format!("a ramdisk is tmpfs, but `fs` is `{}`", fs.name()),
+        )
+        .hint("remove `fs:` or `ramdisk:`"));
+    }
+    let write_cache = match settings.get("write_cache") {
+        None => WriteCacheSetting::Keep,
+        Some(s) => match s.value.as_str() {
+            "on" | "true" => WriteCacheSetting::On,
+            "off" | "false" => WriteCacheSetting::Off,
+            "keep" => WriteCacheSetting::Keep,
+            _ => return Err(bad(s, "`on`, `off` or `keep`")),
+        },
+    };
+    if !has_devices {
+        let needs = if fs.needs_device() {
+            settings
+                .get("fs")
+                .map(|s| (s, format!("`fs: {}` formats a device", fs.name())))
+        } else if write_cache != WriteCacheSetting::Keep {
+            settings
+                .get("write_cache")
+                .map(|s| (s, "setting the write cache needs a device".to_string()))
+        } else {
+            None
+        };
+        if let Some((s, what)) = needs {
+            return Err(error(s.template.pos, &s.template.path, format!("{what}, but the campaign selects none"))
+                .hint("add `devices:` (e.g. `devices: { path: /dev/loop7 }`), or use `ramdisk: { size: 1G }`"));
+        }
+    }
+    Ok(super::Storage {
+        fs,
+        mkfs_options: words(settings.get("mkfs_options")),
+        mount_options: settings
+            .get("mount_options")
+            .map(|s| s.value.trim().to_string())
+            .unwrap_or_default(),
+        write_cache,
+        ramdisk_size,
+    })
+}

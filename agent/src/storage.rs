@@ -1,0 +1,314 @@
+//! Storage setup and teardown: write cache, mkfs and mount of a device, or a tmpfs RAM
+//! disk. It owns invariant 4 ("do no harm"): a device is touched only if the operator
+//! allowed it (`--allow-device`), it is a whole disk this host's inventory knows, and it is
+//! not mounted, stacked under dm/md, or holding `/`. Teardown undoes what setup changed
+//! and is safe to run twice.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::model::StorageConfig;
+use crate::probes::inventory::{self, Device, Transport};
+
+#[derive(Debug, Clone)]
+pub struct Storage {
+    /// Mount points live below this directory, one per device (or `ramdisk`).
+    pub mount_dir: PathBuf,
+    /// Saved settings (the write cache before setup changed it), so teardown can restore
+    /// them even after the agent restarted.
+    pub state_dir: PathBuf,
+    /// `--allow-device` patterns (paths or globs, e.g. `/dev/loop*`).
+    pub allowed: Vec<String>,
+    pub inventory_roots: inventory::Roots,
+}
+
+fn run(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "`{program} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            err.trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl Storage {
+    /// Where `${mount}` is for this configuration.
+    pub fn mount_point(&self, c: &StorageConfig) -> PathBuf {
+        let name = match &c.device {
+            Some(d) => Path::new(d)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "device".into()),
+            None => "ramdisk".into(),
+        };
+        self.mount_dir.join(name)
+    }
+
+    fn allowed(&self, path: &str, device: Option<&Device>) -> bool {
+        let mut names = vec![path.to_string()];
+        if let Some(d) = device {
+            names.push(d.path.clone());
+            names.extend(d.by_id.iter().map(|id| format!("/dev/disk/by-id/{id}")));
+            names.extend(d.by_path.iter().map(|p| format!("/dev/disk/by-path/{p}")));
+        }
+        self.allowed.iter().any(|pattern| {
+            let p = glob::Pattern::new(pattern);
+            names
+                .iter()
+                .any(|n| n == pattern || p.as_ref().is_ok_and(|p| p.matches(n)))
+        })
+    }
+
+    /// Why setting up `c` must not happen, or None. `ours` mounts (our own mount point,
+    /// left by an interrupted attempt) do not count as "in use".
+    pub fn refusal(&self, c: &StorageConfig) -> Option<String> {
+        let path = c.device.as_deref()?;
+        let devices = match inventory::scan(&self.inventory_roots) {
+            Ok(d) => d,
+            Err(e) => {
+                return Some(format!(
+                    "cannot read this host's devices to check {path}: {e}"
+                ))
+            }
+        };
+        let real = std::fs::canonicalize(path)
+            .ok()
+            .map(|p| p.display().to_string());
+        let device = devices
+            .iter()
+            .find(|d| d.path == path || Some(&d.path) == real.as_ref());
+        if !self.allowed(path, device) {
+            return Some(format!(
+                "{path} is not allowed: the agent formats only devices its operator named with --allow-device \
+                 (e.g. --allow-device {path})"
+            ));
+        }
+        let Some(device) = device else {
+            return Some(format!(
+                "{path} is not a whole disk this host knows (see `platter inventory`)"
+            ));
+        };
+        if device.holds_root {
+            return Some(format!("{path} holds / (the root filesystem)"));
+        }
+        let ours = self.mount_point(c).display().to_string();
+        let foreign: Vec<&String> = device.mounted.iter().filter(|m| **m != ours).collect();
+        if !foreign.is_empty() {
+            return Some(format!(
+                "{path} is mounted at {}",
+                foreign
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !device.holders.is_empty() {
+            return Some(format!("{path} is in use by {}", device.holders.join(", ")));
+        }
+        None
+    }
+
+    fn is_mounted(&self, mount_point: &Path) -> Result<bool, String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("reading mountinfo: {e}"))?;
+        let want = mount_point.display().to_string();
+        Ok(info.lines().any(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|m| m.replace("\\040", " ") == want)
+        }))
+    }
+
+    fn saved_cache(&self, device: &str) -> PathBuf {
+        let name = Path::new(device)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.state_dir
+            .join("storage")
+            .join(format!("{name}.write_cache"))
+    }
+
+    /// Write cache → mkfs → mount. Re-running it after an interruption starts over.
+    pub fn setup(&self, c: &StorageConfig) -> Result<(), String> {
+        let mp = self.mount_point(c);
+        if self.is_mounted(&mp)? {
+            // Left mounted by an attempt that was cut off: start from a clean slate.
+            run("umount", &[&mp.display().to_string()])?;
+        }
+        if let Some(reason) = self.refusal(c) {
+            return Err(format!("refused: {reason}"));
+        }
+        if let Some(device) = &c.device {
+            if c.write_cache != "keep" {
+                self.set_write_cache(device, c.write_cache == "on")?;
+            }
+            self.mkfs(c, device)?;
+        }
+        if c.fs == "none" {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&mp).map_err(|e| format!("creating {}: {e}", mp.display()))?;
+        let mp_s = mp.display().to_string();
+        match &c.device {
+            Some(device) => {
+                let mut args = vec!["-t", c.fs.as_str()];
+                if !c.mount_options.is_empty() {
+                    args.extend(["-o", c.mount_options.as_str()]);
+                }
+                args.extend([device.as_str(), mp_s.as_str()]);
+                run("mount", &args)?;
+            }
+            None => {
+                let mut opts = match c.ramdisk_size {
+                    Some(size) => format!("size={size}"),
+                    None => String::new(),
+                };
+                if !c.mount_options.is_empty() {
+                    if !opts.is_empty() {
+                        opts.push(',');
+                    }
+                    opts.push_str(&c.mount_options);
+                }
+                let mut args = vec!["-t", "tmpfs"];
+                if !opts.is_empty() {
+                    args.extend(["-o", opts.as_str()]);
+                }
+                args.extend(["platter-ramdisk", mp_s.as_str()]);
+                run("mount", &args)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn mkfs(&self, c: &StorageConfig, device: &str) -> Result<(), String> {
+        let (program, force) = match c.fs.as_str() {
+            "ext2" => ("mkfs.ext2", "-F"),
+            "ext4" => ("mkfs.ext4", "-F"),
+            "xfs" => ("mkfs.xfs", "-f"),
+            "btrfs" => ("mkfs.btrfs", "-f"),
+            "none" | "tmpfs" => return Ok(()),
+            other => return Err(format!("unknown filesystem `{other}`")),
+        };
+        let mut args = vec![force, "-q"];
+        args.extend(c.mkfs_options.iter().map(String::as_str));
+        args.push(device);
+        run(program, &args).map(|_| ())
+    }
+
+    /// Unmount, restore the write cache. Safe to run when setup never happened.
+    pub fn teardown(&self, c: &StorageConfig) -> Result<(), String> {
+        let mp = self.mount_point(c);
+        let mut errors = Vec::new();
+        if c.fs != "none" && self.is_mounted(&mp)? {
+            if let Err(e) = run("umount", &[&mp.display().to_string()]) {
+                errors.push(e);
+            } else {
+                let _ = std::fs::remove_dir(&mp);
+            }
+        }
+        if let Some(device) = &c.device {
+            let saved = self.saved_cache(device);
+            if let Ok(original) = std::fs::read_to_string(&saved) {
+                match self.set_write_cache(device, original.trim() == "on") {
+                    Ok(()) => {
+                        let _ = std::fs::remove_file(&saved);
+                    }
+                    Err(e) => errors.push(format!("restoring the write cache: {e}")),
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// Sets the drive's own write cache (never the kernel's `queue/write_cache` flag, which
+    /// only changes what the kernel believes) and reads it back. The first change of a
+    /// device saves its original state for teardown.
+    fn set_write_cache(&self, device: &str, on: bool) -> Result<(), String> {
+        let devices = inventory::scan(&self.inventory_roots).map_err(|e| e.to_string())?;
+        let d = devices
+            .iter()
+            .find(|d| d.path == device)
+            .ok_or_else(|| format!("{device} is not in the inventory"))?;
+        let name = &d.name;
+        let current = self.read_write_cache(d)?;
+        let saved = self.saved_cache(device);
+        if !saved.exists() {
+            std::fs::create_dir_all(saved.parent().unwrap_or(Path::new(".")))
+                .map_err(|e| e.to_string())?;
+            std::fs::write(&saved, if current { "on\n" } else { "off\n" })
+                .map_err(|e| e.to_string())?;
+        }
+        match d.transport {
+            Transport::Nvme => {
+                run("nvme", &["set-feature", device, "-f", "6", "-v", if on { "1" } else { "0" }])?;
+            }
+            Transport::Ata => {
+                run("hdparm", &[if on { "-W1" } else { "-W0" }, device])?;
+            }
+            Transport::Scsi | Transport::Usb => {
+                let file = scsi_cache_file(&self.inventory_roots.sys, name)?;
+                let mode = if on { "temporary write back" } else { "temporary write through" };
+                std::fs::write(&file, mode).map_err(|e| format!("writing {}: {e}", file.display()))?;
+            }
+            ref other => {
+                return Err(format!(
+                    "the write cache of {device} ({other}) cannot be set: only ATA, SCSI/USB and NVMe drives have one"
+                ))
+            }
+        }
+        if self.read_write_cache(d)? != on {
+            return Err(format!(
+                "{device} still reports its write cache {}",
+                if on { "off" } else { "on" }
+            ));
+        }
+        Ok(())
+    }
+
+    fn read_write_cache(&self, d: &Device) -> Result<bool, String> {
+        match d.transport {
+            Transport::Nvme => {
+                let out = run("nvme", &["get-feature", &d.path, "-f", "6"])?;
+                Ok(
+                    out.trim_end().ends_with("00000001")
+                        || out.contains("Current value:0x00000001"),
+                )
+            }
+            Transport::Ata => Ok(run("hdparm", &["-W", &d.path])?.contains("(on)")),
+            Transport::Scsi | Transport::Usb => {
+                let file = scsi_cache_file(&self.inventory_roots.sys, &d.name)?;
+                let v = std::fs::read_to_string(&file)
+                    .map_err(|e| format!("reading {}: {e}", file.display()))?;
+                Ok(v.trim().starts_with("write back"))
+            }
+            ref other => Err(format!(
+                "the write cache of {} ({other}) cannot be read",
+                d.path
+            )),
+        }
+    }
+}
+
+fn scsi_cache_file(sys: &Path, name: &str) -> Result<PathBuf, String> {
+    let dir = sys.join("block").join(name).join("device/scsi_disk");
+    let entry = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .next()
+        .ok_or_else(|| format!("no scsi_disk under {}", dir.display()))?;
+    Ok(entry.path().join("cache_type"))
+}
