@@ -66,10 +66,12 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         reboot_command: cfg.reboot_command.clone(),
         reboot_timeout: cfg.reboot_timeout,
         storage: storage::Storage {
-            mount_dir: cfg
-                .mount_dir
-                .clone()
-                .unwrap_or_else(|| cfg.state_dir.join("mnt")),
+            // Absolute: mount points are compared with mountinfo, which has absolute paths.
+            mount_dir: std::path::absolute(
+                cfg.mount_dir
+                    .clone()
+                    .unwrap_or_else(|| cfg.state_dir.join("mnt")),
+            )?,
             state_dir: cfg.state_dir.clone(),
             allowed: cfg.allow_devices.clone(),
             inventory_roots: probes::inventory::Roots::default(),

@@ -312,3 +312,129 @@ fn scsi_cache_file(sys: &Path, name: &str) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("no scsi_disk under {}", dir.display()))?;
     Ok(entry.path().join("cache_type"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A fake host: four virtio disks, vdz holding /, vdy mounted, vdx under dm-0, vdw free.
+    fn fake() -> (tempfile::TempDir, Storage) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        for (i, name) in ["vdw", "vdx", "vdy", "vdz"].iter().enumerate() {
+            let dir = root.join(format!("sys/devices/virtual/block/{name}"));
+            std::fs::create_dir_all(dir.join("queue")).unwrap();
+            std::fs::create_dir_all(dir.join("holders")).unwrap();
+            std::fs::write(dir.join("dev"), format!("253:{i}\n")).unwrap();
+            std::fs::write(dir.join("size"), "2097152\n").unwrap();
+            std::fs::write(dir.join("queue/rotational"), "0\n").unwrap();
+            std::fs::write(dir.join("queue/write_cache"), "write back\n").unwrap();
+            std::fs::create_dir_all(root.join("sys/block")).unwrap();
+            symlink(&dir, root.join(format!("sys/block/{name}"))).unwrap();
+        }
+        symlink(
+            "../../dm-0",
+            root.join("sys/devices/virtual/block/vdx/holders/dm-0"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("dev")).unwrap();
+        std::fs::write(
+            root.join("mountinfo"),
+            "22 1 253:3 / / rw,relatime - ext4 /dev/vdz rw\n\
+             40 22 253:2 / /mnt/data rw,relatime - xfs /dev/vdy rw\n",
+        )
+        .unwrap();
+        let storage = Storage {
+            mount_dir: root.join("mnt"),
+            state_dir: root.join("state"),
+            allowed: vec![format!("{}/dev/vd*", root.display())],
+            inventory_roots: inventory::Roots {
+                sys: root.join("sys"),
+                dev: root.join("dev"),
+                mountinfo: root.join("mountinfo"),
+            },
+        };
+        (tmp, storage)
+    }
+
+    fn config(storage: &Storage, name: &str) -> StorageConfig {
+        StorageConfig {
+            device: Some(storage.inventory_roots.dev.join(name).display().to_string()),
+            fs: "ext4".into(),
+            mkfs_options: vec![],
+            mount_options: String::new(),
+            write_cache: "keep".into(),
+            ramdisk_size: None,
+        }
+    }
+
+    #[test]
+    fn every_reason_to_refuse_a_device_is_named() {
+        let (_tmp, s) = fake();
+        let why = |name: &str| s.refusal(&config(&s, name));
+        assert!(
+            why("vdz")
+                .unwrap()
+                .ends_with("vdz holds / (the root filesystem)"),
+            "{:?}",
+            why("vdz")
+        );
+        assert!(
+            why("vdy").unwrap().ends_with("vdy is mounted at /mnt/data"),
+            "{:?}",
+            why("vdy")
+        );
+        assert!(
+            why("vdx").unwrap().ends_with("vdx is in use by dm-0"),
+            "{:?}",
+            why("vdx")
+        );
+        assert_eq!(why("vdw"), None);
+        assert!(why("vdv")
+            .unwrap()
+            .contains("is not a whole disk this host knows"));
+
+        let strict = Storage {
+            allowed: vec!["/dev/sdq".into()],
+            ..s.clone()
+        };
+        let refusal = strict.refusal(&config(&s, "vdw")).unwrap();
+        assert!(
+            refusal.contains("vdw is not allowed") && refusal.contains("--allow-device"),
+            "{refusal}"
+        );
+        // A RAM disk touches no device.
+        assert_eq!(
+            s.refusal(&StorageConfig {
+                device: None,
+                fs: "tmpfs".into(),
+                ..config(&s, "vdw")
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn mount_points_are_per_device_and_the_write_cache_of_a_virtio_disk_is_not_settable() {
+        let (_tmp, s) = fake();
+        let c = config(&s, "vdw");
+        assert_eq!(s.mount_point(&c), s.mount_dir.join("vdw"));
+        assert_eq!(
+            s.mount_point(&StorageConfig {
+                device: None,
+                ..c.clone()
+            }),
+            s.mount_dir.join("ramdisk")
+        );
+        let err = s
+            .set_write_cache(c.device.as_deref().unwrap(), false)
+            .unwrap_err();
+        assert!(
+            err.contains("cannot be read") || err.contains("cannot be set"),
+            "{err}"
+        );
+        // Nothing was saved for teardown to "restore".
+        assert!(!s.saved_cache(c.device.as_deref().unwrap()).exists());
+    }
+}

@@ -372,6 +372,9 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
             StepKind::Measure(measure(&spec_cell.workload)),
         );
     }
+    if let (Some(old), Some(last)) = (current, cells.last()) {
+        push(last, 0, StepKind::StorageTeardown(old));
+    }
     steps
 }
 
