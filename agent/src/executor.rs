@@ -17,6 +17,7 @@ use crate::model::{
     FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
     StorageConfig, Workload,
 };
+use crate::probes::diskstats;
 use crate::process;
 use crate::shared::Shared;
 use crate::storage::Storage;
@@ -81,6 +82,14 @@ pub struct Executor {
     state: State,
     shared: Arc<Shared>,
     plans: mpsc::UnboundedReceiver<Plan>,
+}
+
+/// `/dev/loop3` → `loop3`, the name /proc/diskstats uses (symlinks such as by-id resolved).
+fn disk_name(device: &str) -> String {
+    let real = std::fs::canonicalize(device).unwrap_or_else(|_| device.into());
+    real.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The storage in effect at step `index`: the last setup before it with no teardown since.
@@ -428,10 +437,31 @@ impl Executor {
             StepKind::Measure(w) => {
                 let workload = self.substitute_workload(w, step);
                 let env = self.env(plan_id, step, attempt);
+                // The device under test's counters around the workload prove what reached
+                // the device (e.g. one flush per fdatasync). Reading /proc writes nothing.
+                let disk = self
+                    .active_storage
+                    .as_ref()
+                    .and_then(|c| c.device.as_deref())
+                    .map(disk_name);
                 self.shared.quiesce(QUIESCE_TIMEOUT);
                 self.shared.measuring.store(true, Ordering::SeqCst);
-                let m = workloads::measure(&workload, &env, &self.shared.running_pgid);
+                let before = disk.as_deref().map(diskstats::read);
+                let mut m = workloads::measure(&workload, &env, &self.shared.running_pgid);
+                let after = disk.as_deref().map(diskstats::read);
                 self.shared.measuring.store(false, Ordering::SeqCst);
+                if let (Some(Ok(before)), Some(Ok(after)), false) = (before, after, m.failed) {
+                    m.samples
+                        .extend(after.delta(&before).samples().into_iter().map(
+                            |(metric, value, unit)| Sample {
+                                metric,
+                                value,
+                                unit,
+                                histogram: Vec::new(),
+                                missing: String::new(),
+                            },
+                        ));
+                }
                 Ending {
                     failed: m.failed,
                     exit_status: m.exit_status,

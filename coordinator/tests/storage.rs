@@ -108,13 +108,20 @@ order: sequential
     let name = drive.path.trim_start_matches("/dev/");
     for cell in cells {
         assert_eq!(cell["params"]["device"], name);
-        let ops = cell["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "ops")
-            .unwrap();
-        assert_eq!(ops["median"], 50.0, "{cell}");
+        let metric = |name: &str| -> f64 {
+            let m = cell["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["metric"] == name);
+            m.unwrap_or_else(|| panic!("no {name} in {cell}"))["median"]
+                .as_f64()
+                .unwrap()
+        };
+        assert_eq!(metric("ops"), 50.0, "{cell}");
+        // The device's own counters saw the writes, and a flush per fdatasync.
+        assert!(metric("disk.write_bytes") >= 50.0 * 4096.0, "{cell}");
+        assert!(metric("disk.flushes") >= 50.0, "{cell}");
     }
     // Each cell ran on its own filesystem, freshly made on the loop device, with the options.
     let seen = std::fs::read_to_string(&seen).unwrap();
