@@ -314,15 +314,9 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
             kind,
         });
     };
-    for cell in cells {
-        let spec_cell = &campaign.cells[cell.point];
-        if let Workload::Command(spec::CommandWorkload {
-            setup: Some(setup), ..
-        }) = &spec_cell.workload
-        {
-            push(cell, 0, StepKind::Setup(setup.clone()));
-        }
-    }
+    // A cell's setup runs before its first visit, and again after its storage was made
+    // anew (mkfs or a fresh RAM disk wipes what setup prepared).
+    let mut prepared: std::collections::HashSet<&str> = std::collections::HashSet::new();
     // Storage is set up when a visit needs another configuration than the one in place,
     // and torn down before the next one and at the end.
     let mut current: Option<StorageConfig> = None;
@@ -348,8 +342,17 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
             }
             if let Some(new) = &wanted {
                 push(cell, repetition, StepKind::StorageSetup(new.clone()));
+                prepared.clear();
             }
             current = wanted;
+        }
+        if let Workload::Command(spec::CommandWorkload {
+            setup: Some(setup), ..
+        }) = &spec_cell.workload
+        {
+            if prepared.insert(cell.id.as_str()) {
+                push(cell, 0, StepKind::Setup(setup.clone()));
+            }
         }
         for phase in &spec_cell.before_each {
             let kind = match phase {
@@ -487,10 +490,10 @@ repeat: 2
             kinds,
             [
                 "setup: mk 1@0",
-                "setup: mk 2@0",
                 "clean: rm 1@1",
                 "sync@1",
                 "measure: go 1@1",
+                "setup: mk 2@0",
                 "clean: rm 2@1",
                 "sync@1",
                 "measure: go 2@1",

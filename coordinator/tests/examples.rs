@@ -1,0 +1,164 @@
+//! The example campaigns stay valid, and the seed examples run as documented, on a loop
+//! device standing in for `/dev/loop7` (shortened: fewer repetitions, smaller builds).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command as Process;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn platter() -> Command {
+    Command::cargo_bin("platter").unwrap()
+}
+
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A loop device on a sparse image file, detached on drop.
+struct Loop(String);
+
+impl Loop {
+    fn new(dir: &Path, mib: u64) -> Loop {
+        let image = dir.join("drive.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+        let out = Process::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop(String::from_utf8(out.stdout).unwrap().trim().to_string())
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Process::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// The example, pointed at `device` and shortened by `edits` (from, to).
+fn adapted(dir: &Path, name: &str, device: &str, edits: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(examples().join(name))
+        .unwrap()
+        .replace("/dev/loop7", device);
+    for (from, to) in edits {
+        assert!(text.contains(from), "{name} no longer contains {from:?}");
+        text = text.replace(from, to);
+    }
+    common::write(dir, name, &text)
+}
+
+#[test]
+fn every_example_validates_and_lists_what_it_would_erase() {
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), 320);
+    let mut seen = 0;
+    for entry in std::fs::read_dir(examples()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if !name.ends_with(".yaml") {
+            continue;
+        }
+        seen += 1;
+        let f = adapted(tmp.path(), &name, &drive.0, &[]);
+        let assert = platter()
+            .args(["validate", "--local-host", "here"])
+            .arg(&f)
+            .assert()
+            .success();
+        if name.starts_with("seed-") {
+            assert.stdout(predicate::str::contains(format!("{} (erases it)", drive.0)));
+        }
+    }
+    assert_eq!(seen, 5);
+}
+
+#[test]
+fn seed_001_fsync_latency_runs_on_a_loop_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), 128);
+    let f = adapted(
+        tmp.path(),
+        "seed-001-fsync-latency.yaml",
+        &drive.0,
+        &[("count: 1000", "count: 100"), ("repeat: 5", "repeat: 2")],
+    );
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "csv", "--allow-device", &drive.0])
+        .arg(&f)
+        .assert()
+        .success();
+    let csv = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    // 8 cells (size × offset), each with its latency percentiles over 2 runs.
+    let p99: Vec<&str> = csv
+        .lines()
+        .filter(|l| l.contains(",latency.p99,"))
+        .collect();
+    assert_eq!(p99.len(), 8, "{csv}");
+    assert!(p99.iter().all(|l| l.contains(",s,2,0,")), "{p99:?}");
+}
+
+#[test]
+fn seed_000_002_build_times_runs_on_a_drive_and_a_ramdisk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), 256);
+    let f = adapted(
+        tmp.path(),
+        "seed-000-002-build-times.yaml",
+        &drive.0,
+        &[
+            (
+                "sh examples/gen-c-project.sh ${mount}/src 300",
+                "sh {EXAMPLES}/gen-c-project.sh ${mount}/src 30",
+            ),
+            ("repeat: 3", "repeat: 2"),
+        ],
+    );
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("{EXAMPLES}", &examples().display().to_string());
+    std::fs::write(&f, text).unwrap();
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "json", "--allow-device", &drive.0])
+        .arg(&f)
+        .assert()
+        .success();
+    let report: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let wall = |fs: &str, cache: &str| -> f64 {
+        let cell = cells
+            .iter()
+            .find(|c| c["params"]["fs"] == fs && c["params"]["ccache"] == cache)
+            .unwrap();
+        let m = cell["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "wall")
+            .unwrap();
+        assert_eq!(m["n"], 2, "{cell}");
+        m["median"].as_f64().unwrap()
+    };
+    // A warm ccache turns 30 compilations into cache hits: the build is faster on both.
+    for fs in ["ext4", "tmpfs"] {
+        assert!(
+            wall(fs, "warm") < wall(fs, "cold"),
+            "{fs}: warm {} cold {}",
+            wall(fs, "warm"),
+            wall(fs, "cold")
+        );
+    }
+}
