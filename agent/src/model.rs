@@ -58,6 +58,9 @@ pub struct StorageConfig {
     /// on | off | keep
     pub write_cache: String,
     pub ramdisk_size: Option<u64>,
+    /// "" or "gocryptfs".
+    #[serde(default)]
+    pub encryption: String,
 }
 
 impl std::fmt::Display for StorageConfig {
@@ -75,6 +78,9 @@ impl std::fmt::Display for StorageConfig {
         }
         if self.write_cache != "keep" {
             write!(f, ", write cache {}", self.write_cache)?;
+        }
+        if !self.encryption.is_empty() {
+            write!(f, ", encrypted with {}", self.encryption)?;
         }
         Ok(())
     }

@@ -42,6 +42,17 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 impl Storage {
     /// Where `${mount}` is for this configuration.
     pub fn mount_point(&self, c: &StorageConfig) -> PathBuf {
+        let base = self.base_point(c);
+        if c.encryption.is_empty() {
+            return base;
+        }
+        let mut plain = base.into_os_string();
+        plain.push(".plain");
+        plain.into()
+    }
+
+    /// Where the filesystem itself is mounted (under an encrypted view, if any).
+    fn base_point(&self, c: &StorageConfig) -> PathBuf {
         let name = match &c.device {
             Some(d) => Path::new(d)
                 .file_name()
@@ -99,7 +110,7 @@ impl Storage {
         if device.holds_root {
             return Some(format!("{path} holds / (the root filesystem)"));
         }
-        let ours = self.mount_point(c).display().to_string();
+        let ours = self.base_point(c).display().to_string();
         let foreign: Vec<&String> = device.mounted.iter().filter(|m| **m != ours).collect();
         if !foreign.is_empty() {
             return Some(format!(
@@ -140,10 +151,12 @@ impl Storage {
 
     /// Write cache → mkfs → mount. Re-running it after an interruption starts over.
     pub fn setup(&self, c: &StorageConfig) -> Result<(), String> {
-        let mp = self.mount_point(c);
-        if self.is_mounted(&mp)? {
-            // Left mounted by an attempt that was cut off: start from a clean slate.
-            run("umount", &[&mp.display().to_string()])?;
+        let mp = self.base_point(c);
+        // Left mounted by an attempt that was cut off: start from a clean slate.
+        for m in [self.mount_point(c), mp.clone()] {
+            if self.is_mounted(&m)? {
+                run("umount", &[&m.display().to_string()])?;
+            }
         }
         if let Some(reason) = self.refusal(c) {
             return Err(format!("refused: {reason}"));
@@ -187,6 +200,36 @@ impl Storage {
                 run("mount", &args)?;
             }
         }
+        if c.encryption == "gocryptfs" {
+            self.gocryptfs(c, &mp)?;
+        }
+        Ok(())
+    }
+
+    /// An encrypted view of the fresh filesystem at `mount_point(c)`. The password only
+    /// keeps the benchmark's own files: it protects nothing, so it is fixed.
+    fn gocryptfs(&self, c: &StorageConfig, base: &Path) -> Result<(), String> {
+        const PASSWORD: &str = "echo platter-benchmark";
+        let cipher = base.join(".gocryptfs");
+        let plain = self.mount_point(c);
+        for dir in [&cipher, &plain] {
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        let cipher_s = cipher.display().to_string();
+        run(
+            "gocryptfs",
+            &["-init", "-q", "-extpass", PASSWORD, &cipher_s],
+        )?;
+        run(
+            "gocryptfs",
+            &[
+                "-q",
+                "-extpass",
+                PASSWORD,
+                &cipher_s,
+                &plain.display().to_string(),
+            ],
+        )?;
         Ok(())
     }
 
@@ -207,8 +250,17 @@ impl Storage {
 
     /// Unmount, restore the write cache. Safe to run when setup never happened.
     pub fn teardown(&self, c: &StorageConfig) -> Result<(), String> {
-        let mp = self.mount_point(c);
+        let mp = self.base_point(c);
         let mut errors = Vec::new();
+        let plain = self.mount_point(c);
+        if plain != mp && self.is_mounted(&plain)? {
+            match run("fusermount", &["-u", &plain.display().to_string()]) {
+                Ok(_) => {
+                    let _ = std::fs::remove_dir(&plain);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
         if c.fs != "none" && self.is_mounted(&mp)? {
             if let Err(e) = run("umount", &[&mp.display().to_string()]) {
                 errors.push(e);
@@ -366,6 +418,7 @@ mod tests {
             mount_options: String::new(),
             write_cache: "keep".into(),
             ramdisk_size: None,
+            encryption: String::new(),
         }
     }
 

@@ -189,6 +189,7 @@ impl From<&StorageConfig> for pb::Storage {
             mount_options: c.mount_options.clone(),
             write_cache: c.write_cache.clone(),
             ramdisk_size: c.ramdisk_size.unwrap_or(0),
+            encryption: c.encryption.clone(),
         }
     }
 }
@@ -202,6 +203,7 @@ impl From<pb::Storage> for StorageConfig {
             mount_options: c.mount_options,
             write_cache: c.write_cache,
             ramdisk_size: Some(c.ramdisk_size).filter(|s| *s > 0),
+            encryption: c.encryption,
         }
     }
 }

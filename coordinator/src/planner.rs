@@ -273,6 +273,10 @@ fn storage_of(cell: &PlannedCell, storage: Option<&spec::Storage>) -> Option<Sto
         }
         .into(),
         ramdisk_size: s.ramdisk_size,
+        encryption: match s.encryption {
+            Some(spec::Encryption::Gocryptfs) => "gocryptfs".into(),
+            None => String::new(),
+        },
     })
 }
 

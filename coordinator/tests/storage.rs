@@ -354,3 +354,44 @@ fn validate_lists_every_destructive_action() {
         "validate must not touch the device"
     );
 }
+
+#[test]
+fn gocryptfs_gives_the_workload_an_encrypted_view_and_is_unmounted_after() {
+    assert!(is_root(), "storage tests need root (CI runs as root)");
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), "drive.img", 64);
+    let seen = tmp.path().join("seen");
+    let yaml = format!(
+        r#"
+name: encrypted
+devices: {{ path: {dev} }}
+storage: {{ fs: ext4, encryption: gocryptfs }}
+workload:
+  fsync: {{ path: "${{mount}}/secret.dat", size: 4K, count: 20 }}
+phases:
+  before_each: [{{ command: "findmnt -n -o FSTYPE ${{mount}} >> {seen}; ls ${{mount}}/../loop*/.gocryptfs >> {seen}" }}]
+repeat: 1
+"#,
+        dev = drive.path,
+        seen = seen.display()
+    );
+    let f = common::write(tmp.path(), "c.yaml", &yaml);
+    platter()
+        .current_dir(tmp.path())
+        .args(["run", "--allow-device", &drive.path])
+        .arg(&f)
+        .assert()
+        .success();
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let mut lines = seen.lines();
+    assert_eq!(lines.next(), Some("fuse.gocryptfs"), "{seen}");
+    // The filesystem underneath holds gocryptfs's own files, not the workload's names.
+    assert!(seen.contains("gocryptfs.conf"), "{seen}");
+    assert!(!seen.contains("secret.dat"), "{seen}");
+    assert!(drive.mounts().is_empty(), "{:?}", drive.mounts());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(&tmp.path().display().to_string()),
+        "{mounts}"
+    );
+}

@@ -150,6 +150,14 @@ pub struct Storage {
     pub write_cache: WriteCacheSetting,
     /// tmpfs size in bytes (`ramdisk: { size }`); None: the kernel's default.
     pub ramdisk_size: Option<u64>,
+    /// `encryption: gocryptfs`: the workload sees a gocryptfs (FUSE) view of the
+    /// filesystem, like seed 000's ecryptfs home directory.
+    pub encryption: Option<Encryption>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encryption {
+    Gocryptfs,
 }
 
 /// One point of the matrix, with its strings already substituted.

@@ -623,12 +623,13 @@ fn read_devices(v: &Node) -> Result<super::DeviceSelector> {
     Ok(sel)
 }
 
-const STORAGE_KEYS: [&str; 5] = [
+const STORAGE_KEYS: [&str; 6] = [
     "fs",
     "mkfs_options",
     "mount_options",
     "write_cache",
     "ramdisk",
+    "encryption",
 ];
 
 fn read_storage(e: &Entry) -> Result<StorageSpec> {

@@ -308,7 +308,24 @@ pub(crate) fn storage(
                 .hint("add `devices:` (e.g. `devices: { path: /dev/loop7 }`), or use `ramdisk: { size: 1G }`"));
         }
     }
+    let encryption = match settings.get("encryption") {
+        None => None,
+        Some(s) => match s.value.as_str() {
+            "gocryptfs" => Some(super::Encryption::Gocryptfs),
+            "none" => None,
+            _ => return Err(bad(s, "`gocryptfs` or `none`")),
+        },
+    };
+    if encryption.is_some() && fs == Filesystem::None {
+        let s = &settings["encryption"];
+        return Err(error(
+            s.template.pos,
+            &s.template.path,
+            "encryption needs a filesystem to hold the encrypted files, but `fs` is `none`",
+        ));
+    }
     Ok(super::Storage {
+        encryption,
         fs,
         mkfs_options: words(settings.get("mkfs_options")),
         mount_options: settings
