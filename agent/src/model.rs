@@ -105,6 +105,9 @@ pub struct FsyncParams {
     pub sync: String,
     pub direct: bool,
     pub prealloc: bool,
+    /// Write i at offset + i·size instead of always at offset.
+    #[serde(default)]
+    pub advance: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

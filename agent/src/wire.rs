@@ -133,6 +133,7 @@ impl From<&Workload> for pb::Workload {
                 sync: p.sync.clone(),
                 direct: p.direct,
                 prealloc: p.prealloc,
+                advance: p.advance,
             }),
             Workload::Tool { tool, argv } => Kind::Tool(pb::ToolWorkload {
                 tool: match tool {
@@ -162,6 +163,7 @@ impl TryFrom<pb::Workload> for Workload {
                     sync: p.sync,
                     direct: p.direct,
                     prealloc: p.prealloc,
+                    advance: p.advance,
                 }),
                 Kind::Tool(t) => {
                     let tool = match pb::Tool::try_from(t.tool) {

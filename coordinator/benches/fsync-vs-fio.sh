@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Per-operation write+fdatasync latency of the built-in fsync workload and of fio, on the
 # same file on the same mount (DIR, default: a directory under the current one), through
-# `platter run`, alternating the two campaigns ROUNDS times (default 3). Both rewrite the
-# same 4 KiB block 1000 times (fio: size 4k, io_size 4000k), as diskbenchmark does.
+# `platter run`, alternating the two campaigns ROUNDS times (default 3). Both write 1000
+# blocks of 4 KiB one after the other into a preallocated file, each followed by fdatasync.
+# Both start from a fresh file each run (fio: unlink=1; platter truncates), because writing
+# into fallocated-but-unwritten blocks costs a journal commit per fdatasync that a reused,
+# already written file does not. (Not a rewrite of one block: fio, made to wrap around a
+# 4 KiB file, calls fdatasync twice per write.)
 # Needs fio and a built platter (cargo build --release --bins).
 set -euo pipefail
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
@@ -14,14 +18,14 @@ cd "$dir"
 cat > fsync.yaml <<YAML
 name: cmp-fsync
 workload:
-  fsync: { path: $dir/same.dat, size: 4096, count: 1000, sync: fdatasync, prealloc: true }
+  fsync: { path: $dir/same.dat, size: 4096, count: 1000, sync: fdatasync, prealloc: true, advance: true }
 repeat: 5
 YAML
 cat > fio.yaml <<YAML
 name: cmp-fio
 workload:
   fio:
-    options: { filename: $dir/same.dat, rw: write, bs: 4k, size: 4k, io_size: 4000k, ioengine: sync, fdatasync: 1 }
+    options: { filename: $dir/same.dat, rw: write, bs: 4k, size: 4000k, ioengine: sync, fdatasync: 1, fallocate: native, unlink: 1 }
 repeat: 5
 YAML
 for i in $(seq "$rounds"); do

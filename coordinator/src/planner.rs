@@ -404,6 +404,7 @@ fn measure(w: &Workload) -> Measure {
             .into(),
             direct: f.direct,
             prealloc: f.prealloc,
+            advance: f.advance,
         }),
         Workload::Fio(f) => {
             let mut argv = owned(&["fio", "--output-format=json+"]);

@@ -67,6 +67,24 @@ repeat: 2
             .len(),
         4096 * 200
     );
+
+    // advance: write i lands at offset + i·size, so an unpreallocated file grows to the
+    // whole range; without it every write rewrites the same bytes.
+    let seq = tmp.path().join("seq");
+    std::fs::create_dir(&seq).unwrap();
+    let yaml = format!(
+        "name: fsync-advance\nmatrix: {{ advance: [true, false] }}\nworkload:\n  fsync: {{ path: \"{}/f-${{advance}}.dat\", size: 4K, count: 10, offset: 1K, prealloc: false, advance: \"${{advance}}\" }}\nrepeat: 1\n",
+        seq.display()
+    );
+    run_json(&seq, &yaml);
+    assert_eq!(
+        std::fs::metadata(seq.join("f-true.dat")).unwrap().len(),
+        1024 + 4096 * 10
+    );
+    assert_eq!(
+        std::fs::metadata(seq.join("f-false.dat")).unwrap().len(),
+        1024 + 4096
+    );
     // Every repetition's histogram is stored and holds every operation.
     let c = db(tmp.path());
     let mut stmt = c

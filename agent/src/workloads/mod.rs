@@ -169,7 +169,7 @@ fn fsync_workload(p: &FsyncParams) -> Measured {
         sync,
         direct: p.direct,
         prealloc: p.prealloc,
-        advance: false,
+        advance: p.advance,
     };
     match fsync::run(&params) {
         Ok(r) => {

@@ -21,7 +21,7 @@ pub(crate) fn fields_of(
         "fsync" => (
             "fsync",
             &[
-                "path", "size", "offset", "count", "sync", "direct", "prealloc",
+                "path", "size", "offset", "count", "sync", "direct", "prealloc", "advance",
             ],
             &["path"],
         ),
@@ -55,6 +55,9 @@ pub struct FsyncWorkload {
     pub sync: SyncMode,
     pub direct: bool,
     pub prealloc: bool,
+    /// false: every write goes to `offset` (the seed rewrites the same bytes); true:
+    /// write i goes to `offset + i·size`, like an append-only log.
+    pub advance: bool,
 }
 
 /// fio with inline options (one job) or a job file on the agent's host.
@@ -204,6 +207,7 @@ pub(crate) fn build(
                 sync,
                 direct: get("direct").map(flag).transpose()?.unwrap_or(false),
                 prealloc: get("prealloc").map(flag).transpose()?.unwrap_or(true),
+                advance: get("advance").map(flag).transpose()?.unwrap_or(false),
             })
         }
         "fio" => {
