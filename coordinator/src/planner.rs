@@ -371,7 +371,22 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
                     _ => continue,
                 },
             };
+            let rebooted = kind == StepKind::Reboot;
             push(cell, repetition, kind);
+            // A reboot unmounts everything (and empties a RAM disk): make the storage
+            // again, and the cell's setup with it, so the measurement never runs on
+            // whatever filesystem happens to be under the mount point.
+            if let (true, Some(storage)) = (rebooted, &current) {
+                push(cell, repetition, StepKind::StorageSetup(storage.clone()));
+                prepared.clear();
+                if let Workload::Command(spec::CommandWorkload {
+                    setup: Some(setup), ..
+                }) = &spec_cell.workload
+                {
+                    prepared.insert(cell.id.as_str());
+                    push(cell, 0, StepKind::Setup(setup.clone()));
+                }
+            }
         }
         push(
             cell,
@@ -523,5 +538,35 @@ repeat: 2
         assert_ne!(p.plans[0].id, p2.plans[0].id);
         let ids: std::collections::HashSet<_> = p.cells.iter().map(|c| &c.id).collect();
         assert_eq!(ids.len(), 4);
+    }
+
+    #[test]
+    fn storage_is_made_again_after_a_reboot() {
+        let c = spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nstorage: { ramdisk: { size: 1M } }\n\
+             workload: { command: { setup: prep, run: go } }\nphases: { before_each: [sync, reboot] }\nrepeat: 2\n",
+        )
+        .unwrap();
+        let p = plan(&c, "", 1, &Inventories::new()).unwrap();
+        let kinds: Vec<&str> = p.plans[0].steps.iter().map(|s| s.kind.name()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "storage_setup",
+                "setup",
+                "sync",
+                "reboot",
+                "storage_setup",
+                "setup",
+                "measure",
+                "sync",
+                "reboot",
+                "storage_setup",
+                "setup",
+                "measure",
+                "storage_teardown",
+            ]
+        );
     }
 }
