@@ -4,9 +4,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command as Process;
 
 use assert_cmd::Command;
+use common::Loop;
 use predicates::prelude::*;
 
 fn platter() -> Command {
@@ -15,36 +15,6 @@ fn platter() -> Command {
 
 fn examples() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-/// A loop device on a sparse image file, detached on drop.
-struct Loop(String);
-
-impl Loop {
-    fn new(dir: &Path, mib: u64) -> Loop {
-        let image = dir.join("drive.img");
-        std::fs::File::create(&image)
-            .unwrap()
-            .set_len(mib << 20)
-            .unwrap();
-        let out = Process::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&image)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Loop(String::from_utf8(out.stdout).unwrap().trim().to_string())
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Process::new("losetup").args(["-d", &self.0]).status();
-    }
 }
 
 /// The example, pointed at `device` and shortened by `edits` (from, to).
@@ -62,7 +32,7 @@ fn adapted(dir: &Path, name: &str, device: &str, edits: &[(&str, &str)]) -> std:
 #[test]
 fn every_example_validates_and_lists_what_it_would_erase() {
     let tmp = tempfile::tempdir().unwrap();
-    let drive = Loop::new(tmp.path(), 320);
+    let drive = Loop::new(tmp.path(), "drive.img", 320);
     let mut seen = 0;
     for entry in std::fs::read_dir(examples()).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
@@ -70,14 +40,17 @@ fn every_example_validates_and_lists_what_it_would_erase() {
             continue;
         }
         seen += 1;
-        let f = adapted(tmp.path(), &name, &drive.0, &[]);
+        let f = adapted(tmp.path(), &name, &drive.path, &[]);
         let assert = platter()
             .args(["validate", "--local-host", "here"])
             .arg(&f)
             .assert()
             .success();
         if name.starts_with("seed-") {
-            assert.stdout(predicate::str::contains(format!("{} (erases it)", drive.0)));
+            assert.stdout(predicate::str::contains(format!(
+                "{} (erases it)",
+                drive.path
+            )));
         }
     }
     assert_eq!(seen, 5);
@@ -86,16 +59,16 @@ fn every_example_validates_and_lists_what_it_would_erase() {
 #[test]
 fn seed_001_fsync_latency_runs_on_a_loop_device() {
     let tmp = tempfile::tempdir().unwrap();
-    let drive = Loop::new(tmp.path(), 128);
+    let drive = Loop::new(tmp.path(), "drive.img", 128);
     let f = adapted(
         tmp.path(),
         "seed-001-fsync-latency.yaml",
-        &drive.0,
+        &drive.path,
         &[("count: 1000", "count: 100"), ("repeat: 5", "repeat: 2")],
     );
     let out = platter()
         .current_dir(tmp.path())
-        .args(["run", "--format", "csv", "--allow-device", &drive.0])
+        .args(["run", "--format", "csv", "--allow-device", &drive.path])
         .arg(&f)
         .assert()
         .success();
@@ -112,11 +85,11 @@ fn seed_001_fsync_latency_runs_on_a_loop_device() {
 #[test]
 fn seed_000_002_build_times_runs_on_a_drive_encrypted_and_a_ramdisk() {
     let tmp = tempfile::tempdir().unwrap();
-    let drive = Loop::new(tmp.path(), 256);
+    let drive = Loop::new(tmp.path(), "drive.img", 256);
     let f = adapted(
         tmp.path(),
         "seed-000-002-build-times.yaml",
-        &drive.0,
+        &drive.path,
         &[
             (
                 "sh examples/gen-c-project.sh ${mount}/src 300",
@@ -131,7 +104,7 @@ fn seed_000_002_build_times_runs_on_a_drive_encrypted_and_a_ramdisk() {
     std::fs::write(&f, text).unwrap();
     let out = platter()
         .current_dir(tmp.path())
-        .args(["run", "--format", "json", "--allow-device", &drive.0])
+        .args(["run", "--format", "json", "--allow-device", &drive.path])
         .arg(&f)
         .assert()
         .success();

@@ -6,6 +6,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+
+use common::Loop;
 use std::process::Command as Process;
 
 use assert_cmd::Command;
@@ -13,54 +15,6 @@ use predicates::prelude::*;
 
 fn platter() -> Command {
     Command::cargo_bin("platter").unwrap()
-}
-
-/// A loop device on a sparse image file; detached (and unmounted) on drop.
-struct Loop {
-    path: String,
-    _image: PathBuf,
-}
-
-impl Loop {
-    fn new(dir: &Path, name: &str, mib: u64) -> Loop {
-        let image = dir.join(name);
-        let f = std::fs::File::create(&image).unwrap();
-        f.set_len(mib << 20).unwrap();
-        let out = Process::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&image)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Loop {
-            path: String::from_utf8(out.stdout).unwrap().trim().to_string(),
-            _image: image,
-        }
-    }
-
-    fn mounts(&self) -> Vec<String> {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-        mounts
-            .lines()
-            .filter(|l| l.split(' ').next() == Some(self.path.as_str()))
-            .map(String::from)
-            .collect()
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        for m in self.mounts() {
-            let _ = Process::new("umount")
-                .arg(m.split(' ').nth(1).unwrap())
-                .status();
-        }
-        let _ = Process::new("losetup").args(["-d", &self.path]).status();
-    }
 }
 
 fn is_root() -> bool {

@@ -179,3 +179,53 @@ pub fn logs(dir: &Path) -> String {
     }
     out
 }
+
+/// A loop device on a sparse image file in `dir`: the tests' drive, never a real disk.
+/// Anything still mounted from it is unmounted, and it is detached, on drop.
+pub struct Loop {
+    pub path: String,
+}
+
+impl Loop {
+    pub fn new(dir: &Path, name: &str, mib: u64) -> Loop {
+        let image = dir.join(name);
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            path: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+        }
+    }
+
+    /// Lines of /proc/self/mounts whose source is this device.
+    pub fn mounts(&self) -> Vec<String> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        mounts
+            .lines()
+            .filter(|l| l.split(' ').next() == Some(self.path.as_str()))
+            .map(String::from)
+            .collect()
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        for m in self.mounts() {
+            let _ = Command::new("umount")
+                .arg(m.split(' ').nth(1).unwrap())
+                .status();
+        }
+        let _ = Command::new("losetup").args(["-d", &self.path]).status();
+    }
+}
