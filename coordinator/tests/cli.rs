@@ -120,7 +120,7 @@ repeat: 3
         .assert()
         .success()
         .stdout(predicate::str::starts_with(
-            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max\n",
+            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max,cv,mad,median_ci_low,median_ci_high\n",
         ))
         .stdout(predicate::function(|s: &str| {
             s.lines().count() == 1 + 2 * 4
@@ -138,7 +138,7 @@ repeat: 3
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "| seconds | metric | n | median |",
+            "| seconds | metric | n | median (95% CI) |",
         ));
 }
 

@@ -19,7 +19,19 @@ impl Exporter for Csv {
         header.extend(r.params.iter().cloned());
         header.extend(
             [
-                "metric", "unit", "n", "failed", "median", "mean", "stddev", "min", "max",
+                "metric",
+                "unit",
+                "n",
+                "failed",
+                "median",
+                "mean",
+                "stddev",
+                "min",
+                "max",
+                "cv",
+                "mad",
+                "median_ci_low",
+                "median_ci_high",
             ]
             .map(String::from),
         );
@@ -44,7 +56,14 @@ impl Exporter for Csv {
                     s.n.to_string(),
                     c.failed.to_string(),
                 ]);
-                row.extend([s.median, s.mean, s.stddev, s.min, s.max].map(|v| v.to_string()));
+                row.extend(
+                    [s.median, s.mean, s.stddev, s.min, s.max, s.cv, s.mad].map(|v| v.to_string()),
+                );
+                let (lo, hi) = s
+                    .median_ci
+                    .map(|(l, h)| (l.to_string(), h.to_string()))
+                    .unwrap_or_default();
+                row.extend([lo, hi]);
                 out.push_str(&(row.iter().map(|f| field(f)).collect::<Vec<_>>().join(",") + "\n"));
             }
         }

@@ -25,6 +25,13 @@ impl Exporter for Markdown {
             }
             out.push_str(&line(row));
         }
+        let notes = super::notes(r);
+        if !notes.is_empty() {
+            out.push('\n');
+            for n in notes {
+                out.push_str(&format!("* {n}\n"));
+            }
+        }
         for refusal in &r.refused {
             out.push_str(&format!(
                 "\n**{} refused the plan, nothing ran:** {}\n",

@@ -4,6 +4,7 @@
 mod csv;
 mod json;
 mod markdown;
+pub mod stats;
 mod table;
 
 use std::collections::HashMap;
@@ -14,49 +15,10 @@ use serde::Serialize;
 
 use crate::store::{Result, Store, StoreError};
 
+pub use stats::Summary as Stats;
+
 /// The metrics a command workload reports, in display order.
 pub const COMMAND_METRICS: [&str; 3] = ["wall", "user", "sys"];
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Stats {
-    pub n: usize,
-    pub median: f64,
-    pub mean: f64,
-    /// Sample standard deviation (n − 1); 0 when n < 2.
-    pub stddev: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Stats {
-    pub fn of(values: &[f64]) -> Option<Stats> {
-        if values.is_empty() {
-            return None;
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        let mean = v.iter().sum::<f64>() / n as f64;
-        let stddev = if n < 2 {
-            0.0
-        } else {
-            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-        };
-        Some(Stats {
-            n,
-            median,
-            mean,
-            stddev,
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricStats {
@@ -74,6 +36,43 @@ pub struct CellReport {
     pub metrics: Vec<MetricStats>,
     /// Measure steps of this cell that failed (they have no samples).
     pub failed: u32,
+    /// Per-operation latency over every repetition, from the merged HDR histograms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<MergedLatency>,
+    /// Advice about the repetitions' wall times (cold first run, high variation, …).
+    pub warnings: Vec<String>,
+}
+
+/// Percentiles of the union of all repetitions' operations, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MergedLatency {
+    pub ops: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// A seed for the bootstrap that depends only on the cell, so a report reads the same
+/// every time it is rendered.
+fn seed_of(cell_id: &str) -> u64 {
+    u64::from_str_radix(cell_id.get(..16).unwrap_or(cell_id), 16).unwrap_or(0x5eed)
+}
+
+fn merged_latency(histograms: &[Vec<u8>]) -> Option<MergedLatency> {
+    let slices: Vec<&[u8]> = histograms.iter().map(|h| h.as_slice()).collect();
+    let h = stats::merge_histograms(&slices).ok()?;
+    let q = stats::percentiles(&h, &[0.5, 0.9, 0.99, 0.999]);
+    let s = |ns: u64| ns as f64 / 1e9;
+    Some(MergedLatency {
+        ops: h.len(),
+        p50: s(q[0].1),
+        p90: s(q[1].1),
+        p99: s(q[2].1),
+        p999: s(q[3].1),
+        max: s(h.max()),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -145,6 +144,15 @@ impl Report {
                 let (cell, n) = row?;
                 failed.insert(cell, n);
             }
+            let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
+            let mut stmt = c.prepare(
+                "SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL",
+            )?;
+            for row in stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))? {
+                let (cell, h) = row?;
+                histograms.entry(cell).or_default().push(h);
+            }
             let mut cells = Vec::new();
             let mut stmt = c.prepare("SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx")?;
             let rows = stmt.query_map([campaign_id], |r| {
@@ -152,14 +160,29 @@ impl Report {
             })?;
             for row in rows {
                 let (n, cell_id, host, params) = row?;
-                let metrics = values
-                    .remove(&n)
-                    .unwrap_or_default()
+                let seed = seed_of(&cell_id);
+                let by_metric = values.remove(&n).unwrap_or_default();
+                let warnings = by_metric
+                    .get("wall")
+                    .map(|(_, v)| stats::warnings(v).iter().map(|w| format!("wall: {}", w.advice())).collect())
+                    .unwrap_or_default();
+                let metrics = by_metric
                     .into_iter()
-                    .filter_map(|(metric, (unit, values))| Some(MetricStats { metric, unit, stats: Stats::of(&values)? }))
+                    .filter_map(|(metric, (unit, values))| {
+                        Some(MetricStats { metric, unit, stats: stats::summarize(&values, seed)? })
+                    })
                     .collect();
                 let failed = failed.get(&n).copied().unwrap_or(0);
-                cells.push(CellReport { cell_id, host, params: serde_json::from_str(&params)?, metrics, failed });
+                let latency = histograms.get(&n).and_then(|h| merged_latency(h));
+                cells.push(CellReport {
+                    cell_id,
+                    host,
+                    params: serde_json::from_str(&params)?,
+                    metrics,
+                    failed,
+                    latency,
+                    warnings,
+                });
             }
             let steps_failed: u32 = c.query_row(
                 "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
@@ -253,10 +276,50 @@ pub fn human(value: f64, unit: &str) -> String {
     }
 }
 
+/// Lines under the tables: merged per-operation latency and advice, per cell.
+pub(crate) fn notes(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &report.cells {
+        let label = {
+            let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if params.is_empty() {
+                c.host.clone()
+            } else {
+                format!("{} {}", c.host, params.join(" "))
+            }
+        };
+        if let Some(l) = &c.latency {
+            out.push(format!(
+                "{label}: every operation of every run ({} ops): p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
+                l.ops,
+                human(l.p50, "s"),
+                human(l.p90, "s"),
+                human(l.p99, "s"),
+                human(l.p999, "s"),
+                human(l.max, "s")
+            ));
+        }
+        for w in &c.warnings {
+            out.push(format!("{label}: warning: {w}"));
+        }
+    }
+    out
+}
+
 /// Rows shared by the markup formats: one per (cell, metric), grouped by host.
 pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>) {
     let mut header: Vec<String> = report.params.clone();
-    header.extend(["metric", "n", "median", "mean ± stddev", "min", "max"].map(String::from));
+    header.extend(
+        [
+            "metric",
+            "n",
+            "median (95% CI)",
+            "mean ± stddev",
+            "min",
+            "max",
+        ]
+        .map(String::from),
+    );
     let mut out = Vec::new();
     for cell in &report.cells {
         for (i, m) in cell
@@ -286,7 +349,15 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
             row.extend([
                 m.metric.clone(),
                 n,
-                human(s.median, &m.unit),
+                match s.median_ci {
+                    Some((lo, hi)) => format!(
+                        "{} ({} … {})",
+                        human(s.median, &m.unit),
+                        human(lo, &m.unit),
+                        human(hi, &m.unit)
+                    ),
+                    None => human(s.median, &m.unit),
+                },
                 format!("{} ± {}", human(s.mean, &m.unit), human(s.stddev, &m.unit)),
                 human(s.min, &m.unit),
                 human(s.max, &m.unit),
@@ -316,20 +387,6 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stats_match_hand_computed_values() {
-        let s = Stats::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
-        assert_eq!(s.n, 8);
-        assert_eq!(s.median, 4.5);
-        assert_eq!(s.mean, 5.0);
-        // Sample stddev: sqrt(32/7)
-        assert!((s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
-        assert_eq!((s.min, s.max), (2.0, 9.0));
-        let one = Stats::of(&[3.0]).unwrap();
-        assert_eq!((one.median, one.stddev), (3.0, 0.0));
-        assert!(Stats::of(&[]).is_none());
-    }
 
     #[test]
     fn human_units() {

@@ -33,6 +33,13 @@ impl Exporter for Table {
             }
             out.push_str(&line(row));
         }
+        let notes = super::notes(r);
+        if !notes.is_empty() {
+            out.push('\n');
+            for n in notes {
+                out.push_str(&format!("  {n}\n"));
+            }
+        }
         for refusal in &r.refused {
             out.push_str(&format!(
                 "\nhost {} refused the plan, nothing ran: {}\n",
