@@ -51,6 +51,9 @@ pub enum Command {
         /// Write the report to this file instead of stdout
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
         /// Start a new campaign even if an unfinished one with the same content exists
         #[arg(long)]
         fresh: bool,
@@ -106,6 +109,9 @@ pub enum Command {
         format: Format,
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// List the block devices of this machine, or of every agent a coordinator knows:
     /// model, serial, transport, controller chain, write cache, and what is in use.
@@ -154,6 +160,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             state_dir,
             format,
             output,
+            junit,
             fresh,
             reboot_command,
             allow_devices,
@@ -163,6 +170,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 state_dir,
                 format,
                 output,
+                junit,
                 fresh,
                 reboot_command,
                 allow_devices,
@@ -187,20 +195,33 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             coordinator,
             format,
             output,
+            junit,
         } => {
-            let (rendered, failed) = match (db, coordinator) {
-                (Some(db), _) => {
-                    let store = crate::store::Store::open(&db)?;
-                    let r = crate::report::Report::load(&store, &campaign)?;
-                    (
-                        format.exporter().render(&r),
-                        r.steps_failed + r.refused.len() as u32,
-                    )
-                }
-                (None, Some(url)) => report(&mut connect(&url).await?, &campaign, format).await?,
-                (None, None) => bail!("say where the campaign is: --db FILE or --coordinator URL"),
+            let render = async |format: Format| -> anyhow::Result<(String, u32)> {
+                Ok(match (&db, &coordinator) {
+                    (Some(db), _) => {
+                        let store = crate::store::Store::open(db)?;
+                        let r = crate::report::Report::load(&store, &campaign)?;
+                        let failed = r.steps_failed
+                            + r.refused.len() as u32
+                            + u32::from(r.qualification_failed());
+                        (format.exporter().render(&r), failed)
+                    }
+                    (None, Some(url)) => {
+                        report(&mut connect(url).await?, &campaign, format).await?
+                    }
+                    (None, None) => {
+                        bail!("say where the campaign is: --db FILE or --coordinator URL")
+                    }
+                })
             };
+            let (rendered, failed) = render(format).await?;
             emit(&rendered, output.as_deref())?;
+            if let Some(path) = junit {
+                let (xml, _) = render(Format::Junit).await?;
+                std::fs::write(&path, xml)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
             Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
         }
         Command::Inventory {
@@ -539,7 +560,10 @@ async fn report(
         .await
         .map_err(|s| anyhow::anyhow!("report: {}", s.message()))?
         .into_inner();
-    Ok((r.rendered, r.steps_failed + r.plans_refused))
+    Ok((
+        r.rendered,
+        r.steps_failed + r.plans_refused + u32::from(r.qualification_failed),
+    ))
 }
 
 /// Follows a campaign with a progress bar on stderr until it ends.
@@ -612,6 +636,7 @@ struct LocalRun {
     state_dir: PathBuf,
     format: Format,
     output: Option<PathBuf>,
+    junit: Option<PathBuf>,
     fresh: bool,
     reboot_command: String,
     allow_devices: Vec<String>,
@@ -623,6 +648,7 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
         state_dir,
         format,
         output,
+        junit,
         fresh,
         reboot_command,
         allow_devices,
@@ -687,6 +713,10 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
         }
         let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
         emit(&rendered, output)?;
+        if let Some(path) = &junit {
+            let (xml, _) = report(&mut client, &resp.campaign_id, Format::Junit).await?;
+            std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
+        }
         Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
     }
     .await;

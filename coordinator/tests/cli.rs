@@ -261,3 +261,88 @@ fn on_failure_abort_skips_the_rest_of_the_plan() {
         .unwrap();
     assert_eq!(samples, 0);
 }
+
+#[test]
+fn comparisons_against_a_baseline_say_which_differences_are_real() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        r#"
+name: compare
+matrix:
+  variant: [base, same, slower]
+  include:
+    - { variant: base, s: 0.1 }
+    - { variant: same, s: 0.1 }
+    - { variant: slower, s: 0.13 }
+workload: { command: { run: "sleep ${s}" } }
+repeat: 6
+report: { baseline: { variant: base } }
+"#,
+    );
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "json"])
+        .arg(&f)
+        .assert()
+        .success();
+    let report: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let rows = report["comparisons"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let row = |v: &str| rows.iter().find(|r| r["candidate"] == v).unwrap();
+    let slower = row("slower");
+    let penalty = slower["penalty_pct"].as_f64().unwrap();
+    assert!((20.0..40.0).contains(&penalty), "{slower}");
+    assert_eq!(slower["significant"], true, "{slower}");
+    let same = row("same");
+    assert!(same["penalty_pct"].as_f64().unwrap().abs() < 5.0, "{same}");
+    assert_eq!(same["significant"], false, "{same}");
+    assert!(
+        same["text"]
+            .as_str()
+            .unwrap()
+            .contains("no significant difference"),
+        "{same}"
+    );
+}
+
+#[test]
+fn qualification_fails_the_run_and_writes_junit_naming_the_cell_and_threshold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: qualify\nmatrix: { s: [0.01, 0.2] }\nworkload: { command: { run: \"sleep ${s}\" } }\nrepeat: 2\n\
+         report: { qualify: [\"wall.median < 100ms\", \"wall.max < 5s\"] }\n",
+    );
+    let junit = tmp.path().join("junit.xml");
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg("--junit")
+        .arg(&junit)
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "qualification: FAIL (1 of 4 checks)",
+        ))
+        .stdout(predicate::str::contains("[s=0.2]: wall.median < 100ms"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(xml.contains(r#"tests="4" failures="1""#), "{xml}");
+    assert!(
+        xml.contains(r#"name="wall.median &lt; 100ms [s=0.2]""#),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
+
+    let bad = common::write(tmp.path(), "bad.yaml", "name: q\nworkload: { command: { run: x } }\nreport: { qualify: [\"wall.median 100ms\"] }\n");
+    platter()
+        .arg("validate")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.yaml:3:21: report.qualify[0]"));
+}

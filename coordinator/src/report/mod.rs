@@ -3,6 +3,8 @@
 
 mod csv;
 mod json;
+pub mod judge;
+mod junit;
 mod markdown;
 pub mod stats;
 mod table;
@@ -26,6 +28,9 @@ pub struct MetricStats {
     pub unit: String,
     #[serde(flatten)]
     pub stats: Stats,
+    /// The repetitions' values in run order (for comparisons; not exported).
+    #[serde(skip)]
+    pub values: Vec<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -98,6 +103,33 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// Plans an agent refused to run (nothing of them ran): (host, reason).
     pub refused: Vec<Refusal>,
+    /// Each cell against its baseline (`report: { baseline }`).
+    pub comparisons: Vec<judge::ComparisonRow>,
+    /// `report: { qualify }` verdicts; empty without thresholds.
+    pub verdicts: Vec<judge::Verdict>,
+}
+
+impl Report {
+    /// Whether any qualification threshold failed.
+    pub fn qualification_failed(&self) -> bool {
+        self.verdicts.iter().any(|v| !v.pass)
+    }
+}
+
+impl MergedLatency {
+    /// The merged per-operation percentile for quantile `q`, if it is one kept.
+    pub fn at(&self, q: f64) -> Option<f64> {
+        [
+            (0.5, self.p50),
+            (0.9, self.p90),
+            (0.99, self.p99),
+            (0.999, self.p999),
+            (1.0, self.max),
+        ]
+        .iter()
+        .find(|(k, _)| (k - q).abs() < 1e-9)
+        .map(|(_, v)| *v)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -169,7 +201,8 @@ impl Report {
                 let metrics = by_metric
                     .into_iter()
                     .filter_map(|(metric, (unit, values))| {
-                        Some(MetricStats { metric, unit, stats: stats::summarize(&values, seed)? })
+                        let stats = stats::summarize(&values, seed)?;
+                        Some(MetricStats { metric, unit, stats, values })
                     })
                     .collect();
                 let failed = failed.get(&n).copied().unwrap_or(0);
@@ -203,7 +236,16 @@ impl Report {
             let refused = stmt
                 .query_map([campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            let (yaml, file): (String, String) =
+                c.query_row("SELECT yaml, file_name FROM campaigns WHERE id = ?1", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            // The stored YAML was valid when it was submitted; settings of a campaign from
+            // an older platter that no longer parse just leave the report without them.
+            let settings = crate::spec::parse(&file, &yaml).map(|c| c.report).unwrap_or_default();
+            let comparisons = judge::compare_cells(&cells, &settings);
+            let verdicts = judge::qualify(&cells, &settings);
             Ok(Report {
+                comparisons,
+                verdicts,
                 refused,
                 schema_version: 1,
                 campaign_id: campaign_id.to_string(),
@@ -230,6 +272,8 @@ pub enum Format {
     Markdown,
     Json,
     Csv,
+    /// JUnit XML of the qualification verdicts, for CI systems.
+    Junit,
 }
 
 impl Format {
@@ -243,6 +287,7 @@ impl Format {
             Format::Markdown => Box::new(markdown::Markdown),
             Format::Json => Box::new(json::Json),
             Format::Csv => Box::new(csv::Csv),
+            Format::Junit => Box::new(junit::Junit),
         }
     }
 }
@@ -276,9 +321,40 @@ pub fn human(value: f64, unit: &str) -> String {
     }
 }
 
-/// Lines under the tables: merged per-operation latency and advice, per cell.
+/// Lines under the tables: comparisons with the baseline, qualification, merged
+/// per-operation latency and advice, per cell.
 pub(crate) fn notes(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
+    for c in &report.comparisons {
+        out.push(format!("{}: {} ({})", c.context, c.text, c.metric));
+    }
+    if !report.verdicts.is_empty() {
+        let failed: Vec<&judge::Verdict> = report.verdicts.iter().filter(|v| !v.pass).collect();
+        out.push(if failed.is_empty() {
+            format!("qualification: PASS ({} checks)", report.verdicts.len())
+        } else {
+            format!(
+                "qualification: FAIL ({} of {} checks)",
+                failed.len(),
+                report.verdicts.len()
+            )
+        });
+        for v in failed {
+            let what = match v.value {
+                Some(x) => format!("measured {x:.6}"),
+                None => "not measured".into(),
+            };
+            let device = if v.device.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", v.device)
+            };
+            out.push(format!(
+                "FAIL {}{device} [{}]: {} ({what})",
+                v.host, v.cell, v.threshold
+            ));
+        }
+    }
     for c in &report.cells {
         let label = {
             let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();

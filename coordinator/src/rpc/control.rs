@@ -220,6 +220,7 @@ impl Control for ControlService {
             rendered: format.exporter().render(&report),
             steps_failed: report.steps_failed,
             plans_refused: report.refused.len() as u32,
+            qualification_failed: report.qualification_failed(),
         }))
     }
 

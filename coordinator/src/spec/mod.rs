@@ -53,6 +53,7 @@ mod error;
 mod matrix;
 mod schema;
 mod subst;
+pub mod threshold;
 mod tree;
 mod workload;
 
@@ -84,6 +85,27 @@ pub struct Campaign {
     pub on_failure: OnFailure,
     /// `devices:`: every matching device of every host is a target the matrix runs on.
     pub devices: Option<DeviceSelector>,
+    /// `report:`: baseline comparisons and qualification thresholds.
+    pub report: ReportSpec,
+}
+
+/// `report:` settings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReportSpec {
+    /// Cells with this parameter value (or `host`, or `device`) are the baseline others
+    /// are compared with.
+    pub baseline: Option<Baseline>,
+    /// The metric comparisons use; empty means `wall`.
+    pub metric: String,
+    pub qualify: Vec<threshold::Threshold>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    pub key: String,
+    pub value: String,
+    pub line: usize,
+    pub column: usize,
 }
 
 /// Which devices of a host a campaign runs on. Every given field must match; `path` and
@@ -304,6 +326,28 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         })
         .collect::<Result<Vec<_>, SpecError>>()?;
 
+    if let Some(b) = &spec.report.baseline {
+        let known = b.key == "host"
+            || (b.key == "device" && spec.devices.is_some())
+            || expansion.params.contains(&b.key);
+        if !known {
+            let mut names: Vec<&str> = expansion.params.iter().map(String::as_str).collect();
+            names.push("host");
+            if spec.devices.is_some() {
+                names.push("device");
+            }
+            let pos = Pos {
+                line: b.line,
+                column: b.column,
+            };
+            return Err(spec_error(
+                pos,
+                &format!("report.baseline.{}", b.key),
+                format!("`{}` is not a parameter of this campaign", b.key),
+            )
+            .hint(format!("compare by one of {}", error::backticked(&names))));
+        }
+    }
     let storage = match &spec.storage {
         Some(st) => Some((
             st.pos,
@@ -380,6 +424,7 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         order: spec.order,
         on_failure: spec.on_failure,
         devices: spec.devices,
+        report: spec.report,
     })
 }
 

@@ -12,7 +12,7 @@ const MAX_NAME_LEN: usize = 64;
 pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;
 
-const TOP_KEYS: [&str; 12] = [
+const TOP_KEYS: [&str; 13] = [
     "name",
     "description",
     "hosts",
@@ -25,6 +25,7 @@ const TOP_KEYS: [&str; 12] = [
     "on_failure",
     "devices",
     "storage",
+    "report",
 ];
 const PHASE_WORDS: [&str; 4] = ["sync", "drop_caches", "reboot", "clean"];
 const PHASE_WITH_ARG: [&str; 2] = ["fstrim", "command"];
@@ -55,6 +56,7 @@ pub(crate) struct Spec {
     pub workload: WorkloadSpec,
     pub devices: Option<super::DeviceSelector>,
     pub storage: Option<StorageSpec>,
+    pub report: super::ReportSpec,
     pub before_each: Vec<PhaseSpec>,
     pub repeat: u32,
     pub order: Order,
@@ -157,6 +159,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     let mut workload = None;
     let mut devices = None;
     let mut storage = None;
+    let mut report = super::ReportSpec::default();
     let mut before_each = Vec::new();
     let mut repeat = DEFAULT_REPEAT;
     let mut order = None;
@@ -174,6 +177,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
             "workload" => workload = Some(read_workload(e)?),
             "devices" => devices = Some(read_devices(v)?),
             "storage" => storage = Some(read_storage(e)?),
+            "report" => report = read_report(v)?,
             "phases" => before_each = read_phases(v)?,
             "repeat" => {
                 let n = integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions")?;
@@ -246,6 +250,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
         workload,
         devices,
         storage,
+        report,
         before_each,
         repeat,
         order,
@@ -1017,4 +1022,68 @@ fn missing(pos: Pos, path: &str, key: &str) -> SpecError {
         &join(path, key),
         format!("missing required key `{key}`{at}"),
     )
+}
+
+const REPORT_KEYS: [&str; 3] = ["baseline", "metric", "qualify"];
+
+/// `report:` — comparisons against a baseline and qualification thresholds.
+fn read_report(v: &Node) -> Result<super::ReportSpec> {
+    let entries = map(
+        v,
+        "report",
+        "report settings like `{ baseline: { fs: ext4 }, qualify: [\"wall.median < 300s\"] }`",
+    )?;
+    check_keys(entries, "report", &REPORT_KEYS)?;
+    let mut spec = super::ReportSpec::default();
+    for e in entries {
+        let path = join("report", &e.name);
+        match e.name.as_str() {
+            "baseline" => {
+                let pairs = map(
+                    &e.value,
+                    &path,
+                    "a mapping with one key, like `{ fs: ext4 }` or `{ host: rc66 }`",
+                )?;
+                let [pair] = pairs else {
+                    return Err(error(
+                        e.value.pos,
+                        &path,
+                        "a baseline names exactly one parameter (or host, or device) and its value",
+                    )
+                    .hint("e.g. `baseline: { fs: ext4 }`"));
+                };
+                let value = text(&pair.value, &join(&path, &pair.name), "a value")?;
+                spec.baseline = Some(super::Baseline {
+                    key: pair.name.clone(),
+                    value,
+                    line: pair.key.pos.line,
+                    column: pair.key.pos.column,
+                });
+            }
+            "metric" => {
+                spec.metric = string(
+                    &e.value,
+                    &path,
+                    "a metric name like `wall` or `latency.mean`",
+                )?
+            }
+            _ => {
+                for (i, item) in seq(
+                    &e.value,
+                    &path,
+                    "a list of thresholds like `\"latency.p99 < 1ms\"`",
+                )?
+                .iter()
+                .enumerate()
+                {
+                    let item_path = format!("{path}[{i}]");
+                    let t = string(item, &item_path, "a threshold like `\"latency.p99 < 1ms\"`")?;
+                    spec.qualify.push(super::threshold::parse(&t).map_err(|why| {
+                        error(item.pos, &item_path, why).hint("write `METRIC[.STAT] < VALUE[UNIT]`, e.g. `wall.median < 300s` or `latency.p99 < 1ms`")
+                    })?);
+                }
+            }
+        }
+    }
+    Ok(spec)
 }

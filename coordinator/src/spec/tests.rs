@@ -158,6 +158,7 @@ fn defaults() {
             order: Order::Interleaved,
             on_failure: OnFailure::Continue,
             devices: None,
+            report: Default::default(),
         }
     );
 }
