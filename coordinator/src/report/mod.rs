@@ -2,6 +2,7 @@
 //! Reads the store; never writes it.
 
 mod csv;
+mod html;
 mod json;
 pub mod judge;
 mod junit;
@@ -274,6 +275,8 @@ pub enum Format {
     Csv,
     /// JUnit XML of the qualification verdicts, for CI systems.
     Junit,
+    /// A self-contained page with SVG charts (no network needed to view it).
+    Html,
 }
 
 impl Format {
@@ -288,6 +291,7 @@ impl Format {
             Format::Json => Box::new(json::Json),
             Format::Csv => Box::new(csv::Csv),
             Format::Junit => Box::new(junit::Junit),
+            Format::Html => Box::new(html::Html),
         }
     }
 }
