@@ -321,6 +321,11 @@ pub fn human(value: f64, unit: &str) -> String {
                 format!("{value:.0} B")
             }
         }
+        // Counts: as integers when they are.
+        "1" if value.fract() == 0.0 => format!("{value}"),
+        "1" => format!("{value:.2}"),
+        "op/s" | "%" => format!("{value:.1} {unit}"),
+        "B/s" => format!("{}/s", human(value, "B")),
         u => format!("{value:.4} {u}"),
     }
 }
@@ -474,5 +479,8 @@ mod tests {
         assert_eq!(human(0.0123, "s"), "12.30 ms");
         assert_eq!(human(0.0000123, "s"), "12.3 µs");
         assert_eq!(human(2048.0, "B"), "2.0 KiB");
+        assert_eq!(human(300.0, "1"), "300");
+        assert_eq!(human(2822.0695, "op/s"), "2822.1 op/s");
+        assert_eq!(human(3.0 * 1024.0 * 1024.0, "B/s"), "3.0 MiB/s");
     }
 }
