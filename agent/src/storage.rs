@@ -262,7 +262,7 @@ impl Storage {
             }
         }
         if c.fs != "none" && self.is_mounted(&mp)? {
-            if let Err(e) = run("umount", &[&mp.display().to_string()]) {
+            if let Err(e) = umount_patiently(&mp) {
                 errors.push(e);
             } else {
                 let _ = std::fs::remove_dir(&mp);
@@ -353,6 +353,23 @@ impl Storage {
             )),
         }
     }
+}
+
+/// `umount`, retried for a while when the filesystem is busy: a FUSE daemon unmounted
+/// just before (gocryptfs) may still hold files below it for a moment.
+fn umount_patiently(mount_point: &Path) -> Result<(), String> {
+    const TRIES: u32 = 30;
+    let target = mount_point.display().to_string();
+    for attempt in 1..=TRIES {
+        match run("umount", &[&target]) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.contains("busy") && attempt < TRIES => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the last attempt returns")
 }
 
 fn scsi_cache_file(sys: &Path, name: &str) -> Result<PathBuf, String> {

@@ -346,3 +346,37 @@ fn qualification_fails_the_run_and_writes_junit_naming_the_cell_and_threshold() 
         .code(2)
         .stderr(predicate::str::contains("bad.yaml:3:21: report.qualify[0]"));
 }
+
+#[test]
+fn a_pivot_table_lays_out_one_statistic_by_rows_and_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: pivot\nmatrix: { a: [x, y], b: [1, 2] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n\
+         report: { pivot: { rows: [host, a], columns: [b], metric: wall, stat: min } }\n",
+    );
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "markdown"])
+        .arg(&f)
+        .assert()
+        .success();
+    let md = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(md.contains("## min of wall by host, a × b"), "{md}");
+    assert!(md.contains("| host | a | 1 | 2 |"), "{md}");
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.contains(" | x | ") || l.contains(" | y | "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    let bad = common::write(tmp.path(), "bad.yaml", "name: p\nmatrix: { a: [x] }\nworkload: { command: { run: x } }\nreport: { pivot: { rows: [aa], columns: [a], metric: wall } }\n");
+    platter()
+        .arg("validate")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "bad.yaml:4:27: report.pivot: `aa` is not a pivot key",
+        ));
+}

@@ -665,6 +665,7 @@ mod tests {
             refused: vec![],
             comparisons: vec![],
             verdicts: vec![],
+            pivot: None,
         }
     }
 

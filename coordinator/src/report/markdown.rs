@@ -25,6 +25,14 @@ impl Exporter for Markdown {
             }
             out.push_str(&line(row));
         }
+        if let Some((title, header, rows)) = super::pivot_text(r) {
+            out.push_str(&format!("\n## {title}\n\n"));
+            out.push_str(&line(&header));
+            out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+            for row in &rows {
+                out.push_str(&line(row));
+            }
+        }
         let notes = super::notes(r);
         if !notes.is_empty() {
             out.push('\n');

@@ -108,6 +108,9 @@ pub struct Report {
     pub comparisons: Vec<judge::ComparisonRow>,
     /// `report: { qualify }` verdicts; empty without thresholds.
     pub verdicts: Vec<judge::Verdict>,
+    /// `report: { pivot }`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pivot: Option<judge::PivotTable>,
 }
 
 impl Report {
@@ -244,7 +247,28 @@ impl Report {
             let settings = crate::spec::parse(&file, &yaml).map(|c| c.report).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
+            // Device fields for pivots come from the inventory each agent last reported.
+            let mut inventories: HashMap<String, Vec<platter_agent::probes::inventory::Device>> = HashMap::new();
+            let mut stmt = c.prepare("SELECT host, devices FROM agents")?;
+            for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+                let (host, devices) = row?;
+                inventories.insert(host, serde_json::from_str(&devices).unwrap_or_default());
+            }
+            let device_field = |host: &str, name: &str, field: &str| -> Option<String> {
+                let d = inventories.get(host)?.iter().find(|d| d.name == name)?;
+                Some(match field {
+                    "model" => d.model.clone(),
+                    "serial" => d.serial.clone(),
+                    "vendor" => d.vendor.clone(),
+                    "firmware" => d.firmware.clone(),
+                    "transport" => d.transport.as_str().to_string(),
+                    "controller" => d.controller.join(">"),
+                    _ => return None,
+                })
+            };
+            let pivot = judge::pivot(&cells, &settings, &device_field);
             Ok(Report {
+                pivot,
                 comparisons,
                 verdicts,
                 refused,
@@ -328,6 +352,34 @@ pub fn human(value: f64, unit: &str) -> String {
         "B/s" => format!("{}/s", human(value, "B")),
         u => format!("{value:.4} {u}"),
     }
+}
+
+/// The pivot as a title, a header and rows of text, for the markup formats.
+pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Vec<String>>)> {
+    let p = report.pivot.as_ref()?;
+    let title = format!(
+        "{} of {} by {} × {}",
+        p.stat,
+        p.metric,
+        p.row_keys.join(", "),
+        p.column_keys.join(", ")
+    );
+    let mut header = p.row_keys.clone();
+    header.extend(p.columns.iter().cloned());
+    let rows = p
+        .rows
+        .iter()
+        .map(|(labels, values)| {
+            let mut row = labels.clone();
+            row.extend(
+                values
+                    .iter()
+                    .map(|v| v.map(|v| human(v, &p.unit)).unwrap_or_else(|| "-".into())),
+            );
+            row
+        })
+        .collect();
+    Some((title, header, rows))
 }
 
 /// Lines under the tables: comparisons with the baseline, qualification, merged

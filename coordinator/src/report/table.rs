@@ -33,6 +33,27 @@ impl Exporter for Table {
             }
             out.push_str(&line(row));
         }
+        if let Some((title, header, rows)) = super::pivot_text(r) {
+            let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+            for row in &rows {
+                for (w, c) in widths.iter_mut().zip(row) {
+                    *w = (*w).max(c.chars().count());
+                }
+            }
+            let line = |cells: &[String]| {
+                let s: Vec<String> = cells
+                    .iter()
+                    .zip(&widths)
+                    .map(|(c, w)| format!("{c:<w$}", w = *w))
+                    .collect();
+                format!("  {}\n", s.join("  ").trim_end())
+            };
+            out.push_str(&format!("\n{title}\n"));
+            out.push_str(&line(&header));
+            for row in &rows {
+                out.push_str(&line(row));
+            }
+        }
         let notes = super::notes(r);
         if !notes.is_empty() {
             out.push('\n');

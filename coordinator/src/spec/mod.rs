@@ -98,6 +98,28 @@ pub struct ReportSpec {
     /// The metric comparisons use; empty means `wall`.
     pub metric: String,
     pub qualify: Vec<threshold::Threshold>,
+    pub pivot: Option<Pivot>,
+}
+
+/// `report.pivot`: one statistic of one metric, rows × columns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Pivot {
+    pub rows: Vec<PivotKey>,
+    pub columns: Vec<PivotKey>,
+    pub metric: String,
+    /// min | median | mean | max | pNN, over every repetition of every cell in the slot.
+    pub stat: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// `host`, `device`, `device.model` (…serial, transport, controller, vendor, firmware)
+/// or a parameter.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PivotKey {
+    pub name: String,
+    pub line: usize,
+    pub column: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -346,6 +368,32 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
                 format!("`{}` is not a parameter of this campaign", b.key),
             )
             .hint(format!("compare by one of {}", error::backticked(&names))));
+        }
+    }
+    if let Some(p) = &spec.report.pivot {
+        for k in p.rows.iter().chain(&p.columns) {
+            let device_field = k.name.strip_prefix("device.").is_some_and(|f| {
+                [
+                    "model",
+                    "serial",
+                    "transport",
+                    "controller",
+                    "vendor",
+                    "firmware",
+                ]
+                .contains(&f)
+            });
+            let known = k.name == "host"
+                || ((k.name == "device" || device_field) && spec.devices.is_some())
+                || expansion.params.contains(&k.name);
+            if !known {
+                let pos = Pos {
+                    line: k.line,
+                    column: k.column,
+                };
+                return Err(spec_error(pos, "report.pivot", format!("`{}` is not a pivot key of this campaign", k.name))
+                    .hint("use `host`, a parameter, or with `devices:` `device` or `device.model` (serial, transport, controller, vendor, firmware)"));
+            }
         }
     }
     let storage = match &spec.storage {

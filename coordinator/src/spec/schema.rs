@@ -1024,7 +1024,7 @@ fn missing(pos: Pos, path: &str, key: &str) -> SpecError {
     )
 }
 
-const REPORT_KEYS: [&str; 3] = ["baseline", "metric", "qualify"];
+const REPORT_KEYS: [&str; 4] = ["baseline", "metric", "qualify", "pivot"];
 
 /// `report:` — comparisons against a baseline and qualification thresholds.
 fn read_report(v: &Node) -> Result<super::ReportSpec> {
@@ -1067,6 +1067,7 @@ fn read_report(v: &Node) -> Result<super::ReportSpec> {
                     "a metric name like `wall` or `latency.mean`",
                 )?
             }
+            "pivot" => spec.pivot = Some(read_pivot(&e.value, &path)?),
             _ => {
                 for (i, item) in seq(
                     &e.value,
@@ -1086,4 +1087,72 @@ fn read_report(v: &Node) -> Result<super::ReportSpec> {
         }
     }
     Ok(spec)
+}
+
+const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];
+
+/// `report.pivot`: a table like seed 001's (rows × columns of one statistic).
+fn read_pivot(v: &Node, path: &str) -> Result<super::Pivot> {
+    let entries = map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`")?;
+    check_keys(entries, path, &PIVOT_KEYS)?;
+    let mut pivot = super::Pivot {
+        line: v.pos.line,
+        column: v.pos.column,
+        ..Default::default()
+    };
+    for e in entries {
+        let p = join(path, &e.name);
+        match e.name.as_str() {
+            "rows" | "columns" => {
+                let mut keys = Vec::new();
+                for (i, item) in seq(
+                    &e.value,
+                    &p,
+                    "a list of keys: `host`, `device.model`, or parameters",
+                )?
+                .iter()
+                .enumerate()
+                {
+                    let key = string(item, &format!("{p}[{i}]"), "a key")?;
+                    keys.push(super::PivotKey {
+                        name: key,
+                        line: item.pos.line,
+                        column: item.pos.column,
+                    });
+                }
+                if e.name == "rows" {
+                    pivot.rows = keys
+                } else {
+                    pivot.columns = keys
+                }
+            }
+            "metric" => pivot.metric = string(&e.value, &p, "a metric name")?,
+            _ => {
+                let stat = string(&e.value, &p, "a statistic")?;
+                let valid = ["min", "median", "mean", "max"].contains(&stat.as_str())
+                    || stat.strip_prefix('p').is_some_and(|n| {
+                        n.parse::<f64>().is_ok_and(|x| (0.0..=100.0).contains(&x))
+                    });
+                if !valid {
+                    return Err(error(e.value.pos, &p, format!("unknown statistic `{stat}`; expected min, median, mean, max or pNN (e.g. p99)")));
+                }
+                pivot.stat = stat;
+            }
+        }
+    }
+    for (what, field) in [
+        ("rows", pivot.rows.is_empty()),
+        ("columns", pivot.columns.is_empty()),
+    ] {
+        if field {
+            return Err(missing(v.pos, path, what));
+        }
+    }
+    if pivot.metric.is_empty() {
+        return Err(missing(v.pos, path, "metric"));
+    }
+    if pivot.stat.is_empty() {
+        pivot.stat = "median".into();
+    }
+    Ok(pivot)
 }
