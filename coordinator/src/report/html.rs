@@ -90,6 +90,7 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
         r.schema_version,
     )?;
     write_problems(out, r)?;
+    write_judgements(out, r)?;
 
     if !r.cells.iter().any(|c| !c.metrics.is_empty()) {
         let why = if r.cells.is_empty() {
@@ -563,6 +564,38 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// Pivot, qualification, comparisons and fleet outliers: the same lines as the terminal
+/// report (`super::pivot_text`, `super::notes`), as HTML.
+fn write_judgements(out: &mut String, r: &Report) -> fmt::Result {
+    if let Some((title, header, rows)) = super::pivot_text(r) {
+        writeln!(out, "<h2>{}</h2><table><tr>", esc(&title))?;
+        for h in &header {
+            write!(out, "<th>{}</th>", esc(h))?;
+        }
+        writeln!(out, "</tr>")?;
+        for row in &rows {
+            write!(out, "<tr>")?;
+            for c in row {
+                write!(out, "<td>{}</td>", esc(c))?;
+            }
+            writeln!(out, "</tr>")?;
+        }
+        writeln!(out, "</table>")?;
+    }
+    let judged: Vec<String> = super::notes(r)
+        .into_iter()
+        .filter(|n| !n.contains("every operation of every run") && !n.contains(": warning: "))
+        .collect();
+    if !judged.is_empty() {
+        writeln!(out, "<h2>Comparisons and verdicts</h2><ul>")?;
+        for n in judged {
+            writeln!(out, "<li>{}</li>", esc(&n))?;
+        }
+        writeln!(out, "</ul>")?;
+    }
+    Ok(())
+}
+
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
@@ -666,6 +699,7 @@ mod tests {
             comparisons: vec![],
             verdicts: vec![],
             pivot: None,
+            outliers: vec![],
         }
     }
 

@@ -290,6 +290,66 @@ pub fn pivot(
     })
 }
 
+/// A cell whose median stands far from the other hosts'/devices' medians for the same
+/// configuration (a robust score on the median absolute deviation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetOutlier {
+    pub host: String,
+    pub device: String,
+    /// The configuration the group shares (parameters other than `device`).
+    pub group: String,
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+    pub times_median: f64,
+    pub score: f64,
+}
+
+/// Groups the cells that share every parameter except host and device, and flags those
+/// whose median of `metric` is an outlier in its group (at least 3 cells).
+pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetOutlier> {
+    let metric = if settings.metric.is_empty() {
+        "wall"
+    } else {
+        settings.metric.as_str()
+    };
+    let mut groups: indexmap::IndexMap<String, Vec<(&CellReport, f64, &str)>> =
+        indexmap::IndexMap::new();
+    for cell in cells {
+        let Some(m) = cell.metrics.iter().find(|m| m.metric == metric) else {
+            continue;
+        };
+        let group: Vec<String> = cell
+            .params
+            .iter()
+            .filter(|(k, _)| *k != "device")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        groups
+            .entry(group.join(" "))
+            .or_default()
+            .push((cell, m.stats.median, m.unit.as_str()));
+    }
+    let mut out = Vec::new();
+    for (group, members) in groups {
+        let medians: Vec<f64> = members.iter().map(|(_, v, _)| *v).collect();
+        for o in stats::fleet_outliers(&medians, stats::OUTLIER_THRESHOLD) {
+            let (cell, value, unit) = members[o.index];
+            out.push(FleetOutlier {
+                host: cell.host.clone(),
+                device: cell.params.get("device").cloned().unwrap_or_default(),
+                group: group.clone(),
+                metric: metric.to_string(),
+                value,
+                unit: unit.to_string(),
+                times_median: o.times_median,
+                score: o.score,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +435,41 @@ mod tests {
             assert!((got.unwrap() - want).abs() < 1e-12, "{got:?} vs {want}");
         }
         assert_eq!(p.rows[1].0[1], "INTEL SSDSC2BW120A4");
+    }
+
+    #[test]
+    fn a_slow_drive_stands_out_in_its_fleet() {
+        // Seed 001 in miniature: the same configuration on eight drives, one of them an
+        // Intel 530 that takes 10 ms where the others take 0.2–1 ms.
+        let medians = [
+            0.00044, 0.00021, 0.0037, 0.00083, 0.0098, 0.0006, 0.0003, 0.0005,
+        ];
+        let cells: Vec<CellReport> = medians
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut c = cell(&format!("host{i}"), "sda", "on", "1", "0", &[*m, *m]);
+                c.metrics[0].stats.median = *m;
+                c
+            })
+            .collect();
+        let settings = ReportSpec {
+            metric: "latency.mean".into(),
+            ..ReportSpec::default()
+        };
+        let flagged = fleet_outliers(&cells, &settings);
+        let hosts: Vec<&str> = flagged.iter().map(|o| o.host.as_str()).collect();
+        assert!(hosts.contains(&"host4"), "{flagged:?}");
+        let slow = flagged.iter().find(|o| o.host == "host4").unwrap();
+        assert!(slow.times_median > 10.0, "{slow:?}");
+        assert_eq!(slow.group, "write_cache=on size=1 offset=0");
+        // Drives that agree raise nothing.
+        let calm: Vec<CellReport> = cells
+            .iter()
+            .filter(|c| c.host != "host4" && c.host != "host2")
+            .cloned()
+            .collect();
+        assert!(fleet_outliers(&calm, &settings).is_empty());
     }
 
     #[test]

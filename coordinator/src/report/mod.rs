@@ -111,6 +111,8 @@ pub struct Report {
     /// `report: { pivot }`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pivot: Option<judge::PivotTable>,
+    /// Cells far from the other hosts/devices with the same configuration.
+    pub outliers: Vec<judge::FleetOutlier>,
 }
 
 impl Report {
@@ -247,6 +249,7 @@ impl Report {
             let settings = crate::spec::parse(&file, &yaml).map(|c| c.report).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
+            let outliers = judge::fleet_outliers(&cells, &settings);
             // Device fields for pivots come from the inventory each agent last reported.
             let mut inventories: HashMap<String, Vec<platter_agent::probes::inventory::Device>> = HashMap::new();
             let mut stmt = c.prepare("SELECT host, devices FROM agents")?;
@@ -268,6 +271,7 @@ impl Report {
             };
             let pivot = judge::pivot(&cells, &settings, &device_field);
             Ok(Report {
+                outliers,
                 pivot,
                 comparisons,
                 verdicts,
@@ -388,6 +392,22 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for c in &report.comparisons {
         out.push(format!("{}: {} ({})", c.context, c.text, c.metric));
+    }
+    for o in &report.outliers {
+        let device = if o.device.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", o.device)
+        };
+        out.push(format!(
+            "outlier: {}{device} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})",
+            o.host,
+            o.group,
+            o.metric,
+            human(o.value, &o.unit),
+            o.times_median,
+            o.score
+        ));
     }
     if !report.verdicts.is_empty() {
         let failed: Vec<&judge::Verdict> = report.verdicts.iter().filter(|v| !v.pass).collect();
