@@ -113,6 +113,22 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
+    /// Compare two campaigns run from the same matrix (another day, another fleet): each
+    /// cell of B against the same host and parameters in A, with a 95% confidence interval.
+    Compare {
+        /// The baseline campaign
+        a: String,
+        /// The campaign compared with it
+        b: String,
+        #[arg(long, default_value = "platter-data/platter.db")]
+        db: PathBuf,
+        /// The metric to compare
+        #[arg(long, default_value = "wall")]
+        metric: String,
+        /// table for people, json for scripts
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
     /// List the block devices of this machine, or of every agent a coordinator knows:
     /// model, serial, transport, controller chain, write cache, and what is in use.
     Inventory {
@@ -133,7 +149,11 @@ pub fn main() -> i32 {
     // The single-machine commands talk to a person: only warnings; services log more.
     let quiet = matches!(
         cli.command,
-        Command::Run { .. } | Command::Validate { .. } | Command::Report { .. }
+        Command::Run { .. }
+            | Command::Validate { .. }
+            | Command::Report { .. }
+            | Command::Inventory { .. }
+            | Command::Compare { .. }
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     let rt = match tokio::runtime::Runtime::new() {
@@ -228,6 +248,32 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             coordinator,
             format,
         } => inventory(coordinator.as_deref(), &format).await,
+        Command::Compare {
+            a,
+            b,
+            db,
+            metric,
+            format,
+        } => {
+            let store = crate::store::Store::open(&db)?;
+            let (ra, rb) = (
+                crate::report::Report::load(&store, &a)?,
+                crate::report::Report::load(&store, &b)?,
+            );
+            let rows = crate::report::judge::compare_campaigns(&ra, &rb, &metric);
+            if rows.is_empty() {
+                bail!("no cell of {b} has a counterpart with the same host and parameters in {a} that measured {metric}");
+            }
+            if format == "json" {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{b} against {a} ({metric}, median):");
+                for r in &rows {
+                    println!("  {}: {}", r.context, r.text);
+                }
+            }
+            Ok(0)
+        }
         Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
     }
 }

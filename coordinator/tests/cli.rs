@@ -380,3 +380,47 @@ fn a_pivot_table_lays_out_one_statistic_by_rows_and_columns() {
             "bad.yaml:4:27: report.pivot: `aa` is not a pivot key",
         ));
 }
+
+#[test]
+fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(tmp.path(), "c.yaml", "name: twice\nmatrix: { s: [0.02, 0.05] }\nworkload: { command: { run: \"sleep ${s}\" } }\nrepeat: 3\n");
+    let id = |out: &std::process::Output| -> String {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["campaign_id"].as_str().unwrap().to_string()
+    };
+    let first = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let second = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--fresh", "--format", "json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let (a, b) = (id(&first), id(&second));
+    assert_ne!(a, b);
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["compare", &a, &b, "--format", "json"])
+        .assert()
+        .success();
+    let rows: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_eq!(r["baseline"], a.as_str());
+        assert_eq!(r["candidate"], b.as_str());
+        // The same sleep both times: well within 20%.
+        assert!(r["penalty_pct"].as_f64().unwrap().abs() < 20.0, "{r}");
+    }
+    platter()
+        .current_dir(tmp.path())
+        .args(["compare", &a, &b, "--metric", "nonexistent"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("measured nonexistent"));
+}

@@ -350,6 +350,43 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
     out
 }
 
+/// `platter compare A B`: every cell of `b` against the cell of `a` with the same host
+/// and parameters (the same matrix run on another day or fleet), on `metric`.
+pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> Vec<ComparisonRow> {
+    let mut rows = Vec::new();
+    for cell in &b.cells {
+        let Some(base) = a
+            .cells
+            .iter()
+            .find(|c| c.host == cell.host && c.params == cell.params)
+        else {
+            continue;
+        };
+        let (Some(bv), Some(cv)) = (values(base, metric), values(cell, metric)) else {
+            continue;
+        };
+        let seed = u64::from_str_radix(cell.cell_id.get(..16).unwrap_or("0"), 16).unwrap_or(11);
+        let Some(c) = stats::compare(bv, cv, seed) else {
+            continue;
+        };
+        let label = format!("{} vs {}", b.campaign_id, a.campaign_id);
+        rows.push(ComparisonRow {
+            host: cell.host.clone(),
+            context: context(cell, ""),
+            key: "campaign".into(),
+            baseline: a.campaign_id.clone(),
+            candidate: b.campaign_id.clone(),
+            metric: metric.to_string(),
+            ratio: c.ratio,
+            penalty_pct: c.penalty_pct,
+            ci_pct: c.ci_pct,
+            significant: c.significant,
+            text: c.describe(&label),
+        });
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
