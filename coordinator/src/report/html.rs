@@ -460,7 +460,9 @@ fn line_svg(series: &[Series], metric: &str, unit: &str) -> Result<String, Box<d
                 (xmin / xpad..xmax * xpad)
                     .log_scale()
                     .with_key_points(xticks),
-                (ymin / ypad..ymax * ypad).log_scale(),
+                (ymin / ypad..ymax * ypad)
+                    .log_scale()
+                    .with_key_points(log_ticks(ymin / ypad, ymax * ypad)),
             )?;
         let x_label = |v: &f64| human(*v, "B");
         let y_label = |v: &f64| human(*v, unit);
@@ -488,6 +490,36 @@ fn line_svg(series: &[Series], metric: &str, unit: &str) -> Result<String, Box<d
         root.present()?;
     }
     Ok(buf)
+}
+
+/// Tick values for a log axis: 1-2-5 per decade, or finer steps when the range is too
+/// narrow for that to give two ticks (plotters shows none inside a single decade), or
+/// four ticks spread across the range when even those miss it.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let ticks = |mantissas: &[f64]| -> Vec<f64> {
+        let mut out = Vec::new();
+        for k in (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32) {
+            for m in mantissas {
+                let t = m * 10f64.powi(k);
+                if t >= lo && t <= hi {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    };
+    let coarse = ticks(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 2 {
+        return coarse;
+    }
+    let fine = ticks(&[1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    if fine.len() >= 2 {
+        return fine;
+    }
+    // Narrower still: four evenly spaced (in log terms) ticks across the range.
+    (0..4)
+        .map(|i| lo * (hi / lo).powf(f64::from(i) / 3.0))
+        .collect()
 }
 
 /// Gives a log axis a non-empty range when every value is the same.
@@ -914,6 +946,26 @@ mod tests {
         let page = Html.render(&r);
         assert_eq!(count(&page, "<svg"), 1);
         assert!(page.contains("id=\"bars-latency-mean\""));
+    }
+
+    #[test]
+    fn log_axes_get_ticks_even_within_one_decade() {
+        assert_eq!(
+            log_ticks(1e-4, 1e-1),
+            [1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1]
+        );
+        // 330–400 µs, as on a quiet disk: no 1-2-5 value in range, so finer steps.
+        let t = log_ticks(3.43e-4, 3.92e-4);
+        assert_eq!(t.len(), 4, "{t:?}");
+        assert!(
+            (t[0] - 3.43e-4).abs() < 1e-12 && (t[3] - 3.92e-4).abs() < 1e-12,
+            "{t:?}"
+        );
+        let t = log_ticks(2.5e-4, 9.0e-4);
+        assert!(
+            t.len() >= 2 && t.iter().all(|v| (2.5e-4..=9.0e-4).contains(v)),
+            "{t:?}"
+        );
     }
 
     #[test]
