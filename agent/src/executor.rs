@@ -21,7 +21,7 @@ use crate::probes::diskstats;
 use crate::process;
 use crate::shared::Shared;
 use crate::storage::Storage;
-use crate::workloads;
+use crate::workloads::{self, Ending};
 
 /// A step started this many times without ending (the agent crashed each time) fails.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -38,40 +38,6 @@ pub struct ExecConfig {
     /// How long a requested reboot may take before the step fails.
     pub reboot_timeout: Duration,
     pub storage: Storage,
-}
-
-/// How a step ended, before it becomes a record.
-#[derive(Debug, Default)]
-struct Ending {
-    failed: bool,
-    exit_status: i32,
-    stderr_tail: String,
-    error: String,
-    samples: Vec<Sample>,
-}
-
-impl Ending {
-    fn error(msg: impl Into<String>) -> Ending {
-        Ending {
-            failed: true,
-            error: msg.into(),
-            ..Ending::default()
-        }
-    }
-
-    fn from_outcome(o: &process::Outcome, what: &str) -> Ending {
-        Ending {
-            failed: !o.success(),
-            exit_status: o.exit_code.unwrap_or(-1),
-            stderr_tail: o.stderr_tail.clone(),
-            error: if o.success() {
-                String::new()
-            } else {
-                format!("{what} failed: {}", o.describe())
-            },
-            samples: Vec::new(),
-        }
-    }
 }
 
 pub struct Executor {
@@ -462,13 +428,7 @@ impl Executor {
                             },
                         ));
                 }
-                Ending {
-                    failed: m.failed,
-                    exit_status: m.exit_status,
-                    stderr_tail: m.stderr_tail,
-                    error: m.error,
-                    samples: m.samples,
-                }
+                m
             }
             StepKind::Sync => {
                 // SAFETY: sync(2) has no preconditions.

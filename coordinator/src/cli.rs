@@ -348,25 +348,11 @@ async fn inventory(coordinator: Option<&str>, format: &str) -> anyhow::Result<i3
             ]);
         }
     }
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let widths = crate::report::widths(&header, &rows);
+    println!("{}", crate::report::aligned(&header, &widths, "", "  "));
     for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}", w = *w))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
-    for r in rows {
-        println!("{}", line(r));
+        println!("{}", crate::report::aligned(r, &widths, "", "  "));
     }
     Ok(0)
 }

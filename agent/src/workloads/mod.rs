@@ -15,9 +15,9 @@ use std::sync::atomic::AtomicI32;
 use crate::model::{FsyncParams, Sample, Tool, Workload};
 use crate::process::{self, Outcome};
 
-/// How a measure step ended.
+/// How a step ended, before the executor makes it a record.
 #[derive(Debug, Default)]
-pub struct Measured {
+pub struct Ending {
     pub failed: bool,
     pub exit_status: i32,
     pub stderr_tail: String,
@@ -25,14 +25,20 @@ pub struct Measured {
     pub samples: Vec<Sample>,
 }
 
-impl Measured {
-    fn error(msg: impl Into<String>) -> Measured {
-        Measured {
+impl Ending {
+    /// A failure without an exit status (nothing ran, or it was not a process).
+    pub fn error(msg: impl Into<String>) -> Ending {
+        Ending {
             failed: true,
             error: msg.into(),
             exit_status: -1,
-            ..Measured::default()
+            ..Ending::default()
         }
+    }
+
+    /// A command's ending without samples: failed on a non-zero exit.
+    pub fn from_outcome(o: &Outcome, what: &str) -> Ending {
+        finish(o, what, |_| Ok(Vec::new()))
     }
 }
 
@@ -73,11 +79,11 @@ fn from_parsed(parsed: sample::Parsed) -> Vec<Sample> {
 }
 
 /// Runs `workload` (its strings already substituted) and measures it.
-pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &AtomicI32) -> Measured {
+pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &AtomicI32) -> Ending {
     match workload {
         Workload::Command(script) => match process::run(script, env, running) {
             Ok(o) => finish(&o, "workload", |o| Ok(outcome_samples(o))),
-            Err(e) => Measured::error(format!("could not start `{script}`: {e}")),
+            Err(e) => Ending::error(format!("could not start `{script}`: {e}")),
         },
         Workload::Fsync(p) => fsync_workload(p),
         Workload::Tool { tool, argv } => {
@@ -100,7 +106,7 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
                             " (compilebench is not packaged: give its path in `command:`)"
                         }
                     };
-                    return Measured::error(format!("could not start `{}`: {e}{hint}", argv[0]));
+                    return Ending::error(format!("could not start `{}`: {e}{hint}", argv[0]));
                 }
             };
             if *tool == Tool::Fio && !o.success() {
@@ -132,11 +138,11 @@ fn finish(
     o: &Outcome,
     what: &str,
     ok: impl FnOnce(&Outcome) -> Result<Vec<Sample>, String>,
-) -> Measured {
-    let mut m = Measured {
+) -> Ending {
+    let mut m = Ending {
         exit_status: o.exit_code.unwrap_or(-1),
         stderr_tail: o.stderr_tail.clone(),
-        ..Measured::default()
+        ..Ending::default()
     };
     if !o.success() {
         m.failed = true;
@@ -153,13 +159,13 @@ fn finish(
     m
 }
 
-fn fsync_workload(p: &FsyncParams) -> Measured {
+fn fsync_workload(p: &FsyncParams) -> Ending {
     let sync = match p.sync.as_str() {
         "fdatasync" => fsync::SyncMode::Fdatasync,
         "fsync" => fsync::SyncMode::Fsync,
         "dsync" => fsync::SyncMode::Dsync,
         "none" => fsync::SyncMode::None,
-        other => return Measured::error(format!("unknown sync mode `{other}`")),
+        other => return Ending::error(format!("unknown sync mode `{other}`")),
     };
     let params = fsync::FsyncParams {
         path: PathBuf::from(&p.path),
@@ -185,11 +191,11 @@ fn fsync_workload(p: &FsyncParams) -> Measured {
                         missing: String::new(),
                     }),
             );
-            Measured {
+            Ending {
                 samples,
-                ..Measured::default()
+                ..Ending::default()
             }
         }
-        Err(e) => Measured::error(e.to_string()),
+        Err(e) => Ending::error(e.to_string()),
     }
 }

@@ -358,6 +358,32 @@ pub fn human(value: f64, unit: &str) -> String {
     }
 }
 
+/// Column widths (in characters) that fit `header` and every row.
+pub(crate) fn widths<'a>(
+    header: &[String],
+    rows: impl IntoIterator<Item = &'a Vec<String>>,
+) -> Vec<usize> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    widths
+}
+
+/// One line of an aligned text table, without trailing spaces or newline.
+pub(crate) fn aligned(cells: &[String], widths: &[usize], indent: &str, sep: &str) -> String {
+    let padded: Vec<String> = cells
+        .iter()
+        .zip(widths)
+        .map(|(c, w)| format!("{c:<w$}", w = *w))
+        .collect();
+    format!("{indent}{}", padded.join(sep))
+        .trim_end()
+        .to_string()
+}
+
 /// The pivot as a title, a header and rows of text, for the markup formats.
 pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Vec<String>>)> {
     let p = report.pivot.as_ref()?;

@@ -1,25 +1,14 @@
 //! Aligned plain-text table for terminals, one block per host.
 
-use super::{rows, Exporter, Report};
+use super::{aligned, rows, widths, Exporter, Report};
 
 pub struct Table;
 
 impl Exporter for Table {
     fn render(&self, r: &Report) -> String {
         let (header, rows) = rows(r);
-        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        for (_, row) in &rows {
-            for (w, c) in widths.iter_mut().zip(row) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let line = |cells: &[String]| {
-            let mut s = String::from(" ");
-            for (c, w) in cells.iter().zip(&widths) {
-                s.push_str(&format!(" {c:<w$}", w = *w));
-            }
-            s.trim_end().to_string() + "\n"
-        };
+        let column_widths = widths(&header, rows.iter().map(|(_, row)| row));
+        let line = |cells: &[String]| aligned(cells, &column_widths, "  ", " ") + "\n";
         let mut out = format!(
             "campaign {} ({}): {}, repeat {}\n",
             r.name, r.campaign_id, r.state, r.repeat
@@ -34,20 +23,8 @@ impl Exporter for Table {
             out.push_str(&line(row));
         }
         if let Some((title, header, rows)) = super::pivot_text(r) {
-            let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-            for row in &rows {
-                for (w, c) in widths.iter_mut().zip(row) {
-                    *w = (*w).max(c.chars().count());
-                }
-            }
-            let line = |cells: &[String]| {
-                let s: Vec<String> = cells
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| format!("{c:<w$}", w = *w))
-                    .collect();
-                format!("  {}\n", s.join("  ").trim_end())
-            };
+            let widths = widths(&header, &rows);
+            let line = |cells: &[String]| aligned(cells, &widths, "  ", "  ") + "\n";
             out.push_str(&format!("\n{title}\n"));
             out.push_str(&line(&header));
             for row in &rows {
