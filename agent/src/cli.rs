@@ -38,10 +38,39 @@ pub struct AgentArgs {
     /// Where storage configurations are mounted [default: STATE_DIR/mnt]
     #[arg(long)]
     pub mount_dir: Option<PathBuf>,
-    /// Talk plaintext gRPC. Mutual TLS is not implemented yet, so this is required; use it
-    /// only on a network you trust.
-    #[arg(long, alias = "dangerously-insecure")]
-    pub insecure: bool,
+    /// Mutual TLS: a directory with ca.pem, cert.pem (this host's agent certificate, whose
+    /// name is its identity) and key.pem, as `platter certs issue agent NAME` writes it
+    #[arg(
+        long,
+        env = "PLATTER_TLS_DIR",
+        required_unless_present = "dangerously_insecure"
+    )]
+    pub tls_dir: Option<PathBuf>,
+    /// Speak plaintext gRPC: anyone who can reach the coordinator address, or stand in for
+    /// it, can run commands on this host as this user. Only on a network you trust.
+    #[arg(long, conflicts_with = "tls_dir")]
+    pub dangerously_insecure: bool,
+    /// A label the coordinator can select this host by (`hosts: { labels: … }`), as
+    /// KEY=VALUE; repeat for more, e.g. --label rack=b12 --label role=storage-lab
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    let ok = |x: &str| {
+        !x.is_empty()
+            && x.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    if !ok(k) || !ok(v) {
+        return Err(format!(
+            "{s:?}: keys and values are letters, digits, `-`, `_` and `.`"
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 pub fn hostname() -> String {
@@ -54,14 +83,14 @@ pub fn hostname() -> String {
 
 impl AgentArgs {
     pub fn config(&self) -> anyhow::Result<AgentConfig> {
-        if !self.insecure {
-            anyhow::bail!(
-                "this build of platter-agent speaks plaintext gRPC only; pass --insecure to accept that \
-                 (every plan the coordinator sends runs as this user)"
-            );
-        }
+        let transport = match &self.tls_dir {
+            Some(dir) => crate::tls::Transport::Tls(crate::tls::TlsDir(dir.clone())),
+            None => crate::tls::Transport::Plaintext,
+        };
         Ok(AgentConfig {
             coordinator: self.coordinator.clone(),
+            transport,
+            labels: self.labels.clone(),
             host: self.name.clone().unwrap_or_else(hostname),
             state_dir: self.state_dir.clone(),
             boot_id_file: self.boot_id_file.clone(),
@@ -76,7 +105,12 @@ impl AgentArgs {
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
-    tracing::warn!("plaintext gRPC (--insecure): anyone who can reach the coordinator address can command this host");
+    if cfg.transport == crate::tls::Transport::Plaintext {
+        tracing::warn!(
+            "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} or pose as it can run commands on this host",
+            cfg.coordinator
+        );
+    }
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
     tokio::spawn(async move {

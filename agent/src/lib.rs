@@ -11,6 +11,7 @@ pub mod probes;
 pub mod process;
 pub mod shared;
 pub mod storage;
+pub mod tls;
 pub mod wire;
 pub mod workloads;
 
@@ -43,6 +44,10 @@ pub struct AgentConfig {
     pub allow_devices: Vec<String>,
     /// Where storage is mounted; `{state_dir}/mnt` when None.
     pub mount_dir: Option<PathBuf>,
+    /// Mutual TLS or plaintext.
+    pub transport: tls::Transport,
+    /// `key=value` labels the coordinator can select this host by.
+    pub labels: Vec<(String, String)>,
 }
 
 /// Runs an agent until `shutdown` is cancelled. An error means the agent cannot go on
@@ -91,6 +96,8 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
     let link = Link {
         coordinator: cfg.coordinator.clone(),
         host: cfg.host.clone(),
+        transport: cfg.transport.clone(),
+        labels: cfg.labels.clone(),
         boot_id,
         shared: shared.clone(),
         plans: plan_tx,

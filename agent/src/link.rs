@@ -2,6 +2,7 @@
 //! record not yet acked, forwards plans and cancels to the executor, and reconnects with
 //! jittered exponential backoff. It never touches the journal.
 
+use std::error::Error as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,6 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 
 use crate::model::Plan;
 use crate::shared::Shared;
@@ -27,14 +27,18 @@ pub struct Link {
     pub boot_id: String,
     pub shared: Arc<Shared>,
     pub plans: mpsc::UnboundedSender<Plan>,
+    pub transport: crate::tls::Transport,
+    pub labels: Vec<(String, String)>,
 }
 
 /// Why a connection ended.
 #[derive(Debug, thiserror::Error)]
 enum LinkError {
-    #[error("cannot reach coordinator: {0}")]
+    #[error("cannot reach coordinator: {}", crate::tls::chain(.0))]
     Connect(#[from] tonic::transport::Error),
-    #[error("coordinator refused the stream: {0}")]
+    #[error("{0:#}")]
+    Config(#[from] anyhow::Error),
+    #[error("coordinator refused the stream: {}: {}{}", .0.code(), .0.message(), .0.source().map(|s| format!(" ({})", crate::tls::chain(s))).unwrap_or_default())]
     Status(#[from] tonic::Status),
     #[error("coordinator closed the stream")]
     Closed,
@@ -68,7 +72,9 @@ impl Link {
 
     /// One connection, from dial to its end.
     async fn session(&self, failures: &mut u32) -> Result<(), LinkError> {
-        let channel = Endpoint::from_shared(self.coordinator.clone())?
+        let channel = self
+            .transport
+            .endpoint(&self.coordinator)?
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(20))
@@ -83,6 +89,7 @@ impl Link {
             held_plan_ids: self.shared.held(),
             next_seq: self.shared.next_seq.load(Ordering::SeqCst),
             devices: self.devices(),
+            labels: self.labels.iter().cloned().collect(),
         };
         // The channel is empty and has room: this send cannot wait.
         let _ = tx.send(msg(pb::agent_message::Kind::Hello(hello))).await;

@@ -7,10 +7,10 @@ bin=$top/target/release
 secs=${1:-60}
 dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin/platter" serve --insecure --listen "127.0.0.1:$port" --db "$dir/db" 2>"$dir/serve.log" &
+"$bin/platter" serve --dangerously-insecure --listen "127.0.0.1:$port" --db "$dir/db" 2>"$dir/serve.log" &
 serve=$!
 sleep 0.5
-"$bin/platter-agent" --insecure --coordinator "http://127.0.0.1:$port" --name idle --state-dir "$dir/agent" 2>"$dir/agent.log" &
+"$bin/platter-agent" --dangerously-insecure --coordinator "http://127.0.0.1:$port" --name idle --state-dir "$dir/agent" 2>"$dir/agent.log" &
 agent=$!
 trap 'kill $agent $serve 2>/dev/null; rm -rf "$dir"' EXIT
 sleep 2

@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+use platter_agent::tls::{TlsDir, Transport};
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_client::ControlClient;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
+use crate::operator::{self, call_error, ClientArgs, Output};
 use crate::report::Format;
-use crate::server::Coordinator;
+use crate::server::{Coordinator, ServeOptions};
 use crate::{planner, spec};
 
 /// Exit status when a step failed (the report is still printed).
@@ -66,45 +67,92 @@ pub enum Command {
         allow_devices: Vec<String>,
     },
     /// Check a campaign file and print its cells and each host's plan; runs nothing.
+    /// With a coordinator (--coordinator or PLATTER_COORDINATOR), expand it against the
+    /// live fleet: which hosts (names and labels) and drives it would touch.
     Validate {
         file: PathBuf,
         /// The host `local` stands for [default: this machine's hostname]
         #[arg(long)]
         local_host: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
     },
-    /// Run a coordinator for a fleet of agents.
+    /// Run a coordinator for a fleet of agents: campaigns from many operators at once,
+    /// one plan at a time per host, hosts in parallel.
     Serve {
         #[arg(long, default_value = "0.0.0.0:7461")]
         listen: SocketAddr,
         #[arg(long, default_value = "/var/lib/platter/platter.db")]
         db: PathBuf,
-        /// Serve plaintext gRPC. Mutual TLS is not implemented yet, so this is required.
-        #[arg(long, alias = "dangerously-insecure")]
-        insecure: bool,
+        /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem (from `platter certs
+        /// issue coordinator DNS-NAME…`). Agents and operators must present certificates
+        /// from the same CA.
+        #[arg(
+            long,
+            env = "PLATTER_TLS_DIR",
+            required_unless_present = "dangerously_insecure"
+        )]
+        tls_dir: Option<PathBuf>,
+        /// Serve plaintext gRPC: anyone who can reach the address can submit campaigns
+        /// and wipe every allowed drive of every agent.
+        #[arg(long, conflicts_with = "tls_dir")]
+        dangerously_insecure: bool,
+        /// Seconds without a heartbeat after which an agent is lost (its plans wait)
+        #[arg(long, default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs())]
+        heartbeat_timeout: u64,
     },
     /// Submit a campaign to a coordinator and print its id.
     Submit {
         file: PathBuf,
-        #[arg(
-            long,
-            env = "PLATTER_COORDINATOR",
-            default_value = "http://127.0.0.1:7461"
-        )]
-        coordinator: String,
+        #[command(flatten)]
+        client: ClientArgs,
         /// Follow progress until the campaign ends, then print the report
         #[arg(long)]
         watch: bool,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Campaigns and their progress: every campaign, or one with its hosts.
+    Status {
+        campaign: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Follow a campaign live: one line per host with its step, done/total and ETA.
+    Watch {
+        campaign: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// The fleet: hosts with labels, drives, state (idle, busy, lost, offline), last seen
+    /// and current campaign.
+    Agents {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Cancel a campaign: queued plans are dropped, running steps are killed, storage is
+    /// torn down.
+    Cancel {
+        campaign: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// The fleet's certificates: a CA, then one certificate per coordinator, agent and
+    /// operator, each in its own directory for --tls-dir.
+    #[command(subcommand)]
+    Certs(Certs),
     /// Print the report of a campaign.
     Report {
         campaign: String,
         /// Read from this database file instead of asking a coordinator
-        #[arg(long, conflicts_with = "coordinator")]
+        #[arg(long)]
         db: Option<PathBuf>,
-        #[arg(long, env = "PLATTER_COORDINATOR")]
-        coordinator: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
         #[arg(long, short)]
@@ -132,15 +180,41 @@ pub enum Command {
     /// List the block devices of this machine, or of every agent a coordinator knows:
     /// model, serial, transport, controller chain, write cache, and what is in use.
     Inventory {
-        /// Ask this coordinator for its agents' inventories instead of scanning here
-        #[arg(long, env = "PLATTER_COORDINATOR")]
-        coordinator: Option<String>,
+        /// Ask the coordinator (--coordinator or PLATTER_COORDINATOR) for its agents'
+        /// inventories instead of scanning here
+        #[command(flatten)]
+        client: ClientArgs,
         /// table for people, json for scripts
-        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        #[arg(long, alias = "output", default_value = "table", value_parser = ["table", "json"])]
         format: String,
     },
     /// Run an agent (the same as the `platter-agent` binary).
     Agent(platter_agent::cli::AgentArgs),
+}
+
+#[derive(Subcommand)]
+pub enum Certs {
+    /// Create the fleet CA in DIR/ca (ca.pem, and ca-key.pem readable only by you). Keep
+    /// ca-key.pem offline; it signs every identity in the fleet.
+    Init {
+        #[arg(long, default_value = "platter-pki")]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 3650)]
+        days: u32,
+    },
+    /// Issue a certificate: `coordinator DNS-NAME|IP…` (the names agents dial),
+    /// `agent HOST` (the host it may act as), `operator NAME`. Writes
+    /// DIR/coordinator, DIR/agent-HOST or DIR/operator-NAME with ca.pem, cert.pem, key.pem.
+    Issue {
+        #[arg(value_enum)]
+        role: crate::pki::Role,
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long, default_value = "platter-pki")]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 825)]
+        days: u32,
+    },
 }
 
 /// Parses arguments, runs, and returns the process exit status.
@@ -154,6 +228,12 @@ pub fn main() -> i32 {
             | Command::Report { .. }
             | Command::Inventory { .. }
             | Command::Compare { .. }
+            | Command::Status { .. }
+            | Command::Watch { .. }
+            | Command::Agents { .. }
+            | Command::Cancel { .. }
+            | Command::Certs(_)
+            | Command::Submit { .. }
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     let rt = match tokio::runtime::Runtime::new() {
@@ -197,29 +277,134 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             };
             run_local(&file, opts).await
         }
-        Command::Validate { file, local_host } => validate(&file, local_host),
+        Command::Validate {
+            file,
+            local_host,
+            client,
+        } => {
+            if client.coordinator.is_some() {
+                validate_remote(&file, &client).await
+            } else {
+                validate(&file, local_host)
+            }
+        }
         Command::Serve {
             listen,
             db,
-            insecure,
-        } => serve(listen, &db, insecure).await,
+            tls_dir,
+            dangerously_insecure: _,
+            heartbeat_timeout,
+        } => {
+            let opts = ServeOptions {
+                db,
+                listen,
+                tls: tls_dir.map(TlsDir),
+                heartbeat_timeout: Duration::from_secs(heartbeat_timeout),
+            };
+            serve(opts).await
+        }
         Command::Submit {
             file,
-            coordinator,
+            client,
             watch,
             format,
-        } => submit(&file, &coordinator, watch, format).await,
+        } => submit(&file, &client, watch, format).await,
+        Command::Status {
+            campaign,
+            client,
+            output,
+        } => {
+            let mut c = client.connect().await?;
+            let list = match &campaign {
+                Some(id) => vec![c
+                    .get_campaign(pb::GetCampaignRequest {
+                        campaign_id: id.clone(),
+                    })
+                    .await
+                    .map_err(|s| call_error("status", s))?
+                    .into_inner()],
+                None => {
+                    c.list_campaigns(pb::ListCampaignsRequest {})
+                        .await
+                        .map_err(|s| call_error("status", s))?
+                        .into_inner()
+                        .campaigns
+                }
+            };
+            print!(
+                "{}",
+                operator::render_status(&list, campaign.is_some(), output)
+            );
+            Ok(0)
+        }
+        Command::Watch { campaign, client } => {
+            let last = operator::watch(&mut client.connect().await?, &campaign).await?;
+            Ok(if last.steps_failed > 0 {
+                EXIT_FAILED_STEPS
+            } else {
+                0
+            })
+        }
+        Command::Agents { client, output } => {
+            let agents = client
+                .connect()
+                .await?
+                .list_agents(pb::ListAgentsRequest {})
+                .await
+                .map_err(|s| call_error("agents", s))?
+                .into_inner()
+                .agents;
+            print!("{}", operator::render_agents(&agents, output));
+            Ok(0)
+        }
+        Command::Cancel { campaign, client } => {
+            client
+                .connect()
+                .await?
+                .cancel(pb::CancelRequest {
+                    campaign_id: campaign.clone(),
+                })
+                .await
+                .map_err(|s| call_error("cancel", s))?;
+            eprintln!("campaign {campaign} cancelled");
+            Ok(0)
+        }
+        Command::Certs(Certs::Init { dir, days }) => {
+            let ca = crate::pki::init(&dir, days)?;
+            println!("{}", ca.display());
+            eprintln!(
+                "fleet CA written to {}; keep ca-key.pem private (it signs every identity)",
+                ca.display()
+            );
+            Ok(0)
+        }
+        Command::Certs(Certs::Issue {
+            role,
+            names,
+            dir,
+            days,
+        }) => {
+            let out = crate::pki::issue_to_dir(&dir, role, &names, days)?;
+            println!("{}", out.display());
+            eprintln!(
+                "{} certificate for {} written to {} (use it as --tls-dir)",
+                role.as_str(),
+                names.join(", "),
+                out.display()
+            );
+            Ok(0)
+        }
         Command::Report {
             campaign,
             db,
-            coordinator,
+            client,
             format,
             output,
             junit,
         } => {
             let render = async |format: Format| -> anyhow::Result<(String, u32)> {
-                Ok(match (&db, &coordinator) {
-                    (Some(db), _) => {
+                Ok(match &db {
+                    Some(db) => {
                         let store = crate::store::Store::open(db)?;
                         let r = crate::report::Report::load(&store, &campaign)?;
                         let failed = r.steps_failed
@@ -227,12 +412,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                             + u32::from(r.qualification_failed());
                         (format.exporter().render(&r), failed)
                     }
-                    (None, Some(url)) => {
-                        report(&mut connect(url).await?, &campaign, format).await?
-                    }
-                    (None, None) => {
-                        bail!("say where the campaign is: --db FILE or --coordinator URL")
-                    }
+                    None => report(&mut client.connect().await?, &campaign, format).await?,
                 })
             };
             let (rendered, failed) = render(format).await?;
@@ -244,10 +424,10 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             }
             Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
         }
-        Command::Inventory {
-            coordinator,
-            format,
-        } => inventory(coordinator.as_deref(), &format).await,
+        Command::Inventory { client, format } => {
+            let client = client.coordinator.is_some().then_some(client);
+            inventory(client.as_ref(), &format).await
+        }
         Command::Compare {
             a,
             b,
@@ -278,18 +458,19 @@ async fn run(command: Command) -> anyhow::Result<i32> {
     }
 }
 
-async fn inventory(coordinator: Option<&str>, format: &str) -> anyhow::Result<i32> {
+async fn inventory(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Result<i32> {
     use platter_agent::probes::inventory::{self, Device};
     let hosts: Vec<(String, Vec<Device>)> = match coordinator {
         None => vec![(
             platter_agent::cli::hostname(),
             inventory::scan(&inventory::Roots::default())?,
         )],
-        Some(url) => connect(url)
+        Some(client) => client
+            .connect()
             .await?
             .list_agents(pb::ListAgentsRequest {})
             .await
-            .map_err(|s| anyhow::anyhow!("list agents: {}", s.message()))?
+            .map_err(|s| call_error("list agents", s))?
             .into_inner()
             .agents
             .into_iter()
@@ -394,120 +575,47 @@ fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    let mut out = String::new();
-    let hosts: Vec<&str> = planned.plans.iter().map(|p| p.host.as_str()).collect();
-    out.push_str(&format!(
-        "campaign {}: valid\n  {} cell(s) × {} repetition(s) on {} host(s): {}\n  order {:?}, on_failure {:?}\n\ncells:\n",
-        campaign.name,
-        campaign.cells.len(),
-        campaign.repeat,
-        hosts.len(),
-        hosts.join(", "),
-        campaign.order,
-        campaign.on_failure
-    ));
-    for (i, c) in campaign.cells.iter().enumerate() {
-        let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        out.push_str(&format!(
-            "  cell {i}: {}\n",
-            if params.is_empty() {
-                "(no parameters)".into()
-            } else {
-                params.join(" ")
-            }
-        ));
-    }
-    let mut destructive: Vec<String> = Vec::new();
-    for plan in &planned.plans {
-        for s in &plan.steps {
-            let platter_agent::model::StepKind::StorageSetup(c) = &s.kind else {
-                continue;
-            };
-            let Some(device) = &c.device else { continue };
-            let mut actions = Vec::new();
-            if c.write_cache != "keep" {
-                actions.push(format!(
-                    "host {}: set the write cache of {device} {}",
-                    plan.host, c.write_cache
-                ));
-            }
-            if c.fs != "none" {
-                let opts = if c.mkfs_options.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", c.mkfs_options.join(" "))
-                };
-                actions.push(format!(
-                    "host {}: mkfs.{}{opts} {device} (erases it)",
-                    plan.host, c.fs
-                ));
-            } else {
-                actions.push(format!(
-                    "host {}: the workload writes to {device} directly",
-                    plan.host
-                ));
-            }
-            for a in actions {
-                if !destructive.contains(&a) {
-                    destructive.push(a);
-                }
-            }
-        }
-    }
-    if !destructive.is_empty() {
-        out.push_str(
-            "\ndestructive actions (each agent refuses them unless started with --allow-device):\n",
-        );
-        for a in &destructive {
-            out.push_str(&format!("  {a}\n"));
-        }
-    }
-    for plan in &planned.plans {
-        out.push_str(&format!(
-            "\nplan for host {} ({} steps):\n",
-            plan.host,
-            plan.steps.len()
-        ));
-        let cell_index = |id: &str| {
-            planned
-                .cells
-                .iter()
-                .find(|c| c.id == id)
-                .map(|c| c.index)
-                .unwrap_or(0)
-        };
-        for s in &plan.steps {
-            let rep = if s.repetition > 0 {
-                format!("rep {}", s.repetition)
-            } else {
-                "once".into()
-            };
-            out.push_str(&format!(
-                "  {:>4}  cell {:<3} {:<7} {}\n",
-                s.index,
-                cell_index(&s.cell_id),
-                rep,
-                s.kind
-            ));
-        }
-    }
-    print!("{out}");
+    print!("{}", crate::plan_text::render(&campaign, &planned));
     Ok(0)
 }
 
-async fn serve(listen: SocketAddr, db: &Path, insecure: bool) -> anyhow::Result<i32> {
-    if !insecure {
-        bail!("this build serves plaintext gRPC only; pass --insecure to accept that (anyone who can reach {listen} can submit campaigns and command agents)");
+async fn serve(opts: ServeOptions) -> anyhow::Result<i32> {
+    if opts.tls.is_none() {
+        tracing::warn!(
+            "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} can submit campaigns and command every agent",
+            opts.listen
+        );
     }
-    tracing::warn!(
-        "plaintext gRPC (--insecure): anyone who can reach {listen} can command every agent"
-    );
     let shutdown = CancellationToken::new();
-    let coordinator = Coordinator::start(db, listen, shutdown.clone()).await?;
+    let coordinator = Coordinator::start(opts, shutdown.clone()).await?;
     wait_for_signal().await;
     tracing::info!("shutting down; finishing in-flight writes");
     coordinator.stop().await;
     Ok(0)
+}
+
+/// `platter validate --coordinator …`: the coordinator expands the campaign against its
+/// agents (labels, inventories) and returns the plan text; nothing is stored.
+async fn validate_remote(file: &Path, client: &ClientArgs) -> anyhow::Result<i32> {
+    let yaml =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let req = pb::SubmitRequest {
+        file_name: file.display().to_string(),
+        yaml,
+        local_host: String::new(),
+        resume: false,
+    };
+    match client.connect().await?.plan(req).await {
+        Ok(r) => {
+            print!("{}", r.into_inner().rendered);
+            Ok(0)
+        }
+        Err(s) if s.code() == tonic::Code::InvalidArgument => {
+            eprintln!("error: {}", s.message());
+            Ok(EXIT_INVALID)
+        }
+        Err(s) => Err(call_error("validate", s)),
+    }
 }
 
 async fn wait_for_signal() {
@@ -523,15 +631,6 @@ async fn wait_for_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-}
-
-async fn connect(url: &str) -> anyhow::Result<ControlClient<Channel>> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .with_context(|| format!("bad coordinator address {url}"))?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to coordinator {url}"))?;
-    Ok(ControlClient::new(channel))
 }
 
 /// Submits; an invalid campaign comes back as INVALID_ARGUMENT with the spec error.
@@ -552,15 +651,17 @@ async fn submit_file(
     match client.submit(req).await {
         Ok(r) => Ok(Ok(r.into_inner())),
         Err(s) if s.code() == tonic::Code::InvalidArgument => Ok(Err(s.message().to_string())),
-        Err(s) => Err(anyhow::anyhow!(
-            "coordinator refused the campaign: {}",
-            s.message()
-        )),
+        Err(s) => Err(call_error("coordinator refused the campaign", s)),
     }
 }
 
-async fn submit(file: &Path, url: &str, watch_it: bool, format: Format) -> anyhow::Result<i32> {
-    let mut client = connect(url).await?;
+async fn submit(
+    file: &Path,
+    client: &ClientArgs,
+    watch_it: bool,
+    format: Format,
+) -> anyhow::Result<i32> {
+    let mut client = client.connect().await?;
     let resp = match submit_file(&mut client, file, "", false).await? {
         Ok(r) => r,
         Err(msg) => {
@@ -572,7 +673,7 @@ async fn submit(file: &Path, url: &str, watch_it: bool, format: Format) -> anyho
     if !watch_it {
         return Ok(0);
     }
-    watch(&mut client, &resp.campaign_id).await?;
+    operator::watch(&mut client, &resp.campaign_id).await?;
     let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
     print!("{rendered}");
     Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
@@ -590,61 +691,12 @@ async fn report(
             format: name,
         })
         .await
-        .map_err(|s| anyhow::anyhow!("report: {}", s.message()))?
+        .map_err(|s| call_error("report", s))?
         .into_inner();
     Ok((
         r.rendered,
         r.steps_failed + r.plans_refused + u32::from(r.qualification_failed),
     ))
-}
-
-/// Follows a campaign with a progress bar on stderr until it ends.
-async fn watch(
-    client: &mut ControlClient<Channel>,
-    campaign: &str,
-) -> anyhow::Result<pb::CampaignStatus> {
-    let mut stream = client
-        .watch(pb::GetCampaignRequest {
-            campaign_id: campaign.into(),
-        })
-        .await
-        .map_err(|s| anyhow::anyhow!("watch: {}", s.message()))?
-        .into_inner();
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} steps, ETA {eta}  {wide_msg}",
-        )
-        .expect("static template")
-        .progress_chars("=> "),
-    );
-    bar.enable_steady_tick(Duration::from_millis(250));
-    let mut last = None;
-    while let Some(s) = stream
-        .message()
-        .await
-        .map_err(|s| anyhow::anyhow!("watch: {}", s.message()))?
-    {
-        bar.set_length(s.steps_total.into());
-        bar.set_position(s.steps_done.into());
-        bar.set_prefix(format!("cells {}/{}", s.cells_done, s.cells_total));
-        let current: Vec<String> = s
-            .hosts
-            .iter()
-            .filter(|h| !h.current_step.is_empty())
-            .map(|h| {
-                if s.hosts.len() > 1 {
-                    format!("{}: {}", h.host, h.current_step)
-                } else {
-                    h.current_step.clone()
-                }
-            })
-            .collect();
-        bar.set_message(current.join(" | "));
-        last = Some(s);
-    }
-    bar.finish_and_clear();
-    last.ok_or_else(|| anyhow::anyhow!("the coordinator sent no status"))
 }
 
 fn emit(rendered: &str, output: Option<&Path>) -> anyhow::Result<()> {
@@ -693,9 +745,13 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
     };
     let host = platter_agent::cli::hostname();
     let shutdown = CancellationToken::new();
-    let coordinator = Coordinator::start(db, "127.0.0.1:0".parse()?, shutdown.clone()).await?;
+    // Plaintext on loopback: the agent is this process.
+    let serve = ServeOptions::plaintext(db, "127.0.0.1:0".parse()?);
+    let coordinator = Coordinator::start(serve, shutdown.clone()).await?;
     let agent_cfg = platter_agent::AgentConfig {
         coordinator: format!("http://{}", coordinator.addr),
+        transport: Transport::Plaintext,
+        labels: Vec::new(),
         host: host.clone(),
         state_dir: state_dir.to_path_buf(),
         boot_id_file: platter_agent::DEFAULT_BOOT_ID_FILE.into(),
@@ -708,7 +764,8 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
     let agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));
 
     let result = async {
-        let mut client = connect(&format!("http://{}", coordinator.addr)).await?;
+        let url = format!("http://{}", coordinator.addr);
+        let mut client = operator::connect(&url, &Transport::Plaintext).await?;
         // The plan needs this host's inventory, which arrives with the agent's hello.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -737,7 +794,7 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
             campaign.repeat
         );
         tokio::select! {
-            r = watch(&mut client, &resp.campaign_id) => { r?; }
+            r = operator::watch(&mut client, &resp.campaign_id) => { r?; }
             _ = tokio::signal::ctrl_c() => {
                 eprintln!("interrupted: the campaign is kept in {}; run the same command again to resume", db.display());
                 return Ok(130);

@@ -2,7 +2,7 @@
 //! measurements never overlap; hosts run in parallel. The hub is the only place that
 //! sends plans and cancels to agents.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -31,7 +31,18 @@ pub struct AgentView {
 pub struct Hub {
     store: Store,
     conns: Mutex<HashMap<String, Conn>>,
+    /// Hosts whose last stream ended by heartbeat timeout rather than by closing.
+    lost: Mutex<HashSet<String>>,
     next_id: AtomicU64,
+}
+
+/// What `platter agents` shows for a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    Connected,
+    /// Silent past the heartbeat timeout; its plans wait for it.
+    Lost,
+    Offline,
 }
 
 impl Hub {
@@ -39,6 +50,7 @@ impl Hub {
         Hub {
             store,
             conns: Mutex::new(HashMap::new()),
+            lost: Mutex::new(HashSet::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -55,16 +67,31 @@ impl Hub {
                 current: None,
             },
         );
+        self.lost.lock().expect("hub lock").remove(host);
         if old.is_some() {
             tracing::info!(agent = %host, "agent reconnected; dropping its older stream");
         }
         id
     }
 
-    pub fn disconnect(&self, host: &str, id: u64) {
+    /// Forgets a connection that ended; `lost` when it ended by heartbeat timeout.
+    pub fn disconnect(&self, host: &str, id: u64, lost: bool) {
         let mut conns = self.conns.lock().expect("hub lock");
         if conns.get(host).is_some_and(|c| c.id == id) {
             conns.remove(host);
+            if lost {
+                self.lost.lock().expect("hub lock").insert(host.to_string());
+            }
+        }
+    }
+
+    pub fn presence(&self, host: &str) -> Presence {
+        if self.is_connected(host) {
+            Presence::Connected
+        } else if self.lost.lock().expect("hub lock").contains(host) {
+            Presence::Lost
+        } else {
+            Presence::Offline
         }
     }
 

@@ -3,6 +3,9 @@
 
 pub mod cli;
 pub mod hub;
+pub mod operator;
+pub mod pki;
+pub mod plan_text;
 pub mod planner;
 pub mod report;
 pub mod rpc;
@@ -10,3 +13,4 @@ pub mod server;
 pub mod spec;
 pub mod status;
 pub mod store;
+pub mod tls;

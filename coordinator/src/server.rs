@@ -2,10 +2,12 @@
 //! Used by `platter serve` and, on loopback, by `platter run`.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
+use platter_agent::tls::TlsDir;
 use platter_proto::v1::agent_link_server::AgentLinkServer;
 use platter_proto::v1::control_server::ControlServer;
 use tokio::net::TcpListener;
@@ -17,6 +19,7 @@ use crate::hub::Hub;
 use crate::rpc::agent_link::AgentLinkService;
 use crate::rpc::control::ControlService;
 use crate::store::Store;
+use crate::tls::{self, Auth};
 
 pub struct Coordinator {
     pub addr: SocketAddr,
@@ -25,43 +28,92 @@ pub struct Coordinator {
     tasks: TaskTracker,
 }
 
+/// How a coordinator serves.
+pub struct ServeOptions {
+    pub db: PathBuf,
+    pub listen: SocketAddr,
+    /// Mutual TLS with the coordinator identity in this directory; plaintext when None.
+    pub tls: Option<TlsDir>,
+    /// An agent silent for this long is lost: its stream is closed and its plans wait.
+    pub heartbeat_timeout: Duration,
+}
+
+impl ServeOptions {
+    /// Plaintext on `listen`: the loopback link inside `platter run`, and tests.
+    pub fn plaintext(db: &Path, listen: SocketAddr) -> ServeOptions {
+        ServeOptions {
+            db: db.to_path_buf(),
+            listen,
+            tls: None,
+            heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
+        }
+    }
+}
+
+/// Three missed heartbeats.
+pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
+    Duration::from_secs(3 * platter_agent::link::HEARTBEAT_INTERVAL.as_secs());
+
 impl Coordinator {
-    /// Opens the store at `db` and serves on `listen` until `shutdown` is cancelled.
+    /// Opens the store and serves until `shutdown` is cancelled.
     pub async fn start(
-        db: &Path,
-        listen: SocketAddr,
+        opts: ServeOptions,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Coordinator> {
+        let db = opts.db.as_path();
+        let tls = opts.tls.as_ref().map(tls::server_config).transpose()?;
         let store = Store::open(db).with_context(|| format!("opening store {}", db.display()))?;
-        let listener = TcpListener::bind(listen)
+        let listener = TcpListener::bind(opts.listen)
             .await
-            .with_context(|| format!("listening on {listen}"))?;
+            .with_context(|| format!("listening on {}", opts.listen))?;
         let addr = listener.local_addr()?;
         let hub = Arc::new(Hub::new(store.clone()));
         let tasks = TaskTracker::new();
+        let auth = if tls.is_some() {
+            Auth::Tls
+        } else {
+            Auth::Plaintext
+        };
         let agent_link = AgentLinkService {
             store: store.clone(),
             hub: hub.clone(),
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
+            auth,
+            heartbeat_timeout: opts.heartbeat_timeout,
         };
         let control = ControlService {
             store: store.clone(),
             hub,
             shutdown: shutdown.clone(),
+            auth,
         };
         let stop = shutdown.clone();
         tasks.spawn(async move {
-            let r = tonic::transport::Server::builder()
+            let router = tonic::transport::Server::builder()
                 .add_service(AgentLinkServer::new(agent_link))
-                .add_service(ControlServer::new(control))
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled())
-                .await;
+                .add_service(ControlServer::new(control));
+            let r = match tls {
+                Some(cfg) => {
+                    let incoming = tls::incoming(listener, cfg, stop.clone());
+                    router
+                        .serve_with_incoming_shutdown(incoming, stop.cancelled())
+                        .await
+                }
+                None => {
+                    router
+                        .serve_with_incoming_shutdown(
+                            TcpListenerStream::new(listener),
+                            stop.cancelled(),
+                        )
+                        .await
+                }
+            };
             if let Err(e) = r {
                 tracing::error!(error = %e, "gRPC server failed");
             }
         });
-        tracing::info!(%addr, db = %db.display(), "coordinator listening");
+        tracing::info!(%addr, db = %db.display(), tls = auth == Auth::Tls, "coordinator listening");
         Ok(Coordinator {
             addr,
             store,

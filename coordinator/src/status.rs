@@ -14,6 +14,8 @@ pub struct HostProgress {
     pub steps_total: u32,
     pub steps_done: u32,
     pub current_step: String,
+    /// Time the ended steps took, for an ETA.
+    pub elapsed_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +30,7 @@ pub struct CampaignStatus {
     pub steps_done: u32,
     pub steps_failed: u32,
     pub hosts: Vec<HostProgress>,
+    pub created_unix_ms: i64,
 }
 
 impl CampaignStatus {
@@ -37,9 +40,9 @@ impl CampaignStatus {
 
     pub fn load(store: &Store, hub: &Hub, campaign_id: &str) -> Result<CampaignStatus> {
         let mut status = store.read(|c| {
-            let (name, state, repeat): (String, String, u32) = c
-                .query_row("SELECT name, state, repeat FROM campaigns WHERE id = ?1", [campaign_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            let (name, state, repeat, created_unix_ms): (String, String, u32, i64) = c
+                .query_row("SELECT name, state, repeat, submitted_unix_ms FROM campaigns WHERE id = ?1", [campaign_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })
                 .map_err(|e| match e {
                     rusqlite::Error::QueryReturnedNoRows => StoreError::NoCampaign(campaign_id.to_string()),
@@ -61,6 +64,9 @@ impl CampaignStatus {
                 .query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let mut ended = c.prepare("SELECT COUNT(DISTINCT step_index) FROM steps WHERE plan_id = ?1 AND state != 'started'")?;
+            let mut elapsed = c.prepare(
+                "SELECT COALESCE(SUM(finished_unix_ns - started_unix_ns), 0) / 1000000 FROM steps WHERE plan_id = ?1 AND state != 'started'",
+            )?;
             let mut failed = c.prepare("SELECT COUNT(DISTINCT step_index) FROM steps WHERE plan_id = ?1 AND state = 'failed'")?;
             // The running step: started, with no end record.
             let mut running = c.prepare(
@@ -79,9 +85,17 @@ impl CampaignStatus {
                     }
                     None => String::new(),
                 };
+                let elapsed_ms: i64 = elapsed.query_row([&plan_id], |r| r.get(0))?;
                 steps_total += total;
                 steps_done += done;
-                hosts.push(HostProgress { host, connected: false, steps_total: total, steps_done: done, current_step });
+                hosts.push(HostProgress {
+                    host,
+                    connected: false,
+                    steps_total: total,
+                    steps_done: done,
+                    current_step,
+                    elapsed_ms: elapsed_ms.max(0) as u64,
+                });
             }
             Ok(CampaignStatus {
                 campaign_id: campaign_id.to_string(),
@@ -93,6 +107,7 @@ impl CampaignStatus {
                 steps_done,
                 steps_failed,
                 hosts,
+                created_unix_ms,
             })
         })?;
         let connected: HashMap<String, ()> =

@@ -32,8 +32,9 @@ pub enum StoreError {
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(
-        r#"
+    Migrations::new(vec![
+        M::up(
+            r#"
         CREATE TABLE campaigns (
             id TEXT PRIMARY KEY,
             name TEXT NOT NULL,
@@ -117,7 +118,14 @@ fn migrations() -> Migrations<'static> {
             devices TEXT NOT NULL DEFAULT '[]'   -- JSON: the inventory of the last hello
         );
         "#,
-    )])
+        ),
+        M::up(
+            r#"
+        -- Operator-given labels of the last hello, JSON object (`--label rack=b12`).
+        ALTER TABLE agents ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+        "#,
+        ),
+    ])
 }
 
 fn open_conn(path: &Path) -> Result<Connection> {
@@ -131,9 +139,6 @@ fn open_conn(path: &Path) -> Result<Connection> {
         std::env::var("PSYNC").unwrap_or("FULL".into()),
     )?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    // A 64 MiB page cache (negative = KiB): with the default 2 MiB the writer re-reads
-    // index pages from the OS on every batch.
-    conn.pragma_update(None, "cache_size", -65536)?;
     // A 64 MiB page cache (negative = KiB): with the default 2 MiB the writer re-reads
     // index pages from the OS on every batch and stores half as many samples per second.
     conn.pragma_update(None, "cache_size", -65536)?;
@@ -323,16 +328,35 @@ impl Store {
         boot_id: &str,
         version: &str,
         devices: &[Device],
+        labels: &[(String, String)],
     ) -> Result<()> {
         let devices = serde_json::to_string(devices)?;
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        let labels = serde_json::to_string(&labels)?;
         self.with(|c| {
             c.execute(
-                "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices) VALUES (?1, ?2, ?3, ?4, ?5)
+                "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices, labels) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
-                 last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices",
-                params![host, boot_id, version, now_ms(), devices],
+                 last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices, labels = excluded.labels",
+                params![host, boot_id, version, now_ms(), devices, labels],
             )?;
             Ok(())
+        })
+    }
+
+    /// Every agent's labels from its last hello.
+    pub fn labels(&self) -> Result<crate::spec::AgentLabels> {
+        self.with(|c| {
+            let mut stmt = c.prepare("SELECT host, labels FROM agents ORDER BY host")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.into_iter()
+                .map(|(h, l)| Ok((h, serde_json::from_str(&l)?)))
+                .collect()
         })
     }
 

@@ -384,7 +384,7 @@ fn a_pivot_table_lays_out_one_statistic_by_rows_and_columns() {
 #[test]
 fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
     let tmp = tempfile::tempdir().unwrap();
-    let f = common::write(tmp.path(), "c.yaml", "name: twice\nmatrix: { s: [0.02, 0.05] }\nworkload: { command: { run: \"sleep ${s}\" } }\nrepeat: 3\n");
+    let f = common::write(tmp.path(), "c.yaml", "name: twice\nmatrix: { s: [0.1, 0.2] }\nworkload: { command: { run: \"sleep ${s}\" } }\nrepeat: 3\n");
     let id = |out: &std::process::Output| -> String {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["campaign_id"].as_str().unwrap().to_string()
@@ -414,7 +414,8 @@ fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
     for r in rows {
         assert_eq!(r["baseline"], a.as_str());
         assert_eq!(r["candidate"], b.as_str());
-        // The same sleep both times: well within 20%.
+        // The same sleep both times: well within 20% even on a loaded machine (a process
+        // start costs a few ms, which is why the sleeps are not shorter).
         assert!(r["penalty_pct"].as_f64().unwrap().abs() < 20.0, "{r}");
     }
     platter()

@@ -3,6 +3,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{FutureExt, Stream};
 use platter_agent::model::Record;
@@ -16,7 +17,9 @@ use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::hub::Hub;
+use crate::pki::Role;
 use crate::store::Store;
+use crate::tls::Auth;
 
 /// Records taken off a stream before they are handed to the writer together.
 const MAX_RECORDS_PER_BATCH: usize = 1024;
@@ -26,6 +29,9 @@ pub struct AgentLinkService {
     pub hub: Arc<Hub>,
     pub tasks: TaskTracker,
     pub shutdown: CancellationToken,
+    pub auth: Auth,
+    /// A stream silent this long (no heartbeat, no record) is closed and its host is lost.
+    pub heartbeat_timeout: Duration,
 }
 
 #[tonic::async_trait]
@@ -36,6 +42,8 @@ impl AgentLink for AgentLinkService {
         &self,
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::OpenStream>, Status> {
+        let peer = self.auth.require(&request, Role::Agent)?;
+        let remote = request.remote_addr();
         let mut inbound = request.into_inner();
         let hello = match inbound.message().await? {
             Some(pb::AgentMessage {
@@ -50,27 +58,56 @@ impl AgentLink for AgentLinkService {
         if hello.host.is_empty() {
             return Err(Status::invalid_argument("hello without a host name"));
         }
+        if let Some(peer) = &peer {
+            if peer.name != hello.host {
+                tracing::warn!(peer = ?remote, certificate = %peer.name, claimed = %hello.host, "refused: agent claims another host's name");
+                return Err(Status::permission_denied(format!(
+                    "this certificate belongs to agent {:?}; it cannot connect as {:?}",
+                    peer.name, hello.host
+                )));
+            }
+        }
         let host = hello.host.clone();
+        let labels: Vec<(String, String)> = {
+            let mut l: Vec<_> = hello.labels.clone().into_iter().collect();
+            l.sort();
+            l
+        };
         let devices: Vec<Device> = hello.devices.iter().cloned().map(Device::from).collect();
         self.store
-            .agent_seen(&host, &hello.boot_id, &hello.agent_version, &devices)
+            .agent_seen(
+                &host,
+                &hello.boot_id,
+                &hello.agent_version,
+                &devices,
+                &labels,
+            )
             .map_err(|e| Status::internal(e.to_string()))?;
         tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
         let (tx, rx) = mpsc::channel(256);
         let conn = self.hub.connect(&host, tx.clone(), hello.held_plan_ids);
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
+        let timeout = self.heartbeat_timeout;
         self.tasks.spawn(async move {
             if let Err(e) = hub.dispatch(&host).await {
                 tracing::error!(agent = %host, error = %e, "dispatch failed");
             }
             let r = tokio::select! {
-                r = serve(&host, &mut inbound, &tx, &store, &hub) => r,
+                r = serve(&host, &mut inbound, &tx, &store, &hub, timeout) => r,
                 _ = shutdown.cancelled() => Ok(()),
             };
-            if let Err(e) = r {
-                tracing::info!(agent = %host, error = %e, "agent stream ended");
-            }
-            hub.disconnect(&host, conn);
+            let lost = match &r {
+                Err(e) if e.code() == tonic::Code::DeadlineExceeded => {
+                    tracing::warn!(agent = %host, "agent lost: {}; its plans wait until it is back", e.message());
+                    true
+                }
+                Err(e) => {
+                    tracing::info!(agent = %host, error = %e, "agent stream ended");
+                    false
+                }
+                Ok(()) => false,
+            };
+            hub.disconnect(&host, conn, lost);
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -82,9 +119,18 @@ async fn serve(
     tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
     store: &Store,
     hub: &Hub,
+    timeout: Duration,
 ) -> Result<(), Status> {
     use pb::agent_message::Kind;
-    while let Some(first) = inbound.message().await? {
+    loop {
+        let Ok(first) = tokio::time::timeout(timeout, inbound.message()).await else {
+            return Err(Status::deadline_exceeded(format!(
+                "nothing heard for {} s (heartbeats come every {} s)",
+                timeout.as_secs(),
+                platter_agent::link::HEARTBEAT_INTERVAL.as_secs()
+            )));
+        };
+        let Some(first) = first? else { break };
         let mut batch: Vec<Record> = Vec::new();
         let mut next = Some(first);
         // Take what has already arrived, without waiting, so one commit covers it all.

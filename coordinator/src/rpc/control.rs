@@ -11,10 +11,12 @@ use platter_proto::v1::control_server::Control;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::hub::Hub;
+use crate::hub::{Hub, Presence};
+use crate::pki::Role;
 use crate::report::{Format, Report};
 use crate::status::CampaignStatus;
 use crate::store::{Store, StoreError};
+use crate::tls::Auth;
 use crate::{planner, spec};
 
 /// Watchers get at most this many updates per second.
@@ -24,6 +26,7 @@ pub struct ControlService {
     pub store: Store,
     pub hub: Arc<Hub>,
     pub shutdown: CancellationToken,
+    pub auth: Auth,
 }
 
 fn store_status(e: StoreError) -> Status {
@@ -59,9 +62,36 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                     steps_total: h.steps_total,
                     steps_done: h.steps_done,
                     current_step: h.current_step,
+                    elapsed_ms: h.elapsed_ms,
                 })
                 .collect(),
+            created_unix_ms: s.created_unix_ms,
         }
+    }
+}
+
+impl ControlService {
+    /// Parses a submitted campaign, resolves its label selectors against the known agents
+    /// and plans it against their inventories.
+    fn expand(
+        &self,
+        req: &pb::SubmitRequest,
+        generation: u32,
+    ) -> Result<(spec::Campaign, planner::PlannedCampaign), Status> {
+        let mut campaign = spec::parse(&req.file_name, &req.yaml)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let labels = self.store.labels().map_err(store_status)?;
+        campaign
+            .select_hosts(&labels)
+            .map_err(|e| Status::invalid_argument(format!("{}:{e}", req.file_name)))?;
+        let inventories = self.store.inventories().map_err(store_status)?;
+        let planned = planner::plan(&campaign, &req.local_host, generation, &inventories)
+            .map_err(|e| match e {
+                planner::PlanError::LocalWithoutRun => e.to_string(),
+                e => format!("{}:{e}", req.file_name),
+            })
+            .map_err(Status::invalid_argument)?;
+        Ok((campaign, planned))
     }
 }
 
@@ -71,6 +101,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
         let req = request.into_inner();
         let campaign = spec::parse(&req.file_name, &req.yaml)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -87,13 +118,7 @@ impl Control for ControlService {
             }
         }
         let generation = self.store.next_generation(&hash).map_err(store_status)?;
-        let inventories = self.store.inventories().map_err(store_status)?;
-        let planned = planner::plan(&campaign, &req.local_host, generation, &inventories)
-            .map_err(|e| match e {
-                planner::PlanError::LocalWithoutRun => e.to_string(),
-                e => format!("{}:{e}", req.file_name),
-            })
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (_, planned) = self.expand(&req, generation)?;
         self.store
             .insert_campaign(&planned, &req.file_name, &req.yaml)
             .map_err(store_status)?;
@@ -105,10 +130,46 @@ impl Control for ControlService {
         }))
     }
 
+    async fn plan(
+        &self,
+        request: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::PlanResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        let (campaign, planned) = self.expand(request.get_ref(), 1)?;
+        Ok(Response::new(pb::PlanResponse {
+            rendered: crate::plan_text::render(&campaign, &planned),
+        }))
+    }
+
+    async fn list_campaigns(
+        &self,
+        request: Request<pb::ListCampaignsRequest>,
+    ) -> Result<Response<pb::ListCampaignsResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        let ids: Vec<String> = self
+            .store
+            .read(|c| {
+                let mut stmt =
+                    c.prepare("SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id")?;
+                let ids = stmt
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok(ids)
+            })
+            .map_err(store_status)?;
+        let campaigns = ids
+            .iter()
+            .map(|id| CampaignStatus::load(&self.store, &self.hub, id).map(Into::into))
+            .collect::<Result<_, _>>()
+            .map_err(store_status)?;
+        Ok(Response::new(pb::ListCampaignsResponse { campaigns }))
+    }
+
     async fn get_campaign(
         &self,
         request: Request<pb::GetCampaignRequest>,
     ) -> Result<Response<pb::CampaignStatus>, Status> {
+        self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
         let s = CampaignStatus::load(&self.store, &self.hub, &id).map_err(store_status)?;
         Ok(Response::new(s.into()))
@@ -120,6 +181,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::GetCampaignRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
         // Fail fast on an unknown campaign.
         CampaignStatus::load(&self.store, &self.hub, &id).map_err(store_status)?;
@@ -159,13 +221,17 @@ impl Control for ControlService {
 
     async fn list_agents(
         &self,
-        _: Request<pb::ListAgentsRequest>,
+        request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
         let rows: Vec<pb::AgentInfo> = self
             .store
             .read(|c| {
                 let mut stmt =
-                    c.prepare("SELECT host, boot_id, agent_version, last_seen_unix_ms, devices FROM agents ORDER BY host")?;
+                    c.prepare("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
+                                      (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
+                                        ORDER BY p.queued_seq LIMIT 1)
+                               FROM agents a ORDER BY a.host")?;
                 let rows = stmt
                     .query_map([], |r| {
                         Ok((
@@ -176,14 +242,19 @@ impl Control for ControlService {
                                 agent_version: r.get(2)?,
                                 last_seen_unix_ms: r.get(3)?,
                                 devices: Vec::new(),
+                                labels: Default::default(),
+                                state: String::new(),
+                                current_campaign: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
                             },
                             r.get::<_, String>(4)?,
+                            r.get::<_, String>(5)?,
                         ))
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
                 rows.into_iter()
-                    .map(|(mut info, devices)| {
+                    .map(|(mut info, devices, labels)| {
                         let devices: Vec<Device> = serde_json::from_str(&devices)?;
+                        info.labels = serde_json::from_str(&labels)?;
                         info.devices = devices.iter().map(pb::Device::from).collect();
                         Ok(info)
                     })
@@ -191,7 +262,15 @@ impl Control for ControlService {
             })
             .map_err(store_status)?;
         let agents = rows.into_iter().map(|mut a| {
-            a.connected = self.hub.is_connected(&a.host);
+            let presence = self.hub.presence(&a.host);
+            a.connected = presence == Presence::Connected;
+            a.state = match presence {
+                Presence::Connected if a.current_campaign.is_empty() => "idle",
+                Presence::Connected => "busy",
+                Presence::Lost => "lost",
+                Presence::Offline => "offline",
+            }
+            .to_string();
             a
         });
         Ok(Response::new(pb::ListAgentsResponse {
@@ -203,6 +282,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ReportRequest>,
     ) -> Result<Response<pb::ReportResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
         let req = request.into_inner();
         let format = if req.format.is_empty() {
             Some(Format::Table)
@@ -228,6 +308,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
         let held = self.store.cancel_campaign(&id).map_err(store_status)?;
         for (plan, host) in held {

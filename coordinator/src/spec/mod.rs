@@ -74,6 +74,9 @@ pub struct Campaign {
     pub description: Option<String>,
     /// `hosts: { names: [...] }`; `["local"]` when absent.
     pub hosts: Vec<String>,
+    /// `hosts: { labels: {…} }`: every agent with all these labels is added to `hosts`
+    /// when the campaign is submitted (`select_hosts`).
+    pub host_labels: Option<HostLabels>,
     /// Parameter names in first-seen order: matrix keys, then keys that only
     /// `include` entries add.
     pub params: Vec<String>,
@@ -87,6 +90,60 @@ pub struct Campaign {
     pub devices: Option<DeviceSelector>,
     /// `report:`: baseline comparisons and qualification thresholds.
     pub report: ReportSpec,
+}
+
+/// `hosts: { labels: { rack: b12, role: storage-lab } }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLabels {
+    pub pairs: Vec<(String, String)>,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Each known agent's labels.
+pub type AgentLabels = Vec<(String, std::collections::BTreeMap<String, String>)>;
+
+impl Campaign {
+    /// Adds the agents whose labels match `hosts: { labels }` (sorted, after the named
+    /// hosts). A selector that matches no agent is an error that says what agents exist.
+    pub fn select_hosts(&mut self, agents: &AgentLabels) -> Result<(), String> {
+        let Some(sel) = &self.host_labels else {
+            return Ok(());
+        };
+        let mut matched: Vec<&str> = agents
+            .iter()
+            .filter(|(_, l)| sel.pairs.iter().all(|(k, v)| l.get(k) == Some(v)))
+            .map(|(h, _)| h.as_str())
+            .collect();
+        matched.sort();
+        if matched.is_empty() {
+            let want: Vec<String> = sel.pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let known: Vec<String> = agents
+                .iter()
+                .map(|(h, l)| {
+                    let l: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{h} [{}]", l.join(" "))
+                })
+                .collect();
+            return Err(format!(
+                "{}:{}: hosts.labels: no agent has the labels {}{}",
+                sel.line,
+                sel.column,
+                want.join(" "),
+                if known.is_empty() {
+                    " (no agent has connected yet)".to_string()
+                } else {
+                    format!(" (known agents: {})", known.join(", "))
+                }
+            ));
+        }
+        for h in matched {
+            if !self.hosts.iter().any(|x| x == h) {
+                self.hosts.push(h.to_string());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `report:` settings.
@@ -466,6 +523,7 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         name: spec.name,
         description: spec.description,
         hosts: spec.hosts,
+        host_labels: spec.host_labels,
         params: expansion.params,
         cells,
         repeat: spec.repeat,

@@ -52,6 +52,7 @@ pub(crate) struct Spec {
     pub name: String,
     pub description: Option<String>,
     pub hosts: Vec<String>,
+    pub host_labels: Option<super::HostLabels>,
     pub matrix: Option<MatrixSpec>,
     pub workload: WorkloadSpec,
     pub devices: Option<super::DeviceSelector>,
@@ -245,7 +246,10 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     Ok(Spec {
         name,
         description,
-        hosts: hosts.unwrap_or_else(|| vec!["local".to_string()]),
+        host_labels: hosts.as_ref().and_then(|(_, l)| l.clone()),
+        hosts: hosts
+            .map(|(names, _)| names)
+            .unwrap_or_else(|| vec!["local".to_string()]),
         matrix,
         workload,
         devices,
@@ -287,16 +291,44 @@ fn campaign_name(v: &Node) -> Result<String> {
     Ok(name)
 }
 
-fn read_hosts(e: &Entry) -> Result<Vec<String>> {
+fn read_hosts(e: &Entry) -> Result<(Vec<String>, Option<super::HostLabels>)> {
     let entries = map(
         &e.value,
         "hosts",
-        "a mapping like `{ names: [rc66, rcmonster] }`",
+        "a mapping like `{ names: [rc66, rcmonster] }` or `{ labels: { rack: b12 } }`",
     )?;
-    check_keys(entries, "hosts", &["names"])?;
+    check_keys(entries, "hosts", &["names", "labels"])?;
+    let labels = match entries.iter().find(|e| e.name == "labels") {
+        None => None,
+        Some(l) => {
+            let pairs = map(
+                &l.value,
+                "hosts.labels",
+                "a mapping of label to value, like `{ rack: b12 }`",
+            )?;
+            if pairs.is_empty() {
+                return Err(error(l.value.pos, "hosts.labels", "no labels given")
+                    .hint("e.g. `labels: { role: storage-lab }` selects every agent started with `--label role=storage-lab`"));
+            }
+            let mut out = Vec::new();
+            for p in pairs {
+                let path = format!("hosts.labels.{}", p.name);
+                out.push((p.name.clone(), text(&p.value, &path, "a label value")?));
+            }
+            Some(super::HostLabels {
+                pairs: out,
+                line: l.value.pos.line,
+                column: l.value.pos.column,
+            })
+        }
+    };
     let Some(names) = entries.iter().find(|e| e.name == "names") else {
-        return Err(missing(e.key.pos, "hosts", "names")
-            .hint("list the hosts to run on, e.g. `hosts: { names: [rc66] }`"));
+        if labels.is_some() {
+            return Ok((Vec::new(), labels));
+        }
+        return Err(missing(e.key.pos, "hosts", "names").hint(
+            "list the hosts to run on, e.g. `hosts: { names: [rc66] }`, or select them by label",
+        ));
     };
     let items = seq(&names.value, "hosts.names", "a list of host names")?;
     if items.is_empty() {
@@ -327,7 +359,7 @@ fn read_hosts(e: &Entry) -> Result<Vec<String>> {
         }
         hosts.push((host, item.pos));
     }
-    Ok(hosts.into_iter().map(|(h, _)| h).collect())
+    Ok((hosts.into_iter().map(|(h, _)| h).collect(), labels))
 }
 
 /// RFC 1123 host names: what an operator can put in DNS or /etc/hosts.

@@ -143,6 +143,7 @@ fn defaults() {
             name: "min".into(),
             description: None,
             hosts: vec!["local".into()],
+            host_labels: None,
             params: vec![],
             cells: vec![Cell {
                 params: IndexMap::new(),
@@ -568,4 +569,32 @@ fn commands_may_be_any_scalar_but_names_must_be_strings() {
     let e = err("name: x\nworkload: { command: { run: } }\n");
     assert_eq!(e.path, "workload.command.run");
     assert!(e.message.contains("found nothing"), "{e}");
+}
+
+#[test]
+fn hosts_by_label_are_chosen_from_the_agents_at_submission() {
+    use std::collections::BTreeMap;
+    let mut c = ok("name: x\nhosts: { names: [rc66], labels: { rack: b12 } }\nworkload: { command: { run: \"true\" } }\n");
+    let agent = |h: &str, l: &[(&str, &str)]| {
+        (
+            h.to_string(),
+            l.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        )
+    };
+    let agents = vec![
+        agent("flygecko", &[("rack", "b12"), ("role", "lab")]),
+        agent("rc66", &[("rack", "b12")]),
+        agent("rcmonster", &[("rack", "a01")]),
+    ];
+    c.select_hosts(&agents).unwrap();
+    assert_eq!(c.hosts, ["rc66", "flygecko"]);
+    let mut c =
+        ok("name: x\nhosts:\n  labels: { rack: c3 }\nworkload: { command: { run: \"true\" } }\n");
+    assert!(c.hosts.is_empty());
+    let e = c.select_hosts(&agents).unwrap_err();
+    assert!(e.starts_with("3:11: hosts.labels: no agent has the labels rack=c3 (known agents: flygecko [rack=b12 role=lab]"), "{e}");
+    let e = err("name: x\nhosts: { labels: {} }\nworkload: { command: { run: \"true\" } }\n");
+    assert_eq!((e.line, e.path.as_str()), (2, "hosts.labels"));
 }

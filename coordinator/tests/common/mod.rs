@@ -50,15 +50,58 @@ fn log_file(dir: &Path, name: &str) -> std::fs::File {
         .unwrap()
 }
 
+/// The test's fleet CA in `dir/pki` (made by `platter certs init` on first use) and the
+/// identity directory of `role` `name` (made by `platter certs issue`).
+pub fn identity(dir: &Path, role: &str, name: &str) -> PathBuf {
+    let pki = dir.join("pki");
+    if !pki.join("ca/ca.pem").exists() {
+        certs(&["init", "--dir"], &pki);
+    }
+    let out = match role {
+        "coordinator" => pki.join("coordinator"),
+        r => pki.join(format!("{r}-{name}")),
+    };
+    if !out.join("cert.pem").exists() {
+        let names: Vec<&str> = if role == "coordinator" {
+            vec![name, "127.0.0.1"]
+        } else {
+            vec![name]
+        };
+        let mut args = vec!["issue", role];
+        args.extend(names);
+        args.push("--dir");
+        certs(&args, &pki);
+    }
+    out
+}
+
+fn certs(args: &[&str], pki: &Path) {
+    let out = platter().arg("certs").args(args).arg(pki).output().unwrap();
+    assert!(
+        out.status.success(),
+        "platter certs {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The coordinator's address for clients.
+pub fn url(port: u16) -> String {
+    format!("https://127.0.0.1:{port}")
+}
+
+/// A coordinator with mutual TLS (the identity in dir/pki/coordinator).
 pub fn serve(dir: &Path, port: u16) -> Proc {
+    serve_with(dir, port, &[])
+}
+
+pub fn serve_with(dir: &Path, port: u16, extra: &[&str]) -> Proc {
+    let tls = identity(dir, "coordinator", "localhost");
     let child = platter()
-        .args([
-            "serve",
-            "--insecure",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--db",
-        ])
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--tls-dir")
+        .arg(tls)
+        .args(extra)
+        .arg("--db")
         .arg(dir.join("coordinator.db"))
         .env("PLATTER_LOG", "info")
         .stdout(Stdio::null())
@@ -76,15 +119,11 @@ pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
     if !boot.exists() {
         std::fs::write(&boot, format!("boot-of-{name}-1\n")).unwrap();
     }
+    let tls = identity(dir, "agent", name);
     let child = platter()
-        .args([
-            "agent",
-            "--insecure",
-            "--coordinator",
-            &format!("http://127.0.0.1:{port}"),
-            "--name",
-            name,
-        ])
+        .args(["agent", "--coordinator", &url(port), "--name", name])
+        .arg("--tls-dir")
+        .arg(tls)
         .arg("--state-dir")
         .arg(dir.join(format!("{name}.state")))
         .arg("--boot-id-file")
@@ -138,12 +177,8 @@ pub fn query_i64(dir: &Path, sql: &str) -> i64 {
 
 /// Submits a campaign file through the CLI and returns its id.
 pub fn submit(dir: &Path, port: u16, file: &Path) -> String {
-    let out = platter()
-        .args([
-            "submit",
-            "--coordinator",
-            &format!("http://127.0.0.1:{port}"),
-        ])
+    let out = operator(dir, port)
+        .arg("submit")
         .arg(file)
         .output()
         .unwrap();
@@ -152,8 +187,17 @@ pub fn submit(dir: &Path, port: u16, file: &Path) -> String {
         "submit failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let _ = dir;
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// `platter` with an operator's client settings in the environment (PLATTER_COORDINATOR,
+/// PLATTER_TLS_DIR), as an operator's shell would have them.
+pub fn operator(dir: &Path, port: u16) -> Command {
+    let tls = identity(dir, "operator", "tester");
+    let mut c = platter();
+    c.env("PLATTER_COORDINATOR", url(port))
+        .env("PLATTER_TLS_DIR", tls);
+    c
 }
 
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -1,0 +1,488 @@
+//! The operator's side: one client configuration shared by every command that talks to a
+//! coordinator, and the listings (`status`, `agents`, `watch`) for people and scripts.
+//!
+//! Settings come from flags, then environment variables (PLATTER_COORDINATOR,
+//! PLATTER_TLS_DIR), then the client file (`--config`, PLATTER_CONFIG, or
+//! `~/.config/platter/client.toml`):
+//!
+//! ```toml
+//! coordinator = "https://coordinator.lab:7461"
+//! tls_dir = "/home/alice/.config/platter/operator-alice"
+//! ```
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use platter_agent::tls::{TlsDir, Transport};
+use platter_proto::v1 as pb;
+use platter_proto::v1::control_client::ControlClient;
+use serde::Deserialize;
+use tonic::transport::Channel;
+
+/// How to reach the coordinator, shared by every operator command.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientArgs {
+    /// The coordinator, e.g. https://coordinator.lab:7461
+    #[arg(long, env = "PLATTER_COORDINATOR")]
+    pub coordinator: Option<String>,
+    /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem (an operator
+    /// certificate from `platter certs issue operator NAME`)
+    #[arg(long, env = "PLATTER_TLS_DIR")]
+    pub tls_dir: Option<PathBuf>,
+    /// Speak plaintext gRPC to a coordinator started with --dangerously-insecure
+    #[arg(long)]
+    pub dangerously_insecure: bool,
+    /// Client file with `coordinator` and `tls_dir` [default: ~/.config/platter/client.toml]
+    #[arg(long, env = "PLATTER_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientFile {
+    coordinator: Option<String>,
+    tls_dir: Option<PathBuf>,
+    #[serde(default)]
+    dangerously_insecure: bool,
+}
+
+fn default_config() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("platter/client.toml"))
+}
+
+impl ClientArgs {
+    /// Flags and environment over the client file.
+    pub fn resolve(&self) -> anyhow::Result<(String, Transport)> {
+        let (file, file_path) = match self.config.clone().or_else(default_config) {
+            Some(p) if p.exists() || self.config.is_some() => {
+                let text = std::fs::read_to_string(&p)
+                    .with_context(|| format!("reading client file {}", p.display()))?;
+                let f: ClientFile =
+                    toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+                (f, Some(p))
+            }
+            _ => (ClientFile::default(), None),
+        };
+        let Some(url) = self.coordinator.clone().or(file.coordinator) else {
+            bail!(
+                "which coordinator? pass --coordinator https://HOST:7461, set PLATTER_COORDINATOR, \
+                 or put `coordinator = \"…\"` in {}",
+                file_path.or_else(default_config).map(|p| p.display().to_string()).unwrap_or("a client file".into())
+            );
+        };
+        let insecure = self.dangerously_insecure || file.dangerously_insecure;
+        let transport = match self.tls_dir.clone().or(file.tls_dir) {
+            Some(dir) => relative_to(dir, self.tls_dir.is_none(), file_path_dir(&self.config)),
+            None if insecure => return Ok((url, Transport::Plaintext)),
+            None => bail!(
+                "no client certificate: pass --tls-dir DIR (from `platter certs issue operator NAME`), \
+                 set PLATTER_TLS_DIR, or use --dangerously-insecure against a plaintext coordinator"
+            ),
+        };
+        Ok((url, Transport::Tls(TlsDir(transport))))
+    }
+
+    pub async fn connect(&self) -> anyhow::Result<ControlClient<Channel>> {
+        let (url, transport) = self.resolve()?;
+        connect(&url, &transport).await
+    }
+}
+
+fn file_path_dir(config: &Option<PathBuf>) -> Option<PathBuf> {
+    config
+        .clone()
+        .or_else(default_config)
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+}
+
+/// A relative `tls_dir` in the client file is relative to the file.
+fn relative_to(dir: PathBuf, from_file: bool, base: Option<PathBuf>) -> PathBuf {
+    match base {
+        Some(b) if from_file && dir.is_relative() => b.join(dir),
+        _ => dir,
+    }
+}
+
+pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<ControlClient<Channel>> {
+    let channel = transport
+        .endpoint(url)?
+        .connect_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "connecting to coordinator {url}: {}",
+                platter_agent::tls::chain(&e)
+            )
+        })?;
+    Ok(ControlClient::new(channel))
+}
+
+/// A failed call as one line: the status message and, for transport failures, why.
+pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
+    use std::error::Error;
+    let cause = s
+        .source()
+        .map(|c| format!(" ({})", platter_agent::tls::chain(c)))
+        .unwrap_or_default();
+    anyhow::anyhow!("{what}: {}{cause}", s.message())
+}
+
+/// `table` for people, `json` for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+fn state_name(s: i32) -> &'static str {
+    match pb::CampaignState::try_from(s) {
+        Ok(pb::CampaignState::Running) => "running",
+        Ok(pb::CampaignState::Done) => "done",
+        Ok(pb::CampaignState::Cancelled) => "cancelled",
+        _ => "?",
+    }
+}
+
+fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
+    serde_json::json!({
+        "campaign_id": c.campaign_id,
+        "name": c.name,
+        "state": state_name(c.state),
+        "submitted_unix_ms": c.created_unix_ms,
+        "cells_total": c.cells_total,
+        "cells_done": c.cells_done,
+        "steps_total": c.steps_total,
+        "steps_done": c.steps_done,
+        "steps_failed": c.steps_failed,
+        "hosts": c.hosts.iter().map(|h| serde_json::json!({
+            "host": h.host,
+            "connected": h.connected,
+            "steps_total": h.steps_total,
+            "steps_done": h.steps_done,
+            "current_step": h.current_step,
+            "eta_s": eta(h).map(|d| d.as_secs()),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Time left for a host at the pace of its ended steps.
+pub fn eta(h: &pb::HostProgress) -> Option<Duration> {
+    if h.steps_done == 0 || h.steps_done >= h.steps_total {
+        return (h.steps_done >= h.steps_total).then_some(Duration::ZERO);
+    }
+    let per = h.elapsed_ms as f64 / f64::from(h.steps_done);
+    Some(Duration::from_millis(
+        (per * f64::from(h.steps_total - h.steps_done)) as u64,
+    ))
+}
+
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let widths = crate::report::widths(&header, rows);
+    let mut out = crate::report::aligned(&header, &widths, "", "  ");
+    out.push('\n');
+    for r in rows {
+        out.push_str(&crate::report::aligned(r, &widths, "", "  "));
+        out.push('\n');
+    }
+    out
+}
+
+/// `platter status [CAMPAIGN]`.
+pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output) -> String {
+    if output == Output::Json {
+        let v: Vec<_> = campaigns.iter().map(campaign_json).collect();
+        let v = if one {
+            v.into_iter().next().unwrap_or_default()
+        } else {
+            v.into()
+        };
+        return serde_json::to_string_pretty(&v).expect("json") + "\n";
+    }
+    if one {
+        let Some(c) = campaigns.first() else {
+            return String::new();
+        };
+        let mut out = format!(
+            "campaign {} ({}): {}, {}/{} cells, {}/{} steps, {} failed\n",
+            c.campaign_id,
+            c.name,
+            state_name(c.state),
+            c.cells_done,
+            c.cells_total,
+            c.steps_done,
+            c.steps_total,
+            c.steps_failed
+        );
+        out.push_str(&host_table(c));
+        return out;
+    }
+    let rows: Vec<Vec<String>> = campaigns
+        .iter()
+        .map(|c| {
+            vec![
+                c.campaign_id.clone(),
+                c.name.clone(),
+                state_name(c.state).into(),
+                format!("{}/{}", c.cells_done, c.cells_total),
+                format!("{}/{}", c.steps_done, c.steps_total),
+                c.steps_failed.to_string(),
+                c.hosts
+                    .iter()
+                    .map(|h| h.host.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "campaign", "name", "state", "cells", "steps", "failed", "hosts",
+        ],
+        &rows,
+    )
+}
+
+fn host_table(c: &pb::CampaignStatus) -> String {
+    let rows: Vec<Vec<String>> = c
+        .hosts
+        .iter()
+        .map(|h| {
+            vec![
+                h.host.clone(),
+                if h.connected {
+                    "connected"
+                } else {
+                    "not connected"
+                }
+                .into(),
+                format!("{}/{}", h.steps_done, h.steps_total),
+                eta(h).map(hms).unwrap_or("?".into()),
+                if h.current_step.is_empty() {
+                    "-".into()
+                } else {
+                    h.current_step.clone()
+                },
+            ]
+        })
+        .collect();
+    table(&["host", "link", "steps", "ETA", "current step"], &rows)
+}
+
+/// `platter agents`.
+pub fn render_agents(agents: &[pb::AgentInfo], output: Output) -> String {
+    let now = crate::store::now_ms();
+    if output == Output::Json {
+        let v: Vec<_> = agents
+            .iter()
+            .map(|a| {
+                let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();
+                serde_json::json!({
+                    "host": a.host,
+                    "state": a.state,
+                    "labels": labels,
+                    "last_seen_unix_ms": a.last_seen_unix_ms,
+                    "current_campaign": a.current_campaign,
+                    "agent_version": a.agent_version,
+                    "boot_id": a.boot_id,
+                    "drives": a.devices.iter().map(|d| serde_json::json!({
+                        "path": d.path, "model": d.model, "serial": d.serial,
+                        "size_bytes": d.size_bytes, "transport": d.transport,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        return serde_json::to_string_pretty(&v).expect("json") + "\n";
+    }
+    let rows: Vec<Vec<String>> = agents
+        .iter()
+        .map(|a| {
+            let mut labels: Vec<String> =
+                a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.sort();
+            let drives: Vec<String> = a
+                .devices
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} {}",
+                        d.path,
+                        crate::report::human(d.size_bytes as f64, "B").replace(' ', "")
+                    )
+                })
+                .collect();
+            let ago = Duration::from_millis((now - a.last_seen_unix_ms).max(0) as u64);
+            vec![
+                a.host.clone(),
+                a.state.clone(),
+                if labels.is_empty() {
+                    "-".into()
+                } else {
+                    labels.join(",")
+                },
+                if drives.is_empty() {
+                    "-".into()
+                } else {
+                    drives.join(", ")
+                },
+                if a.state == "idle" || a.state == "busy" {
+                    "now".into()
+                } else {
+                    format!("{} ago", hms(ago))
+                },
+                if a.current_campaign.is_empty() {
+                    "-".into()
+                } else {
+                    a.current_campaign.clone()
+                },
+            ]
+        })
+        .collect();
+    table(
+        &["host", "state", "labels", "drives", "last seen", "campaign"],
+        &rows,
+    )
+}
+
+/// Follows a campaign until it ends: on a terminal one live line per host (current step,
+/// done/total, ETA); otherwise a plain line whenever a host makes progress, for logs.
+pub async fn watch(
+    client: &mut ControlClient<Channel>,
+    campaign: &str,
+) -> anyhow::Result<pb::CampaignStatus> {
+    let mut stream = client
+        .watch(pb::GetCampaignRequest {
+            campaign_id: campaign.into(),
+        })
+        .await
+        .map_err(|s| call_error("watch", s))?
+        .into_inner();
+    let live = std::io::stderr().is_terminal();
+    let multi = MultiProgress::new();
+    let style = ProgressStyle::with_template("{prefix:<12} [{bar:24}] {pos:>4}/{len:<4} {msg}")
+        .expect("static template")
+        .progress_chars("=> ");
+    let mut bars: HashMap<String, ProgressBar> = HashMap::new();
+    let mut printed: HashMap<String, u32> = HashMap::new();
+    let mut last = None;
+    while let Some(s) = stream.message().await.map_err(|s| call_error("watch", s))? {
+        for h in &s.hosts {
+            let eta = eta(h).map(hms).unwrap_or("?".into());
+            let link = if h.connected { "" } else { " (not connected)" };
+            let msg = format!("ETA {eta}{link}  {}", h.current_step);
+            if live {
+                let bar = bars.entry(h.host.clone()).or_insert_with(|| {
+                    let b = multi.add(ProgressBar::new(h.steps_total.into()));
+                    b.set_style(style.clone());
+                    b.set_prefix(h.host.clone());
+                    b.enable_steady_tick(Duration::from_millis(250));
+                    b
+                });
+                bar.set_length(h.steps_total.into());
+                bar.set_position(h.steps_done.into());
+                bar.set_message(msg);
+            } else if printed.get(&h.host) != Some(&h.steps_done) {
+                printed.insert(h.host.clone(), h.steps_done);
+                eprintln!(
+                    "{:<12} {:>4}/{:<4} steps  {msg}",
+                    h.host, h.steps_done, h.steps_total
+                );
+            }
+        }
+        last = Some(s);
+    }
+    for b in bars.values() {
+        b.finish_and_clear();
+    }
+    let last = last.ok_or_else(|| anyhow::anyhow!("the coordinator sent no status"))?;
+    eprintln!(
+        "campaign {}: {}, {}/{} steps, {} failed",
+        last.campaign_id,
+        state_name(last.state),
+        last.steps_done,
+        last.steps_total,
+        last.steps_failed
+    );
+    Ok(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_file_fills_what_flags_and_environment_leave_out() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("client.toml");
+        std::fs::write(
+            &f,
+            "coordinator = \"https://c.lab:7461\"\ntls_dir = \"operator-alice\"\n",
+        )
+        .unwrap();
+        let args = ClientArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        let (url, t) = args.resolve().unwrap();
+        assert_eq!(url, "https://c.lab:7461");
+        assert_eq!(t, Transport::Tls(TlsDir(d.path().join("operator-alice"))));
+        let args = ClientArgs {
+            config: Some(f.clone()),
+            coordinator: Some("https://other:1".into()),
+            tls_dir: Some("/x".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            args.resolve().unwrap(),
+            (
+                "https://other:1".into(),
+                Transport::Tls(TlsDir("/x".into()))
+            )
+        );
+        std::fs::write(&f, "coordinater = \"x\"\n").unwrap();
+        let err = ClientArgs {
+            config: Some(f),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("unknown field") && err.contains("coordinater"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn eta_is_the_pace_of_ended_steps() {
+        let h = pb::HostProgress {
+            steps_total: 10,
+            steps_done: 4,
+            elapsed_ms: 8000,
+            ..Default::default()
+        };
+        assert_eq!(eta(&h), Some(Duration::from_secs(12)));
+        let fresh = pb::HostProgress {
+            steps_total: 10,
+            ..Default::default()
+        };
+        assert_eq!(eta(&fresh), None);
+    }
+}

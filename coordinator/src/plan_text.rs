@@ -1,0 +1,107 @@
+//! The text `platter validate` prints: cells, destructive actions, each host's plan.
+//! The Control service's Plan call returns the same text for a campaign expanded
+//! against the live fleet.
+
+use crate::planner::PlannedCampaign;
+use crate::spec;
+
+pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
+    let mut out = String::new();
+    let hosts: Vec<&str> = planned.plans.iter().map(|p| p.host.as_str()).collect();
+    out.push_str(&format!(
+        "campaign {}: valid\n  {} cell(s) × {} repetition(s) on {} host(s): {}\n  order {:?}, on_failure {:?}\n\ncells:\n",
+        campaign.name,
+        campaign.cells.len(),
+        campaign.repeat,
+        hosts.len(),
+        hosts.join(", "),
+        campaign.order,
+        campaign.on_failure
+    ));
+    for (i, c) in campaign.cells.iter().enumerate() {
+        let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "  cell {i}: {}\n",
+            if params.is_empty() {
+                "(no parameters)".into()
+            } else {
+                params.join(" ")
+            }
+        ));
+    }
+    let mut destructive: Vec<String> = Vec::new();
+    for plan in &planned.plans {
+        for s in &plan.steps {
+            let platter_agent::model::StepKind::StorageSetup(c) = &s.kind else {
+                continue;
+            };
+            let Some(device) = &c.device else { continue };
+            let mut actions = Vec::new();
+            if c.write_cache != "keep" {
+                actions.push(format!(
+                    "host {}: set the write cache of {device} {}",
+                    plan.host, c.write_cache
+                ));
+            }
+            if c.fs != "none" {
+                let opts = if c.mkfs_options.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", c.mkfs_options.join(" "))
+                };
+                actions.push(format!(
+                    "host {}: mkfs.{}{opts} {device} (erases it)",
+                    plan.host, c.fs
+                ));
+            } else {
+                actions.push(format!(
+                    "host {}: the workload writes to {device} directly",
+                    plan.host
+                ));
+            }
+            for a in actions {
+                if !destructive.contains(&a) {
+                    destructive.push(a);
+                }
+            }
+        }
+    }
+    if !destructive.is_empty() {
+        out.push_str(
+            "\ndestructive actions (each agent refuses them unless started with --allow-device):\n",
+        );
+        for a in &destructive {
+            out.push_str(&format!("  {a}\n"));
+        }
+    }
+    for plan in &planned.plans {
+        out.push_str(&format!(
+            "\nplan for host {} ({} steps):\n",
+            plan.host,
+            plan.steps.len()
+        ));
+        let cell_index = |id: &str| {
+            planned
+                .cells
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| c.index)
+                .unwrap_or(0)
+        };
+        for s in &plan.steps {
+            let rep = if s.repetition > 0 {
+                format!("rep {}", s.repetition)
+            } else {
+                "once".into()
+            };
+            out.push_str(&format!(
+                "  {:>4}  cell {:<3} {:<7} {}\n",
+                s.index,
+                cell_index(&s.cell_id),
+                rep,
+                s.kind
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,158 @@
+//! The coordinator's side of mutual TLS: a rustls server that trusts only the fleet CA
+//! and requires a client certificate, and the role checks the services apply to it.
+//!
+//! The TLS accept loop is ours rather than tonic's `ServerTlsConfig` so that a refused
+//! handshake (unknown CA, expired, plaintext) becomes a log line naming the peer and the
+//! reason; tonic drops those errors silently.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use platter_agent::tls::TlsDir;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Status};
+
+use crate::pki::{self, Peer, Role};
+
+/// A handshake that takes longer than this is dropped (a slow or idle client must not hold
+/// a task forever).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshaken connections waiting for tonic to take them.
+const ACCEPTED_BACKLOG: usize = 1024;
+
+/// Builds the rustls server configuration from a `--tls-dir` (ca.pem, cert.pem, key.pem).
+pub fn server_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let files = dir.read()?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(files.ca.as_bytes()) {
+        roots
+            .add(c.with_context(|| format!("reading {}", dir.ca().display()))?)
+            .with_context(|| format!("{} is not a usable CA certificate", dir.ca().display()))?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .context("building the client certificate verifier")?;
+    let chain = CertificateDer::pem_slice_iter(files.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("reading {}", dir.cert().display()))?;
+    let key = PrivateKeyDer::from_pem_slice(files.key.as_bytes())
+        .with_context(|| format!("reading {}", dir.key().display()))?;
+    if let Some(c) = chain.first() {
+        let me = pki::peer(c)?;
+        if me.role != Role::Coordinator {
+            anyhow::bail!(
+                "{} is {} certificate; the coordinator needs one from `platter certs issue coordinator …`",
+                dir.cert().display(),
+                me.role.with_article()
+            );
+        }
+    }
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .context("the coordinator certificate does not match its key")?;
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Accepts TCP connections and hands the ones that complete a mutual-TLS handshake to
+/// tonic. Each handshake runs on its own short-lived task.
+pub fn incoming(
+    listener: TcpListener,
+    cfg: Arc<rustls::ServerConfig>,
+    shutdown: CancellationToken,
+) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(ACCEPTED_BACKLOG);
+    let acceptor = TlsAcceptor::from(cfg);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.cancelled() => return,
+            };
+            let _ = tcp.set_nodelay(true);
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Ok(Err(e)) => tracing::warn!(%peer, "TLS handshake refused: {}", explain(&e)),
+                    Err(_) => tracing::warn!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+/// The rustls reason, with a hint for the usual mistakes.
+fn explain(e: &std::io::Error) -> String {
+    let s = platter_agent::tls::chain(e);
+    if s.contains("InvalidContentType") || s.contains("corrupt message") {
+        format!("{s} (the client speaks plaintext: give it https:// and --tls-dir)")
+    } else if s.contains("UnknownIssuer") {
+        format!("{s} (its certificate is not from this fleet's CA)")
+    } else if s.contains("peer sent no certificates") || s.contains("NoCertificatesPresented") {
+        format!("{s} (the client presented no certificate: give it --tls-dir)")
+    } else {
+        s
+    }
+}
+
+/// Who may call what. With TLS, the TLS layer has verified the chain; this checks the role
+/// and returns the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    Tls,
+    /// `--dangerously-insecure`, or the loopback link inside `platter run`.
+    Plaintext,
+}
+
+impl Auth {
+    /// The caller, if it holds a certificate of `role`; `None` in plaintext mode.
+    pub fn require<T>(&self, req: &Request<T>, role: Role) -> Result<Option<Peer>, Status> {
+        if *self == Auth::Plaintext {
+            return Ok(None);
+        }
+        let certs = req.peer_certs().ok_or_else(|| {
+            Status::unauthenticated("no client certificate (mutual TLS is required)")
+        })?;
+        let leaf = certs
+            .first()
+            .ok_or_else(|| Status::unauthenticated("no client certificate"))?;
+        let peer = pki::peer(leaf).map_err(|e| Status::permission_denied(e.to_string()))?;
+        if peer.role != role {
+            let addr = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+            tracing::warn!(peer = %addr, name = %peer.name, role = peer.role.as_str(), needed = role.as_str(), "refused: wrong certificate role");
+            return Err(Status::permission_denied(format!(
+                "certificate {:?} is {} certificate; this service needs {} certificate",
+                peer.name,
+                peer.role.with_article(),
+                role.with_article()
+            )));
+        }
+        Ok(Some(peer))
+    }
+}
