@@ -59,7 +59,8 @@ impl Link {
                 if !self.shared.measuring.load(Ordering::Relaxed)
                     && (failures < 3 || failures.is_multiple_of(20))
                 {
-                    tracing::warn!(coordinator = %self.coordinator, error = %e, "link down; reconnecting");
+                    let hint = self.hint(&e.to_string());
+                    tracing::warn!(coordinator = %self.coordinator, error = %e, "link down; reconnecting{hint}");
                 }
             }
             failures = failures.saturating_add(1);
@@ -122,6 +123,23 @@ impl Link {
                     tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
                 }
             }
+        }
+    }
+
+    /// What an obscure transport error usually means, given how we dialled.
+    fn hint(&self, error: &str) -> &'static str {
+        use crate::tls::Transport;
+        match self.transport {
+            Transport::Plaintext if error.contains("h2 protocol error") || error.contains("connection closed") => {
+                " (the coordinator may require TLS: use https:// and --tls-dir)"
+            }
+            Transport::Tls(_) if error.contains("connection closed") || error.contains("fatal alert") => {
+                " (the coordinator may have refused this host's certificate: its log says why)"
+            }
+            Transport::Tls(_) if error.contains("invalid peer certificate") => {
+                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the address dialled)"
+            }
+            _ => "",
         }
     }
 

@@ -45,8 +45,13 @@ impl TlsDir {
     }
 
     /// The client side of mutual TLS: trust only the fleet CA, present our certificate.
+    /// A certificate outside its validity is still presented (the coordinator refuses it
+    /// and logs why) but we say so here too, where the operator is looking.
     pub fn client_config(&self) -> anyhow::Result<ClientTlsConfig> {
         let f = self.read()?;
+        if let Some(problem) = validity_problem(&f.cert) {
+            tracing::warn!("{}: {problem}", self.cert().display());
+        }
         Ok(ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(f.ca))
             .identity(Identity::from_pem(f.cert, f.key)))
@@ -105,4 +110,25 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = c.source();
     }
     s
+}
+
+/// "expired on …" or "not valid before …" for a PEM certificate outside its validity now.
+pub fn validity_problem(cert_pem: &str) -> Option<String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let v = cert.validity();
+    let now = x509_parser::time::ASN1Time::now();
+    if now > v.not_after {
+        Some(format!(
+            "this certificate expired on {}; issue a new one with `platter certs issue`",
+            v.not_after
+        ))
+    } else if now < v.not_before {
+        Some(format!(
+            "this certificate is not valid before {} (is this host's clock right?)",
+            v.not_before
+        ))
+    } else {
+        None
+    }
 }

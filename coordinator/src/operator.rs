@@ -132,7 +132,12 @@ pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
         .source()
         .map(|c| format!(" ({})", platter_agent::tls::chain(c)))
         .unwrap_or_default();
-    anyhow::anyhow!("{what}: {}{cause}", s.message())
+    let hint = if cause.contains("connection closed") || cause.contains("fatal alert") {
+        " — the coordinator may have refused this certificate (expired, another CA's, or not an operator's); its log says which"
+    } else {
+        ""
+    };
+    anyhow::anyhow!("{what}: {}{cause}{hint}", s.message())
 }
 
 /// `table` for people, `json` for scripts.

@@ -116,7 +116,7 @@ pub fn new_ca(validity: Validity) -> anyhow::Result<Ca> {
         .push(DnType::OrganizationName, ORGANIZATION);
     params
         .distinguished_name
-        .push(DnType::CommonName, "platter fleet CA");
+        .push(DnType::CommonName, format!("platter fleet CA {}", ca_tag()));
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     params.not_before = validity.not_before;
@@ -175,6 +175,13 @@ pub fn issue(ca: &Ca, role: Role, names: &[String], validity: Validity) -> anyho
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
     })
+}
+
+/// A random tag that makes each CA's name unique, so two fleets' CAs are never mistaken
+/// for each other by name (verifiers look issuers up by name).
+fn ca_tag() -> String {
+    use rand::Rng;
+    format!("{:08x}", rand::rng().random::<u32>())
 }
 
 /// `platter certs init`: a new CA in `DIR/ca/`. Never overwrites one.

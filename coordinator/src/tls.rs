@@ -112,8 +112,10 @@ fn explain(e: &std::io::Error) -> String {
     let s = platter_agent::tls::chain(e);
     if s.contains("InvalidContentType") || s.contains("corrupt message") {
         format!("{s} (the client speaks plaintext: give it https:// and --tls-dir)")
-    } else if s.contains("UnknownIssuer") {
+    } else if s.contains("UnknownIssuer") || s.contains("BadSignature") {
         format!("{s} (its certificate is not from this fleet's CA)")
+    } else if s.contains("received fatal alert") {
+        format!("{s} (the client rejected this coordinator's certificate: it trusts another CA, or expects another name)")
     } else if s.contains("peer sent no certificates") || s.contains("NoCertificatesPresented") {
         format!("{s} (the client presented no certificate: give it --tls-dir)")
     } else {

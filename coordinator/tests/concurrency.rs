@@ -1,0 +1,169 @@
+//! One coordinator, three agents over mutual TLS, two campaigns submitted at the same
+//! moment by two operators. From the stored step times: no host ever ran two steps (let
+//! alone two measurements) at once, while different hosts did run at the same time.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = free_port();
+    let _coordinator = serve(dir, port);
+    let hosts = ["h1", "h2", "h3"];
+    let _agents: Vec<Proc> = hosts.iter().map(|h| agent(dir, port, h, &[])).collect();
+    wait_for("three agents", Duration::from_secs(20), || {
+        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 3).then_some(())
+    });
+
+    let campaign = |name: &str| {
+        write(
+            dir,
+            &format!("{name}.yaml"),
+            &format!(
+                "name: {name}\nhosts: {{ names: [h1, h2, h3] }}\nmatrix: {{ ms: [30, 60] }}\n\
+                 workload: {{ command: {{ run: \"sleep 0.0${{ms}}\" }} }}\nrepeat: 3\n"
+            ),
+        )
+    };
+    let (a, b) = (campaign("alpha"), campaign("beta"));
+    identity(dir, "operator", "tester");
+    // Two operators at once: both submissions are in flight together.
+    let spawn = |f: &std::path::Path| operator(dir, port).arg("submit").arg(f).output();
+    let (ra, rb) = std::thread::scope(|s| {
+        let ta = s.spawn(|| spawn(&a));
+        let tb = s.spawn(|| spawn(&b));
+        (ta.join().unwrap().unwrap(), tb.join().unwrap().unwrap())
+    });
+    for r in [&ra, &rb] {
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    }
+    wait_for(
+        &format!("both campaigns to finish\n{}", logs(dir)),
+        Duration::from_secs(60),
+        || {
+            (query_i64(dir, "SELECT COUNT(*) FROM campaigns WHERE state = 'done'") == 2)
+                .then_some(())
+        },
+    );
+
+    // Every step's [start, end] from its end record, per host.
+    let c = db(dir);
+    let mut stmt = c
+        .prepare(
+            "SELECT s.host, p.campaign_id, s.kind, s.started_unix_ns, s.finished_unix_ns
+               FROM steps s JOIN plans p ON p.id = s.plan_id
+              WHERE s.state != 'started' ORDER BY s.host, s.started_unix_ns",
+        )
+        .unwrap();
+    let steps: Vec<(String, String, String, i64, i64)> = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let measures = steps.iter().filter(|s| s.2 == "measure").count();
+    assert_eq!(
+        measures,
+        2 * 3 * 2 * 3,
+        "2 campaigns × 3 hosts × 2 cells × 3 reps"
+    );
+    for h in hosts {
+        let mine: Vec<_> = steps.iter().filter(|s| s.0 == h).collect();
+        let campaigns: std::collections::BTreeSet<_> = mine.iter().map(|s| &s.1).collect();
+        assert_eq!(campaigns.len(), 2, "{h} ran steps of both campaigns");
+        for w in mine.windows(2) {
+            assert!(
+                w[0].4 <= w[1].3,
+                "{h}: a {} step of {} ({}..{}) overlaps a {} step of {} starting at {}",
+                w[0].2,
+                w[0].1,
+                w[0].3,
+                w[0].4,
+                w[1].2,
+                w[1].1,
+                w[1].3
+            );
+        }
+    }
+    // Hosts ran in parallel: some measurement on one host overlaps one on another.
+    let parallel = steps.iter().any(|x| {
+        steps
+            .iter()
+            .any(|y| x.0 != y.0 && x.2 == "measure" && y.2 == "measure" && x.3 < y.4 && y.3 < x.4)
+    });
+    assert!(parallel, "no two hosts ever measured at the same time");
+}
+
+/// An agent that stops answering (SIGSTOP: its TCP connection stays open) is shown as lost
+/// after the heartbeat timeout; a campaign submitted meanwhile waits for it and runs when
+/// it is back (SIGCONT).
+#[test]
+fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = free_port();
+    let _coordinator = serve_with(dir, port, &["--heartbeat-timeout", "7"]);
+    let sleeper = agent(dir, port, "sleepy", &[]);
+    wait_for("the agent", Duration::from_secs(20), || {
+        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
+    });
+    let state = || {
+        let out = operator(dir, port)
+            .args(["agents", "--output", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["state"].as_str().unwrap().to_string()
+    };
+    assert_eq!(state(), "idle");
+    let pid = sleeper.child.id().to_string();
+    let signal = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
+    };
+    signal("-STOP");
+    wait_for(
+        &format!("the agent to be lost\n{}", logs(dir)),
+        Duration::from_secs(20),
+        || (state() == "lost").then_some(()),
+    );
+    let f = write(dir, "c.yaml", "name: waits\nhosts: { names: [sleepy] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n");
+    let id = submit(dir, port, &f);
+    let status = operator(dir, port)
+        .args(["status", &id, "--output", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["state"], "running");
+    assert_eq!(v["hosts"][0]["connected"], false);
+    assert_eq!(v["hosts"][0]["steps_done"], 0);
+    signal("-CONT");
+    wait_for(
+        &format!("the campaign to finish\n{}", logs(dir)),
+        Duration::from_secs(30),
+        || {
+            (query_i64(dir, "SELECT COUNT(*) FROM campaigns WHERE state = 'done'") == 1)
+                .then_some(())
+        },
+    );
+    assert!(
+        logs(dir).contains("agent lost: nothing heard for 7 s"),
+        "{}",
+        logs(dir)
+    );
+    drop(sleeper);
+}

@@ -1,0 +1,229 @@
+//! Mutual TLS refusals, each against a real coordinator process on 127.0.0.1: plaintext to a
+//! TLS coordinator, a certificate from another CA, an agent claiming another host's name,
+//! an agent certificate on the Control service, an expired certificate. A good agent and a
+//! good operator on the same coordinator show the refusals are not the whole link failing.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use platter::pki::{self, Role, Validity};
+
+fn log(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
+}
+
+/// Waits until `name`'s log contains `text`.
+fn log_says(dir: &Path, name: &str, text: &str) {
+    wait_for(
+        &format!("{name}.log to say {text:?}\n{}", logs(dir)),
+        Duration::from_secs(20),
+        || log(dir, name).contains(text).then_some(()),
+    );
+}
+
+/// Hosts the coordinator has stored a hello of (none while its database is being made).
+fn agents_known(dir: &Path) -> Vec<String> {
+    let c = db(dir);
+    let Ok(mut stmt) = c.prepare("SELECT host FROM agents ORDER BY host") else {
+        return Vec::new();
+    };
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// An identity directory written with the library, for what the CLI will not make.
+fn write_identity(out: &Path, ca: &pki::Ca, role: Role, name: &str, validity: Validity) {
+    let c = pki::issue(ca, role, &[name.to_string()], validity).unwrap();
+    std::fs::create_dir_all(out).unwrap();
+    std::fs::write(out.join("cert.pem"), c.cert_pem).unwrap();
+    std::fs::write(out.join("key.pem"), c.key_pem).unwrap();
+    std::fs::write(out.join("ca.pem"), &ca.cert_pem).unwrap();
+}
+
+fn fleet_ca(dir: &Path) -> pki::Ca {
+    identity(dir, "coordinator", "localhost");
+    pki::Ca {
+        cert_pem: std::fs::read_to_string(dir.join("pki/ca/ca.pem")).unwrap(),
+        key_pem: std::fs::read_to_string(dir.join("pki/ca/ca-key.pem")).unwrap(),
+    }
+}
+
+#[test]
+fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = free_port();
+    let _coordinator = serve(dir, port);
+
+    // The control: a good agent connects and a good operator sees it.
+    let _good = agent(dir, port, "rc66", &[]);
+    wait_for("rc66 to connect", Duration::from_secs(20), || {
+        agents_known(dir)
+            .contains(&"rc66".to_string())
+            .then_some(())
+    });
+    let out = operator(dir, port)
+        .args(["agents", "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["host"], "rc66");
+    assert_eq!(v[0]["state"], "idle");
+
+    // 1. Plaintext to a TLS coordinator: an agent and an operator.
+    let _plain = platter()
+        .args([
+            "agent",
+            "--dangerously-insecure",
+            "--coordinator",
+            &format!("http://127.0.0.1:{port}"),
+            "--name",
+            "plain",
+        ])
+        .arg("--state-dir")
+        .arg(dir.join("plain.state"))
+        .env("PLATTER_LOG", "info")
+        .stderr(std::fs::File::create(dir.join("plain.log")).unwrap())
+        .spawn()
+        .map(|child| Proc {
+            child,
+            name: "plain".into(),
+        })
+        .unwrap();
+    log_says(dir, "coordinator", "the client speaks plaintext");
+    log_says(dir, "plain", "the coordinator may require TLS");
+    let out = platter()
+        .args([
+            "agents",
+            "--dangerously-insecure",
+            "--coordinator",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("platter: agents:"), "{err}");
+
+    // 2. An agent with a certificate from another CA (same name as a real host).
+    let other = pki::new_ca(Validity::days(1)).unwrap();
+    write_identity(
+        &dir.join("rogue"),
+        &other,
+        Role::Agent,
+        "rcmonster",
+        Validity::days(1),
+    );
+    // It trusts the fleet's CA (which is public), so the coordinator is the one to refuse.
+    std::fs::copy(dir.join("pki/ca/ca.pem"), dir.join("rogue/ca.pem")).unwrap();
+    let _rogue = platter()
+        .args([
+            "agent",
+            "--coordinator",
+            &url(port),
+            "--name",
+            "rcmonster",
+            "--tls-dir",
+        ])
+        .arg(dir.join("rogue"))
+        .arg("--state-dir")
+        .arg(dir.join("rogue.state"))
+        .env("PLATTER_LOG", "info")
+        .stderr(std::fs::File::create(dir.join("rogue.log")).unwrap())
+        .spawn()
+        .map(|child| Proc {
+            child,
+            name: "rogue".into(),
+        })
+        .unwrap();
+    log_says(dir, "coordinator", "not from this fleet's CA");
+    log_says(
+        dir,
+        "rogue",
+        "the coordinator may have refused this host's certificate",
+    );
+
+    // 3. An agent claiming another host's name with its own (valid) certificate.
+    identity(dir, "agent", "flygecko");
+    let _liar = platter()
+        .args([
+            "agent",
+            "--coordinator",
+            &url(port),
+            "--name",
+            "impostor",
+            "--tls-dir",
+        ])
+        .arg(dir.join("pki/agent-flygecko"))
+        .arg("--state-dir")
+        .arg(dir.join("liar.state"))
+        .env("PLATTER_LOG", "info")
+        .stderr(std::fs::File::create(dir.join("liar.log")).unwrap())
+        .spawn()
+        .map(|child| Proc {
+            child,
+            name: "liar".into(),
+        })
+        .unwrap();
+    log_says(
+        dir,
+        "coordinator",
+        "refused: agent claims another host's name",
+    );
+    log_says(
+        dir,
+        "liar",
+        "this certificate belongs to agent \"flygecko\"",
+    );
+
+    // 4. An agent certificate on the Control service.
+    let out = platter()
+        .args(["submit", "--coordinator", &url(port), "--tls-dir"])
+        .arg(dir.join("pki/agent-rc66"))
+        .arg(write(
+            dir,
+            "c.yaml",
+            "name: x\nhosts: { names: [rc66] }\nworkload: { command: { run: \"true\" } }\n",
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("certificate \"rc66\" is an agent certificate; this service needs an operator certificate"),
+        "{err}"
+    );
+    log_says(dir, "coordinator", "refused: wrong certificate role");
+
+    // 5. An expired certificate, signed by the right CA.
+    let ca = fleet_ca(dir);
+    let day = time::Duration::days(1);
+    let past = Validity {
+        not_before: time::OffsetDateTime::now_utc() - day * 30,
+        not_after: time::OffsetDateTime::now_utc() - day,
+    };
+    write_identity(&dir.join("expired-op"), &ca, Role::Operator, "old", past);
+    let out = platter()
+        .args(["agents", "--coordinator", &url(port), "--tls-dir"])
+        .arg(dir.join("expired-op"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.to_lowercase().contains("expired"), "{err}");
+    log_says(dir, "coordinator", "certificate expired");
+
+    // None of the refused agents got in; the good one is still there.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(agents_known(dir), ["rc66"], "{}", logs(dir));
+}
