@@ -123,6 +123,8 @@ pub struct Verdict {
     pub threshold: String,
     /// The judged value in base units; None when the cell did not measure it.
     pub value: Option<f64>,
+    /// The unit of `value` (s, B, op/s …).
+    pub unit: String,
     pub pass: bool,
 }
 
@@ -173,6 +175,18 @@ pub fn qualify(cells: &[CellReport], settings: &ReportSpec) -> Vec<Verdict> {
                 cell: label.join(" "),
                 threshold: t.text.clone(),
                 value,
+                unit: cell
+                    .metrics
+                    .iter()
+                    .find(|m| m.metric == t.metric)
+                    .map(|m| m.unit.clone())
+                    .unwrap_or_else(|| {
+                        if t.metric == "latency" {
+                            "s".into()
+                        } else {
+                            String::new()
+                        }
+                    }),
                 pass: value.is_some_and(|v| t.op.holds(v, t.value)),
             });
         }

@@ -52,7 +52,11 @@ impl Exporter for Junit {
                     out.push_str("/>\n");
                 } else {
                     let what = match v.value {
-                        Some(x) => format!("{class} fails {}: measured {x}", v.threshold),
+                        Some(x) => format!(
+                            "{class} fails {}: measured {}",
+                            v.threshold,
+                            super::human(x, &v.unit)
+                        ),
                         None => format!("{class} fails {}: not measured", v.threshold),
                     };
                     out.push_str(&format!(

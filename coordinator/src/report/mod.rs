@@ -448,7 +448,7 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
         });
         for v in failed {
             let what = match v.value {
-                Some(x) => format!("measured {x:.6}"),
+                Some(x) => format!("measured {}", human(x, &v.unit)),
                 None => "not measured".into(),
             };
             let device = if v.device.is_empty() {
