@@ -326,7 +326,7 @@ EOF
 }
 
 cmd_run() {
-  local start=$SECONDS id status=0 vout
+  local start=$SECONDS id status=0
   command -v python3 >/dev/null || die "python3 is needed for the report check"
   [ -f "$envfile" ] || die "the lab is not up ($envfile missing): $0 up"
   export_compose_env
