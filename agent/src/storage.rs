@@ -408,6 +408,9 @@ mod tests {
         )
         .unwrap();
         std::fs::create_dir_all(root.join("dev")).unwrap();
+        for name in ["vdw", "vdx", "vdy", "vdz"] {
+            std::fs::write(root.join("dev").join(name), "").unwrap();
+        }
         std::fs::write(
             root.join("mountinfo"),
             "22 1 253:3 / / rw,relatime - ext4 /dev/vdz rw\n\

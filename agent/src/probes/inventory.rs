@@ -201,7 +201,9 @@ pub fn scan(roots: &Roots) -> Result<Vec<Device>, InventoryError> {
 
     let mut devices = Vec::new();
     for name in names {
-        if is_never_a_drive(&name) {
+        // No node in /dev: not usable here (a container sees the whole machine's /sys
+        // but only the devices passed to it).
+        if is_never_a_drive(&name) || !roots.dev.join(&name).exists() {
             continue;
         }
         let dir = block.join(&name);
@@ -766,6 +768,7 @@ mod tests {
             self.write(&format!("{dir}/queue/write_cache"), format!("{wc}\n"));
             self.mkdir(&format!("{dir}/holders"));
             self.link(&dir, &format!("sys/block/{name}"));
+            self.write(&format!("dev/{name}"), "");
             dir
         }
 
@@ -1006,6 +1009,14 @@ mod tests {
         let dev = |n: &str| f.p("dev").join(n).to_string_lossy().into_owned();
         let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["loop3", "nvme0n1", "sda", "sdb", "vda"]);
+        // A device with no node in /dev (another container's drive) is not listed.
+        fs::remove_file(f.p("dev/vda")).unwrap();
+        let names: Vec<String> = scan(&f.roots())
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["loop3", "nvme0n1", "sda", "sdb"]);
 
         let sda = Device {
             name: s("sda"),
