@@ -416,7 +416,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 })
             };
             let (rendered, failed) = render(format).await?;
-            emit(&rendered, output.as_deref())?;
+            emit(&rendered, output.as_deref(), format)?;
             if let Some(path) = junit {
                 let (xml, _) = render(Format::Junit).await?;
                 std::fs::write(&path, xml)
@@ -699,7 +699,8 @@ async fn report(
     ))
 }
 
-fn emit(rendered: &str, output: Option<&Path>) -> anyhow::Result<()> {
+fn emit(rendered: &str, output: Option<&Path>, format: Format) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
     match output {
         Some(p) => {
             std::fs::write(p, rendered).with_context(|| format!("writing {}", p.display()))?;
@@ -707,7 +708,14 @@ fn emit(rendered: &str, output: Option<&Path>) -> anyhow::Result<()> {
         }
         None => {
             let mut out = std::io::stdout().lock();
-            out.write_all(rendered.as_bytes())?;
+            let colour = format == Format::Table
+                && out.is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            if colour {
+                out.write_all(crate::report::table::colorize(rendered).as_bytes())?;
+            } else {
+                out.write_all(rendered.as_bytes())?;
+            }
             out.flush()?;
         }
     }
@@ -801,7 +809,7 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
             }
         }
         let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
-        emit(&rendered, output)?;
+        emit(&rendered, output, format)?;
         if let Some(path) = &junit {
             let (xml, _) = report(&mut client, &resp.campaign_id, Format::Junit).await?;
             std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;

@@ -8,7 +8,7 @@ pub mod judge;
 mod junit;
 mod markdown;
 pub mod stats;
-mod table;
+pub mod table;
 
 use std::collections::HashMap;
 

@@ -67,3 +67,72 @@ impl Exporter for Table {
         out
     }
 }
+
+/// Colour for a terminal: verdicts red or green, outliers and warnings yellow, host
+/// headings bold. Applied to the rendered table by the CLI, only when stdout is a terminal
+/// and NO_COLOR is unset, so files, pipes and scripts get the plain text.
+pub fn colorize(text: &str) -> String {
+    const RED: &str = "\x1b[31m";
+    const GREEN: &str = "\x1b[32m";
+    const YELLOW: &str = "\x1b[33m";
+    const BOLD: &str = "\x1b[1m";
+    const RESET: &str = "\x1b[0m";
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_start();
+        let colour = if body.starts_with("FAIL ") || body.starts_with("qualification: FAIL") {
+            Some(RED)
+        } else if body.starts_with("qualification: PASS") {
+            Some(GREEN)
+        } else if body.starts_with("outlier: ") || body.contains(": warning: ") {
+            Some(YELLOW)
+        } else if line.starts_with("host ") {
+            Some(BOLD)
+        } else {
+            None
+        };
+        match colour {
+            Some(c) => {
+                let (content, newline) = match line.strip_suffix('\n') {
+                    Some(l) => (l, "\n"),
+                    None => (line, ""),
+                };
+                out.push_str(c);
+                out.push_str(content);
+                out.push_str(RESET);
+                out.push_str(newline);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod colour_tests {
+    use super::colorize;
+
+    #[test]
+    fn verdicts_and_warnings_are_coloured_and_the_rest_is_untouched() {
+        let text = "host rc66\n  loop0  wall  3 1.0 s\n  qualification: FAIL (1 of 3 checks)\n  FAIL flygecko loop2 [size=4096]: latency.p99 < 20ms (measured 103.22 ms)\n  rc66 size=1: warning: wall: CV 9%\n  qualification: PASS (3 checks)";
+        let c = colorize(text);
+        let lines: Vec<&str> = c.lines().collect();
+        assert_eq!(lines[0], "\x1b[1mhost rc66\x1b[0m");
+        assert_eq!(lines[1], "  loop0  wall  3 1.0 s");
+        assert!(
+            lines[2].starts_with("\x1b[31m  qualification: FAIL") && lines[2].ends_with("\x1b[0m")
+        );
+        assert!(lines[3].starts_with("\x1b[31m  FAIL flygecko"));
+        assert!(lines[4].starts_with("\x1b[33m"));
+        assert_eq!(lines[5], "\x1b[32m  qualification: PASS (3 checks)\x1b[0m");
+        // Without colour codes it is the same text.
+        assert_eq!(
+            c.replace("\x1b[31m", "")
+                .replace("\x1b[32m", "")
+                .replace("\x1b[33m", "")
+                .replace("\x1b[1m", "")
+                .replace("\x1b[0m", ""),
+            text
+        );
+    }
+}
