@@ -168,8 +168,13 @@ pub enum Command {
         a: String,
         /// The campaign compared with it
         b: String,
-        #[arg(long, default_value = "platter-data/platter.db")]
-        db: PathBuf,
+        /// Read both from this database file [default: platter-data/platter.db, unless a
+        /// coordinator is given]
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Ask a coordinator (--coordinator or PLATTER_COORDINATOR) instead
+        #[command(flatten)]
+        client: ClientArgs,
         /// The metric to compare
         #[arg(long, default_value = "wall")]
         metric: String,
@@ -432,15 +437,47 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             a,
             b,
             db,
+            client,
             metric,
             format,
         } => {
-            let store = crate::store::Store::open(&db)?;
-            let (ra, rb) = (
-                crate::report::Report::load(&store, &a)?,
-                crate::report::Report::load(&store, &b)?,
-            );
-            let rows = crate::report::judge::compare_campaigns(&ra, &rb, &metric);
+            let rows = if db.is_none() && client.coordinator.is_some() {
+                let resp = client
+                    .connect()
+                    .await?
+                    .compare(pb::CompareRequest {
+                        a: a.clone(),
+                        b: b.clone(),
+                        metric: metric.clone(),
+                    })
+                    .await
+                    .map_err(|s| call_error("compare", s))?
+                    .into_inner();
+                resp.rows
+                    .into_iter()
+                    .map(|r| crate::report::judge::ComparisonRow {
+                        host: r.host,
+                        context: r.context,
+                        key: r.key,
+                        baseline: r.baseline,
+                        candidate: r.candidate,
+                        metric: r.metric,
+                        ratio: r.ratio,
+                        penalty_pct: r.penalty_pct,
+                        ci_pct: r.ci_low_pct.zip(r.ci_high_pct),
+                        significant: r.significant,
+                        text: r.text,
+                    })
+                    .collect()
+            } else {
+                let db = db.unwrap_or_else(|| "platter-data/platter.db".into());
+                let store = crate::store::Store::open(&db)?;
+                let (ra, rb) = (
+                    crate::report::Report::load(&store, &a)?,
+                    crate::report::Report::load(&store, &b)?,
+                );
+                crate::report::judge::compare_campaigns(&ra, &rb, &metric)
+            };
             if rows.is_empty() {
                 bail!("no cell of {b} has a counterpart with the same host and parameters in {a} that measured {metric}");
             }

@@ -98,6 +98,28 @@ fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
             .any(|y| x.0 != y.0 && x.2 == "measure" && y.2 == "measure" && x.3 < y.4 && y.3 < x.4)
     });
     assert!(parallel, "no two hosts ever measured at the same time");
+
+    // The same matrix twice: `platter compare` through the coordinator pairs every cell.
+    let id = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let out = operator(dir, port)
+        .args(["compare", &id(&ra), &id(&rb), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        3 * 2,
+        "every host × cell of beta has its alpha counterpart"
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r["baseline"] == id(&ra).as_str() && r["ratio"].as_f64().unwrap() > 0.0));
 }
 
 /// An agent that stops answering (SIGSTOP: its TCP connection stays open) is shown as lost

@@ -141,6 +141,39 @@ impl Control for ControlService {
         }))
     }
 
+    async fn compare(
+        &self,
+        request: Request<pb::CompareRequest>,
+    ) -> Result<Response<pb::CompareResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        let req = request.into_inner();
+        let metric = if req.metric.is_empty() {
+            "wall".to_string()
+        } else {
+            req.metric
+        };
+        let a = Report::load(&self.store, &req.a).map_err(store_status)?;
+        let b = Report::load(&self.store, &req.b).map_err(store_status)?;
+        let rows = crate::report::judge::compare_campaigns(&a, &b, &metric)
+            .into_iter()
+            .map(|r| pb::ComparisonRow {
+                host: r.host,
+                context: r.context,
+                key: r.key,
+                baseline: r.baseline,
+                candidate: r.candidate,
+                metric: r.metric,
+                ratio: r.ratio,
+                penalty_pct: r.penalty_pct,
+                ci_low_pct: r.ci_pct.map(|c| c.0),
+                ci_high_pct: r.ci_pct.map(|c| c.1),
+                significant: r.significant,
+                text: r.text,
+            })
+            .collect();
+        Ok(Response::new(pb::CompareResponse { rows }))
+    }
+
     async fn list_campaigns(
         &self,
         request: Request<pb::ListCampaignsRequest>,
