@@ -163,7 +163,7 @@ impl Hub {
         }
     }
 
-    /// Dispatches to every connected host (after a submission).
+    /// Dispatches to every connected host (after a campaign resumes).
     pub async fn dispatch_all(&self) {
         let hosts: Vec<String> = self
             .conns
@@ -172,8 +172,16 @@ impl Hub {
             .keys()
             .cloned()
             .collect();
+        self.dispatch_to(&hosts).await;
+    }
+
+    /// Dispatches to these hosts, those of them that are connected.
+    pub async fn dispatch_to(&self, hosts: &[String]) {
         for h in hosts {
-            if let Err(e) = self.dispatch(&h).await {
+            if !self.is_connected(h) {
+                continue;
+            }
+            if let Err(e) = self.dispatch(h).await {
                 tracing::error!(agent = %h, error = %e, "dispatch failed");
             }
         }

@@ -123,7 +123,10 @@ impl Control for ControlService {
             .insert_campaign(&planned, &req.file_name, &req.yaml)
             .map_err(store_status)?;
         tracing::info!(campaign = %planned.id, name = %planned.name, plans = planned.plans.len(), "campaign submitted");
-        self.hub.dispatch_all().await;
+        // Only the campaign's hosts can have a new plan: with thousands of agents connected,
+        // asking the store about every one of them would cost a transaction each.
+        let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.clone()).collect();
+        self.hub.dispatch_to(&hosts).await;
         Ok(Response::new(pb::SubmitResponse {
             campaign_id: planned.id,
             resumed: false,
