@@ -597,6 +597,37 @@ fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
             inventory::scan(&inventory::Roots::default())?,
         );
     }
+    // Other hosts' drives (and label selections) are known only to the coordinator: the
+    // file is valid as far as it can be checked here, and says how to check the rest.
+    let remote: Vec<&str> = campaign
+        .hosts
+        .iter()
+        .map(String::as_str)
+        .filter(|h| *h != "local" && *h != local)
+        .collect();
+    if (campaign.devices.is_some() && !remote.is_empty()) || campaign.host_labels.is_some() {
+        println!(
+            "campaign {}: valid as far as this machine can tell
+  {} cell(s) × {} repetition(s)",
+            campaign.name,
+            campaign.cells.len(),
+            campaign.repeat
+        );
+        let what = match (remote.is_empty(), campaign.host_labels.is_some()) {
+            (_, true) if remote.is_empty() => "which hosts have the labels".to_string(),
+            (_, true) => format!(
+                "which hosts have the labels and the drives of {}",
+                remote.join(", ")
+            ),
+            (_, false) => format!("the drives of {}", remote.join(", ")),
+        };
+        println!("  {what}: only the coordinator knows;");
+        println!(
+            "  `platter validate {} --coordinator URL` shows which hosts and drives it touches",
+            file.display()
+        );
+        return Ok(0);
+    }
     let planned = match planner::plan(&campaign, &local, 1, &inventories) {
         Ok(p) => p,
         Err(planner::PlanError::LocalWithoutRun) => {

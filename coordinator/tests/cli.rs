@@ -68,6 +68,35 @@ fn validate_prints_cells_and_plans() {
         ));
 }
 
+/// The lab's campaigns select drives (and hosts, by label) that only a coordinator knows:
+/// offline they are valid as far as can be told, with the way to check the rest.
+#[test]
+fn validate_without_a_coordinator_says_what_it_cannot_check() {
+    let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/lab");
+    platter()
+        .env_remove("PLATTER_COORDINATOR")
+        .arg("validate")
+        .arg(lab.join("campaign.yaml"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "campaign lab-fsync: valid as far as this machine can tell",
+        ))
+        .stdout(predicate::str::contains(
+            "which hosts have the labels: only the coordinator knows",
+        ));
+    platter()
+        .env_remove("PLATTER_COORDINATOR")
+        .arg("validate")
+        .arg(lab.join("qualify.yaml"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "the drives of rc66, rcmonster, flygecko: only the coordinator knows",
+        ))
+        .stdout(predicate::str::contains("--coordinator URL"));
+}
+
 #[test]
 fn run_measures_and_reports_in_every_format() {
     let tmp = tempfile::tempdir().unwrap();
