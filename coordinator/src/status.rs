@@ -125,6 +125,17 @@ pub fn describe(plan: &Plan, index: u32) -> String {
         return String::new();
     };
     let mut s = step.kind.to_string();
+    // The device is the one the last storage setup before this step made.
+    let device = plan.steps[..index as usize]
+        .iter()
+        .rev()
+        .find_map(|p| match &p.kind {
+            platter_agent::model::StepKind::StorageSetup(c) => c.device.clone(),
+            _ => None,
+        });
+    if let Some(d) = device {
+        s = s.replace("${device}", &d);
+    }
     if s.len() > 60 {
         s.truncate(s.char_indices().nth(57).map(|(i, _)| i).unwrap_or(s.len()));
         s.push('…');
@@ -133,5 +144,53 @@ pub fn describe(plan: &Plan, index: u32) -> String {
         format!("rep {}: {s}", step.repetition)
     } else {
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use platter_agent::model::{OnFailure, Step, StepKind, StorageConfig, Workload};
+
+    #[test]
+    fn progress_lines_name_the_device_the_storage_setup_chose() {
+        let storage = StorageConfig {
+            device: Some("/dev/loop2".into()),
+            fs: "none".into(),
+            mkfs_options: vec![],
+            mount_options: String::new(),
+            write_cache: "keep".into(),
+            ramdisk_size: None,
+            encryption: String::new(),
+        };
+        let step = |index, repetition, kind| Step {
+            index,
+            cell_id: "c".into(),
+            repetition,
+            kind,
+        };
+        let plan = Plan {
+            id: "p".into(),
+            campaign_id: "x".into(),
+            campaign_name: "x".into(),
+            host: "h".into(),
+            steps: vec![
+                step(
+                    0,
+                    0,
+                    StepKind::Measure(Workload::Command("dd of=${device}".into())),
+                ),
+                step(1, 0, StepKind::StorageSetup(storage)),
+                step(
+                    2,
+                    1,
+                    StepKind::Measure(Workload::Command("dd of=${device}".into())),
+                ),
+            ],
+            on_failure: OnFailure::Continue,
+        };
+        assert_eq!(describe(&plan, 2), "rep 1: measure: dd of=/dev/loop2");
+        // Before any storage setup there is no device to name.
+        assert_eq!(describe(&plan, 0), "measure: dd of=${device}");
     }
 }
