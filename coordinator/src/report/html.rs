@@ -185,7 +185,17 @@ fn write_host_table(
             failed
                 .into_iter()
                 .chain(c.warnings.iter().cloned())
-                .map(move |w| format!("{}: {}", c.cell_id, w))
+                .map(move |w| {
+                    // The cell as people name it: its parameters (the table's row labels).
+                    let label: Vec<String> =
+                        c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let label = if label.is_empty() {
+                        c.cell_id.clone()
+                    } else {
+                        label.join(" ")
+                    };
+                    format!("{label}: {w}")
+                })
         })
         .collect();
     if !notes.is_empty() {
@@ -809,6 +819,9 @@ mod tests {
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"));
         assert!(page.contains("laptop &lt;not idle&gt;"));
         assert!(page.contains("cv 0.21 above 0.10: noisy"));
+        // Named by its parameters, not by its id.
+        let li = page.lines().find(|l| l.contains("noisy")).unwrap();
+        assert!(li.starts_with("<li>size=") && li.contains(" disk="), "{li}");
         assert!(page.contains("1 failed repetition(s)"));
         // rcmonster 530 on, 1024 bytes, with its CI.
         assert!(page.contains("12.00 ms <span class=\"muted\">[11.64 ms – 12.60 ms]</span>"));
