@@ -294,25 +294,26 @@ impl Store {
     pub fn plan_for_host(&self, host: &str) -> Result<Option<(Plan, bool)>> {
         let r = self.with(|c| {
             let tx = c.transaction()?;
+            // Cached statements: a fan-out asks this once per host, and preparing them
+            // anew was a third of its CPU (BENCHMARKS.md, fleet scale).
             let active: Option<String> = tx
-                .query_row(
+                .prepare_cached(
                     "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
-                    [host],
-                    |r| r.get(0),
-                )
+                )?
+                .query_row([host], |r| r.get(0))
                 .optional()?;
             if let Some(body) = active {
                 return Ok(Some((serde_json::from_str(&body)?, false)));
             }
             let next: Option<(String, String)> = tx
-                .query_row(
+                .prepare_cached(
                     "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
-                    [host],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
+                )?
+                .query_row([host], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let Some((id, body)) = next else { return Ok(None) };
-            tx.execute("UPDATE plans SET state = 'sent' WHERE id = ?1", [&id])?;
+            tx.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
+                .execute([&id])?;
             tx.commit()?;
             Ok(Some((serde_json::from_str(&body)?, true)))
         })?;
@@ -398,13 +399,10 @@ impl Store {
 
     pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
         self.with(|c| {
-            c.query_row(
-                "SELECT state FROM campaigns WHERE id = ?1",
-                [campaign_id],
-                |r| r.get(0),
-            )
-            .optional()?
-            .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
+            c.prepare_cached("SELECT state FROM campaigns WHERE id = ?1")?
+                .query_row([campaign_id], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
         })
     }
 
