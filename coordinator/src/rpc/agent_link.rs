@@ -82,7 +82,8 @@ impl AgentLink for AgentLinkService {
                 &devices,
                 &labels,
             )
-            .map_err(|e| Status::internal(e.to_string()))?;
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
         tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
         let (tx, rx) = mpsc::channel(256);
         let conn = self.hub.connect(&host, tx.clone(), hello.held_plan_ids);
