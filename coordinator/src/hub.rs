@@ -121,6 +121,15 @@ impl Hub {
         let Some((plan, _new)) = self.store.plan_for_host(host)? else {
             return Ok(());
         };
+        self.send_plan(host, plan).await
+    }
+
+    /// Sends `plan` unless the host's connection already holds it.
+    async fn send_plan(
+        &self,
+        host: &str,
+        plan: platter_agent::model::Plan,
+    ) -> Result<(), StoreError> {
         let tx = {
             let mut conns = self.conns.lock().expect("hub lock");
             let Some(conn) = conns.get_mut(host) else {
@@ -175,14 +184,24 @@ impl Hub {
         self.dispatch_to(&hosts).await;
     }
 
-    /// Dispatches to these hosts, those of them that are connected.
+    /// Dispatches to these hosts, those of them that are connected; the store marks all
+    /// their plans sent in one transaction.
     pub async fn dispatch_to(&self, hosts: &[String]) {
-        for h in hosts {
-            if !self.is_connected(h) {
-                continue;
+        let connected: Vec<String> = hosts
+            .iter()
+            .filter(|h| self.is_connected(h))
+            .cloned()
+            .collect();
+        let plans = match self.store.plans_for_hosts(&connected) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "dispatch failed");
+                return;
             }
-            if let Err(e) = self.dispatch(h).await {
-                tracing::error!(agent = %h, error = %e, "dispatch failed");
+        };
+        for (host, plan, _new) in plans {
+            if let Err(e) = self.send_plan(&host, plan).await {
+                tracing::error!(agent = %host, error = %e, "dispatch failed");
             }
         }
     }

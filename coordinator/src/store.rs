@@ -306,35 +306,57 @@ impl Store {
     /// The plan a host is running (sent or accepted), else the next queued one, marked sent.
     /// Returns the plan and whether it was newly dispatched.
     pub fn plan_for_host(&self, host: &str) -> Result<Option<(Plan, bool)>> {
+        let mut r = self.plans_for_hosts(&[host.to_string()])?;
+        Ok(r.pop().map(|(_, plan, new)| (plan, new)))
+    }
+
+    /// `plan_for_host` for many hosts in one transaction: a fan-out to a thousand hosts
+    /// is one commit, not a thousand (BENCHMARKS.md, fleet scale). Hosts with nothing to
+    /// run are left out.
+    pub fn plans_for_hosts(&self, hosts: &[String]) -> Result<Vec<(String, Plan, bool)>> {
         let r = self.with(|c| {
             let tx = c.transaction()?;
-            // Cached statements: a fan-out asks this once per host, and preparing them
-            // anew was a third of its CPU (BENCHMARKS.md, fleet scale).
-            let active: Option<String> = tx
+            let mut out = Vec::new();
+            for host in hosts {
+                if let Some((plan, new)) = Self::next_plan(&tx, host)? {
+                    out.push((host.clone(), plan, new));
+                }
+            }
+            if out.iter().any(|(_, _, new)| *new) {
+                tx.commit()?;
+            }
+            Ok(out)
+        })?;
+        if r.iter().any(|(_, _, new)| *new) {
+            self.bump();
+        }
+        Ok(r)
+    }
+
+    fn next_plan(tx: &rusqlite::Transaction<'_>, host: &str) -> Result<Option<(Plan, bool)>> {
+        // Cached statements: a fan-out asks this once per host, and preparing them
+        // anew was a third of its CPU (BENCHMARKS.md, fleet scale).
+        let active: Option<String> = tx
                 .prepare_cached(
                     "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
                 )?
                 .query_row([host], |r| r.get(0))
                 .optional()?;
-            if let Some(body) = active {
-                return Ok(Some((serde_json::from_str(&body)?, false)));
-            }
-            let next: Option<(String, String)> = tx
+        if let Some(body) = active {
+            return Ok(Some((serde_json::from_str(&body)?, false)));
+        }
+        let next: Option<(String, String)> = tx
                 .prepare_cached(
                     "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
                 )?
                 .query_row([host], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
-            let Some((id, body)) = next else { return Ok(None) };
-            tx.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
-                .execute([&id])?;
-            tx.commit()?;
-            Ok(Some((serde_json::from_str(&body)?, true)))
-        })?;
-        if r.as_ref().is_some_and(|(_, new)| *new) {
-            self.bump();
-        }
-        Ok(r)
+        let Some((id, body)) = next else {
+            return Ok(None);
+        };
+        tx.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
+            .execute([&id])?;
+        Ok(Some((serde_json::from_str(&body)?, true)))
     }
 
     /// Stores an agent's hello (boot id, version, inventory, labels); resolves once committed.
