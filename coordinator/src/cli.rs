@@ -27,7 +27,7 @@ pub const EXIT_INVALID: i32 = 2;
 /// platter runs storage experiments (YAML campaigns) on one machine or a fleet of test
 /// hosts and reports how hosts, drives and configurations compare.
 #[derive(Parser)]
-#[command(version, about, long_about = None, propagate_version = true)]
+#[command(version, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -202,8 +202,10 @@ pub enum Certs {
     /// Create the fleet CA in DIR/ca (ca.pem, and ca-key.pem readable only by you). Keep
     /// ca-key.pem offline; it signs every identity in the fleet.
     Init {
+        /// The PKI directory; the CA goes to DIR/ca
         #[arg(long, default_value = "platter-pki")]
         dir: PathBuf,
+        /// How long the CA is valid
         #[arg(long, default_value_t = 3650)]
         days: u32,
     },
@@ -213,10 +215,14 @@ pub enum Certs {
     Issue {
         #[arg(value_enum)]
         role: crate::pki::Role,
+        /// The host or operator name; for a coordinator every DNS name and IP address
+        /// agents and operators dial
         #[arg(required = true)]
         names: Vec<String>,
+        /// The PKI directory made by `platter certs init`
         #[arg(long, default_value = "platter-pki")]
         dir: PathBuf,
+        /// How long the certificate is valid
         #[arg(long, default_value_t = 825)]
         days: u32,
     },
