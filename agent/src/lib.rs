@@ -57,6 +57,8 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         .with_context(|| format!("reading boot id from {}", cfg.boot_id_file.display()))?
         .trim()
         .to_string();
+    // Bad TLS files or address stop the agent here, before anything runs.
+    let endpoint = cfg.transport.endpoint(&cfg.coordinator)?;
     let (journal, state) = Journal::open(&cfg.state_dir)?;
     let shared = Arc::new(Shared::new(
         state.unacked.iter().cloned(),
@@ -96,6 +98,7 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
     let link = Link {
         coordinator: cfg.coordinator.clone(),
         host: cfg.host.clone(),
+        endpoint,
         transport: cfg.transport.clone(),
         labels: cfg.labels.clone(),
         boot_id,

@@ -28,6 +28,9 @@ pub struct Link {
     pub shared: Arc<Shared>,
     pub plans: mpsc::UnboundedSender<Plan>,
     pub transport: crate::tls::Transport,
+    /// Made once from `coordinator` and `transport` when the agent starts: the TLS files
+    /// are read (and an expired certificate reported) then, never during a measurement.
+    pub endpoint: tonic::transport::Endpoint,
     pub labels: Vec<(String, String)>,
 }
 
@@ -36,8 +39,6 @@ pub struct Link {
 enum LinkError {
     #[error("cannot reach coordinator: {}", crate::tls::chain(.0))]
     Connect(#[from] tonic::transport::Error),
-    #[error("{0:#}")]
-    Config(#[from] anyhow::Error),
     #[error("coordinator refused the stream: {}: {}{}", .0.code(), .0.message(), .0.source().map(|s| format!(" ({})", crate::tls::chain(s))).unwrap_or_default())]
     Status(#[from] tonic::Status),
     #[error("coordinator closed the stream")]
@@ -74,8 +75,8 @@ impl Link {
     /// One connection, from dial to its end.
     async fn session(&self, failures: &mut u32) -> Result<(), LinkError> {
         let channel = self
-            .transport
-            .endpoint(&self.coordinator)?
+            .endpoint
+            .clone()
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(20))

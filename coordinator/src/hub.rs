@@ -19,13 +19,6 @@ struct Conn {
     tx: Outbound,
     /// Plans the agent holds (from its hello) or that were sent on this connection.
     held: Vec<String>,
-    current: Option<(String, u32)>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentView {
-    pub host: String,
-    pub current: Option<(String, u32)>,
 }
 
 pub struct Hub {
@@ -58,15 +51,11 @@ impl Hub {
     /// Registers a connection, replacing an older one of the same host (whose stream ends).
     pub fn connect(&self, host: &str, tx: Outbound, held: Vec<String>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let old = self.conns.lock().expect("hub lock").insert(
-            host.to_string(),
-            Conn {
-                id,
-                tx,
-                held,
-                current: None,
-            },
-        );
+        let old = self
+            .conns
+            .lock()
+            .expect("hub lock")
+            .insert(host.to_string(), Conn { id, tx, held });
         self.lost.lock().expect("hub lock").remove(host);
         if old.is_some() {
             tracing::info!(agent = %host, "agent reconnected; dropping its older stream");
@@ -93,23 +82,6 @@ impl Hub {
         } else {
             Presence::Offline
         }
-    }
-
-    pub fn set_current(&self, host: &str, current: Option<(String, u32)>) {
-        if let Some(c) = self.conns.lock().expect("hub lock").get_mut(host) {
-            c.current = current;
-        }
-    }
-
-    pub fn connected(&self) -> Vec<AgentView> {
-        let conns = self.conns.lock().expect("hub lock");
-        conns
-            .iter()
-            .map(|(h, c)| AgentView {
-                host: h.clone(),
-                current: c.current.clone(),
-            })
-            .collect()
     }
 
     pub fn is_connected(&self, host: &str) -> bool {

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -64,8 +64,12 @@ impl ClientArgs {
             Some(p) if p.exists() || self.config.is_some() => {
                 let text = std::fs::read_to_string(&p)
                     .with_context(|| format!("reading client file {}", p.display()))?;
-                let f: ClientFile =
+                let mut f: ClientFile =
                     toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+                // A relative `tls_dir` in the file is relative to the file.
+                if let (Some(dir), Some(base)) = (&f.tls_dir, p.parent()) {
+                    f.tls_dir = Some(base.join(dir));
+                }
                 (f, Some(p))
             }
             _ => (ClientFile::default(), None),
@@ -77,36 +81,21 @@ impl ClientArgs {
                 file_path.or_else(default_config).map(|p| p.display().to_string()).unwrap_or("a client file".into())
             );
         };
-        let insecure = self.dangerously_insecure || file.dangerously_insecure;
-        let transport = match self.tls_dir.clone().or(file.tls_dir) {
-            Some(dir) => relative_to(dir, self.tls_dir.is_none(), file_path_dir(&self.config)),
-            None if insecure => return Ok((url, Transport::Plaintext)),
+        match self.tls_dir.clone().or(file.tls_dir) {
+            Some(dir) => Ok((url, Transport::Tls(TlsDir(dir)))),
+            None if self.dangerously_insecure || file.dangerously_insecure => {
+                Ok((url, Transport::Plaintext))
+            }
             None => bail!(
                 "no client certificate: pass --tls-dir DIR (from `platter certs issue operator NAME`), \
                  set PLATTER_TLS_DIR, or use --dangerously-insecure against a plaintext coordinator"
             ),
-        };
-        Ok((url, Transport::Tls(TlsDir(transport))))
+        }
     }
 
     pub async fn connect(&self) -> anyhow::Result<ControlClient<Channel>> {
         let (url, transport) = self.resolve()?;
         connect(&url, &transport).await
-    }
-}
-
-fn file_path_dir(config: &Option<PathBuf>) -> Option<PathBuf> {
-    config
-        .clone()
-        .or_else(default_config)
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-}
-
-/// A relative `tls_dir` in the client file is relative to the file.
-fn relative_to(dir: PathBuf, from_file: bool, base: Option<PathBuf>) -> PathBuf {
-    match base {
-        Some(b) if from_file && dir.is_relative() => b.join(dir),
-        _ => dir,
     }
 }
 

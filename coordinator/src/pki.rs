@@ -96,31 +96,37 @@ impl Validity {
     }
 }
 
-/// A CA certificate and key in PEM.
-pub struct Ca {
+/// A certificate and its key in PEM.
+pub struct Pem {
     pub cert_pem: String,
     pub key_pem: String,
 }
 
-/// A certificate and its key in PEM.
-pub struct Issued {
-    pub cert_pem: String,
-    pub key_pem: String,
+/// The fleet CA's certificate and key.
+pub type Ca = Pem;
+/// An issued certificate and its key.
+pub type Issued = Pem;
+
+/// Parameters every platter certificate shares: subject `O = platter[, OU = role], CN =
+/// name`, and its validity.
+fn params(role: Option<Role>, name: &str, validity: Validity) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    let dn = &mut params.distinguished_name;
+    dn.push(DnType::OrganizationName, ORGANIZATION);
+    if let Some(role) = role {
+        dn.push(DnType::OrganizationalUnitName, role.as_str());
+    }
+    dn.push(DnType::CommonName, name);
+    params.not_before = validity.not_before;
+    params.not_after = validity.not_after;
+    params
 }
 
 pub fn new_ca(validity: Validity) -> anyhow::Result<Ca> {
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, ORGANIZATION);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, format!("platter fleet CA {}", ca_tag()));
+    let mut params = params(None, &format!("platter fleet CA {}", ca_tag()), validity);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    params.not_before = validity.not_before;
-    params.not_after = validity.not_after;
     let cert = params.self_signed(&key)?;
     Ok(Ca {
         cert_pem: cert.pem(),
@@ -144,17 +150,8 @@ pub fn issue(ca: &Ca, role: Role, names: &[String], validity: Validity) -> anyho
     let ca_key = KeyPair::from_pem(&ca.key_pem).context("reading the CA key")?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).context("reading the CA")?;
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, ORGANIZATION);
-    params
-        .distinguished_name
-        .push(DnType::OrganizationalUnitName, role.as_str());
-    params.distinguished_name.push(DnType::CommonName, name);
+    let mut params = params(Some(role), name, validity);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.not_before = validity.not_before;
-    params.not_after = validity.not_after;
     if role == Role::Coordinator {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         for n in names {

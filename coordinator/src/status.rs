@@ -1,7 +1,5 @@
 //! Progress of a campaign, from the store (and the hub for who is connected).
 
-use std::collections::HashMap;
-
 use platter_agent::model::Plan;
 
 use crate::hub::Hub;
@@ -110,10 +108,8 @@ impl CampaignStatus {
                 created_unix_ms,
             })
         })?;
-        let connected: HashMap<String, ()> =
-            hub.connected().into_iter().map(|a| (a.host, ())).collect();
         for h in &mut status.hosts {
-            h.connected = connected.contains_key(&h.host);
+            h.connected = hub.is_connected(&h.host);
         }
         Ok(status)
     }

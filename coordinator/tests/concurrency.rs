@@ -136,16 +136,7 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
         (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
     });
     let state = || {
-        let out = operator(dir, port)
-            .args(["agents", "--output", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = agents_json(dir, port);
         v[0]["state"].as_str().unwrap().to_string()
     };
     assert_eq!(state(), "idle");

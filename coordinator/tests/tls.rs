@@ -53,6 +53,24 @@ fn fleet_ca(dir: &Path) -> pki::Ca {
     }
 }
 
+/// `platter agent ARGS` with its own state dir and log `dir/LOG.log`, for agents the
+/// common helper would give the right certificate.
+fn spawn_agent(dir: &Path, log: &str, args: &[&str]) -> Proc {
+    let child = platter()
+        .arg("agent")
+        .args(args)
+        .arg("--state-dir")
+        .arg(dir.join(format!("{log}.state")))
+        .env("PLATTER_LOG", "info")
+        .stderr(std::fs::File::create(dir.join(format!("{log}.log"))).unwrap())
+        .spawn()
+        .unwrap();
+    Proc {
+        child,
+        name: log.into(),
+    }
+}
+
 #[test]
 fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     let tmp = tempfile::tempdir().unwrap();
@@ -67,39 +85,23 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
             .contains(&"rc66".to_string())
             .then_some(())
     });
-    let out = operator(dir, port)
-        .args(["agents", "--output", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = agents_json(dir, port);
     assert_eq!(v[0]["host"], "rc66");
     assert_eq!(v[0]["state"], "idle");
 
     // 1. Plaintext to a TLS coordinator: an agent and an operator.
-    let _plain = platter()
-        .args([
-            "agent",
+    let http = format!("http://127.0.0.1:{port}");
+    let _plain = spawn_agent(
+        dir,
+        "plain",
+        &[
             "--dangerously-insecure",
             "--coordinator",
-            &format!("http://127.0.0.1:{port}"),
+            &http,
             "--name",
             "plain",
-        ])
-        .arg("--state-dir")
-        .arg(dir.join("plain.state"))
-        .env("PLATTER_LOG", "info")
-        .stderr(std::fs::File::create(dir.join("plain.log")).unwrap())
-        .spawn()
-        .map(|child| Proc {
-            child,
-            name: "plain".into(),
-        })
-        .unwrap();
+        ],
+    );
     log_says(dir, "coordinator", "the client speaks plaintext");
     log_says(dir, "plain", "the coordinator may require TLS");
     let out = platter()
@@ -126,26 +128,19 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     );
     // It trusts the fleet's CA (which is public), so the coordinator is the one to refuse.
     std::fs::copy(dir.join("pki/ca/ca.pem"), dir.join("rogue/ca.pem")).unwrap();
-    let _rogue = platter()
-        .args([
-            "agent",
+    let rogue = dir.join("rogue").display().to_string();
+    let _rogue = spawn_agent(
+        dir,
+        "rogue",
+        &[
             "--coordinator",
             &url(port),
             "--name",
             "rcmonster",
             "--tls-dir",
-        ])
-        .arg(dir.join("rogue"))
-        .arg("--state-dir")
-        .arg(dir.join("rogue.state"))
-        .env("PLATTER_LOG", "info")
-        .stderr(std::fs::File::create(dir.join("rogue.log")).unwrap())
-        .spawn()
-        .map(|child| Proc {
-            child,
-            name: "rogue".into(),
-        })
-        .unwrap();
+            &rogue,
+        ],
+    );
     log_says(dir, "coordinator", "not from this fleet's CA");
     log_says(
         dir,
@@ -155,26 +150,19 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
 
     // 3. An agent claiming another host's name with its own (valid) certificate.
     identity(dir, "agent", "flygecko");
-    let _liar = platter()
-        .args([
-            "agent",
+    let flygecko = dir.join("pki/agent-flygecko").display().to_string();
+    let _liar = spawn_agent(
+        dir,
+        "liar",
+        &[
             "--coordinator",
             &url(port),
             "--name",
             "impostor",
             "--tls-dir",
-        ])
-        .arg(dir.join("pki/agent-flygecko"))
-        .arg("--state-dir")
-        .arg(dir.join("liar.state"))
-        .env("PLATTER_LOG", "info")
-        .stderr(std::fs::File::create(dir.join("liar.log")).unwrap())
-        .spawn()
-        .map(|child| Proc {
-            child,
-            name: "liar".into(),
-        })
-        .unwrap();
+            &flygecko,
+        ],
+    );
     log_says(
         dir,
         "coordinator",

@@ -140,11 +140,9 @@ async fn serve(
                 Some(Kind::Record(r)) => batch.push(
                     Record::try_from(r).map_err(|e| Status::invalid_argument(e.to_string()))?,
                 ),
-                Some(Kind::Heartbeat(h)) => {
-                    let current = (!h.current_plan_id.is_empty())
-                        .then_some((h.current_plan_id, h.current_step_index));
-                    hub.set_current(host, current);
-                }
+                // A heartbeat only proves the agent alive (the read timeout above); progress
+                // comes from the stored step records.
+                Some(Kind::Heartbeat(_)) => {}
                 Some(Kind::Hello(_)) => {
                     return Err(Status::invalid_argument("a second Hello on one stream"))
                 }

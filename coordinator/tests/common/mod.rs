@@ -200,6 +200,20 @@ pub fn operator(dir: &Path, port: u16) -> Command {
     c
 }
 
+/// `platter agents --output json` as an operator; panics if the command fails.
+pub fn agents_json(dir: &Path, port: u16) -> serde_json::Value {
+    let out = operator(dir, port)
+        .args(["agents", "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
