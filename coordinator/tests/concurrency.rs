@@ -101,16 +101,11 @@ fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
 
     // The same matrix twice: `platter compare` through the coordinator pairs every cell.
     let id = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let out = operator(dir, port)
-        .args(["compare", &id(&ra), &id(&rb), "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let rows = operator_json(
+        dir,
+        port,
+        &["compare", &id(&ra), &id(&rb), "--format", "json"],
     );
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(
         rows.len(),

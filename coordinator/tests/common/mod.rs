@@ -200,18 +200,20 @@ pub fn operator(dir: &Path, port: u16) -> Command {
     c
 }
 
-/// `platter agents --output json` as an operator; panics if the command fails.
-pub fn agents_json(dir: &Path, port: u16) -> serde_json::Value {
-    let out = operator(dir, port)
-        .args(["agents", "--output", "json"])
-        .output()
-        .unwrap();
+/// `platter ARGS` as an operator, its stdout parsed as JSON; panics if the command fails.
+pub fn operator_json(dir: &Path, port: u16, args: &[&str]) -> serde_json::Value {
+    let out = operator(dir, port).args(args).output().unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "platter {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `platter agents --output json` as an operator.
+pub fn agents_json(dir: &Path, port: u16) -> serde_json::Value {
+    operator_json(dir, port, &["agents", "--output", "json"])
 }
 
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
