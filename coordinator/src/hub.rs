@@ -1,16 +1,23 @@
 //! Connected agents and the scheduler. An agent holds at most one plan at a time, so its
 //! measurements never overlap; hosts run in parallel. The hub is the only place that
-//! sends plans and cancels to agents.
+//! sends plans and cancels to agents. A dispatch that fails (the store is busy or failing)
+//! is retried every `RETRY_INTERVAL` until it succeeds: a host is never left idle with
+//! plans queued for it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use platter_proto::v1 as pb;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::store::{Store, StoreError};
+
+/// How often hosts whose dispatch failed are tried again.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 pub type Outbound = mpsc::Sender<Result<pb::CoordinatorMessage, Status>>;
 
@@ -26,6 +33,8 @@ pub struct Hub {
     conns: Mutex<HashMap<String, Conn>>,
     /// Hosts whose last stream ended by heartbeat timeout rather than by closing.
     lost: Mutex<HashSet<String>>,
+    /// Hosts whose last dispatch failed; `retry_failed` tries them again.
+    retry: Mutex<HashSet<String>>,
     next_id: AtomicU64,
 }
 
@@ -44,6 +53,7 @@ impl Hub {
             store,
             conns: Mutex::new(HashMap::new()),
             lost: Mutex::new(HashSet::new()),
+            retry: Mutex::new(HashSet::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -89,11 +99,8 @@ impl Hub {
     }
 
     /// Gives `host` its current plan if it does not hold it, or its next queued one.
-    pub async fn dispatch(&self, host: &str) -> Result<(), StoreError> {
-        let Some((plan, _new)) = self.store.plan_for_host(host)? else {
-            return Ok(());
-        };
-        self.send_plan(host, plan).await
+    pub async fn dispatch(&self, host: &str) {
+        self.dispatch_to(&[host.to_string()]).await
     }
 
     /// Sends `plan` unless the host's connection already holds it.
@@ -167,14 +174,83 @@ impl Hub {
         let plans = match self.store.plans_for_hosts(&connected) {
             Ok(p) => p,
             Err(e) => {
-                tracing::error!(error = %e, "dispatch failed");
+                tracing::error!(hosts = connected.len(), error = %e, "dispatch failed; retrying");
+                self.retry.lock().expect("hub lock").extend(connected);
                 return;
             }
         };
         for (host, plan, _new) in plans {
             if let Err(e) = self.send_plan(&host, plan).await {
-                tracing::error!(agent = %host, error = %e, "dispatch failed");
+                tracing::error!(agent = %host, error = %e, "dispatch failed; retrying");
+                self.retry.lock().expect("hub lock").insert(host);
             }
         }
+    }
+
+    /// Hosts waiting for a dispatch to be retried.
+    pub fn retry_pending(&self) -> usize {
+        self.retry.lock().expect("hub lock").len()
+    }
+
+    /// Retries failed dispatches every `RETRY_INTERVAL` until `shutdown`.
+    pub async fn retry_failed(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(RETRY_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.cancelled() => return,
+            }
+            let hosts: Vec<String> = self.retry.lock().expect("hub lock").drain().collect();
+            if !hosts.is_empty() {
+                self.dispatch_to(&hosts).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dispatch that fails because the store is locked is retried until the plan goes out.
+    #[tokio::test]
+    async fn a_failed_dispatch_is_retried_until_the_plan_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = Store::open_with(&path, Duration::from_millis(50)).unwrap();
+        let c = crate::spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n",
+        )
+        .unwrap();
+        let planned = crate::planner::plan(&c, "", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let hub = Arc::new(Hub::new(store));
+        let (tx, mut rx) = mpsc::channel(8);
+        hub.connect("h", tx, Vec::new());
+
+        // Another process holds the write lock: the dispatch fails and is remembered.
+        let locker = rusqlite::Connection::open(&path).unwrap();
+        locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        hub.dispatch("h").await;
+        assert_eq!(hub.retry_pending(), 1);
+        assert!(rx.try_recv().is_err(), "nothing was sent");
+
+        let shutdown = CancellationToken::new();
+        let retry = tokio::spawn(hub.clone().retry_failed(shutdown.clone()));
+        locker.execute_batch("COMMIT").unwrap();
+        let msg = tokio::time::timeout(RETRY_INTERVAL * 5, rx.recv())
+            .await
+            .expect("the retry sends the plan")
+            .unwrap()
+            .unwrap();
+        match msg.kind {
+            Some(pb::coordinator_message::Kind::Plan(p)) => assert_eq!(p.id, planned.plans[0].id),
+            other => panic!("expected the plan, got {other:?}"),
+        }
+        assert_eq!(hub.retry_pending(), 0);
+        shutdown.cancel();
+        retry.await.unwrap();
     }
 }

@@ -69,6 +69,7 @@ impl Coordinator {
         let addr = listener.local_addr()?;
         let hub = Arc::new(Hub::new(store.clone()));
         let tasks = TaskTracker::new();
+        tasks.spawn(hub.clone().retry_failed(shutdown.clone()));
         let auth = if tls.is_some() {
             Auth::Tls
         } else {

@@ -2,6 +2,12 @@
 //! samples, agents. Records from agents go through one writer task that commits them in
 //! batches, never a transaction per sample; a record is acked only after its commit.
 //! Everything else (submissions, plan dispatch, reads) uses short transactions of its own.
+//!
+//! Two connections write: the writer's and the one behind `with`. Every write
+//! transaction therefore begins IMMEDIATE (takes the write lock first, waiting up to the
+//! busy timeout): a deferred one that read first and then wrote would fail at once with
+//! "database is locked" whenever the other connection committed in between, since its
+//! snapshot is then stale and waiting cannot help.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -9,7 +15,7 @@ use std::time::Duration;
 
 use platter_agent::model::{Plan, Record, RecordKind};
 use platter_agent::probes::inventory::Device;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use rusqlite_migration::{Migrations, M};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -128,21 +134,20 @@ fn migrations() -> Migrations<'static> {
     ])
 }
 
-fn open_conn(path: &Path) -> Result<Connection> {
+/// How long a write waits for the other connection's transaction to end.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     let mut conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // WAL + synchronous=NORMAL is durable against process crashes; FULL also against power
     // loss, which is what an exactly-once promise to agents needs.
-    conn.pragma_update(
-        None,
-        "synchronous",
-        std::env::var("PSYNC").unwrap_or("FULL".into()),
-    )?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // A 64 MiB page cache (negative = KiB): with the default 2 MiB the writer re-reads
     // index pages from the OS on every batch and stores half as many samples per second.
     conn.pragma_update(None, "cache_size", -65536)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.busy_timeout(busy_timeout)?;
     migrations().to_latest(&mut conn)?;
     Ok(conn)
 }
@@ -192,11 +197,16 @@ impl Store {
     /// Opens (creating and migrating) the database and starts its writer on a thread of
     /// its own; the writer ends when the last `Store` handle is dropped.
     pub fn open(path: &Path) -> Result<Store> {
+        Store::open_with(path, BUSY_TIMEOUT)
+    }
+
+    /// `open` with another busy timeout (tests that hold the lock use a short one).
+    pub fn open_with(path: &Path, busy_timeout: Duration) -> Result<Store> {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let conn = open_conn(path)?;
-        let writer_conn = open_conn(path)?;
+        let conn = open_conn(path, busy_timeout)?;
+        let writer_conn = open_conn(path, busy_timeout)?;
         let (tx, rx) = mpsc::channel(1024);
         let (changed, _) = watch::channel(0u64);
         let store = Store {
@@ -267,7 +277,7 @@ impl Store {
     /// Stores a planned campaign and queues its plans, all or nothing.
     pub fn insert_campaign(&self, p: &PlannedCampaign, file_name: &str, yaml: &str) -> Result<()> {
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute(
                 "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)",
@@ -314,8 +324,11 @@ impl Store {
     /// is one commit, not a thousand (BENCHMARKS.md, fleet scale). Hosts with nothing to
     /// run are left out.
     pub fn plans_for_hosts(&self, hosts: &[String]) -> Result<Vec<(String, Plan, bool)>> {
+        if hosts.is_empty() {
+            return Ok(Vec::new());
+        }
         let r = self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut out = Vec::new();
             for host in hosts {
                 if let Some((plan, new)) = Self::next_plan(&tx, host)? {
@@ -421,7 +434,7 @@ impl Store {
     /// agents hold now (they must be told to stop).
     pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
         let r = self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let n = tx.execute("UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'", [campaign_id])?;
             if n == 0 {
                 let exists: bool = tx.query_row("SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1", [campaign_id], |r| r.get(0))?;
@@ -522,7 +535,7 @@ fn commit(
     cells: &mut CellKeys,
     batches: &[Batch],
 ) -> Result<Vec<BatchOutcome>> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut outcomes = Vec::with_capacity(batches.len());
     {
         let mut step = tx.prepare_cached(
@@ -624,6 +637,7 @@ mod tests {
     use super::*;
     use crate::planner;
     use platter_agent::model::{Sample, StepEvent, StepState};
+    use tokio_util::sync::CancellationToken;
 
     fn end(seq: u64, plan: &Plan, step: u32, attempt: u32, value: f64) -> Record {
         let s = &plan.steps[step as usize];
@@ -714,6 +728,58 @@ mod tests {
             .unwrap()
             .hosts_freed
             .is_empty());
+        assert!(store.plan_for_host("h").unwrap().is_none());
+    }
+
+    /// Dispatching (read the queue, then mark a plan sent) while the writer commits other
+    /// agents' records: with deferred transactions the dispatch failed now and then with
+    /// "database is locked" (its snapshot went stale) and the host sat idle for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dispatch_never_fails_while_the_writer_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let c = crate::spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n",
+        )
+        .unwrap();
+        const PLANS: u32 = 200;
+        for generation in 1..=PLANS {
+            let planned = planner::plan(&c, "", generation, &Default::default()).unwrap();
+            store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        }
+        let stop = CancellationToken::new();
+        let hammer = {
+            let (store, stop) = (store.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut hellos = 0u64;
+                while !stop.is_cancelled() {
+                    store
+                        .agent_seen("other", &format!("b{hellos}"), "v", &[], &[])
+                        .await
+                        .unwrap();
+                    hellos += 1;
+                }
+                hellos
+            })
+        };
+        for seq in 1..=u64::from(PLANS) {
+            let (plan, new) = store
+                .plan_for_host("h")
+                .expect("dispatch while the writer commits")
+                .expect("a queued plan");
+            assert!(new);
+            let finished = Record {
+                seq,
+                kind: RecordKind::PlanFinished {
+                    plan_id: plan.id,
+                    cancelled: false,
+                },
+            };
+            store.write_records("h", vec![finished]).await.unwrap();
+        }
+        stop.cancel();
+        assert!(hammer.await.unwrap() > 0, "the writer was busy meanwhile");
         assert!(store.plan_for_host("h").unwrap().is_none());
     }
 }

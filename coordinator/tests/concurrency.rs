@@ -42,8 +42,9 @@ fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
     for r in [&ra, &rb] {
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     }
-    wait_for(
-        &format!("both campaigns to finish\n{}", logs(dir)),
+    wait_in(
+        dir,
+        "both campaigns to finish",
         Duration::from_secs(60),
         || {
             (query_i64(dir, "SELECT COUNT(*) FROM campaigns WHERE state = 'done'") == 2)
@@ -144,11 +145,9 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
             .success());
     };
     signal("-STOP");
-    wait_for(
-        &format!("the agent to be lost\n{}", logs(dir)),
-        Duration::from_secs(20),
-        || (state() == "lost").then_some(()),
-    );
+    wait_in(dir, "the agent to be lost", Duration::from_secs(20), || {
+        (state() == "lost").then_some(())
+    });
     let f = write(dir, "c.yaml", "name: waits\nhosts: { names: [sleepy] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n");
     let id = submit(dir, port, &f);
     let status = operator(dir, port)
@@ -160,8 +159,9 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
     assert_eq!(v["hosts"][0]["connected"], false);
     assert_eq!(v["hosts"][0]["steps_done"], 0);
     signal("-CONT");
-    wait_for(
-        &format!("the campaign to finish\n{}", logs(dir)),
+    wait_in(
+        dir,
+        "the campaign to finish",
         Duration::from_secs(30),
         || {
             (query_i64(dir, "SELECT COUNT(*) FROM campaigns WHERE state = 'done'") == 1)

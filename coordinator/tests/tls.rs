@@ -17,8 +17,9 @@ fn log(dir: &Path, name: &str) -> String {
 
 /// Waits until `name`'s log contains `text`.
 fn log_says(dir: &Path, name: &str, text: &str) {
-    wait_for(
-        &format!("{name}.log to say {text:?}\n{}", logs(dir)),
+    wait_in(
+        dir,
+        &format!("{name}.log to say {text:?}"),
         Duration::from_secs(20),
         || log(dir, name).contains(text).then_some(()),
     );

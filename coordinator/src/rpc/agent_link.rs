@@ -90,9 +90,7 @@ impl AgentLink for AgentLinkService {
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
         self.tasks.spawn(async move {
-            if let Err(e) = hub.dispatch(&host).await {
-                tracing::error!(agent = %host, error = %e, "dispatch failed");
-            }
+            hub.dispatch(&host).await;
             let r = tokio::select! {
                 r = serve(&host, &mut inbound, &tx, &store, &hub, timeout) => r,
                 _ = shutdown.cancelled() => Ok(()),
@@ -167,9 +165,7 @@ async fn serve(
             .await
             .map_err(|_| Status::cancelled("agent went away"))?;
         for h in outcome.hosts_freed {
-            hub.dispatch(&h)
-                .await
-                .map_err(|e| Status::internal(e.to_string()))?;
+            hub.dispatch(&h).await;
         }
     }
     Ok(())

@@ -152,6 +152,64 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
     }
 }
 
+/// `wait_for` in a test directory: on timeout the panic shows what the logs and the store
+/// say at that moment (not when the wait began).
+pub fn wait_in<T>(
+    dir: &Path,
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n{}\n{}",
+                store_summary(dir),
+                logs(dir)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Campaigns, plans and step counts in the coordinator's store, for a failure message.
+pub fn store_summary(dir: &Path) -> String {
+    if !dir.join("coordinator.db").exists() {
+        return "(no coordinator.db)".into();
+    }
+    let c = db(dir);
+    let rows = |sql: &str| -> Vec<String> {
+        let Ok(mut stmt) = c.prepare(sql) else {
+            return vec![format!("(cannot query: {sql})")];
+        };
+        let n = stmt.column_count();
+        stmt.query_map([], |r| {
+            (0..n)
+                .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|v| v.join(" "))
+        })
+        .map(|it| it.flatten().collect())
+        .unwrap_or_default()
+    };
+    let mut out = String::from("--- store\n");
+    for sql in [
+        "SELECT id, name, state FROM campaigns",
+        "SELECT id, campaign_id, host, state, queued_seq FROM plans ORDER BY queued_seq",
+        "SELECT host, state, COUNT(*), MAX(finished_unix_ns) FROM steps GROUP BY host, state",
+    ] {
+        for line in rows(sql) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Opens the coordinator's database read-only (WAL allows it while the coordinator runs).
 pub fn db(dir: &Path) -> rusqlite::Connection {
     let c = rusqlite::Connection::open_with_flags(
