@@ -54,6 +54,10 @@ pub struct AgentArgs {
     /// KEY=VALUE; repeat for more, e.g. --label rack=b12 --label role=storage-lab
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// Seconds between scans of the host's drives; a drive added, removed or replaced is
+    /// reported to the coordinator (`platter agents`) after at most this long
+    #[arg(long, default_value_t = crate::DEFAULT_INVENTORY_INTERVAL.as_secs(), value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub inventory_interval: u64,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -98,6 +102,7 @@ impl AgentArgs {
             reboot_timeout: Duration::from_secs(self.reboot_timeout),
             allow_devices: self.allow_devices.clone(),
             mount_dir: self.mount_dir.clone(),
+            inventory_interval: Duration::from_secs(self.inventory_interval),
         })
     }
 }

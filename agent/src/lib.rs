@@ -48,7 +48,12 @@ pub struct AgentConfig {
     pub transport: tls::Transport,
     /// `key=value` labels the coordinator can select this host by.
     pub labels: Vec<(String, String)>,
+    /// How often the devices are scanned again; a change is sent to the coordinator.
+    pub inventory_interval: Duration,
 }
+
+/// How often an agent scans its drives again unless told otherwise.
+pub const DEFAULT_INVENTORY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Runs an agent until `shutdown` is cancelled. An error means the agent cannot go on
 /// (its journal is unreadable or cannot be written).
@@ -101,6 +106,7 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         endpoint,
         transport: cfg.transport.clone(),
         labels: cfg.labels.clone(),
+        inventory_interval: cfg.inventory_interval,
         boot_id,
         shared: shared.clone(),
         plans: plan_tx,

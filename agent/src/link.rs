@@ -32,6 +32,8 @@ pub struct Link {
     /// are read (and an expired certificate reported) then, never during a measurement.
     pub endpoint: tonic::transport::Endpoint,
     pub labels: Vec<(String, String)>,
+    /// How often the devices are scanned again; only a change is sent.
+    pub inventory_interval: Duration,
 }
 
 /// Why a connection ended.
@@ -84,13 +86,15 @@ impl Link {
             .await?;
         let mut client = AgentLinkClient::new(channel);
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(256);
+        // What the coordinator knows of this host's devices, on this connection.
+        let mut devices = self.devices();
         let hello = pb::Hello {
             host: self.host.clone(),
             boot_id: self.boot_id.clone(),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             held_plan_ids: self.shared.held(),
             next_seq: self.shared.next_seq.load(Ordering::SeqCst),
-            devices: self.devices(),
+            devices: devices.clone(),
             labels: self.labels.iter().cloned().collect(),
         };
         // The channel is empty and has room: this send cannot wait.
@@ -106,6 +110,9 @@ impl Link {
         let mut sent = self.shared.acked();
         let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
         heartbeat.tick().await;
+        let mut rescan = tokio::time::interval(self.inventory_interval);
+        rescan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        rescan.tick().await;
         loop {
             for r in self.shared.unsent(sent) {
                 sent = r.seq;
@@ -122,6 +129,17 @@ impl Link {
                     let (plan, step) = self.shared.current().unwrap_or_default();
                     let hb = pb::Heartbeat { current_plan_id: plan, current_step_index: step };
                     tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
+                }
+                // Reading /sys is cheap but not free: never while a measurement runs.
+                _ = rescan.tick(), if !self.shared.measuring.load(Ordering::Relaxed) => {
+                    let now = crate::probes::inventory::scan(&crate::probes::inventory::Roots::default());
+                    // A scan that fails now says nothing about the drives: keep what was sent.
+                    if let Some(now) = now.ok().map(|d| d.iter().map(pb::Device::from).collect::<Vec<_>>()).filter(|d| *d != devices) {
+                        tracing::info!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
+                        devices = now;
+                        let inv = pb::Inventory { devices: devices.clone() };
+                        tx.send(msg(pb::agent_message::Kind::Inventory(inv))).await.map_err(|_| LinkError::Closed)?;
+                    }
                 }
             }
         }

@@ -841,6 +841,7 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
         reboot_timeout: Duration::from_secs(600),
         allow_devices,
         mount_dir: None,
+        inventory_interval: platter_agent::DEFAULT_INVENTORY_INTERVAL,
     };
     let agent_stop = shutdown.child_token();
     let agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));

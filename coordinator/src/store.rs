@@ -172,6 +172,8 @@ struct Batch {
     /// writer so that a fleet reconnecting at once (a coordinator restart) shares commits
     /// instead of paying one fsync per agent (BENCHMARKS.md, fleet scale).
     hello: Option<AgentRow>,
+    /// The agent's devices (JSON) when they changed while it was connected.
+    inventory: Option<String>,
     records: Vec<Record>,
     done: oneshot::Sender<Result<BatchOutcome>>,
 }
@@ -237,14 +239,27 @@ impl Store {
 
     /// Stores records durably; resolves once they are committed.
     pub async fn write_records(&self, host: &str, records: Vec<Record>) -> Result<BatchOutcome> {
+        self.to_writer(host, None, None, records).await
+    }
+
+    /// Hands one batch to the writer and waits for its commit.
+    async fn to_writer(
+        &self,
+        host: &str,
+        hello: Option<AgentRow>,
+        inventory: Option<String>,
+        records: Vec<Record>,
+    ) -> Result<BatchOutcome> {
         let (done, rx) = oneshot::channel();
+        let batch = Batch {
+            host: host.to_string(),
+            hello,
+            inventory,
+            records,
+            done,
+        };
         self.writer
-            .send(Batch {
-                host: host.to_string(),
-                hello: None,
-                records,
-                done,
-            })
+            .send(batch)
             .await
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
@@ -391,17 +406,16 @@ impl Store {
             devices: serde_json::to_string(devices)?,
             labels: serde_json::to_string(&labels)?,
         };
-        let (done, rx) = oneshot::channel();
-        self.writer
-            .send(Batch {
-                host: host.to_string(),
-                hello: Some(row),
-                records: Vec::new(),
-                done,
-            })
-            .await
-            .map_err(|_| StoreError::WriterGone)?;
-        rx.await.map_err(|_| StoreError::WriterGone)?.map(|_| ())
+        self.to_writer(host, Some(row), None, Vec::new()).await?;
+        Ok(())
+    }
+
+    /// Stores a connected agent's new device list; resolves once committed.
+    pub async fn agent_devices(&self, host: &str, devices: &[Device]) -> Result<()> {
+        let devices = serde_json::to_string(devices)?;
+        self.to_writer(host, None, Some(devices), Vec::new())
+            .await?;
+        Ok(())
     }
 
     /// Every agent's labels from its last hello.
@@ -554,6 +568,10 @@ fn commit(
                      last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices, labels = excluded.labels",
                 )?
                 .execute(params![b.host, a.boot_id, a.version, now_ms(), a.devices, a.labels])?;
+            }
+            if let Some(devices) = &b.inventory {
+                tx.prepare_cached("UPDATE agents SET devices = ?2 WHERE host = ?1")?
+                    .execute(params![b.host, devices])?;
             }
             let mut outcome = BatchOutcome::default();
             let mut last_seq = 0;

@@ -141,6 +141,14 @@ async fn serve(
                 // A heartbeat only proves the agent alive (the read timeout above); progress
                 // comes from the stored step records.
                 Some(Kind::Heartbeat(_)) => {}
+                Some(Kind::Inventory(inv)) => {
+                    let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
+                    tracing::info!(agent = %host, drives = devices.len(), "agent's drives changed");
+                    store
+                        .agent_devices(host, &devices)
+                        .await
+                        .map_err(|e| Status::unavailable(e.to_string()))?;
+                }
                 Some(Kind::Hello(_)) => {
                     return Err(Status::invalid_argument("a second Hello on one stream"))
                 }
