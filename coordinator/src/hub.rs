@@ -126,8 +126,23 @@ impl Hub {
         let msg = pb::CoordinatorMessage {
             kind: Some(pb::coordinator_message::Kind::Plan(pb::Plan::from(&plan))),
         };
-        // A send fails only when the stream just ended; the plan is sent again on reconnect.
-        let _ = tx.send(Ok(msg)).await;
+        // Never wait on one agent's queue: a fan-out would stall behind a slow reader.
+        match tx.try_send(Ok(msg)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(agent = %host, plan = %plan_id, "the agent's queue is full; retrying");
+                if let Some(conn) = self.conns.lock().expect("hub lock").get_mut(host) {
+                    conn.held.retain(|p| *p != plan_id);
+                }
+                self.retry
+                    .lock()
+                    .expect("hub lock")
+                    .insert(host.to_string());
+                return Ok(());
+            }
+            // The stream just ended; the plan is sent again when the agent reconnects.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
         if cancelled {
             self.cancel(host, &plan_id).await;
         }
@@ -250,6 +265,51 @@ mod tests {
             other => panic!("expected the plan, got {other:?}"),
         }
         assert_eq!(hub.retry_pending(), 0);
+        shutdown.cancel();
+        retry.await.unwrap();
+    }
+
+    /// One agent that does not read its stream does not hold up the others' plans.
+    #[tokio::test]
+    async fn a_full_agent_queue_does_not_stall_the_fan_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let c = crate::spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [slow, fast] }\nworkload: { command: { run: x } }\n",
+        )
+        .unwrap();
+        let planned = crate::planner::plan(&c, "", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let hub = Arc::new(Hub::new(store));
+        let (slow_tx, mut slow_rx) = mpsc::channel(1);
+        slow_tx
+            .try_send(Err(Status::unavailable("filler")))
+            .unwrap();
+        let (fast_tx, mut fast_rx) = mpsc::channel(8);
+        hub.connect("slow", slow_tx, Vec::new());
+        hub.connect("fast", fast_tx, Vec::new());
+
+        let hosts = ["slow".to_string(), "fast".to_string()];
+        tokio::time::timeout(Duration::from_secs(5), hub.dispatch_to(&hosts))
+            .await
+            .expect("the fan-out does not wait for the slow agent");
+        assert!(fast_rx.try_recv().is_ok(), "fast got its plan");
+        assert_eq!(hub.retry_pending(), 1, "slow is retried");
+
+        // Once the slow agent reads its stream, the retry delivers its plan.
+        assert!(slow_rx.recv().await.unwrap().is_err(), "the filler");
+        let shutdown = CancellationToken::new();
+        let retry = tokio::spawn(hub.clone().retry_failed(shutdown.clone()));
+        let msg = tokio::time::timeout(RETRY_INTERVAL * 5, slow_rx.recv())
+            .await
+            .expect("the retry sends the plan")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            msg.kind,
+            Some(pb::coordinator_message::Kind::Plan(_))
+        ));
         shutdown.cancel();
         retry.await.unwrap();
     }
