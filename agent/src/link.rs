@@ -132,9 +132,7 @@ impl Link {
                 }
                 // Reading /sys is cheap but not free: never while a measurement runs.
                 _ = rescan.tick(), if !self.shared.measuring.load(Ordering::Relaxed) => {
-                    let now = crate::probes::inventory::scan(&crate::probes::inventory::Roots::default());
-                    // A scan that fails now says nothing about the drives: keep what was sent.
-                    if let Some(now) = now.ok().map(|d| d.iter().map(pb::Device::from).collect::<Vec<_>>()).filter(|d| *d != devices) {
+                    if let Some(now) = Self::rescan().filter(|d| *d != devices) {
                         tracing::info!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
                         devices = now;
                         let inv = pb::Inventory { devices: devices.clone() };
@@ -160,6 +158,14 @@ impl Link {
             }
             _ => "",
         }
+    }
+
+    /// The devices now, or None when they cannot be read: a failed scan says nothing
+    /// about the drives, so what was sent last stands.
+    fn rescan() -> Option<Vec<pb::Device>> {
+        let roots = crate::probes::inventory::Roots::default();
+        let devices = crate::probes::inventory::scan(&roots).ok()?;
+        Some(devices.iter().map(pb::Device::from).collect())
     }
 
     /// The inventory for the hello; a host whose devices cannot be read still connects
