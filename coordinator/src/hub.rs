@@ -99,57 +99,65 @@ impl Hub {
     }
 
     /// Gives `host` its current plan if it does not hold it, or its next queued one.
-    pub async fn dispatch(&self, host: &str) {
-        self.dispatch_to(&[host.to_string()]).await
+    pub fn dispatch(&self, host: &str) {
+        self.dispatch_to(&[host.to_string()])
     }
 
-    /// Sends `plan` unless the host's connection already holds it.
-    async fn send_plan(
-        &self,
-        host: &str,
-        plan: platter_agent::model::Plan,
-    ) -> Result<(), StoreError> {
-        let tx = {
+    /// Sends `plan` unless the host's connection already holds it, then a cancel if its
+    /// campaign was cancelled: also when the agent came back holding the plan, since a
+    /// cancel sent while it was away reached nobody.
+    fn send_plan(&self, host: &str, plan: platter_agent::model::Plan) -> Result<(), StoreError> {
+        let (tx, held) = {
             let mut conns = self.conns.lock().expect("hub lock");
             let Some(conn) = conns.get_mut(host) else {
                 return Ok(());
             };
-            if conn.held.contains(&plan.id) {
-                return Ok(());
+            let held = conn.held.contains(&plan.id);
+            if !held {
+                conn.held.push(plan.id.clone());
             }
-            conn.held.push(plan.id.clone());
-            conn.tx.clone()
+            (conn.tx.clone(), held)
         };
-        tracing::info!(agent = %host, plan = %plan.id, campaign = %plan.campaign_id, "sending plan");
         let cancelled = self.store.campaign_state(&plan.campaign_id)? == "cancelled";
-        let plan_id = plan.id.clone();
-        let msg = pb::CoordinatorMessage {
-            kind: Some(pb::coordinator_message::Kind::Plan(pb::Plan::from(&plan))),
-        };
-        // Never wait on one agent's queue: a fan-out would stall behind a slow reader.
-        match tx.try_send(Ok(msg)) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(agent = %host, plan = %plan_id, "the agent's queue is full; retrying");
+        if !held {
+            tracing::info!(agent = %host, plan = %plan.id, campaign = %plan.campaign_id, "sending plan");
+            let msg = pb::CoordinatorMessage {
+                kind: Some(pb::coordinator_message::Kind::Plan(pb::Plan::from(&plan))),
+            };
+            if !self.offer(host, &tx, msg) {
                 if let Some(conn) = self.conns.lock().expect("hub lock").get_mut(host) {
-                    conn.held.retain(|p| *p != plan_id);
+                    conn.held.retain(|p| *p != plan.id);
                 }
-                self.retry
-                    .lock()
-                    .expect("hub lock")
-                    .insert(host.to_string());
                 return Ok(());
             }
-            // The stream just ended; the plan is sent again when the agent reconnects.
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
         if cancelled {
-            self.cancel(host, &plan_id).await;
+            self.cancel(host, &plan.id);
         }
         Ok(())
     }
 
-    pub async fn cancel(&self, host: &str, plan_id: &str) {
+    /// Queues `msg` for the agent without waiting: one agent that does not read its
+    /// stream must not stall a fan-out. On a full queue the host is retried later (and
+    /// false returned); on a closed one the agent gets everything again when it is back.
+    fn offer(&self, host: &str, tx: &Outbound, msg: pb::CoordinatorMessage) -> bool {
+        match tx.try_send(Ok(msg)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(agent = %host, "the agent's queue is full; retrying");
+                self.retry
+                    .lock()
+                    .expect("hub lock")
+                    .insert(host.to_string());
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => true,
+        }
+    }
+
+    /// Tells `host` to stop `plan_id`. An agent away now hears it when it reconnects
+    /// (`send_plan`); a full queue is retried the same way.
+    pub fn cancel(&self, host: &str, plan_id: &str) {
         let tx = self
             .conns
             .lock()
@@ -162,12 +170,12 @@ impl Hub {
                     plan_id: plan_id.to_string(),
                 })),
             };
-            let _ = tx.send(Ok(msg)).await;
+            self.offer(host, &tx, msg);
         }
     }
 
     /// Dispatches to every connected host (after a campaign resumes).
-    pub async fn dispatch_all(&self) {
+    pub fn dispatch_all(&self) {
         let hosts: Vec<String> = self
             .conns
             .lock()
@@ -175,12 +183,12 @@ impl Hub {
             .keys()
             .cloned()
             .collect();
-        self.dispatch_to(&hosts).await;
+        self.dispatch_to(&hosts);
     }
 
     /// Dispatches to these hosts, those of them that are connected; the store marks all
     /// their plans sent in one transaction.
-    pub async fn dispatch_to(&self, hosts: &[String]) {
+    pub fn dispatch_to(&self, hosts: &[String]) {
         let connected: Vec<String> = hosts
             .iter()
             .filter(|h| self.is_connected(h))
@@ -195,7 +203,7 @@ impl Hub {
             }
         };
         for (host, plan, _new) in plans {
-            if let Err(e) = self.send_plan(&host, plan).await {
+            if let Err(e) = self.send_plan(&host, plan) {
                 tracing::error!(agent = %host, error = %e, "dispatch failed; retrying");
                 self.retry.lock().expect("hub lock").insert(host);
             }
@@ -218,7 +226,7 @@ impl Hub {
             }
             let hosts: Vec<String> = self.retry.lock().expect("hub lock").drain().collect();
             if !hosts.is_empty() {
-                self.dispatch_to(&hosts).await;
+                self.dispatch_to(&hosts);
             }
         }
     }
@@ -248,7 +256,7 @@ mod tests {
         // Another process holds the write lock: the dispatch fails and is remembered.
         let locker = rusqlite::Connection::open(&path).unwrap();
         locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
-        hub.dispatch("h").await;
+        hub.dispatch("h");
         assert_eq!(hub.retry_pending(), 1);
         assert!(rx.try_recv().is_err(), "nothing was sent");
 
@@ -291,9 +299,8 @@ mod tests {
         hub.connect("fast", fast_tx, Vec::new());
 
         let hosts = ["slow".to_string(), "fast".to_string()];
-        tokio::time::timeout(Duration::from_secs(5), hub.dispatch_to(&hosts))
-            .await
-            .expect("the fan-out does not wait for the slow agent");
+        // Dispatch cannot wait (it is not async): it returns with slow's plan not sent.
+        hub.dispatch_to(&hosts);
         assert!(fast_rx.try_recv().is_ok(), "fast got its plan");
         assert_eq!(hub.retry_pending(), 1, "slow is retried");
 

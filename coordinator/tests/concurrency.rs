@@ -175,3 +175,69 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
     );
     drop(sleeper);
 }
+
+/// A campaign cancelled while one of its agents is down (killed mid-plan): the agent
+/// resumes the plan from its journal when it comes back, and must hear of the cancel then
+/// rather than run the rest of the plan.
+#[test]
+fn a_cancel_while_the_agent_is_down_reaches_it_when_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = free_port();
+    let _coordinator = serve(dir, port);
+    let first = agent(dir, port, "h1", &[]);
+    wait_in(dir, "the agent", Duration::from_secs(20), || {
+        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
+    });
+    identity(dir, "operator", "tester");
+    const REPS: i64 = 30;
+    let f = write(
+        dir,
+        "long.yaml",
+        &format!(
+            "name: long\nhosts: {{ names: [h1] }}\nworkload: {{ command: {{ run: \"sleep 0.5\" }} }}\nrepeat: {REPS}\n"
+        ),
+    );
+    let id = submit(dir, port, &f);
+    let ended = |state: &str| {
+        query_i64(
+            dir,
+            &format!("SELECT COUNT(*) FROM steps WHERE kind = 'measure' AND state = '{state}'"),
+        )
+    };
+    wait_in(dir, "a measurement", Duration::from_secs(20), || {
+        (ended("succeeded") >= 1).then_some(())
+    });
+    drop(first); // SIGKILL: the plan stays held in the agent's journal
+    let out = operator(dir, port).args(["cancel", &id]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let _second = agent(dir, port, "h1", &[]);
+    wait_in(dir, "the plan to end", Duration::from_secs(30), || {
+        (query_i64(
+            dir,
+            "SELECT COUNT(*) FROM plans WHERE state IN ('done', 'cancelled')",
+        ) == 1)
+            .then_some(())
+    });
+    assert_eq!(
+        query_i64(dir, "SELECT COUNT(*) FROM plans WHERE state = 'cancelled'"),
+        1,
+        "the agent ended the plan as cancelled\n{}",
+        store_summary(dir)
+    );
+    let (succeeded, skipped) = (ended("succeeded"), ended("skipped"));
+    println!("{succeeded} measurements ran and {skipped} were skipped of {REPS}");
+    assert!(
+        skipped > 0 && succeeded + skipped <= REPS,
+        "{succeeded} measurements ran and {skipped} were skipped of {REPS}"
+    );
+    assert!(
+        succeeded < REPS / 2,
+        "the rest of the plan was skipped, not run: {succeeded} of {REPS} ran"
+    );
+}

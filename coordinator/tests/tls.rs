@@ -27,7 +27,9 @@ fn log_says(dir: &Path, name: &str, text: &str) {
 
 /// Hosts the coordinator has stored a hello of (none while its database is being made).
 fn agents_known(dir: &Path) -> Vec<String> {
-    let c = db(dir);
+    let Some(c) = try_db(dir) else {
+        return Vec::new();
+    };
     let Ok(mut stmt) = c.prepare("SELECT host FROM agents ORDER BY host") else {
         return Vec::new();
     };

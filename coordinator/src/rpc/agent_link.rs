@@ -90,7 +90,7 @@ impl AgentLink for AgentLinkService {
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
         self.tasks.spawn(async move {
-            hub.dispatch(&host).await;
+            hub.dispatch(&host);
             let r = tokio::select! {
                 r = serve(&host, &mut inbound, &tx, &store, &hub, timeout) => r,
                 _ = shutdown.cancelled() => Ok(()),
@@ -173,7 +173,7 @@ async fn serve(
             .await
             .map_err(|_| Status::cancelled("agent went away"))?;
         for h in outcome.hosts_freed {
-            hub.dispatch(&h).await;
+            hub.dispatch(&h);
         }
     }
     Ok(())

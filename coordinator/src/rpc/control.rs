@@ -110,7 +110,7 @@ impl Control for ControlService {
         if req.resume {
             if let Some(id) = self.store.resumable(&hash).map_err(store_status)? {
                 tracing::info!(campaign = %id, "resuming unfinished campaign");
-                self.hub.dispatch_all().await;
+                self.hub.dispatch_all();
                 return Ok(Response::new(pb::SubmitResponse {
                     campaign_id: id,
                     resumed: true,
@@ -126,7 +126,7 @@ impl Control for ControlService {
         // Only the campaign's hosts can have a new plan: with thousands of agents connected,
         // asking the store about every one of them would cost a transaction each.
         let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.clone()).collect();
-        self.hub.dispatch_to(&hosts).await;
+        self.hub.dispatch_to(&hosts);
         Ok(Response::new(pb::SubmitResponse {
             campaign_id: planned.id,
             resumed: false,
@@ -348,7 +348,7 @@ impl Control for ControlService {
         let id = request.into_inner().campaign_id;
         let held = self.store.cancel_campaign(&id).map_err(store_status)?;
         for (plan, host) in held {
-            self.hub.cancel(&host, &plan).await;
+            self.hub.cancel(&host, &plan);
         }
         Ok(Response::new(pb::CancelResponse {}))
     }

@@ -178,10 +178,9 @@ pub fn wait_in<T>(
 
 /// Campaigns, plans and step counts in the coordinator's store, for a failure message.
 pub fn store_summary(dir: &Path) -> String {
-    if !dir.join("coordinator.db").exists() {
+    let Some(c) = try_db(dir) else {
         return "(no coordinator.db)".into();
-    }
-    let c = db(dir);
+    };
     let rows = |sql: &str| -> Vec<String> {
         let Ok(mut stmt) = c.prepare(sql) else {
             return vec![format!("(cannot query: {sql})")];
@@ -189,7 +188,12 @@ pub fn store_summary(dir: &Path) -> String {
         let n = stmt.column_count();
         stmt.query_map([], |r| {
             (0..n)
-                .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
+                .map(|i| {
+                    r.get_ref(i).map(|v| match v {
+                        rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into(),
+                        other => format!("{other:?}"),
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map(|v| v.join(" "))
         })
@@ -212,24 +216,25 @@ pub fn store_summary(dir: &Path) -> String {
 
 /// Opens the coordinator's database read-only (WAL allows it while the coordinator runs).
 pub fn db(dir: &Path) -> rusqlite::Connection {
+    try_db(dir).expect("the coordinator's database")
+}
+
+/// `db`, or None while the coordinator has not made its database yet.
+pub fn try_db(dir: &Path) -> Option<rusqlite::Connection> {
     let c = rusqlite::Connection::open_with_flags(
         dir.join("coordinator.db"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
-    .unwrap();
+    .ok()?;
     c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c
+    Some(c)
 }
 
 /// The query's single number, or -1 while the database does not exist yet.
 pub fn query_i64(dir: &Path, sql: &str) -> i64 {
-    let Ok(c) = rusqlite::Connection::open_with_flags(
-        dir.join("coordinator.db"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    ) else {
+    let Some(c) = try_db(dir) else {
         return -1;
     };
-    let _ = c.busy_timeout(Duration::from_secs(5));
     c.query_row(sql, [], |r| r.get(0)).unwrap_or(-1)
 }
 
