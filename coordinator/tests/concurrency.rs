@@ -16,9 +16,7 @@ fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
     let _coordinator = serve(dir, port);
     let hosts = ["h1", "h2", "h3"];
     let _agents: Vec<Proc> = hosts.iter().map(|h| agent(dir, port, h, &[])).collect();
-    wait_for("three agents", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 3).then_some(())
-    });
+    wait_agents(dir, 3);
 
     let campaign = |name: &str| {
         write(
@@ -128,9 +126,7 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
     let port = free_port();
     let _coordinator = serve_with(dir, port, &["--heartbeat-timeout", "7"]);
     let sleeper = agent(dir, port, "sleepy", &[]);
-    wait_for("the agent", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
-    });
+    wait_agents(dir, 1);
     let state = || {
         let v = agents_json(dir, port);
         v[0]["state"].as_str().unwrap().to_string()
@@ -186,9 +182,7 @@ fn a_cancel_while_the_agent_is_down_reaches_it_when_it_returns() {
     let port = free_port();
     let _coordinator = serve(dir, port);
     let first = agent(dir, port, "h1", &[]);
-    wait_in(dir, "the agent", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
-    });
+    wait_agents(dir, 1);
     identity(dir, "operator", "tester");
     const REPS: i64 = 30;
     let f = write(

@@ -33,9 +33,7 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
         .map(|h| agent(dir, port, h, &[]))
         .collect();
     let file = write(dir, "fleet.yaml", CAMPAIGN);
-    wait_for("agents to connect", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 3).then_some(())
-    });
+    wait_agents(dir, 3);
     let campaign = submit(dir, port, &file);
 
     // Kill h2 while a measure step is running (started, not ended), after some progress.

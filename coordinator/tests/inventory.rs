@@ -25,9 +25,7 @@ fn a_drive_attached_or_detached_while_connected_reaches_platter_agents() {
     let port = free_port();
     let _coordinator = serve(dir, port);
     let _agent = agent(dir, port, "rc66", &["--inventory-interval", "1"]);
-    wait_in(dir, "the agent", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
-    });
+    wait_agents(dir, 1);
     identity(dir, "operator", "tester");
 
     let before = drives(dir, port);

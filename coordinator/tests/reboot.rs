@@ -34,9 +34,7 @@ fn plan_continues_after_a_reboot_with_a_new_boot_id() {
     let start = || agent(dir, port, "rebooter", &["--reboot-command", &reboot]);
     let mut agent = start();
     let file = write(dir, "reboot.yaml", CAMPAIGN);
-    wait_for("the agent", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
-    });
+    wait_agents(dir, 1);
     // Read before submitting: the first "reboot" may come within milliseconds.
     let mut boot_ids = vec![std::fs::read_to_string(&boot).unwrap()];
     let campaign = submit(dir, port, &file);
@@ -120,9 +118,7 @@ fn a_reboot_that_does_not_happen_fails_the_step_clearly() {
         "reboot.yaml",
         &CAMPAIGN.replace("repeat: 2", "repeat: 1"),
     );
-    wait_for("the agent", Duration::from_secs(20), || {
-        (query_i64(dir, "SELECT COUNT(*) FROM agents") == 1).then_some(())
-    });
+    wait_agents(dir, 1);
     let campaign = submit(dir, port, &file);
     let finished =
         format!("SELECT COUNT(*) FROM campaigns WHERE id = '{campaign}' AND state = 'done'");

@@ -176,6 +176,16 @@ pub fn wait_in<T>(
     }
 }
 
+/// Waits until the coordinator has stored the hellos of `n` agents.
+pub fn wait_agents(dir: &Path, n: i64) {
+    wait_in(
+        dir,
+        &format!("{n} agent(s)"),
+        Duration::from_secs(20),
+        || (query_i64(dir, "SELECT COUNT(*) FROM agents") == n).then_some(()),
+    );
+}
+
 /// Campaigns, plans and step counts in the coordinator's store, for a failure message.
 pub fn store_summary(dir: &Path) -> String {
     let Some(c) = try_db(dir) else {
