@@ -132,8 +132,13 @@ impl Link {
                 }
                 // Reading /sys is cheap but not free: never while a measurement runs.
                 _ = rescan.tick(), if !self.shared.measuring.load(Ordering::Relaxed) => {
+                    // The guard was read when this select began; a measurement may have
+                    // started since (it is skipped then, and the next tick scans).
+                    if self.shared.measuring.load(Ordering::SeqCst) {
+                        continue;
+                    }
                     if let Some(now) = Self::rescan().filter(|d| *d != devices) {
-                        tracing::info!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
+                        tracing::debug!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
                         devices = now;
                         let inv = pb::Inventory { devices: devices.clone() };
                         tx.send(msg(pb::agent_message::Kind::Inventory(inv))).await.map_err(|_| LinkError::Closed)?;

@@ -35,6 +35,8 @@ pub struct Hub {
     lost: Mutex<HashSet<String>>,
     /// Hosts whose last dispatch failed; `retry_failed` tries them again.
     retry: Mutex<HashSet<String>>,
+    /// Hosts whose outbound queue was last found full (for one log line per episode).
+    full: Mutex<HashSet<String>>,
     next_id: AtomicU64,
 }
 
@@ -54,6 +56,7 @@ impl Hub {
             conns: Mutex::new(HashMap::new()),
             lost: Mutex::new(HashSet::new()),
             retry: Mutex::new(HashSet::new()),
+            full: Mutex::new(HashSet::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -94,6 +97,15 @@ impl Hub {
         }
     }
 
+    /// Whether connection `id` is still `host`'s current one.
+    pub fn is_current(&self, host: &str, id: u64) -> bool {
+        self.conns
+            .lock()
+            .expect("hub lock")
+            .get(host)
+            .is_some_and(|c| c.id == id)
+    }
+
     pub fn is_connected(&self, host: &str) -> bool {
         self.conns.lock().expect("hub lock").contains_key(host)
     }
@@ -107,7 +119,9 @@ impl Hub {
     /// campaign was cancelled: also when the agent came back holding the plan, since a
     /// cancel sent while it was away reached nobody.
     fn send_plan(&self, host: &str, plan: platter_agent::model::Plan) -> Result<(), StoreError> {
-        let (tx, held) = {
+        // Read before `held` changes: if the read fails, the retry finds the plan unsent.
+        let cancelled = self.store.campaign_state(&plan.campaign_id)? == "cancelled";
+        let (tx, conn_id, held) = {
             let mut conns = self.conns.lock().expect("hub lock");
             let Some(conn) = conns.get_mut(host) else {
                 return Ok(());
@@ -116,16 +130,18 @@ impl Hub {
             if !held {
                 conn.held.push(plan.id.clone());
             }
-            (conn.tx.clone(), held)
+            (conn.tx.clone(), conn.id, held)
         };
-        let cancelled = self.store.campaign_state(&plan.campaign_id)? == "cancelled";
         if !held {
             tracing::info!(agent = %host, plan = %plan.id, campaign = %plan.campaign_id, "sending plan");
             let msg = pb::CoordinatorMessage {
                 kind: Some(pb::coordinator_message::Kind::Plan(pb::Plan::from(&plan))),
             };
             if !self.offer(host, &tx, msg) {
-                if let Some(conn) = self.conns.lock().expect("hub lock").get_mut(host) {
+                let mut conns = self.conns.lock().expect("hub lock");
+                // Only the connection the plan was offered to (the agent may have
+                // reconnected meanwhile and been sent the plan anew).
+                if let Some(conn) = conns.get_mut(host).filter(|c| c.id == conn_id) {
                     conn.held.retain(|p| *p != plan.id);
                 }
                 return Ok(());
@@ -142,9 +158,17 @@ impl Hub {
     /// false returned); on a closed one the agent gets everything again when it is back.
     fn offer(&self, host: &str, tx: &Outbound, msg: pb::CoordinatorMessage) -> bool {
         match tx.try_send(Ok(msg)) {
-            Ok(()) => true,
+            Ok(()) => {
+                if self.full.lock().expect("hub lock").remove(host) {
+                    tracing::info!(agent = %host, "the agent's queue has room again");
+                }
+                true
+            }
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(agent = %host, "the agent's queue is full; retrying");
+                // Once per episode, not once per retry.
+                if self.full.lock().expect("hub lock").insert(host.to_string()) {
+                    tracing::warn!(agent = %host, "the agent's queue is full (it does not read its stream); retrying every second");
+                }
                 self.retry
                     .lock()
                     .expect("hub lock")

@@ -187,6 +187,12 @@ struct AgentRow {
     labels: String,
 }
 
+/// What a host should run: the plan it has (sent or accepted), or its next queued one.
+enum Next {
+    Active(Plan),
+    Queued(String, Plan),
+}
+
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -343,16 +349,40 @@ impl Store {
             return Ok(Vec::new());
         }
         let r = self.with(|c| {
+            // Most dispatches change nothing (the host runs a plan already, or has none
+            // queued): they are answered by reads and take no write lock.
+            {
+                let tx = c.transaction()?;
+                let mut out = Vec::new();
+                let mut queued = false;
+                for host in hosts {
+                    match Self::next_plan(&tx, host)? {
+                        Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
+                        Some(Next::Queued(..)) => {
+                            queued = true;
+                            break;
+                        }
+                        None => {}
+                    }
+                }
+                if !queued {
+                    return Ok(out);
+                }
+            }
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut out = Vec::new();
             for host in hosts {
-                if let Some((plan, new)) = Self::next_plan(&tx, host)? {
-                    out.push((host.clone(), plan, new));
+                match Self::next_plan(&tx, host)? {
+                    Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
+                    Some(Next::Queued(id, plan)) => {
+                        tx.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
+                            .execute([&id])?;
+                        out.push((host.clone(), plan, true));
+                    }
+                    None => {}
                 }
             }
-            if out.iter().any(|(_, _, new)| *new) {
-                tx.commit()?;
-            }
+            tx.commit()?;
             Ok(out)
         })?;
         if r.iter().any(|(_, _, new)| *new) {
@@ -361,30 +391,29 @@ impl Store {
         Ok(r)
     }
 
-    fn next_plan(tx: &rusqlite::Transaction<'_>, host: &str) -> Result<Option<(Plan, bool)>> {
+    /// The plan `host` runs, else its next queued one; reads only.
+    fn next_plan(c: &Connection, host: &str) -> Result<Option<Next>> {
         // Cached statements: a fan-out asks this once per host, and preparing them
         // anew was a third of its CPU (BENCHMARKS.md, fleet scale).
-        let active: Option<String> = tx
+        let active: Option<String> = c
                 .prepare_cached(
                     "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
                 )?
                 .query_row([host], |r| r.get(0))
                 .optional()?;
         if let Some(body) = active {
-            return Ok(Some((serde_json::from_str(&body)?, false)));
+            return Ok(Some(Next::Active(serde_json::from_str(&body)?)));
         }
-        let next: Option<(String, String)> = tx
+        let next: Option<(String, String)> = c
                 .prepare_cached(
                     "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
                 )?
                 .query_row([host], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
-        let Some((id, body)) = next else {
-            return Ok(None);
-        };
-        tx.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
-            .execute([&id])?;
-        Ok(Some((serde_json::from_str(&body)?, true)))
+        match next {
+            Some((id, body)) => Ok(Some(Next::Queued(id, serde_json::from_str(&body)?))),
+            None => Ok(None),
+        }
     }
 
     /// Stores an agent's hello (boot id, version, inventory, labels); resolves once committed.
@@ -747,6 +776,48 @@ mod tests {
             .hosts_freed
             .is_empty());
         assert!(store.plan_for_host("h").unwrap().is_none());
+    }
+
+    /// A dispatch that changes nothing (the host runs a plan already, or has none queued)
+    /// is answered while another connection holds the write lock.
+    #[test]
+    fn a_dispatch_that_changes_nothing_takes_no_write_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = Store::open_with(&path, Duration::from_millis(50)).unwrap();
+        let c = crate::spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n",
+        )
+        .unwrap();
+        let planned = planner::plan(&c, "", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let (plan, new) = store.plan_for_host("h").unwrap().unwrap();
+        assert!(new);
+
+        let locker = Connection::open(&path).unwrap();
+        locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let (again, new) = store.plan_for_host("h").unwrap().unwrap();
+        assert_eq!(
+            (again, new),
+            (plan.clone(), false),
+            "the plan it runs, under the lock"
+        );
+        assert!(store.plan_for_host("idle").unwrap().is_none());
+        // Marking a queued plan sent does need the lock: it waits, then gives up.
+        let planned = planner::plan(&c, "", 2, &Default::default()).unwrap();
+        locker.execute_batch("COMMIT").unwrap();
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        store
+            .with(|c| Ok(c.execute("UPDATE plans SET state = 'done' WHERE id = ?1", [&plan.id])?))
+            .unwrap();
+        locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        assert!(store.plan_for_host("h").is_err(), "busy");
+        locker.execute_batch("COMMIT").unwrap();
+        assert!(
+            store.plan_for_host("h").unwrap().unwrap().1,
+            "sent once free"
+        );
     }
 
     /// Dispatching (read the queue, then mark a plan sent) while the writer commits other

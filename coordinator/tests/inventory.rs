@@ -47,7 +47,6 @@ fn a_drive_attached_or_detached_while_connected_reaches_platter_agents() {
     );
 
     let logs = logs(dir);
-    assert!(logs.contains("agent's drives changed"), "{logs}");
     assert_eq!(
         logs.matches("agent connected").count(),
         1,

@@ -92,7 +92,7 @@ impl AgentLink for AgentLinkService {
         self.tasks.spawn(async move {
             hub.dispatch(&host);
             let r = tokio::select! {
-                r = serve(&host, &mut inbound, &tx, &store, &hub, timeout) => r,
+                r = serve(&host, conn, &mut inbound, &tx, &store, &hub, timeout) => r,
                 _ = shutdown.cancelled() => Ok(()),
             };
             let lost = match &r {
@@ -114,6 +114,7 @@ impl AgentLink for AgentLinkService {
 
 async fn serve(
     host: &str,
+    conn: u64,
     inbound: &mut Streaming<pb::AgentMessage>,
     tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
     store: &Store,
@@ -141,14 +142,17 @@ async fn serve(
                 // A heartbeat only proves the agent alive (the read timeout above); progress
                 // comes from the stored step records.
                 Some(Kind::Heartbeat(_)) => {}
-                Some(Kind::Inventory(inv)) => {
+                // An older stream's late inventory must not overwrite a newer hello's.
+                Some(Kind::Inventory(inv)) if hub.is_current(host, conn) => {
                     let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
-                    tracing::info!(agent = %host, drives = devices.len(), "agent's drives changed");
+                    // Also mounts and write-cache changes of plans' own storage steps: debug.
+                    tracing::debug!(agent = %host, drives = devices.len(), "agent's drives changed");
                     store
                         .agent_devices(host, &devices)
                         .await
                         .map_err(|e| Status::unavailable(e.to_string()))?;
                 }
+                Some(Kind::Inventory(_)) => {}
                 Some(Kind::Hello(_)) => {
                     return Err(Status::invalid_argument("a second Hello on one stream"))
                 }
@@ -169,9 +173,17 @@ async fn serve(
         let ack = pb::CoordinatorMessage {
             kind: Some(pb::coordinator_message::Kind::Ack(pb::Ack { seq })),
         };
-        tx.send(Ok(ack))
-            .await
-            .map_err(|_| Status::cancelled("agent went away"))?;
+        // An agent that stops reading its stream is as good as silent.
+        match tokio::time::timeout(timeout, tx.send(Ok(ack))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(Status::cancelled("agent went away")),
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "it has not read its stream for {} s",
+                    timeout.as_secs()
+                )))
+            }
+        }
         for h in outcome.hosts_freed {
             hub.dispatch(&h);
         }
