@@ -266,12 +266,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let store = Store::open_with(&path, Duration::from_millis(50)).unwrap();
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n",
-        )
-        .unwrap();
-        let planned = crate::planner::plan(&c, "", 1, &Default::default()).unwrap();
+        let planned = crate::store::test_campaign("h", 1);
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let hub = Arc::new(Hub::new(store));
         let (tx, mut rx) = mpsc::channel(8);
@@ -306,12 +301,7 @@ mod tests {
     async fn a_full_agent_queue_does_not_stall_the_fan_out() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [slow, fast] }\nworkload: { command: { run: x } }\n",
-        )
-        .unwrap();
-        let planned = crate::planner::plan(&c, "", 1, &Default::default()).unwrap();
+        let planned = crate::store::test_campaign("slow, fast", 1);
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let hub = Arc::new(Hub::new(store));
         let (slow_tx, mut slow_rx) = mpsc::channel(1);

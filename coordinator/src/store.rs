@@ -679,6 +679,15 @@ fn commit(
     Ok(outcomes)
 }
 
+/// A one-cell campaign on `hosts` (comma-separated), for tests of the store and the hub.
+#[cfg(test)]
+pub(crate) fn test_campaign(hosts: &str, generation: u32) -> PlannedCampaign {
+    let yaml =
+        format!("name: t\nhosts: {{ names: [{hosts}] }}\nworkload: {{ command: {{ run: x }} }}\n");
+    let c = crate::spec::parse("t.yaml", &yaml).unwrap();
+    crate::planner::plan(&c, "", generation, &Default::default()).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -785,13 +794,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let store = Store::open_with(&path, Duration::from_millis(50)).unwrap();
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n",
-        )
-        .unwrap();
-        let planned = planner::plan(&c, "", 1, &Default::default()).unwrap();
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        store
+            .insert_campaign(&test_campaign("h", 1), "t.yaml", "")
+            .unwrap();
         let (plan, new) = store.plan_for_host("h").unwrap().unwrap();
         assert!(new);
 
@@ -805,9 +810,10 @@ mod tests {
         );
         assert!(store.plan_for_host("idle").unwrap().is_none());
         // Marking a queued plan sent does need the lock: it waits, then gives up.
-        let planned = planner::plan(&c, "", 2, &Default::default()).unwrap();
         locker.execute_batch("COMMIT").unwrap();
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        store
+            .insert_campaign(&test_campaign("h", 2), "t.yaml", "")
+            .unwrap();
         store
             .with(|c| Ok(c.execute("UPDATE plans SET state = 'done' WHERE id = ?1", [&plan.id])?))
             .unwrap();
@@ -827,15 +833,11 @@ mod tests {
     async fn dispatch_never_fails_while_the_writer_commits() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n",
-        )
-        .unwrap();
         const PLANS: u32 = 200;
         for generation in 1..=PLANS {
-            let planned = planner::plan(&c, "", generation, &Default::default()).unwrap();
-            store.insert_campaign(&planned, "t.yaml", "").unwrap();
+            store
+                .insert_campaign(&test_campaign("h", generation), "t.yaml", "")
+                .unwrap();
         }
         let stop = CancellationToken::new();
         let hammer = {
