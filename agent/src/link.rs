@@ -137,7 +137,8 @@ impl Link {
                     if self.shared.measuring.load(Ordering::SeqCst) {
                         continue;
                     }
-                    if let Some(now) = Self::rescan().filter(|d| *d != devices) {
+                    // A scan that fails says nothing about the drives: what was sent stands.
+                    if let Some(now) = Self::scan().ok().filter(|d| *d != devices) {
                         tracing::debug!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
                         devices = now;
                         let inv = pb::Inventory { devices: devices.clone() };
@@ -165,24 +166,19 @@ impl Link {
         }
     }
 
-    /// The devices now, or None when they cannot be read: a failed scan says nothing
-    /// about the drives, so what was sent last stands.
-    fn rescan() -> Option<Vec<pb::Device>> {
-        let roots = crate::probes::inventory::Roots::default();
-        let devices = crate::probes::inventory::scan(&roots).ok()?;
-        Some(devices.iter().map(pb::Device::from).collect())
+    /// The host's devices now, for the wire.
+    fn scan() -> Result<Vec<pb::Device>, crate::probes::inventory::InventoryError> {
+        let devices = crate::probes::inventory::scan(&Default::default())?;
+        Ok(devices.iter().map(pb::Device::from).collect())
     }
 
     /// The inventory for the hello; a host whose devices cannot be read still connects
     /// (and reports none), with the reason in the log.
     fn devices(&self) -> Vec<pb::Device> {
-        match crate::probes::inventory::scan(&crate::probes::inventory::Roots::default()) {
-            Ok(devices) => devices.iter().map(pb::Device::from).collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the device inventory");
-                Vec::new()
-            }
-        }
+        Self::scan().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read the device inventory");
+            Vec::new()
+        })
     }
 
     fn handle(&self, m: pb::CoordinatorMessage) -> Result<(), LinkError> {

@@ -459,22 +459,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     .await
                     .map_err(|s| call_error("compare", s))?
                     .into_inner();
-                resp.rows
-                    .into_iter()
-                    .map(|r| crate::report::judge::ComparisonRow {
-                        host: r.host,
-                        context: r.context,
-                        key: r.key,
-                        baseline: r.baseline,
-                        candidate: r.candidate,
-                        metric: r.metric,
-                        ratio: r.ratio,
-                        penalty_pct: r.penalty_pct,
-                        ci_pct: r.ci_low_pct.zip(r.ci_high_pct),
-                        significant: r.significant,
-                        text: r.text,
-                    })
-                    .collect()
+                resp.rows.into_iter().map(Into::into).collect()
             } else {
                 let db = db.unwrap_or_else(|| "platter-data/platter.db".into());
                 let store = crate::store::Store::open(&db)?;
@@ -619,13 +604,13 @@ fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
             campaign.cells.len(),
             campaign.repeat
         );
-        let what = match (remote.is_empty(), campaign.host_labels.is_some()) {
-            (_, true) if remote.is_empty() => "which hosts have the labels".to_string(),
-            (_, true) => format!(
+        let what = match (campaign.host_labels.is_some(), remote.is_empty()) {
+            (true, true) => "which hosts have the labels".to_string(),
+            (true, false) => format!(
                 "which hosts have the labels and the drives of {}",
                 remote.join(", ")
             ),
-            (_, false) => format!("the drives of {}", remote.join(", ")),
+            (false, _) => format!("the drives of {}", remote.join(", ")),
         };
         println!("  {what}: only the coordinator knows;");
         println!(

@@ -235,6 +235,7 @@ impl Hub {
     }
 
     /// Hosts waiting for a dispatch to be retried.
+    #[cfg(test)]
     pub fn retry_pending(&self) -> usize {
         self.retry.lock().expect("hub lock").len()
     }

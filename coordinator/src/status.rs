@@ -121,15 +121,9 @@ pub fn describe(plan: &Plan, index: u32) -> String {
         return String::new();
     };
     let mut s = step.kind.to_string();
-    // The device is the one the last storage setup before this step made.
-    let device = plan.steps[..index as usize]
-        .iter()
-        .rev()
-        .find_map(|p| match &p.kind {
-            platter_agent::model::StepKind::StorageSetup(c) => c.device.clone(),
-            _ => None,
-        });
-    if let Some(d) = device {
+    // The device of the storage in effect, as the agent substitutes it.
+    let storage = platter_agent::executor::storage_at(plan, index);
+    if let Some(d) = storage.and_then(|c| c.device) {
         s = s.replace("${device}", &d);
     }
     if s.len() > 60 {

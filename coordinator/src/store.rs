@@ -336,14 +336,16 @@ impl Store {
 
     /// The plan a host is running (sent or accepted), else the next queued one, marked sent.
     /// Returns the plan and whether it was newly dispatched.
+    #[cfg(test)]
     pub fn plan_for_host(&self, host: &str) -> Result<Option<(Plan, bool)>> {
         let mut r = self.plans_for_hosts(&[host.to_string()])?;
         Ok(r.pop().map(|(_, plan, new)| (plan, new)))
     }
 
-    /// `plan_for_host` for many hosts in one transaction: a fan-out to a thousand hosts
-    /// is one commit, not a thousand (BENCHMARKS.md, fleet scale). Hosts with nothing to
-    /// run are left out.
+    /// Each host's plan: the one it is running (sent or accepted), else its next queued
+    /// one, marked sent (then `true`: newly dispatched). Hosts with nothing to run are left
+    /// out. One transaction for all: a fan-out to a thousand hosts is one commit, not a
+    /// thousand (BENCHMARKS.md, fleet scale).
     pub fn plans_for_hosts(&self, hosts: &[String]) -> Result<Vec<(String, Plan, bool)>> {
         if hosts.is_empty() {
             return Ok(Vec::new());
@@ -351,37 +353,13 @@ impl Store {
         let r = self.with(|c| {
             // Most dispatches change nothing (the host runs a plan already, or has none
             // queued): they are answered by reads and take no write lock.
-            {
-                let tx = c.transaction()?;
-                let mut out = Vec::new();
-                let mut queued = false;
-                for host in hosts {
-                    match Self::next_plan(&tx, host)? {
-                        Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
-                        Some(Next::Queued(..)) => {
-                            queued = true;
-                            break;
-                        }
-                        None => {}
-                    }
-                }
-                if !queued {
-                    return Ok(out);
-                }
+            let read = c.transaction()?;
+            if let Some(out) = Self::dispatch_pass(&read, hosts, false)? {
+                return Ok(out);
             }
+            drop(read);
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let mut out = Vec::new();
-            for host in hosts {
-                match Self::next_plan(&tx, host)? {
-                    Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
-                    Some(Next::Queued(id, plan)) => {
-                        tx.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
-                            .execute([&id])?;
-                        out.push((host.clone(), plan, true));
-                    }
-                    None => {}
-                }
-            }
+            let out = Self::dispatch_pass(&tx, hosts, true)?.expect("a marking pass answers");
             tx.commit()?;
             Ok(out)
         })?;
@@ -389,6 +367,30 @@ impl Store {
             self.bump();
         }
         Ok(r)
+    }
+
+    /// Each host's plan: the one it runs (not new), else its next queued one, marked sent
+    /// when `mark` (new). Without `mark`, None as soon as a host has a queued plan: the
+    /// caller must mark it under the write lock.
+    fn dispatch_pass(
+        c: &Connection,
+        hosts: &[String],
+        mark: bool,
+    ) -> Result<Option<Vec<(String, Plan, bool)>>> {
+        let mut out = Vec::new();
+        for host in hosts {
+            match Self::next_plan(c, host)? {
+                Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
+                Some(Next::Queued(id, plan)) if mark => {
+                    c.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
+                        .execute([&id])?;
+                    out.push((host.clone(), plan, true));
+                }
+                Some(Next::Queued(..)) => return Ok(None),
+                None => {}
+            }
+        }
+        Ok(Some(out))
     }
 
     /// The plan `host` runs, else its next queued one; reads only.

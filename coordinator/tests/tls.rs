@@ -56,24 +56,6 @@ fn fleet_ca(dir: &Path) -> pki::Ca {
     }
 }
 
-/// `platter agent ARGS` with its own state dir and log `dir/LOG.log`, for agents the
-/// common helper would give the right certificate.
-fn spawn_agent(dir: &Path, log: &str, args: &[&str]) -> Proc {
-    let child = platter()
-        .arg("agent")
-        .args(args)
-        .arg("--state-dir")
-        .arg(dir.join(format!("{log}.state")))
-        .env("PLATTER_LOG", "info")
-        .stderr(std::fs::File::create(dir.join(format!("{log}.log"))).unwrap())
-        .spawn()
-        .unwrap();
-    Proc {
-        child,
-        name: log.into(),
-    }
-}
-
 #[test]
 fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     let tmp = tempfile::tempdir().unwrap();

@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::hub::{Hub, Presence};
 use crate::pki::Role;
+use crate::report::judge::ComparisonRow;
 use crate::report::{Format, Report};
 use crate::status::CampaignStatus;
 use crate::store::{Store, StoreError};
@@ -33,6 +34,43 @@ fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NoCampaign(id) => Status::not_found(format!("no campaign {id}")),
         e => Status::internal(e.to_string()),
+    }
+}
+
+impl From<ComparisonRow> for pb::ComparisonRow {
+    fn from(r: ComparisonRow) -> Self {
+        pb::ComparisonRow {
+            host: r.host,
+            context: r.context,
+            key: r.key,
+            baseline: r.baseline,
+            candidate: r.candidate,
+            metric: r.metric,
+            ratio: r.ratio,
+            penalty_pct: r.penalty_pct,
+            ci_low_pct: r.ci_pct.map(|c| c.0),
+            ci_high_pct: r.ci_pct.map(|c| c.1),
+            significant: r.significant,
+            text: r.text,
+        }
+    }
+}
+
+impl From<pb::ComparisonRow> for ComparisonRow {
+    fn from(r: pb::ComparisonRow) -> Self {
+        ComparisonRow {
+            host: r.host,
+            context: r.context,
+            key: r.key,
+            baseline: r.baseline,
+            candidate: r.candidate,
+            metric: r.metric,
+            ratio: r.ratio,
+            penalty_pct: r.penalty_pct,
+            ci_pct: r.ci_low_pct.zip(r.ci_high_pct),
+            significant: r.significant,
+            text: r.text,
+        }
     }
 }
 
@@ -159,20 +197,7 @@ impl Control for ControlService {
         let b = Report::load(&self.store, &req.b).map_err(store_status)?;
         let rows = crate::report::judge::compare_campaigns(&a, &b, &metric)
             .into_iter()
-            .map(|r| pb::ComparisonRow {
-                host: r.host,
-                context: r.context,
-                key: r.key,
-                baseline: r.baseline,
-                candidate: r.candidate,
-                metric: r.metric,
-                ratio: r.ratio,
-                penalty_pct: r.penalty_pct,
-                ci_low_pct: r.ci_pct.map(|c| c.0),
-                ci_high_pct: r.ci_pct.map(|c| c.1),
-                significant: r.significant,
-                text: r.text,
-            })
+            .map(pb::ComparisonRow::from)
             .collect();
         Ok(Response::new(pb::CompareResponse { rows }))
     }

@@ -114,29 +114,35 @@ pub fn serve_with(dir: &Path, port: u16, extra: &[&str]) -> Proc {
     }
 }
 
+/// An agent of the test's fleet: its own certificate, boot id file, state dir and log.
 pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
     let boot = dir.join(format!("{name}.boot_id"));
     if !boot.exists() {
         std::fs::write(&boot, format!("boot-of-{name}-1\n")).unwrap();
     }
-    let tls = identity(dir, "agent", name);
+    let tls = identity(dir, "agent", name).display().to_string();
+    let (boot, url) = (boot.display().to_string(), url(port));
+    let mut args = vec!["--coordinator", &url, "--name", name, "--tls-dir", &tls];
+    args.extend(["--boot-id-file", &boot]);
+    args.extend_from_slice(extra);
+    spawn_agent(dir, name, &args)
+}
+
+/// `platter agent ARGS` with its state in `dir/LOG.state` and its log in `dir/LOG.log`.
+pub fn spawn_agent(dir: &Path, log: &str, args: &[&str]) -> Proc {
     let child = platter()
-        .args(["agent", "--coordinator", &url(port), "--name", name])
-        .arg("--tls-dir")
-        .arg(tls)
+        .arg("agent")
+        .args(args)
         .arg("--state-dir")
-        .arg(dir.join(format!("{name}.state")))
-        .arg("--boot-id-file")
-        .arg(&boot)
-        .args(extra)
+        .arg(dir.join(format!("{log}.state")))
         .env("PLATTER_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(log_file(dir, name))
+        .stderr(log_file(dir, log))
         .spawn()
         .unwrap();
     Proc {
         child,
-        name: name.into(),
+        name: log.into(),
     }
 }
 
