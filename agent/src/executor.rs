@@ -104,7 +104,7 @@ impl Executor {
                 self.accept(plan)?;
             }
             if shutdown.is_cancelled() {
-                return Ok(());
+                return self.persist_acks();
             }
             if let Some(plan_id) = self.state.current().map(|p| p.plan.id.clone()) {
                 self.advance(&plan_id, &shutdown)?;
@@ -112,7 +112,9 @@ impl Executor {
             }
             match self.plans.blocking_recv() {
                 Some(plan) => self.accept(plan)?,
-                None => return Ok(()),
+                // The link has stopped, after waiting for the last acks: journal them, so
+                // the next start does not send those records again.
+                None => return self.persist_acks(),
             }
         }
     }
@@ -152,6 +154,14 @@ impl Executor {
             self.journal.append(&mut self.state, Entry::Plan(plan))?;
             self.publish_held();
             self.emit(RecordKind::PlanAccepted { plan_id })?;
+        }
+        Ok(())
+    }
+
+    fn persist_acks(&mut self) -> Result<(), JournalError> {
+        let acked = self.shared.acked();
+        if acked > self.state.acked {
+            self.journal.append(&mut self.state, Entry::Acked(acked))?;
         }
         Ok(())
     }
@@ -234,10 +244,7 @@ impl Executor {
     /// Runs the next step of `plan_id`, or ends the plan when no step is left.
     fn advance(&mut self, plan_id: &str, shutdown: &CancellationToken) -> Result<(), JournalError> {
         // Persist acks at step boundaries only, so a restart does not resend everything.
-        let acked = self.shared.acked();
-        if acked > self.state.acked {
-            self.journal.append(&mut self.state, Entry::Acked(acked))?;
-        }
+        self.persist_acks()?;
         let progress = self
             .state
             .held(plan_id)

@@ -18,6 +18,8 @@ use crate::model::Plan;
 use crate::shared::Shared;
 
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a stopping agent waits for the acks of what it sent.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -53,9 +55,16 @@ impl Link {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut failures = 0u32;
         loop {
-            let result = tokio::select! {
-                r = self.session(&mut failures) => r,
-                _ = shutdown.cancelled() => return,
+            let result = {
+                let session = self.session(&mut failures);
+                tokio::pin!(session);
+                tokio::select! {
+                    r = &mut session => r,
+                    _ = shutdown.cancelled() => {
+                        self.drain(session).await;
+                        return;
+                    }
+                }
             };
             if let Err(e) = result {
                 // Stay silent during a measurement: the log line can wait for the next one.
@@ -70,6 +79,30 @@ impl Link {
             tokio::select! {
                 _ = tokio::time::sleep(backoff(failures)) => {}
                 _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// On shutdown, keeps the stream a moment longer so that what was sent gets its ack:
+    /// otherwise the last records (a plan's end) are resent on the next start, to a
+    /// coordinator that may by then have another store.
+    async fn drain(
+        &self,
+        session: std::pin::Pin<&mut impl std::future::Future<Output = Result<(), LinkError>>>,
+    ) {
+        if !self.shared.connected.load(Ordering::SeqCst) || self.shared.outbox_is_empty() {
+            return;
+        }
+        let delivered = async {
+            while !self.shared.outbox_is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            _ = session => {}
+            _ = delivered => {}
+            _ = tokio::time::sleep(DRAIN_TIMEOUT) => {
+                tracing::warn!(unacked = self.shared.unsent(0).len(), "stopping with records the coordinator has not acked; they are sent again on the next start");
             }
         }
     }

@@ -82,6 +82,10 @@ impl Shared {
         !result.timed_out()
     }
 
+    pub fn outbox_is_empty(&self) -> bool {
+        self.outbox.lock().expect("outbox lock").is_empty()
+    }
+
     pub fn acked(&self) -> u64 {
         self.acked.load(Ordering::SeqCst)
     }

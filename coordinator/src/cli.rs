@@ -418,10 +418,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     Some(db) => {
                         let store = crate::store::Store::open(db)?;
                         let r = crate::report::Report::load(&store, &campaign)?;
-                        let failed = r.steps_failed
-                            + r.refused.len() as u32
-                            + u32::from(r.qualification_failed());
-                        (format.exporter().render(&r), failed)
+                        (format.exporter().render(&r), r.problems())
                     }
                     None => report(&mut client.connect().await?, &campaign, format).await?,
                 })
@@ -619,7 +616,8 @@ fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
         );
         return Ok(0);
     }
-    let planned = match planner::plan(&campaign, &local, 1, &inventories) {
+    // No store plans here: the ids are never shown, and nothing runs.
+    let planned = match planner::plan(&campaign, &local, "validate", 1, &inventories) {
         Ok(p) => p,
         Err(planner::PlanError::LocalWithoutRun) => {
             eprintln!(
@@ -754,7 +752,10 @@ async fn report(
         .into_inner();
     Ok((
         r.rendered,
-        r.steps_failed + r.plans_refused + u32::from(r.qualification_failed),
+        r.steps_failed
+            + r.plans_refused
+            + u32::from(r.qualification_failed)
+            + r.measurements_missing,
     ))
 }
 

@@ -181,20 +181,24 @@ pub fn content_hash(campaign: &Campaign, local_host: &str) -> Result<String, Pla
     Ok(short_hash(&[canonical.as_bytes()]))
 }
 
-pub fn campaign_id(content_hash: &str, generation: u32) -> String {
-    format!("{}-{}", &content_hash[..10], generation)
+/// A campaign's id: what it runs, which run of that it is, and the store that planned it.
+/// Plan and cell ids hash the campaign id, so a new store (whose generations start at 1
+/// again) never plans an id that an agent's journal already holds as finished.
+pub fn campaign_id(content_hash: &str, generation: u32, store_id: &str) -> String {
+    format!("{}-{}-{store_id}", &content_hash[..10], generation)
 }
 
-/// Plans `campaign` as its `generation`-th run.
+/// Plans `campaign` as its `generation`-th run in the store `store_id`.
 pub fn plan(
     campaign: &Campaign,
     local_host: &str,
+    store_id: &str,
     generation: u32,
     inventories: &Inventories,
 ) -> Result<PlannedCampaign, PlanError> {
     let hosts = hosts(campaign, local_host)?;
     let content_hash = content_hash(campaign, local_host)?;
-    let id = campaign_id(&content_hash, generation);
+    let id = campaign_id(&content_hash, generation, store_id);
     let mut cells = Vec::new();
     let mut plans = Vec::new();
     for host in &hosts {
@@ -494,10 +498,10 @@ repeat: 2
     fn plan_layout_ids_and_local() {
         let c = spec::parse("t.yaml", YAML).unwrap();
         assert_eq!(
-            plan(&c, "", 1, &Inventories::new()),
+            plan(&c, "", "s1", 1, &Inventories::new()),
             Err(PlanError::LocalWithoutRun)
         );
-        let p = plan(&c, "here", 1, &Inventories::new()).unwrap();
+        let p = plan(&c, "here", "s1", 1, &Inventories::new()).unwrap();
         assert_eq!(p.plans.len(), 2);
         assert_eq!(p.plans[0].host, "here");
         assert_eq!(p.cells.len(), 4);
@@ -531,11 +535,22 @@ repeat: 2
             .enumerate()
             .all(|(i, s)| s.index as usize == i));
         // Stable ids: same content, same ids; another generation, other ids.
-        assert_eq!(p, plan(&c, "here", 1, &Inventories::new()).unwrap());
-        let p2 = plan(&c, "here", 2, &Inventories::new()).unwrap();
+        assert_eq!(p, plan(&c, "here", "s1", 1, &Inventories::new()).unwrap());
+        let p2 = plan(&c, "here", "s1", 2, &Inventories::new()).unwrap();
         assert_eq!(p.content_hash, p2.content_hash);
         assert_ne!(p.id, p2.id);
         assert_ne!(p.plans[0].id, p2.plans[0].id);
+        // Another store: the same content and generation, yet no id in common, so an
+        // agent's journal of the old store's plans never answers for the new store's.
+        let other = plan(&c, "here", "s2", 1, &Inventories::new()).unwrap();
+        assert_eq!(p.content_hash, other.content_hash);
+        assert_ne!(p.id, other.id);
+        for (a, b) in p.plans.iter().zip(&other.plans) {
+            assert_ne!(a.id, b.id);
+        }
+        for (a, b) in p.cells.iter().zip(&other.cells) {
+            assert_ne!(a.id, b.id);
+        }
         let ids: std::collections::HashSet<_> = p.cells.iter().map(|c| &c.id).collect();
         assert_eq!(ids.len(), 4);
     }
@@ -548,7 +563,7 @@ repeat: 2
              workload: { command: { setup: prep, run: go } }\nphases: { before_each: [sync, reboot] }\nrepeat: 2\n",
         )
         .unwrap();
-        let p = plan(&c, "", 1, &Inventories::new()).unwrap();
+        let p = plan(&c, "", "s1", 1, &Inventories::new()).unwrap();
         let kinds: Vec<&str> = p.plans[0].steps.iter().map(|s| s.kind.name()).collect();
         assert_eq!(
             kinds,

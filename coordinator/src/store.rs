@@ -131,6 +131,25 @@ fn migrations() -> Migrations<'static> {
         ALTER TABLE agents ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
         "#,
         ),
+        M::up(
+            r#"
+        -- The store's identity, random, made with the database. Campaign ids (and so plan
+        -- and cell ids) include it: a new store never plans an id an agent already holds.
+        CREATE TABLE store_identity (id TEXT NOT NULL);
+        INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(4))));
+        -- Records this store refused (they belong to a plan it never made: another or a
+        -- lost store's). Acked so the agent stops resending them, but never silently.
+        CREATE TABLE refused_records (
+            host TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            plan_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            at_unix_ms INTEGER NOT NULL,
+            PRIMARY KEY (host, seq, plan_id)
+        ) WITHOUT ROWID;
+        "#,
+        ),
     ])
 }
 
@@ -164,6 +183,8 @@ pub fn now_ms() -> i64 {
 pub struct BatchOutcome {
     /// Hosts with a plan that just ended: they may take their next plan.
     pub hosts_freed: Vec<String>,
+    /// Records refused (stored in `refused_records`, not in results), by plan id.
+    pub refused: std::collections::BTreeMap<String, u32>,
 }
 
 struct Batch {
@@ -196,6 +217,8 @@ enum Next {
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
+    /// The store's identity (`store_identity`), part of every campaign id it plans.
+    id: Arc<str>,
     conn: Arc<Mutex<Connection>>,
     writer: mpsc::Sender<Batch>,
     changed: watch::Sender<u64>,
@@ -214,10 +237,12 @@ impl Store {
             let _ = std::fs::create_dir_all(dir);
         }
         let conn = open_conn(path, busy_timeout)?;
+        let id: String = conn.query_row("SELECT id FROM store_identity", [], |r| r.get(0))?;
         let writer_conn = open_conn(path, busy_timeout)?;
         let (tx, rx) = mpsc::channel(1024);
         let (changed, _) = watch::channel(0u64);
         let store = Store {
+            id: id.into(),
             conn: Arc::new(Mutex::new(conn)),
             writer: tx,
             changed: changed.clone(),
@@ -227,6 +252,25 @@ impl Store {
             .spawn(move || writer_loop(writer_conn, rx, changed))
             .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok(store)
+    }
+
+    /// The store's identity: random, made with the database.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Of `plan_ids`, those this store never planned.
+    pub fn unknown_plans(&self, plan_ids: &[String]) -> Result<Vec<String>> {
+        self.read(|c| {
+            let mut known = c.prepare_cached("SELECT 1 FROM plans WHERE id = ?1")?;
+            let mut unknown = Vec::new();
+            for id in plan_ids {
+                if !known.exists([id])? {
+                    unknown.push(id.clone());
+                }
+            }
+            Ok(unknown)
+        })
     }
 
     /// Subscribes to "something changed" notifications (a counter).
@@ -519,6 +563,7 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: wat
     /// Upper bound on batches per transaction, to bound latency of the first ack.
     const MAX_BATCHES: usize = 256;
     let mut cells = CellKeys::default();
+    let mut plans = KnownPlans::default();
     while let Some(first) = rx.blocking_recv() {
         let mut batches = vec![first];
         while batches.len() < MAX_BATCHES {
@@ -527,7 +572,7 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: wat
                 Err(_) => break,
             }
         }
-        match commit(&mut conn, &mut cells, &batches) {
+        match commit(&mut conn, &mut cells, &mut plans, &batches) {
             Ok(outcomes) => {
                 changed.send_modify(|n| *n += 1);
                 for (b, o) in batches.into_iter().zip(outcomes) {
@@ -541,6 +586,34 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: wat
                 }
             }
         }
+    }
+}
+
+/// Plans this store made, cached as they are first seen: plans are never deleted.
+#[derive(Default)]
+struct KnownPlans(std::collections::HashSet<String>);
+
+impl KnownPlans {
+    fn contains(&mut self, tx: &rusqlite::Transaction<'_>, id: &str) -> Result<bool> {
+        if self.0.contains(id) {
+            return Ok(true);
+        }
+        let known = tx
+            .prepare_cached("SELECT 1 FROM plans WHERE id = ?1")?
+            .exists([id])?;
+        if known {
+            self.0.insert(id.to_string());
+        }
+        Ok(known)
+    }
+}
+
+fn plan_of(kind: &RecordKind) -> (&str, &'static str) {
+    match kind {
+        RecordKind::PlanAccepted { plan_id } => (plan_id, "plan_accepted"),
+        RecordKind::Step(e) => (&e.plan_id, "step"),
+        RecordKind::PlanFinished { plan_id, .. } => (plan_id, "plan_finished"),
+        RecordKind::PlanRefused { plan_id, .. } => (plan_id, "plan_refused"),
     }
 }
 
@@ -578,6 +651,7 @@ fn finish_campaign_if_ended(tx: &rusqlite::Transaction<'_>, plan_id: &str) -> Re
 fn commit(
     conn: &mut Connection,
     cells: &mut CellKeys,
+    plans: &mut KnownPlans,
     batches: &[Batch],
 ) -> Result<Vec<BatchOutcome>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -608,15 +682,32 @@ fn commit(
             let mut last_seq = 0;
             for r in &b.records {
                 last_seq = last_seq.max(r.seq);
+                let (plan_id, kind) = plan_of(&r.kind);
+                if !plans.contains(&tx, plan_id)? {
+                    // Another store's plan (this one was replaced or lost under a running
+                    // agent): its results cannot belong to any campaign here.
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO refused_records (host, seq, plan_id, kind, reason, at_unix_ms)
+                         VALUES (?1, ?2, ?3, ?4, 'this store never planned the plan', ?5)",
+                    )?
+                    .execute(params![b.host, r.seq as i64, plan_id, kind, now_ms()])?;
+                    *outcome.refused.entry(plan_id.to_string()).or_default() += 1;
+                    continue;
+                }
                 match &r.kind {
                     RecordKind::PlanAccepted { plan_id } => {
                         tx.execute("UPDATE plans SET state = 'accepted' WHERE id = ?1 AND state IN ('queued', 'sent')", [plan_id])?;
                     }
                     RecordKind::Step(e) => {
                         let Some(cell) = cells.get(&tx, &e.cell_id)? else {
-                            // Only our own planner makes cell ids; an unknown one means the
-                            // store was replaced under a running agent. Keep going.
-                            tracing::error!(agent = %b.host, cell = %e.cell_id, plan = %e.plan_id, "record for an unknown cell dropped");
+                            // The plan is ours, so its cells are: only a malformed record
+                            // names another. Kept out, and said.
+                            tx.prepare_cached(
+                                "INSERT OR IGNORE INTO refused_records (host, seq, plan_id, kind, reason, at_unix_ms)
+                                 VALUES (?1, ?2, ?3, 'step', ?4, ?5)",
+                            )?
+                            .execute(params![b.host, r.seq as i64, e.plan_id, format!("the plan has no cell {}", e.cell_id), now_ms()])?;
+                            *outcome.refused.entry(e.plan_id.clone()).or_default() += 1;
                             continue;
                         };
                         let inserted = step.execute(params![
@@ -687,7 +778,7 @@ pub(crate) fn test_campaign(hosts: &str, generation: u32) -> PlannedCampaign {
     let yaml =
         format!("name: t\nhosts: {{ names: [{hosts}] }}\nworkload: {{ command: {{ run: x }} }}\n");
     let c = crate::spec::parse("t.yaml", &yaml).unwrap();
-    crate::planner::plan(&c, "", generation, &Default::default()).unwrap()
+    crate::planner::plan(&c, "", "test", generation, &Default::default()).unwrap()
 }
 
 #[cfg(test)]
@@ -734,7 +825,7 @@ mod tests {
             "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 2\n",
         )
         .unwrap();
-        let planned = planner::plan(&c, "", 1, &Default::default()).unwrap();
+        let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let plan = &planned.plans[0];
         let (dispatched, new) = store.plan_for_host("h").unwrap().unwrap();

@@ -45,7 +45,7 @@ async fn seed_000_table_and_penalties_from_its_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("p.db")).unwrap();
     let campaign = platter::spec::parse("seed000.yaml", CAMPAIGN).unwrap();
-    let planned = planner::plan(&campaign, "", 1, &Default::default()).unwrap();
+    let planned = planner::plan(&campaign, "", "seed", 1, &Default::default()).unwrap();
     store
         .insert_campaign(&planned, "seed000.yaml", CAMPAIGN)
         .unwrap();

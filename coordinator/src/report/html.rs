@@ -736,6 +736,8 @@ mod tests {
             repeat: 5,
             cells,
             steps_failed: 0,
+            measurements_expected: 0,
+            measurements_missing: 0,
             failures: vec![],
             refused: vec![],
             comparisons: vec![],

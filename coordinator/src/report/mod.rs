@@ -100,6 +100,11 @@ pub struct Report {
     pub repeat: u32,
     pub cells: Vec<CellReport>,
     pub steps_failed: u32,
+    /// Measure steps in the campaign's plans (plans an agent refused excepted).
+    pub measurements_expected: u32,
+    /// Of those, the ones of which no end (measured, failed or skipped) reached the store:
+    /// still to run while the campaign runs, lost when it has ended.
+    pub measurements_missing: u32,
     /// The first few failures, for the reader to act on.
     pub failures: Vec<Failure>,
     /// Plans an agent refused to run (nothing of them ran): (host, reason).
@@ -119,6 +124,24 @@ impl Report {
     /// Whether any qualification threshold failed.
     pub fn qualification_failed(&self) -> bool {
         self.verdicts.iter().any(|v| !v.pass)
+    }
+
+    /// Measurements that should be here and are not, in a campaign that has ended.
+    pub fn lost_measurements(&self) -> u32 {
+        if self.state == "running" {
+            0
+        } else {
+            self.measurements_missing
+        }
+    }
+
+    /// Reasons for a non-zero exit status: failed steps, refused plans, a failed
+    /// qualification, and measurements an ended campaign lacks.
+    pub fn problems(&self) -> u32 {
+        self.steps_failed
+            + self.refused.len() as u32
+            + u32::from(self.qualification_failed())
+            + self.lost_measurements()
     }
 }
 
@@ -238,6 +261,20 @@ impl Report {
                     Ok(Failure { host: r.get(0)?, step: r.get(1)?, repetition: r.get(2)?, error: r.get(3)?, stderr_tail: r.get(4)? })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut measurements_expected = 0u32;
+            let mut stmt = c.prepare("SELECT body FROM plans WHERE campaign_id = ?1 AND state != 'refused'")?;
+            for body in stmt.query_map([campaign_id], |r| r.get::<_, String>(0))? {
+                let plan: platter_agent::model::Plan = serde_json::from_str(&body?)?;
+                let measures = plan.steps.iter().filter(|s| matches!(s.kind, platter_agent::model::StepKind::Measure(_)));
+                measurements_expected += measures.count() as u32;
+            }
+            let measurements_ended: u32 = c.query_row(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
+                 WHERE p.campaign_id = ?1 AND p.state != 'refused' AND s.kind = 'measure' AND s.state != 'started')",
+                [campaign_id],
+                |r| r.get(0),
+            )?;
+            let measurements_missing = measurements_expected.saturating_sub(measurements_ended);
             let mut stmt = c.prepare("SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host")?;
             let refused = stmt
                 .query_map([campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?
@@ -284,6 +321,8 @@ impl Report {
                 repeat,
                 cells,
                 steps_failed,
+                measurements_expected,
+                measurements_missing,
                 failures,
             })
         })
@@ -416,6 +455,19 @@ pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Ve
 /// per-operation latency and advice, per cell.
 pub(crate) fn notes(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
+    if report.measurements_missing > 0 {
+        let (m, n) = (report.measurements_missing, report.measurements_expected);
+        out.push(if report.state == "running" {
+            format!(
+                "incomplete: the campaign is still running; {m} of {n} measurements not stored yet"
+            )
+        } else {
+            format!(
+                "MISSING: {m} of {n} expected measurements never reached this store \
+                 (no result, failure or skip was recorded): the summaries rest on the rest"
+            )
+        });
+    }
     for c in &report.comparisons {
         out.push(format!("{}: {} ({})", c.context, c.text, c.metric));
     }

@@ -85,8 +85,30 @@ impl AgentLink for AgentLinkService {
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
         tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
+        // Plans the agent holds that this store never made (it was replaced or lost while
+        // the agent ran them) can store nothing here: the agent is told to cancel them,
+        // so they neither hold the host nor run for nobody.
+        let unknown = self
+            .store
+            .unknown_plans(&hello.held_plan_ids)
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let held: Vec<String> = hello
+            .held_plan_ids
+            .into_iter()
+            .filter(|id| !unknown.contains(id))
+            .collect();
         let (tx, rx) = mpsc::channel(256);
-        let conn = self.hub.connect(&host, tx.clone(), hello.held_plan_ids);
+        for plan_id in unknown {
+            tracing::warn!(agent = %host, plan = %plan_id, "the agent holds a plan this store never made; cancelling it");
+            let cancel = pb::CoordinatorMessage {
+                kind: Some(pb::coordinator_message::Kind::Cancel(pb::Cancel {
+                    plan_id,
+                })),
+            };
+            // The channel is new and has room for far more than a hello's plans.
+            let _ = tx.try_send(Ok(cancel));
+        }
+        let conn = self.hub.connect(&host, tx.clone(), held);
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
         self.tasks.spawn(async move {
@@ -183,6 +205,9 @@ async fn serve(
                     timeout.as_secs()
                 )))
             }
+        }
+        for (plan, n) in &outcome.refused {
+            tracing::error!(agent = %host, %plan, records = n, "refused records of a plan this store never made (its store was replaced or lost); they are kept in refused_records, not in any report");
         }
         for h in outcome.hosts_freed {
             hub.dispatch(&h);

@@ -123,12 +123,18 @@ impl ControlService {
             .select_hosts(&labels)
             .map_err(|e| Status::invalid_argument(format!("{}:{e}", req.file_name)))?;
         let inventories = self.store.inventories().map_err(store_status)?;
-        let planned = planner::plan(&campaign, &req.local_host, generation, &inventories)
-            .map_err(|e| match e {
-                planner::PlanError::LocalWithoutRun => e.to_string(),
-                e => format!("{}:{e}", req.file_name),
-            })
-            .map_err(Status::invalid_argument)?;
+        let planned = planner::plan(
+            &campaign,
+            &req.local_host,
+            self.store.id(),
+            generation,
+            &inventories,
+        )
+        .map_err(|e| match e {
+            planner::PlanError::LocalWithoutRun => e.to_string(),
+            e => format!("{}:{e}", req.file_name),
+        })
+        .map_err(Status::invalid_argument)?;
         Ok((campaign, planned))
     }
 }
@@ -362,6 +368,7 @@ impl Control for ControlService {
             steps_failed: report.steps_failed,
             plans_refused: report.refused.len() as u32,
             qualification_failed: report.qualification_failed(),
+            measurements_missing: report.lost_measurements(),
         }))
     }
 
