@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::model::{
     FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
-    StorageConfig, Workload,
+    StorageConfig, Tool, Workload,
 };
 use crate::probes::diskstats;
+use crate::probes::provenance::{self, Provenance};
 use crate::process;
 use crate::shared::Shared;
 use crate::storage::Storage;
@@ -42,6 +43,9 @@ pub struct ExecConfig {
 
 pub struct Executor {
     cfg: ExecConfig,
+    /// Plans whose provenance this process has sent (again after every start, so a
+    /// reboot or restart in the middle of a plan is on record with its new boot).
+    described: std::collections::HashSet<String>,
     /// The storage the current step runs on (derived from the plan, never stored).
     active_storage: Option<StorageConfig>,
     journal: Journal,
@@ -88,6 +92,7 @@ impl Executor {
         shared.set_held(state.plans.values().map(|p| p.plan.id.clone()).collect());
         Executor {
             cfg,
+            described: Default::default(),
             active_storage: None,
             journal,
             state,
@@ -305,6 +310,9 @@ impl Executor {
             return self.end(plan_id, &step, attempt - 1, now_ns(), ending);
         }
 
+        if !self.described.contains(plan_id) {
+            self.describe(plan_id, index)?;
+        }
         let started = now_ns();
         self.emit(RecordKind::Step(self.event(
             plan_id,
@@ -328,7 +336,80 @@ impl Executor {
             // leave it started, so it runs again from its start when the agent comes back.
             return Ok(());
         }
-        self.end(plan_id, &step, attempt, started, ending)
+        let made = match &step.kind {
+            StepKind::StorageSetup(c) if !ending.failed => Some(c.clone()),
+            _ => None,
+        };
+        self.end(plan_id, &step, attempt, started, ending)?;
+        match made {
+            // The storage as the system has it now: mounts, mkfs version, write cache.
+            Some(c) => self.emit(RecordKind::Provenance {
+                plan_id: plan_id.to_string(),
+                step_index: index,
+                facts: Provenance {
+                    trigger: provenance::AT_STORAGE_SETUP.into(),
+                    devices: provenance::devices(
+                        &self.cfg.storage.inventory_roots,
+                        &c.device.as_deref().into_iter().collect::<Vec<_>>(),
+                    ),
+                    storage: Some(self.cfg.storage.facts(&c)),
+                    ..Provenance::default()
+                },
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends what the plan runs on before its first step in this process: the host, the
+    /// devices its storage steps use and the versions of its tools.
+    fn describe(&mut self, plan_id: &str, index: u32) -> Result<(), JournalError> {
+        let progress = self.state.held(plan_id).expect("held");
+        let plan = &progress.plan;
+        let mut paths: Vec<&str> = Vec::new();
+        let mut tools = std::collections::BTreeMap::new();
+        for s in &plan.steps {
+            match &s.kind {
+                StepKind::StorageSetup(c) => {
+                    paths.extend(c.device.as_deref());
+                    if c.encryption == "gocryptfs" {
+                        tools.insert(
+                            "gocryptfs".into(),
+                            provenance::version_of("gocryptfs", &["--version"]),
+                        );
+                    }
+                }
+                StepKind::Measure(Workload::Tool { tool, argv }) => {
+                    let program = argv.first().map(String::as_str).unwrap_or_default();
+                    let version = match tool {
+                        Tool::Fio => provenance::version_of(program, &["--version"]),
+                        // Neither prints a version on request; bonnie++ puts it in its results.
+                        Tool::Bonnie | Tool::Compilebench => {
+                            format!("{program} (version not reported by the tool)")
+                        }
+                    };
+                    tools.insert(program.to_string(), version);
+                }
+                _ => {}
+            }
+        }
+        let trigger = if progress.ended.is_empty() && progress.attempts.is_empty() {
+            provenance::AT_PLAN_START
+        } else {
+            provenance::AT_RESUME
+        };
+        let facts = Provenance {
+            trigger: trigger.into(),
+            host: Some(provenance::host(&self.cfg.boot_id)),
+            devices: provenance::devices(&self.cfg.storage.inventory_roots, &paths),
+            storage: None,
+            tools,
+        };
+        self.described.insert(plan_id.to_string());
+        self.emit(RecordKind::Provenance {
+            plan_id: plan_id.to_string(),
+            step_index: index,
+            facts,
+        })
     }
 
     fn env(&self, plan_id: &str, step: &Step, attempt: u32) -> Vec<(String, OsString)> {

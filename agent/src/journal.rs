@@ -121,6 +121,7 @@ impl State {
                     RecordKind::PlanAccepted { plan_id } => plan_id.clone(),
                     RecordKind::PlanFinished { plan_id, .. } => plan_id.clone(),
                     RecordKind::Step(e) => e.plan_id.clone(),
+                    RecordKind::Provenance { plan_id, .. } => plan_id.clone(),
                     // A refused plan was never held; if it comes again it is judged again.
                     RecordKind::PlanRefused { .. } => return,
                 };

@@ -241,6 +241,12 @@ pub enum RecordKind {
         plan_id: String,
         reason: String,
     },
+    /// What the plan runs on, from step `step_index` on.
+    Provenance {
+        plan_id: String,
+        step_index: u32,
+        facts: crate::probes::provenance::Provenance,
+    },
 }
 
 /// Something that happened on the agent; journaled before it is sent.

@@ -331,6 +331,44 @@ impl Storage {
         Ok(())
     }
 
+    /// What storage `c` is after setup, as the system reports it (for provenance): the
+    /// mounts `${mount}` rests on, the mkfs program's version and the write cache read back.
+    pub fn facts(&self, c: &StorageConfig) -> crate::probes::provenance::StorageFacts {
+        use crate::probes::provenance;
+        let info = std::fs::read_to_string(&self.inventory_roots.mountinfo).unwrap_or_default();
+        let mut mounts = Vec::new();
+        for mp in [self.mount_point(c), self.base_point(c)] {
+            if let Some(m) = provenance::mount_at(&info, &mp) {
+                if !mounts.contains(&m) {
+                    mounts.push(m);
+                }
+            }
+        }
+        let write_cache = match &c.device {
+            None => "none (RAM disk)".to_string(),
+            Some(device) => {
+                let d = inventory::scan(&self.inventory_roots)
+                    .ok()
+                    .and_then(|all| all.into_iter().find(|d| d.path == *device));
+                match d.map(|d| self.read_write_cache(&d)) {
+                    Some(Ok(true)) => "on".into(),
+                    Some(Ok(false)) => "off".into(),
+                    Some(Err(e)) => format!("unknown: {e}"),
+                    None => format!("unknown: {device} is not in the inventory"),
+                }
+            }
+        };
+        provenance::StorageFacts {
+            mounts,
+            mkfs_version: if c.device.is_some() {
+                provenance::mkfs_version(&c.fs)
+            } else {
+                String::new()
+            },
+            write_cache,
+        }
+    }
+
     fn read_write_cache(&self, d: &Device) -> Result<bool, String> {
         match d.transport {
             Transport::Nvme => {

@@ -8,6 +8,7 @@ use crate::model::{
     FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
     StorageConfig, Tool, Workload,
 };
+use crate::probes::provenance::Provenance;
 
 #[derive(Debug, thiserror::Error)]
 #[error("malformed {what}: {why}")]
@@ -227,6 +228,11 @@ impl From<&Record> for pb::Record {
                 plan_id: plan_id.clone(),
                 reason: reason.clone(),
             }),
+            RecordKind::Provenance {
+                plan_id,
+                step_index,
+                facts,
+            } => Kind::Provenance(provenance_to_wire(plan_id, *step_index, facts)),
             RecordKind::Step(e) => Kind::Step(pb::StepEvent {
                 plan_id: e.plan_id.clone(),
                 step_index: e.step_index,
@@ -279,6 +285,7 @@ impl TryFrom<pb::Record> for Record {
                 plan_id: r.plan_id,
                 reason: r.reason,
             },
+            Kind::Provenance(p) => provenance_from_wire(p)?,
             Kind::Step(e) => {
                 let state = match pb::StepState::try_from(e.state) {
                     Ok(pb::StepState::Started) => StepState::Started,
@@ -319,6 +326,104 @@ impl TryFrom<pb::Record> for Record {
         }
         Ok(Record { seq: r.seq, kind })
     }
+}
+
+fn provenance_to_wire(plan_id: &str, step_index: u32, f: &Provenance) -> pb::Provenance {
+    pb::Provenance {
+        plan_id: plan_id.to_string(),
+        step_index,
+        trigger: f.trigger.clone(),
+        host: f.host.as_ref().map(|h| pb::HostFacts {
+            agent_version: h.agent_version.clone(),
+            kernel_release: h.kernel_release.clone(),
+            kernel_version: h.kernel_version.clone(),
+            boot_id: h.boot_id.clone(),
+            cpu_model: h.cpu_model.clone(),
+            cpu_count: h.cpu_count,
+            memory_bytes: h.memory_bytes,
+        }),
+        devices: f
+            .devices
+            .iter()
+            .map(|d| pb::DeviceFacts {
+                device: Some(pb::Device::from(&d.device)),
+                logical_block_size: d.logical_block_size,
+                physical_block_size: d.physical_block_size,
+                scheduler: d.scheduler.clone(),
+            })
+            .collect(),
+        storage: f.storage.as_ref().map(|s| pb::StorageFacts {
+            mounts: s
+                .mounts
+                .iter()
+                .map(|m| pb::MountFacts {
+                    mount_point: m.mount_point.clone(),
+                    fs_type: m.fs_type.clone(),
+                    source: m.source.clone(),
+                    options: m.options.clone(),
+                    super_options: m.super_options.clone(),
+                })
+                .collect(),
+            mkfs_version: s.mkfs_version.clone(),
+            write_cache: s.write_cache.clone(),
+        }),
+        tools: f.tools.clone().into_iter().collect(),
+    }
+}
+
+fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
+    use crate::probes::provenance::{DeviceFacts, HostFacts, MountFacts, StorageFacts};
+    if p.plan_id.is_empty() {
+        return Err(malformed("provenance", "no plan id"));
+    }
+    let devices = p
+        .devices
+        .into_iter()
+        .map(|d| {
+            Ok(DeviceFacts {
+                device: d
+                    .device
+                    .ok_or_else(|| malformed("provenance", "device facts without a device"))?
+                    .into(),
+                logical_block_size: d.logical_block_size,
+                physical_block_size: d.physical_block_size,
+                scheduler: d.scheduler,
+            })
+        })
+        .collect::<Result<Vec<_>, WireError>>()?;
+    Ok(RecordKind::Provenance {
+        plan_id: p.plan_id,
+        step_index: p.step_index,
+        facts: Provenance {
+            trigger: p.trigger,
+            host: p.host.map(|h| HostFacts {
+                agent_version: h.agent_version,
+                kernel_release: h.kernel_release,
+                kernel_version: h.kernel_version,
+                boot_id: h.boot_id,
+                cpu_model: h.cpu_model,
+                cpu_count: h.cpu_count,
+                memory_bytes: h.memory_bytes,
+            }),
+            devices,
+            storage: p.storage.map(|s| StorageFacts {
+                mounts: s
+                    .mounts
+                    .into_iter()
+                    .map(|m| MountFacts {
+                        mount_point: m.mount_point,
+                        fs_type: m.fs_type,
+                        source: m.source,
+                        options: m.options,
+                        super_options: m.super_options,
+                    })
+                    .collect(),
+                mkfs_version: s.mkfs_version,
+                write_cache: s.write_cache,
+            }),
+            tools: p.tools.into_iter().collect(),
+        },
+    })
 }
 
 impl From<&crate::probes::inventory::Device> for pb::Device {

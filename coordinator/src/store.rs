@@ -148,6 +148,17 @@ fn migrations() -> Migrations<'static> {
             at_unix_ms INTEGER NOT NULL,
             PRIMARY KEY (host, seq, plan_id)
         ) WITHOUT ROWID;
+        -- What a plan ran on (the agent's provenance snapshots), JSON facts per snapshot.
+        -- Keyed by the record's sequence number, so a resend is stored once.
+        CREATE TABLE provenance (
+            plan_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            step_index INTEGER NOT NULL,
+            trigger TEXT NOT NULL,
+            facts TEXT NOT NULL,
+            PRIMARY KEY (plan_id, seq)
+        ) WITHOUT ROWID;
         "#,
         ),
     ])
@@ -614,6 +625,7 @@ fn plan_of(kind: &RecordKind) -> (&str, &'static str) {
         RecordKind::Step(e) => (&e.plan_id, "step"),
         RecordKind::PlanFinished { plan_id, .. } => (plan_id, "plan_finished"),
         RecordKind::PlanRefused { plan_id, .. } => (plan_id, "plan_refused"),
+        RecordKind::Provenance { plan_id, .. } => (plan_id, "provenance"),
     }
 }
 
@@ -737,6 +749,24 @@ fn commit(
                                 step_row, s.metric, value, s.unit, hist, missing
                             ])?;
                         }
+                    }
+                    RecordKind::Provenance {
+                        plan_id,
+                        step_index,
+                        facts,
+                    } => {
+                        tx.prepare_cached(
+                            "INSERT OR IGNORE INTO provenance (plan_id, seq, host, step_index, trigger, facts)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        )?
+                        .execute(params![
+                            plan_id,
+                            r.seq as i64,
+                            b.host,
+                            step_index,
+                            facts.trigger,
+                            serde_json::to_string(facts)?
+                        ])?;
                     }
                     RecordKind::PlanRefused { plan_id, reason } => {
                         let n = tx.execute(

@@ -418,7 +418,7 @@ fn parse_mountinfo(text: &str) -> Vec<Mount> {
 }
 
 /// Undoes the kernel's `\ooo` escaping of space, tab, newline and backslash.
-fn unescape_octal(s: &str) -> String {
+pub(crate) fn unescape_octal(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,5 +1,7 @@
-//! What the agent reads about its host: block devices (`inventory`) and their I/O
-//! counters (`diskstats`). Read-only; nothing here changes the system.
+//! What the agent reads about its host: block devices (`inventory`), their I/O counters
+//! (`diskstats`) and what a run ran on (`provenance`). Read-only; nothing here changes
+//! the system.
 
 pub mod diskstats;
 pub mod inventory;
+pub mod provenance;

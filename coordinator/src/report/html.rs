@@ -635,6 +635,14 @@ fn write_judgements(out: &mut String, r: &Report) -> fmt::Result {
         }
         writeln!(out, "</ul>")?;
     }
+    let ran_on = super::provenance::lines(&r.provenance);
+    if !ran_on.is_empty() {
+        writeln!(out, "<h2>Ran on</h2><ul>")?;
+        for l in ran_on {
+            writeln!(out, "<li>{}</li>", esc(l.trim_start()))?;
+        }
+        writeln!(out, "</ul>")?;
+    }
     Ok(())
 }
 
@@ -735,6 +743,8 @@ mod tests {
             params: params.iter().map(|p| p.to_string()).collect(),
             repeat: 5,
             cells,
+            provenance: vec![],
+            provenance_changes: vec![],
             steps_failed: 0,
             measurements_expected: 0,
             measurements_missing: 0,

@@ -33,6 +33,13 @@ impl Exporter for Markdown {
                 out.push_str(&line(row));
             }
         }
+        let ran_on = super::provenance::lines(&r.provenance);
+        if !ran_on.is_empty() {
+            out.push_str("\n## Ran on\n\n");
+            for l in ran_on {
+                out.push_str(&format!("* {}\n", l.trim_start()));
+            }
+        }
         let notes = super::notes(r);
         if !notes.is_empty() {
             out.push('\n');

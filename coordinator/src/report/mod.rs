@@ -7,6 +7,7 @@ mod json;
 pub mod judge;
 mod junit;
 mod markdown;
+pub mod provenance;
 pub mod stats;
 pub mod table;
 
@@ -118,6 +119,10 @@ pub struct Report {
     pub pivot: Option<judge::PivotTable>,
     /// Cells far from the other hosts/devices with the same configuration.
     pub outliers: Vec<judge::FleetOutlier>,
+    /// What the campaign ran on: every snapshot the agents took, in order.
+    pub provenance: Vec<provenance::Snapshot>,
+    /// What changed between snapshots of a host within the run (flagged in the notes).
+    pub provenance_changes: Vec<String>,
 }
 
 impl Report {
@@ -287,27 +292,17 @@ impl Report {
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
             let outliers = judge::fleet_outliers(&cells, &settings);
-            // Device fields for pivots come from the inventory each agent last reported.
-            let mut inventories: HashMap<String, Vec<platter_agent::probes::inventory::Device>> = HashMap::new();
-            let mut stmt = c.prepare("SELECT host, devices FROM agents")?;
-            for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
-                let (host, devices) = row?;
-                inventories.insert(host, serde_json::from_str(&devices).unwrap_or_default());
-            }
+            // Device fields for pivots come from what the run saw, never from today's
+            // inventory: a drive swapped since does not change an old report.
+            let snapshots = provenance::load(c, campaign_id)?;
             let device_field = |host: &str, name: &str, field: &str| -> Option<String> {
-                let d = inventories.get(host)?.iter().find(|d| d.name == name)?;
-                Some(match field {
-                    "model" => d.model.clone(),
-                    "serial" => d.serial.clone(),
-                    "vendor" => d.vendor.clone(),
-                    "firmware" => d.firmware.clone(),
-                    "transport" => d.transport.as_str().to_string(),
-                    "controller" => d.controller.join(">"),
-                    _ => return None,
-                })
+                provenance::device_field(provenance::device(&snapshots, host, name)?, field)
             };
             let pivot = judge::pivot(&cells, &settings, &device_field);
+            let provenance_changes = provenance::changes(&snapshots);
             Ok(Report {
+                provenance: snapshots,
+                provenance_changes,
                 outliers,
                 pivot,
                 comparisons,
@@ -454,7 +449,7 @@ pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Ve
 /// Lines under the tables: comparisons with the baseline, qualification, merged
 /// per-operation latency and advice, per cell.
 pub(crate) fn notes(report: &Report) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = report.provenance_changes.clone();
     if report.measurements_missing > 0 {
         let (m, n) = (report.measurements_missing, report.measurements_expected);
         out.push(if report.state == "running" {

@@ -31,6 +31,13 @@ impl Exporter for Table {
                 out.push_str(&line(row));
             }
         }
+        let ran_on = super::provenance::lines(&r.provenance);
+        if !ran_on.is_empty() {
+            out.push_str("\nran on\n");
+            for l in ran_on {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
         let notes = super::notes(r);
         if !notes.is_empty() {
             out.push('\n');

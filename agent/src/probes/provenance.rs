@@ -1,0 +1,239 @@
+//! What a run ran on: the host (kernel, CPU, memory, boot), the devices under test as the
+//! kernel describes them, the storage as actually mounted, the write cache as read back,
+//! and the versions of the tools a plan uses. Taken between steps (never while a measure
+//! step runs) and sent with the plan's records, so a report printed a year later says
+//! what its numbers were measured on. Read-only, except for asking tools their version.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::probes::inventory::{self, Device, Roots};
+
+/// Why a snapshot was taken.
+pub const AT_PLAN_START: &str = "plan_start";
+/// The agent took up a plan it had begun before: after a reboot or a restart.
+pub const AT_RESUME: &str = "resume";
+pub const AT_STORAGE_SETUP: &str = "storage_setup";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostFacts {
+    pub agent_version: String,
+    /// `uname -r`
+    pub kernel_release: String,
+    /// `uname -v`
+    pub kernel_version: String,
+    pub boot_id: String,
+    pub cpu_model: String,
+    pub cpu_count: u32,
+    pub memory_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    pub device: Device,
+    pub logical_block_size: u32,
+    pub physical_block_size: u32,
+    /// The I/O scheduler in effect (`queue/scheduler`'s bracketed entry), "" if none.
+    pub scheduler: String,
+}
+
+/// One mount as `/proc/self/mountinfo` has it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MountFacts {
+    pub mount_point: String,
+    pub fs_type: String,
+    pub source: String,
+    /// Per-mount options (`rw,noatime`).
+    pub options: String,
+    /// Filesystem options (`rw,errors=remount-ro`).
+    pub super_options: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StorageFacts {
+    /// The mounts the workload's `${mount}` rests on, outermost (what it sees) first.
+    pub mounts: Vec<MountFacts>,
+    /// The mkfs program's own version line, "" when no filesystem was made.
+    pub mkfs_version: String,
+    /// The drive's write cache as read back after setup: "on", "off", or why unknown.
+    pub write_cache: String,
+}
+
+/// A snapshot of what a plan runs on, taken at `trigger`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub trigger: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFacts>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageFacts>,
+    /// Tool → its version line (`fio` → `fio-3.33`), or why it is unknown.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, String>,
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+pub fn host(boot_id: &str) -> HostFacts {
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            matches!(k.trim(), "model name" | "Processor" | "cpu model").then(|| v.trim())
+        })
+        .unwrap_or_default()
+        .to_string();
+    let cpu_count = cpuinfo
+        .lines()
+        .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
+        .count() as u32;
+    let memory_bytes = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024);
+    HostFacts {
+        agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        kernel_release: read("/proc/sys/kernel/osrelease"),
+        kernel_version: read("/proc/sys/kernel/version"),
+        boot_id: boot_id.to_string(),
+        cpu_model,
+        cpu_count,
+        memory_bytes,
+    }
+}
+
+/// The devices behind `paths` (symlinks such as by-id resolved), as the inventory sees them.
+pub fn devices(roots: &Roots, paths: &[&str]) -> Vec<DeviceFacts> {
+    let Ok(all) = inventory::scan(roots) else {
+        return Vec::new();
+    };
+    let mut out: Vec<DeviceFacts> = Vec::new();
+    for path in paths {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
+        let Some(d) = all
+            .iter()
+            .find(|d| Path::new(&d.path) == real || d.path == *path)
+        else {
+            continue;
+        };
+        if out.iter().any(|f| f.device.path == d.path) {
+            continue;
+        }
+        let queue = roots.sys.join("block").join(&d.name).join("queue");
+        let scheduler = read(queue.join("scheduler"))
+            .split_whitespace()
+            .find_map(|s| s.strip_prefix('[')?.strip_suffix(']').map(str::to_string))
+            .unwrap_or_default();
+        out.push(DeviceFacts {
+            device: d.clone(),
+            logical_block_size: read(queue.join("logical_block_size")).parse().unwrap_or(0),
+            physical_block_size: read(queue.join("physical_block_size")).parse().unwrap_or(0),
+            scheduler,
+        });
+    }
+    out
+}
+
+/// The mount at `mount_point`, the last one mounted there (the one in effect).
+pub fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts> {
+    let want = mount_point.to_string_lossy();
+    mountinfo.lines().rev().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let dash = fields.iter().position(|f| *f == "-")?;
+        if fields.len() < dash + 3 || fields.len() < 6 {
+            return None;
+        }
+        (inventory::unescape_octal(fields[4]) == want).then(|| MountFacts {
+            mount_point: want.to_string(),
+            fs_type: fields[dash + 1].to_string(),
+            source: inventory::unescape_octal(fields[dash + 2]),
+            options: fields[5].to_string(),
+            super_options: fields.get(dash + 3).unwrap_or(&"").to_string(),
+        })
+    })
+}
+
+/// The first line a program prints for `args` (stdout, else stderr), or why there is none.
+pub fn version_of(program: &str, args: &[&str]) -> String {
+    match std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(o) => {
+            let text = if o.stdout.iter().any(|b| !b.is_ascii_whitespace()) {
+                o.stdout
+            } else {
+                o.stderr
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("(no version printed)")
+                .trim()
+                .to_string()
+        }
+        Err(e) => format!("unknown: {program}: {e}"),
+    }
+}
+
+/// The program that makes filesystem `fs` and how it tells its version.
+pub fn mkfs_version(fs: &str) -> String {
+    match fs {
+        "ext2" | "ext4" => version_of(&format!("mkfs.{fs}"), &["-V"]),
+        "xfs" => version_of("mkfs.xfs", &["-V"]),
+        "btrfs" => version_of("mkfs.btrfs", &["--version"]),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_facts_are_read_from_proc() {
+        let h = host("b00t");
+        assert_eq!(h.boot_id, "b00t");
+        assert!(!h.kernel_release.is_empty());
+        assert!(h.cpu_count >= 1);
+        assert!(h.memory_bytes > 1 << 20);
+        assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn the_mount_in_effect_is_the_last_at_its_point() {
+        let info = "\
+22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw,errors=remount-ro
+40 22 7:3 / /mnt/x rw,relatime - ext4 /dev/loop3 rw
+41 40 0:52 / /mnt/x rw,noatime shared:9 - tmpfs platter-ramdisk rw,size=1024k
+42 22 0:53 / /mnt/with\\040space rw - xfs /dev/loop4 rw,attr2
+";
+        let m = mount_at(info, Path::new("/mnt/x")).unwrap();
+        assert_eq!(
+            (m.fs_type.as_str(), m.source.as_str(), m.options.as_str()),
+            ("tmpfs", "platter-ramdisk", "rw,noatime")
+        );
+        assert_eq!(m.super_options, "rw,size=1024k");
+        let m = mount_at(info, Path::new("/mnt/with space")).unwrap();
+        assert_eq!(m.fs_type, "xfs");
+        assert!(mount_at(info, Path::new("/nowhere")).is_none());
+    }
+
+    #[test]
+    fn versions_come_from_the_program_or_say_why_not() {
+        assert!(version_of("sh", &["-c", "echo 'tool 1.2'"]).starts_with("tool 1.2"));
+        assert!(version_of("sh", &["-c", "echo 'v 3' >&2"]).starts_with("v 3"));
+        assert!(version_of("no-such-tool-xyz", &[]).starts_with("unknown: no-such-tool-xyz"));
+    }
+}

@@ -1,0 +1,302 @@
+//! What a campaign ran on, from the snapshots its agents took (`probes::provenance`):
+//! loaded with the report, rendered as "ran on" lines, searched for device facts by
+//! pivots, and compared snapshot to snapshot so that a change in the middle of a run (a
+//! kernel after a reboot, a drive's firmware or serial, a mount option) is flagged.
+
+use std::collections::BTreeMap;
+
+use platter_agent::model::{Plan, StepKind};
+use platter_agent::probes::provenance::{DeviceFacts, Provenance};
+use rusqlite::Connection;
+use serde::Serialize;
+
+use super::human;
+use crate::store::Result;
+
+/// One snapshot: which host, plan and step it describes, and what it found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    pub host: String,
+    pub plan_id: String,
+    pub step_index: u32,
+    /// The storage configuration a `storage_setup` snapshot describes, as the plan says it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub storage_config: String,
+    pub facts: Provenance,
+}
+
+/// The campaign's snapshots in the order each host took them.
+pub fn load(c: &Connection, campaign_id: &str) -> Result<Vec<Snapshot>> {
+    let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
+    let mut stmt = c.prepare("SELECT id, body FROM plans WHERE campaign_id = ?1")?;
+    for row in stmt.query_map([campaign_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })? {
+        let (id, body) = row?;
+        plans.insert(id, serde_json::from_str(&body)?);
+    }
+    let mut stmt = c.prepare(
+        "SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
+         WHERE p.campaign_id = ?1 ORDER BY pr.host, pr.plan_id, pr.seq",
+    )?;
+    let rows = stmt.query_map([campaign_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, u32>(2)?,
+            r.get::<_, String>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (host, plan_id, step_index, facts) = row?;
+        let facts: Provenance = serde_json::from_str(&facts)?;
+        let storage_config = plans
+            .get(&plan_id)
+            .filter(|_| facts.storage.is_some())
+            .and_then(|p| p.steps.get(step_index as usize))
+            .and_then(|s| match &s.kind {
+                StepKind::StorageSetup(c) => Some(c.to_string()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        out.push(Snapshot {
+            host,
+            plan_id,
+            step_index,
+            storage_config,
+            facts,
+        });
+    }
+    Ok(out)
+}
+
+/// The device `name` on `host` as the run first saw it, for pivots by device field.
+pub fn device<'a>(snapshots: &'a [Snapshot], host: &str, name: &str) -> Option<&'a DeviceFacts> {
+    snapshots
+        .iter()
+        .filter(|s| s.host == host)
+        .flat_map(|s| &s.facts.devices)
+        .find(|d| d.device.name == name)
+}
+
+/// A device field by the name pivots use (`device.model` → "model").
+pub fn device_field(d: &DeviceFacts, field: &str) -> Option<String> {
+    let d = &d.device;
+    Some(match field {
+        "model" => d.model.clone(),
+        "serial" => d.serial.clone(),
+        "vendor" => d.vendor.clone(),
+        "firmware" => d.firmware.clone(),
+        "transport" => d.transport.as_str().to_string(),
+        "controller" => d.controller.join(">"),
+        _ => return None,
+    })
+}
+
+fn device_line(d: &DeviceFacts) -> String {
+    let x = &d.device;
+    let quoted = |label: &str, v: &str| {
+        if v.is_empty() {
+            format!("{label} unknown")
+        } else {
+            format!("{label} {v}")
+        }
+    };
+    let mut parts = vec![
+        quoted("model", &x.model),
+        quoted("serial", &x.serial),
+        quoted("firmware", &x.firmware),
+        x.transport.as_str().to_string(),
+    ];
+    if !x.controller.is_empty() {
+        parts.push(format!("via {}", x.controller.join(">")));
+    }
+    parts.push(human(x.size_bytes as f64, "B"));
+    parts.push(format!(
+        "{}/{} B blocks",
+        d.logical_block_size, d.physical_block_size
+    ));
+    if x.rotational {
+        parts.push("rotational".into());
+    }
+    if !d.scheduler.is_empty() {
+        parts.push(format!("scheduler {}", d.scheduler));
+    }
+    if let Some(f) = &x.backing_file {
+        parts.push(format!("image {f}"));
+    }
+    format!("{} ({}): {}", x.name, x.path, parts.join(", "))
+}
+
+/// "ran on" lines: each host's first snapshot in full, then only what later ones add.
+pub fn lines(snapshots: &[Snapshot]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    // A line already said for this host (an identical later snapshot) is not repeated.
+    let push = |line: String, out: &mut Vec<String>| {
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    };
+    for s in snapshots {
+        if let Some(h) = &s.facts.host {
+            push(
+                format!(
+                    "{}: Linux {} ({}), {} × {}, {} memory, platter-agent {}",
+                    s.host,
+                    h.kernel_release,
+                    h.kernel_version,
+                    if h.cpu_model.is_empty() {
+                        "CPU unknown"
+                    } else {
+                        &h.cpu_model
+                    },
+                    h.cpu_count,
+                    human(h.memory_bytes as f64, "B"),
+                    h.agent_version
+                ),
+                &mut out,
+            );
+        }
+        for d in &s.facts.devices {
+            push(format!("{}:   {}", s.host, device_line(d)), &mut out);
+        }
+        if let Some(st) = &s.facts.storage {
+            let mounts: Vec<String> = st
+                .mounts
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{} {} on {} ({}; {})",
+                        m.fs_type, m.source, m.mount_point, m.options, m.super_options
+                    )
+                })
+                .collect();
+            let mut line = format!(
+                "{}:   storage {}: {}",
+                s.host,
+                s.storage_config,
+                if mounts.is_empty() {
+                    "no mount found".to_string()
+                } else {
+                    mounts.join(" over ")
+                }
+            );
+            if !st.mkfs_version.is_empty() {
+                line.push_str(&format!("; made by {}", st.mkfs_version));
+            }
+            line.push_str(&format!("; write cache {}", st.write_cache));
+            push(line, &mut out);
+        }
+        if !s.facts.tools.is_empty() {
+            let tools: Vec<String> = s.facts.tools.values().cloned().collect();
+            push(
+                format!("{}:   tools: {}", s.host, tools.join("; ")),
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+/// Differences between a host's snapshots that should not happen within a run: another
+/// kernel, CPU, memory size or agent version; a device with another model, serial,
+/// firmware or size; the same storage configuration mounted differently, made by another
+/// mkfs, or with another write cache. A new boot id alone is expected (a reboot phase).
+pub fn changes(snapshots: &[Snapshot]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut hosts: BTreeMap<&str, Vec<&Snapshot>> = BTreeMap::new();
+    for s in snapshots {
+        hosts.entry(&s.host).or_default().push(s);
+    }
+    for (host, snaps) in hosts {
+        let mut first_host = None;
+        let mut devices: BTreeMap<&str, &DeviceFacts> = BTreeMap::new();
+        let mut storage: BTreeMap<&str, &Snapshot> = BTreeMap::new();
+        for s in snaps {
+            if let Some(h) = &s.facts.host {
+                let base = *first_host.get_or_insert(h);
+                for (what, a, b) in [
+                    ("kernel", &base.kernel_release, &h.kernel_release),
+                    ("kernel build", &base.kernel_version, &h.kernel_version),
+                    ("CPU", &base.cpu_model, &h.cpu_model),
+                    ("platter-agent", &base.agent_version, &h.agent_version),
+                ] {
+                    if a != b {
+                        out.push(format!(
+                            "CHANGED during the run on {host}: {what} {a} → {b} (from step {})",
+                            s.step_index
+                        ));
+                    }
+                }
+                if base.memory_bytes != h.memory_bytes || base.cpu_count != h.cpu_count {
+                    out.push(format!(
+                        "CHANGED during the run on {host}: {} CPUs, {} → {} CPUs, {} (from step {})",
+                        base.cpu_count,
+                        human(base.memory_bytes as f64, "B"),
+                        h.cpu_count,
+                        human(h.memory_bytes as f64, "B"),
+                        s.step_index
+                    ));
+                }
+            }
+            for d in &s.facts.devices {
+                let base = *devices.entry(&d.device.path).or_insert(d);
+                for field in ["model", "serial", "firmware"] {
+                    let (a, b) = (
+                        device_field(base, field).unwrap_or_default(),
+                        device_field(d, field).unwrap_or_default(),
+                    );
+                    if a != b {
+                        out.push(format!(
+                            "CHANGED during the run on {host}: {} {field} {a} → {b} (from step {})",
+                            d.device.path, s.step_index
+                        ));
+                    }
+                }
+                if base.device.size_bytes != d.device.size_bytes {
+                    out.push(format!(
+                        "CHANGED during the run on {host}: {} size {} → {} (from step {})",
+                        d.device.path,
+                        human(base.device.size_bytes as f64, "B"),
+                        human(d.device.size_bytes as f64, "B"),
+                        s.step_index
+                    ));
+                }
+            }
+            if let Some(st) = &s.facts.storage {
+                let base = *storage.entry(&s.storage_config).or_insert(s);
+                let was = base.facts.storage.as_ref().expect("storage snapshots only");
+                let shape = |x: &platter_agent::probes::provenance::StorageFacts| {
+                    x.mounts
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "{} {} ({}; {})",
+                                m.fs_type, m.source, m.options, m.super_options
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" over ")
+                };
+                for (what, a, b) in [
+                    ("mounted as", shape(was), shape(st)),
+                    ("made by", was.mkfs_version.clone(), st.mkfs_version.clone()),
+                    (
+                        "write cache",
+                        was.write_cache.clone(),
+                        st.write_cache.clone(),
+                    ),
+                ] {
+                    if a != b {
+                        out.push(format!(
+                            "CHANGED during the run on {host}: storage {} {what} {a} → {b} (from step {})",
+                            s.storage_config, s.step_index
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
