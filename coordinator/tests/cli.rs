@@ -149,7 +149,7 @@ repeat: 3
         .assert()
         .success()
         .stdout(predicate::str::starts_with(
-            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max,cv,mad,median_ci_low,median_ci_high\n",
+            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max,cv,mad,median_ci_low,median_ci_high,median_ci_level,mean_ci_student_t_low,mean_ci_student_t_high,value,ops\n",
         ))
         .stdout(predicate::function(|s: &str| {
             s.lines().count() == 1 + 2 * 4
@@ -167,7 +167,7 @@ repeat: 3
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "| seconds | metric | n | median (95% CI) |",
+            "| seconds | metric | n | median (CI) |",
         ));
 }
 

@@ -6,21 +6,24 @@ arithmetic) and are cross-checked with numpy; quantile interpolation comes
 from numpy.percentile (method "linear"). None of it shares code with the Rust
 implementation, which is the point.
 
-The one exception is `bootstrap_golden`: it re-implements the RNG contract
-documented in stats.rs (splitmix64-seeded xoshiro256**, index = (r * n) >> 64)
-so that a seed keeps giving the same intervals forever. If those values ever
-change, the contract was broken, not the reference.
+Intervals come from scipy's binomial and Student-t distributions, scipy's exact
+Mann-Whitney test and a brute-force enumeration of the U distribution.
 
-Usage (numpy is only needed here, never at test time):
-    python3 -m venv .venv && .venv/bin/pip install numpy
+Usage (numpy and scipy are only needed here, never at test time):
+    python3 -m venv .venv && .venv/bin/pip install numpy scipy
     .venv/bin/python tests/gen_reference.py > tests/stats-reference.json
 """
 
+import itertools
 import json
+import math
 import statistics
 import sys
+from collections import Counter
 
 import numpy as np
+from scipy.stats import binom, mannwhitneyu
+from scipy.stats import t as t_dist
 
 # Seed 000 ("Is that SSD Really Helping Your Build Times?", 2014): real build
 # times in seconds, averages of three runs (GCC: one run).
@@ -32,8 +35,7 @@ BUILD_TIMES = {
 # Each published time is spread into five repetitions, in this run order.
 SPREAD = [1.00, 0.97, 1.02, 0.99, 1.03]
 
-B = 10_000
-MASK = (1 << 64) - 1
+CONFIDENCE = 0.95
 
 
 def spread(x):
@@ -65,76 +67,96 @@ def summary(xs):
     assert np.isclose(np.mean(a), out["mean"], rtol=1e-12)
     if n >= 2:
         assert np.isclose(np.std(a, ddof=1), out["stddev"], rtol=1e-9, atol=1e-12)
-    return {k: float(v) if k != "n" else v for k, v in out.items()}
+    out = {k: float(v) if k != "n" else v for k, v in out.items()}
+    _, out["median_ci"], out["median_ci_level"] = median_ci(xs)
+    out["mean_ci_student_t"] = mean_ci_t(xs)
+    return out
 
 
-# --- RNG contract (see stats.rs) -------------------------------------------
+# --- intervals (see stats.rs) ------------------------------------------------
+#
+# Computed with scipy's distributions and brute-force enumeration, sharing no code
+# with the Rust implementation.
 
 
-def splitmix64(state):
-    state = (state + 0x9E3779B97F4A7C15) & MASK
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return state, z ^ (z >> 31)
-
-
-def rotl(x, k):
-    return ((x << k) | (x >> (64 - k))) & MASK
-
-
-class Xoshiro256StarStar:
-    def __init__(self, seed):
-        self.s = []
-        st = seed
-        for _ in range(4):
-            st, z = splitmix64(st)
-            self.s.append(z)
-
-    def next_u64(self):
-        s = self.s
-        result = (rotl((s[1] * 5) & MASK, 7) * 9) & MASK
-        t = (s[1] << 17) & MASK
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = rotl(s[3], 45)
-        return result
-
-    def below(self, n):
-        return (self.next_u64() * n) >> 64
-
-
-def ci(stats_):
-    lo, hi = np.percentile(np.array(stats_), [2.5, 97.5], method="linear")
-    return [float(lo), float(hi)]
-
-
-def bootstrap_summary(xs, seed):
-    rng = Xoshiro256StarStar(seed)
+def median_ci(xs):
+    """Order-statistic interval of the median: the largest k whose coverage
+    1 - 2 * P(Bin(n, 1/2) <= k - 1) is >= 95%, else k = 1 with its coverage."""
     n = len(xs)
-    medians, means = [], []
-    for _ in range(B):
-        r = [xs[rng.below(n)] for _ in range(n)]
-        medians.append(statistics.median(r))
-        s = 0.0
-        for x in r:  # same summation order as the Rust code
-            s += x
-        means.append(s / n)
-    return {"median_ci": ci(medians), "mean_ci": ci(means)}
+    if n < 3:
+        return None, None, None
+    s = sorted(xs)
+    best = (1, 1 - 2 * binom.cdf(0, n, 0.5))
+    for k in range(2, (n + 1) // 2 + 1):
+        level = 1 - 2 * binom.cdf(k - 1, n, 0.5)
+        if level < CONFIDENCE:
+            break
+        best = (k, level)
+    k, level = best
+    return k, [s[k - 1], s[n - k]], float(level)
 
 
-def bootstrap_compare(base, cand, seed):
-    rng = Xoshiro256StarStar(seed)
-    nb, nc = len(base), len(cand)
-    pens = []
-    for _ in range(B):
-        rb = [base[rng.below(nb)] for _ in range(nb)]
-        rc = [cand[rng.below(nc)] for _ in range(nc)]
-        pens.append((statistics.median(rc) / statistics.median(rb) - 1.0) * 100.0)
-    return ci(pens)
+def mean_ci_t(xs):
+    n = len(xs)
+    if n < 3:
+        return None
+    m = statistics.mean(xs)
+    half = t_dist.ppf(0.975, n - 1) * statistics.stdev(xs) / math.sqrt(n)
+    return [float(m - half), float(m + half)]
+
+
+def u_null_counts(m, n):
+    """Counts of the Mann-Whitney U under H0 by enumerating every way the m + n
+    ranks can be split (small groups only)."""
+    counts = Counter()
+    for first in itertools.combinations(range(m + n), m):
+        # U of the second group: pairs where its rank is above a first-group rank.
+        chosen = set(first)
+        u = sum(1 for r in range(m + n) if r not in chosen for f in first if r > f)
+        counts[u] += 1
+    return counts, math.comb(m + n, m)
+
+
+def compare(base, cand):
+    m, n = len(base), len(cand)
+    diffs = sorted(math.log(c) - math.log(b) for c in cand for b in base)
+    shift = float(np.median(diffs))
+    out = {
+        "ratio": math.exp(shift),
+        "penalty_pct": math.expm1(shift) * 100.0,
+        "p_value": float(
+            mannwhitneyu(cand, base, alternative="two-sided", method="exact").pvalue
+        ),
+    }
+    if m >= 3 and n >= 3:
+        counts, total = u_null_counts(m, n)
+
+        def cdf(u):
+            return sum(c for v, c in counts.items() if v <= u) / total
+
+        best = (1, 1 - 2 * cdf(0))
+        for k in range(2, (m * n + 1) // 2 + 1):
+            level = 1 - 2 * cdf(k - 1)
+            if level < CONFIDENCE:
+                break
+            best = (k, level)
+        k, level = best
+        out["ci_pct"] = [
+            math.expm1(diffs[k - 1]) * 100.0,
+            math.expm1(diffs[m * n - k]) * 100.0,
+        ]
+        out["ci_level"] = level
+    return out
+
+
+def holm(ps):
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 # --- datasets ----------------------------------------------------------------
@@ -159,12 +181,30 @@ def datasets():
     return ds
 
 
+def flagged(xs, med, scores, thr):
+    """A large robust score and at least 10% from the median."""
+    return [
+        i
+        for i, s in enumerate(scores)
+        if abs(s) > thr and abs(xs[i] - med) >= 0.10 * abs(med)
+    ]
+
+
 def fleet_cases():
     # Per-agent p50 latency (ms): one agent at 10 ms among 0.2-1 ms.
     slow = [0.21, 0.35, 0.48, 0.52, 0.6, 0.73, 0.81, 0.95, 1.0, 10.0, 0.44, 0.66]
     similar = [0.5, 0.55, 0.47, 0.52, 0.6, 0.49, 0.58, 0.51]
     out = []
-    for name, xs, thr in [("one_slow_agent", slow, 3.5), ("similar", similar, 3.5)]:
+    # Three steady runs, the third 2.7% (or 3%) slower: a huge score, no outlier.
+    steady_3 = [1.9051, 1.9049, 1.957]
+    steady_ms = [11.40, 11.41, 11.80]
+    cases = [
+        ("one_slow_agent", slow, 3.5),
+        ("similar", similar, 3.5),
+        ("steady_3_seconds", steady_3, 3.5),
+        ("steady_3_ms", steady_ms, 3.5),
+    ]
+    for name, xs, thr in cases:
         med = statistics.median(xs)
         m = mad(xs)
         scores = [0.6745 * (x - med) / m for x in xs]
@@ -174,7 +214,7 @@ def fleet_cases():
                 "values": xs,
                 "threshold": thr,
                 "scores": scores,
-                "flagged": [i for i, s in enumerate(scores) if abs(s) > thr],
+                "flagged": flagged(xs, med, scores, thr),
                 "times_median": [x / med for x in xs],
             }
         )
@@ -190,7 +230,7 @@ def fleet_cases():
             "values": flat,
             "threshold": 3.5,
             "scores": scores,
-            "flagged": [i for i, s in enumerate(scores) if abs(s) > 3.5],
+            "flagged": flagged(flat, med, scores, 3.5),
             "times_median": [x / med for x in flat],
         }
     )
@@ -206,61 +246,37 @@ def main():
         base = ds[f"{project}_unencrypted_ssd"]
         for cand in ["encrypted_ssd", "usb_hdd"]:
             c = ds[f"{project}_{cand}"]
-            ratio = statistics.median(c) / statistics.median(base)
             comparisons.append(
                 {
                     "name": f"{project}_{cand}_vs_unencrypted_ssd",
                     "baseline": base,
                     "candidate": c,
-                    "ratio": ratio,
-                    "penalty_pct": (ratio - 1.0) * 100.0,
+                    **compare(base, c),
                 }
             )
-
-    qs = [0.0, 0.025, 0.1, 0.5, 0.9, 0.975, 1.0]
-    quantiles = []
-    for name in ["skewed_lognormal_25", "even_n4", "spring_usb_hdd", "n1"]:
-        xs = sorted(ds[name])
-        quantiles.append(
-            {
-                "name": name,
-                "sorted": xs,
-                "qs": qs,
-                "expected": [
-                    float(v) for v in np.percentile(np.array(xs), [q * 100 for q in qs])
-                ],
-            }
+    # Other group sizes, fixed once with numpy's generator (log-normal, 8% spread).
+    rng = np.random.default_rng(9)
+    for m, n, factor in [(3, 3, 1.2), (3, 4, 1.0), (6, 6, 1.05), (8, 10, 0.9)]:
+        base = [round(float(v), 6) for v in 100 * rng.lognormal(0.0, 0.08, size=m)]
+        cand = [round(float(v), 6) for v in 100 * factor * rng.lognormal(0.0, 0.08, size=n)]
+        comparisons.append(
+            {"name": f"lognormal_{m}_vs_{n}_x{factor}", "baseline": base, "candidate": cand, **compare(base, cand)}
         )
 
-    golden = {
-        "summary": [
-            {"name": name, "seed": seed, "values": ds[name], **bootstrap_summary(ds[name], seed)}
-            for name, seed in [("spring_encrypted_ssd", 0), ("skewed_lognormal_25", 7)]
-        ],
-        "compare": [
-            {
-                "name": "spring_encrypted_ssd_vs_unencrypted_ssd",
-                "seed": 0,
-                "baseline": ds["spring_unencrypted_ssd"],
-                "candidate": ds["spring_encrypted_ssd"],
-                "ci_pct": bootstrap_compare(
-                    ds["spring_unencrypted_ssd"], ds["spring_encrypted_ssd"], 0
-                ),
-            }
-        ],
-    }
-    rng = Xoshiro256StarStar(0)
-    golden["rng_seed0_first4"] = [str(rng.next_u64()) for _ in range(4)]
+    ps = [0.001, 0.04, 0.03, 0.2, 0.01, 0.04]
+    levels = []
+    for n in range(3, 41):
+        k, _, level = median_ci(list(range(n)))
+        levels.append({"n": n, "k": k, "level": level})
 
     json.dump(
         {
             "generator": "tests/gen_reference.py",
-            "bootstrap_resamples": B,
             "summaries": summaries,
+            "median_ci_ranks": levels,
             "comparisons": comparisons,
+            "holm": {"p": ps, "adjusted": holm(ps)},
             "fleet_outliers": fleet_cases(),
-            "quantiles": quantiles,
-            "bootstrap_golden": golden,
         },
         sys.stdout,
         indent=1,

@@ -107,6 +107,7 @@ async fn seed_000_table_and_penalties_from_its_numbers() {
         report
             .comparisons
             .iter()
+            .map(|c| &c.row)
             .find(|c| c.candidate == drive && c.context.contains(&format!("project={project}")))
             .unwrap()
     };

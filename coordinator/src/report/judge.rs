@@ -1,6 +1,11 @@
 //! Judgements on a report: comparisons of cells against a baseline (ratio and penalty
-//! with a bootstrap interval) and qualification thresholds (PASS/FAIL per cell, device
-//! and host). Pure functions of the cells and the campaign's `report:` settings.
+//! with a distribution-free interval, decided with Holm's correction over all the
+//! report's comparisons) and qualification thresholds (PASS/FAIL per cell, device and
+//! host). Pure functions of the cells and the campaign's `report:` settings.
+//!
+//! A name means one number everywhere: `latency.p99` (p50, p90, p99.9, max) is the
+//! percentile of every operation of every repetition (the merged histograms) in
+//! thresholds, pivots, comparisons and fleet outliers, as in the tables.
 
 use serde::Serialize;
 
@@ -54,9 +59,131 @@ fn values<'a>(cell: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
         .map(|m| m.values.as_slice())
 }
 
+/// The merged per-operation value of `metric` (`latency.p99`, …) when it is one.
+fn merged(cell: &CellReport, metric: &str) -> Option<f64> {
+    cell.latency.as_ref().and_then(|l| l.get(metric))
+}
+
+/// The one number that stands for a cell's `metric`: the merged per-operation value
+/// for merged latency names, else the median of the repetitions. With its unit.
+fn cell_value(cell: &CellReport, metric: &str) -> Option<(f64, String)> {
+    if super::MergedLatency::is_merged_name(metric) {
+        return merged(cell, metric).map(|v| (v, "s".to_string()));
+    }
+    cell.metrics
+        .iter()
+        .find(|m| m.metric == metric)
+        .map(|m| (m.stats.median, m.unit.clone()))
+}
+
+/// A comparison row with what the wire row has no room for: the interval's real
+/// coverage and the test behind "significant".
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgedComparison {
+    #[serde(flatten)]
+    pub row: ComparisonRow,
+    /// Coverage of `ci_pct` (0.968 for 5 + 5 runs, 0.90 for 3 + 3); None without one.
+    pub ci_level: Option<f64>,
+    /// Two-sided Mann–Whitney p; None for merged per-operation values (one per cell).
+    pub p_value: Option<f64>,
+    /// Holm's adjusted p over `family` comparisons: `significant` is `holm_p ≤ 0.05`.
+    pub holm_p: Option<f64>,
+    /// How many comparisons with a test the report made together.
+    pub family: usize,
+}
+
+/// One comparison before the family is known.
+struct Pending {
+    row: ComparisonRow,
+    label: String,
+    test: Option<stats::Comparison>,
+}
+
+fn pending(
+    row_of: impl FnOnce(f64, f64) -> ComparisonRow,
+    base: &CellReport,
+    cell: &CellReport,
+    metric: &str,
+    label: String,
+) -> Option<Pending> {
+    if super::MergedLatency::is_merged_name(metric) {
+        // One value per cell over all its operations: a ratio, no interval.
+        let (b, c) = (merged(base, metric)?, merged(cell, metric)?);
+        if b <= 0.0 || !b.is_finite() || !c.is_finite() {
+            return None;
+        }
+        let ratio = c / b;
+        let mut row = row_of(ratio, (ratio - 1.0) * 100.0);
+        row.text = format!(
+            "{label} penalty {:.1}% ({metric} over all operations of all runs: one value per cell, no interval)",
+            row.penalty_pct
+        );
+        return Some(Pending {
+            row,
+            label,
+            test: None,
+        });
+    }
+    let c = stats::compare(values(base, metric)?, values(cell, metric)?)?;
+    let mut row = row_of(c.ratio, c.penalty_pct);
+    row.ci_pct = c.ci_pct;
+    Some(Pending {
+        row,
+        label,
+        test: Some(c),
+    })
+}
+
+/// Decides every comparison of a report together: Holm's correction over those with
+/// a test, so that "significant" anywhere in the report is wrong with probability at
+/// most 5% in all, not 5% each.
+fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
+    let ps: Vec<f64> = pending
+        .iter()
+        .filter_map(|p| p.test.as_ref().map(|t| t.p_value))
+        .collect();
+    let family = ps.len();
+    let mut adjusted = stats::holm(&ps).into_iter();
+    pending
+        .into_iter()
+        .map(|p| {
+            let Pending {
+                mut row,
+                label,
+                test,
+            } = p;
+            let Some(t) = test else {
+                return JudgedComparison {
+                    row,
+                    ci_level: None,
+                    p_value: None,
+                    holm_p: None,
+                    family,
+                };
+            };
+            let holm_p = adjusted.next().unwrap_or(1.0);
+            row.significant = t.significant && holm_p <= stats::ALPHA;
+            row.text = t.describe(
+                &label,
+                Some(stats::Family {
+                    adjusted_p: holm_p,
+                    size: family,
+                }),
+            );
+            JudgedComparison {
+                row,
+                ci_level: t.ci_level,
+                p_value: Some(t.p_value),
+                holm_p: Some(holm_p),
+                family,
+            }
+        })
+        .collect()
+}
+
 /// Each cell whose `key` differs from the baseline value, against the baseline cell that
 /// shares everything else.
-pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<ComparisonRow> {
+pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedComparison> {
     let Some(b) = &settings.baseline else {
         return Vec::new();
     };
@@ -89,29 +216,23 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<Compari
         else {
             continue;
         };
-        let (Some(bv), Some(cv)) = (values(base, metric), values(cell, metric)) else {
-            continue;
-        };
-        let seed = u64::from_str_radix(cell.cell_id.get(..16).unwrap_or("0"), 16).unwrap_or(7);
-        let Some(c) = stats::compare(bv, cv, seed) else {
-            continue;
-        };
         let label = format!("{}={} vs {}", b.key, candidate, b.value);
-        rows.push(ComparisonRow {
+        let row_of = |ratio, penalty_pct| ComparisonRow {
             host: cell.host.clone(),
             context: ctx,
             key: b.key.clone(),
             baseline: b.value.clone(),
             candidate,
             metric: metric.to_string(),
-            ratio: c.ratio,
-            penalty_pct: c.penalty_pct,
-            ci_pct: c.ci_pct,
-            significant: c.significant,
-            text: c.describe(&label),
-        });
+            ratio,
+            penalty_pct,
+            ci_pct: None,
+            significant: false,
+            text: String::new(),
+        };
+        rows.extend(pending(row_of, base, cell, metric, label));
     }
-    rows
+    judge_family(rows)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -135,25 +256,34 @@ fn judged_value(cell: &CellReport, t: &Threshold) -> Option<f64> {
             .find(|m| m.metric == metric)
             .map(|m| &m.stats)
     };
+    // `latency.pNN` and `latency.max`: over every operation of every run, the number
+    // the report's `latency.pNN` row shows; never the median of per-run percentiles.
+    if t.metric == "latency" {
+        let q = match t.stat {
+            Stat::Percentile(q) => Some(q),
+            Stat::Max => Some(1.0),
+            _ => None,
+        };
+        if let Some(q) = q {
+            return cell.latency.as_ref().and_then(|l| l.at(q));
+        }
+    }
     match t.stat {
         Stat::Median => summary(&t.metric).map(|s| s.median),
         Stat::Mean => summary(&t.metric).map(|s| s.mean),
         Stat::Min => summary(&t.metric).map(|s| s.min),
         Stat::Max => summary(&t.metric).map(|s| s.max),
+        // A percentile a tool reports per run (fio's `write.clat.p99`): the median of
+        // the runs, as that metric's row shows it.
         Stat::Percentile(q) => {
-            let merged = (t.metric == "latency")
-                .then(|| cell.latency.as_ref().and_then(|l| l.at(q)))
-                .flatten();
-            merged.or_else(|| {
-                let name = format!(
-                    "{}.p{}",
-                    t.metric,
-                    format!("{:.3}", q * 100.0)
-                        .trim_end_matches('0')
-                        .trim_end_matches('.')
-                );
-                summary(&name).map(|s| s.median)
-            })
+            let name = format!(
+                "{}.p{}",
+                t.metric,
+                format!("{:.3}", q * 100.0)
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+            );
+            summary(&name).map(|s| s.median)
         }
     }
 }
@@ -260,10 +390,21 @@ pub fn pivot(
     let mut columns: Vec<String> = Vec::new();
     let mut unit = String::new();
     for cell in cells {
-        let Some(m) = cell.metrics.iter().find(|m| m.metric == p.metric) else {
-            continue;
+        // Merged latency names pool one value per cell (its percentile over all its
+        // operations); other metrics pool every repetition.
+        let cell_values: Vec<f64> = if super::MergedLatency::is_merged_name(&p.metric) {
+            let Some(v) = merged(cell, &p.metric) else {
+                continue;
+            };
+            unit = "s".into();
+            vec![v]
+        } else {
+            let Some(m) = cell.metrics.iter().find(|m| m.metric == p.metric) else {
+                continue;
+            };
+            unit = m.unit.clone();
+            m.values.clone()
         };
-        unit = m.unit.clone();
         let row: Vec<String> = p
             .rows
             .iter()
@@ -282,7 +423,7 @@ pub fn pivot(
             .or_default()
             .entry(col)
             .or_default()
-            .extend(&m.values);
+            .extend(cell_values);
     }
     Some(PivotTable {
         row_keys: p.rows.iter().map(|k| k.name.clone()).collect(),
@@ -304,8 +445,9 @@ pub fn pivot(
     })
 }
 
-/// A cell whose median stands far from the other hosts'/devices' medians for the same
-/// configuration (a robust score on the median absolute deviation).
+/// A cell whose value (median, or merged per-operation latency) stands far from the
+/// other hosts'/devices' for the same configuration: a robust score on the median
+/// absolute deviation and at least 10% from the group's median.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FleetOutlier {
     pub host: String,
@@ -327,10 +469,10 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
     } else {
         settings.metric.as_str()
     };
-    let mut groups: indexmap::IndexMap<String, Vec<(&CellReport, f64, &str)>> =
+    let mut groups: indexmap::IndexMap<String, Vec<(&CellReport, f64, String)>> =
         indexmap::IndexMap::new();
     for cell in cells {
-        let Some(m) = cell.metrics.iter().find(|m| m.metric == metric) else {
+        let Some((value, unit)) = cell_value(cell, metric) else {
             continue;
         };
         let group: Vec<String> = cell
@@ -342,20 +484,20 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
         groups
             .entry(group.join(" "))
             .or_default()
-            .push((cell, m.stats.median, m.unit.as_str()));
+            .push((cell, value, unit));
     }
     let mut out = Vec::new();
     for (group, members) in groups {
         let medians: Vec<f64> = members.iter().map(|(_, v, _)| *v).collect();
         for o in stats::fleet_outliers(&medians, stats::OUTLIER_THRESHOLD) {
-            let (cell, value, unit) = members[o.index];
+            let (cell, value, unit) = &members[o.index];
             out.push(FleetOutlier {
                 host: cell.host.clone(),
                 device: cell.params.get("device").cloned().unwrap_or_default(),
                 group: group.clone(),
                 metric: metric.to_string(),
-                value,
-                unit: unit.to_string(),
+                value: *value,
+                unit: unit.clone(),
                 times_median: o.times_median,
                 score: o.score,
             });
@@ -365,7 +507,8 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
 }
 
 /// `platter compare A B`: every cell of `b` against the cell of `a` with the same host
-/// and parameters (the same matrix run on another day or fleet), on `metric`.
+/// and parameters (the same matrix run on another day or fleet), on `metric`, decided
+/// together with Holm's correction (the verdict is in `significant` and `text`).
 pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> Vec<ComparisonRow> {
     let mut rows = Vec::new();
     for cell in &b.cells {
@@ -376,29 +519,23 @@ pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> 
         else {
             continue;
         };
-        let (Some(bv), Some(cv)) = (values(base, metric), values(cell, metric)) else {
-            continue;
-        };
-        let seed = u64::from_str_radix(cell.cell_id.get(..16).unwrap_or("0"), 16).unwrap_or(11);
-        let Some(c) = stats::compare(bv, cv, seed) else {
-            continue;
-        };
         let label = format!("{} vs {}", b.campaign_id, a.campaign_id);
-        rows.push(ComparisonRow {
+        let row_of = |ratio, penalty_pct| ComparisonRow {
             host: cell.host.clone(),
             context: context(cell, ""),
             key: "campaign".into(),
             baseline: a.campaign_id.clone(),
             candidate: b.campaign_id.clone(),
             metric: metric.to_string(),
-            ratio: c.ratio,
-            penalty_pct: c.penalty_pct,
-            ci_pct: c.ci_pct,
-            significant: c.significant,
-            text: c.describe(&label),
-        });
+            ratio,
+            penalty_pct,
+            ci_pct: None,
+            significant: false,
+            text: String::new(),
+        };
+        rows.extend(pending(row_of, base, cell, metric, label));
     }
-    rows
+    judge_family(rows).into_iter().map(|j| j.row).collect()
 }
 
 #[cfg(test)]
@@ -430,7 +567,7 @@ mod tests {
             metrics: vec![MetricStats {
                 metric: "latency.mean".into(),
                 unit: "s".into(),
-                stats: stats::summarize(values, 1).unwrap(),
+                stats: stats::summarize(values).unwrap(),
                 values: values.to_vec(),
             }],
             failed: 0,

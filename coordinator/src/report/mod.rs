@@ -50,9 +50,14 @@ pub struct CellReport {
     pub warnings: Vec<String>,
 }
 
-/// Percentiles of the union of all repetitions' operations, in seconds.
+/// Percentiles of the union of all repetitions' operations, in seconds. These are
+/// what `latency.p50`, `latency.p90`, `latency.p99`, `latency.p99.9` and `latency.max`
+/// mean everywhere in a report; each run's own percentiles are kept as
+/// `latency.p99 per run` (…) metrics.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MergedLatency {
+    /// Repetitions whose histograms were merged.
+    pub runs: usize,
     pub ops: u64,
     pub p50: f64,
     pub p90: f64,
@@ -61,11 +66,9 @@ pub struct MergedLatency {
     pub max: f64,
 }
 
-/// A seed for the bootstrap that depends only on the cell, so a report reads the same
-/// every time it is rendered.
-fn seed_of(cell_id: &str) -> u64 {
-    u64::from_str_radix(cell_id.get(..16).unwrap_or(cell_id), 16).unwrap_or(0x5eed)
-}
+/// Suffix of a per-repetition percentile's name (`latency.p99 per run`): the name
+/// without it is the percentile over every operation of every run.
+pub const PER_RUN: &str = " per run";
 
 fn merged_latency(histograms: &[Vec<u8>]) -> Option<MergedLatency> {
     let slices: Vec<&[u8]> = histograms.iter().map(|h| h.as_slice()).collect();
@@ -73,6 +76,7 @@ fn merged_latency(histograms: &[Vec<u8>]) -> Option<MergedLatency> {
     let q = stats::percentiles(&h, &[0.5, 0.9, 0.99, 0.999]);
     let s = |ns: u64| ns as f64 / 1e9;
     Some(MergedLatency {
+        runs: histograms.len(),
         ops: h.len(),
         p50: s(q[0].1),
         p90: s(q[1].1),
@@ -110,8 +114,8 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// Plans an agent refused to run (nothing of them ran): (host, reason).
     pub refused: Vec<Refusal>,
-    /// Each cell against its baseline (`report: { baseline }`).
-    pub comparisons: Vec<judge::ComparisonRow>,
+    /// Each cell against its baseline (`report: { baseline }`), decided together.
+    pub comparisons: Vec<judge::JudgedComparison>,
     /// `report: { qualify }` verdicts; empty without thresholds.
     pub verdicts: Vec<judge::Verdict>,
     /// `report: { pivot }`.
@@ -151,6 +155,25 @@ impl Report {
 }
 
 impl MergedLatency {
+    /// The metric names that mean a merged value, with their quantile.
+    pub const NAMES: [(&'static str, f64); 5] = [
+        ("latency.p50", 0.5),
+        ("latency.p90", 0.9),
+        ("latency.p99", 0.99),
+        ("latency.p99.9", 0.999),
+        ("latency.max", 1.0),
+    ];
+
+    pub fn is_merged_name(metric: &str) -> bool {
+        Self::NAMES.iter().any(|(n, _)| *n == metric)
+    }
+
+    /// The merged value a metric name stands for (`latency.p99` → p99).
+    pub fn get(&self, metric: &str) -> Option<f64> {
+        let (_, q) = Self::NAMES.iter().find(|(n, _)| *n == metric)?;
+        self.at(*q)
+    }
+
     /// The merged per-operation percentile for quantile `q`, if it is one kept.
     pub fn at(&self, q: f64) -> Option<f64> {
         [
@@ -226,7 +249,6 @@ impl Report {
             })?;
             for row in rows {
                 let (n, cell_id, host, params) = row?;
-                let seed = seed_of(&cell_id);
                 let by_metric = values.remove(&n).unwrap_or_default();
                 let warnings = by_metric
                     .get("wall")
@@ -235,7 +257,11 @@ impl Report {
                 let metrics = by_metric
                     .into_iter()
                     .filter_map(|(metric, (unit, values))| {
-                        let stats = stats::summarize(&values, seed)?;
+                        let stats = stats::summarize(&values)?;
+                        // Each run's own latency percentile is not the report's
+                        // `latency.p99` (every operation of every run): it is renamed.
+                        let metric =
+                            if MergedLatency::is_merged_name(&metric) { format!("{metric}{PER_RUN}") } else { metric };
                         Some(MetricStats { metric, unit, stats, values })
                     })
                     .collect();
@@ -464,7 +490,28 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
         });
     }
     for c in &report.comparisons {
-        out.push(format!("{}: {} ({})", c.context, c.text, c.metric));
+        out.push(format!(
+            "{}: {} ({})",
+            c.row.context, c.row.text, c.row.metric
+        ));
+    }
+    if let Some(family) = report.comparisons.iter().map(|c| c.family).max() {
+        if family > 1 {
+            let alone = report
+                .comparisons
+                .iter()
+                .filter(|c| c.p_value.is_some_and(|p| p <= stats::ALPHA))
+                .count();
+            let together = report
+                .comparisons
+                .iter()
+                .filter(|c| c.row.significant)
+                .count();
+            out.push(format!(
+                "comparisons: {family} tests at once; {together} significant after Holm's correction ({alone} at 5% each; about {:.1} would be by chance alone if nothing differed)",
+                family as f64 * stats::ALPHA
+            ));
+        }
     }
     for o in &report.outliers {
         let device = if o.device.is_empty() {
@@ -518,17 +565,6 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
                 format!("{} {}", c.host, params.join(" "))
             }
         };
-        if let Some(l) = &c.latency {
-            out.push(format!(
-                "{label}: every operation of every run ({} ops): p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
-                l.ops,
-                human(l.p50, "s"),
-                human(l.p90, "s"),
-                human(l.p99, "s"),
-                human(l.p999, "s"),
-                human(l.max, "s")
-            ));
-        }
         for w in &c.warnings {
             out.push(format!("{label}: warning: {w}"));
         }
@@ -536,20 +572,32 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
     out
 }
 
-/// Rows shared by the markup formats: one per (cell, metric), grouped by host.
+/// A median with its interval and the interval's real coverage:
+/// "11.40 ms (93.8% CI 11.37 ms … 11.80 ms)".
+pub(crate) fn median_text(s: &Stats, unit: &str) -> String {
+    match (s.median_ci, s.median_ci_level) {
+        (Some((lo, hi)), Some(level)) => format!(
+            "{} ({}% CI {} … {})",
+            human(s.median, unit),
+            stats::level_pct(level),
+            human(lo, unit),
+            human(hi, unit)
+        ),
+        _ => human(s.median, unit),
+    }
+}
+
+/// A merged per-operation value for the median column: "206.7 µs over all 5000 ops".
+pub(crate) fn merged_text(value: f64, l: &MergedLatency) -> String {
+    format!("{} over all {} ops", human(value, "s"), l.ops)
+}
+
+/// Rows shared by the markup formats: one per (cell, metric), grouped by host. A
+/// cell's `latency.p99` (…) row is its merged value over every operation of every run,
+/// in place of the per-run metric it replaces.
 pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>) {
     let mut header: Vec<String> = report.params.clone();
-    header.extend(
-        [
-            "metric",
-            "n",
-            "median (95% CI)",
-            "mean ± stddev",
-            "min",
-            "max",
-        ]
-        .map(String::from),
-    );
+    header.extend(["metric", "n", "median (CI)", "mean ± stddev", "min", "max"].map(String::from));
     let mut out = Vec::new();
     for cell in &report.cells {
         for (i, m) in cell
@@ -570,6 +618,23 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
                     }
                 })
                 .collect();
+            let merged = m.metric.strip_suffix(PER_RUN).and_then(|name| {
+                cell.latency
+                    .as_ref()
+                    .and_then(|l| Some((name, l.get(name)?, l)))
+            });
+            if let Some((name, value, l)) = merged {
+                row.extend([
+                    name.to_string(),
+                    l.runs.to_string(),
+                    merged_text(value, l),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]);
+                out.push((cell.host.clone(), row));
+                continue;
+            }
             let s = &m.stats;
             let n = if cell.failed > 0 {
                 format!("{} ({} failed)", s.n, cell.failed)
@@ -579,15 +644,7 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
             row.extend([
                 m.metric.clone(),
                 n,
-                match s.median_ci {
-                    Some((lo, hi)) => format!(
-                        "{} ({} … {})",
-                        human(s.median, &m.unit),
-                        human(lo, &m.unit),
-                        human(hi, &m.unit)
-                    ),
-                    None => human(s.median, &m.unit),
-                },
+                median_text(s, &m.unit),
                 format!("{} ± {}", human(s.mean, &m.unit), human(s.stddev, &m.unit)),
                 human(s.min, &m.unit),
                 human(s.max, &m.unit),
