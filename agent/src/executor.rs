@@ -332,7 +332,7 @@ impl Executor {
             let mut e = self.event(
                 plan_id,
                 &step,
-                attempt.saturating_sub(1),
+                progress.skip_attempt(index),
                 StepState::Skipped,
                 0,
             );
@@ -369,7 +369,7 @@ impl Executor {
             let mut e = self.event(
                 plan_id,
                 &step,
-                attempt.saturating_sub(1),
+                progress.skip_attempt(index),
                 StepState::Skipped,
                 0,
             );

@@ -101,6 +101,19 @@ impl PlanProgress {
         started.saturating_sub(self.ends.get(&index).copied().unwrap_or(0))
     }
 
+    /// The attempt a step's skip record names: the attempt that was cut off, or a new one
+    /// for a step that ended before and was opened again (a store keeps one end per
+    /// attempt), or 0 for a step never started.
+    pub fn skip_attempt(&self, index: u32) -> u32 {
+        let started = self.attempts.get(&index).copied().unwrap_or(0);
+        let ended_before = self.ends.get(&index).copied().unwrap_or(0) > 0;
+        if ended_before && self.cut_offs(index) == 0 {
+            started + 1
+        } else {
+            started
+        }
+    }
+
     /// The latest end record of the step.
     pub fn last_end(&self, index: u32) -> Option<&StepEvent> {
         self.log.iter().rev().find_map(|e| match e {
@@ -533,6 +546,9 @@ mod tests {
             assert_eq!(p.cut_offs(2), 1);
             assert_eq!(p.reruns.get(&2), Some(&1));
             assert_eq!(p.reboot, None, "the reopened reboot is asked for again");
+            assert_eq!(p.skip_attempt(0), 2, "attempt 1 of step 0 has its end");
+            assert_eq!(p.skip_attempt(2), 1, "attempt 1 of the measure was cut off");
+            assert_eq!(p.skip_attempt(3), 0, "never started");
             assert_eq!(
                 p.last_end(1).map(|e| e.state),
                 Some(StepState::Succeeded),

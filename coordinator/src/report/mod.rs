@@ -340,8 +340,10 @@ fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i
                 .ok()
                 .and_then(|b| serde_json::from_str(&b).ok())
             });
+            // The index came from an agent: a plan it does not fit names no preparation.
             let prep: Vec<&str> = plan
                 .iter()
+                .filter(|p| (index as usize) < p.steps.len())
                 .flat_map(|p| preparation(p, index).map(|i| p.steps[i as usize].kind.name()))
                 .collect();
             let again = if prep.is_empty() {
