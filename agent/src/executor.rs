@@ -74,6 +74,61 @@ pub fn storage_at(plan: &Plan, index: u32) -> Option<StorageConfig> {
         })?
 }
 
+/// The preparation of the measure step at `index`: the steps the planner put right before
+/// it for its repetition (its `before_each` phases, and the storage and cell setup it adds
+/// after a reboot). A measure that runs again runs after all of them ran again; one whose
+/// preparation failed is not run. Empty for other steps.
+pub fn preparation(plan: &Plan, index: u32) -> std::ops::Range<u32> {
+    let measure = &plan.steps[index as usize];
+    if !matches!(measure.kind, StepKind::Measure(_)) {
+        return index..index;
+    }
+    let mut first = index;
+    while let Some(s) = first.checked_sub(1).map(|i| &plan.steps[i as usize]) {
+        // A cell's setup has repetition 0 but belongs to the visit it is planned in.
+        let same_visit = s.cell_id == measure.cell_id
+            && (s.repetition == measure.repetition || matches!(s.kind, StepKind::Setup(_)));
+        if !same_visit || matches!(s.kind, StepKind::Measure(_) | StepKind::StorageTeardown(_)) {
+            break;
+        }
+        first -= 1;
+    }
+    // Making the visit's storage and the cell's first setup open a visit; they are not
+    // this repetition's preparation (only after a reboot in it are they made again).
+    while first < index
+        && matches!(
+            plan.steps[first as usize].kind,
+            StepKind::StorageSetup(_) | StepKind::Setup(_)
+        )
+    {
+        first += 1;
+    }
+    first..index
+}
+
+/// The filesystem type mounted at (or above) `path`, from /proc/self/mountinfo
+/// (`tmpfs`, `fuse.gocryptfs`, …).
+fn fs_type(path: &std::path::Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let mount_point = fields.get(4)?.replace("\\040", " ");
+            let sep = fields.iter().position(|f| *f == "-")?;
+            let fs = fields.get(sep + 1)?;
+            path.starts_with(&mount_point)
+                .then(|| (mount_point.len(), fs.to_string()))
+        })
+        // The last of the longest: a later mount on the same point hides the earlier one.
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fs)| fs)
+}
+
+/// The start of a measure step's error when its preparation failed (reports look for it).
+pub const NOT_MEASURED: &str = "not measured: its preparation failed";
+
 fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -235,6 +290,18 @@ impl Executor {
         } else {
             StepState::Succeeded
         };
+        self.end_as(plan_id, step, attempt, started, state, ending)
+    }
+
+    fn end_as(
+        &mut self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        started: i64,
+        state: StepState,
+        ending: Ending,
+    ) -> Result<(), JournalError> {
         let mut e = self.event(plan_id, step, attempt, state, started);
         e.exit_status = ending.exit_status;
         e.stderr_tail = ending.stderr_tail;
@@ -277,7 +344,7 @@ impl Executor {
             let mut e = self.event(
                 plan_id,
                 &step,
-                attempt.saturating_sub(1),
+                progress.skip_attempt(index),
                 StepState::Skipped,
                 0,
             );
@@ -302,12 +369,52 @@ impl Executor {
                 );
             }
         }
-        if attempt > MAX_ATTEMPTS {
+        let prep = preparation(&progress.plan, index);
+        // A measurement of a state other than the one the campaign asked for is not a
+        // sample: if the preparation failed, the measure step is skipped, saying why.
+        if let Some(failed) = prep.clone().find(|i| progress.failed.contains(i)) {
+            let why = progress
+                .last_end(failed)
+                .map(|e| e.error.clone())
+                .unwrap_or_default();
+            let failed_step = &progress.plan.steps[failed as usize];
+            let mut e = self.event(
+                plan_id,
+                &step,
+                progress.skip_attempt(index),
+                StepState::Skipped,
+                0,
+            );
+            e.error = format!(
+                "{NOT_MEASURED}: {} (step {failed}): {why}",
+                failed_step.kind.name()
+            );
+            tracing::warn!(plan = %plan_id, step = index, error = %e.error, "measurement skipped");
+            return self.emit(RecordKind::Step(e));
+        }
+        let cut_offs = progress.cut_offs(index);
+        if cut_offs >= MAX_ATTEMPTS {
             let ending = Ending::error(format!(
-                "the agent stopped during this step {} times (crash, kill or power loss); not trying again",
-                attempt - 1
+                "the agent stopped during this step {cut_offs} times (crash, kill or power loss); not trying again",
             ));
             return self.end(plan_id, &step, attempt - 1, now_ns(), ending);
+        }
+        // A measurement cut off runs again on the state its repetition's preparation
+        // makes, not on whatever the interrupted run left: open the preparation again
+        // (once per cut-off attempt), then come back to the measure.
+        let started_before = attempt - 1;
+        if cut_offs > 0 && !prep.is_empty() && progress.reruns.get(&index) != Some(&started_before)
+        {
+            tracing::info!(plan = %plan_id, step = index, attempt, preparation = ?prep, "the measurement was cut off: its preparation runs again");
+            return self.journal.append(
+                &mut self.state,
+                Entry::Rerun {
+                    plan_id: plan_id.to_string(),
+                    measure: index,
+                    started: started_before,
+                    steps: prep.collect(),
+                },
+            );
         }
 
         if !self.described.contains(plan_id) {
@@ -322,13 +429,22 @@ impl Executor {
             started,
         )))?;
         self.shared.set_current(Some((plan_id.to_string(), index)));
-        let ending = match &step.kind {
-            StepKind::Reboot => match self.reboot(plan_id, index, started, shutdown)? {
-                Some(ending) => ending,
+        let (state, ending) = match &step.kind {
+            StepKind::Reboot => match self.reboot(plan_id, index, attempt, started, shutdown)? {
+                Some(ending) => (StepState::Failed, ending),
                 // Shutting down for the reboot: the step ends when the agent starts again.
                 None => return Ok(()),
             },
-            _ => self.execute(plan_id, &step, attempt),
+            StepKind::Fstrim(path) => self.fstrim(plan_id, &step, attempt, path),
+            _ => {
+                let ending = self.execute(plan_id, &step, attempt);
+                let state = if ending.failed {
+                    StepState::Failed
+                } else {
+                    StepState::Succeeded
+                };
+                (state, ending)
+            }
         };
         self.shared.set_current(None);
         if shutdown.is_cancelled() {
@@ -337,10 +453,10 @@ impl Executor {
             return Ok(());
         }
         let made = match &step.kind {
-            StepKind::StorageSetup(c) if !ending.failed => Some(c.clone()),
+            StepKind::StorageSetup(c) if state == StepState::Succeeded => Some(c.clone()),
             _ => None,
         };
-        self.end(plan_id, &step, attempt, started, ending)?;
+        self.end_as(plan_id, &step, attempt, started, state, ending)?;
         match made {
             // The storage as the system has it now: mounts, mkfs version, write cache.
             Some(c) => self.emit(RecordKind::Provenance {
@@ -534,22 +650,6 @@ impl Executor {
                     Err(e) => Ending::error(format!("writing /proc/sys/vm/drop_caches: {e}")),
                 }
             }
-            StepKind::Fstrim(path) => {
-                let path = self.substitute(path, step);
-                match self.shell(
-                    plan_id,
-                    step,
-                    attempt,
-                    &format!("fstrim -- '{}'", path.replace('\'', "'\\''")),
-                ) {
-                    // A RAM disk has nothing to trim: that is not a failure of the run.
-                    Ok(o) if !o.success() && o.stderr_tail.contains("not supported") => {
-                        Ending::default()
-                    }
-                    Ok(o) => Ending::from_outcome(&o, "fstrim"),
-                    Err(e) => e,
-                }
-            }
             StepKind::StorageSetup(c) => match self.cfg.storage.setup(c) {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage setup ({c}): {e}")),
@@ -558,7 +658,47 @@ impl Executor {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
             },
-            StepKind::Reboot => unreachable!("reboot steps are handled by advance"),
+            StepKind::Reboot | StepKind::Fstrim(_) => {
+                unreachable!("reboot and fstrim steps are handled by advance")
+            }
+        }
+    }
+
+    /// Trims `path`. A filesystem that cannot discard (a RAM disk, gocryptfs) has nothing to
+    /// trim: the step is skipped with the reason, which is not a failure and leaves the
+    /// measurement after it valid.
+    fn fstrim(&self, plan_id: &str, step: &Step, attempt: u32, path: &str) -> (StepState, Ending) {
+        let path = self.substitute(path, step);
+        let script = format!("fstrim -- '{}'", path.replace('\'', "'\\''"));
+        match self.shell(plan_id, step, attempt, &script) {
+            Ok(o) if !o.success() && o.stderr_tail.contains("not supported") => {
+                let line = o
+                    .stderr_tail
+                    .lines()
+                    .rev()
+                    .find(|l| l.contains("not supported"))
+                    .unwrap_or_default()
+                    .trim();
+                let fs = fs_type(std::path::Path::new(&path)).unwrap_or_else(|| "?".into());
+                let ending = Ending {
+                    failed: false,
+                    exit_status: o.exit_code.unwrap_or(-1),
+                    stderr_tail: o.stderr_tail.clone(),
+                    error: format!("fstrim not supported on {path} ({fs}): {line}"),
+                    samples: Vec::new(),
+                };
+                (StepState::Skipped, ending)
+            }
+            Ok(o) => {
+                let ending = Ending::from_outcome(&o, "fstrim");
+                let state = if ending.failed {
+                    StepState::Failed
+                } else {
+                    StepState::Succeeded
+                };
+                (state, ending)
+            }
+            Err(e) => (StepState::Failed, e),
         }
     }
 
@@ -568,6 +708,7 @@ impl Executor {
         &mut self,
         plan_id: &str,
         index: u32,
+        attempt: u32,
         started: i64,
         shutdown: &CancellationToken,
     ) -> Result<Option<Ending>, JournalError> {
@@ -584,7 +725,7 @@ impl Executor {
         tracing::info!(plan = %plan_id, step = index, boot_id = %boot_id, command = %self.cfg.reboot_command, "reboot requested");
         let step = self.state.held(plan_id).expect("held").plan.steps[index as usize].clone();
         let command = self.cfg.reboot_command.clone();
-        match self.shell(plan_id, &step, 0, &command) {
+        match self.shell(plan_id, &step, attempt, &command) {
             Ok(o) if o.success() => {}
             Ok(o) => return Ok(Some(Ending::from_outcome(&o, "reboot command"))),
             Err(e) => return Ok(Some(e)),
@@ -600,5 +741,65 @@ impl Executor {
             "asked for a reboot with `{command}` but the host was still up {}s later (boot id {boot_id} unchanged)",
             self.cfg.reboot_timeout.as_secs()
         ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Steps shaped as the planner makes them: a visit opens with storage and the cell's
+    /// setup; a reboot among the phases is followed by storage and setup made again.
+    #[test]
+    fn the_preparation_is_the_repetitions_phases_with_what_a_reboot_makes_again() {
+        let storage = StorageConfig {
+            device: None,
+            fs: "tmpfs".into(),
+            mkfs_options: vec![],
+            mount_options: String::new(),
+            write_cache: "keep".into(),
+            ramdisk_size: Some(1 << 20),
+            encryption: String::new(),
+        };
+        let measure = || StepKind::Measure(Workload::Command("true".into()));
+        let kinds = [
+            ("a", 1, StepKind::StorageSetup(storage.clone())),
+            ("a", 0, StepKind::Setup("make".into())),
+            ("a", 1, StepKind::Sync),
+            ("a", 1, StepKind::Reboot),
+            ("a", 1, StepKind::StorageSetup(storage.clone())),
+            ("a", 0, StepKind::Setup("make".into())),
+            ("a", 1, StepKind::Command("echo".into())),
+            ("a", 1, measure()), // 7
+            ("b", 1, StepKind::Sync),
+            ("b", 1, measure()), // 9
+            ("b", 2, measure()), // 10: no phases
+            ("b", 2, StepKind::StorageTeardown(storage.clone())),
+            ("c", 1, StepKind::StorageSetup(storage)),
+            ("c", 0, StepKind::Setup("make".into())),
+            ("c", 1, measure()), // 14: only what opens the visit
+        ];
+        let plan = Plan {
+            id: "p".into(),
+            campaign_id: "x".into(),
+            campaign_name: "x".into(),
+            host: "h".into(),
+            steps: kinds
+                .into_iter()
+                .enumerate()
+                .map(|(i, (cell, repetition, kind))| Step {
+                    index: i as u32,
+                    cell_id: cell.into(),
+                    repetition,
+                    kind,
+                })
+                .collect(),
+            on_failure: OnFailure::Continue,
+        };
+        assert_eq!(preparation(&plan, 7), 2..7);
+        assert_eq!(preparation(&plan, 9), 8..9);
+        assert!(preparation(&plan, 10).is_empty());
+        assert!(preparation(&plan, 14).is_empty());
+        assert!(preparation(&plan, 6).is_empty(), "only a measure has one");
     }
 }

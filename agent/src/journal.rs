@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Plan, Record, RecordKind, StepState};
+use crate::model::{Plan, Record, RecordKind, StepEvent, StepState};
 
 const FILE: &str = "journal.jsonl";
 /// Compact when the file is larger than this and a plan has just finished.
@@ -51,21 +51,35 @@ pub enum Entry {
     NextSeq(u64),
     /// Written at compaction: plans that have finished (so a resent one is recognised).
     Finished(Vec<String>),
+    /// The measure step `measure` was cut off after it had been started `started` times:
+    /// its repetition's preparation `steps` run again (as new attempts) before it does.
+    Rerun {
+        plan_id: String,
+        measure: u32,
+        started: u32,
+        steps: Vec<u32>,
+    },
 }
 
 /// Progress of one held plan, rebuilt from the journal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanProgress {
     pub plan: Plan,
-    /// Steps with an end record (succeeded, failed or skipped).
+    /// Steps whose latest attempt has an end record (succeeded, failed or skipped).
     pub ended: BTreeSet<u32>,
     /// How many times each step was started.
     pub attempts: HashMap<u32, u32>,
-    /// Steps that failed.
+    /// How many end records each step has (one per attempt that ended).
+    ends: HashMap<u32, u32>,
+    /// Steps whose latest attempt failed.
     pub failed: BTreeSet<u32>,
     pub reboot: Option<RebootRequest>,
-    /// Records of this plan (kept through compaction while the plan is unfinished).
-    records: Vec<Record>,
+    /// Measure step → how many times it had been started when its preparation was
+    /// opened again (`Entry::Rerun`).
+    pub reruns: HashMap<u32, u32>,
+    /// Records and reruns of this plan in journal order (kept through compaction while
+    /// the plan is unfinished).
+    log: Vec<Entry>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +93,36 @@ impl PlanProgress {
     /// The first step without an end record.
     pub fn next_step(&self) -> Option<u32> {
         (0..self.plan.steps.len() as u32).find(|i| !self.ended.contains(i))
+    }
+
+    /// How many times the step was started and did not end: the agent stopped during it.
+    pub fn cut_offs(&self, index: u32) -> u32 {
+        let started = self.attempts.get(&index).copied().unwrap_or(0);
+        started.saturating_sub(self.ends.get(&index).copied().unwrap_or(0))
+    }
+
+    /// The attempt a step's skip record names: the attempt that was cut off, or a new one
+    /// for a step that ended before and was opened again (a store keeps one end per
+    /// attempt), or 0 for a step never started.
+    pub fn skip_attempt(&self, index: u32) -> u32 {
+        let started = self.attempts.get(&index).copied().unwrap_or(0);
+        let ended_before = self.ends.get(&index).copied().unwrap_or(0) > 0;
+        if ended_before && self.cut_offs(index) == 0 {
+            started + 1
+        } else {
+            started
+        }
+    }
+
+    /// The latest end record of the step.
+    pub fn last_end(&self, index: u32) -> Option<&StepEvent> {
+        self.log.iter().rev().find_map(|e| match e {
+            Entry::Record(Record {
+                kind: RecordKind::Step(s),
+                ..
+            }) if s.step_index == index && s.state.is_end() => Some(s),
+            _ => None,
+        })
     }
 }
 
@@ -105,9 +149,11 @@ impl State {
                         plan,
                         ended: BTreeSet::new(),
                         attempts: HashMap::new(),
+                        ends: HashMap::new(),
                         failed: BTreeSet::new(),
                         reboot: None,
-                        records: Vec::new(),
+                        reruns: HashMap::new(),
+                        log: Vec::new(),
                     };
                     self.plans.insert(self.order, progress);
                 }
@@ -138,12 +184,13 @@ impl State {
                         *p.attempts.entry(e.step_index).or_default() += 1;
                     } else {
                         p.ended.insert(e.step_index);
+                        *p.ends.entry(e.step_index).or_default() += 1;
                         if e.state == StepState::Failed {
                             p.failed.insert(e.step_index);
                         }
                     }
                 }
-                p.records.push(r);
+                p.log.push(Entry::Record(r));
             }
             Entry::Acked(seq) => {
                 self.acked = self.acked.max(seq);
@@ -167,6 +214,34 @@ impl State {
             }
             Entry::NextSeq(n) => self.next_seq = self.next_seq.max(n),
             Entry::Finished(ids) => self.finished.extend(ids),
+            Entry::Rerun {
+                plan_id,
+                measure,
+                started,
+                steps,
+            } => {
+                let Some(p) = self.plans.values_mut().find(|p| p.plan.id == plan_id) else {
+                    return;
+                };
+                for i in &steps {
+                    p.ended.remove(i);
+                    p.failed.remove(i);
+                }
+                // A reboot of the preparation is asked for again, in this boot.
+                if p.reboot
+                    .as_ref()
+                    .is_some_and(|r| steps.contains(&r.step_index))
+                {
+                    p.reboot = None;
+                }
+                p.reruns.insert(measure, started);
+                p.log.push(Entry::Rerun {
+                    plan_id,
+                    measure,
+                    started,
+                    steps,
+                });
+            }
         }
     }
 
@@ -192,9 +267,11 @@ impl State {
         let mut written = BTreeSet::new();
         for p in self.plans.values() {
             out.push(Entry::Plan(p.plan.clone()));
-            for r in &p.records {
-                written.insert(r.seq);
-                out.push(Entry::Record(r.clone()));
+            for e in &p.log {
+                if let Entry::Record(r) = e {
+                    written.insert(r.seq);
+                }
+                out.push(e.clone());
             }
             if let Some(rb) = &p.reboot {
                 out.push(Entry::RebootRequested {
@@ -418,6 +495,79 @@ mod tests {
             Journal::open(dir.path()),
             Err(JournalError::Corrupt { line: 1, .. })
         ));
+    }
+
+    /// A measure cut off, its preparation opened again: replay and compaction both give
+    /// back the reopened steps, the attempts so far and which rerun was done.
+    #[test]
+    fn a_rerun_reopens_the_preparation_through_replay_and_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+        j.append(&mut s, Entry::Plan(plan("p", 4))).unwrap();
+        j.append(&mut s, step(1, "p", 0, StepState::Started))
+            .unwrap();
+        j.append(&mut s, step(2, "p", 0, StepState::Succeeded))
+            .unwrap();
+        j.append(&mut s, step(3, "p", 1, StepState::Started))
+            .unwrap();
+        j.append(&mut s, step(4, "p", 1, StepState::Succeeded))
+            .unwrap();
+        j.append(
+            &mut s,
+            Entry::RebootRequested {
+                plan_id: "p".into(),
+                step_index: 1,
+                boot_id: "b1".into(),
+                requested_unix_ns: 0,
+            },
+        )
+        .unwrap();
+        j.append(&mut s, step(5, "p", 2, StepState::Started))
+            .unwrap();
+        // crash: step 2 (the measure) cut off; the agent opens its preparation again
+        j.append(
+            &mut s,
+            Entry::Rerun {
+                plan_id: "p".into(),
+                measure: 2,
+                started: 1,
+                steps: vec![0, 1],
+            },
+        )
+        .unwrap();
+        let check = |s: &State| {
+            let p = s.current().unwrap();
+            assert_eq!(p.next_step(), Some(0));
+            assert_eq!(
+                p.attempts.get(&0),
+                Some(&1),
+                "step 0 runs again as attempt 2"
+            );
+            assert_eq!(p.cut_offs(0), 0, "step 0 was never cut off");
+            assert_eq!(p.cut_offs(2), 1);
+            assert_eq!(p.reruns.get(&2), Some(&1));
+            assert_eq!(p.reboot, None, "the reopened reboot is asked for again");
+            assert_eq!(p.skip_attempt(0), 2, "attempt 1 of step 0 has its end");
+            assert_eq!(p.skip_attempt(2), 1, "attempt 1 of the measure was cut off");
+            assert_eq!(p.skip_attempt(3), 0, "never started");
+            assert_eq!(
+                p.last_end(1).map(|e| e.state),
+                Some(StepState::Succeeded),
+                "the earlier attempt's end is still known"
+            );
+        };
+        check(&s);
+        j.compact(&s).unwrap();
+        drop(j);
+        let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+        check(&s);
+        j.append(&mut s, step(6, "p", 0, StepState::Started))
+            .unwrap();
+        drop(j);
+        let (_, s) = Journal::open(dir.path()).unwrap();
+        let p = s.current().unwrap();
+        assert_eq!(p.attempts.get(&0), Some(&2));
+        assert_eq!(p.cut_offs(0), 1, "attempt 2 of step 0 was cut off");
     }
 
     #[test]

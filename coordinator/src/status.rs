@@ -31,6 +31,11 @@ pub struct CampaignStatus {
     pub created_unix_ms: i64,
 }
 
+/// SQL condition on a `steps s` row: no later attempt of the same step exists (the
+/// latest attempt of a step is what counts).
+pub const LATEST: &str = "NOT EXISTS (SELECT 1 FROM steps l WHERE l.plan_id = s.plan_id \
+     AND l.step_index = s.step_index AND l.attempt > s.attempt)";
+
 impl CampaignStatus {
     pub fn ended(&self) -> bool {
         self.state != "running"
@@ -61,17 +66,24 @@ impl CampaignStatus {
             let plans = stmt
                 .query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let mut ended = c.prepare("SELECT COUNT(DISTINCT step_index) FROM steps WHERE plan_id = ?1 AND state != 'started'")?;
+            // A step that ran again (its measure was cut off, so its preparation runs anew)
+            // has a row per attempt: each step counts once, as its latest attempt says.
+            let mut ended = c.prepare(&format!(
+                "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state != 'started' AND {LATEST}"
+            ))?;
             let mut elapsed = c.prepare(
                 "SELECT COALESCE(SUM(finished_unix_ns - started_unix_ns), 0) / 1000000 FROM steps WHERE plan_id = ?1 AND state != 'started'",
             )?;
-            let mut failed = c.prepare("SELECT COUNT(DISTINCT step_index) FROM steps WHERE plan_id = ?1 AND state = 'failed'")?;
-            // The running step: started, with no end record.
-            let mut running = c.prepare(
-                "SELECT s.step_index FROM steps s WHERE s.plan_id = ?1 AND s.state = 'started'
-                   AND NOT EXISTS (SELECT 1 FROM steps e WHERE e.plan_id = s.plan_id AND e.step_index = s.step_index AND e.state != 'started')
-                 ORDER BY s.step_index DESC LIMIT 1",
-            )?;
+            let mut failed = c.prepare(&format!(
+                "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state = 'failed' AND {LATEST}"
+            ))?;
+            // The running step: the latest start with no end record of its attempt.
+            let mut running = c.prepare(&format!(
+                "SELECT s.step_index FROM steps s WHERE s.plan_id = ?1 AND s.state = 'started' AND {LATEST}
+                   AND NOT EXISTS (SELECT 1 FROM steps e WHERE e.plan_id = s.plan_id AND e.step_index = s.step_index
+                                   AND e.attempt = s.attempt AND e.state != 'started')
+                 ORDER BY s.n DESC LIMIT 1"
+            ))?;
             for (plan_id, host, total, body) in plans {
                 let done: u32 = ended.query_row([&plan_id], |r| r.get(0))?;
                 steps_failed += failed.query_row([&plan_id], |r| r.get::<_, u32>(0))?;

@@ -133,6 +133,17 @@ fn migrations() -> Migrations<'static> {
         ),
         M::up(
             r#"
+        -- A measure cut off by a stop of the agent runs again after its repetition's
+        -- preparation ran again: those steps end once per attempt. A resend of an end is
+        -- still ignored, and a measure step still ends once, so samples stay unique per
+        -- (cell, repetition, metric).
+        DROP INDEX steps_one_end;
+        CREATE UNIQUE INDEX steps_one_end ON steps (plan_id, step_index, attempt) WHERE state != 'started';
+        CREATE UNIQUE INDEX steps_one_measure ON steps (plan_id, step_index) WHERE state != 'started' AND kind = 'measure';
+        "#,
+        ),
+        M::up(
+            r#"
         -- The store's identity, random, made with the database. Campaign ids (and so plan
         -- and cell ids) include it: a new store never plans an id an agent already holds.
         CREATE TABLE store_identity (id TEXT NOT NULL);
@@ -867,7 +878,7 @@ mod tests {
             .await
             .unwrap();
         // The same record again (a resend after a lost ack), and another end of the same
-        // step (which a correct agent never sends): neither adds a sample.
+        // measure step (which a correct agent never sends): neither adds a sample.
         store
             .write_records("h", vec![end(1, plan, 0, 1, 1.0), end(2, plan, 0, 2, 9.0)])
             .await
@@ -908,6 +919,44 @@ mod tests {
             .hosts_freed
             .is_empty());
         assert!(store.plan_for_host("h").unwrap().is_none());
+    }
+
+    /// A preparation step that ran again (its measure was cut off) ends once per attempt;
+    /// a resend of either end is still stored once.
+    #[tokio::test]
+    async fn a_step_run_again_ends_once_per_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let planned = test_campaign("h", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let plan = &planned.plans[0];
+        let prep = |seq, attempt| {
+            let mut r = end(seq, plan, 0, attempt, 0.0);
+            if let RecordKind::Step(e) = &mut r.kind {
+                e.kind = "sync".into();
+                e.samples.clear();
+            }
+            r
+        };
+        store
+            .write_records("h", vec![prep(1, 1), prep(2, 2)])
+            .await
+            .unwrap();
+        store
+            .write_records("h", vec![prep(1, 1), prep(2, 2)])
+            .await
+            .unwrap();
+        let attempts: Vec<u32> = store
+            .read(|c| {
+                let mut s =
+                    c.prepare("SELECT attempt FROM steps WHERE step_index = 0 ORDER BY n")?;
+                let v = s
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<u32>>>()?;
+                Ok(v)
+            })
+            .unwrap();
+        assert_eq!(attempts, [1, 2]);
     }
 
     /// A dispatch that changes nothing (the host runs a plan already, or has none queued)

@@ -114,9 +114,15 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
         count("SELECT COUNT(*) FROM sample_rows WHERE attempt = 2 AND metric = 'wall'"),
         1
     );
-    // No step ended twice, none failed, and every step of every plan ended.
+    // No attempt of a step ended twice and no measure twice (the preparation of the
+    // measure cut off on h2 ran again, as attempt 2), none failed, and every step of
+    // every plan ended.
     assert_eq!(
-        count("SELECT COUNT(*) FROM (SELECT plan_id, step_index FROM steps WHERE state != 'started' GROUP BY 1, 2 HAVING COUNT(*) > 1)"),
+        count("SELECT COUNT(*) FROM (SELECT plan_id, step_index, attempt FROM steps WHERE state != 'started' GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)"),
+        0
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM (SELECT plan_id, step_index FROM steps WHERE state != 'started' AND kind = 'measure' GROUP BY 1, 2 HAVING COUNT(*) > 1)"),
         0
     );
     assert_eq!(

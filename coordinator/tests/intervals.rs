@@ -186,7 +186,7 @@ async fn latency_p99_row_and_verdict_agree_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("p.db")).unwrap();
     let campaign = platter::spec::parse("p99.yaml", CAMPAIGN).unwrap();
-    let planned = planner::plan(&campaign, "", 1, &Default::default()).unwrap();
+    let planned = planner::plan(&campaign, "", "t", 1, &Default::default()).unwrap();
     store
         .insert_campaign(&planned, "p99.yaml", CAMPAIGN)
         .unwrap();

@@ -17,7 +17,9 @@ use indexmap::IndexMap;
 use rusqlite::params;
 use serde::Serialize;
 
+use crate::status::LATEST;
 use crate::store::{Result, Store, StoreError};
+use platter_agent::executor::{preparation, NOT_MEASURED};
 
 pub use stats::Summary as Stats;
 
@@ -41,12 +43,15 @@ pub struct CellReport {
     pub host: String,
     pub params: IndexMap<String, String>,
     pub metrics: Vec<MetricStats>,
-    /// Measure steps of this cell that failed (they have no samples).
+    /// Repetitions of this cell without samples: the measure step failed, or it was not run
+    /// because its preparation failed.
     pub failed: u32,
     /// Per-operation latency over every repetition, from the merged HDR histograms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency: Option<MergedLatency>,
-    /// Advice about the repetitions' wall times (cold first run, high variation, …).
+    /// Advice about the repetitions' wall times (cold first run, high variation, …), and
+    /// what the reader must know about how the samples came to be: repetitions not
+    /// measured and why, measurements retried, preparation skipped on this platform.
     pub warnings: Vec<String>,
 }
 
@@ -227,12 +232,15 @@ impl Report {
             let mut failed: HashMap<i64, u32> = HashMap::new();
             let mut stmt = c.prepare(
                 "SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
-                 WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.state = 'failed' GROUP BY st.cell",
+                 WHERE p.campaign_id = ?1 AND st.kind = 'measure'
+                   AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, length(?2)) = ?2))
+                 GROUP BY st.cell",
             )?;
-            for row in stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?)))? {
+            for row in stmt.query_map(params![campaign_id, NOT_MEASURED], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?)))? {
                 let (cell, n) = row?;
                 failed.insert(cell, n);
             }
+            let mut notes = how_measured(c, campaign_id)?;
             let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
             let mut stmt = c.prepare(
                 "SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
@@ -250,10 +258,11 @@ impl Report {
             for row in rows {
                 let (n, cell_id, host, params) = row?;
                 let by_metric = values.remove(&n).unwrap_or_default();
-                let warnings = by_metric
+                let mut warnings: Vec<String> = by_metric
                     .get("wall")
                     .map(|(_, v)| stats::warnings(v).iter().map(|w| format!("wall: {}", w.advice())).collect())
                     .unwrap_or_default();
+                warnings.extend(notes.remove(&n).unwrap_or_default());
                 let metrics = by_metric
                     .into_iter()
                     .filter_map(|(metric, (unit, values))| {
@@ -277,16 +286,19 @@ impl Report {
                     warnings,
                 });
             }
+            // A step that ran again counts once, as its latest attempt says.
             let steps_failed: u32 = c.query_row(
-                "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
-                 WHERE p.campaign_id = ?1 AND s.state = 'failed')",
+                &format!(
+                    "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
+                     WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST})"
+                ),
                 [campaign_id],
                 |r| r.get(0),
             )?;
-            let mut stmt = c.prepare(
+            let mut stmt = c.prepare(&format!(
                 "SELECT s.host, s.kind, s.repetition, s.error, s.stderr_tail FROM steps s JOIN plans p ON p.id = s.plan_id
-                 WHERE p.campaign_id = ?1 AND s.state = 'failed' ORDER BY s.finished_unix_ns LIMIT ?2",
-            )?;
+                 WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST} ORDER BY s.finished_unix_ns LIMIT ?2"
+            ))?;
             let failures = stmt
                 .query_map(params![campaign_id, MAX_FAILURES_SHOWN as i64], |r| {
                     Ok(Failure { host: r.get(0)?, step: r.get(1)?, repetition: r.get(2)?, error: r.get(3)?, stderr_tail: r.get(4)? })
@@ -348,6 +360,86 @@ impl Report {
             })
         })
     }
+}
+
+/// Per cell (`cells.n`), how its samples came to be where that is not the plain way: a
+/// repetition not measured because its preparation failed, a measurement that ran again
+/// after the agent stopped during it (its preparation ran again first), a preparation
+/// step skipped because the platform does not support it (fstrim on a RAM disk).
+fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i64, Vec<String>>> {
+    let mut notes: HashMap<i64, Vec<String>> = HashMap::new();
+    let mut plans: HashMap<String, Option<platter_agent::model::Plan>> = HashMap::new();
+    let mut stmt = c.prepare(
+        "SELECT st.cell, st.plan_id, st.step_index, st.repetition, st.attempt, st.state, st.error
+           FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.kind = 'measure'
+            AND ((st.state = 'succeeded' AND st.attempt > 1)
+                 OR (st.state = 'skipped' AND substr(st.error, 1, length(?2)) = ?2))
+          ORDER BY st.cell, st.repetition",
+    )?;
+    let rows = stmt.query_map(params![campaign_id, NOT_MEASURED], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, u32>(2)?,
+            r.get::<_, u32>(3)?,
+            r.get::<_, u32>(4)?,
+            r.get::<_, String>(5)?,
+            r.get::<_, String>(6)?,
+        ))
+    })?;
+    for row in rows {
+        let (cell, plan_id, index, repetition, attempt, state, error) = row?;
+        let note = if state == "skipped" {
+            format!("repetition {repetition} {error}")
+        } else {
+            let plan = plans.entry(plan_id.clone()).or_insert_with(|| {
+                c.query_row("SELECT body FROM plans WHERE id = ?1", [&plan_id], |r| {
+                    r.get::<_, String>(0)
+                })
+                .ok()
+                .and_then(|b| serde_json::from_str(&b).ok())
+            });
+            // The index came from an agent: a plan it does not fit names no preparation.
+            let prep: Vec<&str> = plan
+                .iter()
+                .filter(|p| (index as usize) < p.steps.len())
+                .flat_map(|p| preparation(p, index).map(|i| p.steps[i as usize].kind.name()))
+                .collect();
+            let again = if prep.is_empty() {
+                "it has no preparation to run again".to_string()
+            } else {
+                format!("its preparation ({}) ran again first", prep.join(", "))
+            };
+            format!(
+                "repetition {repetition} measured on attempt {attempt}: the agent stopped during the measurement before; {again}"
+            )
+        };
+        notes.entry(cell).or_default().push(note);
+    }
+    // Cancelled and aborted plans skip steps too ("skipped: …"); those are not news here.
+    let mut stmt = c.prepare(&format!(
+        "SELECT s.cell, s.kind, s.error, COUNT(*) FROM plans p JOIN steps s ON s.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND s.state = 'skipped' AND s.kind != 'measure'
+            AND substr(s.error, 1, 8) != 'skipped:' AND {LATEST}
+          GROUP BY s.cell, s.kind, s.error ORDER BY s.cell, MIN(s.n)"
+    ))?;
+    let rows = stmt.query_map([campaign_id], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, u32>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (cell, kind, error, n) = row?;
+        notes
+            .entry(cell)
+            .or_default()
+            .push(format!("{kind} skipped {n}× (not a failure): {error}"));
+    }
+    Ok(notes)
 }
 
 /// One exporter per output format.
