@@ -741,7 +741,10 @@ async fn report(
     campaign: &str,
     format: Format,
 ) -> anyhow::Result<(String, u32)> {
-    let name = format!("{format:?}").to_lowercase();
+    let name = clap::ValueEnum::to_possible_value(&format)
+        .expect("every format has a name")
+        .get_name()
+        .to_string();
     let r = client
         .report(pb::ReportRequest {
             campaign_id: campaign.into(),

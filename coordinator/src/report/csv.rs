@@ -4,7 +4,7 @@
 //! latency rows (`latency.p99`: every operation of every run), which carry `value`
 //! and `ops` only; each run's own percentile is the `latency.p99 per run` row.
 
-use super::{Exporter, Report};
+use super::{Exporter, RawSample, Report};
 
 pub struct Csv;
 
@@ -93,6 +93,78 @@ impl Exporter for Csv {
                     String::new(),
                 ]);
                 out.push_str(&line(row));
+            }
+        }
+        out
+    }
+}
+
+/// One row per stored sample, every parameter a column: the raw data behind the
+/// summaries (`platter report ID --format csv-samples`, read with pandas or R).
+pub struct CsvSamples;
+
+impl Exporter for CsvSamples {
+    fn render(&self, r: &Report) -> String {
+        let mut header = vec!["campaign".to_string(), "host".into(), "cell".into()];
+        header.extend(r.params.iter().cloned());
+        header.extend(
+            [
+                "metric",
+                "unit",
+                "repetition",
+                "attempt",
+                "started_unix_ns",
+                "value",
+                "missing",
+            ]
+            .map(String::from),
+        );
+        let mut out = header
+            .iter()
+            .map(|h| field(h))
+            .collect::<Vec<_>>()
+            .join(",")
+            + "\n";
+        for c in &r.cells {
+            let metrics = c
+                .metrics
+                .iter()
+                .map(|m| (&m.metric, &m.unit, &m.samples))
+                .chain(
+                    c.unmeasured
+                        .iter()
+                        .map(|u| (&u.metric, &u.unit, &u.samples)),
+                );
+            for (metric, unit, samples) in metrics {
+                for s in samples {
+                    let RawSample {
+                        repetition,
+                        attempt,
+                        value,
+                        missing,
+                        started_unix_ns,
+                    } = s;
+                    let mut row = vec![r.campaign_id.clone(), c.host.clone(), c.cell_id.clone()];
+                    row.extend(
+                        r.params
+                            .iter()
+                            .map(|p| c.params.get(p).cloned().unwrap_or_default()),
+                    );
+                    // A per-run latency percentile keeps its report name (`latency.p99
+                    // per run`): `latency.p99` alone is over every operation of every run.
+                    row.extend([
+                        metric.clone(),
+                        unit.clone(),
+                        repetition.to_string(),
+                        attempt.to_string(),
+                        started_unix_ns.to_string(),
+                        value.map(|v| v.to_string()).unwrap_or_default(),
+                        missing.clone(),
+                    ]);
+                    out.push_str(
+                        &(row.iter().map(|f| field(f)).collect::<Vec<_>>().join(",") + "\n"),
+                    );
+                }
             }
         }
         out

@@ -121,14 +121,7 @@ fn write_problems(out: &mut String, r: &Report) -> fmt::Result {
     if !r.failures.is_empty() {
         writeln!(out, "<h2>Failures ({})</h2>", r.failures.len())?;
         for f in &r.failures {
-            writeln!(
-                out,
-                "<p><b>{}</b> step <code>{}</code>, repetition {}: {}</p>",
-                esc(&f.host),
-                esc(&f.step),
-                f.repetition,
-                esc(&f.error)
-            )?;
+            writeln!(out, "<p>{}</p>", esc(&f.headline()))?;
             if !f.stderr_tail.is_empty() {
                 writeln!(out, "<pre>{}</pre>", esc(&f.stderr_tail))?;
             }
@@ -754,6 +747,9 @@ mod tests {
             unit: "s".into(),
             stats: stats(median, ci),
             values: vec![median],
+            not_measured: 0,
+            not_measured_reason: String::new(),
+            samples: vec![],
         }
     }
 
@@ -766,6 +762,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             metrics,
+            unmeasured: vec![],
             failed: 0,
             latency: None,
             warnings: vec![],
@@ -819,8 +816,10 @@ mod tests {
         r.steps_failed = 1;
         r.failures.push(Failure {
             host: "rcmonster".into(),
+            cell: "size=4k".into(),
             step: "measure".into(),
             repetition: 3,
+            attempt: 1,
             error: "exit status 1".into(),
             stderr_tail: "fdatasync: <script>alert('x')</script> & more".into(),
         });

@@ -54,7 +54,16 @@ impl Exporter for Markdown {
             ));
         }
         if r.steps_failed > 0 {
-            out.push_str(&format!("\n**{} step(s) failed.**\n", r.steps_failed));
+            out.push_str(&format!("\n**{} step(s) failed:**\n\n", r.steps_failed));
+            for f in r.failures.iter().take(super::MAX_FAILURES_SHOWN) {
+                out.push_str(&format!("* {}\n", f.headline().replace('|', "\\|")));
+            }
+            let more = r.failures.len().saturating_sub(super::MAX_FAILURES_SHOWN);
+            if more > 0 {
+                out.push_str(&format!(
+                    "* … and {more} more (the JSON report lists every one)\n"
+                ));
+            }
         }
         out
     }

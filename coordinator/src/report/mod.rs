@@ -30,11 +30,57 @@ pub const COMMAND_METRICS: [&str; 3] = ["wall", "user", "sys"];
 pub struct MetricStats {
     pub metric: String,
     pub unit: String,
+    /// Over the measured values only (`n` counts those); see `not_measured`.
     #[serde(flatten)]
     pub stats: Stats,
-    /// The repetitions' values in run order (for comparisons; not exported).
+    /// Repetitions whose tool ran but could not give this metric a value (bonnie++'s
+    /// `+++++`: too fast to measure), and why. Not in the statistics, never hidden.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_measured: u32,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub not_measured_reason: String,
+    /// The repetitions' values in run order (for comparisons; exported as `samples`).
     #[serde(skip)]
     pub values: Vec<f64>,
+    /// Every sample of this metric, in run order: what the statistics were made from.
+    pub samples: Vec<RawSample>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One stored sample, as the agent measured it (like hyperfine's `times`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RawSample {
+    pub repetition: u32,
+    pub attempt: u32,
+    /// `None` when the tool could not measure it (`missing` says why).
+    pub value: Option<f64>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub missing: String,
+    /// When the measure step started (CLOCK_REALTIME, ns since the epoch).
+    pub started_unix_ns: i64,
+}
+
+/// A metric every repetition of a cell reported without a value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unmeasured {
+    pub metric: String,
+    pub unit: String,
+    pub count: u32,
+    pub reason: String,
+    pub samples: Vec<RawSample>,
+}
+
+/// What one metric of one cell gathered while loading.
+#[derive(Default)]
+struct Gathered {
+    unit: String,
+    values: Vec<f64>,
+    raw: Vec<RawSample>,
+    missing: u32,
+    reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,6 +89,9 @@ pub struct CellReport {
     pub host: String,
     pub params: IndexMap<String, String>,
     pub metrics: Vec<MetricStats>,
+    /// Metrics no repetition could give a value (all `+++++`), with the reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<Unmeasured>,
     /// Repetitions of this cell without samples: the measure step failed, or it was not run
     /// because its preparation failed.
     pub failed: u32,
@@ -94,8 +143,11 @@ fn merged_latency(histograms: &[Vec<u8>]) -> Option<MergedLatency> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {
     pub host: String,
+    /// The cell's parameters (`bs=4k sync=none`); "" for a step of no cell's own.
+    pub cell: String,
     pub step: String,
     pub repetition: u32,
+    pub attempt: u32,
     pub error: String,
     pub stderr_tail: String,
 }
@@ -115,7 +167,7 @@ pub struct Report {
     /// Of those, the ones of which no end (measured, failed or skipped) reached the store:
     /// still to run while the campaign runs, lost when it has ended.
     pub measurements_missing: u32,
-    /// The first few failures, for the reader to act on.
+    /// Every failed step (its latest attempt), in the order they failed.
     pub failures: Vec<Failure>,
     /// Plans an agent refused to run (nothing of them ran): (host, reason).
     pub refused: Vec<Refusal>,
@@ -200,8 +252,43 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// How many failures a report spells out.
-const MAX_FAILURES_SHOWN: usize = 5;
+/// How many failures the terminal and Markdown reports spell out; the rest are counted
+/// ("and 12 more"), and JSON lists every one.
+pub const MAX_FAILURES_SHOWN: usize = 10;
+
+/// A cell's parameters as `k=v k=v`.
+pub fn label(params: &IndexMap<String, String>) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Failure {
+    /// "rc66 bs=4k sync=none: measure (repetition 3, attempt 2): exit status 1"
+    pub fn headline(&self) -> String {
+        let cell = if self.cell.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", self.cell)
+        };
+        let attempt = if self.attempt > 1 {
+            format!(", attempt {}", self.attempt)
+        } else {
+            String::new()
+        };
+        let repetition = if self.repetition > 0 {
+            format!(" (repetition {}{attempt})", self.repetition)
+        } else {
+            attempt
+        };
+        format!(
+            "{}{cell}: {}{repetition}: {}",
+            self.host, self.step, self.error
+        )
+    }
+}
 
 impl Report {
     pub fn load(store: &Store, campaign_id: &str) -> Result<Report> {
@@ -215,19 +302,45 @@ impl Report {
                     e => e.into(),
                 })?;
             // Steps are found through their plans (the steps table is indexed by plan only).
-            let mut values: HashMap<i64, IndexMap<String, (String, Vec<f64>)>> = HashMap::new();
+            let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
             let mut stmt = c.prepare(
-                "SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.value IS NOT NULL
-                 ORDER BY st.cell, st.repetition",
+                "SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns
+                 FROM plans p JOIN steps st ON st.plan_id = p.id
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1
+                 ORDER BY st.cell, st.started_unix_ns, st.repetition",
             )?;
-            let rows = stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, f64>(3)?)))?;
+            let rows = stmt.query_map([campaign_id], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    RawSample {
+                        value: r.get::<_, Option<f64>>(3)?,
+                        missing: r.get(4)?,
+                        repetition: r.get(5)?,
+                        attempt: r.get(6)?,
+                        started_unix_ns: r.get(7)?,
+                    },
+                ))
+            })?;
             for row in rows {
-                let (cell, metric, unit, value) = row?;
+                let (cell, metric, unit, raw) = row?;
                 let by_metric = values.entry(cell).or_insert_with(|| {
-                    COMMAND_METRICS.iter().map(|m| (m.to_string(), ("s".to_string(), Vec::new()))).collect()
+                    COMMAND_METRICS
+                        .iter()
+                        .map(|m| (m.to_string(), Gathered { unit: "s".into(), ..Default::default() }))
+                        .collect()
                 });
-                by_metric.entry(metric).or_insert_with(|| (unit, Vec::new())).1.push(value);
+                let g = by_metric.entry(metric).or_default();
+                g.unit = unit;
+                match raw.value {
+                    Some(v) => g.values.push(v),
+                    None => {
+                        g.missing += 1;
+                        g.reason.clone_from(&raw.missing);
+                    }
+                }
+                g.raw.push(raw);
             }
             let mut failed: HashMap<i64, u32> = HashMap::new();
             let mut stmt = c.prepare(
@@ -260,20 +373,40 @@ impl Report {
                 let by_metric = values.remove(&n).unwrap_or_default();
                 let mut warnings: Vec<String> = by_metric
                     .get("wall")
-                    .map(|(_, v)| stats::warnings(v).iter().map(|w| format!("wall: {}", w.advice())).collect())
+                    .map(|g| stats::warnings(&g.values).iter().map(|w| format!("wall: {}", w.advice())).collect())
                     .unwrap_or_default();
                 warnings.extend(notes.remove(&n).unwrap_or_default());
-                let metrics = by_metric
-                    .into_iter()
-                    .filter_map(|(metric, (unit, values))| {
-                        let stats = stats::summarize(&values)?;
-                        // Each run's own latency percentile is not the report's
-                        // `latency.p99` (every operation of every run): it is renamed.
-                        let metric =
-                            if MergedLatency::is_merged_name(&metric) { format!("{metric}{PER_RUN}") } else { metric };
-                        Some(MetricStats { metric, unit, stats, values })
-                    })
-                    .collect();
+                let mut metrics = Vec::new();
+                let mut unmeasured = Vec::new();
+                for (metric, g) in by_metric {
+                    if g.missing > 0 && !g.values.is_empty() {
+                        warnings.push(format!(
+                            "{metric}: {} of {} repetitions {} — the statistics rest on the other {}",
+                            g.missing,
+                            g.raw.len(),
+                            g.reason,
+                            g.values.len()
+                        ));
+                    }
+                    let Some(stats) = stats::summarize(&g.values) else {
+                        if g.missing > 0 {
+                            unmeasured.push(Unmeasured { metric, unit: g.unit, count: g.missing, reason: g.reason, samples: g.raw });
+                        }
+                        continue;
+                    };
+                    // Each run's own latency percentile is not the report's
+                    // `latency.p99` (every operation of every run): it is renamed.
+                    let metric = if MergedLatency::is_merged_name(&metric) { format!("{metric}{PER_RUN}") } else { metric };
+                    metrics.push(MetricStats {
+                        metric,
+                        unit: g.unit,
+                        stats,
+                        not_measured: g.missing,
+                        not_measured_reason: g.reason,
+                        values: g.values,
+                        samples: g.raw,
+                    });
+                }
                 let failed = failed.get(&n).copied().unwrap_or(0);
                 let latency = histograms.get(&n).and_then(|h| merged_latency(h));
                 cells.push(CellReport {
@@ -281,6 +414,7 @@ impl Report {
                     host,
                     params: serde_json::from_str(&params)?,
                     metrics,
+                    unmeasured,
                     failed,
                     latency,
                     warnings,
@@ -296,12 +430,23 @@ impl Report {
                 |r| r.get(0),
             )?;
             let mut stmt = c.prepare(&format!(
-                "SELECT s.host, s.kind, s.repetition, s.error, s.stderr_tail FROM steps s JOIN plans p ON p.id = s.plan_id
-                 WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST} ORDER BY s.finished_unix_ns LIMIT ?2"
+                "SELECT s.host, s.kind, s.repetition, s.attempt, s.error, s.stderr_tail, ce.params
+                   FROM steps s JOIN plans p ON p.id = s.plan_id JOIN cells ce ON ce.n = s.cell
+                 WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST} ORDER BY s.finished_unix_ns"
             ))?;
             let failures = stmt
-                .query_map(params![campaign_id, MAX_FAILURES_SHOWN as i64], |r| {
-                    Ok(Failure { host: r.get(0)?, step: r.get(1)?, repetition: r.get(2)?, error: r.get(3)?, stderr_tail: r.get(4)? })
+                .query_map(params![campaign_id], |r| {
+                    let params: String = r.get(6)?;
+                    let params: IndexMap<String, String> = serde_json::from_str(&params).unwrap_or_default();
+                    Ok(Failure {
+                        host: r.get(0)?,
+                        cell: label(&params),
+                        step: r.get(1)?,
+                        repetition: r.get(2)?,
+                        attempt: r.get(3)?,
+                        error: r.get(4)?,
+                        stderr_tail: r.get(5)?,
+                    })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let mut measurements_expected = 0u32;
@@ -452,7 +597,11 @@ pub enum Format {
     Table,
     Markdown,
     Json,
+    /// One row per (cell, metric): the summaries.
     Csv,
+    /// One row per sample: every repetition's value, attempt and start time, and why a
+    /// value is missing, for pandas or R.
+    CsvSamples,
     /// JUnit XML of the qualification verdicts, for CI systems.
     Junit,
     /// A self-contained page with SVG charts (no network needed to view it).
@@ -470,6 +619,7 @@ impl Format {
             Format::Markdown => Box::new(markdown::Markdown),
             Format::Json => Box::new(json::Json),
             Format::Csv => Box::new(csv::Csv),
+            Format::CsvSamples => Box::new(csv::CsvSamples),
             Format::Junit => Box::new(junit::Junit),
             Format::Html => Box::new(html::Html),
         }
@@ -728,11 +878,13 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
                 continue;
             }
             let s = &m.stats;
-            let n = if cell.failed > 0 {
-                format!("{} ({} failed)", s.n, cell.failed)
-            } else {
-                s.n.to_string()
-            };
+            let mut n = s.n.to_string();
+            if m.not_measured > 0 {
+                n.push_str(&format!(" (+{} {})", m.not_measured, m.not_measured_reason));
+            }
+            if cell.failed > 0 {
+                n.push_str(&format!(" ({} failed)", cell.failed));
+            }
             row.extend([
                 m.metric.clone(),
                 n,
@@ -743,7 +895,29 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
             ]);
             out.push((cell.host.clone(), row));
         }
-        if cell.metrics.is_empty() {
+        for u in &cell.unmeasured {
+            let mut row: Vec<String> = report
+                .params
+                .iter()
+                .map(|p| {
+                    if cell.metrics.is_empty() {
+                        cell.params.get(p).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                })
+                .collect();
+            row.extend([
+                u.metric.clone(),
+                format!("0 (+{} {})", u.count, u.reason),
+                u.reason.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            out.push((cell.host.clone(), row));
+        }
+        if cell.metrics.is_empty() && cell.unmeasured.is_empty() {
             let mut row: Vec<String> = report
                 .params
                 .iter()

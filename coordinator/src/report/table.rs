@@ -53,11 +53,8 @@ impl Exporter for Table {
         }
         if r.steps_failed > 0 {
             out.push_str(&format!("\n{} step(s) failed:\n", r.steps_failed));
-            for f in &r.failures {
-                out.push_str(&format!(
-                    "  {} {} (repetition {}): {}\n",
-                    f.host, f.step, f.repetition, f.error
-                ));
+            for f in r.failures.iter().take(super::MAX_FAILURES_SHOWN) {
+                out.push_str(&format!("  {}\n", f.headline()));
                 for l in f
                     .stderr_tail
                     .lines()
@@ -68,6 +65,13 @@ impl Exporter for Table {
                     .rev()
                 {
                     out.push_str(&format!("      {l}\n"));
+                }
+            }
+            if let Some(more) = r.failures.len().checked_sub(super::MAX_FAILURES_SHOWN) {
+                if more > 0 {
+                    out.push_str(&format!(
+                        "  … and {more} more (`--format json` lists every one)\n"
+                    ));
                 }
             }
         }

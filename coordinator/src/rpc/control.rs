@@ -358,7 +358,7 @@ impl Control for ControlService {
         };
         let format = format.ok_or_else(|| {
             Status::invalid_argument(format!(
-                "unknown report format {:?}: use table, markdown, json or csv",
+                "unknown report format {:?}: use table, markdown, json, csv, csv-samples, junit or html",
                 req.format
             ))
         })?;
