@@ -466,7 +466,7 @@ impl Executor {
                     trigger: provenance::AT_STORAGE_SETUP.into(),
                     devices: provenance::devices(
                         &self.cfg.storage.inventory_roots,
-                        &c.device.as_deref().into_iter().collect::<Vec<_>>(),
+                        Some(c.device.as_deref().as_slice()),
                     ),
                     storage: Some(self.cfg.storage.facts(&c)),
                     ..Provenance::default()
@@ -476,23 +476,20 @@ impl Executor {
         }
     }
 
-    /// Sends what the plan runs on before its first step in this process: the host, the
-    /// devices its storage steps use and the versions of its tools.
+    /// Sends what the plan runs on before its first step in this process: the host, its
+    /// drives (a cell names its device; which of them that is, the coordinator knows) and
+    /// the versions of the plan's tools.
     fn describe(&mut self, plan_id: &str, index: u32) -> Result<(), JournalError> {
         let progress = self.state.held(plan_id).expect("held");
         let plan = &progress.plan;
-        let mut paths: Vec<&str> = Vec::new();
         let mut tools = std::collections::BTreeMap::new();
         for s in &plan.steps {
             match &s.kind {
-                StepKind::StorageSetup(c) => {
-                    paths.extend(c.device.as_deref());
-                    if c.encryption == "gocryptfs" {
-                        tools.insert(
-                            "gocryptfs".into(),
-                            provenance::version_of("gocryptfs", &["--version"]),
-                        );
-                    }
+                StepKind::StorageSetup(c) if c.encryption == "gocryptfs" => {
+                    tools.insert(
+                        "gocryptfs".into(),
+                        provenance::version_of("gocryptfs", &["--version"]),
+                    );
                 }
                 StepKind::Measure(Workload::Tool { tool, argv }) => {
                     let program = argv.first().map(String::as_str).unwrap_or_default();
@@ -516,7 +513,7 @@ impl Executor {
         let facts = Provenance {
             trigger: trigger.into(),
             host: Some(provenance::host(&self.cfg.boot_id)),
-            devices: provenance::devices(&self.cfg.storage.inventory_roots, &paths),
+            devices: provenance::devices(&self.cfg.storage.inventory_roots, None),
             storage: None,
             tools,
         };

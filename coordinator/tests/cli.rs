@@ -149,7 +149,7 @@ repeat: 3
         .assert()
         .success()
         .stdout(predicate::str::starts_with(
-            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max,cv,mad,median_ci_low,median_ci_high,median_ci_level,mean_ci_student_t_low,mean_ci_student_t_high,value,ops\n",
+            "campaign,host,cell,seconds,metric,unit,n,failed,median,mean,stddev,min,max,cv,mad,median_ci_low,median_ci_high,median_ci_level,mean_ci_student_t_low,mean_ci_student_t_high,value,ops,not_measured,not_measured_reason,kernel,device_model,device_serial,device_firmware,mounted,mkfs,write_cache_read_back\n",
         ))
         .stdout(predicate::function(|s: &str| {
             s.lines().count() == 1 + 2 * 4

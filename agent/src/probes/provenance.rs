@@ -112,36 +112,35 @@ pub fn host(boot_id: &str) -> HostFacts {
     }
 }
 
-/// The devices behind `paths` (symlinks such as by-id resolved), as the inventory sees them.
-pub fn devices(roots: &Roots, paths: &[&str]) -> Vec<DeviceFacts> {
+/// The devices behind `paths` (symlinks such as by-id resolved), as the inventory sees
+/// them; every device of the inventory when `paths` is `None`.
+pub fn devices(roots: &Roots, paths: Option<&[&str]>) -> Vec<DeviceFacts> {
     let Ok(all) = inventory::scan(roots) else {
         return Vec::new();
     };
-    let mut out: Vec<DeviceFacts> = Vec::new();
-    for path in paths {
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
-        let Some(d) = all
-            .iter()
-            .find(|d| Path::new(&d.path) == real || d.path == *path)
-        else {
-            continue;
-        };
-        if out.iter().any(|f| f.device.path == d.path) {
-            continue;
-        }
-        let queue = roots.sys.join("block").join(&d.name).join("queue");
-        let scheduler = read(queue.join("scheduler"))
-            .split_whitespace()
-            .find_map(|s| s.strip_prefix('[')?.strip_suffix(']').map(str::to_string))
-            .unwrap_or_default();
-        out.push(DeviceFacts {
-            device: d.clone(),
-            logical_block_size: read(queue.join("logical_block_size")).parse().unwrap_or(0),
-            physical_block_size: read(queue.join("physical_block_size")).parse().unwrap_or(0),
-            scheduler,
-        });
-    }
-    out
+    let wanted = |d: &Device| match paths {
+        None => true,
+        Some(paths) => paths.iter().any(|p| {
+            let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
+            Path::new(&d.path) == real || d.path == *p
+        }),
+    };
+    all.iter()
+        .filter(|d| wanted(d))
+        .map(|d| {
+            let queue = roots.sys.join("block").join(&d.name).join("queue");
+            let scheduler = read(queue.join("scheduler"))
+                .split_whitespace()
+                .find_map(|s| s.strip_prefix('[')?.strip_suffix(']').map(str::to_string))
+                .unwrap_or_default();
+            DeviceFacts {
+                device: d.clone(),
+                logical_block_size: read(queue.join("logical_block_size")).parse().unwrap_or(0),
+                physical_block_size: read(queue.join("physical_block_size")).parse().unwrap_or(0),
+                scheduler,
+            }
+        })
+        .collect()
 }
 
 /// The mount at `mount_point`, the last one mounted there (the one in effect).

@@ -41,9 +41,13 @@ impl Exporter for Csv {
                 "mean_ci_student_t_high",
                 "value",
                 "ops",
+                "not_measured",
+                "not_measured_reason",
             ]
             .map(String::from),
         );
+        // What each cell ran on, from the run's own snapshots.
+        header.extend(super::provenance::CELL_COLUMNS.map(String::from));
         let mut out = header
             .iter()
             .map(|h| field(h))
@@ -54,6 +58,16 @@ impl Exporter for Csv {
             |row: Vec<String>| row.iter().map(|f| field(f)).collect::<Vec<_>>().join(",") + "\n";
         let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
         for c in &r.cells {
+            let ran_on = super::provenance::cell_columns(
+                &r.provenance,
+                &c.host,
+                &c.cell_id,
+                c.params.get("device").map(String::as_str),
+            );
+            let tail = |row: &mut Vec<String>, not_measured: u32, reason: &str| {
+                row.extend([not_measured.to_string(), reason.to_string()]);
+                row.extend(ran_on.iter().cloned());
+            };
             let lead = |metric: &str, unit: &str| {
                 let mut row = vec![r.campaign_id.clone(), c.host.clone(), c.cell_id.clone()];
                 row.extend(
@@ -75,6 +89,7 @@ impl Exporter for Csv {
                     row.extend([l.runs.to_string(), c.failed.to_string()]);
                     row.extend(std::iter::repeat_n(String::new(), 12));
                     row.extend([value.to_string(), l.ops.to_string()]);
+                    tail(&mut row, 0, "");
                     out.push_str(&line(row));
                 }
                 let s = &m.stats;
@@ -92,6 +107,14 @@ impl Exporter for Csv {
                     String::new(),
                     String::new(),
                 ]);
+                tail(&mut row, m.not_measured, &m.not_measured_reason);
+                out.push_str(&line(row));
+            }
+            for u in &c.unmeasured {
+                let mut row = lead(&u.metric, &u.unit);
+                row.extend(["0".to_string(), c.failed.to_string()]);
+                row.extend(std::iter::repeat_n(String::new(), 14));
+                tail(&mut row, u.count, &u.reason);
                 out.push_str(&line(row));
             }
         }

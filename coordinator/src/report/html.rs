@@ -665,7 +665,7 @@ fn write_judgements(out: &mut String, r: &Report) -> fmt::Result {
         }
         writeln!(out, "</ul>")?;
     }
-    let ran_on = super::provenance::lines(&r.provenance);
+    let ran_on = super::provenance::lines(&r.provenance, &r.devices_used);
     if !ran_on.is_empty() {
         writeln!(out, "<h2>Ran on</h2><ul>")?;
         for l in ran_on {
@@ -780,6 +780,7 @@ mod tests {
             cells,
             provenance: vec![],
             provenance_changes: vec![],
+            devices_used: Default::default(),
             steps_failed: 0,
             measurements_expected: 0,
             measurements_missing: 0,

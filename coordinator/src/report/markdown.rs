@@ -33,7 +33,7 @@ impl Exporter for Markdown {
                 out.push_str(&line(row));
             }
         }
-        let ran_on = super::provenance::lines(&r.provenance);
+        let ran_on = super::provenance::lines(&r.provenance, &r.devices_used);
         if !ran_on.is_empty() {
             out.push_str("\n## Ran on\n\n");
             for l in ran_on {

@@ -184,6 +184,9 @@ pub struct Report {
     pub provenance: Vec<provenance::Snapshot>,
     /// What changed between snapshots of a host within the run (flagged in the notes).
     pub provenance_changes: Vec<String>,
+    /// The devices the cells ran on, (host, name): which of the snapshots' drives to show.
+    #[serde(skip)]
+    pub devices_used: provenance::UsedDevices,
 }
 
 impl Report {
@@ -482,10 +485,13 @@ impl Report {
                 provenance::device_field(provenance::device(&snapshots, host, name)?, field)
             };
             let pivot = judge::pivot(&cells, &settings, &device_field);
-            let provenance_changes = provenance::changes(&snapshots);
+            let devices_used: provenance::UsedDevices =
+                cells.iter().filter_map(|c| Some((c.host.clone(), c.params.get("device")?.clone()))).collect();
+            let provenance_changes = provenance::changes(&snapshots, &devices_used);
             Ok(Report {
                 provenance: snapshots,
                 provenance_changes,
+                devices_used,
                 outliers,
                 pivot,
                 comparisons,

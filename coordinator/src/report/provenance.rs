@@ -22,6 +22,9 @@ pub struct Snapshot {
     /// The storage configuration a `storage_setup` snapshot describes, as the plan says it.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub storage_config: String,
+    /// For a storage snapshot: the cells measured on that storage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cells: Vec<String>,
     pub facts: Provenance,
 }
 
@@ -51,25 +54,77 @@ pub fn load(c: &Connection, campaign_id: &str) -> Result<Vec<Snapshot>> {
     for row in rows {
         let (host, plan_id, step_index, facts) = row?;
         let facts: Provenance = serde_json::from_str(&facts)?;
-        let storage_config = plans
-            .get(&plan_id)
-            .filter(|_| facts.storage.is_some())
-            .and_then(|p| p.steps.get(step_index as usize))
-            .and_then(|s| match &s.kind {
-                StepKind::StorageSetup(c) => Some(c.to_string()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let (mut storage_config, mut cells) = (String::new(), Vec::new());
+        let plan = plans.get(&plan_id).filter(|_| facts.storage.is_some());
+        if let Some(plan) = plan {
+            let rest = plan.steps.get(step_index as usize..).unwrap_or_default();
+            if let Some(StepKind::StorageSetup(c)) = rest.first().map(|s| &s.kind) {
+                storage_config = c.to_string();
+            }
+            // The storage stands until the next setup or teardown.
+            for s in rest.iter().skip(1) {
+                match &s.kind {
+                    StepKind::StorageSetup(_) | StepKind::StorageTeardown(_) => break,
+                    StepKind::Measure(_) if !cells.contains(&s.cell_id) => {
+                        cells.push(s.cell_id.clone())
+                    }
+                    _ => {}
+                }
+            }
+        }
         out.push(Snapshot {
             host,
             plan_id,
             step_index,
             storage_config,
+            cells,
             facts,
         });
     }
     Ok(out)
 }
+
+/// What a cell was measured on, flat, for one CSV row: the kernel, the device under
+/// test and the storage as mounted (the first snapshot of each that applies).
+pub fn cell_columns(
+    snapshots: &[Snapshot],
+    host: &str,
+    cell_id: &str,
+    device: Option<&str>,
+) -> [String; 7] {
+    let h = snapshots
+        .iter()
+        .filter(|s| s.host == host)
+        .find_map(|s| s.facts.host.as_ref());
+    let d = device.and_then(|name| self::device(snapshots, host, name));
+    let st = snapshots
+        .iter()
+        .filter(|s| s.host == host && s.cells.iter().any(|c| c == cell_id))
+        .find_map(|s| s.facts.storage.as_ref());
+    let field = |f: &str| d.and_then(|d| device_field(d, f)).unwrap_or_default();
+    [
+        h.map(|h| h.kernel_release.clone()).unwrap_or_default(),
+        field("model"),
+        field("serial"),
+        field("firmware"),
+        st.and_then(|s| s.mounts.first())
+            .map(|m| format!("{} {} ({})", m.fs_type, m.source, m.options))
+            .unwrap_or_default(),
+        st.map(|s| s.mkfs_version.clone()).unwrap_or_default(),
+        st.map(|s| s.write_cache.clone()).unwrap_or_default(),
+    ]
+}
+
+/// Column names of [`cell_columns`].
+pub const CELL_COLUMNS: [&str; 7] = [
+    "kernel",
+    "device_model",
+    "device_serial",
+    "device_firmware",
+    "mounted",
+    "mkfs",
+    "write_cache_read_back",
+];
 
 /// The device `name` on `host` as the run first saw it, for pivots by device field.
 pub fn device<'a>(snapshots: &'a [Snapshot], host: &str, name: &str) -> Option<&'a DeviceFacts> {
@@ -129,8 +184,16 @@ fn device_line(d: &DeviceFacts) -> String {
     format!("{} ({}): {}", x.name, x.path, parts.join(", "))
 }
 
+/// (host, device name) of the devices the cells were measured on: the drives a report
+/// speaks of, out of every drive the snapshots list.
+pub type UsedDevices = std::collections::BTreeSet<(String, String)>;
+
+fn is_used(used: &UsedDevices, s: &Snapshot, d: &DeviceFacts) -> bool {
+    s.facts.storage.is_some() || used.contains(&(s.host.clone(), d.device.name.clone()))
+}
+
 /// "ran on" lines: each host's first snapshot in full, then only what later ones add.
-pub fn lines(snapshots: &[Snapshot]) -> Vec<String> {
+pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     // A line already said for this host (an identical later snapshot) is not repeated.
     let push = |line: String, out: &mut Vec<String>| {
@@ -158,7 +221,7 @@ pub fn lines(snapshots: &[Snapshot]) -> Vec<String> {
                 &mut out,
             );
         }
-        for d in &s.facts.devices {
+        for d in s.facts.devices.iter().filter(|d| is_used(used, s, d)) {
             push(format!("{}:   {}", s.host, device_line(d)), &mut out);
         }
         if let Some(st) = &s.facts.storage {
@@ -203,7 +266,7 @@ pub fn lines(snapshots: &[Snapshot]) -> Vec<String> {
 /// kernel, CPU, memory size or agent version; a device with another model, serial,
 /// firmware or size; the same storage configuration mounted differently, made by another
 /// mkfs, or with another write cache. A new boot id alone is expected (a reboot phase).
-pub fn changes(snapshots: &[Snapshot]) -> Vec<String> {
+pub fn changes(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
     let mut out = Vec::new();
     let mut hosts: BTreeMap<&str, Vec<&Snapshot>> = BTreeMap::new();
     for s in snapshots {
@@ -240,7 +303,7 @@ pub fn changes(snapshots: &[Snapshot]) -> Vec<String> {
                     ));
                 }
             }
-            for d in &s.facts.devices {
+            for d in s.facts.devices.iter().filter(|d| is_used(used, s, d)) {
                 let base = *devices.entry(&d.device.path).or_insert(d);
                 for field in ["model", "serial", "firmware"] {
                     let (a, b) = (

@@ -31,7 +31,7 @@ impl Exporter for Table {
                 out.push_str(&line(row));
             }
         }
-        let ran_on = super::provenance::lines(&r.provenance);
+        let ran_on = super::provenance::lines(&r.provenance, &r.devices_used);
         if !ran_on.is_empty() {
             out.push_str("\nran on\n");
             for l in ran_on {

@@ -1,0 +1,221 @@
+//! Every result says what it ran on: the agent's snapshots (host, device under test,
+//! storage as mounted, write cache read back, tool versions) are stored with the plan,
+//! shown in every format, used by pivots instead of today's inventory, and a change in
+//! the middle of a run is flagged. Needs root: the drive is a loop device.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use platter::report::{Format, Report};
+use platter::store::Store;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn run(dir: &Path, file: &Path, device: &str, format: &str) -> String {
+    let out = platter()
+        .arg("run")
+        .arg(file)
+        .args(["--format", format, "--allow-device", device, "--db"])
+        .arg(dir.join("p.db"))
+        .arg("--state-dir")
+        .arg(dir.join("agent"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_report_says_what_it_ran_on_in_every_format() {
+    assert!(
+        is_root(),
+        "formats a loop device: needs root (CI runs as root)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let drive = Loop::new(dir, "drive.img", 64);
+    let file = write(
+        dir,
+        "p.yaml",
+        &format!(
+            "name: prov\nhosts: {{ names: [local] }}\ndevices: {{ path: {} }}\n\
+             storage: {{ fs: ext4, mount_options: [noatime] }}\n\
+             workload: {{ command: {{ run: \"dd if=/dev/zero of=${{mount}}/f bs=64k count=4 conv=fsync status=none\" }} }}\n\
+             repeat: 2\nreport: {{ pivot: {{ rows: [device.transport], columns: [device], metric: wall }} }}\n",
+            drive.path
+        ),
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&run(dir, &file, &drive.path, "json")).unwrap();
+    let snapshots = json["provenance"].as_array().unwrap();
+    let start = &snapshots[0]["facts"];
+    assert_eq!(start["trigger"], "plan_start");
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(start["host"]["kernel_release"], kernel.trim());
+    assert!(start["host"]["cpu_count"].as_u64().unwrap() >= 1);
+    let ours = start["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"]["path"] == drive.path.as_str())
+        .expect("the drive under test among the host's drives");
+    assert_eq!(ours["device"]["transport"], "loop");
+    assert_eq!(ours["logical_block_size"], 512);
+    let storage = snapshots
+        .iter()
+        .find(|s| s["facts"]["trigger"] == "storage_setup")
+        .expect("a snapshot after the storage setup");
+    let mount = &storage["facts"]["storage"]["mounts"][0];
+    assert_eq!(mount["fs_type"], "ext4");
+    assert_eq!(mount["source"], drive.path.as_str());
+    assert!(
+        mount["options"].as_str().unwrap().contains("noatime"),
+        "{mount}"
+    );
+    assert!(
+        storage["facts"]["storage"]["mkfs_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("mke2fs"),
+        "{storage}"
+    );
+    // A loop device has no write cache of its own to read back: it says why.
+    assert!(storage["facts"]["storage"]["write_cache"]
+        .as_str()
+        .unwrap()
+        .starts_with("unknown"));
+    assert_eq!(json["provenance_changes"].as_array().unwrap().len(), 0);
+
+    let table = run(dir, &file, &drive.path, "table");
+    assert!(table.contains("\nran on\n"), "{table}");
+    assert!(
+        table.contains(&format!("Linux {}", kernel.trim())),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("storage ext4 on {}", drive.path)),
+        "{table}"
+    );
+    assert!(table.contains("made by mke2fs"), "{table}");
+    let markdown = run(dir, &file, &drive.path, "markdown");
+    assert!(markdown.contains("## Ran on"), "{markdown}");
+    let csv = run(dir, &file, &drive.path, "csv");
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.ends_with(
+            ",kernel,device_model,device_serial,device_firmware,mounted,mkfs,write_cache_read_back"
+        ),
+        "{header}"
+    );
+    let wall = csv.lines().find(|l| l.contains(",wall,")).unwrap();
+    assert!(wall.contains(&format!(",{},", kernel.trim())), "{wall}");
+    assert!(
+        wall.contains(&format!("\"ext4 {} (rw,noatime", drive.path)),
+        "{wall}"
+    );
+    assert!(wall.contains(",mke2fs "), "{wall}");
+}
+
+#[test]
+fn pivots_read_the_runs_snapshot_and_a_change_within_a_run_is_flagged() {
+    assert!(
+        is_root(),
+        "formats a loop device: needs root (CI runs as root)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let drive = Loop::new(dir, "drive.img", 64);
+    let file = write(
+        dir,
+        "p.yaml",
+        &format!(
+            "name: prov\nhosts: {{ names: [local] }}\ndevices: {{ path: {} }}\n\
+             workload: {{ command: {{ run: \"true\" }} }}\nrepeat: 2\n\
+             report: {{ pivot: {{ rows: [device.model], columns: [device], metric: wall }} }}\n",
+            drive.path
+        ),
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&run(dir, &file, &drive.path, "json")).unwrap();
+    let id = json["campaign_id"].as_str().unwrap().to_string();
+    let store = Store::open(&dir.join("p.db")).unwrap();
+    let before = Report::load(&store, &id).unwrap();
+
+    // Today's inventory says the drive is another model: an old report must not change.
+    let conn = rusqlite::Connection::open(dir.join("p.db")).unwrap();
+    let devices: String = conn
+        .query_row("SELECT devices FROM agents", [], |r| r.get(0))
+        .unwrap();
+    let swapped = devices.replace("\"model\":\"\"", "\"model\":\"SWAPPED-DRIVE\"");
+    assert_ne!(
+        swapped, devices,
+        "the inventory has the drive with no model"
+    );
+    conn.execute("UPDATE agents SET devices = ?1", [&swapped])
+        .unwrap();
+    let after = Report::load(&store, &id).unwrap();
+    assert_eq!(before.pivot, after.pivot);
+    let table = Format::Table.exporter().render(&after);
+    assert!(!table.contains("SWAPPED-DRIVE"), "{table}");
+
+    // A snapshot later in the run that saw another kernel and firmware is flagged.
+    let (plan, facts): (String, String) = conn
+        .query_row(
+            "SELECT plan_id, facts FROM provenance WHERE trigger = 'plan_start'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let mut later: serde_json::Value = serde_json::from_str(&facts).unwrap();
+    later["trigger"] = "resume".into();
+    later["host"]["kernel_release"] = "9.9.9-other".into();
+    later["host"]["boot_id"] = "another-boot".into();
+    for d in later["devices"].as_array_mut().unwrap() {
+        if d["device"]["path"] == drive.path.as_str() {
+            d["device"]["firmware"] = "FW2".into();
+        }
+    }
+    conn.execute(
+        "INSERT INTO provenance (plan_id, seq, host, step_index, trigger, facts) \
+         SELECT ?1, 999999, host, 3, 'resume', ?2 FROM provenance WHERE trigger = 'plan_start'",
+        rusqlite::params![plan, later.to_string()],
+    )
+    .unwrap();
+    let changed = Report::load(&store, &id).unwrap();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(
+        changed
+            .provenance_changes
+            .iter()
+            .any(|c| c.contains(&format!(
+                "kernel {} → 9.9.9-other (from step 3)",
+                kernel.trim()
+            ))),
+        "{:?}",
+        changed.provenance_changes
+    );
+    assert!(
+        changed
+            .provenance_changes
+            .iter()
+            .any(|c| c.contains(&format!("{} firmware", drive.path)) && c.contains("→ FW2")),
+        "{:?}",
+        changed.provenance_changes
+    );
+    // A new boot id alone (a reboot phase) is not a change worth flagging.
+    assert!(!changed
+        .provenance_changes
+        .iter()
+        .any(|c| c.contains("boot")));
+    let table = Format::Table.exporter().render(&changed);
+    assert!(table.contains("CHANGED during the run on"), "{table}");
+}
