@@ -1,12 +1,13 @@
-//! `platter-spawn`: the tiny program between the agent and a workload. It forks, the child
+//! `platter-spawn`: the tiny program between the agent and a workload. It vforks, the child
 //! execs the workload in its own process group, and the helper reports on fd 3 what only
-//! the workload's parent can see: the pid, the wall time around fork → `wait4`, and the
+//! the workload's parent can see: the pid, the wall time around vfork → `wait4`, and the
 //! `wait4` rusage of the workload's process tree. It must stay tiny: `exec` folds the
 //! exec'ing process's peak RSS into the new program's `ru_maxrss`, so whatever forks the
-//! workload sets a floor under its peak RSS (the agent's was 12–20 MiB; this is ~10 KiB).
+//! workload sets a floor under its peak RSS (the agent's was 12–20 MiB; this is ~20 KiB).
 //!
 //! Hence no std, no libc: raw system calls, a hand-written `_start`, static, no
-//! relocations. Built by `agent/build.rs` with the same `rustc`, embedded in the agent.
+//! relocations. (A static std `main` that only reads /proc/self/status peaks at 1 MiB,
+//! as much as all of `/bin/true`.) Built by `agent/build.rs` with the same `rustc`, embedded in the agent.
 //!
 //! Usage: `platter-spawn PATH ARGV0 ARGS...` with fd 3 a pipe to the agent; the
 //! workload gets PATH exec'd with ARGV0 ARGS..., this environment and fds 0–2.
@@ -23,7 +24,6 @@ const STARTED: i64 = 1;
 const DONE: i64 = 2;
 const FAILED: i64 = 3;
 /// Stages of `FAILED`: which call failed.
-const STAGE_PIPE: i64 = 1;
 const STAGE_FORK: i64 = 2;
 const STAGE_EXEC: i64 = 3;
 const STAGE_WAIT: i64 = 4;
@@ -31,13 +31,13 @@ const STAGE_ARGS: i64 = 5;
 
 const REPORT_FD: usize = 3;
 const EINTR: isize = 4;
-const O_CLOEXEC: usize = 0o2000000;
 const SIGCHLD: usize = 17;
+const CLONE_VM: usize = 0x100;
+const CLONE_VFORK: usize = 0x4000;
 const CLOCK_MONOTONIC: usize = 1;
 
 #[cfg(target_arch = "x86_64")]
 mod nr {
-    pub const READ: usize = 0;
     pub const WRITE: usize = 1;
     pub const CLOSE: usize = 3;
     pub const CLONE: usize = 56;
@@ -45,13 +45,12 @@ mod nr {
     pub const WAIT4: usize = 61;
     pub const SETPGID: usize = 109;
     pub const CLOCK_GETTIME: usize = 228;
+    pub const EXIT: usize = 60;
     pub const EXIT_GROUP: usize = 231;
-    pub const PIPE2: usize = 293;
 }
 
 #[cfg(target_arch = "aarch64")]
 mod nr {
-    pub const READ: usize = 63;
     pub const WRITE: usize = 64;
     pub const CLOSE: usize = 57;
     pub const CLONE: usize = 220;
@@ -59,8 +58,8 @@ mod nr {
     pub const WAIT4: usize = 260;
     pub const SETPGID: usize = 154;
     pub const CLOCK_GETTIME: usize = 113;
+    pub const EXIT: usize = 93;
     pub const EXIT_GROUP: usize = 94;
-    pub const PIPE2: usize = 59;
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -144,60 +143,101 @@ unsafe extern "C" fn start(sp: *const usize) -> ! {
     // SAFETY: envp follows argv's terminating NULL.
     let envp = unsafe { argv.add(argc + 1) };
     if argc < 3 {
-        fail(22, STAGE_ARGS);
+        fail(-22, STAGE_ARGS);
     }
     // SAFETY: argc >= 3, so argv[1] and argv[2..] exist.
     let (path, child_argv) = unsafe { (*argv.add(1), argv.add(2)) };
     run(path, child_argv, envp)
 }
 
-fn run(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> ! {
-    // An exec failure travels back on a close-on-exec pipe; EOF means the exec happened.
-    let mut p = [0i32; 2];
-    // SAFETY: p is a live int[2].
-    let r = unsafe { syscall(nr::PIPE2, [p.as_mut_ptr() as usize, O_CLOEXEC, 0, 0, 0]) };
-    if r < 0 {
-        fail(r, STAGE_PIPE);
+/// vfork + exec, all in one `asm!` block: the child runs on this stack until it execs, so
+/// it touches nothing but registers and `errno`. This process sleeps until the child has
+/// exec'd (or exited); then the child's mm is its own, and the copy the exec folds into
+/// its peak RSS is this process's ~20 KiB. Returns the pid (or -errno of clone), and
+/// sets `errno` if the exec failed (the child then exits 127).
+#[cfg(target_arch = "x86_64")]
+fn vfork_exec(
+    path: *const u8,
+    argv: *const *const u8,
+    envp: *const *const u8,
+    errno: &mut i32,
+) -> isize {
+    let r: isize;
+    // SAFETY: clone with CLONE_VM | CLONE_VFORK and no new stack: the child only issues
+    // system calls from registers, writes `errno` (shared memory) and exits or execs
+    // before the parent continues.
+    unsafe {
+        asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov eax, {setpgid}", "xor edi, edi", "xor esi, esi", "syscall",
+            "mov eax, {close}", "mov edi, {report_fd}", "syscall",
+            "mov eax, {execve}", "mov rdi, r12", "mov rsi, r13", "mov rdx, r14", "syscall",
+            "neg eax", "mov dword ptr [r15], eax",
+            "mov eax, {exit}", "mov edi, 127", "syscall",
+            "2:",
+            setpgid = const nr::SETPGID,
+            close = const nr::CLOSE,
+            execve = const nr::EXECVE,
+            exit = const nr::EXIT,
+            report_fd = const REPORT_FD,
+            inlateout("rax") nr::CLONE as isize => r,
+            in("rdi") CLONE_VM | CLONE_VFORK | SIGCHLD,
+            in("rsi") 0, in("rdx") 0, in("r10") 0, in("r8") 0,
+            in("r12") path, in("r13") argv, in("r14") envp, in("r15") errno as *mut i32,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
     }
-    let (rd, wr) = (p[0] as usize, p[1] as usize);
+    r
+}
 
-    let started = now_ns();
-    // A plain fork (clone with SIGCHLD): the copy of this tiny process is what exec
-    // replaces, so the workload's peak RSS starts from ~10 KiB, not from the agent's.
-    // SAFETY: no shared memory, no stack: fork semantics.
-    let pid = unsafe { syscall(nr::CLONE, [SIGCHLD, 0, 0, 0, 0]) };
-    if pid == 0 {
-        // SAFETY: plain system calls on our own fds and the argument strings.
-        unsafe {
-            syscall(nr::SETPGID, [0, 0, 0, 0, 0]);
-            syscall(nr::CLOSE, [REPORT_FD, 0, 0, 0, 0]);
-            let e = syscall(
-                nr::EXECVE,
-                [path as usize, argv as usize, envp as usize, 0, 0],
-            );
-            let errno = -(e as i32);
-            syscall(nr::WRITE, [wr, &errno as *const i32 as usize, 4, 0, 0]);
-        }
-        exit(127);
+#[cfg(target_arch = "aarch64")]
+fn vfork_exec(
+    path: *const u8,
+    argv: *const *const u8,
+    envp: *const *const u8,
+    errno: &mut i32,
+) -> isize {
+    let r: isize;
+    // SAFETY: as for x86_64: the child uses registers and `errno` only.
+    unsafe {
+        asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x8, {setpgid}", "mov x0, xzr", "mov x1, xzr", "svc 0",
+            "mov x8, {close}", "mov x0, {report_fd}", "svc 0",
+            "mov x8, {execve}", "mov x0, x9", "mov x1, x10", "mov x2, x11", "svc 0",
+            "neg w0, w0", "str w0, [x12]",
+            "mov x8, {exit}", "mov x0, 127", "svc 0",
+            "2:",
+            setpgid = const nr::SETPGID,
+            close = const nr::CLOSE,
+            execve = const nr::EXECVE,
+            exit = const nr::EXIT,
+            report_fd = const REPORT_FD,
+            in("x8") nr::CLONE,
+            inlateout("x0") (CLONE_VM | CLONE_VFORK | SIGCHLD) as isize => r,
+            in("x1") 0, in("x2") 0, in("x3") 0, in("x4") 0,
+            in("x9") path, in("x10") argv, in("x11") envp, in("x12") errno as *mut i32,
+            options(nostack),
+        );
     }
+    r
+}
+
+fn run(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> ! {
+    let mut errno = 0i32;
+    let started = now_ns();
+    let pid = vfork_exec(path, argv, envp, &mut errno);
     if pid < 0 {
         fail(pid, STAGE_FORK);
     }
-    // Set the group from this side too, so it exists before the agent may kill it.
-    // SAFETY: plain integers.
-    unsafe { syscall(nr::SETPGID, [pid as usize, pid as usize, 0, 0, 0]) };
-    report([STARTED, pid as i64, 0, 0, 0, 0, 0, 0]);
-    // SAFETY: wr is our fd.
-    unsafe { syscall(nr::CLOSE, [wr, 0, 0, 0, 0]) };
-    let mut errno = 0i32;
-    let n = loop {
-        // SAFETY: errno is a live 4-byte buffer.
-        let n = unsafe { syscall(nr::READ, [rd, &mut errno as *mut i32 as usize, 4, 0, 0]) };
-        if n != -EINTR {
-            break n;
-        }
-    };
-
+    if errno == 0 {
+        // The child set its process group before its exec, which has happened.
+        report([STARTED, pid as i64, 0, 0, 0, 0, 0, 0]);
+    }
     let mut status = 0i32;
     // struct rusage: two timevals, then 14 longs (ru_maxrss first).
     let mut ru = [0i64; 18];
@@ -223,7 +263,7 @@ fn run(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> ! {
         }
     }
     let wall = now_ns() - started;
-    if n == 4 {
+    if errno != 0 {
         fail(-(errno as isize), STAGE_EXEC);
     }
     let utime = ru[0] * 1_000_000 + ru[1];
