@@ -32,6 +32,13 @@ const STAGE_ARGS: i64 = 5;
 const REPORT_FD: usize = 3;
 const EINTR: isize = 4;
 const SIGCHLD: usize = 17;
+const SIG_BLOCK: usize = 0;
+const SIG_SETMASK: usize = 2;
+/// SIGHUP, SIGINT, SIGQUIT, SIGTERM: what a terminal, `timeout` or a service manager sends
+/// to the agent's whole process group. The agent handles them (it kills the workload's
+/// group, and a step cut off is run again); the helper blocks them so it is not the one
+/// that ends first, which would make the step look failed. The child unblocks them.
+const BLOCKED: u64 = (1 << (1 - 1)) | (1 << (2 - 1)) | (1 << (3 - 1)) | (1 << (15 - 1));
 const CLONE_VM: usize = 0x100;
 const CLONE_VFORK: usize = 0x4000;
 const CLOCK_MONOTONIC: usize = 1;
@@ -44,6 +51,7 @@ mod nr {
     pub const EXECVE: usize = 59;
     pub const WAIT4: usize = 61;
     pub const SETPGID: usize = 109;
+    pub const RT_SIGPROCMASK: usize = 14;
     pub const CLOCK_GETTIME: usize = 228;
     pub const EXIT: usize = 60;
     pub const EXIT_GROUP: usize = 231;
@@ -57,6 +65,7 @@ mod nr {
     pub const EXECVE: usize = 221;
     pub const WAIT4: usize = 260;
     pub const SETPGID: usize = 154;
+    pub const RT_SIGPROCMASK: usize = 135;
     pub const CLOCK_GETTIME: usize = 113;
     pub const EXIT: usize = 93;
     pub const EXIT_GROUP: usize = 94;
@@ -164,20 +173,24 @@ fn vfork_exec(
 ) -> isize {
     let r: isize;
     // SAFETY: clone with CLONE_VM | CLONE_VFORK and no new stack: the child only issues
-    // system calls from registers, writes `errno` (shared memory) and exits or execs
-    // before the parent continues.
+    // system calls from registers (setpgid, unblock signals, close fd 3, execve), writes
+    // `errno` (shared memory) and exits or execs before the parent continues.
     unsafe {
         asm!(
             "syscall",
             "test rax, rax",
             "jnz 2f",
             "mov eax, {setpgid}", "xor edi, edi", "xor esi, esi", "syscall",
+            "mov eax, {sigprocmask}", "mov edi, {setmask}", "mov rsi, r9", "xor edx, edx",
+            "mov r10d, 8", "syscall",
             "mov eax, {close}", "mov edi, {report_fd}", "syscall",
             "mov eax, {execve}", "mov rdi, r12", "mov rsi, r13", "mov rdx, r14", "syscall",
             "neg eax", "mov dword ptr [r15], eax",
             "mov eax, {exit}", "mov edi, 127", "syscall",
             "2:",
             setpgid = const nr::SETPGID,
+            sigprocmask = const nr::RT_SIGPROCMASK,
+            setmask = const SIG_SETMASK,
             close = const nr::CLOSE,
             execve = const nr::EXECVE,
             exit = const nr::EXIT,
@@ -186,6 +199,7 @@ fn vfork_exec(
             in("rdi") CLONE_VM | CLONE_VFORK | SIGCHLD,
             in("rsi") 0, in("rdx") 0, in("r10") 0, in("r8") 0,
             in("r12") path, in("r13") argv, in("r14") envp, in("r15") errno as *mut i32,
+            in("r9") &EMPTY_SET as *const u64,
             lateout("rcx") _, lateout("r11") _,
             options(nostack),
         );
@@ -207,12 +221,16 @@ fn vfork_exec(
             "svc 0",
             "cbnz x0, 2f",
             "mov x8, {setpgid}", "mov x0, xzr", "mov x1, xzr", "svc 0",
+            "mov x8, {sigprocmask}", "mov x0, {setmask}", "mov x1, x13", "mov x2, xzr",
+            "mov x3, 8", "svc 0",
             "mov x8, {close}", "mov x0, {report_fd}", "svc 0",
             "mov x8, {execve}", "mov x0, x9", "mov x1, x10", "mov x2, x11", "svc 0",
             "neg w0, w0", "str w0, [x12]",
             "mov x8, {exit}", "mov x0, 127", "svc 0",
             "2:",
             setpgid = const nr::SETPGID,
+            sigprocmask = const nr::RT_SIGPROCMASK,
+            setmask = const SIG_SETMASK,
             close = const nr::CLOSE,
             execve = const nr::EXECVE,
             exit = const nr::EXIT,
@@ -221,13 +239,24 @@ fn vfork_exec(
             inlateout("x0") (CLONE_VM | CLONE_VFORK | SIGCHLD) as isize => r,
             in("x1") 0, in("x2") 0, in("x3") 0, in("x4") 0,
             in("x9") path, in("x10") argv, in("x11") envp, in("x12") errno as *mut i32,
+            in("x13") &EMPTY_SET as *const u64,
             options(nostack),
         );
     }
     r
 }
 
+/// The signal mask the workload starts with (the agent spawned the helper with this one).
+static EMPTY_SET: u64 = 0;
+
 fn run(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> ! {
+    // SAFETY: BLOCKED is a live sigset_t of 8 bytes; no old set is asked for.
+    unsafe {
+        syscall(
+            nr::RT_SIGPROCMASK,
+            [SIG_BLOCK, &BLOCKED as *const u64 as usize, 0, 8, 0],
+        )
+    };
     let mut errno = 0i32;
     let started = now_ns();
     let pid = vfork_exec(path, argv, envp, &mut errno);

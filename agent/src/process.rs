@@ -330,4 +330,52 @@ mod tests {
         // Found but not executable is an exec error from the helper, still an Err.
         assert!(run("/etc/hostname", &[], &AtomicI32::new(0)).is_err());
     }
+
+    #[test]
+    fn the_workload_starts_with_no_blocked_or_ignored_signals() {
+        // The helper blocks SIGINT & co. for itself, and Rust ignores SIGPIPE in the agent.
+        // (glibc's posix_spawn leaves its internal signals 32 and 33 ignored, as for any
+        // `Command`, hyperfine's included; only 1-31 are checked.)
+        let argv: Vec<String> = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]
+            .map(String::from)
+            .into();
+        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
+        for line in o.stdout.lines() {
+            let (name, mask) = line.split_once(":\t").unwrap();
+            let mask = u64::from_str_radix(mask, 16).unwrap();
+            assert_eq!(mask & 0x7fff_ffff, 0, "{name}: {o:?}");
+        }
+        assert_eq!(o.stdout.lines().count(), 2, "{o:?}");
+    }
+
+    #[test]
+    fn terminal_and_termination_signals_to_the_helper_do_not_cut_the_step() {
+        // Ctrl-C, `timeout` or a service manager signal the agent's whole process group,
+        // the helper included; only the agent decides what happens to the workload.
+        let running = std::sync::Arc::new(AtomicI32::new(0));
+        let r = running.clone();
+        let t = std::thread::spawn(move || run("sleep 0.3", &[], &r));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let pid = running.load(Ordering::SeqCst);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Field 4 (after the parenthesised name) is the parent: the helper.
+        let helper: libc::pid_t = stat
+            .rsplit(") ")
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            // SAFETY: kill has no memory-safety preconditions.
+            assert_eq!(unsafe { libc::kill(helper, sig) }, 0);
+        }
+        let o = t.join().unwrap().unwrap();
+        assert!(o.success(), "{o:?}");
+    }
 }
