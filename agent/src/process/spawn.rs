@@ -25,7 +25,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -221,10 +221,7 @@ fn install_helper() -> std::io::Result<CString> {
     // descriptor and close the writable one. It lives as long as the process.
     let ro = std::fs::File::open(format!("/proc/self/fd/{}", rw.as_raw_fd()))?;
     drop(rw);
-    let ro = OwnedFd::from(ro);
-    let path = CString::new(format!("/proc/self/fd/{}", ro.as_raw_fd()))?;
-    std::mem::forget(ro);
-    Ok(path)
+    Ok(CString::new(format!("/proc/self/fd/{}", ro.into_raw_fd()))?)
 }
 
 /// posix_spawn (vfork + exec: the agent's memory is not copied) of the helper with the
