@@ -281,6 +281,7 @@ mod tests {
             let ours = median3(|| run_ok(script).max_rss_bytes / 1024);
             let theirs = median3(|| time_max_rss_kib(script));
             let ratio = ours as f64 / theirs as f64;
+            eprintln!("{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB");
             assert!(
                 (0.9..=1.1).contains(&ratio),
                 "{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB"
