@@ -3,12 +3,12 @@
 //! the message format; must not write to disk.
 //!
 //! Why a helper: `exec` folds the exec'ing process's peak RSS into the new program's
-//! `ru_maxrss` (Linux `exec_mmap` → `setmax_mm_hiwater_rss`), and a vfork'd or forked child
-//! of the agent carries the agent's RSS into that exec. Spawning straight from the agent,
-//! `sleep 0.02` read 12.1 MiB (`/usr/bin/time`: 1.6 MiB). The helper is ~2 KiB of static
-//! code, so the floor it leaves is 20 KiB (VmHWM), under any real program's RSS. Its own `wait4`
-//! of the workload gives the rusage; the agent's `wait4` of the helper would include the
-//! helper's polluted peak again, so the figures come back over a pipe.
+//! `ru_maxrss` (Linux `exec_mmap` → `setmax_mm_hiwater_rss`), and a vfork'd or forked
+//! child of the agent carries the agent's RSS into that exec. Spawned straight from the
+//! agent, `sleep 0.02` read 12.1 MiB (`/usr/bin/time`: 1.6 MiB). The helper is ~2 KiB of
+//! static code that peaks at 20 KiB (VmHWM), under any real program's RSS. Its own
+//! `wait4` of the workload gives the rusage; the agent's `wait4` of the helper would
+//! include the helper's polluted peak again, so the figures come back over a pipe.
 //!
 //! Why one exec of the helper per workload and not a long-lived spawner serving many: a
 //! server needs a request protocol, fd passing (SCM_RIGHTS) for stdio, and its own
