@@ -14,10 +14,11 @@
 //! server needs a request protocol, fd passing (SCM_RIGHTS) for stdio, and its own
 //! lifetime and crash handling, to save the exec of a 2 KiB static binary. Measured with
 //! `benches/spawn_overhead.rs` (1000 × `/bin/true`, release, 2 busy cores): 0.1–0.2 ms
-//! more per step than spawning directly, and the same reported wall time (medians of five
-//! runs: 0.83–0.88 ms through the helper, 0.85–0.92 ms direct, `hyperfine -N` 0.86–0.97
-//! ms), because the helper starts its clock only after its own start-up. Per spawn, the helper inherits fds and environment the
-//! ordinary way and cannot outlive its one workload.
+//! more per step than spawning directly, and the same reported wall time (medians of
+//! five runs: 0.83–0.88 ms through the helper, 0.85–0.92 ms direct, `hyperfine -N`
+//! 0.86–0.97 ms), because the helper starts its clock only after its own start-up. Per
+//! spawn, the helper inherits fds and environment the ordinary way and cannot outlive
+//! its one workload.
 //!
 //! Why hand-written: no crate spawns through a separate minimal process and returns its
 //! child's rusage; `std::process::Command` cannot map the report pipe to fd 3 without a
