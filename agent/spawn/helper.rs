@@ -7,7 +7,8 @@
 //!
 //! Hence no std, no libc: raw system calls, a hand-written `_start`, static, no
 //! relocations. (A static std `main` that only reads /proc/self/status peaks at 1 MiB,
-//! as much as all of `/bin/true`.) Built by `agent/build.rs` with the same `rustc`, embedded in the agent.
+//! as much as all of `/bin/true`.) Built by `agent/build.rs` with the same `rustc`,
+//! embedded in the agent.
 //!
 //! Usage: `platter-spawn PATH ARGV0 ARGS...` with fd 3 a pipe to the agent; the
 //! workload gets PATH exec'd with ARGV0 ARGS..., this environment and fds 0–2.
