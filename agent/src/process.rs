@@ -1,13 +1,17 @@
 //! Runs one command and measures it: monotonic wall time around the child alone, user/sys
 //! CPU and peak RSS from `wait4` rusage (which covers every descendant the child reaped),
 //! exit status, and the tail of stderr. Must not write to disk or log while the child runs.
+//! The child is forked by a tiny helper (`spawn`), which takes these measurements, so the
+//! agent's own RSS never counts as the workload's.
 
-use std::ffi::OsString;
+mod spawn;
+
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How much of stderr is kept: enough for an error message, bounded for the journal.
 pub const STDERR_TAIL_BYTES: usize = 4096;
@@ -49,16 +53,12 @@ const SHELL_CHARS: &[char] = &[
     '=', '%', '{', '}', '\n',
 ];
 
-fn command_for(script: &str) -> Command {
+fn argv_for(script: &str) -> Vec<&str> {
     let words: Vec<&str> = script.split_whitespace().collect();
     if !words.is_empty() && !script.contains(SHELL_CHARS) {
-        let mut c = Command::new(words[0]);
-        c.args(&words[1..]);
-        c
+        words
     } else {
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(script);
-        c
+        vec!["/bin/sh", "-c", script]
     }
 }
 
@@ -69,7 +69,7 @@ pub fn run(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    measure(command_for(script), env, running, false)
+    measure(&argv_for(script), env, running, false)
 }
 
 /// Runs a program with arguments (no shell) like `run`, and keeps its standard output.
@@ -78,67 +78,49 @@ pub fn run_argv(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    let Some((program, args)) = argv.split_first() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "empty command line",
-        ));
-    };
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    measure(cmd, env, running, true)
+    measure(argv, env, running, true)
 }
 
 /// Largest standard output kept (fio's json+ output is a few hundred KiB).
 const MAX_STDOUT_BYTES: u64 = 64 << 20;
 
 fn measure(
-    mut cmd: Command,
+    argv: &[impl AsRef<OsStr>],
     env: &[(String, OsString)],
     running: &AtomicI32,
     keep_stdout: bool,
 ) -> std::io::Result<Outcome> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command line",
+        ));
+    };
+    let args: Vec<&OsStr> = args.iter().map(AsRef::as_ref).collect();
     // stderr goes to an anonymous in-memory file, read after the child is reaped: no
     // pipe-reader thread competes with the workload for a CPU, and nothing touches a
     // disk. (A pipe and a reader thread made `seq 1 10000` ~15% slower than under
     // `hyperfine -N` on a 2-core machine.)
     let mut err_file = memfd()?;
-    let err_write = err_file.try_clone()?;
     let mut out_file = if keep_stdout { Some(memfd()?) } else { None };
+    // Read-write, as it serves as stdin and (for `run`) stdout.
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
     let stdout = match &out_file {
-        Some(f) => Stdio::from(f.try_clone()?),
-        None => Stdio::null(),
+        Some(f) => f.as_fd(),
+        None => null.as_fd(),
     };
-    cmd.stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::from(err_write))
-        .process_group(0)
-        .envs(env.iter().map(|(k, v)| (k, v)));
-
-    let started = Instant::now();
-    let child = cmd.spawn()?;
-    let pid = child.id() as libc::pid_t;
-    running.store(pid, Ordering::SeqCst);
-    let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data; all-zero is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: pid is our own child, and status/usage point to live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            running.store(0, Ordering::SeqCst);
-            return Err(err);
-        }
-    }
-    let wall = started.elapsed();
+    let m = spawn::run(
+        program.as_ref(),
+        &args,
+        env,
+        [null.as_fd(), stdout, err_file.as_fd()],
+        running,
+    );
     running.store(0, Ordering::SeqCst);
-    // The child is reaped; `child` must not be waited on again (dropping it does not wait).
-    drop(child);
-    drop(cmd);
+    let m = m?;
     let stderr_tail = tail(&mut err_file).unwrap_or_default();
     let stdout = match out_file.as_mut() {
         Some(f) => {
@@ -151,13 +133,12 @@ fn measure(
         None => String::new(),
     };
 
-    let exit = std::process::ExitStatus::from_raw(status);
+    let exit = std::process::ExitStatus::from_raw(m.status);
     Ok(Outcome {
-        wall,
-        user: timeval(usage.ru_utime),
-        sys: timeval(usage.ru_stime),
-        // ru_maxrss is in KiB on Linux.
-        max_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+        wall: m.wall,
+        user: m.user,
+        sys: m.sys,
+        max_rss_bytes: m.max_rss_bytes,
         exit_code: exit.code(),
         signal: exit.signal(),
         stderr_tail,
@@ -187,10 +168,6 @@ fn tail(f: &mut std::fs::File) -> std::io::Result<String> {
     let mut buf = Vec::with_capacity(STDERR_TAIL_BYTES);
     f.read_to_end(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
-}
-
-fn timeval(tv: libc::timeval) -> Duration {
-    Duration::from_secs(tv.tv_sec.max(0) as u64) + Duration::from_micros(tv.tv_usec.max(0) as u64)
 }
 
 /// Kills the process group recorded in `running`, if any.
@@ -269,6 +246,137 @@ mod tests {
     fn environment_is_passed() {
         let env = vec![("PLATTER_X".to_string(), OsString::from("42"))];
         let o = run("test \"$PLATTER_X\" = 42", &env, &AtomicI32::new(0)).unwrap();
+        assert!(o.success(), "{o:?}");
+    }
+
+    /// `/usr/bin/time -f %M`'s peak RSS in KiB of `script` exec'd the way `run` does it.
+    fn time_max_rss_kib(script: &str) -> u64 {
+        let out = std::process::Command::new("/usr/bin/time")
+            .args(["-f", "%M"])
+            .args(argv_for(script))
+            .stdout(std::process::Stdio::null())
+            .output()
+            .expect("/usr/bin/time (apt install time)");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or_default();
+        last.trim().parse().unwrap_or_else(|_| panic!("{err}"))
+    }
+
+    fn median3(mut f: impl FnMut() -> u64) -> u64 {
+        let mut v = [f(), f(), f()];
+        v.sort();
+        v[1]
+    }
+
+    #[test]
+    fn peak_rss_is_the_workloads_own_as_usr_bin_time_sees_it() {
+        // Spawned from the agent (or this test binary), the workload's ru_maxrss never
+        // read below the spawner's own RSS: `sleep` was 12 MiB instead of 1.6.
+        for script in [
+            "sleep 0.05",
+            "sleep 0.05; sleep 0.05",
+            // tail keeps the one 100 MiB "line" in memory; sh has two children.
+            "head -c 100M /dev/zero | tail",
+        ] {
+            let ours = median3(|| run_ok(script).max_rss_bytes / 1024);
+            let theirs = median3(|| time_max_rss_kib(script));
+            let ratio = ours as f64 / theirs as f64;
+            eprintln!("{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB");
+            assert!(
+                (0.9..=1.1).contains(&ratio),
+                "{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB"
+            );
+        }
+    }
+
+    #[test]
+    fn the_workload_leads_its_own_process_group_and_gets_only_stdio() {
+        // Field 5 of /proc/PID/stat is the process group; fd 3 (the report pipe of the
+        // spawn helper) is not passed on.
+        let script = "echo $$; cut -d' ' -f5 /proc/$$/stat; test -e /proc/$$/fd/3 || echo no3";
+        let argv: Vec<String> = ["sh", "-c", script].map(String::from).into();
+        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "{o:?}");
+        assert_eq!(lines[0], lines[1], "{o:?}");
+        assert_eq!(lines[2], "no3", "{o:?}");
+        let cat = run_argv(&["cat".to_string()], &[], &AtomicI32::new(0)).unwrap();
+        assert!(
+            cat.success() && cat.stdout.is_empty(),
+            "stdin is /dev/null: {cat:?}"
+        );
+    }
+
+    #[test]
+    fn killing_the_group_ends_the_workload_and_the_helper() {
+        let running = std::sync::Arc::new(AtomicI32::new(0));
+        let r = running.clone();
+        let t = std::thread::spawn(move || run("sleep 30", &[], &r));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill_group(&running);
+        let o = t.join().unwrap().unwrap();
+        assert_eq!(o.signal, Some(9), "{o:?}");
+        assert!(o.wall < Duration::from_secs(5), "{o:?}");
+        assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn path_is_searched_in_the_workloads_environment() {
+        let env = vec![("PATH".to_string(), OsString::from("/nonexistent"))];
+        let e = run("true", &env, &AtomicI32::new(0)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        // Found but not executable is an exec error from the helper, still an Err.
+        assert!(run("/etc/hostname", &[], &AtomicI32::new(0)).is_err());
+    }
+
+    #[test]
+    fn the_workload_starts_with_no_blocked_or_ignored_signals() {
+        // The helper blocks SIGINT & co. for itself, and Rust ignores SIGPIPE in the agent.
+        // (glibc's posix_spawn leaves its internal signals 32 and 33 ignored, as for any
+        // `Command`, hyperfine's included; only 1-31 are checked.)
+        let argv: Vec<String> = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]
+            .map(String::from)
+            .into();
+        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
+        for line in o.stdout.lines() {
+            let (name, mask) = line.split_once(":\t").unwrap();
+            let mask = u64::from_str_radix(mask, 16).unwrap();
+            assert_eq!(mask & 0x7fff_ffff, 0, "{name}: {o:?}");
+        }
+        assert_eq!(o.stdout.lines().count(), 2, "{o:?}");
+    }
+
+    #[test]
+    fn terminal_and_termination_signals_to_the_helper_do_not_cut_the_step() {
+        // Ctrl-C, `timeout` or a service manager signal the agent's whole process group,
+        // the helper included; only the agent decides what happens to the workload.
+        let running = std::sync::Arc::new(AtomicI32::new(0));
+        let r = running.clone();
+        let t = std::thread::spawn(move || run("sleep 0.3", &[], &r));
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while running.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let pid = running.load(Ordering::SeqCst);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Field 4 (after the parenthesised name) is the parent: the helper.
+        let helper: libc::pid_t = stat
+            .rsplit(") ")
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            // SAFETY: kill has no memory-safety preconditions.
+            assert_eq!(unsafe { libc::kill(helper, sig) }, 0);
+        }
+        let o = t.join().unwrap().unwrap();
         assert!(o.success(), "{o:?}");
     }
 }
