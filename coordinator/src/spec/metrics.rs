@@ -129,13 +129,13 @@ const COMPILEBENCH_SECONDS: [&str; 4] = [
 pub(crate) struct MetricRef {
     pub pos: Pos,
     pub path: String,
-    pub use_: Use,
+    pub named: Named,
 }
 
 #[derive(Debug)]
-pub(crate) enum Use {
+pub(crate) enum Named {
     /// `report.metric`, `report.pivot.metric`: a name as a report's rows show it.
-    Name(String),
+    Metric(String),
     /// A `qualify` entry: the report looks up what its metric and statistic say.
     Threshold(Threshold),
 }
@@ -210,9 +210,9 @@ impl Produced {
 
     /// Rejects `r` unless the report can find its metric in some cell.
     pub(crate) fn check(&self, r: &MetricRef) -> Result<()> {
-        let problem = match &r.use_ {
-            Use::Name(name) => self.check_name(name),
-            Use::Threshold(t) => self.check_threshold(t),
+        let problem = match &r.named {
+            Named::Metric(name) => self.check_name(name),
+            Named::Threshold(t) => self.check_threshold(t),
         };
         let Some((shown, why)) = problem else {
             return Ok(());

@@ -4,7 +4,7 @@
 //! not expand the matrix or substitute `${param}`: that needs the whole file.
 
 use super::error::{error, suggest, Pos, Result, SpecError, WithHint};
-use super::metrics::{MetricRef, Use};
+use super::metrics::{MetricRef, Named};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
 use super::{OnFailure, Order};
 
@@ -1108,7 +1108,7 @@ fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
                 refs.push(MetricRef {
                     pos: e.value.pos,
                     path,
-                    use_: Use::Name(spec.metric.clone()),
+                    named: Named::Metric(spec.metric.clone()),
                 });
             }
             "pivot" => {
@@ -1133,7 +1133,7 @@ fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
                     refs.push(MetricRef {
                         pos: item.pos,
                         path: item_path,
-                        use_: Use::Threshold(t.clone()),
+                        named: Named::Threshold(t.clone()),
                     });
                     spec.qualify.push(t);
                 }
@@ -1216,7 +1216,7 @@ fn read_pivot(v: &Node, path: &str) -> Result<(super::Pivot, MetricRef)> {
     let metric = MetricRef {
         pos: metric_pos,
         path: join(path, "metric"),
-        use_: Use::Name(pivot.metric.clone()),
+        named: Named::Metric(pivot.metric.clone()),
     };
     Ok((pivot, metric))
 }
