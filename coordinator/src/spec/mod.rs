@@ -51,6 +51,7 @@
 
 mod error;
 mod matrix;
+mod metrics;
 mod schema;
 mod subst;
 pub mod threshold;
@@ -517,6 +518,13 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
             before_each,
             storage,
         });
+    }
+
+    // A threshold or pivot on a metric no cell can produce would only ever say "not
+    // measured": reject it, now that every cell's workload is known.
+    let produced = metrics::Produced::of(&cells, spec.devices.is_some());
+    for r in &spec.metric_refs {
+        produced.check(r)?;
     }
 
     Ok(Campaign {

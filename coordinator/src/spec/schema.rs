@@ -4,6 +4,7 @@
 //! not expand the matrix or substitute `${param}`: that needs the whole file.
 
 use super::error::{error, suggest, Pos, Result, SpecError, WithHint};
+use super::metrics::{MetricRef, Named};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
 use super::{OnFailure, Order};
 
@@ -58,6 +59,8 @@ pub(crate) struct Spec {
     pub devices: Option<super::DeviceSelector>,
     pub storage: Option<StorageSpec>,
     pub report: super::ReportSpec,
+    /// Every `report:` setting that names a metric, checked once the cells are known.
+    pub metric_refs: Vec<MetricRef>,
     pub before_each: Vec<PhaseSpec>,
     pub repeat: u32,
     pub order: Order,
@@ -161,6 +164,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     let mut devices = None;
     let mut storage = None;
     let mut report = super::ReportSpec::default();
+    let mut metric_refs = Vec::new();
     let mut before_each = Vec::new();
     let mut repeat = DEFAULT_REPEAT;
     let mut order = None;
@@ -178,7 +182,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
             "workload" => workload = Some(read_workload(e)?),
             "devices" => devices = Some(read_devices(v)?),
             "storage" => storage = Some(read_storage(e)?),
-            "report" => report = read_report(v)?,
+            "report" => (report, metric_refs) = read_report(v)?,
             "phases" => before_each = read_phases(v)?,
             "repeat" => {
                 let n = integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions")?;
@@ -255,6 +259,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
         devices,
         storage,
         report,
+        metric_refs,
         before_each,
         repeat,
         order,
@@ -1058,8 +1063,9 @@ fn missing(pos: Pos, path: &str, key: &str) -> SpecError {
 
 const REPORT_KEYS: [&str; 4] = ["baseline", "metric", "qualify", "pivot"];
 
-/// `report:` — comparisons against a baseline and qualification thresholds.
-fn read_report(v: &Node) -> Result<super::ReportSpec> {
+/// `report:` — comparisons against a baseline and qualification thresholds, and where
+/// each setting that names a metric is written.
+fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
     let entries = map(
         v,
         "report",
@@ -1067,6 +1073,7 @@ fn read_report(v: &Node) -> Result<super::ReportSpec> {
     )?;
     check_keys(entries, "report", &REPORT_KEYS)?;
     let mut spec = super::ReportSpec::default();
+    let mut refs = Vec::new();
     for e in entries {
         let path = join("report", &e.name);
         match e.name.as_str() {
@@ -1097,9 +1104,18 @@ fn read_report(v: &Node) -> Result<super::ReportSpec> {
                     &e.value,
                     &path,
                     "a metric name like `wall` or `latency.mean`",
-                )?
+                )?;
+                refs.push(MetricRef {
+                    pos: e.value.pos,
+                    path,
+                    named: Named::Metric(spec.metric.clone()),
+                });
             }
-            "pivot" => spec.pivot = Some(read_pivot(&e.value, &path)?),
+            "pivot" => {
+                let (pivot, metric) = read_pivot(&e.value, &path)?;
+                spec.pivot = Some(pivot);
+                refs.push(metric);
+            }
             _ => {
                 for (i, item) in seq(
                     &e.value,
@@ -1111,20 +1127,27 @@ fn read_report(v: &Node) -> Result<super::ReportSpec> {
                 {
                     let item_path = format!("{path}[{i}]");
                     let t = string(item, &item_path, "a threshold like `\"latency.p99 < 1ms\"`")?;
-                    spec.qualify.push(super::threshold::parse(&t).map_err(|why| {
+                    let t = super::threshold::parse(&t).map_err(|why| {
                         error(item.pos, &item_path, why).hint("write `METRIC[.STAT] < VALUE[UNIT]`, e.g. `wall.median < 300s` or `latency.p99 < 1ms`")
-                    })?);
+                    })?;
+                    refs.push(MetricRef {
+                        pos: item.pos,
+                        path: item_path,
+                        named: Named::Threshold(t.clone()),
+                    });
+                    spec.qualify.push(t);
                 }
             }
         }
     }
-    Ok(spec)
+    Ok((spec, refs))
 }
 
 const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];
 
-/// `report.pivot`: a table like seed 001's (rows × columns of one statistic).
-fn read_pivot(v: &Node, path: &str) -> Result<super::Pivot> {
+/// `report.pivot`: a table like seed 001's (rows × columns of one statistic), and where
+/// its metric is written.
+fn read_pivot(v: &Node, path: &str) -> Result<(super::Pivot, MetricRef)> {
     let entries = map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`")?;
     check_keys(entries, path, &PIVOT_KEYS)?;
     let mut pivot = super::Pivot {
@@ -1132,6 +1155,7 @@ fn read_pivot(v: &Node, path: &str) -> Result<super::Pivot> {
         column: v.pos.column,
         ..Default::default()
     };
+    let mut metric_pos = v.pos;
     for e in entries {
         let p = join(path, &e.name);
         match e.name.as_str() {
@@ -1158,7 +1182,10 @@ fn read_pivot(v: &Node, path: &str) -> Result<super::Pivot> {
                     pivot.columns = keys
                 }
             }
-            "metric" => pivot.metric = string(&e.value, &p, "a metric name")?,
+            "metric" => {
+                pivot.metric = string(&e.value, &p, "a metric name")?;
+                metric_pos = e.value.pos;
+            }
             _ => {
                 let stat = string(&e.value, &p, "a statistic")?;
                 let valid = ["min", "median", "mean", "max"].contains(&stat.as_str())
@@ -1186,5 +1213,10 @@ fn read_pivot(v: &Node, path: &str) -> Result<super::Pivot> {
     if pivot.stat.is_empty() {
         pivot.stat = "median".into();
     }
-    Ok(pivot)
+    let metric = MetricRef {
+        pos: metric_pos,
+        path: join(path, "metric"),
+        named: Named::Metric(pivot.metric.clone()),
+    };
+    Ok((pivot, metric))
 }
