@@ -167,7 +167,7 @@ fn small_n_says_the_level_it_has() {
 const CAMPAIGN: &str = r#"
 name: p99-agreement
 hosts: { names: [h1] }
-workload: { command: { run: "true" } }
+workload: { fsync: { path: /tmp/p99 } }
 repeat: 5
 report:
   qualify: ["latency.p99 < 200us"]

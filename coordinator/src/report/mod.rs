@@ -848,13 +848,8 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
     header.extend(["metric", "n", "median (CI)", "mean ± stddev", "min", "max"].map(String::from));
     let mut out = Vec::new();
     for cell in &report.cells {
-        for (i, m) in cell
-            .metrics
-            .iter()
-            // Peak RSS is in JSON and CSV; in tables it is noise for most workloads.
-            .filter(|m| m.metric != "max_rss")
-            .enumerate()
-        {
+        // Peak RSS included: it is the workload's own (see `process`), in every mode.
+        for (i, m) in cell.metrics.iter().enumerate() {
             let mut row: Vec<String> = report
                 .params
                 .iter()
