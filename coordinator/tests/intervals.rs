@@ -10,12 +10,15 @@
 //!   markdown, HTML, JSON, CSV and JUnit output and in the verdict, even when the
 //!   per-run p99s have a median under the threshold.
 
+mod common;
+
+use common::measured;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use platter::planner;
 use platter::report::{human, stats, Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_agent::model::{Sample, StepKind};
 
 /// splitmix64: small, fixed forever, enough for simulated data.
 struct Rng(u64);
@@ -213,28 +216,18 @@ async fn latency_p99_row_and_verdict_agree_in_every_format() {
             histogram,
             missing: String::new(),
         };
-        records.push(Record {
-            seq: records.len() as u64 + 1,
-            kind: RecordKind::Step(StepEvent {
-                plan_id: plan.id.clone(),
-                kind: "measure".into(),
-                step_index: step.index,
-                cell_id: step.cell_id.clone(),
-                repetition: step.repetition,
-                attempt: 1,
-                state: StepState::Succeeded,
-                started_unix_ns: 0,
-                finished_unix_ns: 0,
-                exit_status: 0,
-                stderr_tail: String::new(),
-                error: String::new(),
-                samples: vec![
-                    sample("wall", 1.0, vec![]),
-                    sample("latency.p99", p99, vec![]),
-                    sample("latency", h.mean() / 1e9, bytes),
-                ],
-            }),
-        });
+        let samples = vec![
+            sample("wall", 1.0, vec![]),
+            sample("latency.p99", p99, vec![]),
+            sample("latency", h.mean() / 1e9, bytes),
+        ];
+        records.push(measured(
+            records.len() as u64 + 1,
+            &plan.id,
+            step,
+            0,
+            samples,
+        ));
     }
     assert_eq!(records.len(), 5);
     store.write_records("h1", records).await.unwrap();

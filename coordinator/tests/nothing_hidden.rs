@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use platter::report::{Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_agent::model::{Sample, StepKind};
 
 #[test]
 fn every_failure_is_listed_with_its_cell() {
@@ -99,28 +99,18 @@ async fn values_too_fast_to_measure_are_counted_and_named() {
         .filter(|s| matches!(s.kind, StepKind::Measure(_)));
     for (i, step) in measures.enumerate() {
         let read = (i == 1).then_some(900e6);
-        records.push(Record {
-            seq: records.len() as u64 + 1,
-            kind: RecordKind::Step(StepEvent {
-                plan_id: plan.id.clone(),
-                kind: "measure".into(),
-                step_index: step.index,
-                cell_id: step.cell_id.clone(),
-                repetition: step.repetition,
-                attempt: 1,
-                state: StepState::Succeeded,
-                started_unix_ns: 1_000 + i as i64,
-                finished_unix_ns: 2_000 + i as i64,
-                exit_status: 0,
-                stderr_tail: String::new(),
-                error: String::new(),
-                samples: vec![
-                    sample("block_read", read),
-                    sample("seeks", None),
-                    sample("block_write", Some(300e6 + i as f64)),
-                ],
-            }),
-        });
+        let samples = vec![
+            sample("block_read", read),
+            sample("seeks", None),
+            sample("block_write", Some(300e6 + i as f64)),
+        ];
+        records.push(measured(
+            records.len() as u64 + 1,
+            &plan.id,
+            step,
+            1_000 + i as i64,
+            samples,
+        ));
     }
     store.write_records("h", records).await.unwrap();
     let report = Report::load(&store, &planned.id).unwrap();

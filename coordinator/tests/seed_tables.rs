@@ -3,10 +3,13 @@
 //! spread a few percent around the seed's means, the 11% encryption penalty of Spring
 //! is significant and the 1–2% "spinning rust penalty" of Scala and GCC is not.
 
+mod common;
+
+use common::measured;
 use platter::planner;
 use platter::report::{Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_agent::model::{Sample, StepKind};
 
 const CAMPAIGN: &str = r#"
 name: ssd-build-times
@@ -59,30 +62,20 @@ async fn seed_000_table_and_penalties_from_its_numbers() {
         let cell = planned.cells.iter().find(|c| c.id == step.cell_id).unwrap();
         let wall = seed(&cell.params["drive"], &cell.params["project"])
             * SPREAD[step.repetition as usize - 1];
-        records.push(Record {
-            seq: records.len() as u64 + 1,
-            kind: RecordKind::Step(StepEvent {
-                plan_id: plan.id.clone(),
-                kind: "measure".into(),
-                step_index: step.index,
-                cell_id: step.cell_id.clone(),
-                repetition: step.repetition,
-                attempt: 1,
-                state: StepState::Succeeded,
-                started_unix_ns: 0,
-                finished_unix_ns: 0,
-                exit_status: 0,
-                stderr_tail: String::new(),
-                error: String::new(),
-                samples: vec![Sample {
-                    metric: "wall".into(),
-                    value: wall,
-                    unit: "s".into(),
-                    histogram: vec![],
-                    missing: String::new(),
-                }],
-            }),
-        });
+        let wall = Sample {
+            metric: "wall".into(),
+            value: wall,
+            unit: "s".into(),
+            histogram: vec![],
+            missing: String::new(),
+        };
+        records.push(measured(
+            records.len() as u64 + 1,
+            &plan.id,
+            step,
+            0,
+            vec![wall],
+        ));
     }
     assert_eq!(records.len(), 45);
     store.write_records("w520", records).await.unwrap();

@@ -17,10 +17,30 @@ fn field(s: &str) -> String {
     }
 }
 
+/// The columns every row starts with: campaign, host, cell, then each parameter.
+fn lead_header(r: &Report) -> Vec<String> {
+    let mut header = vec!["campaign".to_string(), "host".into(), "cell".into()];
+    header.extend(r.params.iter().cloned());
+    header
+}
+
+fn lead(r: &Report, c: &super::CellReport) -> Vec<String> {
+    let mut row = vec![r.campaign_id.clone(), c.host.clone(), c.cell_id.clone()];
+    row.extend(
+        r.params
+            .iter()
+            .map(|p| c.params.get(p).cloned().unwrap_or_default()),
+    );
+    row
+}
+
+fn line(row: &[String]) -> String {
+    row.iter().map(|f| field(f)).collect::<Vec<_>>().join(",") + "\n"
+}
+
 impl Exporter for Csv {
     fn render(&self, r: &Report) -> String {
-        let mut header = vec!["campaign".to_string(), "host".into(), "cell".into()];
-        header.extend(r.params.iter().cloned());
+        let mut header = lead_header(r);
         header.extend(
             [
                 "metric",
@@ -48,14 +68,7 @@ impl Exporter for Csv {
         );
         // What each cell ran on, from the run's own snapshots.
         header.extend(super::provenance::CELL_COLUMNS.map(String::from));
-        let mut out = header
-            .iter()
-            .map(|h| field(h))
-            .collect::<Vec<_>>()
-            .join(",")
-            + "\n";
-        let line =
-            |row: Vec<String>| row.iter().map(|f| field(f)).collect::<Vec<_>>().join(",") + "\n";
+        let mut out = line(&header);
         let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
         for c in &r.cells {
             let ran_on = super::provenance::cell_columns(
@@ -69,12 +82,7 @@ impl Exporter for Csv {
                 row.extend(ran_on.iter().cloned());
             };
             let lead = |metric: &str, unit: &str| {
-                let mut row = vec![r.campaign_id.clone(), c.host.clone(), c.cell_id.clone()];
-                row.extend(
-                    r.params
-                        .iter()
-                        .map(|p| c.params.get(p).cloned().unwrap_or_default()),
-                );
+                let mut row = lead(r, c);
                 row.extend([metric.to_string(), unit.to_string()]);
                 row
             };
@@ -90,7 +98,7 @@ impl Exporter for Csv {
                     row.extend(std::iter::repeat_n(String::new(), 12));
                     row.extend([value.to_string(), l.ops.to_string()]);
                     tail(&mut row, 0, "");
-                    out.push_str(&line(row));
+                    out.push_str(&line(&row));
                 }
                 let s = &m.stats;
                 let mut row = lead(&m.metric, &m.unit);
@@ -108,14 +116,14 @@ impl Exporter for Csv {
                     String::new(),
                 ]);
                 tail(&mut row, m.not_measured, &m.not_measured_reason);
-                out.push_str(&line(row));
+                out.push_str(&line(&row));
             }
             for u in &c.unmeasured {
                 let mut row = lead(&u.metric, &u.unit);
                 row.extend(["0".to_string(), c.failed.to_string()]);
                 row.extend(std::iter::repeat_n(String::new(), 14));
                 tail(&mut row, u.count, &u.reason);
-                out.push_str(&line(row));
+                out.push_str(&line(&row));
             }
         }
         out
@@ -128,8 +136,7 @@ pub struct CsvSamples;
 
 impl Exporter for CsvSamples {
     fn render(&self, r: &Report) -> String {
-        let mut header = vec!["campaign".to_string(), "host".into(), "cell".into()];
-        header.extend(r.params.iter().cloned());
+        let mut header = lead_header(r);
         header.extend(
             [
                 "metric",
@@ -142,12 +149,7 @@ impl Exporter for CsvSamples {
             ]
             .map(String::from),
         );
-        let mut out = header
-            .iter()
-            .map(|h| field(h))
-            .collect::<Vec<_>>()
-            .join(",")
-            + "\n";
+        let mut out = line(&header);
         for c in &r.cells {
             let metrics = c
                 .metrics
@@ -167,12 +169,7 @@ impl Exporter for CsvSamples {
                         missing,
                         started_unix_ns,
                     } = s;
-                    let mut row = vec![r.campaign_id.clone(), c.host.clone(), c.cell_id.clone()];
-                    row.extend(
-                        r.params
-                            .iter()
-                            .map(|p| c.params.get(p).cloned().unwrap_or_default()),
-                    );
+                    let mut row = lead(r, c);
                     // A per-run latency percentile keeps its report name (`latency.p99
                     // per run`): `latency.p99` alone is over every operation of every run.
                     row.extend([
@@ -184,9 +181,7 @@ impl Exporter for CsvSamples {
                         value.map(|v| v.to_string()).unwrap_or_default(),
                         missing.clone(),
                     ]);
-                    out.push_str(
-                        &(row.iter().map(|f| field(f)).collect::<Vec<_>>().join(",") + "\n"),
-                    );
+                    out.push_str(&line(&row));
                 }
             }
         }

@@ -368,3 +368,32 @@ impl Drop for Loop {
         let _ = Command::new("losetup").args(["-d", &self.path]).status();
     }
 }
+
+/// The end record of a measure `step` that succeeded with `samples`, as an agent sends it.
+pub fn measured(
+    seq: u64,
+    plan_id: &str,
+    step: &platter_agent::model::Step,
+    started_unix_ns: i64,
+    samples: Vec<platter_agent::model::Sample>,
+) -> platter_agent::model::Record {
+    use platter_agent::model::{Record, RecordKind, StepEvent, StepState};
+    Record {
+        seq,
+        kind: RecordKind::Step(StepEvent {
+            plan_id: plan_id.to_string(),
+            kind: "measure".into(),
+            step_index: step.index,
+            cell_id: step.cell_id.clone(),
+            repetition: step.repetition,
+            attempt: 1,
+            state: StepState::Succeeded,
+            started_unix_ns,
+            finished_unix_ns: started_unix_ns,
+            exit_status: 0,
+            stderr_tail: String::new(),
+            error: String::new(),
+            samples,
+        }),
+    }
+}
