@@ -437,9 +437,11 @@ fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
         .args(["compare", &a, &b, "--format", "json"])
         .assert()
         .success();
-    let rows: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    let rows = rows.as_array().unwrap();
+    let compared: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let rows = compared["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
+    assert_eq!(compared["only_in_a"], serde_json::json!([]));
+    assert_eq!(compared["only_in_b"], serde_json::json!([]));
     for r in rows {
         assert_eq!(r["baseline"], a.as_str());
         assert_eq!(r["candidate"], b.as_str());

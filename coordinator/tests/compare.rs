@@ -129,3 +129,121 @@ async fn a_baseline_by_host_pairs_devices_named_differently_and_lists_the_rest()
         "{table}"
     );
 }
+
+/// Runs `yaml` with `platter run` into the shared database of `dir`; its campaign id.
+fn run(dir: &std::path::Path, name: &str, yaml: &str) -> String {
+    let f = common::write(dir, name, yaml);
+    let out = common::platter()
+        .current_dir(dir)
+        .args(["run", "--fresh", "--format", "json", "--db", "p.db"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "platter run {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["campaign_id"].as_str().unwrap().to_string()
+}
+
+fn campaign(name: &str, bs: &str) -> String {
+    format!(
+        "name: {name}\nmatrix: {{ bs: [{bs}], sync: [none] }}\n\
+         workload: {{ command: {{ run: \"sleep 0.01\" }} }}\nrepeat: 3\n"
+    )
+}
+
+fn compare(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    common::platter()
+        .current_dir(dir)
+        .args(["compare", "--db", "p.db"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn compare_lists_the_cells_either_campaign_lacks_and_exits_non_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let a = run(dir, "a.yaml", &campaign("a", "4k, 1M"));
+    let b = run(dir, "b.yaml", &campaign("b", "4k, 64k"));
+    let host = platter_agent::cli::hostname();
+
+    let out = compare(dir, &[&a, &b]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(platter::cli::EXIT_UNMATCHED),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains("Hodges–Lehmann ratio of B to A"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("only in A: {host} bs=1M sync=none\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("only in B: {host} bs=64k sync=none\n")),
+        "{stdout}"
+    );
+    // The one cell both have: its interval with its real coverage (3 + 3 runs: 90%) and
+    // the test behind the verdict.
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("bs=4k sync=none:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("(90% CI "), "{row}");
+    assert!(row.contains("Holm-adjusted p = "), "{row}");
+    assert!(
+        stderr.contains("2 cell(s) could not be compared"),
+        "{stderr}"
+    );
+
+    let out = compare(dir, &[&a, &b, "--allow-unmatched", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = |side: &str| -> Vec<String> {
+        json[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| format!("{} bs={}", c["host"].as_str().unwrap(), c["params"]["bs"]))
+            .collect()
+    };
+    assert_eq!(cells("only_in_a"), [format!("{host} bs=\"1M\"")]);
+    assert_eq!(cells("only_in_b"), [format!("{host} bs=\"64k\"")]);
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{json}");
+    assert_eq!(rows[0]["compared"], true, "{json}");
+    assert!(
+        rows[0]["ci_level"].as_f64().is_some_and(|l| l > 0.89),
+        "{json}"
+    );
+    assert!(rows[0]["holm_p"].as_f64().is_some(), "{json}");
+
+    // The same matrix again: every cell has its counterpart.
+    let again = run(dir, "a.yaml", &campaign("a", "4k, 1M"));
+    let out = compare(dir, &[&a, &again]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("only in"), "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("  ")).count(),
+        2,
+        "{stdout}"
+    );
+}

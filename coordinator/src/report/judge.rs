@@ -97,6 +97,29 @@ pub struct JudgedComparison {
     pub compared: bool,
 }
 
+/// A cell that a comparison found no counterpart for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnmatchedCell {
+    pub host: String,
+    pub params: indexmap::IndexMap<String, String>,
+}
+
+impl UnmatchedCell {
+    fn of(cell: &CellReport) -> UnmatchedCell {
+        UnmatchedCell {
+            host: cell.host.clone(),
+            params: cell.params.clone(),
+        }
+    }
+
+    /// "rc66 bs=4k sync=none".
+    pub fn describe(&self) -> String {
+        let mut parts = vec![self.host.clone()];
+        parts.extend(self.params.iter().map(|(k, v)| format!("{k}={v}")));
+        parts.join(" ")
+    }
+}
+
 /// One comparison before the family is known.
 struct Pending {
     row: ComparisonRow,
@@ -675,17 +698,42 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
     out
 }
 
+/// `platter compare A B`: what it compared and what it could not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CampaignComparison {
+    /// Campaign A's id.
+    pub baseline: String,
+    /// Campaign B's id.
+    pub candidate: String,
+    pub metric: String,
+    /// Each cell of B that A has too, decided together with Holm's correction; a row with
+    /// `compared: false` when either side has no usable values of the metric.
+    pub rows: Vec<JudgedComparison>,
+    /// Cells of A without a cell of the same host and parameters in B, and the reverse.
+    pub only_in_a: Vec<UnmatchedCell>,
+    pub only_in_b: Vec<UnmatchedCell>,
+}
+
+impl CampaignComparison {
+    /// Cells that were not compared: without a counterpart, or without values.
+    pub fn incomplete(&self) -> usize {
+        self.only_in_a.len()
+            + self.only_in_b.len()
+            + self.rows.iter().filter(|r| !r.compared).count()
+    }
+}
+
 /// `platter compare A B`: every cell of `b` against the cell of `a` with the same host
 /// and parameters (the same matrix run on another day or fleet), on `metric`, decided
-/// together with Holm's correction (the verdict is in `significant` and `text`).
-pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> Vec<ComparisonRow> {
+/// together with Holm's correction (the verdict is in `significant` and `text`); the
+/// cells of either without a counterpart in the other are listed.
+pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> CampaignComparison {
+    let same = |x: &CellReport, y: &CellReport| x.host == y.host && x.params == y.params;
     let mut rows = Vec::new();
+    let mut only_in_b = Vec::new();
     for cell in &b.cells {
-        let Some(base) = a
-            .cells
-            .iter()
-            .find(|c| c.host == cell.host && c.params == cell.params)
-        else {
+        let Some(base) = a.cells.iter().find(|c| same(c, cell)) else {
+            only_in_b.push(UnmatchedCell::of(cell));
             continue;
         };
         let label = format!("{} vs {}", b.campaign_id, a.campaign_id);
@@ -704,11 +752,20 @@ pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> 
         };
         rows.push(pending(row_of, base, cell, metric, label));
     }
-    judge_family(rows)
-        .into_iter()
-        .filter(|j| j.compared)
-        .map(|j| j.row)
-        .collect()
+    let only_in_a = a
+        .cells
+        .iter()
+        .filter(|c| !b.cells.iter().any(|x| same(c, x)))
+        .map(UnmatchedCell::of)
+        .collect();
+    CampaignComparison {
+        baseline: a.campaign_id.clone(),
+        candidate: b.campaign_id.clone(),
+        metric: metric.to_string(),
+        rows: judge_family(rows),
+        only_in_a,
+        only_in_b,
+    }
 }
 
 #[cfg(test)]
@@ -966,6 +1023,69 @@ mod tests {
             lines[2],
             (false, "h device=sdb size=8 offset=0: write_cache=on vs off: not compared: no positive values of latency.mean on both sides".to_string())
         );
+    }
+
+    fn report(id: &str, cells: Vec<CellReport>) -> crate::report::Report {
+        crate::report::Report {
+            schema_version: 1,
+            campaign_id: id.into(),
+            name: id.into(),
+            state: "done".into(),
+            params: vec![],
+            repeat: 6,
+            cells,
+            steps_failed: 0,
+            measurements_expected: 0,
+            measurements_missing: 0,
+            failures: vec![],
+            refused: vec![],
+            comparisons: vec![],
+            verdicts: vec![],
+            pivot: None,
+            outliers: vec![],
+            provenance: vec![],
+            provenance_changes: vec![],
+        }
+    }
+
+    #[test]
+    fn compare_campaigns_lists_the_cells_either_side_lacks() {
+        let a = report("A", host_cells("rc66", &["sdb", "sdc"], 1.0));
+        let mut b_cells = host_cells("rc66", &["sdb"], 1.5);
+        b_cells.extend(host_cells("rcmonster", &["sdb"], 1.0));
+        let b = report("B", b_cells);
+        let c = compare_campaigns(&a, &b, "latency.mean");
+        assert_eq!(c.rows.len(), 2);
+        for r in &c.rows {
+            assert!(r.compared && (r.row.ratio - 1.5).abs() < 1e-9, "{r:?}");
+            // 6 + 6 runs: the interval's real coverage, and the test behind the verdict.
+            assert!(r.ci_level.is_some_and(|l| l > 0.95), "{r:?}");
+            assert!(
+                r.p_value.is_some() && r.holm_p.is_some() && r.family == 2,
+                "{r:?}"
+            );
+            assert!(r.row.significant && r.row.text.contains("% CI"), "{r:?}");
+        }
+        let names = |cells: &[UnmatchedCell]| -> Vec<String> {
+            cells.iter().map(UnmatchedCell::describe).collect()
+        };
+        assert_eq!(
+            names(&c.only_in_a),
+            [
+                "rc66 device=sdc write_cache=on size=1 offset=0",
+                "rc66 device=sdc write_cache=on size=4096 offset=0"
+            ]
+        );
+        assert_eq!(
+            names(&c.only_in_b),
+            [
+                "rcmonster device=sdb write_cache=on size=1 offset=0",
+                "rcmonster device=sdb write_cache=on size=4096 offset=0"
+            ]
+        );
+        assert_eq!(c.incomplete(), 4);
+        let same = compare_campaigns(&a, &a, "latency.mean");
+        assert_eq!((same.rows.len(), same.incomplete()), (4, 0));
     }
 
     #[test]
