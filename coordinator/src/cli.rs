@@ -23,6 +23,10 @@ use crate::{planner, spec};
 pub const EXIT_FAILED_STEPS: i32 = 1;
 /// Exit status for invalid input (campaign file, flags).
 pub const EXIT_INVALID: i32 = 2;
+/// Exit status of `platter compare` when some cells could not be compared (no cell with
+/// the same host and parameters in the other campaign, or no values of the metric) and
+/// `--allow-unmatched` was not given; the comparison and the cells are still printed.
+pub const EXIT_UNMATCHED: i32 = 3;
 
 /// platter runs storage experiments (YAML campaigns) on one machine or a fleet of test
 /// hosts and reports how hosts, drives and configurations compare.
@@ -162,7 +166,9 @@ pub enum Command {
         junit: Option<PathBuf>,
     },
     /// Compare two campaigns run from the same matrix (another day, another fleet): each
-    /// cell of B against the same host and parameters in A, with a 95% confidence interval.
+    /// cell of B against the same host and parameters in A — the Hodges–Lehmann ratio of
+    /// B to A with an interval of its real coverage, Holm-corrected — and the cells of
+    /// either without a counterpart. Exits 3 when some cells could not be compared.
     Compare {
         /// The baseline campaign
         a: String,
@@ -181,6 +187,9 @@ pub enum Command {
         /// table for people, json for scripts
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
+        /// Exit 0 even when some cells could not be compared (they are still listed)
+        #[arg(long)]
+        allow_unmatched: bool,
     },
     /// List the block devices of this machine, or of every agent a coordinator knows:
     /// model, serial, transport, controller chain, write cache, and what is in use.
@@ -443,8 +452,9 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             client,
             metric,
             format,
+            allow_unmatched,
         } => {
-            let rows = if db.is_none() && client.coordinator.is_some() {
+            let compared = if db.is_none() && client.coordinator.is_some() {
                 let resp = client
                     .connect()
                     .await?
@@ -456,7 +466,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     .await
                     .map_err(|s| call_error("compare", s))?
                     .into_inner();
-                resp.rows.into_iter().map(Into::into).collect()
+                crate::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
             } else {
                 let db = db.unwrap_or_else(|| "platter-data/platter.db".into());
                 let store = crate::store::Store::open(&db)?;
@@ -466,21 +476,53 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 );
                 crate::report::judge::compare_campaigns(&ra, &rb, &metric)
             };
-            if rows.is_empty() {
+            if format == "json" {
+                println!("{}", serde_json::to_string_pretty(&compared)?);
+            } else {
+                print!("{}", render_comparison(&compared));
+            }
+            if !compared.rows.iter().any(|r| r.compared) {
                 bail!("no cell of {b} has a counterpart with the same host and parameters in {a} that measured {metric}");
             }
-            if format == "json" {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                println!("{b} against {a} ({metric}, median):");
-                for r in &rows {
-                    println!("  {}: {}", r.context, r.text);
-                }
+            let incomplete = compared.incomplete();
+            if incomplete > 0 && !allow_unmatched {
+                eprintln!(
+                    "platter: {incomplete} cell(s) could not be compared (listed above); \
+                     --allow-unmatched exits 0 anyway"
+                );
+                return Ok(EXIT_UNMATCHED);
             }
             Ok(0)
         }
         Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
     }
+}
+
+/// `platter compare` for people: what the number is, one line per cell, then the cells
+/// of either campaign that have no counterpart in the other.
+fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String {
+    let (a, b, metric) = (&c.baseline, &c.candidate, &c.metric);
+    let family = c.rows.iter().map(|r| r.family).max().unwrap_or(0);
+    let mut out = format!(
+        "B = {b} against A = {a}, {metric}\n\
+         penalty: the Hodges–Lehmann ratio of B to A (the median of every ratio of a \
+         repetition of B to one of A) − 1, with a distribution-free interval labelled with \
+         its real coverage; significant only after Holm's correction over {family} \
+         comparison(s)\n"
+    );
+    for r in &c.rows {
+        let test = match (r.p_value, r.holm_p) {
+            (Some(p), Some(h)) => format!(" [p = {p:.3}, Holm-adjusted p = {h:.3}]"),
+            _ => String::new(),
+        };
+        out.push_str(&format!("  {}: {}{test}\n", r.row.context, r.row.text));
+    }
+    for (side, cells) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
+        for cell in cells {
+            out.push_str(&format!("only in {side}: {}\n", cell.describe()));
+        }
+    }
+    out
 }
 
 async fn inventory(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Result<i32> {
@@ -758,7 +800,8 @@ async fn report(
         r.steps_failed
             + r.plans_refused
             + u32::from(r.qualification_failed)
-            + r.measurements_missing,
+            + r.measurements_missing
+            + r.comparisons_not_made,
     ))
 }
 

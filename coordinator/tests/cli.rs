@@ -324,16 +324,21 @@ report: { baseline: { variant: base } }
     let penalty = slower["penalty_pct"].as_f64().unwrap();
     assert!((20.0..40.0).contains(&penalty), "{slower}");
     assert_eq!(slower["significant"], true, "{slower}");
+    // Two identical commands: a small penalty, and almost always "no significant
+    // difference". A test at the 5% level calls identical runs different 5% of the time
+    // (more on a busy machine), so the verdict itself is pinned on seeded data in
+    // `report::stats`; here the words must match the verdict, whichever it is.
     let same = row("same");
     assert!(same["penalty_pct"].as_f64().unwrap().abs() < 5.0, "{same}");
-    assert_eq!(same["significant"], false, "{same}");
-    assert!(
-        same["text"]
-            .as_str()
-            .unwrap()
-            .contains("no significant difference"),
-        "{same}"
-    );
+    let text = same["text"].as_str().unwrap();
+    if same["significant"] == false {
+        assert!(
+            text.contains("no significant difference") || text.contains("not significant"),
+            "{same}"
+        );
+    } else {
+        assert!(text.contains("penalty"), "{same}");
+    }
 }
 
 #[test]
@@ -437,9 +442,11 @@ fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
         .args(["compare", &a, &b, "--format", "json"])
         .assert()
         .success();
-    let rows: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    let rows = rows.as_array().unwrap();
+    let compared: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let rows = compared["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
+    assert_eq!(compared["only_in_a"], serde_json::json!([]));
+    assert_eq!(compared["only_in_b"], serde_json::json!([]));
     for r in rows {
         assert_eq!(r["baseline"], a.as_str());
         assert_eq!(r["candidate"], b.as_str());

@@ -100,12 +100,14 @@ fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
 
     // The same matrix twice: `platter compare` through the coordinator pairs every cell.
     let id = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let rows = operator_json(
+    let compared = operator_json(
         dir,
         port,
         &["compare", &id(&ra), &id(&rb), "--format", "json"],
     );
-    let rows = rows.as_array().unwrap();
+    assert_eq!(compared["only_in_a"], serde_json::json!([]), "{compared}");
+    assert_eq!(compared["only_in_b"], serde_json::json!([]), "{compared}");
+    let rows = compared["rows"].as_array().unwrap();
     assert_eq!(
         rows.len(),
         3 * 2,

@@ -23,6 +23,7 @@ pub struct ComparisonRow {
     pub baseline: String,
     pub candidate: String,
     pub metric: String,
+    /// NaN (null in JSON) when no comparison was made (see `JudgedComparison::compared`).
     pub ratio: f64,
     pub penalty_pct: f64,
     pub ci_pct: Option<(f64, f64)>,
@@ -37,8 +38,9 @@ fn key_of(cell: &CellReport, key: &str) -> Option<String> {
     }
 }
 
-/// Everything that identifies a cell except `key`.
-fn context(cell: &CellReport, key: &str) -> String {
+/// Everything that identifies a cell except `key` (and except `device` when the compared
+/// cells' devices have different names: the comparison's label names both then).
+fn context(cell: &CellReport, key: &str, same_device: bool) -> String {
     let mut parts: Vec<String> = Vec::new();
     if key != "host" {
         parts.push(cell.host.clone());
@@ -46,7 +48,7 @@ fn context(cell: &CellReport, key: &str) -> String {
     parts.extend(
         cell.params
             .iter()
-            .filter(|(k, _)| *k != key)
+            .filter(|(k, _)| *k != key && (same_device || *k != "device"))
             .map(|(k, v)| format!("{k}={v}")),
     );
     parts.join(" ")
@@ -90,6 +92,32 @@ pub struct JudgedComparison {
     pub holm_p: Option<f64>,
     /// How many comparisons with a test the report made together.
     pub family: usize,
+    /// False when no comparison could be made: the cell has no counterpart, or one side
+    /// has no usable values of the metric. `text` says which; the numbers are NaN.
+    pub compared: bool,
+}
+
+/// A cell that a comparison found no counterpart for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnmatchedCell {
+    pub host: String,
+    pub params: indexmap::IndexMap<String, String>,
+}
+
+impl UnmatchedCell {
+    fn of(cell: &CellReport) -> UnmatchedCell {
+        UnmatchedCell {
+            host: cell.host.clone(),
+            params: cell.params.clone(),
+        }
+    }
+
+    /// "rc66 bs=4k sync=none".
+    pub fn describe(&self) -> String {
+        let mut parts = vec![self.host.clone()];
+        parts.extend(self.params.iter().map(|(k, v)| format!("{k}={v}")));
+        parts.join(" ")
+    }
 }
 
 /// One comparison before the family is known.
@@ -97,20 +125,43 @@ struct Pending {
     row: ComparisonRow,
     label: String,
     test: Option<stats::Comparison>,
+    compared: bool,
 }
 
+/// A row that stands for a comparison not made, with the reason in its text.
+fn not_compared(row_of: impl FnOnce(f64, f64) -> ComparisonRow, text: String) -> Pending {
+    let mut row = row_of(f64::NAN, f64::NAN);
+    row.text = text;
+    Pending {
+        row,
+        label: String::new(),
+        test: None,
+        compared: false,
+    }
+}
+
+/// The comparison of `cell` with `base` on `metric`; a row saying so when either has no
+/// usable values of it.
 fn pending(
     row_of: impl FnOnce(f64, f64) -> ComparisonRow,
     base: &CellReport,
     cell: &CellReport,
     metric: &str,
     label: String,
-) -> Option<Pending> {
+) -> Pending {
+    let missing = |row_of, what: &str| {
+        not_compared(
+            row_of,
+            format!("{label}: not compared: {what} of {metric} on both sides"),
+        )
+    };
     if super::MergedLatency::is_merged_name(metric) {
         // One value per cell over all its operations: a ratio, no interval.
-        let (b, c) = (merged(base, metric)?, merged(cell, metric)?);
+        let (Some(b), Some(c)) = (merged(base, metric), merged(cell, metric)) else {
+            return missing(row_of, "no merged per-operation value");
+        };
         if b <= 0.0 || !b.is_finite() || !c.is_finite() {
-            return None;
+            return missing(row_of, "no positive finite value");
         }
         let ratio = c / b;
         let mut row = row_of(ratio, (ratio - 1.0) * 100.0);
@@ -118,20 +169,27 @@ fn pending(
             "{label} penalty {:.1}% ({metric} over all operations of all runs: one value per cell, no interval)",
             row.penalty_pct
         );
-        return Some(Pending {
+        return Pending {
             row,
             label,
             test: None,
-        });
+            compared: true,
+        };
     }
-    let c = stats::compare(values(base, metric)?, values(cell, metric)?)?;
+    let Some(c) = values(base, metric)
+        .zip(values(cell, metric))
+        .and_then(|(b, c)| stats::compare(b, c))
+    else {
+        return missing(row_of, "no positive values");
+    };
     let mut row = row_of(c.ratio, c.penalty_pct);
     row.ci_pct = c.ci_pct;
-    Some(Pending {
+    Pending {
         row,
         label,
         test: Some(c),
-    })
+        compared: true,
+    }
 }
 
 /// Decides every comparison of a report together: Holm's correction over those with
@@ -151,6 +209,7 @@ fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                 mut row,
                 label,
                 test,
+                compared,
             } = p;
             let Some(t) = test else {
                 return JudgedComparison {
@@ -159,6 +218,7 @@ fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                     p_value: None,
                     holm_p: None,
                     family,
+                    compared,
                 };
             };
             let holm_p = adjusted.next().unwrap_or(1.0);
@@ -176,13 +236,71 @@ fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                 p_value: Some(t.p_value),
                 holm_p: Some(holm_p),
                 family,
+                compared,
             }
         })
         .collect()
 }
 
+/// The device names of `host`'s cells in plan order: the planner makes a host's cells
+/// device by device, in the order the host's selected devices were found, and reports
+/// read them in that order.
+fn devices_of<'a>(cells: &'a [CellReport], host: &str) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for c in cells.iter().filter(|c| c.host == host) {
+        if let Some(d) = c.params.get("device") {
+            if !out.contains(&d.as_str()) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// For each device of a host, the baseline host's device its cells are compared with: the
+/// one of the same name when the baseline host has it; otherwise the one at the same
+/// position among the devices that have no namesake on the other host (loop3, loop4 on
+/// one host against sdb, sdc on another). A device left over has no counterpart.
+fn pair_devices<'a>(devices: &[&'a str], base: &[&'a str]) -> Vec<(&'a str, &'a str)> {
+    let mut pairs: Vec<(&str, &str)> = devices
+        .iter()
+        .filter(|d| base.contains(d))
+        .map(|d| (*d, *d))
+        .collect();
+    let rest = devices.iter().filter(|d| !base.contains(d));
+    let base_rest = base.iter().filter(|d| !devices.contains(d));
+    pairs.extend(rest.zip(base_rest).map(|(d, b)| (*d, *b)));
+    pairs
+}
+
+/// `host` and, when the cell has one, its device: "rcmonster sdc".
+fn host_device(cell: &CellReport) -> String {
+    match cell.params.get("device") {
+        Some(d) => format!("{} {d}", cell.host),
+        None => cell.host.clone(),
+    }
+}
+
+/// Whether two cells share every parameter except `device`.
+fn same_but_device(a: &CellReport, b: &CellReport) -> bool {
+    let rest = |c: &CellReport| {
+        c.params
+            .iter()
+            .filter(|(k, _)| *k != "device")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    let (mut x, mut y) = (rest(a), rest(b));
+    x.sort();
+    y.sort();
+    x == y
+}
+
 /// Each cell whose `key` differs from the baseline value, against the baseline cell that
-/// shares everything else.
+/// shares everything else. A baseline by `host` compares the same cell on each host:
+/// same parameters, devices paired by name or else by position ([`pair_devices`]). A
+/// cell without a counterpart (and, by host, a baseline cell no cell of another host was
+/// compared with) is a row with `compared: false` that says so — never left out.
 pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedComparison> {
     let Some(b) = &settings.baseline else {
         return Vec::new();
@@ -192,45 +310,119 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedC
     } else {
         settings.metric.as_str()
     };
+    let by_host = b.key == "host";
+    let base_devices = devices_of(cells, &b.value);
+    // By host: for each other host, its device pairs and the baseline cells compared.
+    let mut pairings: indexmap::IndexMap<&str, Vec<(&str, &str)>> = indexmap::IndexMap::new();
+    let mut used: std::collections::HashSet<(&str, usize)> = std::collections::HashSet::new();
     let mut rows = Vec::new();
     for cell in cells {
         let Some(candidate) = key_of(cell, &b.key).filter(|v| *v != b.value) else {
             continue;
         };
-        let ctx = context(cell, &b.key);
-        // The baseline cell on the same host (and device) that shares the most other
-        // parameters: all of them in a full matrix; fewer when `include` ties a parameter
-        // to the compared one (e.g. `s: 0.13` only with `variant: slower`).
-        let shared = |c: &CellReport| {
-            cell.params
-                .iter()
-                .filter(|(k, v)| **k != b.key && c.params.get(*k) == Some(*v))
-                .count()
+        let row_of = |ctx: String| {
+            let candidate = candidate.clone();
+            move |ratio, penalty_pct| ComparisonRow {
+                host: cell.host.clone(),
+                context: ctx,
+                key: b.key.clone(),
+                baseline: b.value.clone(),
+                candidate,
+                metric: metric.to_string(),
+                ratio,
+                penalty_pct,
+                ci_pct: None,
+                significant: false,
+                text: String::new(),
+            }
         };
-        let Some(base) = cells
-            .iter()
-            .filter(|c| key_of(c, &b.key).as_deref() == Some(b.value.as_str()))
-            .filter(|c| b.key == "host" || c.host == cell.host)
-            .filter(|c| b.key == "device" || c.params.get("device") == cell.params.get("device"))
-            .max_by_key(|c| shared(c))
-        else {
+        let base = if by_host {
+            let pairs = pairings
+                .entry(cell.host.as_str())
+                .or_insert_with(|| pair_devices(&devices_of(cells, &cell.host), &base_devices));
+            let device = cell.params.get("device").map(String::as_str);
+            let base_device = match device {
+                Some(d) => pairs.iter().find(|p| p.0 == d).map(|p| Some(p.1)),
+                None => Some(None),
+            };
+            base_device.and_then(|bd| {
+                cells.iter().enumerate().find(|(_, c)| {
+                    c.host == b.value
+                        && c.params.get("device").map(String::as_str) == bd
+                        && same_but_device(c, cell)
+                })
+            })
+        } else {
+            // The baseline cell on the same host (and device) that shares the most other
+            // parameters: all of them in a full matrix; fewer when `include` ties a
+            // parameter to the compared one (e.g. `s: 0.13` only with `variant: slower`).
+            let shared = |c: &CellReport| {
+                cell.params
+                    .iter()
+                    .filter(|(k, v)| **k != b.key && c.params.get(*k) == Some(*v))
+                    .count()
+            };
+            cells
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| key_of(c, &b.key).as_deref() == Some(b.value.as_str()))
+                .filter(|(_, c)| c.host == cell.host)
+                .filter(|(_, c)| {
+                    b.key == "device" || c.params.get("device") == cell.params.get("device")
+                })
+                .max_by_key(|(_, c)| shared(c))
+        };
+        let Some((i, base)) = base else {
+            let text = if by_host {
+                format!(
+                    "{}: no cell on {} to compare with",
+                    host_device(cell),
+                    b.value
+                )
+            } else {
+                format!(
+                    "{}={candidate}: no cell with {}={} on {} to compare with",
+                    b.key,
+                    b.key,
+                    b.value,
+                    host_device(cell)
+                )
+            };
+            rows.push(not_compared(row_of(context(cell, &b.key, true)), text));
             continue;
         };
-        let label = format!("{}={} vs {}", b.key, candidate, b.value);
-        let row_of = |ratio, penalty_pct| ComparisonRow {
-            host: cell.host.clone(),
-            context: ctx,
-            key: b.key.clone(),
-            baseline: b.value.clone(),
-            candidate,
-            metric: metric.to_string(),
-            ratio,
-            penalty_pct,
-            ci_pct: None,
-            significant: false,
-            text: String::new(),
+        used.insert((cell.host.as_str(), i));
+        let same_device = base.params.get("device") == cell.params.get("device");
+        let label = if by_host && !same_device {
+            format!("host={} vs {}", host_device(cell), host_device(base))
+        } else {
+            format!("{}={} vs {}", b.key, candidate, b.value)
         };
-        rows.extend(pending(row_of, base, cell, metric, label));
+        let row_of = row_of(context(cell, &b.key, same_device));
+        rows.push(pending(row_of, base, cell, metric, label));
+    }
+    // By host: the baseline's cells that some other host has no counterpart for.
+    for (host, _) in &pairings {
+        for (i, base) in cells.iter().enumerate() {
+            if base.host != b.value || used.contains(&(*host, i)) {
+                continue;
+            }
+            let row_of = |ratio, penalty_pct| ComparisonRow {
+                host: base.host.clone(),
+                context: context(base, &b.key, true),
+                key: b.key.clone(),
+                baseline: b.value.clone(),
+                candidate: host.to_string(),
+                metric: metric.to_string(),
+                ratio,
+                penalty_pct,
+                ci_pct: None,
+                significant: false,
+                text: String::new(),
+            };
+            let text = format!("{}: no cell on {host} compared with it", host_device(base));
+            rows.push(not_compared(row_of, text));
+        }
     }
     judge_family(rows)
 }
@@ -506,23 +698,48 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
     out
 }
 
+/// `platter compare A B`: what it compared and what it could not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CampaignComparison {
+    /// Campaign A's id.
+    pub baseline: String,
+    /// Campaign B's id.
+    pub candidate: String,
+    pub metric: String,
+    /// Each cell of B that A has too, decided together with Holm's correction; a row with
+    /// `compared: false` when either side has no usable values of the metric.
+    pub rows: Vec<JudgedComparison>,
+    /// Cells of A without a cell of the same host and parameters in B, and the reverse.
+    pub only_in_a: Vec<UnmatchedCell>,
+    pub only_in_b: Vec<UnmatchedCell>,
+}
+
+impl CampaignComparison {
+    /// Cells that were not compared: without a counterpart, or without values.
+    pub fn incomplete(&self) -> usize {
+        self.only_in_a.len()
+            + self.only_in_b.len()
+            + self.rows.iter().filter(|r| !r.compared).count()
+    }
+}
+
 /// `platter compare A B`: every cell of `b` against the cell of `a` with the same host
 /// and parameters (the same matrix run on another day or fleet), on `metric`, decided
-/// together with Holm's correction (the verdict is in `significant` and `text`).
-pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> Vec<ComparisonRow> {
+/// together with Holm's correction (the verdict is in `significant` and `text`); the
+/// cells of either without a counterpart in the other are listed.
+pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> CampaignComparison {
+    let same = |x: &CellReport, y: &CellReport| x.host == y.host && x.params == y.params;
     let mut rows = Vec::new();
+    let mut only_in_b = Vec::new();
     for cell in &b.cells {
-        let Some(base) = a
-            .cells
-            .iter()
-            .find(|c| c.host == cell.host && c.params == cell.params)
-        else {
+        let Some(base) = a.cells.iter().find(|c| same(c, cell)) else {
+            only_in_b.push(UnmatchedCell::of(cell));
             continue;
         };
         let label = format!("{} vs {}", b.campaign_id, a.campaign_id);
         let row_of = |ratio, penalty_pct| ComparisonRow {
             host: cell.host.clone(),
-            context: context(cell, ""),
+            context: context(cell, "", true),
             key: "campaign".into(),
             baseline: a.campaign_id.clone(),
             candidate: b.campaign_id.clone(),
@@ -533,9 +750,22 @@ pub fn compare_campaigns(a: &super::Report, b: &super::Report, metric: &str) -> 
             significant: false,
             text: String::new(),
         };
-        rows.extend(pending(row_of, base, cell, metric, label));
+        rows.push(pending(row_of, base, cell, metric, label));
     }
-    judge_family(rows).into_iter().map(|j| j.row).collect()
+    let only_in_a = a
+        .cells
+        .iter()
+        .filter(|c| !b.cells.iter().any(|x| same(c, x)))
+        .map(UnmatchedCell::of)
+        .collect();
+    CampaignComparison {
+        baseline: a.campaign_id.clone(),
+        candidate: b.campaign_id.clone(),
+        metric: metric.to_string(),
+        rows: judge_family(rows),
+        only_in_a,
+        only_in_b,
+    }
 }
 
 #[cfg(test)]
@@ -662,6 +892,194 @@ mod tests {
             .cloned()
             .collect();
         assert!(fleet_outliers(&calm, &settings).is_empty());
+    }
+
+    fn baseline(key: &str, value: &str) -> ReportSpec {
+        ReportSpec {
+            baseline: Some(crate::spec::Baseline {
+                key: key.into(),
+                value: value.into(),
+                line: 1,
+                column: 1,
+            }),
+            metric: "latency.mean".into(),
+            ..ReportSpec::default()
+        }
+    }
+
+    /// Cells of `host` on `devices` (in plan order) at sizes 1 and 4096, `scale` times a
+    /// common set of repetitions.
+    fn host_cells(host: &str, devices: &[&str], scale: f64) -> Vec<CellReport> {
+        let runs = [1.00, 1.02, 0.98, 1.01, 0.99, 1.03];
+        let mut out = Vec::new();
+        for d in devices {
+            for size in ["1", "4096"] {
+                let v: Vec<f64> = runs.iter().map(|r| r * scale * 1e-3).collect();
+                out.push(cell(host, d, "on", size, "0", &v));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_baseline_host_compares_the_same_cell_on_each_host_whatever_its_devices_are_called() {
+        // rc66 tests loop3 and loop4; rcmonster sdb, sdc and a third drive, sdd; flygecko
+        // only a loop4. Devices pair by name where both hosts have it, else by position.
+        let mut cells = host_cells("rc66", &["loop3", "loop4"], 1.0);
+        cells.extend(host_cells("rcmonster", &["sdb", "sdc", "sdd"], 2.0));
+        cells.extend(host_cells("flygecko", &["loop4"], 1.0));
+        let rows = compare_cells(&cells, &baseline("host", "rc66"));
+        let text = |r: &JudgedComparison| format!("{}: {}", r.row.context, r.row.text);
+        let all: Vec<String> = rows.iter().map(text).collect();
+
+        let compared: Vec<&JudgedComparison> = rows.iter().filter(|r| r.compared).collect();
+        assert_eq!(compared.len(), 6, "{all:#?}");
+        for r in compared.iter().filter(|r| r.row.host == "rcmonster") {
+            assert!((r.row.ratio - 2.0).abs() < 1e-9, "{}", text(r));
+            assert!(r.ci_level.is_some() && r.p_value.is_some(), "{r:?}");
+            assert!(!r.row.context.contains("device"), "{}", text(r));
+        }
+        for (dev, base) in [("sdb", "loop3"), ("sdc", "loop4")] {
+            for size in ["1", "4096"] {
+                let want = format!(
+                    "write_cache=on size={size} offset=0: host=rcmonster {dev} vs rc66 {base} penalty 100.0%"
+                );
+                assert!(all.iter().any(|l| l.starts_with(&want)), "{want}\n{all:#?}");
+            }
+        }
+        let flygecko: Vec<&&JudgedComparison> = compared
+            .iter()
+            .filter(|r| r.row.host == "flygecko")
+            .collect();
+        assert_eq!(flygecko.len(), 2, "{all:#?}");
+        for r in flygecko {
+            assert!(r.row.context.starts_with("device=loop4 "), "{}", text(r));
+            assert!(
+                r.row.text.starts_with("host=flygecko vs rc66 penalty"),
+                "{}",
+                text(r)
+            );
+        }
+
+        // Nothing disappears: rcmonster's third drive, and rc66's loop3 on flygecko.
+        let unmatched: Vec<String> = rows.iter().filter(|r| !r.compared).map(text).collect();
+        assert_eq!(
+            unmatched,
+            [
+                "device=sdd write_cache=on size=1 offset=0: rcmonster sdd: no cell on rc66 to compare with",
+                "device=sdd write_cache=on size=4096 offset=0: rcmonster sdd: no cell on rc66 to compare with",
+                "device=loop3 write_cache=on size=1 offset=0: rc66 loop3: no cell on flygecko compared with it",
+                "device=loop3 write_cache=on size=4096 offset=0: rc66 loop3: no cell on flygecko compared with it",
+            ]
+        );
+        assert!(rows
+            .iter()
+            .filter(|r| !r.compared)
+            .all(|r| r.row.ratio.is_nan() && !r.row.significant && r.p_value.is_none()));
+        // Holm's family counts the tests made, not the cells listed as unmatched.
+        assert!(rows.iter().all(|r| r.family == 6), "{rows:?}");
+    }
+
+    #[test]
+    fn devices_pair_by_name_first_then_by_position_among_the_rest() {
+        assert_eq!(
+            pair_devices(&["sdb", "sdc"], &["loop3", "loop4"]),
+            [("sdb", "loop3"), ("sdc", "loop4")]
+        );
+        // sdb is on both; sdc and sda pair by position among the rest; sdd has nothing.
+        assert_eq!(
+            pair_devices(&["sdc", "sdb", "sdd"], &["sdb", "sda"]),
+            [("sdb", "sdb"), ("sdc", "sda")]
+        );
+        assert_eq!(pair_devices(&[], &["sda"]), []);
+    }
+
+    #[test]
+    fn a_cell_without_its_baseline_value_is_listed_not_dropped() {
+        // An `exclude` took write_cache=off from sdc: its `on` cell has no baseline. A
+        // cell without values of the metric is listed as not compared.
+        let mut cells = vec![
+            cell("h", "sdb", "off", "1", "0", &[1e-3, 1.1e-3, 0.9e-3]),
+            cell("h", "sdb", "on", "1", "0", &[2e-3, 2.1e-3, 1.9e-3]),
+            cell("h", "sdc", "on", "1", "0", &[2e-3, 2.1e-3, 1.9e-3]),
+            cell("h", "sdb", "off", "8", "0", &[1e-3, 1.1e-3, 0.9e-3]),
+            cell("h", "sdb", "on", "8", "0", &[2e-3, 2.1e-3, 1.9e-3]),
+        ];
+        cells[4].metrics.clear();
+        let rows = compare_cells(&cells, &baseline("write_cache", "off"));
+        let lines: Vec<(bool, String)> = rows
+            .iter()
+            .map(|r| (r.compared, format!("{}: {}", r.row.context, r.row.text)))
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert!(
+            lines[0].0
+                && lines[0]
+                    .1
+                    .starts_with("h device=sdb size=1 offset=0: write_cache=on vs off penalty"),
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines[1],
+            (false, "h device=sdc size=1 offset=0: write_cache=on: no cell with write_cache=off on h sdc to compare with".to_string())
+        );
+        assert_eq!(
+            lines[2],
+            (false, "h device=sdb size=8 offset=0: write_cache=on vs off: not compared: no positive values of latency.mean on both sides".to_string())
+        );
+    }
+
+    fn report(id: &str, cells: Vec<CellReport>) -> crate::report::Report {
+        crate::report::Report {
+            schema_version: 1,
+            campaign_id: id.into(),
+            name: id.into(),
+            state: "done".into(),
+            params: vec![],
+            repeat: 6,
+            cells,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn compare_campaigns_lists_the_cells_either_side_lacks() {
+        let a = report("A", host_cells("rc66", &["sdb", "sdc"], 1.0));
+        let mut b_cells = host_cells("rc66", &["sdb"], 1.5);
+        b_cells.extend(host_cells("rcmonster", &["sdb"], 1.0));
+        let b = report("B", b_cells);
+        let c = compare_campaigns(&a, &b, "latency.mean");
+        assert_eq!(c.rows.len(), 2);
+        for r in &c.rows {
+            assert!(r.compared && (r.row.ratio - 1.5).abs() < 1e-9, "{r:?}");
+            // 6 + 6 runs: the interval's real coverage, and the test behind the verdict.
+            assert!(r.ci_level.is_some_and(|l| l > 0.95), "{r:?}");
+            assert!(
+                r.p_value.is_some() && r.holm_p.is_some() && r.family == 2,
+                "{r:?}"
+            );
+            assert!(r.row.significant && r.row.text.contains("% CI"), "{r:?}");
+        }
+        let names = |cells: &[UnmatchedCell]| -> Vec<String> {
+            cells.iter().map(UnmatchedCell::describe).collect()
+        };
+        assert_eq!(
+            names(&c.only_in_a),
+            [
+                "rc66 device=sdc write_cache=on size=1 offset=0",
+                "rc66 device=sdc write_cache=on size=4096 offset=0"
+            ]
+        );
+        assert_eq!(
+            names(&c.only_in_b),
+            [
+                "rcmonster device=sdb write_cache=on size=1 offset=0",
+                "rcmonster device=sdb write_cache=on size=4096 offset=0"
+            ]
+        );
+        assert_eq!(c.incomplete(), 4);
+        let same = compare_campaigns(&a, &a, "latency.mean");
+        assert_eq!((same.rows.len(), same.incomplete()), (4, 0));
     }
 
     #[test]

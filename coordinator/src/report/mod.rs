@@ -152,7 +152,7 @@ pub struct Failure {
     pub stderr_tail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct Report {
     pub schema_version: u32,
     pub campaign_id: String,
@@ -211,6 +211,13 @@ impl Report {
             + self.refused.len() as u32
             + u32::from(self.qualification_failed())
             + self.lost_measurements()
+            + self.uncompared()
+    }
+
+    /// Comparisons the report asked for that could not be made (a cell without its
+    /// baseline counterpart, or without values on one side): listed, and not exit 0.
+    pub fn uncompared(&self) -> u32 {
+        self.comparisons.iter().filter(|c| !c.compared).count() as u32
     }
 }
 

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::hub::{Hub, Presence};
 use crate::pki::Role;
-use crate::report::judge::ComparisonRow;
+use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, UnmatchedCell};
 use crate::report::{Format, Report};
 use crate::status::CampaignStatus;
 use crate::store::{Store, StoreError};
@@ -37,8 +37,9 @@ fn store_status(e: StoreError) -> Status {
     }
 }
 
-impl From<ComparisonRow> for pb::ComparisonRow {
-    fn from(r: ComparisonRow) -> Self {
+impl From<JudgedComparison> for pb::ComparisonRow {
+    fn from(j: JudgedComparison) -> Self {
+        let r = j.row;
         pb::ComparisonRow {
             host: r.host,
             context: r.context,
@@ -52,25 +53,86 @@ impl From<ComparisonRow> for pb::ComparisonRow {
             ci_high_pct: r.ci_pct.map(|c| c.1),
             significant: r.significant,
             text: r.text,
+            ci_level: j.ci_level,
+            p_value: j.p_value,
+            holm_p: j.holm_p,
+            family: j.family as u32,
+            not_compared: !j.compared,
         }
     }
 }
 
-impl From<pb::ComparisonRow> for ComparisonRow {
+impl From<pb::ComparisonRow> for JudgedComparison {
     fn from(r: pb::ComparisonRow) -> Self {
-        ComparisonRow {
-            host: r.host,
-            context: r.context,
-            key: r.key,
-            baseline: r.baseline,
-            candidate: r.candidate,
-            metric: r.metric,
-            ratio: r.ratio,
-            penalty_pct: r.penalty_pct,
-            ci_pct: r.ci_low_pct.zip(r.ci_high_pct),
-            significant: r.significant,
-            text: r.text,
+        JudgedComparison {
+            row: ComparisonRow {
+                host: r.host,
+                context: r.context,
+                key: r.key,
+                baseline: r.baseline,
+                candidate: r.candidate,
+                metric: r.metric,
+                ratio: r.ratio,
+                penalty_pct: r.penalty_pct,
+                ci_pct: r.ci_low_pct.zip(r.ci_high_pct),
+                significant: r.significant,
+                text: r.text,
+            },
+            ci_level: r.ci_level,
+            p_value: r.p_value,
+            holm_p: r.holm_p,
+            family: r.family as usize,
+            compared: !r.not_compared,
         }
+    }
+}
+
+impl From<UnmatchedCell> for pb::UnmatchedCell {
+    fn from(c: UnmatchedCell) -> Self {
+        pb::UnmatchedCell {
+            host: c.host,
+            params: c
+                .params
+                .into_iter()
+                .map(|(name, value)| pb::CellParam { name, value })
+                .collect(),
+        }
+    }
+}
+
+impl From<pb::UnmatchedCell> for UnmatchedCell {
+    fn from(c: pb::UnmatchedCell) -> Self {
+        UnmatchedCell {
+            host: c.host,
+            params: c.params.into_iter().map(|p| (p.name, p.value)).collect(),
+        }
+    }
+}
+
+impl From<CampaignComparison> for pb::CompareResponse {
+    fn from(c: CampaignComparison) -> Self {
+        pb::CompareResponse {
+            rows: c.rows.into_iter().map(Into::into).collect(),
+            only_in_a: c.only_in_a.into_iter().map(Into::into).collect(),
+            only_in_b: c.only_in_b.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// The comparison a coordinator answered for `a`, `b` and `metric`.
+pub fn comparison_from_pb(
+    r: pb::CompareResponse,
+    a: &str,
+    b: &str,
+    metric: &str,
+) -> CampaignComparison {
+    CampaignComparison {
+        baseline: a.to_string(),
+        candidate: b.to_string(),
+        metric: metric.to_string(),
+        rows: r.rows.into_iter().map(Into::into).collect(),
+        only_in_a: r.only_in_a.into_iter().map(Into::into).collect(),
+        only_in_b: r.only_in_b.into_iter().map(Into::into).collect(),
     }
 }
 
@@ -201,11 +263,8 @@ impl Control for ControlService {
         };
         let a = Report::load(&self.store, &req.a).map_err(store_status)?;
         let b = Report::load(&self.store, &req.b).map_err(store_status)?;
-        let rows = crate::report::judge::compare_campaigns(&a, &b, &metric)
-            .into_iter()
-            .map(pb::ComparisonRow::from)
-            .collect();
-        Ok(Response::new(pb::CompareResponse { rows }))
+        let compared = crate::report::judge::compare_campaigns(&a, &b, &metric);
+        Ok(Response::new(compared.into()))
     }
 
     async fn list_campaigns(
@@ -369,6 +428,7 @@ impl Control for ControlService {
             plans_refused: report.refused.len() as u32,
             qualification_failed: report.qualification_failed(),
             measurements_missing: report.lost_measurements(),
+            comparisons_not_made: report.uncompared(),
         }))
     }
 
