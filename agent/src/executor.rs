@@ -420,6 +420,17 @@ impl Executor {
         if !self.described.contains(plan_id) {
             self.describe(plan_id, index)?;
         }
+        // The storage the step runs on must still be there (a power loss unmounts it).
+        let uses_storage = !matches!(
+            step.kind,
+            StepKind::StorageSetup(_) | StepKind::StorageTeardown(_) | StepKind::Reboot
+        );
+        if let Some(c) = self.active_storage.as_ref().filter(|_| uses_storage) {
+            if let Err(e) = self.cfg.storage.check_in_place(c) {
+                tracing::warn!(plan = %plan_id, step = index, error = %e, "storage missing");
+                return self.end(plan_id, &step, attempt, now_ns(), Ending::error(e));
+            }
+        }
         let started = now_ns();
         self.emit(RecordKind::Step(self.event(
             plan_id,

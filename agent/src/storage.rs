@@ -128,6 +128,24 @@ impl Storage {
         None
     }
 
+    /// Err when storage `c`, set up earlier in the plan, is not mounted now: the host
+    /// restarted without a planned reboot (a power loss, a crash), or something unmounted
+    /// it. A step must then not run, or it would measure whatever filesystem holds the
+    /// empty mount point.
+    pub fn check_in_place(&self, c: &StorageConfig) -> Result<(), String> {
+        if c.fs == "none" {
+            return Ok(());
+        }
+        let mp = self.mount_point(c);
+        if self.is_mounted(&mp)? {
+            return Ok(());
+        }
+        Err(format!(
+            "the storage ({c}) is no longer mounted at {}: the host restarted without a planned reboot, or something unmounted it; not running on another filesystem",
+            mp.display()
+        ))
+    }
+
     fn is_mounted(&self, mount_point: &Path) -> Result<bool, String> {
         let info = std::fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("reading mountinfo: {e}"))?;

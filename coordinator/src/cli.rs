@@ -858,6 +858,15 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
         Err(code) => return Ok(code),
     };
     let host = platter_agent::cli::hostname();
+    // An unfinished run of this campaign is looked up before the agent starts: the agent
+    // takes up the plan it holds at once, and may end it (a plan whose storage is gone
+    // fails fast) before a submission could ask, which would start the campaign anew.
+    let unfinished = match (fresh, planner::content_hash(&campaign, &host)) {
+        (false, Ok(hash)) => crate::store::Store::open(db)
+            .with_context(|| format!("opening store {}", db.display()))?
+            .resumable(&hash)?,
+        _ => None,
+    };
     let shutdown = CancellationToken::new();
     // Plaintext on loopback: the agent is this process.
     let serve = ServeOptions::plaintext(db, "127.0.0.1:0".parse()?);
@@ -893,12 +902,18 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let resp = match submit_file(&mut client, file, &host, !fresh).await? {
-            Ok(r) => r,
-            Err(msg) => {
-                eprintln!("error: {msg}");
-                return Ok(EXIT_INVALID);
-            }
+        let resp = match unfinished {
+            Some(campaign_id) => pb::SubmitResponse {
+                campaign_id,
+                resumed: true,
+            },
+            None => match submit_file(&mut client, file, &host, !fresh).await? {
+                Ok(r) => r,
+                Err(msg) => {
+                    eprintln!("error: {msg}");
+                    return Ok(EXIT_INVALID);
+                }
+            },
         };
         eprintln!(
             "{} campaign {} ({}): {} cell(s) × {} repetition(s) on {host}",

@@ -398,3 +398,86 @@ fn fstrim_on_a_ramdisk_is_skipped_with_its_reason_and_the_measurement_stands() {
         "{fstrims:?}"
     );
 }
+
+/// A host that restarts without a planned reboot (a power loss) loses its mounts. The
+/// rest of the plan must not run on whatever filesystem holds the empty mount point: the
+/// steps fail saying why, the measurements are not taken, and the run exits non-zero.
+#[test]
+fn storage_lost_under_the_plan_is_never_measured_on_another_filesystem() {
+    assert!(
+        is_root(),
+        "the RAM disk is a tmpfs mount and needs root (CI runs as root)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Each measurement writes a marker into ${mount}; the first one also "loses power":
+    // it unmounts the RAM disk (as a restart would) and kills the agent like a crash.
+    let f = write(
+        dir,
+        "c.yaml",
+        "name: lost\nstorage: { ramdisk: { size: 16M } }\n\
+         workload: { command: { run: \"touch ${mount}/m-${repetition}; if [ ${repetition} = 1 ]; then umount ${mount}; kill -9 $PLATTER_AGENT_PID; fi\" } }\n\
+         phases: { before_each: [sync] }\nrepeat: 3\n",
+    );
+    let run = || {
+        platter_run()
+            .current_dir(dir)
+            .args(["run", "--format", "json"])
+            .arg(&f)
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        !first.status.success(),
+        "the agent in `platter run` was killed"
+    );
+    let second = run();
+    assert_eq!(
+        second.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    let text = report.to_string();
+    assert!(
+        text.contains("is no longer mounted at"),
+        "the report says why: {report:#}"
+    );
+    // Nothing was measured after the storage went: no marker landed on the filesystem
+    // under the empty mount point, and no sample was stored for repetitions 2 and 3.
+    let mounts = dir.join("platter-data/agent/mnt");
+    let strays: Vec<_> = walk(&mounts)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("m-"))
+        })
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "written outside the RAM disk: {strays:?}"
+    );
+    let c = rusqlite::Connection::open(dir.join("platter-data/platter.db")).unwrap();
+    let walls: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM sample_rows WHERE metric = 'wall'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(walls, 0, "{report:#}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
