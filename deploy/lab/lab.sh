@@ -27,7 +27,7 @@
 #   LAB_CAMPAIGN    campaign file [deploy/lab/campaign.yaml]
 #   LAB_METRIC, LAB_EXPECT_CELLS
 #                   what `run` checks: every host has LAB_EXPECT_CELLS cells [2], each with
-#                   `repeat` samples of LAB_METRIC [latency.p50]
+#                   `repeat` samples of LAB_METRIC [wall]
 #   LAB_TIMEOUT     seconds `run` waits for the campaign [900]
 #   LAB_WAIT        seconds `up` waits for the agents to connect [90]
 #   LAB_PROJECT     compose project name [platter-lab]
@@ -49,7 +49,7 @@ LAB_BASE=${LAB_BASE:-scratch}
 LAB_BUSYBOX=${LAB_BUSYBOX:-/bin/busybox}
 LAB_DRIVE_SIZE=${LAB_DRIVE_SIZE:-256M}
 LAB_CAMPAIGN=${LAB_CAMPAIGN:-$here/campaign.yaml}
-LAB_METRIC=${LAB_METRIC:-latency.p50}
+LAB_METRIC=${LAB_METRIC:-wall}
 LAB_EXPECT_CELLS=${LAB_EXPECT_CELLS:-2}
 LAB_TIMEOUT=${LAB_TIMEOUT:-900}
 LAB_PROJECT=${LAB_PROJECT:-platter-lab}
@@ -275,8 +275,10 @@ cmd_agents() {
   platter_op inventory
 }
 
-# Checks the JSON report: state done, no failed step, no refused plan, and every host has
-# LAB_EXPECT_CELLS cells, the same matrix points, each with `repeat` samples of LAB_METRIC.
+# Checks the JSON report: state done, no failed step, no refused plan, no measurement
+# missing, every host's provenance (kernel, drives) on record, and every host has
+# LAB_EXPECT_CELLS cells, the same matrix points, each with `repeat` stored samples of
+# LAB_METRIC.
 check_report() {
   python3 - "$1" "$LAB_METRIC" "$LAB_EXPECT_CELLS" "${AGENTS[@]}" <<'EOF'
 import json, sys
@@ -292,6 +294,11 @@ if r["steps_failed"]:
         f"{f['host']} {f['step']} rep {f['repetition']}: {f['error']}" for f in r["failures"]))
 for ref in r["refused"]:
     problems.append(f"{ref['host']} refused its plan: {ref['reason']}")
+if r.get("measurements_missing"):
+    problems.append(f"{r['measurements_missing']} of {r['measurements_expected']} measurements missing")
+described = {s["host"] for s in r.get("provenance", []) if s["facts"].get("host")}
+for h in sorted(set(hosts) - described):
+    problems.append(f"{h}: no provenance (kernel, drives) in the report")
 others = sorted({c["host"] for c in r["cells"]} - set(hosts))
 if others:
     problems.append(f"cells of unexpected hosts: {', '.join(others)}")
@@ -305,7 +312,8 @@ for h in hosts:
     counts = []
     for c in cells:
         m = next((m for m in c["metrics"] if m["metric"] == metric), None)
-        n = m.get("n", len(m.get("values", []))) if m else 0
+        # Every stored sample with a value, not a summary's count.
+        n = sum(1 for x in m["samples"] if x["value"] is not None) if m else 0
         counts.append(n)
         if n != repeat:
             params = " ".join(f"{k}={v}" for k, v in c["params"].items())
