@@ -26,7 +26,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -222,8 +222,20 @@ fn install_helper() -> std::io::Result<CString> {
     // descriptor and close the writable one. It lives as long as the process.
     let ro = std::fs::File::open(format!("/proc/self/fd/{}", rw.as_raw_fd()))?;
     drop(rw);
-    Ok(CString::new(format!("/proc/self/fd/{}", ro.into_raw_fd()))?)
+    // Above the fds a spawn maps (0–3): with a low number (one another thread had just
+    // closed), the child's dup2 onto it replaced the helper before the exec, and every
+    // spawn of the process failed with EACCES (seen once in CI: fd 3 was free).
+    // SAFETY: fcntl on our own descriptor with integer arguments.
+    let high = unsafe { libc::fcntl(ro.as_raw_fd(), libc::F_DUPFD_CLOEXEC, HELPER_FD_MIN) };
+    if high < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    drop(ro);
+    Ok(CString::new(format!("/proc/self/fd/{high}"))?)
 }
+
+/// The lowest descriptor the helper's memfd may have: well above the fds a spawn maps.
+const HELPER_FD_MIN: RawFd = 64;
 
 /// posix_spawn (vfork + exec: the agent's memory is not copied) of the helper with the
 /// workload's stdio on fds 0–2 and the report pipe on fd 3. SIGPIPE is reset to its
@@ -325,5 +337,32 @@ fn wait(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
         if err.kind() != std::io::ErrorKind::Interrupted {
             return Err(err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The helper's descriptor must never be one a spawn maps (0–3), whichever low fds
+    /// are free when it is installed: a dup2 onto it would replace the helper.
+    #[test]
+    fn the_helper_lives_above_the_fds_a_spawn_maps() {
+        // Free a low descriptor just before installing, as a parallel test may.
+        let low = std::fs::File::open("/dev/null").unwrap();
+        drop(low);
+        let path = install_helper().unwrap();
+        let fd: RawFd = path
+            .to_str()
+            .unwrap()
+            .strip_prefix("/proc/self/fd/")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(fd >= HELPER_FD_MIN, "{path:?}");
+        let meta = std::fs::metadata(path.to_str().unwrap()).unwrap();
+        assert_eq!(meta.len(), HELPER.len() as u64);
+        // SAFETY: the test owns this extra installation's descriptor.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
 }
