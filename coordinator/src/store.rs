@@ -611,22 +611,23 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: wat
     }
 }
 
-/// Plans this store made, cached as they are first seen: plans are never deleted.
+/// Plan id → the host it was planned for, cached as first seen: plans never change.
 #[derive(Default)]
-struct KnownPlans(std::collections::HashSet<String>);
+struct KnownPlans(std::collections::HashMap<String, String>);
 
 impl KnownPlans {
-    fn contains(&mut self, tx: &rusqlite::Transaction<'_>, id: &str) -> Result<bool> {
-        if self.0.contains(id) {
-            return Ok(true);
+    fn host(&mut self, c: &Connection, id: &str) -> Result<Option<String>> {
+        if let Some(h) = self.0.get(id) {
+            return Ok(Some(h.clone()));
         }
-        let known = tx
-            .prepare_cached("SELECT 1 FROM plans WHERE id = ?1")?
-            .exists([id])?;
-        if known {
-            self.0.insert(id.to_string());
+        let host: Option<String> = c
+            .prepare_cached("SELECT host FROM plans WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        if let Some(h) = &host {
+            self.0.insert(id.to_string(), h.clone());
         }
-        Ok(known)
+        Ok(host)
     }
 }
 
@@ -645,11 +646,11 @@ fn plan_of(kind: &RecordKind) -> (&str, &'static str) {
 struct CellKeys(std::collections::HashMap<String, i64>);
 
 impl CellKeys {
-    fn get(&mut self, tx: &rusqlite::Transaction<'_>, id: &str) -> Result<Option<i64>> {
+    fn get(&mut self, c: &Connection, id: &str) -> Result<Option<i64>> {
         if let Some(n) = self.0.get(id) {
             return Ok(Some(*n));
         }
-        let n: Option<i64> = tx
+        let n: Option<i64> = c
             .query_row("SELECT n FROM cells WHERE id = ?1", [id], |r| r.get(0))
             .optional()?;
         if let Some(n) = n {
@@ -660,8 +661,8 @@ impl CellKeys {
 }
 
 /// The campaign of `plan_id` has ended when none of its plans is left to run.
-fn finish_campaign_if_ended(tx: &rusqlite::Transaction<'_>, plan_id: &str) -> Result<()> {
-    tx.execute(
+fn finish_campaign_if_ended(c: &Connection, plan_id: &str) -> Result<()> {
+    c.execute(
         "UPDATE campaigns SET state = 'done' WHERE state = 'running'
            AND id = (SELECT campaign_id FROM plans WHERE id = ?1)
            AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.campaign_id = campaigns.id
@@ -671,143 +672,239 @@ fn finish_campaign_if_ended(tx: &rusqlite::Transaction<'_>, plan_id: &str) -> Re
     Ok(())
 }
 
+/// Keeps a record out of the results, with why, in `refused_records`.
+fn refuse(
+    c: &Connection,
+    host: &str,
+    r: &Record,
+    reason: &str,
+    outcome: &mut BatchOutcome,
+) -> Result<()> {
+    let (plan_id, kind) = plan_of(&r.kind);
+    c.prepare_cached(
+        "INSERT OR IGNORE INTO refused_records (host, seq, plan_id, kind, reason, at_unix_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![host, r.seq as i64, plan_id, kind, reason, now_ms()])?;
+    *outcome.refused.entry(plan_id.to_string()).or_default() += 1;
+    Ok(())
+}
+
+/// Whether storing a record failed because of the record itself (it breaks a constraint,
+/// or cannot be encoded), so that trying again can never succeed. A full disk, a lock or
+/// an I/O error is not: those fail the commit, and the agents send again.
+fn is_the_records_fault(e: &StoreError) -> bool {
+    match e {
+        StoreError::Sql(rusqlite::Error::SqliteFailure(f, _)) => {
+            f.code == rusqlite::ErrorCode::ConstraintViolation
+        }
+        StoreError::Json(_) => true,
+        _ => false,
+    }
+}
+
+/// Stores the agent's row (hello, inventory) and how far its records go.
+fn store_agent(c: &Connection, b: &Batch) -> Result<()> {
+    if let Some(a) = &b.hello {
+        c.prepare_cached(
+            "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices, labels) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
+             last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices, labels = excluded.labels",
+        )?
+        .execute(params![b.host, a.boot_id, a.version, now_ms(), a.devices, a.labels])?;
+    }
+    if let Some(devices) = &b.inventory {
+        c.prepare_cached("UPDATE agents SET devices = ?2 WHERE host = ?1")?
+            .execute(params![b.host, devices])?;
+    }
+    let last_seq = b.records.iter().map(|r| r.seq).max().unwrap_or(0);
+    c.prepare_cached(
+        "UPDATE agents SET last_seq = MAX(last_seq, ?2), last_seen_unix_ms = ?3 WHERE host = ?1",
+    )?
+    .execute(params![b.host, last_seq as i64, now_ms()])?;
+    Ok(())
+}
+
+/// Applies one record of `host`'s: a record of a plan this store never made, or of
+/// another host's plan, is refused (an agent is confined to its own plans).
+fn store_record(
+    c: &Connection,
+    cells: &mut CellKeys,
+    plans: &mut KnownPlans,
+    host: &str,
+    r: &Record,
+    outcome: &mut BatchOutcome,
+) -> Result<()> {
+    let (plan_id, _) = plan_of(&r.kind);
+    match plans.host(c, plan_id)? {
+        // Another store's plan (this one was replaced or lost under a running agent):
+        // its results cannot belong to any campaign here.
+        None => return refuse(c, host, r, "this store never planned the plan", outcome),
+        Some(owner) if owner != host => {
+            tracing::warn!(agent = %host, plan = %plan_id, %owner, "refused a record for another host's plan");
+            return refuse(
+                c,
+                host,
+                r,
+                &format!("the plan is {owner}'s, not {host}'s"),
+                outcome,
+            );
+        }
+        Some(_) => {}
+    }
+    match &r.kind {
+        RecordKind::PlanAccepted { plan_id } => {
+            c.execute(
+                "UPDATE plans SET state = 'accepted' WHERE id = ?1 AND state IN ('queued', 'sent')",
+                [plan_id],
+            )?;
+        }
+        RecordKind::Step(e) => {
+            let Some(cell) = cells.get(c, &e.cell_id)? else {
+                // The plan is ours, so its cells are: only a malformed record names
+                // another. Kept out, and said.
+                return refuse(
+                    c,
+                    host,
+                    r,
+                    &format!("the plan has no cell {}", e.cell_id),
+                    outcome,
+                );
+            };
+            let inserted = c
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                )?
+                .execute(params![
+                    e.plan_id,
+                    e.step_index,
+                    e.attempt,
+                    e.state.as_str(),
+                    e.kind,
+                    cell,
+                    e.repetition,
+                    host,
+                    e.started_unix_ns,
+                    e.finished_unix_ns,
+                    e.exit_status,
+                    e.stderr_tail,
+                    e.error
+                ])?;
+            if inserted == 0 {
+                return Ok(()); // already stored: a resend
+            }
+            let step_row = c.last_insert_rowid();
+            let mut sample = c.prepare_cached(
+                "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for s in &e.samples {
+                let hist = (!s.histogram.is_empty()).then_some(&s.histogram);
+                let missing = (!s.missing.is_empty()).then_some(&s.missing);
+                let value = missing.is_none().then_some(s.value);
+                sample.execute(params![step_row, s.metric, value, s.unit, hist, missing])?;
+            }
+        }
+        RecordKind::Provenance {
+            plan_id,
+            step_index,
+            facts,
+        } => {
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO provenance (plan_id, seq, host, step_index, trigger, facts)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                plan_id,
+                r.seq as i64,
+                host,
+                step_index,
+                facts.trigger,
+                serde_json::to_string(facts)?
+            ])?;
+        }
+        RecordKind::PlanRefused { plan_id, reason } => {
+            let n = c.execute(
+                "UPDATE plans SET state = 'refused', error = ?2 WHERE id = ?1 AND state NOT IN ('done', 'cancelled', 'refused')",
+                params![plan_id, reason],
+            )?;
+            if n > 0 {
+                outcome.hosts_freed.push(host.to_string());
+            }
+            finish_campaign_if_ended(c, plan_id)?;
+        }
+        RecordKind::PlanFinished { plan_id, cancelled } => {
+            let state = if *cancelled { "cancelled" } else { "done" };
+            let n = c.execute(
+                "UPDATE plans SET state = ?2 WHERE id = ?1 AND state NOT IN ('done', 'cancelled')",
+                params![plan_id, state],
+            )?;
+            if n > 0 {
+                outcome.hosts_freed.push(host.to_string());
+            }
+            finish_campaign_if_ended(c, plan_id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Commits `batches` in one transaction. Each agent's batch is applied in a savepoint of
+/// its own: a record that can never be stored (it breaks a constraint) does not fail the
+/// other agents' batches. Such a batch is then stored record by record, and the records
+/// at fault are refused with the reason (`refused_records`, and the report counts their
+/// measurements as missing) instead of being resent forever.
 fn commit(
     conn: &mut Connection,
     cells: &mut CellKeys,
     plans: &mut KnownPlans,
     batches: &[Batch],
 ) -> Result<Vec<BatchOutcome>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut outcomes = Vec::with_capacity(batches.len());
-    {
-        let mut step = tx.prepare_cached(
-            "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
-             started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        )?;
-        let mut sample = tx.prepare_cached(
-            "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
-        for b in batches {
-            if let Some(a) = &b.hello {
-                tx.prepare_cached(
-                    "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices, labels) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
-                     last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices, labels = excluded.labels",
-                )?
-                .execute(params![b.host, a.boot_id, a.version, now_ms(), a.devices, a.labels])?;
+    for b in batches {
+        let mut outcome = BatchOutcome::default();
+        let whole = {
+            let sp = tx.savepoint()?;
+            let applied = store_agent(&sp, b).and_then(|()| {
+                b.records
+                    .iter()
+                    .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, &mut outcome))
+            });
+            match applied {
+                Ok(()) => sp.commit().map_err(StoreError::from),
+                Err(e) => Err(e), // dropping `sp` rolls it back
             }
-            if let Some(devices) = &b.inventory {
-                tx.prepare_cached("UPDATE agents SET devices = ?2 WHERE host = ?1")?
-                    .execute(params![b.host, devices])?;
-            }
-            let mut outcome = BatchOutcome::default();
-            let mut last_seq = 0;
-            for r in &b.records {
-                last_seq = last_seq.max(r.seq);
-                let (plan_id, kind) = plan_of(&r.kind);
-                if !plans.contains(&tx, plan_id)? {
-                    // Another store's plan (this one was replaced or lost under a running
-                    // agent): its results cannot belong to any campaign here.
-                    tx.prepare_cached(
-                        "INSERT OR IGNORE INTO refused_records (host, seq, plan_id, kind, reason, at_unix_ms)
-                         VALUES (?1, ?2, ?3, ?4, 'this store never planned the plan', ?5)",
-                    )?
-                    .execute(params![b.host, r.seq as i64, plan_id, kind, now_ms()])?;
-                    *outcome.refused.entry(plan_id.to_string()).or_default() += 1;
-                    continue;
-                }
-                match &r.kind {
-                    RecordKind::PlanAccepted { plan_id } => {
-                        tx.execute("UPDATE plans SET state = 'accepted' WHERE id = ?1 AND state IN ('queued', 'sent')", [plan_id])?;
-                    }
-                    RecordKind::Step(e) => {
-                        let Some(cell) = cells.get(&tx, &e.cell_id)? else {
-                            // The plan is ours, so its cells are: only a malformed record
-                            // names another. Kept out, and said.
-                            tx.prepare_cached(
-                                "INSERT OR IGNORE INTO refused_records (host, seq, plan_id, kind, reason, at_unix_ms)
-                                 VALUES (?1, ?2, ?3, 'step', ?4, ?5)",
-                            )?
-                            .execute(params![b.host, r.seq as i64, e.plan_id, format!("the plan has no cell {}", e.cell_id), now_ms()])?;
-                            *outcome.refused.entry(e.plan_id.clone()).or_default() += 1;
-                            continue;
-                        };
-                        let inserted = step.execute(params![
-                            e.plan_id,
-                            e.step_index,
-                            e.attempt,
-                            e.state.as_str(),
-                            e.kind,
-                            cell,
-                            e.repetition,
-                            b.host,
-                            e.started_unix_ns,
-                            e.finished_unix_ns,
-                            e.exit_status,
-                            e.stderr_tail,
-                            e.error
-                        ])?;
-                        if inserted == 0 {
-                            continue; // already stored: a resend
+        };
+        match whole {
+            Ok(()) => {}
+            Err(e) if is_the_records_fault(&e) => {
+                tracing::warn!(agent = %b.host, error = %e, "a record of this batch cannot be stored; storing the others one by one");
+                outcome = BatchOutcome::default();
+                store_agent(&tx, b)?;
+                for r in &b.records {
+                    let mut sp = tx.savepoint()?;
+                    match store_record(&sp, cells, plans, &b.host, r, &mut outcome) {
+                        Ok(()) => sp.commit()?,
+                        Err(e) if is_the_records_fault(&e) => {
+                            sp.rollback()?;
+                            drop(sp);
+                            tracing::error!(agent = %b.host, seq = r.seq, error = %e, "record refused: it cannot be stored");
+                            refuse(
+                                &tx,
+                                &b.host,
+                                r,
+                                &format!("cannot be stored: {e}"),
+                                &mut outcome,
+                            )?;
                         }
-                        let step_row = tx.last_insert_rowid();
-                        for s in &e.samples {
-                            let hist = (!s.histogram.is_empty()).then_some(&s.histogram);
-                            let missing = (!s.missing.is_empty()).then_some(&s.missing);
-                            let value = missing.is_none().then_some(s.value);
-                            sample.execute(params![
-                                step_row, s.metric, value, s.unit, hist, missing
-                            ])?;
-                        }
-                    }
-                    RecordKind::Provenance {
-                        plan_id,
-                        step_index,
-                        facts,
-                    } => {
-                        tx.prepare_cached(
-                            "INSERT OR IGNORE INTO provenance (plan_id, seq, host, step_index, trigger, facts)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        )?
-                        .execute(params![
-                            plan_id,
-                            r.seq as i64,
-                            b.host,
-                            step_index,
-                            facts.trigger,
-                            serde_json::to_string(facts)?
-                        ])?;
-                    }
-                    RecordKind::PlanRefused { plan_id, reason } => {
-                        let n = tx.execute(
-                            "UPDATE plans SET state = 'refused', error = ?2 WHERE id = ?1 AND state NOT IN ('done', 'cancelled', 'refused')",
-                            params![plan_id, reason],
-                        )?;
-                        if n > 0 {
-                            outcome.hosts_freed.push(b.host.clone());
-                        }
-                        finish_campaign_if_ended(&tx, plan_id)?;
-                    }
-                    RecordKind::PlanFinished { plan_id, cancelled } => {
-                        let state = if *cancelled { "cancelled" } else { "done" };
-                        let n = tx.execute(
-                            "UPDATE plans SET state = ?2 WHERE id = ?1 AND state NOT IN ('done', 'cancelled')",
-                            params![plan_id, state],
-                        )?;
-                        if n > 0 {
-                            outcome.hosts_freed.push(b.host.clone());
-                        }
-                        finish_campaign_if_ended(&tx, plan_id)?;
+                        Err(e) => return Err(e),
                     }
                 }
             }
-            tx.execute(
-                "UPDATE agents SET last_seq = MAX(last_seq, ?2), last_seen_unix_ms = ?3 WHERE host = ?1",
-                params![b.host, last_seq as i64, now_ms()],
-            )?;
-            outcomes.push(outcome);
+            Err(e) => return Err(e),
         }
+        outcomes.push(outcome);
     }
     tx.commit()?;
     Ok(outcomes)
@@ -855,6 +952,97 @@ mod tests {
                 }],
             }),
         }
+    }
+
+    /// Two agents' batches in one writer transaction: rc66 sends a record that breaks a
+    /// constraint (two samples of one metric) and records for rcmonster's plan. Only
+    /// those are refused; rc66's other records and rcmonster's own batch are stored.
+    #[test]
+    fn an_agent_is_confined_to_its_plans_and_a_bad_record_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let planned = test_campaign("rc66, rcmonster", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let plan = |h: &str| planned.plans.iter().find(|p| p.host == h).unwrap();
+        let measure = |p: &Plan| {
+            p.steps
+                .iter()
+                .position(|s| matches!(s.kind, platter_agent::model::StepKind::Measure(_)))
+                .unwrap() as u32
+        };
+        let (rc66, rcmonster) = (plan("rc66"), plan("rcmonster"));
+        let mut doubled = end(1, rc66, measure(rc66), 1, 1.0);
+        if let RecordKind::Step(e) = &mut doubled.kind {
+            let again = e.samples[0].clone();
+            e.samples.push(again);
+        }
+        let accepted = |seq, p: &Plan| Record {
+            seq,
+            kind: RecordKind::PlanAccepted {
+                plan_id: p.id.clone(),
+            },
+        };
+        let batch = |host: &str, records: Vec<Record>| Batch {
+            host: host.into(),
+            hello: None,
+            inventory: None,
+            records,
+            done: oneshot::channel().0,
+        };
+        let batches = [
+            batch(
+                "rc66",
+                vec![
+                    accepted(1, rc66),
+                    doubled,
+                    // rc66's certificate, rcmonster's plan: its measurement and its end.
+                    end(3, rcmonster, measure(rcmonster), 1, 66.0),
+                    Record {
+                        seq: 4,
+                        kind: RecordKind::PlanFinished {
+                            plan_id: rcmonster.id.clone(),
+                            cancelled: false,
+                        },
+                    },
+                ],
+            ),
+            batch(
+                "rcmonster",
+                vec![
+                    accepted(1, rcmonster),
+                    end(2, rcmonster, measure(rcmonster), 1, 7.0),
+                ],
+            ),
+        ];
+        let mut conn = open_conn(&dir.path().join("t.db"), BUSY_TIMEOUT).unwrap();
+        let outcomes = commit(
+            &mut conn,
+            &mut CellKeys::default(),
+            &mut KnownPlans::default(),
+            &batches,
+        )
+        .expect("one agent's bad records do not fail the commit");
+        assert_eq!(outcomes[0].refused.values().sum::<u32>(), 3);
+        assert!(outcomes[1].refused.is_empty());
+        let rows = |sql: &str| -> Vec<String> {
+            let mut st = conn.prepare(sql).unwrap();
+            st.query_map([], |r| r.get::<_, String>(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        assert_eq!(
+            rows("SELECT host || ' ' || CAST(value AS TEXT) FROM sample_rows"),
+            ["rcmonster 7.0"]
+        );
+        assert_eq!(
+            rows("SELECT host || ' ' || state FROM plans ORDER BY host"),
+            ["rc66 accepted", "rcmonster accepted"],
+            "rc66 could not finish rcmonster's plan"
+        );
+        let reasons = rows("SELECT reason FROM refused_records ORDER BY seq");
+        assert!(reasons[0].starts_with("cannot be stored: "), "{reasons:?}");
+        assert_eq!(reasons[1..], ["the plan is rcmonster's, not rc66's"; 2]);
     }
 
     #[tokio::test]
