@@ -18,6 +18,10 @@ use crate::model::Plan;
 use crate::shared::Shared;
 
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+/// The largest message an agent takes (a plan); the coordinator refuses to plan a
+/// larger one. tonic's default, 4 MiB, held a plan of 8 cells × 1,000 repetitions of a
+/// 600-character command undeliverable for good.
+pub const MAX_PLAN_BYTES: usize = 64 << 20;
 /// How long a stopping agent waits for the acks of what it sent.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
@@ -117,7 +121,7 @@ impl Link {
             .keep_alive_timeout(Duration::from_secs(20))
             .connect()
             .await?;
-        let mut client = AgentLinkClient::new(channel);
+        let mut client = AgentLinkClient::new(channel).max_decoding_message_size(MAX_PLAN_BYTES);
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(256);
         // What the coordinator knows of this host's devices, on this connection.
         let mut devices = self.devices();

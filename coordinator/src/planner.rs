@@ -25,6 +25,12 @@ pub enum PlanError {
         column: usize,
         hint: String,
     },
+    #[error("host {host} would get {steps} steps ({cells} cells on its devices); the limit is {max} (MAX_STEPS_PER_PLAN): select fewer devices, repetitions or matrix values", max = spec::MAX_STEPS_PER_PLAN)]
+    TooLarge {
+        host: String,
+        cells: usize,
+        steps: u64,
+    },
     #[error(
         "{line}:{column}: devices: host {host} has never connected, so its devices are unknown"
     )]
@@ -226,6 +232,20 @@ pub fn plan(
                     device: path,
                 });
             }
+        }
+        let estimate: u64 = host_cells
+            .iter()
+            .map(|c| {
+                let phases = campaign.cells[c.point].before_each.len() as u64;
+                u64::from(campaign.repeat).saturating_mul(1 + phases)
+            })
+            .sum();
+        if estimate > spec::MAX_STEPS_PER_PLAN {
+            return Err(PlanError::TooLarge {
+                host: host.clone(),
+                cells: host_cells.len(),
+                steps: estimate,
+            });
         }
         let steps = steps(campaign, &host_cells);
         let body = serde_json::to_vec(&steps).expect("steps serialize");

@@ -553,10 +553,12 @@ impl Store {
                     return Err(StoreError::NoCampaign(campaign_id.to_string()));
                 }
             }
-            tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state = 'queued'", [campaign_id])?;
             let mut stmt = tx.prepare("SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')")?;
             let held = stmt.query_map([campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
             drop(stmt);
+            // A plan sent but never accepted (it may never have arrived) no longer holds
+            // its host: the agent is still told to cancel it, in case it holds it.
+            tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state IN ('queued', 'sent')", [campaign_id])?;
             tx.commit()?;
             Ok(held)
         })?;
@@ -1043,6 +1045,27 @@ mod tests {
         let reasons = rows("SELECT reason FROM refused_records ORDER BY seq");
         assert!(reasons[0].starts_with("cannot be stored: "), "{reasons:?}");
         assert_eq!(reasons[1..], ["the plan is rcmonster's, not rc66's"; 2]);
+    }
+
+    /// A plan sent but never accepted (too large to arrive, or the agent went away) must
+    /// not hold its host after a cancel.
+    #[test]
+    fn cancelling_a_plan_that_was_only_sent_frees_its_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let (first, second) = (test_campaign("h", 1), test_campaign("h", 2));
+        store.insert_campaign(&first, "t.yaml", "").unwrap();
+        store.insert_campaign(&second, "t.yaml", "").unwrap();
+        let (sent, _) = store.plan_for_host("h").unwrap().unwrap();
+        assert_eq!(sent.campaign_id, first.id);
+        let held = store.cancel_campaign(&first.id).unwrap();
+        assert_eq!(
+            held,
+            [(sent.id.clone(), "h".to_string())],
+            "the agent is still told"
+        );
+        let (next, new) = store.plan_for_host("h").unwrap().unwrap();
+        assert_eq!((next.campaign_id.as_str(), new), (second.id.as_str(), true));
     }
 
     #[tokio::test]

@@ -197,6 +197,19 @@ impl ControlService {
             e => format!("{}:{e}", req.file_name),
         })
         .map_err(Status::invalid_argument)?;
+        // A plan must fit one message to its agent (with room for the envelope).
+        for p in &planned.plans {
+            let bytes = prost::Message::encoded_len(&pb::Plan::from(p));
+            if bytes + 1024 > platter_agent::link::MAX_PLAN_BYTES {
+                return Err(Status::invalid_argument(format!(
+                    "{}: the plan for host {} would be {:.1} MiB on the wire; the limit is {} MiB (MAX_PLAN_BYTES): fewer repetitions, cells or shorter commands",
+                    req.file_name,
+                    p.host,
+                    bytes as f64 / 1048576.0,
+                    platter_agent::link::MAX_PLAN_BYTES >> 20
+                )));
+            }
+        }
         Ok((campaign, planned))
     }
 }
@@ -441,6 +454,8 @@ impl Control for ControlService {
         let held = self.store.cancel_campaign(&id).map_err(store_status)?;
         for (plan, host) in held {
             self.hub.cancel(&host, &plan);
+            // Its next plan, if the cancelled one was only sent.
+            self.hub.dispatch(&host);
         }
         Ok(Response::new(pb::CancelResponse {}))
     }

@@ -522,6 +522,25 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
 
     // A threshold or pivot on a metric no cell can produce would only ever say "not
     // measured": reject it, now that every cell's workload is known.
+    // The size of what would run, checked before anything is expanded into steps: a
+    // few lines of YAML can ask for 10⁸ steps.
+    let per_device = (cells.len() as u64)
+        .saturating_mul(u64::from(spec.repeat))
+        .saturating_mul(1 + spec.before_each.len() as u64);
+    if per_device > MAX_STEPS_PER_PLAN {
+        return Err(error::error(
+            spec.repeat_pos,
+            "repeat",
+            format!(
+                "{} cell(s) × {} repetition(s) × {} step(s) each make {per_device} steps per host and device; \
+                 the limit is {MAX_STEPS_PER_PLAN} (MAX_STEPS_PER_PLAN): fewer repetitions or matrix values, \
+                 or split the campaign",
+                cells.len(),
+                spec.repeat,
+                1 + spec.before_each.len()
+            ),
+        ));
+    }
     let produced = metrics::Produced::of(&cells, spec.devices.is_some());
     for r in &spec.metric_refs {
         produced.check(r)?;
@@ -541,6 +560,11 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         report: spec.report,
     })
 }
+
+/// The most steps one host's plan may hold (measurements and their preparation): at
+/// ~1 ms a step, a few minutes of trivial steps; a plan this size is tens of MB on the
+/// wire and in the agent's journal.
+pub const MAX_STEPS_PER_PLAN: u64 = 200_000;
 
 /// A template with its compiled pieces; the template stays for positions.
 type Compiled<'a> = (&'a Template, Vec<subst::Piece>);

@@ -63,6 +63,8 @@ pub(crate) struct Spec {
     pub metric_refs: Vec<MetricRef>,
     pub before_each: Vec<PhaseSpec>,
     pub repeat: u32,
+    /// Where `repeat` is written (the campaign's first line without it), for the size check.
+    pub repeat_pos: Pos,
     pub order: Order,
     pub on_failure: OnFailure,
 }
@@ -167,6 +169,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     let mut metric_refs = Vec::new();
     let mut before_each = Vec::new();
     let mut repeat = DEFAULT_REPEAT;
+    let mut repeat_pos = Pos { line: 1, column: 1 };
     let mut order = None;
     let mut seed: Option<(u64, Pos)> = None;
     let mut on_failure = OnFailure::Continue;
@@ -188,6 +191,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
                 let n = integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions")?;
                 // In range 1..=MAX_REPEAT, so it fits.
                 repeat = u32::try_from(n).unwrap_or(MAX_REPEAT);
+                repeat_pos = v.pos;
             }
             "order" => {
                 order = Some(
@@ -262,6 +266,7 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
         metric_refs,
         before_each,
         repeat,
+        repeat_pos,
         order,
         on_failure,
     })
