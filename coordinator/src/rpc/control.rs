@@ -274,8 +274,15 @@ impl Control for ControlService {
         } else {
             req.metric
         };
-        let a = Report::load(&self.store, &req.a).map_err(store_status)?;
-        let b = Report::load(&self.store, &req.b).map_err(store_status)?;
+        let (store, ids) = (self.store.clone(), (req.a.clone(), req.b.clone()));
+        let (a, b) = tokio::task::spawn_blocking(move || {
+            Ok::<_, Status>((
+                Report::load(&store, &ids.0).map_err(store_status)?,
+                Report::load(&store, &ids.1).map_err(store_status)?,
+            ))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("loading the reports: {e}")))??;
         let compared = crate::report::judge::compare_campaigns(&a, &b, &metric);
         Ok(Response::new(compared.into()))
     }
@@ -434,15 +441,23 @@ impl Control for ControlService {
                 req.format
             ))
         })?;
-        let report = Report::load(&self.store, &req.campaign_id).map_err(store_status)?;
-        Ok(Response::new(pb::ReportResponse {
-            rendered: format.exporter().render(&report),
-            steps_failed: report.steps_failed,
-            plans_refused: report.refused.len() as u32,
-            qualification_failed: report.qualification_failed(),
-            measurements_missing: report.lost_measurements(),
-            comparisons_not_made: report.uncompared(),
-        }))
+        // Reading the store and rendering block: off the async workers, which carry every
+        // agent's stream and heartbeats.
+        let store = self.store.clone();
+        let response = tokio::task::spawn_blocking(move || {
+            let report = Report::load(&store, &req.campaign_id).map_err(store_status)?;
+            Ok::<_, Status>(pb::ReportResponse {
+                rendered: format.exporter().render(&report),
+                steps_failed: report.steps_failed,
+                plans_refused: report.refused.len() as u32,
+                qualification_failed: report.qualification_failed(),
+                measurements_missing: report.lost_measurements(),
+                comparisons_not_made: report.uncompared(),
+            })
+        })
+        .await
+        .map_err(|e| Status::internal(format!("rendering the report: {e}")))??;
+        Ok(Response::new(response))
     }
 
     async fn cancel(
