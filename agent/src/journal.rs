@@ -127,7 +127,7 @@ impl PlanProgress {
 }
 
 /// Everything the journal says, in memory.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct State {
     /// Held (unfinished) plans in the order received.
     pub plans: BTreeMap<u64, PlanProgress>,
@@ -294,6 +294,51 @@ impl State {
     }
 }
 
+/// Applies the journal's entries to `state` and returns the length of its valid part: up
+/// to the end of the last complete, valid, newline-terminated line. Lines are bytes, not
+/// text: an append cut inside a multi-byte character is a torn tail like any other.
+fn replay(path: &Path, file: &File, state: &mut State) -> Result<u64, JournalError> {
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    let (mut offset, mut valid_len) = (0u64, 0u64);
+    // The first line that did not parse: torn if no valid entry follows it.
+    let mut bad: Option<(usize, String)> = None;
+    for number in 1.. {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|source| JournalError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if read == 0 {
+            break;
+        }
+        offset += read as u64;
+        match serde_json::from_slice::<Entry>(&line) {
+            Ok(entry) => {
+                if let Some((line, why)) = bad {
+                    return Err(JournalError::Corrupt {
+                        path: path.to_path_buf(),
+                        line,
+                        why,
+                    });
+                }
+                // Only the last line can lack its newline: an append cut off just before
+                // it, so before its fsync returned and anyone acted on it.
+                if line.ends_with(b"\n") {
+                    state.apply(entry);
+                    valid_len = offset;
+                }
+            }
+            Err(e) => {
+                bad.get_or_insert((number, e.to_string()));
+            }
+        }
+    }
+    Ok(valid_len)
+}
+
 pub struct Journal {
     dir: PathBuf,
     file: File,
@@ -301,47 +346,40 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens (or creates) the journal in `dir` and replays it.
+    /// Opens (or creates) the journal in `dir` and replays it. A torn tail — whatever
+    /// follows the last complete, valid, newline-terminated entry, when no valid entry
+    /// comes after it — is cut off the file (and the cut fsync'd) before anything is
+    /// appended; a bad line with a valid entry after it is corruption, an error.
     pub fn open(dir: &Path) -> Result<(Journal, State), JournalError> {
+        let path = dir.join(FILE);
         let io = |source| JournalError::Io {
-            path: dir.join(FILE),
+            path: path.clone(),
             source,
         };
         std::fs::create_dir_all(dir).map_err(io)?;
-        let path = dir.join(FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        // The file's name is as durable as its entries (a new journal's, too).
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
         let mut state = State {
             next_seq: 1,
             ..State::default()
         };
-        let mut valid_len = 0u64;
-        if let Ok(f) = File::open(&path) {
-            let mut lines = BufReader::new(f).lines().enumerate().peekable();
-            while let Some((i, line)) = lines.next() {
-                let line = line.map_err(io)?;
-                match serde_json::from_str::<Entry>(&line) {
-                    Ok(e) => {
-                        valid_len += line.len() as u64 + 1;
-                        state.apply(e);
-                    }
-                    // A torn last line is an append cut off by a crash before its fsync
-                    // returned: nobody acted on it, so it is dropped.
-                    Err(_) if lines.peek().is_none() => break,
-                    Err(e) => {
-                        return Err(JournalError::Corrupt {
-                            path,
-                            line: i + 1,
-                            why: e.to_string(),
-                        })
-                    }
-                }
-            }
+        let valid_len = replay(&path, &file, &mut state)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len > valid_len {
+            tracing::warn!(
+                journal = %path.display(),
+                bytes = len - valid_len,
+                "dropping the journal's torn tail (an append cut off before its fsync returned)"
+            );
+            file.set_len(valid_len).map_err(io)?;
+            file.sync_all().map_err(io)?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io)?;
-        file.set_len(valid_len).map_err(io)?;
         Ok((
             Journal {
                 dir: dir.to_path_buf(),
@@ -601,5 +639,219 @@ mod tests {
         assert!(r.unacked.is_empty(), "record 2 was acked by Acked(3)");
         assert_eq!(r.current().unwrap().plan.id, "open");
         assert_eq!(r.current().unwrap().next_step(), Some(1));
+    }
+
+    /// A journal whose last records carry multi-byte characters ("µs", "é", "…"), and the
+    /// entries it was written from.
+    fn multibyte_journal(dir: &Path) -> Vec<Entry> {
+        let sample = |metric: &str, value: f64| crate::model::Sample {
+            metric: metric.into(),
+            value,
+            unit: "µs".into(),
+            histogram: vec![],
+            missing: String::new(),
+        };
+        let ended = |seq, idx, state, error: &str, stderr: &str, samples| {
+            let Entry::Record(mut r) = step(seq, "p", idx, state) else {
+                unreachable!()
+            };
+            let RecordKind::Step(e) = &mut r.kind else {
+                unreachable!()
+            };
+            e.error = error.into();
+            e.stderr_tail = stderr.into();
+            e.samples = samples;
+            Entry::Record(r)
+        };
+        let entries = vec![
+            Entry::Plan(plan("p", 4)),
+            Entry::Record(Record {
+                seq: 1,
+                kind: RecordKind::PlanAccepted {
+                    plan_id: "p".into(),
+                },
+            }),
+            step(2, "p", 0, StepState::Started),
+            ended(
+                3,
+                0,
+                StepState::Succeeded,
+                "",
+                "",
+                vec![sample("latency.p50", 12.5)],
+            ),
+            Entry::Acked(2),
+            step(4, "p", 1, StepState::Started),
+            ended(
+                5,
+                1,
+                StepState::Failed,
+                "fio: café — 0.5 µs over the limit",
+                "ünïcödé…",
+                vec![sample("latency.p99", 80.25)],
+            ),
+            step(6, "p", 2, StepState::Started),
+            ended(
+                7,
+                2,
+                StepState::Succeeded,
+                "",
+                "é",
+                vec![sample("latency.p50", 9.0), sample("latency.p99", 41.5)],
+            ),
+        ];
+        let (mut j, mut s) = Journal::open(dir).unwrap();
+        for e in &entries {
+            j.append(&mut s, e.clone()).unwrap();
+        }
+        entries
+    }
+
+    /// The state replaying these entries gives.
+    fn replayed(entries: &[Entry]) -> State {
+        let mut s = State {
+            next_seq: 1,
+            ..State::default()
+        };
+        for e in entries {
+            s.apply(e.clone());
+        }
+        s
+    }
+
+    /// Every line of the journal in `dir` is newline-terminated and parses; no NUL byte.
+    fn assert_clean(dir: &Path) -> Vec<Entry> {
+        let bytes = std::fs::read(dir.join(FILE)).unwrap();
+        assert!(!bytes.contains(&0), "no padding: {bytes:?}");
+        assert!(bytes.is_empty() || bytes.ends_with(b"\n"));
+        bytes
+            .split_inclusive(|&b| b == b'\n')
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+
+    /// Opens the journal, appends records, reopens — twice, as an agent started,
+    /// stopped and started again — then checks each state against a replay of `entries`
+    /// plus what was appended, and that the file is clean.
+    fn open_append_reopen(dir: &Path, mut entries: Vec<Entry>) {
+        let mut opened = Vec::new();
+        for round in 0..3 {
+            let (mut j, mut s) =
+                Journal::open(dir).unwrap_or_else(|e| panic!("open {round} after the cut: {e}"));
+            opened.push((s.clone(), entries.len()));
+            // More than one append, as a running agent makes.
+            for next in [
+                step(s.next_seq, "p", 3, StepState::Started),
+                Entry::Acked(s.next_seq),
+            ] {
+                j.append(&mut s, next.clone()).unwrap();
+                entries.push(next);
+            }
+        }
+        for (round, (s, n)) in opened.iter().enumerate() {
+            assert_eq!(s, &replayed(&entries[..*n]), "open {round} after the cut");
+        }
+        assert_eq!(assert_clean(dir), entries);
+    }
+
+    /// A crash can cut the last append anywhere, even inside a character: for every cut
+    /// inside the last three records, the journal opens to the state of the complete
+    /// records before the cut, and appends after it read back.
+    #[test]
+    fn a_cut_anywhere_in_the_last_records_opens_to_the_complete_records_before_it() {
+        let src = tempfile::tempdir().unwrap();
+        let entries = multibyte_journal(src.path());
+        let bytes = std::fs::read(src.path().join(FILE)).unwrap();
+        let ends: Vec<usize> = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert_eq!(ends.len(), entries.len());
+        let from = ends[ends.len() - 4];
+        assert!(
+            bytes[from..].iter().any(|b| !b.is_ascii()),
+            "the last records hold multi-byte characters"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        for cut in from..=bytes.len() {
+            let complete = ends.iter().filter(|&&e| e <= cut).count();
+            std::fs::write(dir.path().join(FILE), &bytes[..cut]).unwrap();
+            let (j, s) = Journal::open(dir.path())
+                .unwrap_or_else(|e| panic!("cut at byte {cut} of {}: {e}", bytes.len()));
+            assert_eq!(s, replayed(&entries[..complete]), "cut at byte {cut}");
+            assert_eq!(j.len, ends[complete - 1] as u64, "cut at byte {cut}");
+            drop(j);
+            assert_eq!(
+                std::fs::metadata(dir.path().join(FILE)).unwrap().len(),
+                ends[complete - 1] as u64,
+                "the torn tail is cut off the file at byte {cut}"
+            );
+            open_append_reopen(dir.path(), entries[..complete].to_vec());
+        }
+    }
+
+    /// Issue 10 (a): `truncate -s -1 journal.jsonl`, start, stop, start again.
+    #[test]
+    fn a_last_record_without_its_newline_is_dropped_and_appends_after_it_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = multibyte_journal(dir.path());
+        let path = dir.path().join(FILE);
+        let len = std::fs::metadata(&path).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 1)
+            .unwrap();
+        open_append_reopen(dir.path(), entries[..entries.len() - 1].to_vec());
+    }
+
+    /// Issue 10 (b): the last record cut between the two bytes of an "é".
+    #[test]
+    fn a_last_record_cut_inside_a_character_is_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries = multibyte_journal(dir.path());
+        let path = dir.path().join(FILE);
+        let bytes = std::fs::read(&path).unwrap();
+        let last = bytes[..bytes.len() - 1]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .unwrap()
+            + 1;
+        let e_acute = "é".as_bytes();
+        let at = last
+            + bytes[last..]
+                .windows(2)
+                .position(|w| w == e_acute)
+                .expect("the last record holds an é");
+        std::fs::write(&path, &bytes[..at + 1]).unwrap();
+        open_append_reopen(dir.path(), entries[..entries.len() - 1].to_vec());
+    }
+
+    /// Only a tail with no valid record after it is torn: a bad line before a valid
+    /// record (newline-terminated or not) is corruption, and the file is left as it was.
+    #[test]
+    fn a_bad_line_before_a_valid_record_is_corruption_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        for (text, line) in [
+            ("{\"acked\":1}\ngarbage\n{\"acked\":2}\n", 2),
+            ("{\"acked\":1}\ngarbage\n{\"acked\":2}", 2),
+            ("{\"acked\":1}\n\u{0}\u{0}\n{\"acked\":2}\n{\"ack", 2),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            match Journal::open(dir.path()) {
+                Err(JournalError::Corrupt { line: l, .. }) => assert_eq!(l, line, "{text:?}"),
+                other => panic!("{text:?}: {:?}", other.map(|(_, s)| s)),
+            }
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        }
+        // Bad lines with nothing valid after them are all torn tail.
+        std::fs::write(&path, "{\"acked\":1}\n{\"ack\n\u{0}\u{0}\n{\"acked\":2").unwrap();
+        let (_, s) = Journal::open(dir.path()).unwrap();
+        assert_eq!(s.acked, 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"acked\":1}\n");
     }
 }
