@@ -291,6 +291,26 @@ fn on_failure_abort_skips_the_rest_of_the_plan() {
     assert_eq!(samples, 0);
 }
 
+/// Issue 10: skipped steps are stored with start time 0; with six or more of them the
+/// progress query overflowed ("database: integer overflow") and `run` died watching.
+#[test]
+fn an_abort_that_skips_many_steps_still_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: abort7\nworkload: { command: { run: 'false' } }\nrepeat: 7\non_failure: abort\n",
+    );
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("1 step(s) failed"))
+        .stderr(predicate::str::contains("overflow").not());
+}
+
 #[test]
 fn comparisons_against_a_baseline_say_which_differences_are_real() {
     let tmp = tempfile::tempdir().unwrap();
