@@ -481,3 +481,69 @@ fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
         .code(1)
         .stderr(predicate::str::contains("measured nonexistent"));
 }
+
+/// Issue 10: `platter validate FILE | head` panicked on the closed pipe with a backtrace.
+/// A printing command ends quietly, as `ls` does (killed by SIGPIPE, or exit 0).
+#[test]
+fn a_closed_stdout_ends_printing_quietly() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    // Far more than a pipe's 64 KiB, so writes go on after the reader is gone.
+    let n: Vec<String> = (0..3000).map(|i| i.to_string()).collect();
+    let f = common::write(
+        tmp.path(),
+        "big.yaml",
+        &format!(
+            "name: big\nmatrix: {{ n: [{}] }}\nworkload: {{ command: {{ run: 'echo ${{n}}' }} }}\n",
+            n.join(", ")
+        ),
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .args(["validate", "--local-host", "t"])
+        .arg(&f)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    stdout.read_exact(&mut byte).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}
+
+/// `platter run FILE | head`: the report's reader is gone when the campaign ends; the run
+/// still ends as its steps say, without an error about the pipe.
+#[test]
+fn run_ends_quietly_when_nobody_reads_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: unread\nworkload: { command: { run: 'true' } }\nrepeat: 2\n",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
