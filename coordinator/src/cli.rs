@@ -102,7 +102,11 @@ pub enum Command {
         #[arg(long, conflicts_with = "tls_dir")]
         dangerously_insecure: bool,
         /// Seconds without a heartbeat after which an agent is lost (its plans wait)
-        #[arg(long, default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs())]
+        #[arg(
+            long,
+            default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
+            value_parser = heartbeat_timeout
+        )]
         heartbeat_timeout: u64,
     },
     /// Submit a campaign to a coordinator and print its id.
@@ -235,6 +239,20 @@ pub enum Certs {
         #[arg(long, default_value_t = 825)]
         days: u32,
     },
+}
+
+/// `--heartbeat-timeout` in seconds, at least two heartbeat intervals.
+fn heartbeat_timeout(s: &str) -> Result<u64, String> {
+    let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    let min = crate::server::MIN_HEARTBEAT_TIMEOUT.as_secs();
+    if secs < min {
+        return Err(format!(
+            "the minimum is {min} s (two of the agents' {} s heartbeat intervals); \
+             a shorter timeout declares idle agents lost between heartbeats",
+            platter_agent::link::HEARTBEAT_INTERVAL.as_secs()
+        ));
+    }
+    Ok(secs)
 }
 
 /// Parses arguments, runs, and returns the process exit status.

@@ -547,3 +547,28 @@ fn run_ends_quietly_when_nobody_reads_the_report() {
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// Issue 10: `--heartbeat-timeout` below two heartbeat intervals (even 0) was accepted
+/// and idle agents flapped lost/online.
+#[test]
+fn serve_refuses_a_heartbeat_timeout_below_two_heartbeats() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in ["0", "9"] {
+        platter()
+            .args(["serve", "--dangerously-insecure", "--listen", "127.0.0.1:0"])
+            .arg("--db")
+            .arg(tmp.path().join("p.db"))
+            .args(["--heartbeat-timeout", bad])
+            .timeout(std::time::Duration::from_secs(10))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "invalid value '{bad}' for '--heartbeat-timeout"
+            )))
+            .stderr(predicate::str::contains("the minimum is 10 s"));
+    }
+    assert!(
+        !tmp.path().join("p.db").exists(),
+        "nothing may start with an invalid flag"
+    );
+}
