@@ -572,3 +572,16 @@ fn serve_refuses_a_heartbeat_timeout_below_two_heartbeats() {
         "nothing may start with an invalid flag"
     );
 }
+
+/// Issue 10: a campaign file that cannot be read was reported at a made-up `0:0`.
+#[test]
+fn a_missing_campaign_file_is_named_without_a_position() {
+    let tmp = tempfile::tempdir().unwrap();
+    platter()
+        .current_dir(tmp.path())
+        .args(["validate", "no-such.yaml"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: no-such.yaml: cannot read: No such file or directory (os error 2)\n");
+}
