@@ -102,7 +102,11 @@ pub enum Command {
         #[arg(long, conflicts_with = "tls_dir")]
         dangerously_insecure: bool,
         /// Seconds without a heartbeat after which an agent is lost (its plans wait)
-        #[arg(long, default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs())]
+        #[arg(
+            long,
+            default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
+            value_parser = heartbeat_timeout
+        )]
         heartbeat_timeout: u64,
     },
     /// Submit a campaign to a coordinator and print its id.
@@ -237,9 +241,36 @@ pub enum Certs {
     },
 }
 
+/// `--heartbeat-timeout` in seconds, at least two heartbeat intervals.
+fn heartbeat_timeout(s: &str) -> Result<u64, String> {
+    let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    let min = crate::server::MIN_HEARTBEAT_TIMEOUT.as_secs();
+    if secs < min {
+        return Err(format!(
+            "the minimum is {min} s (two of the agents' {} s heartbeat intervals); \
+             a shorter timeout declares idle agents lost between heartbeats",
+            platter_agent::link::HEARTBEAT_INTERVAL.as_secs()
+        ));
+    }
+    Ok(secs)
+}
+
 /// Parses arguments, runs, and returns the process exit status.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    // A command that only prints ends quietly when its stdout closes (`platter validate
+    // FILE | head`), as `ls` does: the default SIGPIPE. Rust ignores SIGPIPE, and then
+    // `println!` panics on EPIPE. The commands that run a coordinator or an agent keep it
+    // ignored: a peer's closed socket or a workload's closed pipe must never kill them
+    // (`run` treats a closed stdout in `emit`).
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Serve { .. } | Command::Agent(_)
+    ) {
+        // SAFETY: no other thread exists yet (the runtime starts below), and SIG_DFL is
+        // a valid disposition for SIGPIPE.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     // The single-machine commands talk to a person: only warnings; services log more.
     let quiet = matches!(
         cli.command,
@@ -817,12 +848,17 @@ fn emit(rendered: &str, output: Option<&Path>, format: Format) -> anyhow::Result
             let colour = format == Format::Table
                 && out.is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            if colour {
-                out.write_all(crate::report::table::colorize(rendered).as_bytes())?;
+            let text = if colour {
+                crate::report::table::colorize(rendered)
             } else {
-                out.write_all(rendered.as_bytes())?;
+                rendered.to_string()
+            };
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                // Whoever read the report stopped (`platter run FILE | head`): nothing
+                // is left to say, and `run` still stops its agent and coordinator.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                r => r?,
             }
-            out.flush()?;
         }
     }
     Ok(())

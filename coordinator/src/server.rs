@@ -54,6 +54,11 @@ impl ServeOptions {
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
     Duration::from_secs(3 * platter_agent::link::HEARTBEAT_INTERVAL.as_secs());
 
+/// Two missed heartbeats: a timeout shorter than that declares an idle agent lost
+/// between two heartbeats of a healthy link, and it flaps lost/online.
+pub const MIN_HEARTBEAT_TIMEOUT: Duration =
+    Duration::from_secs(2 * platter_agent::link::HEARTBEAT_INTERVAL.as_secs());
+
 impl Coordinator {
     /// Opens the store and serves until `shutdown` is cancelled.
     pub async fn start(

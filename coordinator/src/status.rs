@@ -71,8 +71,14 @@ impl CampaignStatus {
             let mut ended = c.prepare(&format!(
                 "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state != 'started' AND {LATEST}"
             ))?;
+            // A step that never started (skipped after an abort or a cancel) is stored
+            // with start 0 and took no time. Both times are non-negative, so a difference
+            // cannot overflow; each is in ms before the sum, and TOTAL sums in floating
+            // point (SUM of a few `finished - 0` overflowed i64 and failed every status).
             let mut elapsed = c.prepare(
-                "SELECT COALESCE(SUM(finished_unix_ns - started_unix_ns), 0) / 1000000 FROM steps WHERE plan_id = ?1 AND state != 'started'",
+                "SELECT CAST(TOTAL((finished_unix_ns - started_unix_ns) / 1000000) AS INTEGER) FROM steps
+                   WHERE plan_id = ?1 AND state != 'started' AND started_unix_ns > 0
+                     AND finished_unix_ns >= started_unix_ns",
             )?;
             let mut failed = c.prepare(&format!(
                 "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state = 'failed' AND {LATEST}"
@@ -152,7 +158,65 @@ pub fn describe(plan: &Plan, index: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use platter_agent::model::{OnFailure, Step, StepKind, StorageConfig, Workload};
+    use crate::store::Store;
+    use platter_agent::model::{
+        OnFailure, Record, RecordKind, Step, StepEvent, StepKind, StepState, StorageConfig,
+        Workload,
+    };
+
+    /// Steps skipped after an abort or a cancel are stored with start time 0: seven of
+    /// them summed `finished - 0` (about 1.8e18 ns each) past i64 and every status of
+    /// every campaign failed with "integer overflow". They took no time.
+    #[tokio::test]
+    async fn skipped_steps_take_no_time_and_many_of_them_overflow_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let c = crate::spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: 'false' } }\nrepeat: 12\non_failure: abort\n",
+        )
+        .unwrap();
+        let planned = crate::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let plan = &planned.plans[0];
+        let now_ns = 1_760_000_000_000_000_000_i64;
+        let records = plan
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                // The first step failed after 2 s; every later one was skipped.
+                let (state, started) = if i == 0 {
+                    (StepState::Failed, now_ns - 2_000_000_000)
+                } else {
+                    (StepState::Skipped, 0)
+                };
+                Record {
+                    seq: i as u64 + 1,
+                    kind: RecordKind::Step(StepEvent {
+                        plan_id: plan.id.clone(),
+                        kind: "measure".into(),
+                        step_index: s.index,
+                        cell_id: s.cell_id.clone(),
+                        repetition: s.repetition,
+                        attempt: 1,
+                        state,
+                        started_unix_ns: started,
+                        finished_unix_ns: now_ns,
+                        exit_status: 1,
+                        stderr_tail: String::new(),
+                        error: String::new(),
+                        samples: Vec::new(),
+                    }),
+                }
+            })
+            .collect();
+        store.write_records("h", records).await.unwrap();
+        let hub = Hub::new(store.clone());
+        let status = CampaignStatus::load(&store, &hub, &planned.id).unwrap();
+        assert_eq!(status.steps_done, plan.steps.len() as u32);
+        assert_eq!(status.hosts[0].elapsed_ms, 2000);
+    }
 
     #[test]
     fn progress_lines_name_the_device_the_storage_setup_chose() {

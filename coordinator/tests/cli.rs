@@ -291,6 +291,26 @@ fn on_failure_abort_skips_the_rest_of_the_plan() {
     assert_eq!(samples, 0);
 }
 
+/// Issue 10: skipped steps are stored with start time 0; with six or more of them the
+/// progress query overflowed ("database: integer overflow") and `run` died watching.
+#[test]
+fn an_abort_that_skips_many_steps_still_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: abort7\nworkload: { command: { run: 'false' } }\nrepeat: 7\non_failure: abort\n",
+    );
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("1 step(s) failed"))
+        .stderr(predicate::str::contains("overflow").not());
+}
+
 #[test]
 fn comparisons_against_a_baseline_say_which_differences_are_real() {
     let tmp = tempfile::tempdir().unwrap();
@@ -460,4 +480,108 @@ fn compare_puts_two_runs_of_the_same_campaign_side_by_side() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("measured nonexistent"));
+}
+
+/// Issue 10: `platter validate FILE | head` panicked on the closed pipe with a backtrace.
+/// A printing command ends quietly, as `ls` does (killed by SIGPIPE, or exit 0).
+#[test]
+fn a_closed_stdout_ends_printing_quietly() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    // Far more than a pipe's 64 KiB, so writes go on after the reader is gone.
+    let n: Vec<String> = (0..3000).map(|i| i.to_string()).collect();
+    let f = common::write(
+        tmp.path(),
+        "big.yaml",
+        &format!(
+            "name: big\nmatrix: {{ n: [{}] }}\nworkload: {{ command: {{ run: 'echo ${{n}}' }} }}\n",
+            n.join(", ")
+        ),
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .args(["validate", "--local-host", "t"])
+        .arg(&f)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    stdout.read_exact(&mut byte).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}
+
+/// `platter run FILE | head`: the report's reader is gone when the campaign ends; the run
+/// still ends as its steps say, without an error about the pipe.
+#[test]
+fn run_ends_quietly_when_nobody_reads_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: unread\nworkload: { command: { run: 'true' } }\nrepeat: 2\n",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&f)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+/// Issue 10: `--heartbeat-timeout` below two heartbeat intervals (even 0) was accepted
+/// and idle agents flapped lost/online.
+#[test]
+fn serve_refuses_a_heartbeat_timeout_below_two_heartbeats() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in ["0", "9"] {
+        platter()
+            .args(["serve", "--dangerously-insecure", "--listen", "127.0.0.1:0"])
+            .arg("--db")
+            .arg(tmp.path().join("p.db"))
+            .args(["--heartbeat-timeout", bad])
+            .timeout(std::time::Duration::from_secs(10))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "invalid value '{bad}' for '--heartbeat-timeout"
+            )))
+            .stderr(predicate::str::contains("the minimum is 10 s"));
+    }
+    assert!(
+        !tmp.path().join("p.db").exists(),
+        "nothing may start with an invalid flag"
+    );
+}
+
+/// Issue 10: a campaign file that cannot be read was reported at a made-up `0:0`.
+#[test]
+fn a_missing_campaign_file_is_named_without_a_position() {
+    let tmp = tempfile::tempdir().unwrap();
+    platter()
+        .current_dir(tmp.path())
+        .args(["validate", "no-such.yaml"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: no-such.yaml: cannot read: No such file or directory (os error 2)\n");
 }

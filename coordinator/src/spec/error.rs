@@ -42,6 +42,10 @@ struct Rendered<'a>(&'a SpecError);
 impl fmt::Display for Rendered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = self.0;
+        if e.line == 0 {
+            // The file could not be read: there is no position, so none is made up.
+            return write!(f, "{}: {}", e.file, e.message);
+        }
         write!(
             f,
             "{}:{}:{}: {}: {}",

@@ -333,7 +333,7 @@ pub fn load(path: &Path) -> Result<Campaign, SpecError> {
         line: 0,
         column: 0,
         path: String::new(),
-        message: format!("cannot read the campaign file: {e}"),
+        message: format!("cannot read: {e}"),
         hint: None,
     })?;
     parse(&file, &text)

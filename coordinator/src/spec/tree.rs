@@ -102,6 +102,9 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>> {
                 pos.column -= 1;
             }
         }
+        if let Some(unclosed) = unclosed_flow(text, &events.list, e.marker(), e.info()) {
+            return Err(unclosed);
+        }
         return Err(error(pos, &open_path(&events.list), e.info().to_string())
             .hint("this is a YAML syntax error; check indentation (spaces only, no tabs), quotes and brackets"));
     }
@@ -447,6 +450,68 @@ pub(crate) fn join(parent: &str, key: &str) -> String {
     } else {
         format!("{parent}.{key}")
     }
+}
+
+/// A syntax error after a `[` or `{` that was never closed: yaml-rust2 reads
+/// the following lines into the flow collection (`bs: [4k, 64k` takes the next
+/// key as a list item) and stops lines later, at a `:` it cannot place. The
+/// collection is unclosed when the error is on a later line and the text
+/// between left it: a line indented no deeper than the `[`'s own line (flow
+/// content must be indented more than its block), or the end of the file. The
+/// error is then reported at the `[`, with the path of its key.
+fn unclosed_flow(
+    text: &str,
+    events: &[(Event, Marker)],
+    at: &Marker,
+    info: &str,
+) -> Option<super::SpecError> {
+    let chars: Vec<char> = text.chars().collect();
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |line: &str| line.len() - line.trim_start_matches(' ').len();
+    // Open collections (event index, marker, bracket), innermost last.
+    let mut open: Vec<(usize, &Marker, Option<char>)> = Vec::new();
+    for (i, (ev, mark)) in events.iter().enumerate() {
+        match ev {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                let c = chars.get(mark.index()).copied();
+                open.push((i, mark, c.filter(|c| matches!(c, '[' | '{'))));
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    let at_end = at.index() >= chars.len() || chars[at.index()..].iter().all(|c| c.is_whitespace());
+    open.iter().rev().find_map(|&(i, mark, bracket)| {
+        let bracket = bracket?;
+        let own = lines.get(mark.line().checked_sub(1)?)?;
+        if at.line() <= mark.line() {
+            return None;
+        }
+        let left = lines
+            .iter()
+            .take(at.line())
+            .skip(mark.line())
+            .map(|l| l.trim_end())
+            .any(|l| !l.is_empty() && !l.trim_start().starts_with('#') && indent(l) <= indent(own));
+        if !(left || at_end) {
+            return None;
+        }
+        let close = if bracket == '[' { ']' } else { '}' };
+        Some(
+            error(
+                pos_of(mark),
+                &open_path(&events[..=i]),
+                format!("unclosed `{bracket}`: expected `,` or `{close}`"),
+            )
+            .hint(format!(
+                "the `{bracket}` opened here is never closed, so the lines after it were read \
+                 as its items until line {} ({info})",
+                at.line()
+            )),
+        )
+    })
 }
 
 /// The key path that was open when a syntax error stopped the parser, so
