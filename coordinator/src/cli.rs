@@ -260,13 +260,31 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     // A command that only prints ends quietly when its stdout closes (`platter validate
     // FILE | head`), as `ls` does: the default SIGPIPE. Rust ignores SIGPIPE, and then
-    // `println!` panics on EPIPE. The commands that run a coordinator or an agent keep it
-    // ignored: a peer's closed socket or a workload's closed pipe must never kill them
-    // (`run` treats a closed stdout in `emit`).
-    if !matches!(
-        cli.command,
-        Command::Run { .. } | Command::Serve { .. } | Command::Agent(_)
-    ) {
+    // `println!` panics on EPIPE. Only commands that open no socket get it: a write to a
+    // socket the peer reset raises SIGPIPE too, and killed `platter agents` silently
+    // (no error, empty stderr) when a coordinator refused its plaintext (`tests/tls.rs`).
+    // `run` treats a closed stdout in `emit`.
+    let local_only = match &cli.command {
+        Command::Validate { client, .. } => client.coordinator.is_none(),
+        Command::Certs(_) => true,
+        _ => false,
+    };
+    // The others print with `println!` too: a closed stdout ends them quietly, with the
+    // status a SIGPIPE would give, instead of a panic and a backtrace.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
+    if local_only {
         // SAFETY: no other thread exists yet (the runtime starts below), and SIG_DFL is
         // a valid disposition for SIGPIPE.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };

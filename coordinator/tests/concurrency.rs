@@ -126,7 +126,7 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let port = free_port();
-    let _coordinator = serve_with(dir, port, &["--heartbeat-timeout", "7"]);
+    let _coordinator = serve_with(dir, port, &["--heartbeat-timeout", "10"]);
     let sleeper = agent(dir, port, "sleepy", &[]);
     wait_agents(dir, 1);
     let state = || {
@@ -167,7 +167,7 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
         },
     );
     assert!(
-        logs(dir).contains("agent lost: nothing heard for 7 s"),
+        logs(dir).contains("agent lost: nothing heard for 10 s"),
         "{}",
         logs(dir)
     );
