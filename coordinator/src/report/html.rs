@@ -778,18 +778,7 @@ mod tests {
             params: params.iter().map(|p| p.to_string()).collect(),
             repeat: 5,
             cells,
-            provenance: vec![],
-            provenance_changes: vec![],
-            devices_used: Default::default(),
-            steps_failed: 0,
-            measurements_expected: 0,
-            measurements_missing: 0,
-            failures: vec![],
-            refused: vec![],
-            comparisons: vec![],
-            verdicts: vec![],
-            pivot: None,
-            outliers: vec![],
+            ..Default::default()
         }
     }
 
