@@ -421,8 +421,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 .list_agents(pb::ListAgentsRequest {})
                 .await
                 .map_err(|s| call_error("agents", s))?
-                .into_inner()
-                .agents;
+                .into_inner();
             print!("{}", operator::render_agents(&agents, output));
             Ok(0)
         }

@@ -198,6 +198,13 @@ impl Hub {
         }
     }
 
+    /// `dispatch_to` from async code: the store work runs off the async workers (it may
+    /// wait on the store's busy timeout), and the caller does not wait for it.
+    pub fn dispatch_soon(self: &Arc<Self>, hosts: Vec<String>) {
+        let hub = self.clone();
+        tokio::task::spawn_blocking(move || hub.dispatch_to(&hosts));
+    }
+
     /// Dispatches to every connected host (after a campaign resumes).
     pub fn dispatch_all(&self) {
         let hosts: Vec<String> = self
@@ -251,7 +258,7 @@ impl Hub {
             }
             let hosts: Vec<String> = self.retry.lock().expect("hub lock").drain().collect();
             if !hosts.is_empty() {
-                self.dispatch_to(&hosts);
+                self.dispatch_soon(hosts);
             }
         }
     }

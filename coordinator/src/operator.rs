@@ -156,6 +156,7 @@ fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
         "steps_total": c.steps_total,
         "steps_done": c.steps_done,
         "steps_failed": c.steps_failed,
+        "store_fault": c.store_fault.as_ref().map(fault_json),
         "hosts": c.hosts.iter().map(|h| serde_json::json!({
             "host": h.host,
             "connected": h.connected,
@@ -165,6 +166,21 @@ fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
             "eta_s": eta(h).map(|d| d.as_secs()),
         })).collect::<Vec<_>>(),
     })
+}
+
+fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
+    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms })
+}
+
+/// What an operator reads when the coordinator's store cannot commit: why, for how long,
+/// and that nothing is lost meanwhile.
+pub fn fault_line(f: &pb::StoreFault) -> String {
+    let secs = ((crate::store::now_ms() - f.since_unix_ms).max(0) / 1000) as u64;
+    format!(
+        "STORE FAULT: the coordinator's store cannot commit (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
+        hms(Duration::from_secs(secs)),
+        f.reason
+    )
 }
 
 /// Time left for a host at the pace of its ended steps.
@@ -214,7 +230,8 @@ pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output
         let Some(c) = campaigns.first() else {
             return String::new();
         };
-        let mut out = format!(
+        let mut out = c.store_fault.as_ref().map(fault_line).unwrap_or_default();
+        out += &format!(
             "campaign {} ({}): {}, {}/{} cells, {}/{} steps, {} failed\n",
             c.campaign_id,
             c.name,
@@ -228,6 +245,8 @@ pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output
         out.push_str(&host_table(c));
         return out;
     }
+    // Every campaign carries the store's fault: say it once.
+    let fault = campaigns.iter().find_map(|c| c.store_fault.as_ref());
     let rows: Vec<Vec<String>> = campaigns
         .iter()
         .map(|c| {
@@ -246,12 +265,13 @@ pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output
             ]
         })
         .collect();
-    table(
-        &[
-            "campaign", "name", "state", "cells", "steps", "failed", "hosts",
-        ],
-        &rows,
-    )
+    fault.map(fault_line).unwrap_or_default()
+        + &table(
+            &[
+                "campaign", "name", "state", "cells", "steps", "failed", "hosts",
+            ],
+            &rows,
+        )
 }
 
 fn host_table(c: &pb::CampaignStatus) -> String {
@@ -281,7 +301,8 @@ fn host_table(c: &pb::CampaignStatus) -> String {
 }
 
 /// `platter agents`.
-pub fn render_agents(agents: &[pb::AgentInfo], output: Output) -> String {
+pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> String {
+    let (agents, fault) = (&response.agents, response.store_fault.as_ref());
     let now = crate::store::now_ms();
     if output == Output::Json {
         let v: Vec<_> = agents
@@ -294,6 +315,8 @@ pub fn render_agents(agents: &[pb::AgentInfo], output: Output) -> String {
                     "labels": labels,
                     "last_seen_unix_ms": a.last_seen_unix_ms,
                     "current_campaign": a.current_campaign,
+                    // Connected, but what it sends waits for the store.
+                    "waiting_for_store": fault.filter(|_| a.connected).map(|f| &f.reason),
                     "agent_version": a.agent_version,
                     "boot_id": a.boot_id,
                     "drives": a.devices.iter().map(|d| serde_json::json!({
@@ -325,7 +348,11 @@ pub fn render_agents(agents: &[pb::AgentInfo], output: Output) -> String {
             let ago = Duration::from_millis((now - a.last_seen_unix_ms).max(0) as u64);
             vec![
                 a.host.clone(),
-                a.state.clone(),
+                if a.connected && fault.is_some() {
+                    format!("{} (waiting for the store)", a.state)
+                } else {
+                    a.state.clone()
+                },
                 if labels.is_empty() {
                     "-".into()
                 } else {
@@ -349,10 +376,11 @@ pub fn render_agents(agents: &[pb::AgentInfo], output: Output) -> String {
             ]
         })
         .collect();
-    table(
-        &["host", "state", "labels", "drives", "last seen", "campaign"],
-        &rows,
-    )
+    fault.map(fault_line).unwrap_or_default()
+        + &table(
+            &["host", "state", "labels", "drives", "last seen", "campaign"],
+            &rows,
+        )
 }
 
 /// Follows a campaign until it ends: on a terminal one live line per host (current step,
@@ -375,8 +403,23 @@ pub async fn watch(
         .progress_chars("=> ");
     let mut bars: HashMap<String, ProgressBar> = HashMap::new();
     let mut printed: HashMap<String, u32> = HashMap::new();
-    let mut last = None;
+    let mut last: Option<pb::CampaignStatus> = None;
     while let Some(s) = stream.message().await.map_err(|s| call_error("watch", s))? {
+        // A store fault is said when it starts and when it ends, not on every update.
+        let had = last.as_ref().and_then(|l| l.store_fault.as_ref());
+        let said = match (had, &s.store_fault) {
+            (None, Some(f)) => Some(fault_line(f)),
+            (Some(_), None) => Some("the coordinator's store commits again.\n".to_string()),
+            _ => None,
+        };
+        if let Some(line) = said {
+            let line = line.trim_end();
+            if live {
+                let _ = multi.println(line);
+            } else {
+                eprintln!("{line}");
+            }
+        }
         for h in &s.hosts {
             let eta = eta(h).map(hms).unwrap_or("?".into());
             let link = if h.connected { "" } else { " (not connected)" };

@@ -3,7 +3,7 @@
 use platter_agent::model::Plan;
 
 use crate::hub::Hub;
-use crate::store::{Result, Store, StoreError};
+use crate::store::{Result, Store, StoreError, StoreFault};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostProgress {
@@ -29,6 +29,8 @@ pub struct CampaignStatus {
     pub steps_failed: u32,
     pub hosts: Vec<HostProgress>,
     pub created_unix_ms: i64,
+    /// Why the store cannot commit, while it cannot: the campaign's records wait.
+    pub store_fault: Option<StoreFault>,
 }
 
 /// SQL condition on a `steps s` row: no later attempt of the same step exists (the
@@ -124,8 +126,10 @@ impl CampaignStatus {
                 steps_failed,
                 hosts,
                 created_unix_ms,
+                store_fault: None,
             })
         })?;
+        status.store_fault = store.fault();
         for h in &mut status.hosts {
             h.connected = hub.is_connected(&h.host);
         }

@@ -3,6 +3,12 @@
 //! batches, never a transaction per sample; a record is acked only after its commit.
 //! Everything else (submissions, plan dispatch, reads) uses short transactions of its own.
 //!
+//! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
+//! pool, so a long report never holds up a dispatch or another read (WAL readers see a
+//! snapshot and do not block writers). A commit that fails for a reason of the store's
+//! (disk full, read-only, I/O) is kept as the store's `fault` until one succeeds again:
+//! `status`, `watch` and `agents` show it.
+//!
 //! Two connections write: the writer's and the one behind `with`. Every write
 //! transaction therefore begins IMMEDIATE (takes the write lock first, waiting up to the
 //! busy timeout): a deferred one that read first and then wrote would fail at once with
@@ -31,6 +37,10 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("the store's writer has stopped")]
     WriterGone,
+    /// The batch's transaction failed as a whole (the reason is the store's, not the
+    /// records'): nothing of it was stored, and its senders retry.
+    #[error("the store cannot commit: {0}")]
+    Commit(String),
     #[error("no campaign {0}")]
     NoCampaign(String),
 }
@@ -193,6 +203,18 @@ fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     Ok(conn)
 }
 
+/// A connection for reads only, to a database `open_conn` already made and migrated.
+fn open_reader(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.pragma_update(None, "cache_size", -65536)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -236,12 +258,90 @@ enum Next {
     Queued(String, Plan),
 }
 
+/// Why the store cannot commit, since when (the first failure of the episode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFault {
+    pub reason: String,
+    pub since_unix_ms: i64,
+}
+
+/// The store's current fault, shared by the writer thread and the other writes.
+#[derive(Default)]
+struct Health(Mutex<Option<StoreFault>>);
+
+impl Health {
+    /// A write failed with `e`: starts an episode (logged once) or continues one.
+    fn failed(&self, e: &StoreError) {
+        let mut fault = self.0.lock().expect("health lock");
+        if fault.is_none() {
+            tracing::error!(error = %e, "the store cannot commit; agents' records wait, unacked, and are retried every second");
+            *fault = Some(StoreFault {
+                reason: reason(e),
+                since_unix_ms: now_ms(),
+            });
+        }
+    }
+
+    /// A write committed: ends an episode.
+    fn committed(&self) {
+        let ended = self.0.lock().expect("health lock").take();
+        if let Some(f) = ended {
+            let secs = (now_ms() - f.since_unix_ms) as f64 / 1000.0;
+            tracing::info!(after_s = format!("{secs:.1}"), was = %f.reason, "the store commits again");
+        }
+    }
+
+    fn get(&self) -> Option<StoreFault> {
+        self.0.lock().expect("health lock").clone()
+    }
+}
+
+/// The database's own words for a failure ("database or disk is full"), without our
+/// "database: " prefix.
+fn reason(e: &StoreError) -> String {
+    match e {
+        StoreError::Sql(e) => e.to_string(),
+        StoreError::Commit(r) => r.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Whether `e` is the store's own trouble (space, permissions, I/O, a lock held too long)
+/// rather than a question it cannot answer (no such campaign) or bad data.
+pub fn is_store_fault(e: &StoreError) -> bool {
+    use rusqlite::ErrorCode::*;
+    match e {
+        StoreError::Sql(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+            f.code,
+            DiskFull
+                | ReadOnly
+                | SystemIoFailure
+                | CannotOpen
+                | DatabaseBusy
+                | DatabaseLocked
+                | DatabaseCorrupt
+                | NotADatabase
+                | FileLockingProtocolFailed
+                | OutOfMemory
+        ),
+        StoreError::Commit(_) => true,
+        _ => false,
+    }
+}
+
+/// Read connections kept for reuse; more are opened when all are in use.
+const MAX_IDLE_READERS: usize = 4;
+
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     /// The store's identity (`store_identity`), part of every campaign id it plans.
     id: Arc<str>,
+    path: Arc<Path>,
     conn: Arc<Mutex<Connection>>,
+    /// Idle read connections (`read`).
+    readers: Arc<Mutex<Vec<Connection>>>,
+    health: Arc<Health>,
     writer: mpsc::Sender<Batch>,
     changed: watch::Sender<u64>,
 }
@@ -263,15 +363,19 @@ impl Store {
         let writer_conn = open_conn(path, busy_timeout)?;
         let (tx, rx) = mpsc::channel(1024);
         let (changed, _) = watch::channel(0u64);
+        let health = Arc::new(Health::default());
         let store = Store {
             id: id.into(),
+            path: path.into(),
             conn: Arc::new(Mutex::new(conn)),
+            readers: Arc::new(Mutex::new(Vec::new())),
+            health: health.clone(),
             writer: tx,
             changed: changed.clone(),
         };
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(writer_conn, rx, changed))
+            .spawn(move || writer_loop(writer_conn, rx, changed, &health))
             .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok(store)
     }
@@ -295,6 +399,11 @@ impl Store {
         })
     }
 
+    /// Why the store cannot commit right now, if it cannot.
+    pub fn fault(&self) -> Option<StoreFault> {
+        self.health.get()
+    }
+
     /// Subscribes to "something changed" notifications (a counter).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
@@ -307,6 +416,18 @@ impl Store {
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         let mut conn = self.conn.lock().expect("store lock");
         f(&mut conn)
+    }
+
+    /// `with` for a write transaction: its failure for the store's own reasons is the
+    /// store's fault until a write commits again.
+    fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let r = self.with(f);
+        match &r {
+            Ok(_) => self.health.committed(),
+            Err(e) if is_store_fault(e) => self.health.failed(e),
+            Err(_) => {}
+        }
+        r
     }
 
     /// Stores records durably; resolves once they are committed.
@@ -339,7 +460,7 @@ impl Store {
 
     /// An unfinished campaign with this content, if any.
     pub fn resumable(&self, content_hash: &str) -> Result<Option<String>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT id FROM campaigns WHERE content_hash = ?1 AND state = 'running' ORDER BY generation DESC LIMIT 1",
                 [content_hash],
@@ -363,7 +484,7 @@ impl Store {
 
     /// Stores a planned campaign and queues its plans, all or nothing.
     pub fn insert_campaign(&self, p: &PlannedCampaign, file_name: &str, yaml: &str) -> Result<()> {
-        self.with(|c| {
+        self.write(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute(
                 "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms)
@@ -416,7 +537,7 @@ impl Store {
         if hosts.is_empty() {
             return Ok(Vec::new());
         }
-        let r = self.with(|c| {
+        let r = self.write(|c| {
             // Most dispatches change nothing (the host runs a plan already, or has none
             // queued): they are answered by reads and take no write lock.
             let read = c.transaction()?;
@@ -517,7 +638,7 @@ impl Store {
 
     /// Every agent's labels from its last hello.
     pub fn labels(&self) -> Result<crate::spec::AgentLabels> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare("SELECT host, labels FROM agents ORDER BY host")?;
             let rows = stmt
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
@@ -530,7 +651,7 @@ impl Store {
 
     /// Every agent's devices from its last hello.
     pub fn inventories(&self) -> Result<crate::planner::Inventories> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare("SELECT host, devices FROM agents")?;
             let rows = stmt
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
@@ -544,7 +665,7 @@ impl Store {
     /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that
     /// agents hold now (they must be told to stop).
     pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
-        let r = self.with(|c| {
+        let r = self.write(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let n = tx.execute("UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'", [campaign_id])?;
             if n == 0 {
@@ -567,7 +688,7 @@ impl Store {
     }
 
     pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
-        self.with(|c| {
+        self.read(|c| {
             c.prepare_cached("SELECT state FROM campaigns WHERE id = ?1")?
                 .query_row([campaign_id], |r| r.get(0))
                 .optional()?
@@ -575,15 +696,32 @@ impl Store {
         })
     }
 
-    /// Runs a read-only query on the store's connection.
+    /// Runs a read-only query on a read connection of its own (from a pool), so that a
+    /// long read — a report over a million samples — holds up no other read or write.
+    /// Blocking: from async code, call it inside `spawn_blocking`.
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.with(|c| f(c))
+        let idle = self.readers.lock().expect("readers lock").pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let r = f(&conn);
+        let mut readers = self.readers.lock().expect("readers lock");
+        if readers.len() < MAX_IDLE_READERS {
+            readers.push(conn);
+        }
+        r
     }
 }
 
 /// The single writer of records. Takes whatever batches are waiting, commits them in one
 /// transaction, then answers each.
-fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: watch::Sender<u64>) {
+fn writer_loop(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Batch>,
+    changed: watch::Sender<u64>,
+    health: &Health,
+) {
     /// Upper bound on batches per transaction, to bound latency of the first ack.
     const MAX_BATCHES: usize = 256;
     let mut cells = CellKeys::default();
@@ -598,15 +736,20 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Batch>, changed: wat
         }
         match commit(&mut conn, &mut cells, &mut plans, &batches) {
             Ok(outcomes) => {
+                health.committed();
                 changed.send_modify(|n| *n += 1);
                 for (b, o) in batches.into_iter().zip(outcomes) {
                     let _ = b.done.send(Ok(o));
                 }
             }
             Err(e) => {
-                tracing::error!(error = %e, "storing records failed; agents will resend them");
+                // Logged once per episode by `health`; each attempt at debug level.
+                tracing::debug!(error = %e, "storing records failed; they are retried");
+                health.failed(&e);
+                changed.send_modify(|n| *n += 1);
+                let reason = reason(&e);
                 for b in batches {
-                    let _ = b.done.send(Err(StoreError::WriterGone));
+                    let _ = b.done.send(Err(StoreError::Commit(reason.clone())));
                 }
             }
         }

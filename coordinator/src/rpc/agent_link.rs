@@ -74,24 +74,17 @@ impl AgentLink for AgentLinkService {
             l
         };
         let devices: Vec<Device> = hello.devices.iter().cloned().map(Device::from).collect();
-        self.store
-            .agent_seen(
-                &host,
-                &hello.boot_id,
-                &hello.agent_version,
-                &devices,
-                &labels,
-            )
-            .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
         tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
         // Plans the agent holds that this store never made (it was replaced or lost while
         // the agent ran them) can store nothing here: the agent is told to cancel them,
         // so they neither hold the host nor run for nobody.
-        let unknown = self
-            .store
-            .unknown_plans(&hello.held_plan_ids)
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let unknown = {
+            let (store, held) = (self.store.clone(), hello.held_plan_ids.clone());
+            tokio::task::spawn_blocking(move || store.unknown_plans(&held))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(|e| Status::unavailable(e.to_string()))?
+        };
         let held: Vec<String> = hello
             .held_plan_ids
             .into_iter()
@@ -111,10 +104,21 @@ impl AgentLink for AgentLinkService {
         let conn = self.hub.connect(&host, tx.clone(), held);
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
+        let seen = (hello.boot_id, hello.agent_version);
         self.tasks.spawn(async move {
-            hub.dispatch(&host);
+            let serving = async {
+                // The hello is stored before anything the agent sends, waiting for the store
+                // if it cannot commit; the agent counts as connected meanwhile, and `status`
+                // and `agents` say why nothing moves.
+                until_stored(&tx, || {
+                    store.agent_seen(&host, &seen.0, &seen.1, &devices, &labels)
+                })
+                .await?;
+                hub.dispatch_soon(vec![host.clone()]);
+                serve(&host, conn, &mut inbound, &tx, &store, &hub, timeout).await
+            };
             let r = tokio::select! {
-                r = serve(&host, conn, &mut inbound, &tx, &store, &hub, timeout) => r,
+                r = serving => r,
                 _ = shutdown.cancelled() => Ok(()),
             };
             let lost = match &r {
@@ -134,13 +138,40 @@ impl AgentLink for AgentLinkService {
     }
 }
 
+/// How often a write the store could not commit is tried again.
+const STORE_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs `write` until the store commits it, trying again every `STORE_RETRY_INTERVAL`
+/// while the store cannot commit (disk full, read-only): the agent keeps its stream and
+/// its unacked records, and is answered within a second of the store's recovery instead
+/// of after a reconnect. Gives up when the agent went away (it resends on reconnect) or
+/// the write failed for another reason.
+async fn until_stored<T, F, Fut>(
+    tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
+    mut write: F,
+) -> Result<T, Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::store::Result<T>>,
+{
+    loop {
+        match write().await {
+            Ok(t) => return Ok(t),
+            Err(e) if crate::store::is_store_fault(&e) && !tx.is_closed() => {
+                tokio::time::sleep(STORE_RETRY_INTERVAL).await;
+            }
+            Err(e) => return Err(Status::unavailable(e.to_string())),
+        }
+    }
+}
+
 async fn serve(
     host: &str,
     conn: u64,
     inbound: &mut Streaming<pb::AgentMessage>,
     tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
     store: &Store,
-    hub: &Hub,
+    hub: &Arc<Hub>,
     timeout: Duration,
 ) -> Result<(), Status> {
     use pb::agent_message::Kind;
@@ -169,10 +200,7 @@ async fn serve(
                     let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
                     // Also mounts and write-cache changes of plans' own storage steps: debug.
                     tracing::debug!(agent = %host, drives = devices.len(), "agent's drives changed");
-                    store
-                        .agent_devices(host, &devices)
-                        .await
-                        .map_err(|e| Status::unavailable(e.to_string()))?;
+                    until_stored(tx, || store.agent_devices(host, &devices)).await?;
                 }
                 Some(Kind::Inventory(_)) => {}
                 Some(Kind::Hello(_)) => {
@@ -188,10 +216,7 @@ async fn serve(
             continue;
         }
         let seq = batch.iter().map(|r| r.seq).max().unwrap_or(0);
-        let outcome = store
-            .write_records(host, batch)
-            .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let outcome = until_stored(tx, || store.write_records(host, batch.clone())).await?;
         let ack = pb::CoordinatorMessage {
             kind: Some(pb::coordinator_message::Kind::Ack(pb::Ack { seq })),
         };
@@ -209,8 +234,8 @@ async fn serve(
         for (plan, n) in &outcome.refused {
             tracing::error!(agent = %host, %plan, records = n, "refused records of a plan this store never made (its store was replaced or lost); they are kept in refused_records, not in any report");
         }
-        for h in outcome.hosts_freed {
-            hub.dispatch(&h);
+        if !outcome.hosts_freed.is_empty() {
+            hub.dispatch_soon(outcome.hosts_freed);
         }
     }
     Ok(())

@@ -16,7 +16,7 @@ use crate::pki::Role;
 use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, UnmatchedCell};
 use crate::report::{Format, Report};
 use crate::status::CampaignStatus;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreFault};
 use crate::tls::Auth;
 use crate::{planner, spec};
 
@@ -33,8 +33,23 @@ pub struct ControlService {
 fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NoCampaign(id) => Status::not_found(format!("no campaign {id}")),
+        e @ StoreError::Commit(_) => Status::unavailable(e.to_string()),
+        e if crate::store::is_store_fault(&e) => {
+            Status::unavailable(format!("the store cannot answer: {e}"))
+        }
         e => Status::internal(e.to_string()),
     }
+}
+
+/// Runs store reads and writes, parsing and rendering off the async workers, which carry
+/// every agent's stream and heartbeats: a long report or a store waiting on its busy
+/// timeout must not starve them.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("a blocking task failed: {e}")))?
 }
 
 impl From<JudgedComparison> for pb::ComparisonRow {
@@ -136,6 +151,15 @@ pub fn comparison_from_pb(
     }
 }
 
+impl From<StoreFault> for pb::StoreFault {
+    fn from(f: StoreFault) -> Self {
+        pb::StoreFault {
+            reason: f.reason,
+            since_unix_ms: f.since_unix_ms,
+        }
+    }
+}
+
 impl From<CampaignStatus> for pb::CampaignStatus {
     fn from(s: CampaignStatus) -> Self {
         let state = match s.state.as_str() {
@@ -166,52 +190,51 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                 })
                 .collect(),
             created_unix_ms: s.created_unix_ms,
+            store_fault: s.store_fault.map(Into::into),
         }
     }
 }
 
-impl ControlService {
-    /// Parses a submitted campaign, resolves its label selectors against the known agents
-    /// and plans it against their inventories.
-    fn expand(
-        &self,
-        req: &pb::SubmitRequest,
-        generation: u32,
-    ) -> Result<(spec::Campaign, planner::PlannedCampaign), Status> {
-        let mut campaign = spec::parse(&req.file_name, &req.yaml)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let labels = self.store.labels().map_err(store_status)?;
-        campaign
-            .select_hosts(&labels)
-            .map_err(|e| Status::invalid_argument(format!("{}:{e}", req.file_name)))?;
-        let inventories = self.store.inventories().map_err(store_status)?;
-        let planned = planner::plan(
-            &campaign,
-            &req.local_host,
-            self.store.id(),
-            generation,
-            &inventories,
-        )
-        .map_err(|e| match e {
-            planner::PlanError::LocalWithoutRun => e.to_string(),
-            e => format!("{}:{e}", req.file_name),
-        })
-        .map_err(Status::invalid_argument)?;
-        // A plan must fit one message to its agent (with room for the envelope).
-        for p in &planned.plans {
-            let bytes = prost::Message::encoded_len(&pb::Plan::from(p));
-            if bytes + 1024 > platter_agent::link::MAX_PLAN_BYTES {
-                return Err(Status::invalid_argument(format!(
-                    "{}: the plan for host {} would be {:.1} MiB on the wire; the limit is {} MiB (MAX_PLAN_BYTES): fewer repetitions, cells or shorter commands",
-                    req.file_name,
-                    p.host,
-                    bytes as f64 / 1048576.0,
-                    platter_agent::link::MAX_PLAN_BYTES >> 20
-                )));
-            }
+/// Parses a submitted campaign, resolves its label selectors against the known agents
+/// and plans it against their inventories.
+fn expand(
+    store: &Store,
+    req: &pb::SubmitRequest,
+    generation: u32,
+) -> Result<(spec::Campaign, planner::PlannedCampaign), Status> {
+    let mut campaign = spec::parse(&req.file_name, &req.yaml)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let labels = store.labels().map_err(store_status)?;
+    campaign
+        .select_hosts(&labels)
+        .map_err(|e| Status::invalid_argument(format!("{}:{e}", req.file_name)))?;
+    let inventories = store.inventories().map_err(store_status)?;
+    let planned = planner::plan(
+        &campaign,
+        &req.local_host,
+        store.id(),
+        generation,
+        &inventories,
+    )
+    .map_err(|e| match e {
+        planner::PlanError::LocalWithoutRun => e.to_string(),
+        e => format!("{}:{e}", req.file_name),
+    })
+    .map_err(Status::invalid_argument)?;
+    // A plan must fit one message to its agent (with room for the envelope).
+    for p in &planned.plans {
+        let bytes = prost::Message::encoded_len(&pb::Plan::from(p));
+        if bytes + 1024 > platter_agent::link::MAX_PLAN_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "{}: the plan for host {} would be {:.1} MiB on the wire; the limit is {} MiB (MAX_PLAN_BYTES): fewer repetitions, cells or shorter commands",
+                req.file_name,
+                p.host,
+                bytes as f64 / 1048576.0,
+                platter_agent::link::MAX_PLAN_BYTES >> 20
+            )));
         }
-        Ok((campaign, planned))
     }
+    Ok((campaign, planned))
 }
 
 #[tonic::async_trait]
@@ -222,34 +245,40 @@ impl Control for ControlService {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let req = request.into_inner();
-        let campaign = spec::parse(&req.file_name, &req.yaml)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let hash = planner::content_hash(&campaign, &req.local_host)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        if req.resume {
-            if let Some(id) = self.store.resumable(&hash).map_err(store_status)? {
-                tracing::info!(campaign = %id, "resuming unfinished campaign");
-                self.hub.dispatch_all();
-                return Ok(Response::new(pb::SubmitResponse {
-                    campaign_id: id,
-                    resumed: true,
-                }));
+        let (store, hub) = (self.store.clone(), self.hub.clone());
+        let response = blocking(move || {
+            let campaign = spec::parse(&req.file_name, &req.yaml)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let hash = planner::content_hash(&campaign, &req.local_host)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            if req.resume {
+                if let Some(id) = store.resumable(&hash).map_err(store_status)? {
+                    tracing::info!(campaign = %id, "resuming unfinished campaign");
+                    hub.dispatch_all();
+                    return Ok(pb::SubmitResponse {
+                        campaign_id: id,
+                        resumed: true,
+                    });
+                }
             }
-        }
-        let generation = self.store.next_generation(&hash).map_err(store_status)?;
-        let (_, planned) = self.expand(&req, generation)?;
-        self.store
-            .insert_campaign(&planned, &req.file_name, &req.yaml)
-            .map_err(store_status)?;
-        tracing::info!(campaign = %planned.id, name = %planned.name, plans = planned.plans.len(), "campaign submitted");
-        // Only the campaign's hosts can have a new plan: with thousands of agents connected,
-        // asking the store about every one of them would cost a transaction each.
-        let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.clone()).collect();
-        self.hub.dispatch_to(&hosts);
-        Ok(Response::new(pb::SubmitResponse {
-            campaign_id: planned.id,
-            resumed: false,
-        }))
+            let generation = store.next_generation(&hash).map_err(store_status)?;
+            let (_, planned) = expand(&store, &req, generation)?;
+            store
+                .insert_campaign(&planned, &req.file_name, &req.yaml)
+                .map_err(store_status)?;
+            tracing::info!(campaign = %planned.id, name = %planned.name, plans = planned.plans.len(), "campaign submitted");
+            // Only the campaign's hosts can have a new plan: with thousands of agents
+            // connected, asking the store about every one of them would cost a
+            // transaction each.
+            let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.clone()).collect();
+            hub.dispatch_to(&hosts);
+            Ok(pb::SubmitResponse {
+                campaign_id: planned.id,
+                resumed: false,
+            })
+        })
+        .await?;
+        Ok(Response::new(response))
     }
 
     async fn plan(
@@ -257,10 +286,13 @@ impl Control for ControlService {
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::PlanResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
-        let (campaign, planned) = self.expand(request.get_ref(), 1)?;
-        Ok(Response::new(pb::PlanResponse {
-            rendered: crate::plan_text::render(&campaign, &planned),
-        }))
+        let (store, req) = (self.store.clone(), request.into_inner());
+        let rendered = blocking(move || {
+            let (campaign, planned) = expand(&store, &req, 1)?;
+            Ok(crate::plan_text::render(&campaign, &planned))
+        })
+        .await?;
+        Ok(Response::new(pb::PlanResponse { rendered }))
     }
 
     async fn compare(
@@ -275,15 +307,12 @@ impl Control for ControlService {
             req.metric
         };
         let (store, ids) = (self.store.clone(), (req.a.clone(), req.b.clone()));
-        let (a, b) = tokio::task::spawn_blocking(move || {
-            Ok::<_, Status>((
-                Report::load(&store, &ids.0).map_err(store_status)?,
-                Report::load(&store, &ids.1).map_err(store_status)?,
-            ))
+        let compared = blocking(move || {
+            let a = Report::load(&store, &ids.0).map_err(store_status)?;
+            let b = Report::load(&store, &ids.1).map_err(store_status)?;
+            Ok(crate::report::judge::compare_campaigns(&a, &b, &metric))
         })
-        .await
-        .map_err(|e| Status::internal(format!("loading the reports: {e}")))??;
-        let compared = crate::report::judge::compare_campaigns(&a, &b, &metric);
+        .await?;
         Ok(Response::new(compared.into()))
     }
 
@@ -292,22 +321,24 @@ impl Control for ControlService {
         request: Request<pb::ListCampaignsRequest>,
     ) -> Result<Response<pb::ListCampaignsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
-        let ids: Vec<String> = self
-            .store
-            .read(|c| {
-                let mut stmt =
-                    c.prepare("SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id")?;
-                let ids = stmt
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
-                Ok(ids)
-            })
-            .map_err(store_status)?;
-        let campaigns = ids
-            .iter()
-            .map(|id| CampaignStatus::load(&self.store, &self.hub, id).map(Into::into))
-            .collect::<Result<_, _>>()
-            .map_err(store_status)?;
+        let (store, hub) = (self.store.clone(), self.hub.clone());
+        let campaigns = blocking(move || {
+            let ids: Vec<String> = store
+                .read(|c| {
+                    let mut stmt =
+                        c.prepare("SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id")?;
+                    let ids = stmt
+                        .query_map([], |r| r.get(0))?
+                        .collect::<rusqlite::Result<_>>()?;
+                    Ok(ids)
+                })
+                .map_err(store_status)?;
+            ids.iter()
+                .map(|id| CampaignStatus::load(&store, &hub, id).map(Into::into))
+                .collect::<Result<_, _>>()
+                .map_err(store_status)
+        })
+        .await?;
         Ok(Response::new(pb::ListCampaignsResponse { campaigns }))
     }
 
@@ -317,7 +348,7 @@ impl Control for ControlService {
     ) -> Result<Response<pb::CampaignStatus>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
-        let s = CampaignStatus::load(&self.store, &self.hub, &id).map_err(store_status)?;
+        let s = load_status(&self.store, &self.hub, id).await?;
         Ok(Response::new(s.into()))
     }
 
@@ -330,16 +361,16 @@ impl Control for ControlService {
         self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
         // Fail fast on an unknown campaign.
-        CampaignStatus::load(&self.store, &self.hub, &id).map_err(store_status)?;
+        load_status(&self.store, &self.hub, id.clone()).await?;
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let mut changed = store.subscribe();
         let stream = async_stream(move |tx| async move {
             let mut last = None;
             loop {
-                let s = match CampaignStatus::load(&store, &hub, &id) {
+                let s = match load_status(&store, &hub, id.clone()).await {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = tx.send(Err(store_status(e))).await;
+                        let _ = tx.send(Err(e)).await;
                         return;
                     }
                 };
@@ -370,9 +401,9 @@ impl Control for ControlService {
         request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
-        let rows: Vec<pb::AgentInfo> = self
-            .store
-            .read(|c| {
+        let store = self.store.clone();
+        let rows: Vec<pb::AgentInfo> = blocking(move || {
+            store.read(|c| {
                 let mut stmt =
                     c.prepare("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
                                       (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
@@ -406,7 +437,9 @@ impl Control for ControlService {
                     })
                     .collect()
             })
-            .map_err(store_status)?;
+            .map_err(store_status)
+        })
+        .await?;
         let agents = rows.into_iter().map(|mut a| {
             let presence = self.hub.presence(&a.host);
             a.connected = presence == Presence::Connected;
@@ -421,6 +454,7 @@ impl Control for ControlService {
         });
         Ok(Response::new(pb::ListAgentsResponse {
             agents: agents.collect(),
+            store_fault: self.store.fault().map(Into::into),
         }))
     }
 
@@ -444,9 +478,9 @@ impl Control for ControlService {
         // Reading the store and rendering block: off the async workers, which carry every
         // agent's stream and heartbeats.
         let store = self.store.clone();
-        let response = tokio::task::spawn_blocking(move || {
+        let response = blocking(move || {
             let report = Report::load(&store, &req.campaign_id).map_err(store_status)?;
-            Ok::<_, Status>(pb::ReportResponse {
+            Ok(pb::ReportResponse {
                 rendered: format.exporter().render(&report),
                 steps_failed: report.steps_failed,
                 plans_refused: report.refused.len() as u32,
@@ -455,8 +489,7 @@ impl Control for ControlService {
                 comparisons_not_made: report.uncompared(),
             })
         })
-        .await
-        .map_err(|e| Status::internal(format!("rendering the report: {e}")))??;
+        .await?;
         Ok(Response::new(response))
     }
 
@@ -466,14 +499,25 @@ impl Control for ControlService {
     ) -> Result<Response<pb::CancelResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
-        let held = self.store.cancel_campaign(&id).map_err(store_status)?;
-        for (plan, host) in held {
-            self.hub.cancel(&host, &plan);
-            // Its next plan, if the cancelled one was only sent.
-            self.hub.dispatch(&host);
-        }
+        let (store, hub) = (self.store.clone(), self.hub.clone());
+        blocking(move || {
+            let held = store.cancel_campaign(&id).map_err(store_status)?;
+            for (plan, host) in held {
+                hub.cancel(&host, &plan);
+                // Its next plan, if the cancelled one was only sent.
+                hub.dispatch(&host);
+            }
+            Ok(())
+        })
+        .await?;
         Ok(Response::new(pb::CancelResponse {}))
     }
+}
+
+/// A campaign's status, read off the async workers.
+async fn load_status(store: &Store, hub: &Arc<Hub>, id: String) -> Result<CampaignStatus, Status> {
+    let (store, hub) = (store.clone(), hub.clone());
+    blocking(move || CampaignStatus::load(&store, &hub, &id).map_err(store_status)).await
 }
 
 /// A stream fed by a task: the task gets the sending half of a small channel.
