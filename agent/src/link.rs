@@ -226,7 +226,14 @@ impl Link {
                 // The executor lives as long as the agent; if it is gone we are stopping.
                 let _ = self.plans.send(plan);
             }
-            Some(Kind::Ack(a)) => self.shared.ack(a.seq),
+            Some(Kind::Ack(a)) => {
+                // Not sent again (it cannot help); the coordinator stored a refused
+                // step end as that step failing with the reason.
+                for r in &a.refused {
+                    tracing::error!(seq = r.seq, reason = %r.reason, "the coordinator refused a record");
+                }
+                self.shared.ack(a.seq)
+            }
             Some(Kind::Cancel(c)) => self.shared.cancel(&c.plan_id),
             None => {}
         }

@@ -229,6 +229,8 @@ pub struct BatchOutcome {
     pub hosts_freed: Vec<String>,
     /// Records refused (stored in `refused_records`, not in results), by plan id.
     pub refused: std::collections::BTreeMap<String, u32>,
+    /// The refused records' sequence numbers and reasons, for the agent.
+    pub refusals: Vec<(u64, String)>,
 }
 
 struct Batch {
@@ -832,7 +834,28 @@ fn refuse(
     )?
     .execute(params![host, r.seq as i64, plan_id, kind, reason, now_ms()])?;
     *outcome.refused.entry(plan_id.to_string()).or_default() += 1;
+    outcome.refusals.push((r.seq, reason.to_string()));
     Ok(())
+}
+
+/// The end of a step the store refused, as that step failing with the reason: without
+/// it the step would have no end, and the report would only count a measurement missing
+/// without saying why.
+fn failed_in_place_of(r: &Record, reason: &str) -> Option<Record> {
+    let RecordKind::Step(e) = &r.kind else {
+        return None;
+    };
+    if e.state == platter_agent::model::StepState::Started {
+        return None;
+    }
+    let mut e = e.clone();
+    e.state = platter_agent::model::StepState::Failed;
+    e.samples.clear();
+    e.error = format!("the coordinator's store refused this step's result: {reason}");
+    Some(Record {
+        seq: r.seq,
+        kind: RecordKind::Step(e),
+    })
 }
 
 /// Whether storing a record failed because of the record itself (it breaks a constraint,
@@ -1035,13 +1058,28 @@ fn commit(
                             sp.rollback()?;
                             drop(sp);
                             tracing::error!(agent = %b.host, seq = r.seq, error = %e, "record refused: it cannot be stored");
-                            refuse(
-                                &tx,
-                                &b.host,
-                                r,
-                                &format!("cannot be stored: {e}"),
-                                &mut outcome,
-                            )?;
+                            let reason = format!("cannot be stored: {e}");
+                            refuse(&tx, &b.host, r, &reason, &mut outcome)?;
+                            if let Some(failed) = failed_in_place_of(r, &reason) {
+                                let sp = tx.savepoint()?;
+                                // Best effort: the refusal itself is already kept.
+                                let mut ignored = BatchOutcome::default();
+                                match store_record(
+                                    &sp,
+                                    cells,
+                                    plans,
+                                    &b.host,
+                                    &failed,
+                                    &mut ignored,
+                                ) {
+                                    Ok(()) => {
+                                        sp.commit()?;
+                                        outcome.hosts_freed.extend(ignored.hosts_freed);
+                                    }
+                                    Err(e) if is_the_records_fault(&e) => {}
+                                    Err(e) => return Err(e),
+                                }
+                            }
                         }
                         Err(e) => return Err(e),
                     }
@@ -1116,7 +1154,7 @@ mod tests {
                 .unwrap() as u32
         };
         let (rc66, rcmonster) = (plan("rc66"), plan("rcmonster"));
-        let mut doubled = end(1, rc66, measure(rc66), 1, 1.0);
+        let mut doubled = end(2, rc66, measure(rc66), 1, 1.0);
         if let RecordKind::Step(e) = &mut doubled.kind {
             let again = e.samples[0].clone();
             e.samples.push(again);
@@ -1188,6 +1226,22 @@ mod tests {
         let reasons = rows("SELECT reason FROM refused_records ORDER BY seq");
         assert!(reasons[0].starts_with("cannot be stored: "), "{reasons:?}");
         assert_eq!(reasons[1..], ["the plan is rcmonster's, not rc66's"; 2]);
+        // The agent is told which records and why (in its ack)…
+        let told: Vec<u64> = outcomes[0].refusals.iter().map(|r| r.0).collect();
+        assert_eq!(told, [2, 3, 4]);
+        assert_eq!(outcomes[0].refusals[0].1, reasons[0]);
+        // …and the step whose end could not be stored failed with that reason, so the
+        // report says why its measurement is missing.
+        assert_eq!(
+            rows("SELECT host || ' ' || state || ' ' || error FROM steps WHERE state != 'started'"),
+            [
+                format!(
+                    "rc66 failed the coordinator's store refused this step's result: {}",
+                    reasons[0]
+                ),
+                "rcmonster succeeded ".to_string()
+            ]
+        );
     }
 
     /// A plan sent but never accepted (too large to arrive, or the agent went away) must

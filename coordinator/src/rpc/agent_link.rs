@@ -217,8 +217,16 @@ async fn serve(
         }
         let seq = batch.iter().map(|r| r.seq).max().unwrap_or(0);
         let outcome = until_stored(tx, || store.write_records(host, batch.clone())).await?;
+        let refused = outcome
+            .refusals
+            .iter()
+            .map(|(seq, reason)| pb::RefusedRecord {
+                seq: *seq,
+                reason: reason.clone(),
+            })
+            .collect();
         let ack = pb::CoordinatorMessage {
-            kind: Some(pb::coordinator_message::Kind::Ack(pb::Ack { seq })),
+            kind: Some(pb::coordinator_message::Kind::Ack(pb::Ack { seq, refused })),
         };
         // An agent that stops reading its stream is as good as silent.
         match tokio::time::timeout(timeout, tx.send(Ok(ack))).await {
