@@ -12,6 +12,7 @@ use platter_proto::v1::agent_link_server::AgentLinkServer;
 use platter_proto::v1::control_server::ControlServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -107,11 +108,17 @@ impl Coordinator {
                         .await
                 }
                 None => {
+                    // As the TLS accept loop does: without it, Nagle's algorithm holds a
+                    // step's end record back until the delayed ACK of its start (~40 ms),
+                    // on a third of short steps.
+                    let incoming = TcpListenerStream::new(listener).map(|tcp| {
+                        if let Ok(tcp) = &tcp {
+                            let _ = tcp.set_nodelay(true);
+                        }
+                        tcp
+                    });
                     router
-                        .serve_with_incoming_shutdown(
-                            TcpListenerStream::new(listener),
-                            stop.cancelled(),
-                        )
+                        .serve_with_incoming_shutdown(incoming, stop.cancelled())
                         .await
                 }
             };
