@@ -300,7 +300,7 @@ impl Health {
 
 /// The database's own words for a failure ("database or disk is full"), without our
 /// "database: " prefix.
-fn reason(e: &StoreError) -> String {
+pub fn reason(e: &StoreError) -> String {
     match e {
         StoreError::Sql(e) => e.to_string(),
         StoreError::Commit(r) => r.clone(),

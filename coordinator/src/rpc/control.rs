@@ -34,9 +34,10 @@ fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NoCampaign(id) => Status::not_found(format!("no campaign {id}")),
         e @ StoreError::Commit(_) => Status::unavailable(e.to_string()),
-        e if crate::store::is_store_fault(&e) => {
-            Status::unavailable(format!("the store cannot answer: {e}"))
-        }
+        e if crate::store::is_store_fault(&e) => Status::unavailable(format!(
+            "the coordinator's store failed: {}; nothing was changed, try again once it works",
+            crate::store::reason(&e)
+        )),
         e => Status::internal(e.to_string()),
     }
 }

@@ -1,0 +1,227 @@
+//! How long `platter report` and `platter compare` take, and how much memory, over a store
+//! holding N synthetic samples. Fills a store like real agents would (a campaign planned
+//! from YAML, measure steps ended with samples through the store's writer), then times the
+//! release binary as a user runs it, in a process of its own (wall time and peak RSS from
+//! `wait4`).
+//!
+//! ```sh
+//! cargo build --release --bin platter
+//! cargo bench -p platter --bench report_scale -- --samples 1000000 [--keep DIR]
+//! ```
+//!
+//! Settings: `--samples N` (default 100,000; two campaigns of N each are stored, for
+//! `compare`), `--cells C` (default 100), `--metrics M` samples per measurement (default
+//! 4), `--formats json,table` (default), `--keep DIR` (keep the store there and print the
+//! commands to re-run by hand).
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use platter::store::Store;
+use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+
+struct Args {
+    samples: u64,
+    cells: u64,
+    metrics: u64,
+    formats: Vec<String>,
+    keep: Option<PathBuf>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        samples: 100_000,
+        cells: 100,
+        metrics: 4,
+        formats: vec!["json".into(), "table".into()],
+        keep: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
+        match k.as_str() {
+            "--samples" => a.samples = v().parse().expect("--samples N"),
+            "--cells" => a.cells = v().parse().expect("--cells N"),
+            "--metrics" => a.metrics = v().parse().expect("--metrics N"),
+            "--formats" => a.formats = v().split(',').map(String::from).collect(),
+            "--keep" => a.keep = Some(v().into()),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    a
+}
+
+const METRICS: [&str; 6] = [
+    "wall",
+    "user",
+    "sys",
+    "max_rss",
+    "disk.write_bytes",
+    "disk.writes",
+];
+
+/// Stores one campaign of `cells` cells whose measurements carry `metrics` samples each,
+/// `samples` in all; returns its id. `shift` scales the values (a slower second run).
+async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
+    let per_measure = a.metrics.min(METRICS.len() as u64);
+    let repeat = (a.samples / per_measure / a.cells).max(1);
+    let xs: Vec<String> = (1..=a.cells).map(|i| i.to_string()).collect();
+    let yaml = format!(
+        "name: {name}\nhosts: {{ names: [h] }}\nmatrix: {{ x: [{}] }}\nworkload: {{ command: {{ run: 'true' }} }}\nrepeat: {repeat}\n",
+        xs.join(", ")
+    );
+    let c = platter::spec::parse("synthetic.yaml", &yaml).expect("synthetic campaign");
+    let planned = platter::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
+    store
+        .insert_campaign(&planned, "synthetic.yaml", &yaml)
+        .unwrap();
+    let plan = &planned.plans[0];
+    let mut seq = 0u64;
+    let mut batch = Vec::new();
+    // A deterministic, skewed, noisy value per (cell, repetition, metric).
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for step in plan.steps.iter() {
+        if !matches!(step.kind, StepKind::Measure(_)) {
+            continue;
+        }
+        seq += 1;
+        let cell = step.cell_id.clone();
+        let samples = METRICS[..per_measure as usize]
+            .iter()
+            .enumerate()
+            .map(|(m, metric)| Sample {
+                metric: metric.to_string(),
+                value: shift * (1.0 + m as f64) * (1.0 + 0.05 * noise() + 0.2 * noise().powi(8)),
+                unit: if m == 0 { "s".into() } else { String::new() },
+                histogram: Vec::new(),
+                missing: String::new(),
+            })
+            .collect();
+        batch.push(Record {
+            seq,
+            kind: RecordKind::Step(StepEvent {
+                plan_id: plan.id.clone(),
+                kind: "measure".into(),
+                step_index: step.index,
+                cell_id: cell,
+                repetition: step.repetition,
+                attempt: 1,
+                state: StepState::Succeeded,
+                started_unix_ns: seq as i64 * 1000,
+                finished_unix_ns: seq as i64 * 1000 + 500,
+                exit_status: 0,
+                stderr_tail: String::new(),
+                error: String::new(),
+                samples,
+            }),
+        });
+        if batch.len() == 4096 {
+            store
+                .write_records("h", std::mem::take(&mut batch))
+                .await
+                .unwrap();
+        }
+    }
+    let last = Record {
+        seq: seq + 1,
+        kind: RecordKind::PlanFinished {
+            plan_id: plan.id.clone(),
+            cancelled: false,
+        },
+    };
+    batch.push(last);
+    store.write_records("h", batch).await.unwrap();
+    planned.id
+}
+
+fn platter_bin() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let release = root.join("target/release/platter");
+    assert!(
+        release.exists(),
+        "build it first: cargo build --release --bin platter"
+    );
+    release
+}
+
+/// Runs `platter ARGS` with stdout discarded; returns wall time and peak RSS (MiB).
+fn timed(bin: &Path, args: &[&str]) -> (Duration, f64) {
+    let t = Instant::now();
+    // Reaped by wait4 below, which also gives this child's own peak RSS.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, with valid pointers; `child` is not waited twice.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid);
+    let took = t.elapsed();
+    let status = std::process::ExitStatus::from_raw(status);
+    assert!(
+        status.code().is_some_and(|c| c == 0 || c == 3),
+        "platter {args:?}: {status}"
+    );
+    (took, ru.ru_maxrss as f64 / 1024.0)
+}
+
+fn main() {
+    let a = args();
+    let bin = platter_bin();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("report-scale.db");
+    let _ = std::fs::remove_file(&db);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let t = Instant::now();
+    let (first, second) = rt.block_on(async {
+        let store = Store::open(&db).unwrap();
+        let first = campaign(&store, &a, "first", 1.0).await;
+        let second = campaign(&store, &a, "second", 1.03).await;
+        (first, second)
+    });
+    let samples: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM sample_rows", [], |r| r.get(0))
+        .unwrap();
+    println!(
+        "filled {} with {samples} samples (two campaigns, {} cells each) in {:.1} s",
+        db.display(),
+        a.cells,
+        t.elapsed().as_secs_f64()
+    );
+    let db_arg = db.display().to_string();
+    for f in &a.formats {
+        let (took, rss) = timed(&bin, &["report", &first, "--db", &db_arg, "--format", f]);
+        println!(
+            "report --format {f:<8} {:>7.2} s  peak RSS {rss:>7.1} MiB  ({} samples)",
+            took.as_secs_f64(),
+            samples / 2
+        );
+    }
+    let (took, rss) = timed(&bin, &["compare", &first, &second, "--db", &db_arg]);
+    println!(
+        "compare                {:>7.2} s  peak RSS {rss:>7.1} MiB  (2 × {} samples)",
+        took.as_secs_f64(),
+        samples / 2
+    );
+    if a.keep.is_some() {
+        println!(
+            "again by hand: platter report {first} --db {db_arg}; platter compare {first} {second} --db {db_arg}"
+        );
+    }
+}
