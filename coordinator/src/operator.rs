@@ -111,8 +111,13 @@ pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<Control
                 platter_agent::tls::chain(&e)
             )
         })?;
-    Ok(ControlClient::new(channel))
+    // A report of a million samples is a few hundred MB of JSON; tonic's default
+    // 4 MiB limit made any report past ~25,000 samples fail through a coordinator.
+    Ok(ControlClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES))
 }
+
+/// The largest answer an operator command accepts from the coordinator (a report).
+pub const MAX_RESPONSE_BYTES: usize = 2 << 30;
 
 /// A failed call as one line: the status message and, for transport failures, why.
 pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
