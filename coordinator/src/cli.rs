@@ -480,8 +480,21 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     None => report(&mut client.connect().await?, &campaign, format).await?,
                 })
             };
-            let (rendered, failed) = render(format).await?;
-            emit(&rendered, output.as_deref(), format)?;
+            let failed = match &db {
+                // From the store: written as it is rendered, never held whole (a JSON
+                // report of every sample can be larger than the report's data).
+                Some(db) if format != Format::Table => {
+                    let store = crate::store::Store::open(db)?;
+                    let r = crate::report::Report::load(&store, &campaign)?;
+                    emit_with(output.as_deref(), |out| format.exporter().write(&r, out))?;
+                    r.problems()
+                }
+                _ => {
+                    let (rendered, failed) = render(format).await?;
+                    emit(&rendered, output.as_deref(), format)?;
+                    failed
+                }
+            };
             if let Some(path) = junit {
                 let (xml, _) = render(Format::Junit).await?;
                 std::fs::write(&path, xml)
@@ -866,13 +879,38 @@ fn emit(rendered: &str, output: Option<&Path>, format: Format) -> anyhow::Result
                 && out.is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             let text = if colour {
-                crate::report::table::colorize(rendered)
+                std::borrow::Cow::Owned(crate::report::table::colorize(rendered))
             } else {
-                rendered.to_string()
+                std::borrow::Cow::Borrowed(rendered)
             };
             match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
                 // Whoever read the report stopped (`platter run FILE | head`): nothing
                 // is left to say, and `run` still stops its agent and coordinator.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                r => r?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `emit` for an exporter that writes as it renders.
+fn emit_with(
+    output: Option<&Path>,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    match output {
+        Some(p) => {
+            let f = std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?;
+            let mut out = std::io::BufWriter::new(f);
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("report written to {}", p.display());
+        }
+        None => {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            match write(&mut out).and_then(|()| out.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                 r => r?,
             }

@@ -169,6 +169,24 @@ repeat: 3
         .stdout(predicate::str::contains(
             "| seconds | metric | n | median (CI) |",
         ));
+    // JSON from the store is streamed as it is rendered: to stdout and to a file alike.
+    let json = |extra: &[&str]| {
+        let out = platter()
+            .current_dir(tmp.path())
+            .args(["report", &id, "--db", "platter-data/platter.db", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    let streamed: serde_json::Value = serde_json::from_slice(&json(&[])).unwrap();
+    assert_eq!(streamed["campaign_id"], id.as_str());
+    assert_eq!(streamed["cells"], report["cells"]);
+    assert!(json(&["--output", "r.json"]).is_empty());
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(file, streamed);
 }
 
 #[test]

@@ -603,6 +603,12 @@ fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i
 /// One exporter per output format.
 pub trait Exporter {
     fn render(&self, report: &Report) -> String;
+
+    /// Writes the rendering to `out`. Exporters of every sample (JSON) stream here
+    /// instead of building the whole text first: a million samples are ~175 MB of JSON.
+    fn write(&self, report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        out.write_all(self.render(report).as_bytes())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
