@@ -28,6 +28,18 @@ pub struct ControlService {
     pub hub: Arc<Hub>,
     pub shutdown: CancellationToken,
     pub auth: Auth,
+    /// What a submitted campaign may ask for (`platter serve --max-…`).
+    pub limits: spec::Limits,
+}
+
+/// How much of a rejected campaign's error list a status carries: it travels in an
+/// HTTP/2 header (grpc-message, percent-encoded), and a client refuses a header list
+/// over 16 KiB; the rest is counted ("and 40 more mistakes").
+const STATUS_MESSAGE_BYTES: usize = 6 << 10;
+
+/// An invalid campaign as INVALID_ARGUMENT, every mistake that fits on its own line.
+fn invalid_campaign(e: &spec::SpecErrors) -> Status {
+    Status::invalid_argument(e.render(spec::MAX_SHOWN, STATUS_MESSAGE_BYTES))
 }
 
 fn store_status(e: StoreError) -> Status {
@@ -178,8 +190,8 @@ impl ControlService {
         req: &pb::SubmitRequest,
         generation: u32,
     ) -> Result<(spec::Campaign, planner::PlannedCampaign), Status> {
-        let mut campaign = spec::parse(&req.file_name, &req.yaml)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut campaign = spec::parse_with(&req.file_name, &req.yaml, &self.limits)
+            .map_err(|e| invalid_campaign(&e))?;
         let labels = self.store.labels().map_err(store_status)?;
         campaign
             .select_hosts(&labels)
@@ -222,8 +234,8 @@ impl Control for ControlService {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let req = request.into_inner();
-        let campaign = spec::parse(&req.file_name, &req.yaml)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let campaign = spec::parse_with(&req.file_name, &req.yaml, &self.limits)
+            .map_err(|e| invalid_campaign(&e))?;
         let hash = planner::content_hash(&campaign, &req.local_host)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         if req.resume {
