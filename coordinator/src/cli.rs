@@ -847,19 +847,15 @@ async fn wait_for_signal() {
     }
 }
 
-/// Submits; an invalid campaign (too large to send, or refused by the coordinator as
-/// INVALID_ARGUMENT with its mistakes) is the message to show.
+/// Submits `yaml`, read from `file`; a campaign the coordinator refuses as invalid
+/// (INVALID_ARGUMENT, with its mistakes) is the message to show.
 async fn submit_file(
     client: &mut ControlClient<Channel>,
     file: &Path,
+    yaml: String,
     local_host: &str,
     resume: bool,
-    max_file_size: u64,
 ) -> anyhow::Result<Result<pb::SubmitResponse, String>> {
-    let yaml = match spec::read_file(file, max_file_size) {
-        Ok(y) => y,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
     let req = pb::SubmitRequest {
         file_name: file.display().to_string(),
         yaml,
@@ -880,8 +876,16 @@ async fn submit(
     format: Format,
     max_file_size: u64,
 ) -> anyhow::Result<i32> {
+    // The file is judged here first: one too large is never sent.
+    let yaml = match spec::read_file(file, max_file_size) {
+        Ok(y) => y,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
     let mut client = client.connect().await?;
-    let resp = match submit_file(&mut client, file, "", false, max_file_size).await? {
+    let resp = match submit_file(&mut client, file, yaml, "", false).await? {
         Ok(r) => r,
         Err(msg) => {
             print_invalid(&msg);
@@ -1037,7 +1041,7 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
                 campaign_id,
                 resumed: true,
             },
-            None => match submit_file(&mut client, file, &host, !fresh, limits.max_file_bytes).await? {
+            None => match submit_file(&mut client, file, spec::read_file(file, limits.max_file_bytes)?, &host, !fresh).await? {
                 Ok(r) => r,
                 Err(msg) => {
                     print_invalid(&msg);

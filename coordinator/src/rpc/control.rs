@@ -32,10 +32,10 @@ pub struct ControlService {
     pub limits: spec::Limits,
 }
 
-/// How much of a rejected campaign's error list a status carries: it travels in an
-/// HTTP/2 header (grpc-message, percent-encoded), and a client refuses a header list
+/// How much of a rejected campaign's error list a status carries, percent-encoded: it
+/// travels in an HTTP/2 header (grpc-message), and hyper's client refuses a header list
 /// over 16 KiB; the rest is counted ("and 40 more mistakes").
-const STATUS_MESSAGE_BYTES: usize = 6 << 10;
+const STATUS_MESSAGE_BYTES: usize = 12 << 10;
 
 /// An invalid campaign as INVALID_ARGUMENT, every mistake that fits on its own line.
 fn invalid_campaign(e: &spec::SpecErrors) -> Status {

@@ -114,18 +114,31 @@ impl SpecErrors {
         self
     }
 
-    /// At most `count` mistakes in at most about `bytes` bytes (at least one is
-    /// always shown), then how many more there are. The byte budget is for a gRPC
-    /// status, which travels in an HTTP/2 header.
+    /// At most `count` mistakes in at most `bytes` bytes as a gRPC status message
+    /// carries them (percent-encoded as tonic does: a space, backtick, brace, newline
+    /// or non-ASCII byte takes three), then how many more there are; at least one is
+    /// always shown. The budget is for a status, which travels in an HTTP/2 header that
+    /// hyper's client limits to 16 KiB.
     pub fn render(&self, count: usize, bytes: usize) -> String {
+        let encoded = |s: &str| -> usize {
+            s.bytes()
+                .map(|b| match b {
+                    b' ' | b'"' | b'#' | b'%' | b'<' | b'>' | b'`' | b'?' | b'{' | b'}' => 3,
+                    0x21..0x7f => 1,
+                    _ => 3,
+                })
+                .sum()
+        };
         let mut out = String::new();
-        let mut shown = 0;
+        let (mut shown, mut used) = (0, 0);
         for e in &self.errors {
             let one = format!("error: {e}\n");
-            if shown > 0 && (shown == count || out.len() + one.len() > bytes) {
+            let size = encoded(&one);
+            if shown > 0 && (shown == count || used + size > bytes) {
                 break;
             }
             out.push_str(&one);
+            used += size;
             shown += 1;
         }
         let more = self.errors.len() - shown;
