@@ -245,7 +245,11 @@ fn a_campaign_file_over_the_size_limit_is_refused_before_it_is_parsed() {
 
     // A coordinator holds submissions to its own limit, whatever the client allows.
     let port = free_port();
-    let _coordinator = serve_with(dir, port, &["--max-file-size", "1000K"]);
+    let _coordinator = serve_with(
+        dir,
+        port,
+        &["--max-file-size", "1000K", "--max-steps-per-plan", "5"],
+    );
     let submit = |extra: &[&str]| {
         let out = operator(dir, port)
             .arg("submit")
@@ -275,6 +279,33 @@ fn a_campaign_file_over_the_size_limit_is_refused_before_it_is_parsed() {
              most 1000 KiB (1024000 bytes, --max-file-size)"
         )),
         "the coordinator's check: {stderr}"
+    );
+
+    // Steps per plan: 6 repetitions are over a limit of 5, here and on the coordinator.
+    let small = write(dir, "six.yaml", &format!("{CAMPAIGN}repeat: 6\n"));
+    let over = "1 cell(s) × 6 repetition(s) × 1 step(s) each make 6 steps per host and \
+                device; the limit is 5 steps per plan (--max-steps-per-plan)";
+    let out = platter()
+        .args(["validate", "--max-steps-per-plan", "5"])
+        .arg(&small)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(over), "{stderr}");
+    let out = operator(dir, port)
+        .arg("submit")
+        .arg(&small)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(over), "the coordinator's limit: {stderr}");
+    let out = platter().args(["validate"]).arg(&small).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
