@@ -78,7 +78,13 @@ impl Link {
                 let error = e.to_string();
                 // Stay silent during a measurement: the log line can wait for the next one.
                 let quiet = self.shared.measuring.load(Ordering::Relaxed);
-                match self.mismatch(&error).await {
+                // Nothing would be logged while measuring: no probe either.
+                let mismatch = if quiet {
+                    None
+                } else {
+                    self.mismatch(&error).await
+                };
+                match mismatch {
                     // The same diagnosis at every retry would flood the log: once, then
                     // every MISMATCH_LOG_INTERVAL, while the agent keeps trying (the
                     // coordinator may be being reconfigured).

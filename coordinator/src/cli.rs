@@ -74,7 +74,8 @@ pub enum Command {
     },
     /// Check a campaign file and print its cells and each host's plan; runs nothing.
     /// With a coordinator (--coordinator or PLATTER_COORDINATOR), expand it against the
-    /// live fleet: which hosts (names and labels) and drives it would touch.
+    /// live fleet: which hosts (names and labels) and drives it would touch, within the
+    /// coordinator's limits.
     Validate {
         file: PathBuf,
         /// The host `local` stands for [default: this machine's hostname]

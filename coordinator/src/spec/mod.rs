@@ -376,14 +376,15 @@ pub fn read_file(path: &Path, max_bytes: u64) -> Result<String, SpecErrors> {
     let f = std::fs::File::open(path).map_err(unreadable)?;
     let known = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
     if let Some(size) = known.filter(|s| *s > max_bytes) {
-        return Err(too_large(&file, size, max_bytes));
+        return Err(too_large(&file, Some(size), max_bytes));
     }
     let mut bytes = Vec::new();
     f.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;
     if bytes.len() as u64 > max_bytes {
-        return Err(too_large(&file, bytes.len() as u64, max_bytes));
+        // A pipe or device: how much more there is was not read.
+        return Err(too_large(&file, None, max_bytes));
     }
     String::from_utf8(bytes).map_err(|e| {
         whole_file(
@@ -408,16 +409,33 @@ fn whole_file(file: &str, message: String) -> SpecErrors {
     })
 }
 
-fn too_large(file: &str, size: u64, max: u64) -> SpecErrors {
-    let at_least = if size > max { "" } else { "more than " };
+/// `size`: the file's, when known.
+fn too_large(file: &str, size: Option<u64>, max: u64) -> SpecErrors {
+    // `1 MiB (1048576 bytes`, or just `300 bytes`, to be closed by the caller.
+    let exact = |n: u64| match human_bytes(n) {
+        h if n < 1 << 10 => h,
+        h => format!("{h} ({n} bytes"),
+    };
+    let close = |n: u64, more: &str| {
+        if n < 1 << 10 {
+            format!(" ({more}")
+        } else {
+            format!(", {more}")
+        }
+    };
+    let size = match size {
+        Some(n) if n < 1 << 10 => exact(n),
+        Some(n) => format!("{})", exact(n)),
+        None => format!("more than {max} bytes"),
+    };
     whole_file(
         file,
         format!(
-            "the file is {at_least}{} ({size} bytes); a campaign file may be at most {} ({max} bytes, \
-             --max-file-size): a campaign is a few KB, so this is probably not the file you meant; \
-             if it is, raise the limit with --max-file-size (a coordinator's on `platter serve`)",
-            human_bytes(size),
-            human_bytes(max)
+            "the file is {size}; a campaign file may be at most {}{}: a campaign is a few KB, \
+             so this is probably not the file you meant; if it is, raise the limit with \
+             --max-file-size (a coordinator's on `platter serve`)",
+            exact(max),
+            close(max, "--max-file-size)")
         ),
     )
 }
@@ -443,7 +461,11 @@ pub fn parse(file: &str, text: &str) -> Result<Campaign, SpecErrors> {
 pub fn parse_with(file: &str, text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
     // Text that came another way than `load_with` (a submission) is held to the same size.
     if text.len() as u64 > limits.max_file_bytes {
-        return Err(too_large(file, text.len() as u64, limits.max_file_bytes));
+        return Err(too_large(
+            file,
+            Some(text.len() as u64),
+            limits.max_file_bytes,
+        ));
     }
     build(text, limits).map_err(|e| e.in_file(file))
 }

@@ -678,3 +678,22 @@ fn templates_and_report_keys_are_judged_together_once_the_shape_is_right() {
         "{e}"
     );
 }
+
+#[test]
+fn a_file_is_read_only_up_to_its_limit_even_without_a_known_size() {
+    // /dev/zero has no size and no end: reading stops one byte past the limit.
+    let e = read_file(Path::new("/dev/zero"), 16).unwrap_err();
+    let e = e.first();
+    assert_eq!((e.line, e.column), (0, 0));
+    assert!(e.message.starts_with("the file is more than 16 bytes; a campaign file may be at most 16 bytes (--max-file-size): "), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.yaml");
+    std::fs::write(&path, b"name: caf\xe9\n").unwrap();
+    let e = read_file(&path, 1024).unwrap_err();
+    assert!(
+        e.first()
+            .message
+            .contains("not UTF-8 text (invalid byte at offset 9)"),
+        "{e}"
+    );
+}
