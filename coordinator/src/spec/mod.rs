@@ -9,6 +9,10 @@
 //!
 //! Every error is a [`SpecError`] with file, 1-based line and column, the key
 //! path (`matrix.bs[2]`, `workload.command.run`) and, where one helps, a hint.
+//! A file is rejected with [`SpecErrors`]: every mistake found, in file order.
+//! Each stage reports all of its own; a stage that needs the one before it to be
+//! right (expansion needs a valid matrix, cells need valid templates) runs only
+//! when it is, so a mistake is never reported again as its consequences.
 //!
 //! # The file
 //!
