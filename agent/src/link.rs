@@ -5,7 +5,7 @@
 use std::error::Error as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use platter_proto::v1 as pb;
 use platter_proto::v1::agent_link_client::AgentLinkClient;
@@ -18,6 +18,8 @@ use crate::model::Plan;
 use crate::shared::Shared;
 
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+/// How often an agent that cannot link because of a TLS/plaintext mismatch says so again.
+const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
 /// The largest message an agent takes (a plan); the coordinator refuses to plan a
 /// larger one. tonic's default, 4 MiB, held a plan of 8 cells × 1,000 repetitions of a
 /// 600-character command undeliverable for good.
@@ -58,6 +60,8 @@ enum LinkError {
 impl Link {
     pub async fn run(self, shutdown: CancellationToken) {
         let mut failures = 0u32;
+        // When a TLS/plaintext mismatch was last explained in the log.
+        let mut mismatch_logged: Option<Instant> = None;
         loop {
             let result = {
                 let session = self.session(&mut failures);
@@ -71,12 +75,32 @@ impl Link {
                 }
             };
             if let Err(e) = result {
+                let error = e.to_string();
                 // Stay silent during a measurement: the log line can wait for the next one.
-                if !self.shared.measuring.load(Ordering::Relaxed)
-                    && (failures < 3 || failures.is_multiple_of(20))
-                {
-                    let hint = self.hint(&e.to_string());
-                    tracing::warn!(coordinator = %self.coordinator, error = %e, "link down; reconnecting{hint}");
+                let quiet = self.shared.measuring.load(Ordering::Relaxed);
+                // Nothing would be logged while measuring: no probe either.
+                let mismatch = if quiet {
+                    None
+                } else {
+                    self.mismatch(&error).await
+                };
+                match mismatch {
+                    // The same diagnosis at every retry would flood the log: once, then
+                    // every MISMATCH_LOG_INTERVAL, while the agent keeps trying (the
+                    // coordinator may be being reconfigured).
+                    Some(why) => {
+                        let due = mismatch_logged
+                            .is_none_or(|at: Instant| at.elapsed() >= MISMATCH_LOG_INTERVAL);
+                        if !quiet && due {
+                            tracing::warn!(coordinator = %self.coordinator, error = %e, "{why}; retrying");
+                            mismatch_logged = Some(Instant::now());
+                        }
+                    }
+                    None if !quiet && (failures < 3 || failures.is_multiple_of(20)) => {
+                        let hint = self.hint(&error);
+                        tracing::warn!(coordinator = %self.coordinator, error = %e, "link down; reconnecting{hint}");
+                    }
+                    None => {}
                 }
             }
             failures = failures.saturating_add(1);
@@ -182,6 +206,22 @@ impl Link {
                         tx.send(msg(pb::agent_message::Kind::Inventory(inv))).await.map_err(|_| LinkError::Closed)?;
                     }
                 }
+            }
+        }
+    }
+
+    /// Whether the link failed because one side speaks TLS and the other plaintext, in
+    /// plain words. A plaintext link's failure has many faces (a protocol error, a broken
+    /// pipe, a closed connection, whichever comes first), so the coordinator is asked for
+    /// plaintext HTTP/2 once per failure; one that is down refuses at once.
+    async fn mismatch(&self, error: &str) -> Option<String> {
+        use crate::tls::{self, PlaintextAnswer, Transport};
+        match self.transport {
+            Transport::Tls(_) => tls::speaks_plaintext(&self.coordinator, error),
+            Transport::Plaintext => {
+                let answer = tls::plaintext_answer(&self.coordinator, Duration::from_secs(5)).await;
+                (answer == Some(PlaintextAnswer::NotHttp2))
+                    .then(|| tls::requires_tls(&self.coordinator))
             }
         }
     }

@@ -96,6 +96,73 @@ impl Transport {
     }
 }
 
+/// What a coordinator answered to a plaintext HTTP/2 client, for telling someone who
+/// dialled plaintext that it wants TLS: the symptoms otherwise are "h2 protocol error:
+/// frame with invalid size" (the TLS alert read as a frame) or "connection closed".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaintextAnswer {
+    /// A SETTINGS frame: it speaks plaintext HTTP/2 (gRPC).
+    Http2,
+    /// A TLS record, anything else, or a close without a word.
+    NotHttp2,
+}
+
+/// Dials `url` (`http://HOST:PORT`), sends the HTTP/2 client preface and an empty
+/// SETTINGS frame, and reads what comes back: an HTTP/2 server's first frame is its
+/// SETTINGS, a TLS server sends an alert or closes. `None` when it cannot tell (the
+/// address is wrong, nothing listens, no answer within `timeout`).
+pub async fn plaintext_answer(url: &str, timeout: std::time::Duration) -> Option<PlaintextAnswer> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+    let uri: tonic::codegen::http::Uri = url.parse().ok()?;
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(80);
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .ok()?;
+        stream.write_all(PREFACE).await.ok()?;
+        let mut head = [0u8; 9];
+        let mut got = 0;
+        while got < head.len() {
+            match stream.read(&mut head[got..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        // A frame header: 3 bytes length, then the type; SETTINGS is 4.
+        Some(if got >= 4 && head[3] == 4 {
+            PlaintextAnswer::Http2
+        } else {
+            PlaintextAnswer::NotHttp2
+        })
+    };
+    tokio::time::timeout(timeout, probe).await.ok().flatten()
+}
+
+/// The plain words for a plaintext client at a TLS coordinator.
+pub fn requires_tls(url: &str) -> String {
+    format!(
+        "the coordinator at {url} did not answer plaintext HTTP/2; it probably requires TLS: \
+         dial https:// and give --tls-dir DIR (an identity from `platter certs issue`)"
+    )
+}
+
+/// The plain words for a TLS client at a plaintext coordinator, if `error` is that.
+pub fn speaks_plaintext(url: &str, error: &str) -> Option<String> {
+    (error.contains("InvalidContentType") || error.contains("corrupt message")).then(|| {
+        format!(
+            "the coordinator at {url} did not answer TLS; it probably speaks plaintext \
+             (started with --dangerously-insecure): dial http:// with --dangerously-insecure, \
+             or give the coordinator --tls-dir"
+        )
+    })
+}
+
 /// An error and all its causes on one line: a TLS refusal is often three levels down
 /// ("transport error: … received fatal alert: UnknownCA").
 pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {

@@ -69,10 +69,13 @@ pub enum Command {
         /// for more. Devices not named here are refused before anything runs.
         #[arg(long = "allow-device", value_name = "PATH|GLOB")]
         allow_devices: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Check a campaign file and print its cells and each host's plan; runs nothing.
     /// With a coordinator (--coordinator or PLATTER_COORDINATOR), expand it against the
-    /// live fleet: which hosts (names and labels) and drives it would touch.
+    /// live fleet: which hosts (names and labels) and drives it would touch, within the
+    /// coordinator's limits.
     Validate {
         file: PathBuf,
         /// The host `local` stands for [default: this machine's hostname]
@@ -80,6 +83,9 @@ pub enum Command {
         local_host: Option<String>,
         #[command(flatten)]
         client: ClientArgs,
+        /// Limits when checking here; with a coordinator, its own (`platter serve`) apply
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Run a coordinator for a fleet of agents: campaigns from many operators at once,
     /// one plan at a time per host, hosts in parallel.
@@ -108,6 +114,9 @@ pub enum Command {
             value_parser = heartbeat_timeout
         )]
         heartbeat_timeout: u64,
+        /// What submitted campaigns may ask for
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Submit a campaign to a coordinator and print its id.
     Submit {
@@ -119,6 +128,10 @@ pub enum Command {
         watch: bool,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// The largest campaign file sent, in bytes or with K, M or G (the coordinator's
+        /// own limit, `platter serve --max-file-size`, applies too)
+        #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
+        max_file_size: u64,
     },
     /// Campaigns and their progress: every campaign, or one with its hosts.
     Status {
@@ -241,6 +254,34 @@ pub enum Certs {
     },
 }
 
+/// Limits on a campaign, for the rare campaign that legitimately needs more.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LimitArgs {
+    /// The largest campaign file accepted, in bytes or with K, M or G (powers of 1024);
+    /// the size is checked before the file is read
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
+    pub max_file_size: u64,
+    /// The most steps (measurements and their preparation) one host's plan may hold
+    #[arg(long, value_name = "N", default_value_t = spec::MAX_STEPS_PER_PLAN)]
+    pub max_steps_per_plan: u64,
+}
+
+impl From<LimitArgs> for spec::Limits {
+    fn from(a: LimitArgs) -> spec::Limits {
+        spec::Limits {
+            max_file_bytes: a.max_file_size,
+            max_steps_per_plan: a.max_steps_per_plan,
+        }
+    }
+}
+
+/// `--max-file-size`: `1M`, `20MiB`, `65536`.
+fn file_size(s: &str) -> Result<u64, String> {
+    spec::parse_bytes(s).filter(|n| *n > 0).ok_or_else(|| {
+        format!("`{s}` is not a size: write bytes, or a number with K, M or G (e.g. 20M)")
+    })
+}
+
 /// `--heartbeat-timeout` in seconds, at least two heartbeat intervals.
 fn heartbeat_timeout(s: &str) -> Result<u64, String> {
     let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
@@ -333,6 +374,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             fresh,
             reboot_command,
             allow_devices,
+            limits,
         } => {
             let opts = LocalRun {
                 db,
@@ -343,6 +385,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 fresh,
                 reboot_command,
                 allow_devices,
+                limits: limits.into(),
             };
             run_local(&file, opts).await
         }
@@ -350,11 +393,12 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             file,
             local_host,
             client,
+            limits,
         } => {
             if client.coordinator.is_some() {
-                validate_remote(&file, &client).await
+                validate_remote(&file, &client, limits.max_file_size).await
             } else {
-                validate(&file, local_host)
+                validate(&file, local_host, &limits.into())
             }
         }
         Command::Serve {
@@ -363,12 +407,14 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             tls_dir,
             dangerously_insecure: _,
             heartbeat_timeout,
+            limits,
         } => {
             let opts = ServeOptions {
                 db,
                 listen,
                 tls: tls_dir.map(TlsDir),
                 heartbeat_timeout: Duration::from_secs(heartbeat_timeout),
+                limits: limits.into(),
             };
             serve(opts).await
         }
@@ -377,7 +423,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             client,
             watch,
             format,
-        } => submit(&file, &client, watch, format).await,
+            max_file_size,
+        } => submit(&file, &client, watch, format, max_file_size).await,
         Command::Status {
             campaign,
             client,
@@ -666,15 +713,26 @@ async fn inventory(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Re
     Ok(0)
 }
 
-fn load_spec(file: &Path) -> Result<spec::Campaign, i32> {
-    spec::load(file).map_err(|e| {
-        eprintln!("error: {e}");
+/// Every mistake, each on its own `error:` line (at most `spec::MAX_SHOWN`).
+fn load_spec(file: &Path, limits: &spec::Limits) -> Result<spec::Campaign, i32> {
+    spec::load_with(file, limits).map_err(|e| {
+        eprintln!("{e}");
         EXIT_INVALID
     })
 }
 
-fn validate(file: &Path, local_host: Option<String>) -> anyhow::Result<i32> {
-    let campaign = match load_spec(file) {
+/// A campaign the coordinator refused as invalid: its message already has one `error:`
+/// line per mistake; anything else (a planning error) gets the prefix here.
+fn print_invalid(message: &str) {
+    if message.starts_with("error: ") {
+        eprintln!("{message}");
+    } else {
+        eprintln!("error: {message}");
+    }
+}
+
+fn validate(file: &Path, local_host: Option<String>, limits: &spec::Limits) -> anyhow::Result<i32> {
+    let campaign = match load_spec(file, limits) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
@@ -756,9 +814,18 @@ async fn serve(opts: ServeOptions) -> anyhow::Result<i32> {
 
 /// `platter validate --coordinator …`: the coordinator expands the campaign against its
 /// agents (labels, inventories) and returns the plan text; nothing is stored.
-async fn validate_remote(file: &Path, client: &ClientArgs) -> anyhow::Result<i32> {
-    let yaml =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+async fn validate_remote(
+    file: &Path,
+    client: &ClientArgs,
+    max_file_size: u64,
+) -> anyhow::Result<i32> {
+    let yaml = match spec::read_file(file, max_file_size) {
+        Ok(y) => y,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
     let req = pb::SubmitRequest {
         file_name: file.display().to_string(),
         yaml,
@@ -771,7 +838,7 @@ async fn validate_remote(file: &Path, client: &ClientArgs) -> anyhow::Result<i32
             Ok(0)
         }
         Err(s) if s.code() == tonic::Code::InvalidArgument => {
-            eprintln!("error: {}", s.message());
+            print_invalid(s.message());
             Ok(EXIT_INVALID)
         }
         Err(s) => Err(call_error("validate", s)),
@@ -793,15 +860,15 @@ async fn wait_for_signal() {
     }
 }
 
-/// Submits; an invalid campaign comes back as INVALID_ARGUMENT with the spec error.
+/// Submits `yaml`, read from `file`; a campaign the coordinator refuses as invalid
+/// (INVALID_ARGUMENT, with its mistakes) is the message to show.
 async fn submit_file(
     client: &mut ControlClient<Channel>,
     file: &Path,
+    yaml: String,
     local_host: &str,
     resume: bool,
 ) -> anyhow::Result<Result<pb::SubmitResponse, String>> {
-    let yaml =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let req = pb::SubmitRequest {
         file_name: file.display().to_string(),
         yaml,
@@ -820,12 +887,21 @@ async fn submit(
     client: &ClientArgs,
     watch_it: bool,
     format: Format,
+    max_file_size: u64,
 ) -> anyhow::Result<i32> {
+    // The file is judged here first: one too large is never sent.
+    let yaml = match spec::read_file(file, max_file_size) {
+        Ok(y) => y,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
     let mut client = client.connect().await?;
-    let resp = match submit_file(&mut client, file, "", false).await? {
+    let resp = match submit_file(&mut client, file, yaml, "", false).await? {
         Ok(r) => r,
         Err(msg) => {
-            eprintln!("error: {msg}");
+            print_invalid(&msg);
             return Ok(EXIT_INVALID);
         }
     };
@@ -929,6 +1005,7 @@ struct LocalRun {
     fresh: bool,
     reboot_command: String,
     allow_devices: Vec<String>,
+    limits: spec::Limits,
 }
 
 async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
@@ -941,10 +1018,11 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
         fresh,
         reboot_command,
         allow_devices,
+        limits,
     } = opts;
     let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
     // Invalid input is reported before anything starts.
-    let campaign = match load_spec(file) {
+    let campaign = match load_spec(file, &limits) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
@@ -960,7 +1038,10 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
     };
     let shutdown = CancellationToken::new();
     // Plaintext on loopback: the agent is this process.
-    let serve = ServeOptions::plaintext(db, "127.0.0.1:0".parse()?);
+    let serve = ServeOptions {
+        limits,
+        ..ServeOptions::plaintext(db, "127.0.0.1:0".parse()?)
+    };
     let coordinator = Coordinator::start(serve, shutdown.clone()).await?;
     let agent_cfg = platter_agent::AgentConfig {
         coordinator: format!("http://{}", coordinator.addr),
@@ -998,10 +1079,10 @@ async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
                 campaign_id,
                 resumed: true,
             },
-            None => match submit_file(&mut client, file, &host, !fresh).await? {
+            None => match submit_file(&mut client, file, spec::read_file(file, limits.max_file_bytes)?, &host, !fresh).await? {
                 Ok(r) => r,
                 Err(msg) => {
-                    eprintln!("error: {msg}");
+                    print_invalid(&msg);
                     return Ok(EXIT_INVALID);
                 }
             },

@@ -99,17 +99,29 @@ impl ClientArgs {
     }
 }
 
+/// A client of the coordinator at `url`. A plaintext client first checks that the
+/// coordinator answers plaintext HTTP/2 (one extra connection): at a TLS coordinator
+/// every call would otherwise fail with "h2 protocol error: frame with invalid size" or
+/// "connection closed", which says nothing of TLS.
 pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<ControlClient<Channel>> {
-    let channel = transport
-        .endpoint(url)?
+    use platter_agent::tls::{self, PlaintextAnswer};
+    let endpoint = transport.endpoint(url)?;
+    if *transport == Transport::Plaintext {
+        let answer = tls::plaintext_answer(url, Duration::from_secs(10)).await;
+        if answer == Some(PlaintextAnswer::NotHttp2) {
+            bail!("{}", tls::requires_tls(url));
+        }
+    }
+    let channel = endpoint
         .connect_timeout(Duration::from_secs(10))
         .connect()
         .await
         .map_err(|e| {
-            anyhow::anyhow!(
-                "connecting to coordinator {url}: {}",
-                platter_agent::tls::chain(&e)
-            )
+            let why = tls::chain(&e);
+            match tls::speaks_plaintext(url, &why) {
+                Some(plain) => anyhow::anyhow!("{plain} ({why})"),
+                None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
+            }
         })?;
     // A report of a million samples is a few hundred MB of JSON; tonic's default
     // 4 MiB limit made any report past ~25,000 samples fail through a coordinator.

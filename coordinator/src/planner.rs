@@ -25,11 +25,12 @@ pub enum PlanError {
         column: usize,
         hint: String,
     },
-    #[error("host {host} would get {steps} steps ({cells} cells on its devices); the limit is {max} (MAX_STEPS_PER_PLAN): select fewer devices, repetitions or matrix values", max = spec::MAX_STEPS_PER_PLAN)]
+    #[error("host {host} would get {steps} steps ({cells} cells on its devices); the limit is {max} steps per plan (--max-steps-per-plan): select fewer devices, repetitions or matrix values, or raise the limit")]
     TooLarge {
         host: String,
         cells: usize,
         steps: u64,
+        max: u64,
     },
     #[error(
         "{line}:{column}: devices: host {host} has never connected, so its devices are unknown"
@@ -240,11 +241,12 @@ pub fn plan(
                 u64::from(campaign.repeat).saturating_mul(1 + phases)
             })
             .sum();
-        if estimate > spec::MAX_STEPS_PER_PLAN {
+        if estimate > campaign.max_steps_per_plan {
             return Err(PlanError::TooLarge {
                 host: host.clone(),
                 cells: host_cells.len(),
                 steps: estimate,
+                max: campaign.max_steps_per_plan,
             });
         }
         let steps = steps(campaign, &host_cells);

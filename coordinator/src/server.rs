@@ -37,6 +37,8 @@ pub struct ServeOptions {
     pub tls: Option<TlsDir>,
     /// An agent silent for this long is lost: its stream is closed and its plans wait.
     pub heartbeat_timeout: Duration,
+    /// What a submitted campaign may ask for.
+    pub limits: crate::spec::Limits,
 }
 
 impl ServeOptions {
@@ -47,6 +49,7 @@ impl ServeOptions {
             listen,
             tls: None,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
+            limits: crate::spec::Limits::default(),
         }
     }
 }
@@ -94,12 +97,19 @@ impl Coordinator {
             hub,
             shutdown: shutdown.clone(),
             auth,
+            limits: opts.limits,
         };
+        // A submission carries the campaign file: room for the largest one allowed
+        // (tonic's default is 4 MiB), and the file limit is what refuses a larger one.
+        let max_request = usize::try_from(opts.limits.max_file_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(64 << 10)
+            .max(4 << 20);
         let stop = shutdown.clone();
         tasks.spawn(async move {
             let router = tonic::transport::Server::builder()
                 .add_service(AgentLinkServer::new(agent_link))
-                .add_service(ControlServer::new(control));
+                .add_service(ControlServer::new(control).max_decoding_message_size(max_request));
             let r = match tls {
                 Some(cfg) => {
                     let incoming = tls::incoming(listener, cfg, stop.clone());

@@ -173,7 +173,14 @@ repeat: 3
     let json = |extra: &[&str]| {
         let out = platter()
             .current_dir(tmp.path())
-            .args(["report", &id, "--db", "platter-data/platter.db", "--format", "json"])
+            .args([
+                "report",
+                &id,
+                "--db",
+                "platter-data/platter.db",
+                "--format",
+                "json",
+            ])
             .args(extra)
             .output()
             .unwrap();
@@ -602,4 +609,24 @@ fn a_missing_campaign_file_is_named_without_a_position() {
         .code(2)
         .stdout("")
         .stderr("error: no-such.yaml: cannot read: No such file or directory (os error 2)\n");
+    // The same from `run` (before anything starts) and `submit` (before it connects).
+    for args in [
+        &["run", "--db", "p.db", "no-such.yaml"][..],
+        &[
+            "submit",
+            "--dangerously-insecure",
+            "--coordinator",
+            "http://127.0.0.1:1",
+            "no-such.yaml",
+        ],
+    ] {
+        platter()
+            .current_dir(tmp.path())
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr("error: no-such.yaml: cannot read: No such file or directory (os error 2)\n");
+    }
+    assert!(!tmp.path().join("p.db").exists());
 }

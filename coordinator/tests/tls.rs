@@ -88,19 +88,23 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
         ],
     );
     log_says(dir, "coordinator", "the client speaks plaintext");
-    log_says(dir, "plain", "the coordinator may require TLS");
-    let out = platter()
-        .args([
-            "agents",
-            "--dangerously-insecure",
-            "--coordinator",
-            &format!("http://127.0.0.1:{port}"),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("platter: agents:"), "{err}");
+    let requires_tls = format!(
+        "the coordinator at {http} did not answer plaintext HTTP/2; it probably requires TLS: \
+         dial https:// and give --tls-dir DIR"
+    );
+    log_says(dir, "plain", &requires_tls);
+    for command in ["agents", "status"] {
+        let out = platter()
+            .args([command, "--dangerously-insecure", "--coordinator", &http])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("platter: {requires_tls}")),
+            "{command}: {err}"
+        );
+    }
 
     // 2. An agent with a certificate from another CA (same name as a real host).
     let other = pki::new_ca(Validity::days(1)).unwrap();
@@ -196,7 +200,68 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     assert!(err.to_lowercase().contains("expired"), "{err}");
     log_says(dir, "coordinator", "certificate expired");
 
+    // The plaintext agent keeps retrying (two refused handshakes a try: the link and
+    // the check for plaintext HTTP/2), and said what is wrong once, not at every retry.
+    wait_for(
+        "the plaintext agent to retry",
+        Duration::from_secs(30),
+        || {
+            (log(dir, "coordinator")
+                .matches("the client speaks plaintext")
+                .count()
+                >= 16)
+                .then_some(())
+        },
+    );
+    let plain = log(dir, "plain");
+    assert_eq!(
+        plain.matches("did not answer plaintext HTTP/2").count(),
+        1,
+        "{plain}"
+    );
+    assert!(!plain.contains("link down"), "{plain}");
+
     // None of the refused agents got in; the good one is still there.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(agents_known(dir), ["rc66"], "{}", logs(dir));
+}
+
+/// The reverse of a plaintext client at a TLS coordinator: TLS clients (an operator, an
+/// agent) at a plaintext coordinator are told it speaks plaintext.
+#[test]
+fn a_tls_client_at_a_plaintext_coordinator_is_told_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = free_port();
+    let child = platter()
+        .args(["serve", "--dangerously-insecure", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--db")
+        .arg(dir.join("coordinator.db"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _coordinator = Proc {
+        child,
+        name: "coordinator".into(),
+    };
+    let says = format!(
+        "the coordinator at {} did not answer TLS; it probably speaks plaintext \
+         (started with --dangerously-insecure)",
+        url(port)
+    );
+    let err = wait_for("the coordinator to listen", Duration::from_secs(20), || {
+        let out = platter()
+            .args(["status", "--coordinator", &url(port), "--tls-dir"])
+            .arg(identity(dir, "operator", "tester"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (!err.contains("Connection refused")).then_some(err)
+    });
+    assert!(err.starts_with(&format!("platter: {says}")), "{err}");
+    let _agent = agent(dir, port, "rc66", &[]);
+    log_says(dir, "rc66", &says);
 }

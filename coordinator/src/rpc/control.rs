@@ -28,6 +28,18 @@ pub struct ControlService {
     pub hub: Arc<Hub>,
     pub shutdown: CancellationToken,
     pub auth: Auth,
+    /// What a submitted campaign may ask for (`platter serve --max-…`).
+    pub limits: spec::Limits,
+}
+
+/// How much of a rejected campaign's error list a status carries, percent-encoded: it
+/// travels in an HTTP/2 header (grpc-message), and hyper's client refuses a header list
+/// over 16 KiB; the rest is counted ("and 40 more mistakes").
+const STATUS_MESSAGE_BYTES: usize = 12 << 10;
+
+/// An invalid campaign as INVALID_ARGUMENT, every mistake that fits on its own line.
+fn invalid_campaign(e: &spec::SpecErrors) -> Status {
+    Status::invalid_argument(e.render(spec::MAX_SHOWN, STATUS_MESSAGE_BYTES))
 }
 
 fn store_status(e: StoreError) -> Status {
@@ -200,11 +212,12 @@ impl From<CampaignStatus> for pb::CampaignStatus {
 /// and plans it against their inventories.
 fn expand(
     store: &Store,
+    limits: &spec::Limits,
     req: &pb::SubmitRequest,
     generation: u32,
 ) -> Result<(spec::Campaign, planner::PlannedCampaign), Status> {
-    let mut campaign = spec::parse(&req.file_name, &req.yaml)
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let mut campaign =
+        spec::parse_with(&req.file_name, &req.yaml, limits).map_err(|e| invalid_campaign(&e))?;
     let labels = store.labels().map_err(store_status)?;
     campaign
         .select_hosts(&labels)
@@ -246,10 +259,10 @@ impl Control for ControlService {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let req = request.into_inner();
-        let (store, hub) = (self.store.clone(), self.hub.clone());
+        let (store, hub, limits) = (self.store.clone(), self.hub.clone(), self.limits);
         let response = blocking(move || {
-            let campaign = spec::parse(&req.file_name, &req.yaml)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let campaign = spec::parse_with(&req.file_name, &req.yaml, &limits)
+                .map_err(|e| invalid_campaign(&e))?;
             let hash = planner::content_hash(&campaign, &req.local_host)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
             if req.resume {
@@ -263,7 +276,7 @@ impl Control for ControlService {
                 }
             }
             let generation = store.next_generation(&hash).map_err(store_status)?;
-            let (_, planned) = expand(&store, &req, generation)?;
+            let (_, planned) = expand(&store, &limits, &req, generation)?;
             store
                 .insert_campaign(&planned, &req.file_name, &req.yaml)
                 .map_err(store_status)?;
@@ -287,9 +300,9 @@ impl Control for ControlService {
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::PlanResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
-        let (store, req) = (self.store.clone(), request.into_inner());
+        let (store, limits, req) = (self.store.clone(), self.limits, request.into_inner());
         let rendered = blocking(move || {
-            let (campaign, planned) = expand(&store, &req, 1)?;
+            let (campaign, planned) = expand(&store, &limits, &req, 1)?;
             Ok(crate::plan_text::render(&campaign, &planned))
         })
         .await?;

@@ -62,6 +62,140 @@ impl fmt::Display for Rendered<'_> {
     }
 }
 
+/// How many mistakes are shown; the rest are counted ("and 12 more").
+pub const MAX_SHOWN: usize = 50;
+
+/// Every mistake found in a campaign file, in file order (line, then column);
+/// never empty. Displayed one `error: ` paragraph per mistake, at most
+/// [`MAX_SHOWN`] of them.
+///
+/// Checks that need an earlier part to be valid run only when it is: the
+/// matrix is expanded only from a file whose keys, types and values are all
+/// right, and per-cell values are judged only for a matrix that expanded; so a
+/// file is fixed in at most a few rounds, each listing everything it can.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render(MAX_SHOWN, usize::MAX))]
+pub struct SpecErrors {
+    errors: Vec<SpecError>,
+}
+
+impl SpecErrors {
+    /// Sorts by position (stable: mistakes at one place keep the order they were
+    /// found in) and drops exact repeats.
+    pub(crate) fn new(mut errors: Vec<SpecError>) -> SpecErrors {
+        assert!(!errors.is_empty(), "SpecErrors holds at least one error");
+        errors.sort_by_key(|e| (e.line, e.column));
+        errors.dedup();
+        SpecErrors { errors }
+    }
+
+    /// The first mistake in the file.
+    pub fn first(&self) -> &SpecError {
+        &self.errors[0]
+    }
+
+    pub fn all(&self) -> &[SpecError] {
+        &self.errors
+    }
+
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// Sets the file name every error is reported in.
+    pub(crate) fn in_file(mut self, file: &str) -> SpecErrors {
+        for e in &mut self.errors {
+            e.file = file.to_string();
+        }
+        self
+    }
+
+    /// At most `count` mistakes in at most `bytes` bytes as a gRPC status message
+    /// carries them (percent-encoded as tonic does: a space, backtick, brace, newline
+    /// or non-ASCII byte takes three), then how many more there are; at least one is
+    /// always shown. The budget is for a status, which travels in an HTTP/2 header that
+    /// hyper's client limits to 16 KiB.
+    pub fn render(&self, count: usize, bytes: usize) -> String {
+        let encoded = |s: &str| -> usize {
+            s.bytes()
+                .map(|b| match b {
+                    b' ' | b'"' | b'#' | b'%' | b'<' | b'>' | b'`' | b'?' | b'{' | b'}' => 3,
+                    0x21..0x7f => 1,
+                    _ => 3,
+                })
+                .sum()
+        };
+        let mut out = String::new();
+        let (mut shown, mut used) = (0, 0);
+        for e in &self.errors {
+            let one = format!("error: {e}\n");
+            let size = encoded(&one);
+            if shown > 0 && (shown == count || used + size > bytes) {
+                break;
+            }
+            out.push_str(&one);
+            used += size;
+            shown += 1;
+        }
+        let more = self.errors.len() - shown;
+        if more > 0 {
+            out.push_str(&format!(
+                "error: … and {more} more mistake{} in {} (the first {shown} of {} are shown)\n",
+                if more == 1 { "" } else { "s" },
+                self.errors[0].file,
+                self.errors.len()
+            ));
+        }
+        out.pop(); // the last newline; the caller's println! adds it back
+        out
+    }
+}
+
+impl From<SpecError> for SpecErrors {
+    fn from(e: SpecError) -> SpecErrors {
+        SpecErrors { errors: vec![e] }
+    }
+}
+
+/// Mistakes found so far while reading a file: a reader records one and goes on
+/// with the next part that does not depend on it.
+#[derive(Debug, Default)]
+pub(crate) struct Errors(Vec<SpecError>);
+
+impl Errors {
+    pub fn push(&mut self, e: SpecError) {
+        self.0.push(e);
+    }
+
+    /// The value, or `None` with its error recorded.
+    pub fn ok<T>(&mut self, r: Result<T>) -> Option<T> {
+        r.map_err(|e| self.0.push(e)).ok()
+    }
+
+    /// How many are recorded, to tell later whether a part added any.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `value` if nothing was recorded since `count` was taken.
+    pub fn clean_since<T>(&self, count: usize, value: T) -> Option<T> {
+        (self.0.len() == count).then_some(value)
+    }
+
+    /// The errors recorded; call it only when there is one (it panics otherwise).
+    pub fn finish(self) -> SpecErrors {
+        SpecErrors::new(self.0)
+    }
+}
+
 /// A 1-based line and column in the campaign text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Pos {

@@ -692,7 +692,9 @@ stat compiled tree total runs 1 avg 1.95 seconds (user 0.06s sys 0.44s)
             "t.yaml",
             &on_device.replace("fs: ext4", "ramdisk: { size: 1M }"),
         )
-        .expect_err("a RAM disk has no device counters");
+        .expect_err("a RAM disk has no device counters")
+        .first()
+        .clone();
         assert_eq!(
             (e.line, e.column, e.path.as_str()),
             (5, 61, "report.pivot.metric")
@@ -724,7 +726,10 @@ stat compiled tree total runs 1 avg 1.95 seconds (user 0.06s sys 0.44s)
                 "does not produce `wall per run`",
             ),
         ] {
-            let e = parse("t.yaml", &format!("{fsync}{bad}\n")).expect_err(bad);
+            let e = parse("t.yaml", &format!("{fsync}{bad}\n"))
+                .expect_err(bad)
+                .first()
+                .clone();
             assert!(e.message.contains(says), "{bad}: {e}");
         }
         // fio's own per-run percentiles are metrics; the merged names are not fio's.
@@ -735,7 +740,9 @@ stat compiled tree total runs 1 avg 1.95 seconds (user 0.06s sys 0.44s)
             "t.yaml",
             &format!("{fio}{{ qualify: [\"latency.p99 < 5ms\"] }}\n"),
         )
-        .expect_err("fio has no merged histogram");
+        .expect_err("fio has no merged histogram")
+        .first()
+        .clone();
         assert!(e.message.contains("does not produce `latency.p99`"), "{e}");
     }
 }

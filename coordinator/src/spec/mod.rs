@@ -9,6 +9,10 @@
 //!
 //! Every error is a [`SpecError`] with file, 1-based line and column, the key
 //! path (`matrix.bs[2]`, `workload.command.run`) and, where one helps, a hint.
+//! A file is rejected with [`SpecErrors`]: every mistake found, in file order.
+//! Each stage reports all of its own; a stage that needs the one before it to be
+//! right (expansion needs a valid matrix, cells need valid templates) runs only
+//! when it is, so a mistake is never reported again as its consequences.
 //!
 //! # The file
 //!
@@ -62,10 +66,12 @@ use std::path::Path;
 
 use indexmap::IndexMap;
 
-pub use error::SpecError;
-pub use workload::{BonnieWorkload, CompilebenchWorkload, FioWorkload, FsyncWorkload, SyncMode};
+pub use error::{SpecError, SpecErrors, MAX_SHOWN};
+pub use workload::{
+    parse_bytes, BonnieWorkload, CompilebenchWorkload, FioWorkload, FsyncWorkload, SyncMode,
+};
 
-use error::{error as spec_error, Pos, WithHint};
+use error::{error as spec_error, Errors, Pos, WithHint};
 use schema::{PhaseSpec, Template, WorkloadSpec};
 
 /// One campaign file, validated and expanded into its cells.
@@ -91,6 +97,9 @@ pub struct Campaign {
     pub devices: Option<DeviceSelector>,
     /// `report:`: baseline comparisons and qualification thresholds.
     pub report: ReportSpec,
+    /// The limit it was validated with ([`Limits::max_steps_per_plan`]); the planner
+    /// holds each host's plan to it once the devices are known.
+    pub max_steps_per_plan: u64,
 }
 
 /// `hosts: { labels: { rack: b12, role: storage-lab } }`.
@@ -324,36 +333,155 @@ pub enum OnFailure {
     Abort,
 }
 
-/// Reads and validates the campaign file at `path`. A file that cannot be
-/// read is a [`SpecError`] too, at line 0.
-pub fn load(path: &Path) -> Result<Campaign, SpecError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-        file: file.clone(),
-        line: 0,
-        column: 0,
-        path: String::new(),
-        message: format!("cannot read: {e}"),
-        hint: None,
-    })?;
-    parse(&file, &text)
+/// What a campaign may ask for. Each limit is checked before the work it bounds is
+/// done, and each has a flag to raise it (`--max-file-size`, `--max-steps-per-plan` on
+/// `platter validate`, `run` and, for a coordinator, `serve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The campaign file's size in bytes, checked before it is read or parsed.
+    pub max_file_bytes: u64,
+    /// Steps (measurements and their preparation) one host's plan may hold.
+    pub max_steps_per_plan: u64,
 }
 
-/// Validates and expands campaign `text`. `file` is only used in errors.
-pub fn parse(file: &str, text: &str) -> Result<Campaign, SpecError> {
-    build(text).map_err(|mut e| {
-        e.file = file.to_string();
-        e
+/// A campaign is a few KB; a 20 MiB file costs validation about 0.2 s and 130 MB of
+/// memory (BENCHMARKS.md), so the default keeps a mistake (a generated file, the wrong
+/// file) far from costing anything.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_steps_per_plan: MAX_STEPS_PER_PLAN,
+        }
+    }
+}
+
+/// Reads and validates the campaign file at `path` with the default [`Limits`].
+pub fn load(path: &Path) -> Result<Campaign, SpecErrors> {
+    load_with(path, &Limits::default())
+}
+
+/// Reads and validates the campaign file at `path`. A file that cannot be read or is
+/// over the size limit is an error without a position (line 0).
+pub fn load_with(path: &Path, limits: &Limits) -> Result<Campaign, SpecErrors> {
+    let file = path.display().to_string();
+    let text = read_file(path, limits.max_file_bytes)?;
+    parse_with(&file, &text, limits)
+}
+
+/// The text of a campaign file, read only if it is at most `max_bytes` long (and never
+/// more than that, even from a pipe whose size is not known beforehand).
+pub fn read_file(path: &Path, max_bytes: u64) -> Result<String, SpecErrors> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let unreadable = |e: std::io::Error| whole_file(&file, format!("cannot read: {e}"));
+    let f = std::fs::File::open(path).map_err(unreadable)?;
+    let known = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    if let Some(size) = known.filter(|s| *s > max_bytes) {
+        return Err(too_large(&file, Some(size), max_bytes));
+    }
+    let mut bytes = Vec::new();
+    f.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > max_bytes {
+        // A pipe or device: how much more there is was not read.
+        return Err(too_large(&file, None, max_bytes));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        whole_file(
+            &file,
+            format!(
+                "cannot read: not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
     })
 }
 
-fn build(text: &str) -> Result<Campaign, SpecError> {
+/// An error about the file as a whole: no line or column to point at.
+fn whole_file(file: &str, message: String) -> SpecErrors {
+    SpecErrors::from(SpecError {
+        file: file.to_string(),
+        line: 0,
+        column: 0,
+        path: String::new(),
+        message,
+        hint: None,
+    })
+}
+
+/// `size`: the file's, when known.
+fn too_large(file: &str, size: Option<u64>, max: u64) -> SpecErrors {
+    // `1 MiB (1048576 bytes`, or just `300 bytes`, to be closed by the caller.
+    let exact = |n: u64| match human_bytes(n) {
+        h if n < 1 << 10 => h,
+        h => format!("{h} ({n} bytes"),
+    };
+    let close = |n: u64, more: &str| {
+        if n < 1 << 10 {
+            format!(" ({more}")
+        } else {
+            format!(", {more}")
+        }
+    };
+    let size = match size {
+        Some(n) if n < 1 << 10 => exact(n),
+        Some(n) => format!("{})", exact(n)),
+        None => format!("more than {max} bytes"),
+    };
+    whole_file(
+        file,
+        format!(
+            "the file is {size}; a campaign file may be at most {}{}: a campaign is a few KB, \
+             so this is probably not the file you meant; if it is, raise the limit with \
+             --max-file-size (a coordinator's on `platter serve`)",
+            exact(max),
+            close(max, "--max-file-size)")
+        ),
+    )
+}
+
+/// `1 MiB`, `20.0 MiB`, `512 KiB`, `300 bytes`.
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / 1048576.0),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// Validates and expands campaign `text` with the default [`Limits`]. `file` is only
+/// used in errors.
+pub fn parse(file: &str, text: &str) -> Result<Campaign, SpecErrors> {
+    parse_with(file, text, &Limits::default())
+}
+
+/// Validates and expands campaign `text`: every mistake, in file order.
+pub fn parse_with(file: &str, text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
+    // Text that came another way than `load_with` (a submission) is held to the same size.
+    if text.len() as u64 > limits.max_file_bytes {
+        return Err(too_large(
+            file,
+            Some(text.len() as u64),
+            limits.max_file_bytes,
+        ));
+    }
+    build(text, limits).map_err(|e| e.in_file(file))
+}
+
+fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
     // yaml-rust2 would read a byte-order mark as part of the first key.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(root) = tree::parse(text)? else {
         return Err(
             spec_error(Pos { line: 1, column: 1 }, "", "the file is empty")
-                .hint("a campaign needs at least `name:` and `workload:`"),
+                .hint("a campaign needs at least `name:` and `workload:`")
+                .into(),
         );
     };
     let spec = schema::read(&root)?;
@@ -366,8 +494,20 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         },
     };
 
-    // Compile every template once: syntax and unknown names are errors of
-    // the file, whatever the matrix.
+    // Every template and every report key is judged on its own first: syntax
+    // and unknown names are errors of the file, whatever the matrix. Cells are
+    // rendered only when all are right; a cell's value (a size that is not one)
+    // stops at the first cell that has a wrong one, as the rest mostly repeat it.
+    let mut errs = Errors::default();
+    for t in spec.templates() {
+        errs.ok(subst::compile(t, &expansion.params));
+    }
+    check_report_keys(&spec, &expansion.params, &mut errs);
+    if !errs.is_empty() {
+        return Err(errs.finish());
+    }
+
+    // Compile every template once.
     let names = &expansion.params;
     let compile = |t| compile(t, names);
     let workload = match &spec.workload {
@@ -406,54 +546,6 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         })
         .collect::<Result<Vec<_>, SpecError>>()?;
 
-    if let Some(b) = &spec.report.baseline {
-        let known = b.key == "host"
-            || (b.key == "device" && spec.devices.is_some())
-            || expansion.params.contains(&b.key);
-        if !known {
-            let mut names: Vec<&str> = expansion.params.iter().map(String::as_str).collect();
-            names.push("host");
-            if spec.devices.is_some() {
-                names.push("device");
-            }
-            let pos = Pos {
-                line: b.line,
-                column: b.column,
-            };
-            return Err(spec_error(
-                pos,
-                &format!("report.baseline.{}", b.key),
-                format!("`{}` is not a parameter of this campaign", b.key),
-            )
-            .hint(format!("compare by one of {}", error::backticked(&names))));
-        }
-    }
-    if let Some(p) = &spec.report.pivot {
-        for k in p.rows.iter().chain(&p.columns) {
-            let device_field = k.name.strip_prefix("device.").is_some_and(|f| {
-                [
-                    "model",
-                    "serial",
-                    "transport",
-                    "controller",
-                    "vendor",
-                    "firmware",
-                ]
-                .contains(&f)
-            });
-            let known = k.name == "host"
-                || ((k.name == "device" || device_field) && spec.devices.is_some())
-                || expansion.params.contains(&k.name);
-            if !known {
-                let pos = Pos {
-                    line: k.line,
-                    column: k.column,
-                };
-                return Err(spec_error(pos, "report.pivot", format!("`{}` is not a pivot key of this campaign", k.name))
-                    .hint("use `host`, a parameter, or with `devices:` `device` or `device.model` (serial, transport, controller, vendor, firmware)"));
-            }
-        }
-    }
     let storage = match &spec.storage {
         Some(st) => Some((
             st.pos,
@@ -527,23 +619,29 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
     let per_device = (cells.len() as u64)
         .saturating_mul(u64::from(spec.repeat))
         .saturating_mul(1 + spec.before_each.len() as u64);
-    if per_device > MAX_STEPS_PER_PLAN {
+    let max = limits.max_steps_per_plan;
+    if per_device > max {
         return Err(error::error(
             spec.repeat_pos,
             "repeat",
             format!(
                 "{} cell(s) × {} repetition(s) × {} step(s) each make {per_device} steps per host and device; \
-                 the limit is {MAX_STEPS_PER_PLAN} (MAX_STEPS_PER_PLAN): fewer repetitions or matrix values, \
-                 or split the campaign",
+                 the limit is {max} steps per plan (--max-steps-per-plan): fewer repetitions or matrix values, \
+                 split the campaign, or raise the limit",
                 cells.len(),
                 spec.repeat,
                 1 + spec.before_each.len()
             ),
-        ));
+        )
+        .into());
     }
     let produced = metrics::Produced::of(&cells, spec.devices.is_some());
+    let mut errs = Errors::default();
     for r in &spec.metric_refs {
-        produced.check(r)?;
+        errs.ok(produced.check(r));
+    }
+    if !errs.is_empty() {
+        return Err(errs.finish());
     }
 
     Ok(Campaign {
@@ -558,12 +656,68 @@ fn build(text: &str) -> Result<Campaign, SpecError> {
         on_failure: spec.on_failure,
         devices: spec.devices,
         report: spec.report,
+        max_steps_per_plan: max,
     })
 }
 
-/// The most steps one host's plan may hold (measurements and their preparation): at
-/// ~1 ms a step, a few minutes of trivial steps; a plan this size is tens of MB on the
-/// wire and in the agent's journal.
+/// `report.baseline` and `report.pivot` name parameters (or `host`, `device`): each
+/// one that is none of them is recorded.
+fn check_report_keys(spec: &schema::Spec, params: &[String], errs: &mut Errors) {
+    if let Some(b) = &spec.report.baseline {
+        let known = b.key == "host"
+            || (b.key == "device" && spec.devices.is_some())
+            || params.contains(&b.key);
+        if !known {
+            let mut names: Vec<&str> = params.iter().map(String::as_str).collect();
+            names.push("host");
+            if spec.devices.is_some() {
+                names.push("device");
+            }
+            let pos = Pos {
+                line: b.line,
+                column: b.column,
+            };
+            errs.push(
+                spec_error(
+                    pos,
+                    &format!("report.baseline.{}", b.key),
+                    format!("`{}` is not a parameter of this campaign", b.key),
+                )
+                .hint(format!("compare by one of {}", error::backticked(&names))),
+            );
+        }
+    }
+    if let Some(p) = &spec.report.pivot {
+        for k in p.rows.iter().chain(&p.columns) {
+            let device_field = k.name.strip_prefix("device.").is_some_and(|f| {
+                [
+                    "model",
+                    "serial",
+                    "transport",
+                    "controller",
+                    "vendor",
+                    "firmware",
+                ]
+                .contains(&f)
+            });
+            let known = k.name == "host"
+                || ((k.name == "device" || device_field) && spec.devices.is_some())
+                || params.contains(&k.name);
+            if !known {
+                let pos = Pos {
+                    line: k.line,
+                    column: k.column,
+                };
+                errs.push(spec_error(pos, "report.pivot", format!("`{}` is not a pivot key of this campaign", k.name))
+                    .hint("use `host`, a parameter, or with `devices:` `device` or `device.model` (serial, transport, controller, vendor, firmware)"));
+            }
+        }
+    }
+}
+
+/// The most steps one host's plan may hold by default (measurements and their
+/// preparation): at ~1 ms a step, a few minutes of trivial steps; a plan this size is
+/// tens of MB on the wire and in the agent's journal. `--max-steps-per-plan` raises it.
 pub const MAX_STEPS_PER_PLAN: u64 = 200_000;
 
 /// A template with its compiled pieces; the template stays for positions.

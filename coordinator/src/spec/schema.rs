@@ -3,7 +3,9 @@
 //! [`Spec`] that still holds positions and unsubstituted templates. It does
 //! not expand the matrix or substitute `${param}`: that needs the whole file.
 
-use super::error::{error, suggest, Pos, Result, SpecError, WithHint};
+use std::collections::HashMap;
+
+use super::error::{error, suggest, Errors, Pos, Result, SpecError, SpecErrors, WithHint};
 use super::metrics::{MetricRef, Named};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
 use super::{OnFailure, Order};
@@ -67,6 +69,30 @@ pub(crate) struct Spec {
     pub repeat_pos: Pos,
     pub order: Order,
     pub on_failure: OnFailure,
+}
+
+impl Spec {
+    /// Every string that may hold `${param}`: the workload's, the phases', storage's.
+    pub(crate) fn templates(&self) -> Vec<&Template> {
+        let mut out: Vec<&Template> = Vec::new();
+        match &self.workload {
+            WorkloadSpec::Command(c) => {
+                out.extend(c.setup.iter().chain(&c.clean).chain([&c.run]));
+            }
+            WorkloadSpec::Tool(t) => {
+                out.extend(t.fields.iter().chain(&t.options).map(|(_, t)| t));
+            }
+        }
+        for p in &self.before_each {
+            if let PhaseSpec::Fstrim(t) | PhaseSpec::Command(t) = p {
+                out.push(t);
+            }
+        }
+        if let Some(st) = &self.storage {
+            out.extend(st.fields.iter().map(|(_, t)| t));
+        }
+        out
+    }
 }
 
 /// `storage:` with its settings as templates (they may use `${param}`).
@@ -148,15 +174,19 @@ pub(crate) struct Pair {
     pub value_pos: Pos,
 }
 
-/// Reads the document root into a [`Spec`]. Keys are judged in the order
-/// they are written, so the first error reported is the first in the file.
-pub(crate) fn read(root: &Node) -> Result<Spec> {
+/// Reads the document root into a [`Spec`], or every mistake of its keys, types
+/// and values: each key and list item is judged on its own, and one that is wrong
+/// does not stop the others being read. Checks between keys (`seed` needs
+/// `order: shuffled`) run only when the keys they compare are valid.
+pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
     let entries = map(
         root,
         "",
         "a campaign (a mapping with `name:`, `workload:`, …)",
     )?;
-    check_keys(entries, "", &TOP_KEYS)?;
+    let mut errs = Errors::default();
+    let root_entries = entries;
+    let entries = known(entries, "", &TOP_KEYS, &mut errs);
 
     let mut name = None;
     let mut description = None;
@@ -165,92 +195,119 @@ pub(crate) fn read(root: &Node) -> Result<Spec> {
     let mut workload = None;
     let mut devices = None;
     let mut storage = None;
-    let mut report = super::ReportSpec::default();
-    let mut metric_refs = Vec::new();
-    let mut before_each = Vec::new();
+    let mut report = Some((super::ReportSpec::default(), Vec::new()));
+    let mut before_each = Some(Vec::new());
     let mut repeat = DEFAULT_REPEAT;
     let mut repeat_pos = Pos { line: 1, column: 1 };
-    let mut order = None;
+    // `None` inside: the key is there but its value is wrong.
+    let mut order: Option<Option<Order>> = None;
     let mut seed: Option<(u64, Pos)> = None;
     let mut on_failure = OnFailure::Continue;
 
-    for e in entries {
+    for e in &entries {
         let path = e.name.as_str();
         let v = &e.value;
         match path {
-            "name" => name = Some(campaign_name(v)?),
-            "description" => description = optional_text(v, path, "a description")?,
-            "hosts" => hosts = Some(read_hosts(e)?),
-            "matrix" => matrix = Some(read_matrix(e)?),
-            "workload" => workload = Some(read_workload(e)?),
-            "devices" => devices = Some(read_devices(v)?),
-            "storage" => storage = Some(read_storage(e)?),
-            "report" => (report, metric_refs) = read_report(v)?,
-            "phases" => before_each = read_phases(v)?,
+            "name" => name = errs.ok(campaign_name(v)),
+            "description" => {
+                description = errs.ok(optional_text(v, path, "a description")).flatten()
+            }
+            "hosts" => hosts = read_hosts(e, &mut errs),
+            "matrix" => matrix = read_matrix(e, &mut errs),
+            "workload" => workload = read_workload(e, &mut errs),
+            "devices" => devices = read_devices(v, &mut errs),
+            "storage" => storage = read_storage(e, &mut errs),
+            "report" => report = read_report(v, &mut errs),
+            "phases" => before_each = read_phases(v, &mut errs),
             "repeat" => {
-                let n = integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions")?;
-                // In range 1..=MAX_REPEAT, so it fits.
-                repeat = u32::try_from(n).unwrap_or(MAX_REPEAT);
-                repeat_pos = v.pos;
+                if let Some(n) = errs.ok(integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions"))
+                {
+                    // In range 1..=MAX_REPEAT, so it fits.
+                    repeat = u32::try_from(n).unwrap_or(MAX_REPEAT);
+                    repeat_pos = v.pos;
+                }
             }
             "order" => {
                 order = Some(
-                    match choice(v, path, &["interleaved", "sequential", "shuffled"])? {
-                        "interleaved" => Order::Interleaved,
-                        "sequential" => Order::Sequential,
-                        _ => Order::Shuffled { seed: 0 },
-                    },
+                    errs.ok(choice(v, path, &["interleaved", "sequential", "shuffled"]))
+                        .map(|c| match c {
+                            "interleaved" => Order::Interleaved,
+                            "sequential" => Order::Sequential,
+                            _ => Order::Shuffled { seed: 0 },
+                        }),
                 );
             }
             "seed" => {
-                let n = integer(v, path, 0, i128::from(u64::MAX), "seed")?;
-                seed = Some((u64::try_from(n).unwrap_or(u64::MAX), e.key.pos));
+                if let Some(n) = errs.ok(integer(v, path, 0, i128::from(u64::MAX), "seed")) {
+                    seed = Some((u64::try_from(n).unwrap_or(u64::MAX), e.key.pos));
+                }
             }
             "on_failure" => {
-                on_failure = match choice(v, path, &["continue", "abort"])? {
-                    "abort" => OnFailure::Abort,
-                    _ => OnFailure::Continue,
-                };
+                if let Some(c) = errs.ok(choice(v, path, &["continue", "abort"])) {
+                    on_failure = match c {
+                        "abort" => OnFailure::Abort,
+                        _ => OnFailure::Continue,
+                    };
+                }
             }
-            // check_keys rejected everything else.
+            // `known` left only the keys above.
             _ => {}
         }
     }
 
-    let Some(name) = name else {
-        return Err(missing(root.pos, "", "name")
-            .hint("every campaign needs a name, e.g. `name: fsync-sizes`"));
-    };
-    let Some(workload) = workload else {
-        return Err(missing(root.pos, "", "workload")
-            .hint("say what to measure, e.g. `workload: { command: { run: \"make -j4\" } }`"));
-    };
-    if !matches!(
-        &workload,
-        WorkloadSpec::Command(CommandSpec { clean: Some(_), .. })
-    ) {
-        if let Some(PhaseSpec::Clean { pos, path }) = before_each
-            .iter()
-            .find(|p| matches!(p, PhaseSpec::Clean { .. }))
-        {
-            return Err(error(
-                *pos,
-                path,
-                "the `clean` phase runs the workload's clean command, but `workload.command.clean` is not set",
-            )
-            .hint("add `clean:` under `workload.command`, or use a `{ command: … }` phase instead"));
+    let given =
+        |key: &str| entries.iter().any(|e| e.name == key) || misspelt(root_entries, &TOP_KEYS, key);
+    if !given("name") {
+        errs.push(
+            missing(root.pos, "", "name")
+                .hint("every campaign needs a name, e.g. `name: fsync-sizes`"),
+        );
+    }
+    if !given("workload") {
+        errs.push(
+            missing(root.pos, "", "workload")
+                .hint("say what to measure, e.g. `workload: { command: { run: \"make -j4\" } }`"),
+        );
+    }
+    if let (Some(workload), Some(phases)) = (&workload, &before_each) {
+        if !matches!(
+            workload,
+            WorkloadSpec::Command(CommandSpec { clean: Some(_), .. })
+        ) {
+            if let Some(PhaseSpec::Clean { pos, path }) =
+                phases.iter().find(|p| matches!(p, PhaseSpec::Clean { .. }))
+            {
+                errs.push(error(
+                    *pos,
+                    path,
+                    "the `clean` phase runs the workload's clean command, but `workload.command.clean` is not set",
+                )
+                .hint("add `clean:` under `workload.command`, or use a `{ command: … }` phase instead"));
+            }
         }
     }
     let order = match (order, seed) {
-        (Some(Order::Shuffled { .. }), Some((seed, _))) => Order::Shuffled { seed },
+        (Some(Some(Order::Shuffled { .. })), Some((seed, _))) => Order::Shuffled { seed },
+        // A misspelt `order` may have meant `shuffled`: its own error says enough.
+        (Some(None), _) => Order::Interleaved,
         (_, Some((_, pos))) => {
-            return Err(
+            errs.push(
                 error(pos, "seed", "`seed` only applies when `order: shuffled`")
                     .hint("add `order: shuffled`, or remove `seed`"),
             );
+            Order::Interleaved
         }
-        (order, None) => order.unwrap_or(Order::Interleaved),
+        (order, None) => order.flatten().unwrap_or(Order::Interleaved),
     };
+    // Every `None` here recorded an error (a missing key is recorded above).
+    let (Some(name), Some(workload), Some((report, metric_refs)), Some(before_each)) =
+        (name, workload, report, before_each)
+    else {
+        return Err(errs.finish());
+    };
+    if !errs.is_empty() {
+        return Err(errs.finish());
+    }
     Ok(Spec {
         name,
         description,
@@ -301,64 +358,74 @@ fn campaign_name(v: &Node) -> Result<String> {
     Ok(name)
 }
 
-fn read_hosts(e: &Entry) -> Result<(Vec<String>, Option<super::HostLabels>)> {
-    let entries = map(
+fn read_hosts(e: &Entry, errs: &mut Errors) -> Option<(Vec<String>, Option<super::HostLabels>)> {
+    let entries = errs.ok(map(
         &e.value,
         "hosts",
         "a mapping like `{ names: [rc66, rcmonster] }` or `{ labels: { rack: b12 } }`",
-    )?;
-    check_keys(entries, "hosts", &["names", "labels"])?;
-    let labels = match entries.iter().find(|e| e.name == "labels") {
-        None => None,
-        Some(l) => {
-            let pairs = map(
-                &l.value,
-                "hosts.labels",
-                "a mapping of label to value, like `{ rack: b12 }`",
-            )?;
-            if pairs.is_empty() {
-                return Err(error(l.value.pos, "hosts.labels", "no labels given")
-                    .hint("e.g. `labels: { role: storage-lab }` selects every agent started with `--label role=storage-lab`"));
-            }
-            let mut out = Vec::new();
-            for p in pairs {
-                let path = format!("hosts.labels.{}", p.name);
-                out.push((p.name.clone(), text(&p.value, &path, "a label value")?));
-            }
-            Some(super::HostLabels {
-                pairs: out,
-                line: l.value.pos.line,
-                column: l.value.pos.column,
-            })
+    ))?;
+    let start = errs.count();
+    let all = entries;
+    let entries = known(entries, "hosts", &["names", "labels"], errs);
+    let labels_entry = entries.iter().find(|e| e.name == "labels");
+    let labels = labels_entry.and_then(|l| {
+        let pairs = errs.ok(map(
+            &l.value,
+            "hosts.labels",
+            "a mapping of label to value, like `{ rack: b12 }`",
+        ))?;
+        if pairs.is_empty() {
+            errs.push(error(l.value.pos, "hosts.labels", "no labels given")
+                .hint("e.g. `labels: { role: storage-lab }` selects every agent started with `--label role=storage-lab`"));
+            return None;
         }
-    };
+        let mut out = Vec::new();
+        for p in pairs {
+            let path = format!("hosts.labels.{}", p.name);
+            if let Some(value) = errs.ok(text(&p.value, &path, "a label value")) {
+                out.push((p.name.clone(), value));
+            }
+        }
+        Some(super::HostLabels {
+            pairs: out,
+            line: l.value.pos.line,
+            column: l.value.pos.column,
+        })
+    });
     let Some(names) = entries.iter().find(|e| e.name == "names") else {
-        if labels.is_some() {
-            return Ok((Vec::new(), labels));
+        if labels_entry.is_none() && !misspelt(all, &["names", "labels"], "names") {
+            errs.push(missing(e.key.pos, "hosts", "names").hint(
+                "list the hosts to run on, e.g. `hosts: { names: [rc66] }`, or select them by label",
+            ));
         }
-        return Err(missing(e.key.pos, "hosts", "names").hint(
-            "list the hosts to run on, e.g. `hosts: { names: [rc66] }`, or select them by label",
-        ));
+        return errs.clean_since(start, (Vec::new(), labels));
     };
-    let items = seq(&names.value, "hosts.names", "a list of host names")?;
+    let items = errs.ok(seq(&names.value, "hosts.names", "a list of host names"))?;
     if items.is_empty() {
-        return Err(error(
-            names.value.pos,
-            "hosts.names",
-            "the list of host names is empty",
-        )
-        .hint("name at least one host, or remove `hosts` to run on this machine (`local`)"));
+        errs.push(
+            error(
+                names.value.pos,
+                "hosts.names",
+                "the list of host names is empty",
+            )
+            .hint("name at least one host, or remove `hosts` to run on this machine (`local`)"),
+        );
     }
-    let mut hosts: Vec<(String, Pos)> = Vec::new();
+    let mut hosts: Vec<String> = Vec::new();
+    // Lowercased name → where it was first listed.
+    let mut seen: HashMap<String, Pos> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("hosts.names[{i}]");
-        let host = text(item, &path, "a host name")?;
+        let Some(host) = errs.ok(text(item, &path, "a host name")) else {
+            continue;
+        };
         if !valid_hostname(&host) {
-            return Err(error(item.pos, &path, format!("`{host}` is not a valid host name"))
+            errs.push(error(item.pos, &path, format!("`{host}` is not a valid host name"))
                 .hint("host names are letters, digits and `-`, in dot-separated labels of at most 63 characters"));
+            continue;
         }
-        if let Some((_, first)) = hosts.iter().find(|(h, _)| h.eq_ignore_ascii_case(&host)) {
-            return Err(error(
+        if let Some(first) = seen.insert(host.to_ascii_lowercase(), item.pos) {
+            errs.push(error(
                 item.pos,
                 &path,
                 format!(
@@ -366,10 +433,11 @@ fn read_hosts(e: &Entry) -> Result<(Vec<String>, Option<super::HostLabels>)> {
                     first.line, first.column
                 ),
             ));
+            continue;
         }
-        hosts.push((host, item.pos));
+        hosts.push(host);
     }
-    Ok((hosts.into_iter().map(|(h, _)| h).collect(), labels))
+    errs.clean_since(start, (hosts, labels))
 }
 
 /// RFC 1123 host names: what an operator can put in DNS or /etc/hosts.
@@ -384,16 +452,20 @@ fn valid_hostname(name: &str) -> bool {
         })
 }
 
-fn read_matrix(e: &Entry) -> Result<MatrixSpec> {
-    let entries = map(
+fn read_matrix(e: &Entry, errs: &mut Errors) -> Option<MatrixSpec> {
+    let entries = errs.ok(map(
         &e.value,
         "matrix",
         "a mapping of parameter names to lists of values",
-    )?;
+    ))?;
     if entries.is_empty() {
-        return Err(error(e.value.pos, "matrix", "the matrix is empty")
-            .hint("add a parameter with its values, e.g. `bs: [4k, 64k]`, or remove `matrix`"));
+        errs.push(
+            error(e.value.pos, "matrix", "the matrix is empty")
+                .hint("add a parameter with its values, e.g. `bs: [4k, 64k]`, or remove `matrix`"),
+        );
+        return None;
     }
+    let start = errs.count();
     let mut m = MatrixSpec {
         pos: e.key.pos,
         params: Vec::new(),
@@ -406,16 +478,18 @@ fn read_matrix(e: &Entry) -> Result<MatrixSpec> {
         match entry.name.as_str() {
             "exclude" => {
                 m.exclude_pos = entry.key.pos;
-                m.exclude = read_pairs_list(&entry.value, &path, false)?;
+                m.exclude = read_pairs_list(&entry.value, &path, false, errs);
             }
-            "include" => m.include = read_pairs_list(&entry.value, &path, true)?,
+            "include" => m.include = read_pairs_list(&entry.value, &path, true, errs),
             name => {
-                param_name(name, entry.key.pos, &path)?;
-                m.params.push(read_param(entry, &path)?);
+                errs.ok(param_name(name, entry.key.pos, &path));
+                if let Some(p) = read_param(entry, &path, errs) {
+                    m.params.push(p);
+                }
             }
         }
     }
-    Ok(m)
+    errs.clean_since(start, m)
 }
 
 /// A parameter name must be usable as `${name}` and must not shadow a name
@@ -450,7 +524,7 @@ fn param_name(name: &str, pos: Pos, path: &str) -> Result<()> {
     Ok(())
 }
 
-fn read_param(entry: &Entry, path: &str) -> Result<Param> {
+fn read_param(entry: &Entry, path: &str, errs: &mut Errors) -> Option<Param> {
     let name = &entry.name;
     let Kind::Seq(items) = &entry.value.kind else {
         let mut err = error(
@@ -466,37 +540,52 @@ fn read_param(entry: &Entry, path: &str) -> Result<Param> {
                 err = err.hint(format!("for a single value write `{name}: [{text}]`"));
             }
         }
-        return Err(err);
+        errs.push(err);
+        return None;
     };
     if items.is_empty() {
-        return Err(error(
-            entry.value.pos,
-            path,
-            format!("the list of values for `{name}` is empty"),
-        )
-        .hint(format!("give `{name}` at least one value, or remove it")));
+        errs.push(
+            error(
+                entry.value.pos,
+                path,
+                format!("the list of values for `{name}` is empty"),
+            )
+            .hint(format!("give `{name}` at least one value, or remove it")),
+        );
+        return None;
     }
-    let mut values: Vec<(String, Pos)> = Vec::new();
+    let start = errs.count();
+    let mut values: Vec<String> = Vec::new();
+    // Where each value was first written (a linear search is quadratic in long lists).
+    let mut seen: HashMap<String, Pos> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
         let item_path = format!("{path}[{i}]");
-        let value = matrix_value(item, &item_path)?;
-        if let Some((_, first)) = values.iter().find(|(v, _)| *v == value) {
-            return Err(error(
-                item.pos,
-                &item_path,
-                format!(
-                    "duplicate value `{value}` for `{name}` (first at line {}, column {})",
-                    first.line, first.column
-                ),
-            )
-            .hint("each value makes its own cells; listing it twice would run them twice"));
+        let Some(value) = errs.ok(matrix_value(item, &item_path)) else {
+            continue;
+        };
+        if let Some(first) = seen.insert(value.clone(), item.pos) {
+            errs.push(
+                error(
+                    item.pos,
+                    &item_path,
+                    format!(
+                        "duplicate value `{value}` for `{name}` (first at line {}, column {})",
+                        first.line, first.column
+                    ),
+                )
+                .hint("each value makes its own cells; listing it twice would run them twice"),
+            );
+            continue;
         }
-        values.push((value, item.pos));
+        values.push(value);
     }
-    Ok(Param {
-        name: name.clone(),
-        values: values.into_iter().map(|(v, _)| v).collect(),
-    })
+    errs.clean_since(
+        start,
+        Param {
+            name: name.clone(),
+            values,
+        },
+    )
 }
 
 /// A matrix value: any scalar but null, kept as written (`4k`, `0.5`, `true`)
@@ -522,35 +611,42 @@ fn matrix_value(node: &Node, path: &str) -> Result<String> {
     }
 }
 
-fn read_pairs_list(node: &Node, path: &str, include: bool) -> Result<Vec<Pairs>> {
+fn read_pairs_list(node: &Node, path: &str, include: bool, errs: &mut Errors) -> Vec<Pairs> {
     let what = if include { "include" } else { "exclude" };
-    let items = seq(node, path, "a list of mappings (parameter: value)")?;
+    let Some(items) = errs.ok(seq(node, path, "a list of mappings (parameter: value)")) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let item_path = format!("{path}[{i}]");
-        let entries = map(item, &item_path, "a mapping of parameter: value")?;
+        let Some(entries) = errs.ok(map(item, &item_path, "a mapping of parameter: value")) else {
+            continue;
+        };
         if entries.is_empty() {
             let message = if include {
                 "this include entry is empty and adds nothing"
             } else {
                 "this exclude entry is empty and would remove every combination"
             };
-            return Err(error(item.pos, &item_path, message).hint(format!(
+            errs.push(error(item.pos, &item_path, message).hint(format!(
                 "give {what} entries `parameter: value` pairs, e.g. `{{ bs: 4k }}`"
             )));
+            continue;
         }
         let mut pairs = Vec::new();
         for e in entries {
             let pair_path = join(&item_path, &e.name);
             if include {
-                param_name(&e.name, e.key.pos, &pair_path)?;
+                errs.ok(param_name(&e.name, e.key.pos, &pair_path));
             }
-            pairs.push(Pair {
-                key: e.name.clone(),
-                key_pos: e.key.pos,
-                value: matrix_value(&e.value, &pair_path)?,
-                value_pos: e.value.pos,
-            });
+            if let Some(value) = errs.ok(matrix_value(&e.value, &pair_path)) {
+                pairs.push(Pair {
+                    key: e.name.clone(),
+                    key_pos: e.key.pos,
+                    value,
+                    value_pos: e.value.pos,
+                });
+            }
         }
         out.push(Pairs {
             pos: item.pos,
@@ -558,55 +654,79 @@ fn read_pairs_list(node: &Node, path: &str, include: bool) -> Result<Vec<Pairs>>
             pairs,
         });
     }
-    Ok(out)
+    out
 }
 
-fn read_workload(e: &Entry) -> Result<WorkloadSpec> {
-    let entries = map(&e.value, "workload", "a mapping naming the workload kind")?;
-    check_keys(entries, "workload", &super::workload::KINDS)?;
+fn read_workload(e: &Entry, errs: &mut Errors) -> Option<WorkloadSpec> {
+    let entries = errs.ok(map(
+        &e.value,
+        "workload",
+        "a mapping naming the workload kind",
+    ))?;
+    let start = errs.count();
+    let entries = known(entries, "workload", &super::workload::KINDS, errs);
     let Some(kind) = entries.first() else {
-        return Err(error(e.value.pos, "workload", "the workload is empty")
-            .hint("name its kind, e.g. `workload: { command: { run: \"make -j4\" } }`"));
+        // An unknown kind was reported as such.
+        if errs.count() == start {
+            errs.push(
+                error(e.value.pos, "workload", "the workload is empty")
+                    .hint("name its kind, e.g. `workload: { command: { run: \"make -j4\" } }`"),
+            );
+        }
+        return None;
     };
     if let Some(second) = entries.get(1) {
-        return Err(error(
-            second.key.pos,
-            &join("workload", &second.name),
-            format!(
-                "a campaign measures one workload, but `{}` and `{}` are both given",
-                kind.name, second.name
-            ),
-        )
-        .hint("put different workloads in different campaigns"));
+        errs.push(
+            error(
+                second.key.pos,
+                &join("workload", &second.name),
+                format!(
+                    "a campaign measures one workload, but `{}` and `{}` are both given",
+                    kind.name, second.name
+                ),
+            )
+            .hint("put different workloads in different campaigns"),
+        );
     }
     let path = join("workload", &kind.name);
-    if kind.name != "command" {
-        return read_tool(kind, &path).map(WorkloadSpec::Tool);
-    }
-    let command = kind;
-    let path = path.as_str();
-    let fields = map(
+    let workload = if kind.name != "command" {
+        read_tool(kind, &path, errs).map(WorkloadSpec::Tool)
+    } else {
+        read_command(kind, &path, errs).map(WorkloadSpec::Command)
+    };
+    errs.clean_since(start, workload).flatten()
+}
+
+fn read_command(command: &Entry, path: &str, errs: &mut Errors) -> Option<CommandSpec> {
+    let fields = errs.ok(map(
         &command.value,
         path,
         "a mapping with `run:` (and optional `setup:`, `clean:`)",
-    )?;
-    check_keys(fields, path, &["setup", "clean", "run"])?;
+    ))?;
+    let start = errs.count();
+    let all = fields;
+    let fields = known(fields, path, &["setup", "clean", "run"], errs);
     let mut setup = None;
     let mut clean = None;
     let mut run = None;
-    for f in fields {
-        let t = Some(command_template(&f.value, &join(path, &f.name))?);
+    for f in &fields {
+        let t = errs.ok(command_template(&f.value, &join(path, &f.name)));
         match f.name.as_str() {
             "setup" => setup = t,
             "clean" => clean = t,
-            _ => run = t,
+            "run" => run = t,
+            _ => {}
         }
     }
-    let Some(run) = run else {
-        return Err(missing(command.key.pos, path, "run")
-            .hint("`run:` is the command whose execution is measured"));
-    };
-    Ok(WorkloadSpec::Command(CommandSpec { setup, clean, run }))
+    if !fields.iter().any(|f| f.name == "run") && !misspelt(all, &["setup", "clean", "run"], "run")
+    {
+        errs.push(
+            missing(command.key.pos, path, "run")
+                .hint("`run:` is the command whose execution is measured"),
+        );
+    }
+    let run = run?;
+    errs.clean_since(start, CommandSpec { setup, clean, run })
 }
 
 const SELECTOR_KEYS: [&str; 6] = [
@@ -619,41 +739,47 @@ const SELECTOR_KEYS: [&str; 6] = [
 ];
 const TRANSPORTS: [&str; 7] = ["ata", "usb", "nvme", "scsi", "virtio", "loop", "mmc"];
 
-fn read_devices(v: &Node) -> Result<super::DeviceSelector> {
-    let entries = map(
+fn read_devices(v: &Node, errs: &mut Errors) -> Option<super::DeviceSelector> {
+    let entries = errs.ok(map(
         v,
         "devices",
         "a device selector like `{ model: \"INTEL SSDSC2BW120A4\" }` or `{ path: /dev/loop7 }`",
-    )?;
-    check_keys(entries, "devices", &SELECTOR_KEYS)?;
+    ))?;
     if entries.is_empty() {
-        return Err(
+        errs.push(
             error(v.pos, "devices", "the device selector is empty").hint(format!(
                 "select by {}",
                 super::error::backticked(&SELECTOR_KEYS)
             )),
         );
+        return None;
     }
+    let start = errs.count();
     let mut sel = super::DeviceSelector {
         line: v.pos.line,
         column: v.pos.column,
         ..Default::default()
     };
-    for e in entries {
+    for e in known(entries, "devices", &SELECTOR_KEYS, errs) {
         let path = join("devices", &e.name);
-        let value = string(&e.value, &path, "a value to match")?;
+        let Some(value) = errs.ok(string(&e.value, &path, "a value to match")) else {
+            continue;
+        };
         if value.trim().is_empty() {
-            return Err(error(e.value.pos, &path, "the value is empty"));
+            errs.push(error(e.value.pos, &path, "the value is empty"));
+            continue;
         }
         match e.name.as_str() {
             "path" => {
                 if !value.starts_with("/dev/") {
-                    return Err(error(
-                        e.value.pos,
-                        &path,
-                        format!("`{value}` is not a device path"),
-                    )
-                    .hint("write the device node, e.g. `/dev/sdb` or a glob like `/dev/loop*`"));
+                    errs.push(
+                        error(
+                            e.value.pos,
+                            &path,
+                            format!("`{value}` is not a device path"),
+                        )
+                        .hint("write the device node, e.g. `/dev/sdb` or a glob like `/dev/loop*`"),
+                    );
                 }
                 sel.path = Some(value);
             }
@@ -661,13 +787,14 @@ fn read_devices(v: &Node) -> Result<super::DeviceSelector> {
             "model" => sel.model = Some(value),
             "serial" => sel.serial = Some(value),
             "transport" => {
-                choice(&e.value, &path, &TRANSPORTS)?;
+                errs.ok(choice(&e.value, &path, &TRANSPORTS));
                 sel.transport = Some(value);
             }
-            _ => sel.controller = Some(value),
+            "controller" => sel.controller = Some(value),
+            _ => {}
         }
     }
-    Ok(sel)
+    errs.clean_since(start, sel)
 }
 
 const STORAGE_KEYS: [&str; 6] = [
@@ -679,33 +806,40 @@ const STORAGE_KEYS: [&str; 6] = [
     "encryption",
 ];
 
-fn read_storage(e: &Entry) -> Result<StorageSpec> {
-    let entries = map(
+fn read_storage(e: &Entry, errs: &mut Errors) -> Option<StorageSpec> {
+    let entries = errs.ok(map(
         &e.value,
         "storage",
         "a storage configuration like `{ fs: ext4, mount_options: noatime }`",
-    )?;
-    check_keys(entries, "storage", &STORAGE_KEYS)?;
+    ))?;
+    let start = errs.count();
     let mut fields = Vec::new();
-    for f in entries {
+    for f in known(entries, "storage", &STORAGE_KEYS, errs) {
         let path = join("storage", &f.name);
         match f.name.as_str() {
             "ramdisk" => {
-                let r = map(&f.value, &path, "a mapping like `{ size: 1G }`")?;
-                check_keys(r, &path, &["size"])?;
-                let Some(size) = r.first() else {
-                    return Err(missing(f.key.pos, &path, "size"));
+                let Some(r) = errs.ok(map(&f.value, &path, "a mapping like `{ size: 1G }`")) else {
+                    continue;
                 };
-                fields.push((
-                    "ramdisk.size".to_string(),
-                    template(&size.value, &join(&path, "size"), "a size")?,
-                ));
+                let r = known(r, &path, &["size"], errs);
+                let Some(size) = r.first() else {
+                    errs.push(missing(f.key.pos, &path, "size"));
+                    continue;
+                };
+                if let Some(t) = errs.ok(template(&size.value, &join(&path, "size"), "a size")) {
+                    fields.push(("ramdisk.size".to_string(), t));
+                }
             }
             "mount_options" if matches!(f.value.kind, Kind::Seq(_)) => {
-                let items = seq(&f.value, &path, "mount options")?;
+                let Some(items) = errs.ok(seq(&f.value, &path, "mount options")) else {
+                    continue;
+                };
                 let mut parts = Vec::new();
                 for (i, item) in items.iter().enumerate() {
-                    parts.push(text(item, &format!("{path}[{i}]"), "a mount option")?);
+                    if let Some(p) = errs.ok(text(item, &format!("{path}[{i}]"), "a mount option"))
+                    {
+                        parts.push(p);
+                    }
                 }
                 fields.push((
                     f.name.clone(),
@@ -716,51 +850,66 @@ fn read_storage(e: &Entry) -> Result<StorageSpec> {
                     },
                 ));
             }
-            _ => fields.push((f.name.clone(), template(&f.value, &path, "a value")?)),
+            _ => {
+                if let Some(t) = errs.ok(template(&f.value, &path, "a value")) {
+                    fields.push((f.name.clone(), t));
+                }
+            }
         }
     }
-    Ok(StorageSpec {
-        pos: e.key.pos,
-        fields,
-    })
+    errs.clean_since(
+        start,
+        StorageSpec {
+            pos: e.key.pos,
+            fields,
+        },
+    )
 }
 
-fn read_tool(kind: &Entry, path: &str) -> Result<ToolSpec> {
+fn read_tool(kind: &Entry, path: &str, errs: &mut Errors) -> Option<ToolSpec> {
     let (name, allowed, required) = super::workload::fields_of(&kind.name);
-    let entries = map(
+    let entries = errs.ok(map(
         &kind.value,
         path,
         &format!("a mapping of `{name}` settings"),
-    )?;
-    check_keys(entries, path, allowed)?;
+    ))?;
+    let start = errs.count();
+    let all = entries;
+    let entries = known(entries, path, allowed, errs);
     let mut spec = ToolSpec {
         kind: name,
         pos: kind.key.pos,
         fields: Vec::new(),
         options: Vec::new(),
     };
-    for f in entries {
+    for f in &entries {
         let field_path = join(path, &f.name);
         if f.name == "options" {
-            for o in map(
+            let Some(options) = errs.ok(map(
                 &f.value,
                 &field_path,
                 "a mapping of fio options, e.g. `{ rw: randwrite, bs: 4k }`",
-            )? {
-                let t = template(&o.value, &join(&field_path, &o.name), "an option value")?;
-                spec.options.push((o.name.clone(), t));
+            )) else {
+                continue;
+            };
+            for o in options {
+                let t = template(&o.value, &join(&field_path, &o.name), "an option value");
+                if let Some(t) = errs.ok(t) {
+                    spec.options.push((o.name.clone(), t));
+                }
             }
             continue;
         }
-        spec.fields
-            .push((f.name.clone(), template(&f.value, &field_path, "a value")?));
-    }
-    for r in required {
-        if !entries.iter().any(|e| e.name == *r) {
-            return Err(missing(kind.key.pos, path, r));
+        if let Some(t) = errs.ok(template(&f.value, &field_path, "a value")) {
+            spec.fields.push((f.name.clone(), t));
         }
     }
-    Ok(spec)
+    for r in required {
+        if !entries.iter().any(|e| e.name == *r) && !misspelt(all, allowed, r) {
+            errs.push(missing(kind.key.pos, path, r));
+        }
+    }
+    errs.clean_since(start, spec)
 }
 
 pub(crate) fn command_template(node: &Node, path: &str) -> Result<Template> {
@@ -775,22 +924,26 @@ pub(crate) fn command_template(node: &Node, path: &str) -> Result<Template> {
     })
 }
 
-fn read_phases(v: &Node) -> Result<Vec<PhaseSpec>> {
-    let entries = map(
+fn read_phases(v: &Node, errs: &mut Errors) -> Option<Vec<PhaseSpec>> {
+    let entries = errs.ok(map(
         v,
         "phases",
         "a mapping like `{ before_each: [sync, drop_caches] }`",
-    )?;
-    check_keys(entries, "phases", &["before_each"])?;
+    ))?;
+    let start = errs.count();
     let mut phases = Vec::new();
-    for e in entries {
+    for e in known(entries, "phases", &["before_each"], errs) {
         let path = "phases.before_each";
-        let items = seq(&e.value, path, "a list of phases")?;
+        let Some(items) = errs.ok(seq(&e.value, path, "a list of phases")) else {
+            continue;
+        };
         for (i, item) in items.iter().enumerate() {
-            phases.push(read_phase(item, &format!("{path}[{i}]"))?);
+            if let Some(p) = errs.ok(read_phase(item, &format!("{path}[{i}]"))) {
+                phases.push(p);
+            }
         }
     }
-    Ok(phases)
+    errs.clean_since(start, phases)
 }
 
 fn read_phase(item: &Node, path: &str) -> Result<PhaseSpec> {
@@ -1027,9 +1180,26 @@ fn choice<'a>(node: &Node, path: &str, choices: &[&'a str]) -> Result<&'a str> {
     }
 }
 
-fn check_keys(entries: &[Entry], path: &str, allowed: &[&str]) -> Result<()> {
+/// Whether a required `key` is absent only because it is misspelt (`rnu:` for
+/// `run:`): its unknown-key error says so, a "missing `run`" would repeat it.
+fn misspelt(entries: &[Entry], allowed: &[&str], key: &str) -> bool {
+    entries.iter().any(|e| {
+        !allowed.contains(&e.name.as_str()) && super::error::closest(&e.name, allowed) == Some(key)
+    })
+}
+
+/// The entries whose keys are allowed here; every other key is recorded as unknown
+/// (with a did-you-mean) and left out, so the caller reads only what it knows.
+fn known<'a>(
+    entries: &'a [Entry],
+    path: &str,
+    allowed: &[&str],
+    errs: &mut Errors,
+) -> Vec<&'a Entry> {
+    let mut out = Vec::with_capacity(entries.len());
     for e in entries {
         if allowed.contains(&e.name.as_str()) {
+            out.push(e);
             continue;
         }
         let key_path = join(path, &e.name);
@@ -1043,14 +1213,16 @@ fn check_keys(entries: &[Entry], path: &str, allowed: &[&str]) -> Result<()> {
         } else {
             format!(" in `{path}`")
         };
-        return Err(error(
-            e.key.pos,
-            &key_path,
-            format!("unknown key `{}`{at}", e.name),
-        )
-        .maybe_hint(hint));
+        errs.push(
+            error(
+                e.key.pos,
+                &key_path,
+                format!("unknown key `{}`{at}", e.name),
+            )
+            .maybe_hint(hint),
+        );
     }
-    Ok(())
+    out
 }
 
 fn missing(pos: Pos, path: &str, key: &str) -> SpecError {
@@ -1070,33 +1242,39 @@ const REPORT_KEYS: [&str; 4] = ["baseline", "metric", "qualify", "pivot"];
 
 /// `report:` — comparisons against a baseline and qualification thresholds, and where
 /// each setting that names a metric is written.
-fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
-    let entries = map(
+fn read_report(v: &Node, errs: &mut Errors) -> Option<(super::ReportSpec, Vec<MetricRef>)> {
+    let entries = errs.ok(map(
         v,
         "report",
         "report settings like `{ baseline: { fs: ext4 }, qualify: [\"wall.median < 300s\"] }`",
-    )?;
-    check_keys(entries, "report", &REPORT_KEYS)?;
+    ))?;
+    let start = errs.count();
     let mut spec = super::ReportSpec::default();
     let mut refs = Vec::new();
-    for e in entries {
+    for e in known(entries, "report", &REPORT_KEYS, errs) {
         let path = join("report", &e.name);
         match e.name.as_str() {
             "baseline" => {
-                let pairs = map(
+                let Some(pairs) = errs.ok(map(
                     &e.value,
                     &path,
                     "a mapping with one key, like `{ fs: ext4 }` or `{ host: rc66 }`",
-                )?;
+                )) else {
+                    continue;
+                };
                 let [pair] = pairs else {
-                    return Err(error(
+                    errs.push(error(
                         e.value.pos,
                         &path,
                         "a baseline names exactly one parameter (or host, or device) and its value",
                     )
                     .hint("e.g. `baseline: { fs: ext4 }`"));
+                    continue;
                 };
-                let value = text(&pair.value, &join(&path, &pair.name), "a value")?;
+                let Some(value) = errs.ok(text(&pair.value, &join(&path, &pair.name), "a value"))
+                else {
+                    continue;
+                };
                 spec.baseline = Some(super::Baseline {
                     key: pair.name.clone(),
                     value,
@@ -1105,11 +1283,14 @@ fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
                 });
             }
             "metric" => {
-                spec.metric = string(
+                let Some(metric) = errs.ok(string(
                     &e.value,
                     &path,
                     "a metric name like `wall` or `latency.mean`",
-                )?;
+                )) else {
+                    continue;
+                };
+                spec.metric = metric;
                 refs.push(MetricRef {
                     pos: e.value.pos,
                     path,
@@ -1117,24 +1298,32 @@ fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
                 });
             }
             "pivot" => {
-                let (pivot, metric) = read_pivot(&e.value, &path)?;
-                spec.pivot = Some(pivot);
-                refs.push(metric);
+                if let Some((pivot, metric)) = read_pivot(&e.value, &path, errs) {
+                    spec.pivot = Some(pivot);
+                    refs.push(metric);
+                }
             }
-            _ => {
-                for (i, item) in seq(
+            "qualify" => {
+                let Some(items) = errs.ok(seq(
                     &e.value,
                     &path,
                     "a list of thresholds like `\"latency.p99 < 1ms\"`",
-                )?
-                .iter()
-                .enumerate()
-                {
+                )) else {
+                    continue;
+                };
+                for (i, item) in items.iter().enumerate() {
                     let item_path = format!("{path}[{i}]");
-                    let t = string(item, &item_path, "a threshold like `\"latency.p99 < 1ms\"`")?;
+                    let Some(t) = errs.ok(string(
+                        item,
+                        &item_path,
+                        "a threshold like `\"latency.p99 < 1ms\"`",
+                    )) else {
+                        continue;
+                    };
                     let t = super::threshold::parse(&t).map_err(|why| {
                         error(item.pos, &item_path, why).hint("write `METRIC[.STAT] < VALUE[UNIT]`, e.g. `wall.median < 300s` or `latency.p99 < 1ms`")
-                    })?;
+                    });
+                    let Some(t) = errs.ok(t) else { continue };
                     refs.push(MetricRef {
                         pos: item.pos,
                         path: item_path,
@@ -1143,43 +1332,51 @@ fn read_report(v: &Node) -> Result<(super::ReportSpec, Vec<MetricRef>)> {
                     spec.qualify.push(t);
                 }
             }
+            _ => {}
         }
     }
-    Ok((spec, refs))
+    errs.clean_since(start, (spec, refs))
 }
 
 const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];
 
 /// `report.pivot`: a table like seed 001's (rows × columns of one statistic), and where
 /// its metric is written.
-fn read_pivot(v: &Node, path: &str) -> Result<(super::Pivot, MetricRef)> {
-    let entries = map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`")?;
-    check_keys(entries, path, &PIVOT_KEYS)?;
+fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, MetricRef)> {
+    let entries = errs.ok(map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`"))?;
+    let start = errs.count();
+    let all = entries;
+    let entries = known(entries, path, &PIVOT_KEYS, errs);
     let mut pivot = super::Pivot {
         line: v.pos.line,
         column: v.pos.column,
         ..Default::default()
     };
     let mut metric_pos = v.pos;
-    for e in entries {
+    for e in &entries {
         let p = join(path, &e.name);
         match e.name.as_str() {
             "rows" | "columns" => {
-                let mut keys = Vec::new();
-                for (i, item) in seq(
+                let Some(items) = errs.ok(seq(
                     &e.value,
                     &p,
                     "a list of keys: `host`, `device.model`, or parameters",
-                )?
-                .iter()
-                .enumerate()
-                {
-                    let key = string(item, &format!("{p}[{i}]"), "a key")?;
-                    keys.push(super::PivotKey {
-                        name: key,
-                        line: item.pos.line,
-                        column: item.pos.column,
-                    });
+                )) else {
+                    continue;
+                };
+                if items.is_empty() {
+                    errs.push(missing(v.pos, path, &e.name));
+                    continue;
+                }
+                let mut keys = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(key) = errs.ok(string(item, &format!("{p}[{i}]"), "a key")) {
+                        keys.push(super::PivotKey {
+                            name: key,
+                            line: item.pos.line,
+                            column: item.pos.column,
+                        });
+                    }
                 }
                 if e.name == "rows" {
                     pivot.rows = keys
@@ -1188,32 +1385,35 @@ fn read_pivot(v: &Node, path: &str) -> Result<(super::Pivot, MetricRef)> {
                 }
             }
             "metric" => {
-                pivot.metric = string(&e.value, &p, "a metric name")?;
-                metric_pos = e.value.pos;
+                if let Some(m) = errs.ok(string(&e.value, &p, "a metric name")) {
+                    if m.is_empty() {
+                        errs.push(missing(v.pos, path, "metric"));
+                    }
+                    pivot.metric = m;
+                    metric_pos = e.value.pos;
+                }
             }
-            _ => {
-                let stat = string(&e.value, &p, "a statistic")?;
+            "stat" => {
+                let Some(stat) = errs.ok(string(&e.value, &p, "a statistic")) else {
+                    continue;
+                };
                 let valid = ["min", "median", "mean", "max"].contains(&stat.as_str())
                     || stat.strip_prefix('p').is_some_and(|n| {
                         n.parse::<f64>().is_ok_and(|x| (0.0..=100.0).contains(&x))
                     });
                 if !valid {
-                    return Err(error(e.value.pos, &p, format!("unknown statistic `{stat}`; expected min, median, mean, max or pNN (e.g. p99)")));
+                    errs.push(error(e.value.pos, &p, format!("unknown statistic `{stat}`; expected min, median, mean, max or pNN (e.g. p99)")));
+                    continue;
                 }
                 pivot.stat = stat;
             }
+            _ => {}
         }
     }
-    for (what, field) in [
-        ("rows", pivot.rows.is_empty()),
-        ("columns", pivot.columns.is_empty()),
-    ] {
-        if field {
-            return Err(missing(v.pos, path, what));
+    for what in ["rows", "columns", "metric"] {
+        if !entries.iter().any(|e| e.name == what) && !misspelt(all, &PIVOT_KEYS, what) {
+            errs.push(missing(v.pos, path, what));
         }
-    }
-    if pivot.metric.is_empty() {
-        return Err(missing(v.pos, path, "metric"));
     }
     if pivot.stat.is_empty() {
         pivot.stat = "median".into();
@@ -1223,5 +1423,5 @@ fn read_pivot(v: &Node, path: &str) -> Result<(super::Pivot, MetricRef)> {
         path: join(path, "metric"),
         named: Named::Metric(pivot.metric.clone()),
     };
-    Ok((pivot, metric))
+    errs.clean_since(start, (pivot, metric))
 }

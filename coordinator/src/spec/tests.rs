@@ -18,7 +18,9 @@ fn corpus(kind: &str) -> Vec<PathBuf> {
     files
 }
 
-/// `# expect: LINE:COLUMN PATH -- SUBSTRING`; PATH `(top)` is the root.
+/// `# expect: LINE:COLUMN PATH -- SUBSTRING`; PATH `(top)` is the root. A file
+/// starts with one such line per mistake it holds, in file order, and must
+/// produce exactly those.
 struct Expect {
     line: usize,
     column: usize,
@@ -26,11 +28,21 @@ struct Expect {
     substring: String,
 }
 
-fn expectation(file: &Path, text: &str) -> Expect {
-    let first = text.lines().next().unwrap_or_default();
-    let rest = first
-        .strip_prefix("# expect: ")
-        .unwrap_or_else(|| panic!("{}: first line is not `# expect: …`", file.display()));
+fn expectations(file: &Path, text: &str) -> Vec<Expect> {
+    let all: Vec<Expect> = text
+        .lines()
+        .map_while(|l| l.strip_prefix("# expect: "))
+        .map(|rest| expectation(file, rest))
+        .collect();
+    assert!(
+        !all.is_empty(),
+        "{}: first line is not `# expect: …`",
+        file.display()
+    );
+    all
+}
+
+fn expectation(file: &Path, rest: &str) -> Expect {
     let (head, substring) = rest
         .split_once(" -- ")
         .unwrap_or_else(|| panic!("{}: no ` -- ` in the expect line", file.display()));
@@ -64,27 +76,39 @@ fn every_invalid_file_fails_where_and_how_it_says() {
     let mut failures = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).expect("corpus file is readable");
-        let want = expectation(file, &text);
+        let wants = expectations(file, &text);
         let name = file
             .file_name()
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        match parse(&name, &text) {
-            Ok(_) => failures.push(format!("{name}: parsed, but should fail")),
-            Err(e) => {
-                let all = format!("{}\n{}", e.message, e.hint.clone().unwrap_or_default());
-                if e.file != name
-                    || e.line != want.line
-                    || e.column != want.column
-                    || e.path != want.path
-                    || !all.contains(&want.substring)
-                {
-                    failures.push(format!(
-                        "{name}: want {}:{} `{}` containing {:?}\n    got  {e}",
-                        want.line, want.column, want.path, want.substring
-                    ));
-                }
+        let got = match parse(&name, &text) {
+            Ok(_) => {
+                failures.push(format!("{name}: parsed, but should fail"));
+                continue;
+            }
+            Err(e) => e,
+        };
+        if got.len() != wants.len() {
+            failures.push(format!(
+                "{name}: want {} mistake(s), got {}:\n{got}",
+                wants.len(),
+                got.len()
+            ));
+            continue;
+        }
+        for (want, e) in wants.iter().zip(got.all()) {
+            let all = format!("{}\n{}", e.message, e.hint.clone().unwrap_or_default());
+            if e.file != name
+                || e.line != want.line
+                || e.column != want.column
+                || e.path != want.path
+                || !all.contains(&want.substring)
+            {
+                failures.push(format!(
+                    "{name}: want {}:{} `{}` containing {:?}\n    got  {e}",
+                    want.line, want.column, want.path, want.substring
+                ));
             }
         }
     }
@@ -106,7 +130,13 @@ fn ok(text: &str) -> Campaign {
     parse("test.yaml", text).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The first mistake in the file.
 fn err(text: &str) -> SpecError {
+    errs(text).first().clone()
+}
+
+/// Every mistake in the file.
+fn errs(text: &str) -> SpecErrors {
     match parse("test.yaml", text) {
         Ok(c) => panic!("parsed, but should fail: {c:?}"),
         Err(e) => e,
@@ -160,6 +190,7 @@ fn defaults() {
             on_failure: OnFailure::Continue,
             devices: None,
             report: Default::default(),
+            max_steps_per_plan: MAX_STEPS_PER_PLAN,
         }
     );
 }
@@ -441,6 +472,8 @@ fn error_display_has_position_path_and_hint() {
 fn load_reports_unreadable_files_at_line_zero() {
     let path = Path::new(CORPUS).join("does-not-exist.yaml");
     let e = load(&path).unwrap_err();
+    assert_eq!(e.len(), 1);
+    let e = e.first();
     assert_eq!((e.line, e.column), (0, 0));
     assert!(e.file.ends_with("does-not-exist.yaml"));
     assert!(e.message.contains("cannot read"), "{e}");
@@ -597,4 +630,70 @@ fn hosts_by_label_are_chosen_from_the_agents_at_submission() {
     assert!(e.starts_with("3:11: hosts.labels: no agent has the labels rack=c3 (known agents: flygecko [rack=b12 role=lab]"), "{e}");
     let e = err("name: x\nhosts: { labels: {} }\nworkload: { command: { run: \"true\" } }\n");
     assert_eq!((e.line, e.path.as_str()), (2, "hosts.labels"));
+}
+
+#[test]
+fn every_mistake_is_reported_in_file_order_and_the_list_is_capped() {
+    // Sixty unknown keys, the first at line 3: each is reported, in order.
+    let mut text = String::from("name: x\nworkload: { command: { run: \"true\" } }\n");
+    for i in 0..60 {
+        text.push_str(&format!("unknown{i:02}: 1\n"));
+    }
+    let e = errs(&text);
+    assert_eq!(e.len(), 60);
+    let lines: Vec<usize> = e.all().iter().map(|e| e.line).collect();
+    assert_eq!(lines, (3..63).collect::<Vec<_>>());
+    let shown = e.to_string();
+    assert_eq!(
+        shown.matches("error: test.yaml:").count(),
+        MAX_SHOWN,
+        "{shown}"
+    );
+    assert!(
+        shown
+            .ends_with("error: … and 10 more mistakes in test.yaml (the first 50 of 60 are shown)"),
+        "{shown}"
+    );
+    // A byte budget (a gRPC status) shows fewer, never none.
+    let short = e.render(MAX_SHOWN, 10);
+    assert_eq!(short.matches("error: test.yaml:").count(), 1, "{short}");
+    assert!(short.contains("and 59 more"), "{short}");
+}
+
+#[test]
+fn templates_and_report_keys_are_judged_together_once_the_shape_is_right() {
+    let e = errs(
+        "name: x\nmatrix: { bs: [4k] }\nworkload: { command: { run: \"dd bs=${bz}\" } }\n\
+         phases: { before_each: [{ command: \"echo ${nope}\" }] }\n\
+         report: { baseline: { fs: ext4 } }\n",
+    );
+    let at: Vec<(usize, &str)> = e.all().iter().map(|e| (e.line, e.path.as_str())).collect();
+    assert_eq!(
+        at,
+        [
+            (3, "workload.command.run"),
+            (4, "phases.before_each[0].command"),
+            (5, "report.baseline.fs")
+        ],
+        "{e}"
+    );
+}
+
+#[test]
+fn a_file_is_read_only_up_to_its_limit_even_without_a_known_size() {
+    // /dev/zero has no size and no end: reading stops one byte past the limit.
+    let e = read_file(Path::new("/dev/zero"), 16).unwrap_err();
+    let e = e.first();
+    assert_eq!((e.line, e.column), (0, 0));
+    assert!(e.message.starts_with("the file is more than 16 bytes; a campaign file may be at most 16 bytes (--max-file-size): "), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.yaml");
+    std::fs::write(&path, b"name: caf\xe9\n").unwrap();
+    let e = read_file(&path, 1024).unwrap_err();
+    assert!(
+        e.first()
+            .message
+            .contains("not UTF-8 text (invalid byte at offset 9)"),
+        "{e}"
+    );
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 use super::error::{error, Pos, Result, WithHint};
@@ -90,44 +90,120 @@ impl Node {
 
 /// Parses `text` into its single document's root node, or `None` when the
 /// file holds no document at all (empty, or only comments).
+///
+/// Memory stays near the text's own size whatever the file holds: events are
+/// read one at a time and counted, and reading stops at the first node past
+/// [`MAX_NODES`] (a 20 MiB flow list once took 0.9 GB of events before it was
+/// judged; BENCHMARKS.md), and positions are found through [`CharIndex`], not a
+/// `Vec<char>` four times the text.
 pub(crate) fn parse(text: &str) -> Result<Option<Node>> {
-    let mut events = Events::default();
+    let mut events: Vec<(Event, Marker)> = Vec::new();
     let mut parser = Parser::new_from_str(text);
-    if let Err(e) = parser.load(&mut events, true) {
-        let mut pos = pos_of(e.marker());
-        // The tab error is raised after consuming the tab; point at the tab.
-        if e.info().contains("tabs") && pos.column > 1 {
-            let before = text.chars().nth(e.marker().index().saturating_sub(1));
-            if before == Some('\t') {
-                pos.column -= 1;
+    let mut nodes = 0usize;
+    loop {
+        let (ev, mark) = match parser.next_token() {
+            Ok(next) => next,
+            Err(e) => return Err(syntax_error(text, &events, &e)),
+        };
+        if matches!(
+            ev,
+            Event::Scalar(..)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+                | Event::Alias(_)
+        ) {
+            nodes += 1;
+            if nodes > MAX_NODES {
+                return Err(error(
+                    pos_of(&mark),
+                    &open_path(&events),
+                    format!("more than {MAX_NODES} nodes (MAX_NODES)"),
+                )
+                .hint("a campaign is a few hundred keys and values; use the matrix to make many cells from short lists"));
             }
         }
-        if let Some(unclosed) = unclosed_flow(text, &events.list, e.marker(), e.info()) {
-            return Err(unclosed);
+        let end = ev == Event::StreamEnd;
+        events.push((ev, mark));
+        if end {
+            break;
         }
-        return Err(error(pos, &open_path(&events.list), e.info().to_string())
-            .hint("this is a YAML syntax error; check indentation (spaces only, no tabs), quotes and brackets"));
     }
     let mut builder = Builder {
         text,
-        events: &events.list,
+        events,
         at: 0,
         anchors: HashMap::new(),
         nodes: 0,
-        chars: text.chars().collect(),
+        chars: CharIndex::new(text),
         pending_key: None,
     };
     builder.stream()
 }
 
-#[derive(Default)]
-struct Events {
-    list: Vec<(Event, Marker)>,
+/// A YAML syntax error, at the place the user has to look (an unclosed `[` rather
+/// than the line where the parser gave up), with the key path that was open.
+fn syntax_error(
+    text: &str,
+    events: &[(Event, Marker)],
+    e: &yaml_rust2::ScanError,
+) -> super::SpecError {
+    let mut pos = pos_of(e.marker());
+    // The tab error is raised after consuming the tab; point at the tab.
+    if e.info().contains("tabs") && pos.column > 1 {
+        let before = CharIndex::new(text).char_at(e.marker().index().wrapping_sub(1));
+        if before == Some('\t') {
+            pos.column -= 1;
+        }
+    }
+    if let Some(unclosed) = unclosed_flow(text, events, e.marker(), e.info()) {
+        return unclosed;
+    }
+    error(pos, &open_path(events), e.info().to_string()).hint(
+        "this is a YAML syntax error; check indentation (spaces only, no tabs), quotes and brackets",
+    )
 }
 
-impl MarkedEventReceiver for Events {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
-        self.list.push((ev, mark));
+/// Character index → character: yaml-rust2's markers count characters, the text
+/// is UTF-8. ASCII text (nearly every campaign) is indexed directly; otherwise a
+/// byte offset is kept for every [`CharIndex::STEP`]th character, 1/32 of the
+/// text's size where a `Vec<char>` would be four times it.
+struct CharIndex<'a> {
+    text: &'a str,
+    /// Byte offsets of characters 0, STEP, 2·STEP, …; empty for ASCII text.
+    checkpoints: Vec<usize>,
+}
+
+impl<'a> CharIndex<'a> {
+    const STEP: usize = 256;
+
+    fn new(text: &'a str) -> CharIndex<'a> {
+        let checkpoints = if text.is_ascii() {
+            Vec::new()
+        } else {
+            text.char_indices()
+                .step_by(Self::STEP)
+                .map(|(b, _)| b)
+                .collect()
+        };
+        CharIndex { text, checkpoints }
+    }
+
+    /// The byte offset of character `index`; the text's length just past its end.
+    fn byte(&self, index: usize) -> Option<usize> {
+        if self.checkpoints.is_empty() {
+            return (index <= self.text.len()).then_some(index);
+        }
+        let from = *self.checkpoints.get(index / Self::STEP)?;
+        let mut rest = self.text[from..].char_indices().map(|(b, _)| from + b);
+        match rest.nth(index % Self::STEP) {
+            Some(b) => Some(b),
+            // One past the last character: the end of the text.
+            None => (index == self.text.chars().count()).then_some(self.text.len()),
+        }
+    }
+
+    fn char_at(&self, index: usize) -> Option<char> {
+        self.text.get(self.byte(index)?..)?.chars().next()
     }
 }
 
@@ -158,23 +234,37 @@ impl At {
     }
 }
 
+/// How far [`Builder::dash`] has read a block sequence's lines: each item's
+/// search goes on from the previous one's, so a list of empty items is read
+/// once, not once per item (60,000 empty items took 33 s).
+#[derive(Debug, Clone, Copy, Default)]
+struct DashCursor {
+    /// Byte offset of the next line to read, and its 0-based line number.
+    byte: usize,
+    line: usize,
+    /// Dashes found after the first.
+    found: usize,
+    started: bool,
+}
+
 struct Builder<'a> {
     text: &'a str,
-    events: &'a [(Event, Marker)],
+    /// Taken out one by one (left as `Event::Nothing`): a scalar's text is moved
+    /// into its node, never copied.
+    events: Vec<(Event, Marker)>,
     at: usize,
     anchors: HashMap<usize, Node>,
     nodes: usize,
-    /// The text as characters: markers index characters, not bytes.
-    chars: Vec<char>,
+    chars: CharIndex<'a>,
     /// The key whose value is being built next, if any.
     pending_key: Option<Pos>,
 }
 
 impl Builder<'_> {
-    fn next(&mut self) -> Option<&(Event, Marker)> {
-        let ev = self.events.get(self.at);
+    fn next(&mut self) -> Option<(Event, Marker)> {
+        let slot = self.events.get_mut(self.at)?;
         self.at += 1;
-        ev
+        Some((std::mem::replace(&mut slot.0, Event::Nothing), slot.1))
     }
 
     fn peek(&self) -> Option<&(Event, Marker)> {
@@ -187,7 +277,7 @@ impl Builder<'_> {
             match ev {
                 Event::DocumentStart if root.is_some() => {
                     return Err(error(
-                        pos_of(mark),
+                        pos_of(&mark),
                         "",
                         "a campaign file holds one YAML document, but a second one starts here",
                     )
@@ -206,7 +296,7 @@ impl Builder<'_> {
     }
 
     fn node(&mut self, path: &str, depth: usize) -> Result<Node> {
-        let Some((ev, mark)) = self.next().cloned() else {
+        let Some((ev, mark)) = self.next() else {
             return Err(error(
                 Pos::default(),
                 path,
@@ -252,6 +342,7 @@ impl Builder<'_> {
                 }
                 let start = self.sequence_start(&mark, key);
                 let mut items = Vec::new();
+                let mut cursor = DashCursor::default();
                 loop {
                     if matches!(self.peek(), Some((Event::SequenceEnd, _))) {
                         self.at += 1;
@@ -260,7 +351,7 @@ impl Builder<'_> {
                     let item_path = format!("{path}[{}]", items.len());
                     let mut item = self.node(&item_path, depth + 1)?;
                     if is_empty(&item) {
-                        if let Some(dash) = self.dash(start, items.len()) {
+                        if let Some(dash) = self.dash(start, items.len(), &mut cursor) {
                             item.pos = dash;
                         }
                     }
@@ -281,6 +372,9 @@ impl Builder<'_> {
                     }
                 }
                 let mut entries: Vec<Entry> = Vec::new();
+                // Where each key was first written: a linear search per key made a
+                // mapping of 50,000 keys take seconds.
+                let mut seen: HashMap<String, Pos> = HashMap::new();
                 loop {
                     if matches!(self.peek(), Some((Event::MappingEnd, _))) {
                         self.at += 1;
@@ -296,13 +390,13 @@ impl Builder<'_> {
                     };
                     let name = name.clone();
                     let value_path = join(path, &name);
-                    if let Some(first) = entries.iter().find(|e| e.name == name) {
+                    if let Some(first) = seen.insert(name.clone(), key.pos) {
                         return Err(error(
                             key.pos,
                             &value_path,
                             format!(
                                 "duplicate key `{name}` (first written at line {}, column {})",
-                                first.key.pos.line, first.key.pos.column
+                                first.line, first.column
                             ),
                         )
                         .hint(
@@ -365,7 +459,7 @@ impl Builder<'_> {
     }
 
     fn char_at(&self, mark: &Marker) -> Option<char> {
-        self.chars.get(mark.index()).copied()
+        self.chars.char_at(mark.index())
     }
 
     /// Where a sequence really starts. For an "indentless" sequence (a
@@ -379,10 +473,10 @@ impl Builder<'_> {
         };
         let Some(key) = key else { return at };
         let mut i = at.index;
-        while i > 0 && self.chars.get(i - 1) == Some(&' ') {
+        while i > 0 && self.chars.char_at(i - 1) == Some(' ') {
             i -= 1;
         }
-        if i == 0 || self.chars.get(i - 1) != Some(&'-') {
+        if i == 0 || self.chars.char_at(i - 1) != Some('-') {
             return at;
         }
         let dash = i - 1;
@@ -401,30 +495,46 @@ impl Builder<'_> {
     /// `start`. Needed only for an empty item, whose own marker is the next
     /// token's (and scanner token markers are no better). Every `-` of a
     /// block sequence is at the same column; the later ones start their line
-    /// (nested sequences are further right, so they do not count).
-    fn dash(&self, start: At, i: usize) -> Option<Pos> {
-        if self.chars.get(start.index) != Some(&'-') {
+    /// (nested sequences are further right, so they do not count). Calls for
+    /// one sequence come with growing `i`; `cursor` carries the search on.
+    fn dash(&self, start: At, i: usize, cursor: &mut DashCursor) -> Option<Pos> {
+        if self.chars.char_at(start.index) != Some('-') {
             return None; // a flow sequence: its items cannot be empty
         }
         if i == 0 {
             return Some(start.pos());
         }
         let col = start.col;
-        self.text
-            .lines()
-            .enumerate()
-            .skip(start.line) // lines after the first dash's (1-based) line
-            .filter(|(_, line)| {
-                let mut chars = line.chars();
-                chars.by_ref().take(col).all(|c| c == ' ')
-                    && chars.next() == Some('-')
-                    && chars.next().is_none_or(char::is_whitespace)
-            })
-            .nth(i - 1)
-            .map(|(n, _)| Pos {
-                line: n + 1,
-                column: col + 1,
-            })
+        if !cursor.started {
+            // The line after the first dash's (whose 1-based number is start.line).
+            let from = self.chars.byte(start.index)?;
+            cursor.byte = self.text[from..]
+                .find('\n')
+                .map_or(self.text.len(), |n| from + n + 1);
+            cursor.line = start.line;
+            cursor.started = true;
+        }
+        while cursor.found < i && cursor.byte < self.text.len() {
+            let rest = &self.text[cursor.byte..];
+            let len = rest.find('\n').map_or(rest.len(), |n| n + 1);
+            let line = rest[..len].trim_end_matches('\n').trim_end_matches('\r');
+            let mut chars = line.chars();
+            let is_dash = chars.by_ref().take(col).all(|c| c == ' ')
+                && chars.next() == Some('-')
+                && chars.next().is_none_or(char::is_whitespace);
+            cursor.byte += len;
+            cursor.line += 1;
+            if is_dash {
+                cursor.found += 1;
+                if cursor.found == i {
+                    return Some(Pos {
+                        line: cursor.line,
+                        column: col + 1,
+                    });
+                }
+            }
+        }
+        None
     }
 }
 
@@ -465,7 +575,7 @@ fn unclosed_flow(
     at: &Marker,
     info: &str,
 ) -> Option<super::SpecError> {
-    let chars: Vec<char> = text.chars().collect();
+    let chars = CharIndex::new(text);
     let lines: Vec<&str> = text.lines().collect();
     let indent = |line: &str| line.len() - line.trim_start_matches(' ').len();
     // Open collections (event index, marker, bracket), innermost last.
@@ -473,7 +583,7 @@ fn unclosed_flow(
     for (i, (ev, mark)) in events.iter().enumerate() {
         match ev {
             Event::SequenceStart(..) | Event::MappingStart(..) => {
-                let c = chars.get(mark.index()).copied();
+                let c = chars.char_at(mark.index());
                 open.push((i, mark, c.filter(|c| matches!(c, '[' | '{'))));
             }
             Event::SequenceEnd | Event::MappingEnd => {
@@ -482,7 +592,9 @@ fn unclosed_flow(
             _ => {}
         }
     }
-    let at_end = at.index() >= chars.len() || chars[at.index()..].iter().all(|c| c.is_whitespace());
+    let at_end = chars
+        .byte(at.index())
+        .is_none_or(|b| text[b..].chars().all(char::is_whitespace));
     open.iter().rev().find_map(|&(i, mark, bracket)| {
         let bracket = bracket?;
         let own = lines.get(mark.line().checked_sub(1)?)?;
@@ -709,6 +821,56 @@ mod tests {
         assert_eq!(items[1].pos, Pos { line: 4, column: 1 });
         // The indentless sequence itself starts at its first `-`.
         assert_eq!(entries[0].value.pos, Pos { line: 2, column: 1 });
+    }
+
+    #[test]
+    fn positions_count_characters_in_non_ascii_text() {
+        // Markers count characters; the index finds them in UTF-8 (past a checkpoint too).
+        let long = "é".repeat(600);
+        let text = format!("d: \"{long}\"\nb:\n- ä\n-\nm: {{ k: ü }}\n");
+        let root = parse(&text).unwrap().unwrap();
+        let Kind::Map(entries) = &root.kind else {
+            panic!("root is not a map")
+        };
+        let Kind::Seq(items) = &entries[1].value.kind else {
+            panic!("b is not a list")
+        };
+        assert_eq!(entries[1].value.pos, Pos { line: 3, column: 1 });
+        assert_eq!(items[1].pos, Pos { line: 4, column: 1 });
+        assert_eq!(entries[2].value.pos, Pos { line: 5, column: 4 });
+        let index = CharIndex::new(&text);
+        let chars: Vec<char> = text.chars().collect();
+        for (i, c) in chars.iter().enumerate() {
+            assert_eq!(index.char_at(i), Some(*c), "{i}");
+        }
+        assert_eq!(index.byte(chars.len()), Some(text.len()));
+        assert_eq!(index.char_at(chars.len()), None);
+    }
+
+    #[test]
+    fn many_empty_items_are_placed_in_linear_time() {
+        // 60,000 empty items took 33 s when each searched for its dash from the start.
+        let text = format!("b:\n{}", "  -\n".repeat(60_000));
+        let start = std::time::Instant::now();
+        let root = parse(&text).unwrap().unwrap();
+        let Kind::Map(entries) = &root.kind else {
+            panic!("root is not a map")
+        };
+        let Kind::Seq(items) = &entries[0].value.kind else {
+            panic!("b is not a list")
+        };
+        assert_eq!(
+            items[59_999].pos,
+            Pos {
+                line: 60_001,
+                column: 3
+            }
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]

@@ -106,7 +106,22 @@ fn bad(s: &Setting<'_>, expected: &str) -> super::SpecError {
 
 /// A byte count: digits with an optional K, M, G or T suffix (powers of 1024).
 pub(crate) fn bytes(s: &Setting<'_>) -> Result<u64> {
-    let v = s.value.trim();
+    parse_bytes(&s.value).ok_or_else(|| {
+        bad(
+            s,
+            "a size in bytes, optionally with K, M, G or T (e.g. 4096, 4K, 1M)",
+        )
+    })
+}
+
+/// Digits with an optional K, M, G or T suffix (powers of 1024; `KiB`… too), as sizes
+/// are written in campaigns and in flags like `--max-file-size 20M`.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let v = text.trim();
+    let v = v
+        .strip_suffix("iB")
+        .or_else(|| v.strip_suffix("ib"))
+        .unwrap_or(v);
     let (digits, mult) = match v.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let mult: u64 = match c.to_ascii_lowercase() {
@@ -114,22 +129,13 @@ pub(crate) fn bytes(s: &Setting<'_>) -> Result<u64> {
                 'm' => 1 << 20,
                 'g' => 1 << 30,
                 't' => 1 << 40,
-                _ => return Err(bad(s, "a size in bytes, optionally with K, M, G or T")),
+                _ => return None,
             };
             (&v[..i], mult)
         }
         _ => (v, 1),
     };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| {
-            bad(
-                s,
-                "a size in bytes, optionally with K, M, G or T (e.g. 4096, 4K, 1M)",
-            )
-        })
+    digits.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 fn flag(s: &Setting<'_>) -> Result<bool> {
