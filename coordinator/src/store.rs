@@ -1233,7 +1233,7 @@ mod tests {
         // …and the step whose end could not be stored failed with that reason, so the
         // report says why its measurement is missing.
         assert_eq!(
-            rows("SELECT host || ' ' || state || ' ' || error FROM steps WHERE state != 'started'"),
+            rows("SELECT host || ' ' || state || ' ' || error FROM steps WHERE state != 'started' ORDER BY host"),
             [
                 format!(
                     "rc66 failed the coordinator's store refused this step's result: {}",
