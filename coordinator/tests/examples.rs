@@ -31,6 +31,9 @@ fn adapted(dir: &Path, name: &str, device: &str, edits: &[(&str, &str)]) -> std:
 
 #[test]
 fn every_example_validates_and_lists_what_it_would_erase() {
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 320);
     let mut seen = 0;
@@ -58,6 +61,9 @@ fn every_example_validates_and_lists_what_it_would_erase() {
 
 #[test]
 fn seed_001_fsync_latency_runs_on_a_loop_device() {
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 128);
     let f = adapted(
@@ -84,6 +90,9 @@ fn seed_001_fsync_latency_runs_on_a_loop_device() {
 
 #[test]
 fn seed_000_002_build_times_runs_on_a_drive_encrypted_and_a_ramdisk() {
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 256);
     let f = adapted(

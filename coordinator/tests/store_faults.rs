@@ -143,6 +143,9 @@ fn fault_shows_then_recovers(
 
 #[test]
 fn a_full_store_is_shown_and_left_behind_within_seconds() {
+    if !common::root_or_skip("it mounts a small tmpfs for the store") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let store = Tmpfs::mount(&dir.join("store"), 16);

@@ -9,6 +9,27 @@ pub fn platter() -> Command {
     Command::new(env!("CARGO_BIN_EXE_platter"))
 }
 
+/// Whether a test that needs root (loop devices, mounts) can run here. As a normal user —
+/// a contributor running the README's `cargo test --workspace` — it is skipped, saying so;
+/// with `PLATTER_TEST_REQUIRE_ROOT=1`, which `.ci/run` sets, not being root fails it, so
+/// CI can never skip one quietly.
+pub fn root_or_skip(why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!("this test needs root ({why}), and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
+    }
+    // Past the test harness's capture, so that a passing run still shows what it left out.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: this test needs root ({why}); run the tests as root to include it"
+    );
+    false
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
