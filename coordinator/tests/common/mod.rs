@@ -30,13 +30,37 @@ pub fn root_or_skip(why: &str) -> bool {
     false
 }
 
-/// A port that was free a moment ago.
+/// A port for a test's coordinator, free now and kept for restarts on the same port.
+///
+/// Not one the kernel hands out (`bind(…:0)` picks from the ephemeral range, as does every
+/// outgoing connection, so a port found that way can be taken again by anyone before the
+/// coordinator binds it): one below the ephemeral range, spread by process id and a
+/// counter so that concurrent tests and test binaries do not pick the same one, and
+/// checked free.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let (low, span) = below_ephemeral_range();
+    let base = (std::process::id() % u32::from(span)) as u16;
+    for _ in 0..span {
+        let i = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = low + (base.wrapping_add(i.wrapping_mul(97))) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {low}..{}", low + span);
+}
+
+/// The ports below the kernel's ephemeral range (`ip_local_port_range`), above the
+/// well-known ones: (first, count).
+fn below_ephemeral_range() -> (u16, u16) {
+    let first_ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let low = 10_000;
+    (low, first_ephemeral.saturating_sub(low).max(1000))
 }
 
 /// Kills the child on drop, so a failing test leaves no process behind.
