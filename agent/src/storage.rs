@@ -147,14 +147,12 @@ impl Storage {
     }
 
     fn is_mounted(&self, mount_point: &Path) -> Result<bool, String> {
-        let info = std::fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("reading mountinfo: {e}"))?;
-        let want = mount_point.display().to_string();
-        Ok(info.lines().any(|l| {
-            l.split(' ')
-                .nth(4)
-                .is_some_and(|m| m.replace("\\040", " ") == want)
-        }))
+        let mountinfo = &self.inventory_roots.mountinfo;
+        let info = std::fs::read_to_string(mountinfo)
+            .map_err(|e| format!("reading {}: {e}", mountinfo.display()))?;
+        // The one mountinfo reading of provenance, with every escape undone (a mount point
+        // with a tab or a backslash, not only a space, must be found).
+        Ok(crate::probes::provenance::mount_at(&info, mount_point).is_some())
     }
 
     fn saved_cache(&self, device: &str) -> PathBuf {
@@ -496,6 +494,22 @@ mod tests {
             ramdisk_size: None,
             encryption: String::new(),
         }
+    }
+
+    /// Mount points are found with the kernel's escapes undone: a space, a tab, a
+    /// backslash (before, only `\040` was).
+    #[test]
+    fn a_mount_point_with_escaped_characters_is_found() {
+        let (_tmp, s) = fake();
+        std::fs::write(
+            &s.inventory_roots.mountinfo,
+            "22 1 253:3 / / rw - ext4 /dev/vdz rw\n\
+             41 22 253:4 / /mnt/a\\040b\\011c\\134d rw - ext4 /dev/vdw rw\n",
+        )
+        .unwrap();
+        assert!(s.is_mounted(Path::new("/mnt/a b\tc\\d")).unwrap());
+        assert!(!s.is_mounted(Path::new("/mnt/a b")).unwrap());
+        assert!(s.is_mounted(Path::new("/")).unwrap());
     }
 
     #[test]
