@@ -571,19 +571,12 @@ fn widen(lo: f64, hi: f64) -> (f64, f64) {
     }
 }
 
-/// Parses a size such as `4096`, `4K`, `4KiB` or `1M` into bytes; K means 1024.
+/// A positive size such as `4096`, `4K`, `4KiB` or `1M` in bytes (K means 1024), as the
+/// campaign's own parser reads it.
 pub fn parse_size(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
-    let t = t.strip_suffix('i').unwrap_or(t);
-    let (num, mult) = match t.chars().last()? {
-        'k' | 'K' => (&t[..t.len() - 1], 1024.0),
-        'm' | 'M' => (&t[..t.len() - 1], 1024.0 * 1024.0),
-        'g' | 'G' => (&t[..t.len() - 1], 1024.0 * 1024.0 * 1024.0),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v > 0.0).then_some(v * mult)
+    crate::spec::parse_bytes(s)
+        .filter(|b| *b > 0)
+        .map(|b| b as f64)
 }
 
 fn find_metric<'a>(c: &'a CellReport, name: &str) -> Option<&'a MetricStats> {
@@ -676,20 +669,7 @@ fn write_judgements(out: &mut String, r: &Report) -> fmt::Result {
     Ok(())
 }
 
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(ch),
-        }
-    }
-    out
-}
+use super::esc;
 
 #[cfg(test)]
 mod tests {

@@ -1,18 +1,9 @@
 //! JUnit XML of the qualification verdicts: a test suite per host, a test case per cell
 //! and threshold, so CI systems show which drive failed which threshold.
 
-use super::{Exporter, Report};
+use super::{esc, Exporter, Report};
 
 pub struct Junit;
-
-/// XML text escaping; five characters, no crate needed.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
-}
 
 impl Exporter for Junit {
     fn render(&self, r: &Report) -> String {

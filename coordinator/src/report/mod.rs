@@ -601,6 +601,27 @@ fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i
 }
 
 /// One exporter per output format.
+/// Text for HTML and XML (JUnit) alike, in content and in quoted attributes: the five
+/// markup characters as references, and control characters other than tab, newline and
+/// carriage return (which XML 1.0 forbids even as references, and a tool's stderr can
+/// hold) as U+FFFD. Five characters and a range: no crate needed.
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' | '\r' => out.push(ch),
+            c if c.is_control() && (c as u32) < 0x20 => out.push('\u{FFFD}'),
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
 pub trait Exporter {
     fn render(&self, report: &Report) -> String;
 
@@ -964,5 +985,16 @@ mod tests {
         assert_eq!(human(300.0, "1"), "300");
         assert_eq!(human(2822.0695, "op/s"), "2822.1 op/s");
         assert_eq!(human(3.0 * 1024.0 * 1024.0, "B/s"), "3.0 MiB/s");
+    }
+
+    /// One escape for HTML and JUnit XML: markup characters as references, and a tool's
+    /// stray control characters (XML 1.0 forbids them, even as `&#1;`) replaced.
+    #[test]
+    fn markup_escaping_keeps_xml_well_formed() {
+        assert_eq!(
+            esc("a<b>&\"c'\td\ne\u{1}\u{1b}[31mf"),
+            "a&lt;b&gt;&amp;&quot;c&#39;\td\ne\u{FFFD}\u{FFFD}[31mf"
+        );
+        assert_eq!(esc("µs ≤ 2%"), "µs ≤ 2%");
     }
 }

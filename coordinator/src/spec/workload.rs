@@ -114,14 +114,14 @@ pub(crate) fn bytes(s: &Setting<'_>) -> Result<u64> {
     })
 }
 
-/// Digits with an optional K, M, G or T suffix (powers of 1024; `KiB`… too), as sizes
-/// are written in campaigns and in flags like `--max-file-size 20M`.
+/// Digits with an optional K, M, G or T suffix (powers of 1024; `KiB`, `KB`, `512B`…
+/// too), as sizes are written in campaigns, matrix values and flags like
+/// `--max-file-size 20M`. The one size parser of the coordinator (reports order matrix
+/// values such as `bs: [4k, 1M]` with it).
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let v = text.trim();
-    let v = v
-        .strip_suffix("iB")
-        .or_else(|| v.strip_suffix("ib"))
-        .unwrap_or(v);
+    let v = v.strip_suffix(['B', 'b']).unwrap_or(v);
+    let v = v.strip_suffix('i').unwrap_or(v);
     let (digits, mult) = match v.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let mult: u64 = match c.to_ascii_lowercase() {
