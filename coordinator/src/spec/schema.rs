@@ -495,12 +495,7 @@ fn read_matrix(e: &Entry, errs: &mut Errors) -> Option<MatrixSpec> {
 /// A parameter name must be usable as `${name}` and must not shadow a name
 /// platter fills in itself.
 fn param_name(name: &str, pos: Pos, path: &str) -> Result<()> {
-    let valid = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !valid {
+    if !super::subst::is_identifier(name) {
         let fixed: String = name
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

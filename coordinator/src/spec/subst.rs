@@ -45,12 +45,7 @@ pub(crate) fn compile(t: &Template, params: &[String]) -> Result<Vec<Piece>> {
                     .hint(format!("close it with `}}`, or {ESCAPE_HINT}")));
             };
             let name = &after[..end];
-            let valid = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !is_identifier(name) {
                 return Err(error(
                     t.pos,
                     &t.path,
@@ -132,4 +127,13 @@ pub(crate) fn render(t: &Template, pieces: &[Piece], cell: &Params) -> Result<St
         }
     }
     Ok(out)
+}
+
+/// A name `${name}` can hold, matrix parameters' names included: a letter or `_`, then
+/// letters, digits and `_`.
+pub(crate) fn is_identifier(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
