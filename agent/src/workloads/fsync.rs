@@ -3,10 +3,12 @@
 //! its target file, and inside the timed loop it must not allocate, log, or make any syscall
 //! other than the write and the sync being measured.
 
-use std::alloc::{self, Layout};
 use std::ffi::CString;
+use std::fs::File;
 use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,7 +24,7 @@ const SIGFIG: u8 = 3;
 /// device we expect (512- and 4096-byte logical blocks); a larger reported alignment wins.
 const BUF_ALIGN: usize = 4096;
 /// Permissions of a file the workload creates.
-const FILE_MODE: libc::c_uint = 0o644;
+const FILE_MODE: u32 = 0o644;
 
 /// How each write is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,32 +208,23 @@ pub fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
         source,
     };
     let c_path = c_path(target)?;
+    let st = std::fs::metadata(target).map_err(|e| io_err("stat", e))?;
 
-    // SAFETY: `st` is a plain C struct for stat(2) to fill; c_path is NUL-terminated.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::stat(c_path.as_ptr(), &mut st) } != 0 {
-        return Err(io_err("stat", io::Error::last_os_error()));
-    }
-
-    if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
-        // SAFETY: opening read-only writes nothing; the descriptor is closed below.
-        let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io_err("open", io::Error::last_os_error()));
-        }
+    if st.file_type().is_block_device() {
+        // Opened read-only: nothing is written.
+        let dev = File::open(target).map_err(|e| io_err("open", e))?;
         let mut sector: libc::c_int = 0;
-        // SAFETY: BLKSSZGET stores one int through the pointer.
-        let rc = unsafe { libc::ioctl(fd, libc::BLKSSZGET, &mut sector) };
+        // SAFETY: BLKSSZGET stores one int through the pointer; no std call asks it.
+        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), libc::BLKSSZGET, &mut sector) };
         let err = io::Error::last_os_error();
-        // SAFETY: fd is ours and not used afterwards.
-        unsafe { libc::close(fd) };
         if rc != 0 || sector <= 0 {
             return Err(io_err("ioctl(BLKSSZGET)", err));
         }
         return Ok(sector as u64);
     }
 
-    // SAFETY: `stx` is a plain C struct for statx(2) to fill.
+    // SAFETY: `stx` is a plain C struct for statx(2) to fill (std's metadata does not ask
+    // for STATX_DIOALIGN).
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let rc = unsafe {
         libc::statx(
@@ -248,7 +241,7 @@ pub fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
     if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
         return Ok(u64::from(stx.stx_dio_offset_align).max(u64::from(stx.stx_dio_mem_align)));
     }
-    Ok(st.st_blksize as u64)
+    Ok(st.blksize())
 }
 
 /// Runs the workload described by `p`.
@@ -263,11 +256,7 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
     };
     let size = p.size as usize; // validate() checked that it fits
     let buf_align = BUF_ALIGN.max(usize::try_from(align).unwrap_or(usize::MAX));
-    let mut buf = AlignedBuf::new(size, buf_align).ok_or_else(|| {
-        FsyncError::Invalid(format!(
-            "cannot allocate a {size}-byte buffer aligned to {buf_align}"
-        ))
-    })?;
+    let mut buf = AlignedBuf::new(size, buf_align);
     fill_lowercase(buf.as_mut_slice());
 
     let path = &p.path;
@@ -276,19 +265,22 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
         path: path.clone(),
         source,
     };
-    let c_path = c_path(path)?;
-    // SAFETY: c_path is NUL-terminated; the mode argument is read because O_CREAT is set.
-    let fd = unsafe { libc::open(c_path.as_ptr(), open_flags(p), FILE_MODE) };
-    if fd < 0 {
-        return Err(open_error(path, p.direct, io::Error::last_os_error()));
-    }
-    let fd = Fd(fd);
+    // std sets the access mode and O_CLOEXEC itself and ORs in the rest of open_flags.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .custom_flags(open_flags(p))
+        .open(path)
+        .map_err(|e| open_error(path, p.direct, e))?;
 
     if p.prealloc {
         // validate() checked that offset and size * count fit in off_t.
         let len = (p.size * p.count) as libc::off_t;
-        // SAFETY: plain syscall wrapper on our descriptor.
-        let rc = unsafe { libc::posix_fallocate(fd.0, p.offset as libc::off_t, len) };
+        // SAFETY: plain syscall wrapper on our descriptor; std has no posix_fallocate.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), p.offset as libc::off_t, len) };
         // posix_fallocate returns the error number instead of setting errno.
         if rc != 0 {
             return Err(io_err("posix_fallocate", io::Error::from_raw_os_error(rc)));
@@ -305,7 +297,7 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
     let step = if p.advance { p.size as i64 } else { 0 };
     let looped = {
         let mut l = Loop {
-            fd: fd.0,
+            file: &file,
             buf: buf.as_slice(),
             offset: p.offset as i64,
             step,
@@ -316,12 +308,9 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
         macro_rules! run_with {
             ($clock:expr) => {
                 match p.sync {
-                    // SAFETY (all three): plain syscall wrappers on our open descriptor.
-                    SyncMode::Fdatasync => {
-                        l.run($clock, "fdatasync", |fd| unsafe { libc::fdatasync(fd) })
-                    }
-                    SyncMode::Fsync => l.run($clock, "fsync", |fd| unsafe { libc::fsync(fd) }),
-                    SyncMode::Dsync | SyncMode::None => l.run($clock, "sync", |_| 0),
+                    SyncMode::Fdatasync => l.run($clock, "fdatasync", File::sync_data),
+                    SyncMode::Fsync => l.run($clock, "fsync", File::sync_all),
+                    SyncMode::Dsync | SyncMode::None => l.run($clock, "sync", |_| Ok(())),
                 }
             };
         }
@@ -334,8 +323,11 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
     let (total, ns_per_tick) = looped.map_err(|(op, source)| io_err(op, source))?;
     let histogram = in_ns(&ticks, ns_per_tick)?;
 
-    // close(2) can report a deferred write error (e.g. on NFS); a run that lost data must fail.
-    if fd.close() != 0 {
+    // close(2) can report a deferred write error (e.g. on NFS); a run that lost data must
+    // fail. std's File ignores close's result, so the descriptor is closed here.
+    let fd = file.into_raw_fd();
+    // SAFETY: `into_raw_fd` gave up the File's ownership: fd is closed exactly once.
+    if unsafe { libc::close(fd) } != 0 {
         return Err(io_err("close", io::Error::last_os_error()));
     }
     Ok(FsyncResult {
@@ -523,7 +515,7 @@ fn in_ns(ticks: &Histogram<u64>, ns_per_tick: f64) -> Result<Histogram<u64>, Fsy
 
 /// The timed loop's inputs, borrowed so that the loop itself owns and allocates nothing.
 struct Loop<'a> {
-    fd: libc::c_int,
+    file: &'a File,
     buf: &'a [u8],
     offset: i64,
     step: i64,
@@ -540,16 +532,17 @@ impl Loop<'_> {
         &mut self,
         clock: impl Ticks,
         sync_name: &'static str,
-        sync: impl Fn(libc::c_int) -> libc::c_int,
+        sync: impl Fn(&File) -> io::Result<()>,
     ) -> Result<(Duration, f64), (&'static str, io::Error)> {
         let mut offset = self.offset;
         let (start_ticks, start) = (clock.now(), Instant::now());
         for _ in 0..self.count {
             let t0 = clock.now();
-            pwrite_all(self.fd, self.buf, offset).map_err(|e| ("pwrite", e))?;
-            if sync(self.fd) != 0 {
-                return Err((sync_name, io::Error::last_os_error()));
-            }
+            // pwrite, again after EINTR and for the rest after a short write.
+            self.file
+                .write_all_at(self.buf, offset as u64)
+                .map_err(|e| ("pwrite", e))?;
+            sync(self.file).map_err(|e| (sync_name, e))?;
             let t1 = clock.now();
             // Saturates at the bound instead of resizing, so it never allocates.
             self.histogram.saturating_record(t1.saturating_sub(t0));
@@ -558,37 +551,6 @@ impl Loop<'_> {
         let total = start.elapsed();
         Ok((total, clock.ns_per_tick(start_ticks, start)))
     }
-}
-
-/// Writes all of `buf` at `offset`, retrying after EINTR and continuing after a short write.
-#[inline(always)]
-fn pwrite_all(fd: libc::c_int, buf: &[u8], offset: i64) -> io::Result<()> {
-    let mut done = 0usize;
-    while done < buf.len() {
-        let rest = &buf[done..];
-        // SAFETY: `rest` is valid for `rest.len()` bytes for the duration of the call.
-        let n = unsafe {
-            libc::pwrite(
-                fd,
-                rest.as_ptr().cast(),
-                rest.len(),
-                offset + done as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        if n == 0 {
-            // No progress and no error: retrying would spin forever.
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        done += n as usize;
-    }
-    Ok(())
 }
 
 /// Fills `buf` with lowercase a-z, as the seed's random string of characters. A fixed-seed
@@ -608,58 +570,27 @@ fn c_path(path: &Path) -> Result<CString, FsyncError> {
         .map_err(|_| FsyncError::Invalid(format!("path {} contains a NUL byte", path.display())))
 }
 
-/// An owned descriptor, closed on drop unless [`Fd::close`] already did (to see its result).
-struct Fd(libc::c_int);
-
-impl Fd {
-    fn close(self) -> libc::c_int {
-        let fd = self.0;
-        std::mem::forget(self);
-        // SAFETY: we own fd and forget `self`, so it is closed exactly once.
-        unsafe { libc::close(fd) }
-    }
-}
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: we own the descriptor; an error here has nowhere useful to go (the run has
-        // already failed for another reason).
-        unsafe { libc::close(self.0) };
-    }
-}
-
-/// A zeroed heap buffer with a chosen alignment, as O_DIRECT requires. Not a `Vec<u8>`: a Vec
-/// frees with align 1, which would not match the layout it was allocated with.
+/// A zeroed buffer of `len` bytes starting at an address aligned to `align`, as O_DIRECT
+/// requires: a Vec with `align` bytes to spare, used from its first aligned byte.
 struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    layout: Layout,
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
 }
 
 impl AlignedBuf {
-    /// None if the layout is invalid or the allocation fails. `len` must be non-zero.
-    fn new(len: usize, align: usize) -> Option<Self> {
-        let layout = Layout::from_size_align(len, align).ok()?;
-        debug_assert!(layout.size() > 0);
-        // SAFETY: layout has a non-zero size (validate() rejects size 0).
-        let ptr = std::ptr::NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
-        Some(AlignedBuf { ptr, layout })
+    fn new(len: usize, align: usize) -> Self {
+        let bytes = vec![0u8; len + align];
+        let start = bytes.as_ptr().align_offset(align);
+        AlignedBuf { bytes, start, len }
     }
 
     fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid, initialized (zeroed) memory of layout.size() bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+        &self.bytes[self.start..self.start + self.len]
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in as_slice, and &mut self gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in new() with exactly this layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        &mut self.bytes[self.start..self.start + self.len]
     }
 }
 
