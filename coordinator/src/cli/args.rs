@@ -1,0 +1,271 @@
+//! The command line's clap types and their value parsers.
+
+use super::*;
+
+/// platter runs storage experiments (YAML campaigns) on one machine or a fleet of test
+/// hosts and reports how hosts, drives and configurations compare.
+#[derive(Parser)]
+#[command(version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a campaign on this machine: an embedded coordinator and agent over loopback,
+    /// progress on stderr, the report on stdout. Run it again after an interruption or
+    /// a reboot to resume.
+    Run {
+        /// The campaign YAML file
+        file: PathBuf,
+        /// SQLite database for campaigns and samples
+        #[arg(long, default_value = "platter-data/platter.db")]
+        db: PathBuf,
+        /// The local agent's journal directory
+        #[arg(long, default_value = "platter-data/agent")]
+        state_dir: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Write the report to this file instead of stdout
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Start a new campaign even if an unfinished one with the same content exists
+        #[arg(long)]
+        fresh: bool,
+        /// Command a `reboot` phase runs
+        #[arg(long, default_value = "systemctl reboot")]
+        reboot_command: String,
+        /// A device `storage:` may format (mkfs, write cache), as a path or glob; repeat
+        /// for more. Devices not named here are refused before anything runs.
+        #[arg(long = "allow-device", value_name = "PATH|GLOB")]
+        allow_devices: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Check a campaign file and print its cells and each host's plan; runs nothing.
+    /// With a coordinator (--coordinator or PLATTER_COORDINATOR), expand it against the
+    /// live fleet: which hosts (names and labels) and drives it would touch, within the
+    /// coordinator's limits.
+    Validate {
+        file: PathBuf,
+        /// The host `local` stands for [default: this machine's hostname]
+        #[arg(long)]
+        local_host: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Limits when checking here; with a coordinator, its own (`platter serve`) apply
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Run a coordinator for a fleet of agents: campaigns from many operators at once,
+    /// one plan at a time per host, hosts in parallel.
+    Serve {
+        #[arg(long, default_value = "0.0.0.0:7461")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "/var/lib/platter/platter.db")]
+        db: PathBuf,
+        /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem (from `platter certs
+        /// issue coordinator DNS-NAME…`). Agents and operators must present certificates
+        /// from the same CA.
+        #[arg(
+            long,
+            env = "PLATTER_TLS_DIR",
+            required_unless_present = "dangerously_insecure"
+        )]
+        tls_dir: Option<PathBuf>,
+        /// Serve plaintext gRPC: anyone who can reach the address can submit campaigns
+        /// and wipe every allowed drive of every agent.
+        #[arg(long, conflicts_with = "tls_dir")]
+        dangerously_insecure: bool,
+        /// Seconds without a heartbeat after which an agent is lost (its plans wait)
+        #[arg(
+            long,
+            default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
+            value_parser = heartbeat_timeout
+        )]
+        heartbeat_timeout: u64,
+        /// What submitted campaigns may ask for
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Submit a campaign to a coordinator and print its id.
+    Submit {
+        file: PathBuf,
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Follow progress until the campaign ends, then print the report
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// The largest campaign file sent, in bytes or with K, M or G (the coordinator's
+        /// own limit, `platter serve --max-file-size`, applies too)
+        #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
+        max_file_size: u64,
+    },
+    /// Campaigns and their progress: every campaign, or one with its hosts.
+    Status {
+        campaign: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Follow a campaign live: one line per host with its step, done/total and ETA.
+    Watch {
+        campaign: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// The fleet: hosts with labels, drives, state (idle, busy, lost, offline), last seen
+    /// and current campaign.
+    Agents {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Cancel a campaign: queued plans are dropped, running steps are killed, storage is
+    /// torn down.
+    Cancel {
+        campaign: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// The fleet's certificates: a CA, then one certificate per coordinator, agent and
+    /// operator, each in its own directory for --tls-dir.
+    #[command(subcommand)]
+    Certs(Certs),
+    /// Print the report of a campaign.
+    Report {
+        campaign: String,
+        /// Read from this database file instead of asking a coordinator
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Compare two campaigns run from the same matrix (another day, another fleet): each
+    /// cell of B against the same host and parameters in A — the Hodges–Lehmann ratio of
+    /// B to A with an interval of its real coverage, Holm-corrected — and the cells of
+    /// either without a counterpart. Exits 3 when some cells could not be compared.
+    Compare {
+        /// The baseline campaign
+        a: String,
+        /// The campaign compared with it
+        b: String,
+        /// Read both from this database file [default: platter-data/platter.db, unless a
+        /// coordinator is given]
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Ask a coordinator (--coordinator or PLATTER_COORDINATOR) instead
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The metric to compare
+        #[arg(long, default_value = "wall")]
+        metric: String,
+        /// table for people, json for scripts
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+        /// Exit 0 even when some cells could not be compared (they are still listed)
+        #[arg(long)]
+        allow_unmatched: bool,
+    },
+    /// List the block devices of this machine, or of every agent a coordinator knows:
+    /// model, serial, transport, controller chain, write cache, and what is in use.
+    Inventory {
+        /// Ask the coordinator (--coordinator or PLATTER_COORDINATOR) for its agents'
+        /// inventories instead of scanning here
+        #[command(flatten)]
+        client: ClientArgs,
+        /// table for people, json for scripts
+        #[arg(long, alias = "output", default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// Run an agent (the same as the `platter-agent` binary).
+    Agent(platter_agent::cli::AgentArgs),
+}
+
+#[derive(Subcommand)]
+pub enum Certs {
+    /// Create the fleet CA in DIR/ca (ca.pem, and ca-key.pem readable only by you). Keep
+    /// ca-key.pem offline; it signs every identity in the fleet.
+    Init {
+        /// The PKI directory; the CA goes to DIR/ca
+        #[arg(long, default_value = "platter-pki")]
+        dir: PathBuf,
+        /// How long the CA is valid
+        #[arg(long, default_value_t = 3650)]
+        days: u32,
+    },
+    /// Issue a certificate: `coordinator DNS-NAME|IP…` (the names agents dial),
+    /// `agent HOST` (the host it may act as), `operator NAME`. Writes
+    /// DIR/coordinator, DIR/agent-HOST or DIR/operator-NAME with ca.pem, cert.pem, key.pem.
+    Issue {
+        #[arg(value_enum)]
+        role: crate::pki::Role,
+        /// The host or operator name; for a coordinator every DNS name and IP address
+        /// agents and operators dial
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// The PKI directory made by `platter certs init`
+        #[arg(long, default_value = "platter-pki")]
+        dir: PathBuf,
+        /// How long the certificate is valid
+        #[arg(long, default_value_t = 825)]
+        days: u32,
+    },
+}
+
+/// Limits on a campaign, for the rare campaign that legitimately needs more.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LimitArgs {
+    /// The largest campaign file accepted, in bytes or with K, M or G (powers of 1024);
+    /// the size is checked before the file is read
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
+    pub max_file_size: u64,
+    /// The most steps (measurements and their preparation) one host's plan may hold
+    #[arg(long, value_name = "N", default_value_t = spec::MAX_STEPS_PER_PLAN)]
+    pub max_steps_per_plan: u64,
+}
+
+impl From<LimitArgs> for spec::Limits {
+    fn from(a: LimitArgs) -> spec::Limits {
+        spec::Limits {
+            max_file_bytes: a.max_file_size,
+            max_steps_per_plan: a.max_steps_per_plan,
+        }
+    }
+}
+
+/// `--max-file-size`: `1M`, `20MiB`, `65536`.
+fn file_size(s: &str) -> Result<u64, String> {
+    spec::parse_bytes(s).filter(|n| *n > 0).ok_or_else(|| {
+        format!("`{s}` is not a size: write bytes, or a number with K, M or G (e.g. 20M)")
+    })
+}
+
+/// `--heartbeat-timeout` in seconds, at least two heartbeat intervals.
+fn heartbeat_timeout(s: &str) -> Result<u64, String> {
+    let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    let min = crate::server::MIN_HEARTBEAT_TIMEOUT.as_secs();
+    if secs < min {
+        return Err(format!(
+            "the minimum is {min} s (two of the agents' {} s heartbeat intervals); \
+             a shorter timeout declares idle agents lost between heartbeats",
+            platter_agent::link::HEARTBEAT_INTERVAL.as_secs()
+        ));
+    }
+    Ok(secs)
+}

@@ -1,0 +1,86 @@
+//! `platter inventory`: this host's drives as an agent would see them, or every agent's.
+
+use super::*;
+
+pub(super) async fn inventory(
+    coordinator: Option<&ClientArgs>,
+    format: &str,
+) -> anyhow::Result<i32> {
+    use platter_agent::probes::inventory::{self, Device};
+    let hosts: Vec<(String, Vec<Device>)> = match coordinator {
+        None => vec![(
+            platter_agent::cli::hostname(),
+            inventory::scan(&inventory::Roots::default())?,
+        )],
+        Some(client) => client
+            .connect()
+            .await?
+            .list_agents(pb::ListAgentsRequest {})
+            .await
+            .map_err(|s| call_error("list agents", s))?
+            .into_inner()
+            .agents
+            .into_iter()
+            .map(|a| (a.host, a.devices.into_iter().map(Device::from).collect()))
+            .collect(),
+    };
+    if format == "json" {
+        let map: serde_json::Map<String, serde_json::Value> = hosts
+            .into_iter()
+            .map(|(h, d)| Ok((h, serde_json::to_value(d)?)))
+            .collect::<Result<_, serde_json::Error>>()?;
+        println!("{}", serde_json::to_string_pretty(&map)?);
+        return Ok(0);
+    }
+    let header = [
+        "host",
+        "device",
+        "size",
+        "model",
+        "serial",
+        "transport",
+        "controller",
+        "write cache",
+        "in use",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (host, devices) in &hosts {
+        for d in devices {
+            let in_use = if d.holds_root {
+                "holds /".to_string()
+            } else if !d.mounted.is_empty() {
+                format!("mounted {}", d.mounted.join(" "))
+            } else if !d.holders.is_empty() {
+                format!("under {}", d.holders.join(" "))
+            } else {
+                "-".into()
+            };
+            let cache = match d.write_cache {
+                inventory::WriteCache::WriteBack => "write back",
+                inventory::WriteCache::WriteThrough => "write through",
+                inventory::WriteCache::Unknown => "?",
+            };
+            rows.push(vec![
+                host.clone(),
+                d.path.clone(),
+                crate::report::human(d.size_bytes as f64, "B"),
+                [d.vendor.as_str(), d.model.as_str()]
+                    .join(" ")
+                    .trim()
+                    .to_string(),
+                d.serial.clone(),
+                d.transport.as_str().to_string(),
+                d.controller.join(" > "),
+                cache.to_string(),
+                in_use,
+            ]);
+        }
+    }
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let widths = crate::report::widths(&header, &rows);
+    println!("{}", crate::report::aligned(&header, &widths, "", "  "));
+    for r in &rows {
+        println!("{}", crate::report::aligned(r, &widths, "", "  "));
+    }
+    Ok(0)
+}

@@ -1,0 +1,161 @@
+//! `platter run` (a coordinator and an agent in this process, on loopback) and `platter
+//! serve`.
+
+use super::*;
+
+pub(super) async fn serve(opts: ServeOptions) -> anyhow::Result<i32> {
+    if opts.tls.is_none() {
+        tracing::warn!(
+            "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} can submit campaigns and command every agent",
+            opts.listen
+        );
+    }
+    let shutdown = CancellationToken::new();
+    let coordinator = Coordinator::start(opts, shutdown.clone()).await?;
+    wait_for_signal().await;
+    tracing::info!("shutting down; finishing in-flight writes");
+    coordinator.stop().await;
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Options of `platter run`.
+pub(super) struct LocalRun {
+    pub(super) db: PathBuf,
+    pub(super) state_dir: PathBuf,
+    pub(super) format: Format,
+    pub(super) output: Option<PathBuf>,
+    pub(super) junit: Option<PathBuf>,
+    pub(super) fresh: bool,
+    pub(super) reboot_command: String,
+    pub(super) allow_devices: Vec<String>,
+    pub(super) limits: spec::Limits,
+}
+
+pub(super) async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
+    let LocalRun {
+        db,
+        state_dir,
+        format,
+        output,
+        junit,
+        fresh,
+        reboot_command,
+        allow_devices,
+        limits,
+    } = opts;
+    let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
+    // Invalid input is reported before anything starts.
+    let campaign = match load_spec(file, &limits) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let host = platter_agent::cli::hostname();
+    // An unfinished run of this campaign is looked up before the agent starts: the agent
+    // takes up the plan it holds at once, and may end it (a plan whose storage is gone
+    // fails fast) before a submission could ask, which would start the campaign anew.
+    let unfinished = match (fresh, planner::content_hash(&campaign, &host)) {
+        (false, Ok(hash)) => crate::store::Store::open(db)
+            .with_context(|| format!("opening store {}", db.display()))?
+            .resumable(&hash)?,
+        _ => None,
+    };
+    let shutdown = CancellationToken::new();
+    // Plaintext on loopback: the agent is this process.
+    let serve = ServeOptions {
+        limits,
+        ..ServeOptions::plaintext(db, "127.0.0.1:0".parse()?)
+    };
+    let coordinator = Coordinator::start(serve, shutdown.clone()).await?;
+    let agent_cfg = platter_agent::AgentConfig {
+        coordinator: format!("http://{}", coordinator.addr),
+        transport: Transport::Plaintext,
+        labels: Vec::new(),
+        host: host.clone(),
+        state_dir: state_dir.to_path_buf(),
+        boot_id_file: platter_agent::DEFAULT_BOOT_ID_FILE.into(),
+        reboot_command,
+        reboot_timeout: Duration::from_secs(600),
+        allow_devices,
+        mount_dir: None,
+        inventory_interval: platter_agent::DEFAULT_INVENTORY_INTERVAL,
+    };
+    let agent_stop = shutdown.child_token();
+    let agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));
+
+    let result = async {
+        let url = format!("http://{}", coordinator.addr);
+        let mut client = operator::connect(&url, &Transport::Plaintext).await?;
+        // The plan needs this host's inventory, which arrives with the agent's hello.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let agents = client.list_agents(pb::ListAgentsRequest {}).await?.into_inner().agents;
+            if agents.iter().any(|a| a.host == host && a.connected) {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!("the local agent did not connect within 20 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let resp = match unfinished {
+            Some(campaign_id) => pb::SubmitResponse {
+                campaign_id,
+                resumed: true,
+            },
+            None => match submit_file(&mut client, file, spec::read_file(file, limits.max_file_bytes)?, &host, !fresh).await? {
+                Ok(r) => r,
+                Err(msg) => {
+                    print_invalid(&msg);
+                    return Ok(EXIT_INVALID);
+                }
+            },
+        };
+        eprintln!(
+            "{} campaign {} ({}): {} cell(s) × {} repetition(s) on {host}",
+            if resp.resumed { "resuming" } else { "running" },
+            campaign.name,
+            resp.campaign_id,
+            campaign.cells.len(),
+            campaign.repeat
+        );
+        tokio::select! {
+            r = operator::watch(&mut client, &resp.campaign_id) => { r?; }
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("interrupted: the campaign is kept in {}; run the same command again to resume", db.display());
+                return Ok(130);
+            }
+        }
+        let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
+        emit(&rendered, output, format)?;
+        if let Some(path) = &junit {
+            let (xml, _) = report(&mut client, &resp.campaign_id, Format::Junit).await?;
+            std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+    }
+    .await;
+
+    agent_stop.cancel();
+    match agent.await {
+        Ok(Err(e)) => eprintln!("platter: agent: {e:#}"),
+        Err(e) => eprintln!("platter: agent task: {e}"),
+        Ok(Ok(())) => {}
+    }
+    coordinator.stop().await;
+    result
+}

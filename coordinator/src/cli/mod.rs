@@ -1,0 +1,525 @@
+//! The `platter` command line. Each subcommand reads as its pipeline: `run` is
+//! load spec → start coordinator and agent → submit → watch → report.
+//!
+//! `args` holds the clap types; `local` runs a campaign on this machine (`platter run`)
+//! and `platter serve`; `output` writes reports and comparisons; `inventory` is `platter
+//! inventory`. This file dispatches the commands and holds validate and submit.
+
+mod args;
+mod inventory;
+mod local;
+mod output;
+
+pub use args::*;
+use inventory::inventory;
+use local::{run_local, serve, LocalRun};
+use output::{emit, emit_with, render_comparison, report};
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use platter_agent::tls::{TlsDir, Transport};
+use platter_proto::v1 as pb;
+use platter_proto::v1::control_client::ControlClient;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+use crate::operator::{self, call_error, ClientArgs, Output};
+use crate::report::Format;
+use crate::server::{Coordinator, ServeOptions};
+use crate::{planner, spec};
+
+/// Exit status when a step failed (the report is still printed).
+pub const EXIT_FAILED_STEPS: i32 = 1;
+/// Exit status for invalid input (campaign file, flags).
+pub const EXIT_INVALID: i32 = 2;
+/// Exit status of `platter compare` when some cells could not be compared (no cell with
+/// the same host and parameters in the other campaign, or no values of the metric) and
+/// `--allow-unmatched` was not given; the comparison and the cells are still printed.
+pub const EXIT_UNMATCHED: i32 = 3;
+
+/// Parses arguments, runs, and returns the process exit status.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    // A command that only prints ends quietly when its stdout closes (`platter validate
+    // FILE | head`), as `ls` does: the default SIGPIPE. Rust ignores SIGPIPE, and then
+    // `println!` panics on EPIPE. Only commands that open no socket get it: a write to a
+    // socket the peer reset raises SIGPIPE too, and killed `platter agents` silently
+    // (no error, empty stderr) when a coordinator refused its plaintext (`tests/tls.rs`).
+    // `run` treats a closed stdout in `emit`.
+    let local_only = match &cli.command {
+        Command::Validate { client, .. } => client.coordinator.is_none(),
+        Command::Certs(_) => true,
+        _ => false,
+    };
+    // The others print with `println!` too: a closed stdout ends them quietly, with the
+    // status a SIGPIPE would give, instead of a panic and a backtrace.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
+    if local_only {
+        // SAFETY: no other thread exists yet (the runtime starts below), and SIG_DFL is
+        // a valid disposition for SIGPIPE.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    // The single-machine commands talk to a person: only warnings; services log more.
+    let quiet = matches!(
+        cli.command,
+        Command::Run { .. }
+            | Command::Validate { .. }
+            | Command::Report { .. }
+            | Command::Inventory { .. }
+            | Command::Compare { .. }
+            | Command::Status { .. }
+            | Command::Watch { .. }
+            | Command::Agents { .. }
+            | Command::Cancel { .. }
+            | Command::Certs(_)
+            | Command::Submit { .. }
+    );
+    platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("platter: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("platter: {e:#}");
+            1
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<i32> {
+    match command {
+        Command::Run {
+            file,
+            db,
+            state_dir,
+            format,
+            output,
+            junit,
+            fresh,
+            reboot_command,
+            allow_devices,
+            limits,
+        } => {
+            let opts = LocalRun {
+                db,
+                state_dir,
+                format,
+                output,
+                junit,
+                fresh,
+                reboot_command,
+                allow_devices,
+                limits: limits.into(),
+            };
+            run_local(&file, opts).await
+        }
+        Command::Validate {
+            file,
+            local_host,
+            client,
+            limits,
+        } => {
+            if client.coordinator.is_some() {
+                validate_remote(&file, &client, limits.max_file_size).await
+            } else {
+                validate(&file, local_host, &limits.into())
+            }
+        }
+        Command::Serve {
+            listen,
+            db,
+            tls_dir,
+            dangerously_insecure: _,
+            heartbeat_timeout,
+            limits,
+        } => {
+            let opts = ServeOptions {
+                db,
+                listen,
+                tls: tls_dir.map(TlsDir),
+                heartbeat_timeout: Duration::from_secs(heartbeat_timeout),
+                limits: limits.into(),
+            };
+            serve(opts).await
+        }
+        Command::Submit {
+            file,
+            client,
+            watch,
+            format,
+            max_file_size,
+        } => submit(&file, &client, watch, format, max_file_size).await,
+        Command::Status {
+            campaign,
+            client,
+            output,
+        } => {
+            let mut c = client.connect().await?;
+            let list = match &campaign {
+                Some(id) => vec![c
+                    .get_campaign(pb::GetCampaignRequest {
+                        campaign_id: id.clone(),
+                    })
+                    .await
+                    .map_err(|s| call_error("status", s))?
+                    .into_inner()],
+                None => {
+                    c.list_campaigns(pb::ListCampaignsRequest {})
+                        .await
+                        .map_err(|s| call_error("status", s))?
+                        .into_inner()
+                        .campaigns
+                }
+            };
+            print!(
+                "{}",
+                operator::render_status(&list, campaign.is_some(), output)
+            );
+            Ok(0)
+        }
+        Command::Watch { campaign, client } => {
+            let last = operator::watch(&mut client.connect().await?, &campaign).await?;
+            Ok(if last.steps_failed > 0 {
+                EXIT_FAILED_STEPS
+            } else {
+                0
+            })
+        }
+        Command::Agents { client, output } => {
+            let agents = client
+                .connect()
+                .await?
+                .list_agents(pb::ListAgentsRequest {})
+                .await
+                .map_err(|s| call_error("agents", s))?
+                .into_inner();
+            print!("{}", operator::render_agents(&agents, output));
+            Ok(0)
+        }
+        Command::Cancel { campaign, client } => {
+            client
+                .connect()
+                .await?
+                .cancel(pb::CancelRequest {
+                    campaign_id: campaign.clone(),
+                })
+                .await
+                .map_err(|s| call_error("cancel", s))?;
+            eprintln!("campaign {campaign} cancelled");
+            Ok(0)
+        }
+        Command::Certs(Certs::Init { dir, days }) => {
+            let ca = crate::pki::init(&dir, days)?;
+            println!("{}", ca.display());
+            eprintln!(
+                "fleet CA written to {}; keep ca-key.pem private (it signs every identity)",
+                ca.display()
+            );
+            Ok(0)
+        }
+        Command::Certs(Certs::Issue {
+            role,
+            names,
+            dir,
+            days,
+        }) => {
+            let out = crate::pki::issue_to_dir(&dir, role, &names, days)?;
+            println!("{}", out.display());
+            eprintln!(
+                "{} certificate for {} written to {} (use it as --tls-dir)",
+                role.as_str(),
+                names.join(", "),
+                out.display()
+            );
+            Ok(0)
+        }
+        Command::Report {
+            campaign,
+            db,
+            client,
+            format,
+            output,
+            junit,
+        } => {
+            let render = async |format: Format| -> anyhow::Result<(String, u32)> {
+                Ok(match &db {
+                    Some(db) => {
+                        let store = crate::store::Store::open(db)?;
+                        let r = crate::report::Report::load(&store, &campaign)?;
+                        (format.exporter().render(&r), r.problems())
+                    }
+                    None => report(&mut client.connect().await?, &campaign, format).await?,
+                })
+            };
+            let failed = match &db {
+                // From the store: written as it is rendered, never held whole (a JSON
+                // report of every sample can be larger than the report's data).
+                Some(db) if format != Format::Table => {
+                    let store = crate::store::Store::open(db)?;
+                    let r = crate::report::Report::load(&store, &campaign)?;
+                    emit_with(output.as_deref(), |out| format.exporter().write(&r, out))?;
+                    r.problems()
+                }
+                _ => {
+                    let (rendered, failed) = render(format).await?;
+                    emit(&rendered, output.as_deref(), format)?;
+                    failed
+                }
+            };
+            if let Some(path) = junit {
+                let (xml, _) = render(Format::Junit).await?;
+                std::fs::write(&path, xml)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+        }
+        Command::Inventory { client, format } => {
+            let client = client.coordinator.is_some().then_some(client);
+            inventory(client.as_ref(), &format).await
+        }
+        Command::Compare {
+            a,
+            b,
+            db,
+            client,
+            metric,
+            format,
+            allow_unmatched,
+        } => {
+            let compared = if db.is_none() && client.coordinator.is_some() {
+                let resp = client
+                    .connect()
+                    .await?
+                    .compare(pb::CompareRequest {
+                        a: a.clone(),
+                        b: b.clone(),
+                        metric: metric.clone(),
+                    })
+                    .await
+                    .map_err(|s| call_error("compare", s))?
+                    .into_inner();
+                crate::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
+            } else {
+                let db = db.unwrap_or_else(|| "platter-data/platter.db".into());
+                let store = crate::store::Store::open(&db)?;
+                let (ra, rb) = (
+                    crate::report::Report::load(&store, &a)?,
+                    crate::report::Report::load(&store, &b)?,
+                );
+                crate::report::judge::compare_campaigns(&ra, &rb, &metric)
+            };
+            if format == "json" {
+                println!("{}", serde_json::to_string_pretty(&compared)?);
+            } else {
+                print!("{}", render_comparison(&compared));
+            }
+            if !compared.rows.iter().any(|r| r.compared) {
+                bail!("no cell of {b} has a counterpart with the same host and parameters in {a} that measured {metric}");
+            }
+            let incomplete = compared.incomplete();
+            if incomplete > 0 && !allow_unmatched {
+                eprintln!(
+                    "platter: {incomplete} cell(s) could not be compared (listed above); \
+                     --allow-unmatched exits 0 anyway"
+                );
+                return Ok(EXIT_UNMATCHED);
+            }
+            Ok(0)
+        }
+        Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
+    }
+}
+
+/// Every mistake, each on its own `error:` line (at most `spec::MAX_SHOWN`).
+fn load_spec(file: &Path, limits: &spec::Limits) -> Result<spec::Campaign, i32> {
+    spec::load_with(file, limits).map_err(|e| {
+        eprintln!("{e}");
+        EXIT_INVALID
+    })
+}
+
+/// A campaign the coordinator refused as invalid: its message already has one `error:`
+/// line per mistake; anything else (a planning error) gets the prefix here.
+fn print_invalid(message: &str) {
+    if message.starts_with("error: ") {
+        eprintln!("{message}");
+    } else {
+        eprintln!("error: {message}");
+    }
+}
+
+fn validate(file: &Path, local_host: Option<String>, limits: &spec::Limits) -> anyhow::Result<i32> {
+    let campaign = match load_spec(file, limits) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+    let local = local_host.unwrap_or_else(platter_agent::cli::hostname);
+    // Only this machine's devices are known without a coordinator.
+    let mut inventories = planner::Inventories::new();
+    if campaign.devices.is_some() {
+        use platter_agent::probes::inventory;
+        inventories.insert(
+            local.clone(),
+            inventory::scan(&inventory::Roots::default())?,
+        );
+    }
+    // Other hosts' drives (and label selections) are known only to the coordinator: the
+    // file is valid as far as it can be checked here, and says how to check the rest.
+    let remote: Vec<&str> = campaign
+        .hosts
+        .iter()
+        .map(String::as_str)
+        .filter(|h| *h != "local" && *h != local)
+        .collect();
+    if (campaign.devices.is_some() && !remote.is_empty()) || campaign.host_labels.is_some() {
+        println!(
+            "campaign {}: valid as far as this machine can tell
+  {} cell(s) × {} repetition(s)",
+            campaign.name,
+            campaign.cells.len(),
+            campaign.repeat
+        );
+        let what = match (campaign.host_labels.is_some(), remote.is_empty()) {
+            (true, true) => "which hosts have the labels".to_string(),
+            (true, false) => format!(
+                "which hosts have the labels and the drives of {}",
+                remote.join(", ")
+            ),
+            (false, _) => format!("the drives of {}", remote.join(", ")),
+        };
+        println!("  {what}: only the coordinator knows;");
+        println!(
+            "  `platter validate {} --coordinator URL` shows which hosts and drives it touches",
+            file.display()
+        );
+        return Ok(0);
+    }
+    // No store plans here: the ids are never shown, and nothing runs.
+    let planned = match planner::plan(&campaign, &local, "validate", 1, &inventories) {
+        Ok(p) => p,
+        Err(planner::PlanError::LocalWithoutRun) => {
+            eprintln!(
+                "error: {}: {}",
+                file.display(),
+                planner::PlanError::LocalWithoutRun
+            );
+            return Ok(EXIT_INVALID);
+        }
+        Err(e) => {
+            eprintln!("error: {}:{e}", file.display());
+            return Ok(EXIT_INVALID);
+        }
+    };
+    print!("{}", crate::plan_text::render(&campaign, &planned));
+    Ok(0)
+}
+
+/// `platter validate --coordinator …`: the coordinator expands the campaign against its
+/// agents (labels, inventories) and returns the plan text; nothing is stored.
+async fn validate_remote(
+    file: &Path,
+    client: &ClientArgs,
+    max_file_size: u64,
+) -> anyhow::Result<i32> {
+    let yaml = match spec::read_file(file, max_file_size) {
+        Ok(y) => y,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let req = pb::SubmitRequest {
+        file_name: file.display().to_string(),
+        yaml,
+        local_host: String::new(),
+        resume: false,
+    };
+    match client.connect().await?.plan(req).await {
+        Ok(r) => {
+            print!("{}", r.into_inner().rendered);
+            Ok(0)
+        }
+        Err(s) if s.code() == tonic::Code::InvalidArgument => {
+            print_invalid(s.message());
+            Ok(EXIT_INVALID)
+        }
+        Err(s) => Err(call_error("validate", s)),
+    }
+}
+
+/// Submits `yaml`, read from `file`; a campaign the coordinator refuses as invalid
+/// (INVALID_ARGUMENT, with its mistakes) is the message to show.
+async fn submit_file(
+    client: &mut ControlClient<Channel>,
+    file: &Path,
+    yaml: String,
+    local_host: &str,
+    resume: bool,
+) -> anyhow::Result<Result<pb::SubmitResponse, String>> {
+    let req = pb::SubmitRequest {
+        file_name: file.display().to_string(),
+        yaml,
+        local_host: local_host.into(),
+        resume,
+    };
+    match client.submit(req).await {
+        Ok(r) => Ok(Ok(r.into_inner())),
+        Err(s) if s.code() == tonic::Code::InvalidArgument => Ok(Err(s.message().to_string())),
+        Err(s) => Err(call_error("coordinator refused the campaign", s)),
+    }
+}
+
+async fn submit(
+    file: &Path,
+    client: &ClientArgs,
+    watch_it: bool,
+    format: Format,
+    max_file_size: u64,
+) -> anyhow::Result<i32> {
+    // The file is judged here first: one too large is never sent.
+    let yaml = match spec::read_file(file, max_file_size) {
+        Ok(y) => y,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let mut client = client.connect().await?;
+    let resp = match submit_file(&mut client, file, yaml, "", false).await? {
+        Ok(r) => r,
+        Err(msg) => {
+            print_invalid(&msg);
+            return Ok(EXIT_INVALID);
+        }
+    };
+    println!("{}", resp.campaign_id);
+    if !watch_it {
+        return Ok(0);
+    }
+    operator::watch(&mut client, &resp.campaign_id).await?;
+    let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
+    print!("{rendered}");
+    Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+}
