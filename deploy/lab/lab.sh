@@ -11,6 +11,18 @@
 #   deploy/lab/lab.sh qualify                  qualify.yaml: thresholds per drive, JUnit XML
 #   deploy/lab/lab.sh ci                       up (flygecko's drive throttled); run; qualify;
 #                                              down (always) — non-zero on failure
+#   deploy/lab/lab.sh faults N                 the fault suite: up; campaigns (faults.yaml) back
+#                                              to back while N random faults are injected one
+#                                              at a time (agent SIGKILL, container restart,
+#                                              coordinator SIGKILL, agent SIGSTOP past the
+#                                              heartbeat timeout, network partition, the
+#                                              coordinator's /data full); then every campaign
+#                                              must be done with each sample stored once and
+#                                              its teardown run, every agent connected; down
+#                                              (always) — non-zero on failure. Faults are
+#                                              logged to $LAB_WORK/faults.log; results,
+#                                              reports, a copy of the database and the
+#                                              container logs stay in $LAB_WORK/faults
 #   deploy/lab/lab.sh context DIR              only assemble the image's build context
 #
 # Needs root (losetup), docker, docker-compose (or `docker compose`), python3, and for the
@@ -34,6 +46,21 @@
 #   LAB_COMPOSE     compose command [docker-compose if installed, else docker compose]
 #   RC66_WRITE_IOPS, RCMONSTER_WRITE_IOPS, FLYGECKO_WRITE_IOPS
 #                   cgroup write IOPS limit of that host's drive [0 = none]
+# The fault suite (`faults N`):
+#   LAB_SEED        seed of every random choice (kind, target, pauses, durations) [random,
+#                   printed at the start and in faults.log]
+#   LAB_FAULT_KINDS the kinds to draw from [agent-kill agent-restart coordinator-kill
+#                   agent-stop partition disk-full]
+#   LAB_PARTITION   seconds a network partition lasts [30]
+#   LAB_HEARTBEAT   the coordinator's --heartbeat-timeout; a SIGSTOP lasts 2-8 s more [10]
+#   LAB_GAP         "MIN MAX" seconds of pause after a fault's recovery [2 10]
+#   LAB_RECOVERY_TIMEOUT
+#                   seconds the lab may take to recover from a fault before it counts as
+#                   wedged and the suite fails [180]
+#   LAB_FAULT_CAMPAIGN, LAB_FAULT_REPEAT
+#                   the campaign run back to back [deploy/lab/faults.yaml], and its
+#                   `repeat:` if set (shorter campaigns: the last one ends sooner)
+#   LAB_DATA_SIZE   size of the tmpfs that is the coordinator's /data [256M]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -616,7 +643,8 @@ faults_campaigns() {
   while [ ! -e "$faults_dir/stop" ]; do
     k=$((k + 1))
     file=$faults_dir/campaign-$k.yaml
-    sed "0,/^name: *\(.*\)$/s//name: \1-$k/" "$LAB_FAULT_CAMPAIGN" >"$file"
+    sed -e "0,/^name: *\(.*\)$/s//name: \1-$k/" \
+      ${LAB_FAULT_REPEAT:+-e "s/^repeat: .*/repeat: $LAB_FAULT_REPEAT/"} "$LAB_FAULT_CAMPAIGN" >"$file"
     until id=$(OP_QUIET=1 OP_TIMEOUT=30 platter_op submit "$file" 2>>"$faults_dir/submit.err" | head -n1) &&
       [ -n "$id" ]; do
       sleep 2
