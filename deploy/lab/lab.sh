@@ -157,12 +157,12 @@ platter_op() {
     # Clients ask for plaintext explicitly; before mutual TLS an http:// address was enough.
     flags=(--dangerously-insecure)
   fi
-  local cmd=(env "${env[@]}" ${OP_TIMEOUT:+timeout --foreground "$OP_TIMEOUT"} "$PLATTER_BIN" "$sub" "${flags[@]}" "$@")
+  local argv=(env "${env[@]}" ${OP_TIMEOUT:+timeout --foreground "$OP_TIMEOUT"} "$PLATTER_BIN" "$sub" "${flags[@]}" "$@")
   # OP_QUIET=1: without printing the command (the fault suite polls every second).
   if [ -n "${OP_QUIET:-}" ]; then
-    "${cmd[@]}"
+    "${argv[@]}"
   else
-    run "${cmd[@]}"
+    run "${argv[@]}"
   fi
 }
 
@@ -783,7 +783,9 @@ EOF
 cmd_faults() {
   local n=${1:-} start=$SECONDS i kind target gap k t0 t1 over rec_ms kinds=() targets
   local -A count=() longest=()
-  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -gt 0 ] || die "usage: $0 faults N (N faults, e.g. 20)"
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
+    die "usage: $0 faults N (N faults, e.g. 20)"
+  fi
   need_root faults
   command -v python3 >/dev/null || die "python3 is needed for the checks"
   read -r -a kinds <<<"${LAB_FAULT_KINDS:-$FAULT_KINDS_ALL}"
@@ -881,9 +883,9 @@ faults_finish() {
   flog "faults: every campaign ended; agents $agent_states"
   mapfile -t ids < <(OP_QUIET=1 OP_TIMEOUT=10 platter_op status --output json |
     python3 -c 'import json, sys; [print(c["campaign_id"]) for c in json.load(sys.stdin)]')
-  for id in $(cat "$faults_dir/campaigns.txt"); do
+  while read -r id; do
     [[ " ${ids[*]} " == *" $id "* ]] || die "campaign $id was submitted but the coordinator does not know it"
-  done
+  done <"$faults_dir/campaigns.txt"
   # A consistent copy of the database (the backup API), kept with the results.
   python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
     "$data_dir/platter.db" "$faults_dir/platter.db"
