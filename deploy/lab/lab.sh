@@ -51,6 +51,9 @@
 #                   printed at the start and in faults.log]
 #   LAB_FAULT_KINDS the kinds to draw from [agent-kill agent-restart coordinator-kill
 #                   agent-stop partition disk-full]
+#   LAB_FAULT_ROUNDS
+#                   1: draw the kinds in rounds, each kind once per round in a random order,
+#                   so that a short run has every kind; 0: each fault's kind independently [0]
 #   LAB_PARTITION   seconds a network partition lasts [30]
 #   LAB_HEARTBEAT   the coordinator's --heartbeat-timeout; a SIGSTOP lasts 2-8 s more [10]
 #   LAB_GAP         "MIN MAX" seconds of pause after a fault's recovery [2 10]
@@ -781,7 +784,7 @@ EOF
 }
 
 cmd_faults() {
-  local n=${1:-} start=$SECONDS i kind target gap k t0 t1 over rec_ms kinds=() targets
+  local n=${1:-} start=$SECONDS i kind target gap k t0 t1 over rec_ms kinds=() targets deck=()
   local -A count=() longest=()
   if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
     die "usage: $0 faults N (N faults, e.g. 20)"
@@ -797,7 +800,7 @@ cmd_faults() {
   [ ! -e "$faults_dir" ] || run rm -rf "$faults_dir"
   mkdir -p "$faults_dir"
   : >"$faults_log"
-  flog "faults: $n faults, LAB_SEED=$LAB_SEED, kinds: ${kinds[*]}; partitions $LAB_PARTITION s," \
+  flog "faults: $n faults, LAB_SEED=$LAB_SEED, kinds: ${kinds[*]}$([ "${LAB_FAULT_ROUNDS:-0}" != 1 ] || echo ' in rounds'); partitions $LAB_PARTITION s," \
     "heartbeat timeout $LAB_HEARTBEAT s, pauses $LAB_GAP s, coordinator /data tmpfs $LAB_DATA_SIZE"
   trap 'exit 130' INT TERM
   # shellcheck disable=SC2064
@@ -817,8 +820,16 @@ cmd_faults() {
     rand gap "${LAB_GAP% *}" "${LAB_GAP#* }"
     sleep "$gap"
     kill -0 "$runner" 2>/dev/null || die "the campaign runner stopped"
-    rand k 0 $((${#kinds[@]} - 1))
-    kind=${kinds[k]}
+    if [ "${LAB_FAULT_ROUNDS:-0}" = 1 ]; then
+      # Rounds: every kind once per round, in a random order (a short run covers them all).
+      [ "${#deck[@]}" -gt 0 ] || deck=("${kinds[@]}")
+      rand k 0 $((${#deck[@]} - 1))
+      kind=${deck[k]}
+      deck=("${deck[@]:0:k}" "${deck[@]:k+1}")
+    else
+      rand k 0 $((${#kinds[@]} - 1))
+      kind=${kinds[k]}
+    fi
     case $kind in
       agent-*)
         rand k 0 $((${#AGENTS[@]} - 1))
