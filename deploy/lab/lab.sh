@@ -11,6 +11,18 @@
 #   deploy/lab/lab.sh qualify                  qualify.yaml: thresholds per drive, JUnit XML
 #   deploy/lab/lab.sh ci                       up (flygecko's drive throttled); run; qualify;
 #                                              down (always) — non-zero on failure
+#   deploy/lab/lab.sh faults N                 the fault suite: up; campaigns (faults.yaml) back
+#                                              to back while N random faults are injected one
+#                                              at a time (agent SIGKILL, container restart,
+#                                              coordinator SIGKILL, agent SIGSTOP past the
+#                                              heartbeat timeout, network partition, the
+#                                              coordinator's /data full); then every campaign
+#                                              must be done with each sample stored once and
+#                                              its teardown run, every agent connected; down
+#                                              (always) — non-zero on failure. Faults are
+#                                              logged to $LAB_WORK/faults.log; results,
+#                                              reports, a copy of the database and the
+#                                              container logs stay in $LAB_WORK/faults
 #   deploy/lab/lab.sh context DIR              only assemble the image's build context
 #
 # Needs root (losetup), docker, docker-compose (or `docker compose`), python3, and for the
@@ -34,6 +46,24 @@
 #   LAB_COMPOSE     compose command [docker-compose if installed, else docker compose]
 #   RC66_WRITE_IOPS, RCMONSTER_WRITE_IOPS, FLYGECKO_WRITE_IOPS
 #                   cgroup write IOPS limit of that host's drive [0 = none]
+# The fault suite (`faults N`):
+#   LAB_SEED        seed of every random choice (kind, target, pauses, durations) [random,
+#                   printed at the start and in faults.log]
+#   LAB_FAULT_KINDS the kinds to draw from [agent-kill agent-restart coordinator-kill
+#                   agent-stop partition disk-full]
+#   LAB_FAULT_ROUNDS
+#                   1: draw the kinds in rounds, each kind once per round in a random order,
+#                   so that a short run has every kind; 0: each fault's kind independently [0]
+#   LAB_PARTITION   seconds a network partition lasts [30]
+#   LAB_HEARTBEAT   the coordinator's --heartbeat-timeout; a SIGSTOP lasts 2-8 s more [10]
+#   LAB_GAP         "MIN MAX" seconds of pause after a fault's recovery [2 10]
+#   LAB_RECOVERY_TIMEOUT
+#                   seconds the lab may take to recover from a fault before it counts as
+#                   wedged and the suite fails [180]
+#   LAB_FAULT_CAMPAIGN, LAB_FAULT_REPEAT
+#                   the campaign run back to back [deploy/lab/faults.yaml], and its
+#                   `repeat:` if set (shorter campaigns: the last one ends sooner)
+#   LAB_DATA_SIZE   size of the tmpfs that is the coordinator's /data [256M]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -53,12 +83,19 @@ LAB_METRIC=${LAB_METRIC:-wall}
 LAB_EXPECT_CELLS=${LAB_EXPECT_CELLS:-2}
 LAB_TIMEOUT=${LAB_TIMEOUT:-900}
 LAB_PROJECT=${LAB_PROJECT:-platter-lab}
+LAB_FAULT_CAMPAIGN=${LAB_FAULT_CAMPAIGN:-$here/faults.yaml}
+LAB_PARTITION=${LAB_PARTITION:-30}
+LAB_HEARTBEAT=${LAB_HEARTBEAT:-10}
+LAB_GAP=${LAB_GAP:-2 10}
+LAB_DATA_SIZE=${LAB_DATA_SIZE:-256M}
+LAB_RECOVERY_TIMEOUT=${LAB_RECOVERY_TIMEOUT:-180}
 AGENTS=(rc66 rcmonster flygecko)
 
 pki=$LAB_WORK/pki
 drives=$LAB_WORK/drives
 envfile=$LAB_WORK/lab.env
 out=$LAB_WORK/run
+data_dir=$LAB_WORK/data
 
 log() { printf 'lab: %s\n' "$*" >&2; }
 die() {
@@ -111,7 +148,6 @@ export_compose_env() {
   done
 }
 
-# Whether `platter SUBCOMMAND` has FLAG (binaries from before mutual TLS lack some).
 # platter SUBCOMMAND … as an operator on this machine, talking to the published
 # coordinator port. OP_TIMEOUT=SECONDS bounds the command (--foreground: Ctrl-C reaches it).
 platter_op() {
@@ -124,7 +160,13 @@ platter_op() {
     # Clients ask for plaintext explicitly; before mutual TLS an http:// address was enough.
     flags=(--dangerously-insecure)
   fi
-  run env "${env[@]}" ${OP_TIMEOUT:+timeout --foreground "$OP_TIMEOUT"} "$PLATTER_BIN" "$sub" "${flags[@]}" "$@"
+  local argv=(env "${env[@]}" ${OP_TIMEOUT:+timeout --foreground "$OP_TIMEOUT"} "$PLATTER_BIN" "$sub" "${flags[@]}" "$@")
+  # OP_QUIET=1: without printing the command (the fault suite polls every second).
+  if [ -n "${OP_QUIET:-}" ]; then
+    "${argv[@]}"
+  else
+    run "${argv[@]}"
+  fi
 }
 
 ensure_binary() {
@@ -398,6 +440,11 @@ cmd_down() {
     done
     run rm -f "$img" || failed=1
   done
+  # The fault suite's coordinator /data (a tmpfs of LAB_DATA_SIZE).
+  if mountpoint -q "$data_dir"; then
+    run umount "$data_dir" || failed=1
+  fi
+  [ ! -d "$data_dir" ] || rmdir "$data_dir" || failed=1
   run rm -rf "$pki" "$out" "$LAB_WORK/context" "$envfile" "$envfile.new"
   rmdir "$drives" "$LAB_WORK" 2>/dev/null
   set -e
@@ -463,6 +510,440 @@ ci_end() {
   exit "$rc"
 }
 
+# ---- The fault suite: `faults N` ----------------------------------------------------------
+#
+# Campaigns (faults.yaml, renamed lab-faults-1, -2, …) run back to back in the background
+# while the foreground injects N faults, one at a time: after each fault it waits until the
+# coordinator answers and every agent is connected again (its recovery time), then a random
+# pause, then the next. Faults never overlap: each kind's effect (a journal resent, a
+# stream closed as lost, a commit refused) is then attributable to one fault in faults.log.
+# LAB_SEED drives every choice (fault kind, target, pause, how long a stop or a full disk
+# lasts), so a seed replays the same sequence of faults (the machine's timing differs).
+
+faults_dir=$LAB_WORK/faults
+faults_log=$LAB_WORK/faults.log
+FAULT_KINDS_ALL="agent-kill agent-restart coordinator-kill agent-stop partition disk-full"
+
+# A line in faults.log (UTC timestamp) and on stderr.
+flog() {
+  printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$*" | tee -a "$faults_log" >&2
+}
+
+# rand VAR MIN MAX: VAR = a number in [MIN, MAX] from the seeded generator. No `$(…)`: a
+# subshell's RANDOM would not advance the suite's sequence.
+rand() {
+  printf -v "$1" %d $(($2 + RANDOM % ($3 - $2 + 1)))
+}
+
+now_ms() { printf '%s' $((${EPOCHREALTIME/./} / 1000)); }
+
+# The container of a compose service (docker-compose 1.29 and `docker compose` name them
+# differently; the labels are the same).
+service_id() {
+  docker ps -aq --filter "label=com.docker.compose.project=$LAB_PROJECT" \
+    --filter "label=com.docker.compose.service=$1" | head -n1
+}
+
+# The host PID of a service's PID 1 (`exec platter …` under sh -c), once it is running
+# again (a container that was just killed is being restarted by its restart policy).
+service_pid() {
+  local id pid deadline=$((SECONDS + 60))
+  id=$(service_id "$1")
+  [ -n "$id" ] || die "no container for $1"
+  while :; do
+    pid=$(docker inspect -f '{{if .State.Running}}{{.State.Pid}}{{else}}0{{end}}' "$id")
+    [ "$pid" = 0 ] || break
+    [ "$SECONDS" -lt "$deadline" ] || die "$1 is not running again after 60 s"
+    sleep 0.5
+  done
+  printf '%s' "$pid"
+}
+
+lab_network() {
+  docker network ls -q --filter "label=com.docker.compose.project=$LAB_PROJECT" | head -n1
+}
+
+# The fault kinds. Each sets `detail` (what faults.log says) and returns when the fault is
+# over (the process killed, the container back, the partition healed, the disk freed).
+fault_agent_kill() { # SIGKILL of the agent, PID 1 of its container: restart: unless-stopped
+  local pid
+  pid=$(service_pid "$1")
+  run kill -KILL "$pid"
+  detail="SIGKILL pid $pid (the container restarts by its restart policy)"
+}
+
+fault_agent_restart() { # a reboot: SIGTERM (the agent drains), 10 s grace, start again
+  run docker restart -t 10 "$(service_id "$1")" >/dev/null
+  detail="docker restart (same boot id: the container reads the machine's)"
+}
+
+fault_coordinator_kill() {
+  local pid
+  pid=$(service_pid coordinator)
+  run kill -KILL "$pid"
+  detail="SIGKILL pid $pid (the container restarts by its restart policy)"
+}
+
+fault_agent_stop() { # silent past the heartbeat timeout: the coordinator declares it lost
+  local pid hold
+  rand hold $((LAB_HEARTBEAT + 2)) $((LAB_HEARTBEAT + 8))
+  pid=$(service_pid "$1")
+  run kill -STOP "$pid"
+  sleep "$hold"
+  run kill -CONT "$pid"
+  detail="SIGSTOP pid $pid for $hold s (heartbeat timeout $LAB_HEARTBEAT s), SIGCONT"
+}
+
+fault_partition() { # the container leaves the lab network, then joins with its name again
+  local id net
+  id=$(service_id "$1")
+  net=$(lab_network)
+  run docker network disconnect "$net" "$id"
+  sleep "$LAB_PARTITION"
+  run docker network connect --alias "$1" "$net" "$id"
+  detail="network disconnect for $LAB_PARTITION s"
+}
+
+fault_disk_full() { # the coordinator's /data: fill, hold, free
+  local hold left
+  rand hold 5 15
+  run dd if=/dev/zero of="$data_dir/fill" bs=1M 2>/dev/null || true # ends with ENOSPC
+  left=$(df --output=avail -B1 "$data_dir" | tail -n1 | tr -d ' ')
+  sleep "$hold"
+  run rm -f "$data_dir/fill"
+  detail="/data filled ($left bytes left) for $hold s, freed"
+}
+
+# Until the coordinator answers and every agent is connected (idle or busy); sets
+# `agent_states`. Non-zero after LAB_RECOVERY_TIMEOUT seconds.
+wait_recovered() {
+  local deadline=$((SECONDS + LAB_RECOVERY_TIMEOUT)) json
+  while :; do
+    agent_states=unreachable
+    if json=$(OP_QUIET=1 OP_TIMEOUT=10 platter_op agents --output json 2>/dev/null); then
+      agent_states=$(printf '%s' "$json" | python3 -c '
+import json, sys
+states = {a["host"]: a["state"] for a in json.load(sys.stdin)}
+print(" ".join(h + ":" + states.get(h, "unknown") for h in sys.argv[1:]))
+sys.exit(0 if all(states.get(h) in ("idle", "busy") for h in sys.argv[1:]) else 1)
+' "${AGENTS[@]}") && return 0
+    fi
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 1
+  done
+}
+
+campaign_state() {
+  local json
+  json=$(OP_QUIET=1 OP_TIMEOUT=10 platter_op status "$1" --output json 2>/dev/null) &&
+    printf '%s' "$json" | python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])'
+}
+
+# The background half: copies of the fault campaign back to back until $faults_dir/stop
+# exists; each submitted id goes to campaigns.txt. Submissions are retried through outages.
+faults_campaigns() {
+  local k=0 id state file
+  while [ ! -e "$faults_dir/stop" ]; do
+    k=$((k + 1))
+    file=$faults_dir/campaign-$k.yaml
+    sed -e "0,/^name: *\(.*\)$/s//name: \1-$k/" \
+      ${LAB_FAULT_REPEAT:+-e "s/^repeat: .*/repeat: $LAB_FAULT_REPEAT/"} "$LAB_FAULT_CAMPAIGN" >"$file"
+    until id=$(OP_QUIET=1 OP_TIMEOUT=30 platter_op submit "$file" 2>>"$faults_dir/submit.err" | head -n1) &&
+      [ -n "$id" ]; do
+      sleep 2
+    done
+    printf '%s\n' "$id" >>"$faults_dir/campaigns.txt"
+    flog "campaign $k: $id submitted"
+    until state=$(campaign_state "$id") && [ "$state" != running ]; do
+      sleep 2
+    done
+    flog "campaign $k: $id $state"
+  done
+}
+
+# Checks one ended campaign against the coordinator's database (a copy) and its JSON
+# report; appends its figures to checks.jsonl. See deploy/README.md, "Fault suite".
+check_fault_campaign() {
+  python3 - "$1" "$2" "$3" "$faults_dir/checks.jsonl" "${AGENTS[@]}" <<'EOF'
+import json, sqlite3, sys
+from collections import Counter
+
+cid, db, report, out, hosts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+EXHAUSTED = "not trying again"  # executor.rs: a step cut off MAX_ATTEMPTS times
+con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+r = json.load(open(report))
+problems = []
+fig = Counter()
+name, state = con.execute("SELECT name, state FROM campaigns WHERE id = ?", (cid,)).fetchone()
+if state != "done" or r["state"] != "done":
+    problems.append(f"campaign state {state} (report: {r['state']}), not done")
+plans = con.execute("SELECT id, host, state, steps_total FROM plans WHERE campaign_id = ?", (cid,)).fetchall()
+if sorted(p[1] for p in plans) != sorted(hosts):
+    problems.append(f"plans for {sorted(p[1] for p in plans)}, expected one for each of {sorted(hosts)}")
+excused = set()   # (host, cell, repetition) whose measurement was given up after MAX_ATTEMPTS
+expected = set()  # (host, cell, repetition) whose measure step succeeded
+failed_why = []
+for plan_id, host, pstate, total in plans:
+    if pstate != "done":
+        problems.append(f"{host}: plan {plan_id} is {pstate}")
+    rows = con.execute("SELECT step_index, attempt, state, kind, cell, repetition, error FROM steps WHERE plan_id = ?",
+                       (plan_id,)).fetchall()
+    latest = {}
+    for i, a, st, kind, cell, rep, err in rows:
+        fig["step_records"] += 1
+        if st == "started" and a > 1:
+            fig["reruns"] += 1
+        cur = latest.get(i)
+        if cur is None or a > cur[0] or (a == cur[0] and cur[1] == "started"):
+            latest[i] = (a, st, kind, cell, rep, err)
+    if len(latest) != total:
+        problems.append(f"{host}: {len(latest)} of {total} steps have records")
+    teardowns = 0
+    for i, (a, st, kind, cell, rep, err) in sorted(latest.items()):
+        fig["steps"] += 1
+        fig["max_attempt"] = max(fig["max_attempt"], a)
+        if kind == "storage_teardown":
+            teardowns += 1
+        if st == "succeeded":
+            if kind == "storage_teardown":
+                fig["teardowns_ran"] += 1
+            if kind == "measure":
+                expected.add((host, cell, rep))
+        elif st in ("failed", "skipped") and EXHAUSTED in err:
+            fig[f"{st}_exhausted"] += 1
+            failed_why.append(f"{host} step {i} ({kind}) {st}: {err}")
+            if kind == "storage_teardown":
+                fig["teardowns_ran"] += 1  # it ran MAX_ATTEMPTS times, cut off each time
+            if kind == "measure":
+                excused.add((host, cell, rep))
+        else:
+            problems.append(f"{host}: step {i} ({kind}) attempt {a} {st}: {err or 'no end record'}")
+    if teardowns == 0:
+        problems.append(f"{host}: the plan has no storage teardown step")
+    fig["teardowns"] += teardowns
+# Samples as stored: one row per (host, cell, repetition, metric) exactly.
+rows = con.execute("""SELECT host, cell, repetition, metric, COUNT(*) FROM sample_rows
+                      WHERE plan_id IN (SELECT id FROM plans WHERE campaign_id = ?)
+                      GROUP BY host, cell, repetition, metric""", (cid,)).fetchall()
+metrics = sorted({m for _, _, _, m, _ in rows})
+stored = {(h, c, rep, m): n for h, c, rep, m, n in rows}
+want = {(h, c, rep, m) for (h, c, rep) in expected for m in metrics}
+dups = {k: n for k, n in stored.items() if n > 1}
+missing = want - set(stored)
+extra = set(stored) - want
+fig["samples_expected"] = len(want)
+fig["samples_stored"] = sum(stored.values())
+fig["duplicates"] = sum(n - 1 for n in dups.values())
+fig["missing"] = len(missing)
+for k in sorted(dups)[:5]:
+    problems.append(f"duplicate: {k} stored {dups[k]} times")
+for k in sorted(missing)[:5]:
+    problems.append(f"missing: {k}")
+for k in sorted(extra)[:5]:
+    problems.append(f"sample of a repetition that did not succeed: {k}")
+# The same from the report: every cell of every host, each metric, each repetition once.
+cells = {n: (cid_, h) for n, cid_, h in con.execute("SELECT n, id, host FROM cells WHERE campaign_id = ?", (cid,))}
+by_id = {v[0]: n for n, v in cells.items()}
+reported = Counter()
+for c in r["cells"]:
+    n = by_id.get(c["cell_id"])
+    for m in c["metrics"]:
+        for x in m["samples"]:
+            # The report names a per-run latency percentile "latency.p99 per run".
+            metric = m["metric"].removesuffix(" per run")
+            reported[(c["host"], n, x["repetition"], metric)] += 1
+if set(reported) != want or any(v != 1 for v in reported.values()):
+    rdup = sum(v - 1 for v in reported.values() if v > 1)
+    problems.append(f"report: {len(want - set(reported))} expected sample(s) absent, "
+                    f"{len(set(reported) - want)} unexpected, {rdup} duplicate(s)")
+n_measure = len(expected) + len(excused)
+if r.get("measurements_missing", 0) != len(excused):
+    problems.append(f"report: {r.get('measurements_missing')} measurements missing, "
+                    f"expected {len(excused)} (the ones given up after MAX_ATTEMPTS cut-offs)")
+refused = con.execute("SELECT COUNT(*) FROM refused_records WHERE plan_id IN (SELECT id FROM plans WHERE campaign_id = ?)",
+                      (cid,)).fetchone()[0]
+if refused:
+    problems.append(f"{refused} record(s) refused")
+fig["metrics"] = len(metrics)
+fig["measurements"] = n_measure
+fig["measurements_given_up"] = len(excused)
+line = {"campaign": cid, "name": name, "state": state, **fig, "failed_steps": failed_why, "problems": problems}
+with open(out, "a") as f:
+    f.write(json.dumps(line) + "\n")
+print(f"check {name} ({cid}): {fig['steps']} steps ({fig['reruns']} re-run attempts, max attempt "
+      f"{fig['max_attempt']}), {fig['teardowns_ran']}/{fig['teardowns']} teardowns ran, "
+      f"{fig['samples_stored']} samples stored of {fig['samples_expected']} expected "
+      f"({len(metrics)} metrics), {fig['duplicates']} duplicate(s), {fig['missing']} missing, "
+      f"{fig['failed_exhausted']} step(s) failed and {fig['skipped_exhausted']} skipped after MAX_ATTEMPTS cut-offs")
+for w in failed_why:
+    print(f"  given up: {w}")
+for p in problems:
+    print(f"check FAILED: {name}: {p}")
+sys.exit(1 if problems else 0)
+EOF
+}
+
+cmd_faults() {
+  local n=${1:-} start=$SECONDS i kind target gap k t0 t1 over rec_ms kinds=() targets deck=()
+  local -A count=() longest=()
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
+    die "usage: $0 faults N (N faults, e.g. 20)"
+  fi
+  need_root faults
+  command -v python3 >/dev/null || die "python3 is needed for the checks"
+  read -r -a kinds <<<"${LAB_FAULT_KINDS:-$FAULT_KINDS_ALL}"
+  for kind in "${kinds[@]}"; do
+    [[ " $FAULT_KINDS_ALL " == *" $kind "* ]] || die "unknown fault kind $kind (LAB_FAULT_KINDS: $FAULT_KINDS_ALL)"
+  done
+  LAB_SEED=${LAB_SEED:-$((RANDOM * 32768 + RANDOM))}
+  RANDOM=$LAB_SEED
+  [ ! -e "$faults_dir" ] || run rm -rf "$faults_dir"
+  mkdir -p "$faults_dir"
+  : >"$faults_log"
+  flog "faults: $n faults, LAB_SEED=$LAB_SEED, kinds: ${kinds[*]}$([ "${LAB_FAULT_ROUNDS:-0}" != 1 ] || echo ' in rounds'); partitions $LAB_PARTITION s," \
+    "heartbeat timeout $LAB_HEARTBEAT s, pauses $LAB_GAP s, coordinator /data tmpfs $LAB_DATA_SIZE"
+  trap 'exit 130' INT TERM
+  # shellcheck disable=SC2064
+  trap "faults_end $start" EXIT
+  # The coordinator's /data: a small tmpfs on this machine, kept across its restarts.
+  mkdir -p "$data_dir"
+  mountpoint -q "$data_dir" || run mount -t tmpfs -o "size=$LAB_DATA_SIZE,mode=0755" platter-lab-data "$data_dir"
+  export LAB_DATA=$data_dir LAB_SERVE_FLAGS="--heartbeat-timeout $LAB_HEARTBEAT"
+  cmd_up
+  faults_campaigns &
+  runner=$!
+  until [ -s "$faults_dir/campaigns.txt" ]; do
+    kill -0 "$runner" 2>/dev/null || die "the campaign runner stopped"
+    sleep 1
+  done
+  for ((i = 1; i <= n; i++)); do
+    rand gap "${LAB_GAP% *}" "${LAB_GAP#* }"
+    sleep "$gap"
+    kill -0 "$runner" 2>/dev/null || die "the campaign runner stopped"
+    if [ "${LAB_FAULT_ROUNDS:-0}" = 1 ]; then
+      # Rounds: every kind once per round, in a random order (a short run covers them all).
+      [ "${#deck[@]}" -gt 0 ] || deck=("${kinds[@]}")
+      rand k 0 $((${#deck[@]} - 1))
+      kind=${deck[k]}
+      deck=("${deck[@]:0:k}" "${deck[@]:k+1}")
+    else
+      rand k 0 $((${#kinds[@]} - 1))
+      kind=${kinds[k]}
+    fi
+    case $kind in
+      agent-*)
+        rand k 0 $((${#AGENTS[@]} - 1))
+        target=${AGENTS[k]}
+        ;;
+      partition)
+        targets=("${AGENTS[@]}" coordinator)
+        rand k 0 $((${#targets[@]} - 1))
+        target=${targets[k]}
+        ;;
+      *) target=coordinator ;;
+    esac
+    flog "fault $i/$n: $kind $target"
+    t0=$(now_ms)
+    case $kind in
+      agent-kill) fault_agent_kill "$target" ;;
+      agent-restart) fault_agent_restart "$target" ;;
+      coordinator-kill) fault_coordinator_kill ;;
+      agent-stop) fault_agent_stop "$target" ;;
+      partition) fault_partition "$target" ;;
+      disk-full) fault_disk_full ;;
+    esac
+    t1=$(now_ms)
+    sleep 1 # the coordinator notices a closed stream
+    if ! wait_recovered; then
+      flog "fault $i/$n: $kind $target: NOT recovered within $LAB_RECOVERY_TIMEOUT s ($agent_states)"
+      die "fault $i ($kind $target): the lab did not recover within $LAB_RECOVERY_TIMEOUT s: $agent_states"
+    fi
+    rec_ms=$(($(now_ms) - t1))
+    over=$(((t1 - t0) / 1000))
+    flog "fault $i/$n: $kind $target: $detail; over after $over s, recovered $((rec_ms / 1000)).$(printf %03d $((rec_ms % 1000))) s later"
+    count[$kind]=$((${count[$kind]:-0} + 1))
+    [ "${longest[$kind]:-0}" -ge "$rec_ms" ] || longest[$kind]=$rec_ms
+  done
+  : >"$faults_dir/stop"
+  for kind in "${kinds[@]}"; do
+    rec_ms=${longest[$kind]:-0}
+    flog "summary: $kind: ${count[$kind]:-0} fault(s), longest recovery $((rec_ms / 1000)).$(printf %03d $((rec_ms % 1000))) s"
+  done
+  flog "faults: $n injected in $((SECONDS - start)) s (LAB_SEED=$LAB_SEED); waiting for the campaign under way to end"
+  faults_finish "$start"
+}
+
+# After the last fault: every campaign the coordinator knows (also one whose submission
+# was retried after its answer was lost) must end and pass check_fault_campaign; no agent
+# may be offline.
+faults_finish() {
+  local start=$1 deadline=$((SECONDS + LAB_TIMEOUT)) ids=() id failed=0 running
+  while kill -0 "$runner" 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the last campaign did not end within $LAB_TIMEOUT s (LAB_TIMEOUT)"
+    sleep 2
+  done
+  wait "$runner" || die "the campaign runner failed"
+  while :; do
+    running=$(OP_QUIET=1 OP_TIMEOUT=10 platter_op status --output json |
+      python3 -c 'import json, sys; print(sum(c["state"] == "running" for c in json.load(sys.stdin)))' 2>/dev/null) || running=unknown
+    [ "$running" != 0 ] || break
+    [ "$SECONDS" -lt "$deadline" ] || die "$running campaign(s) still running after $LAB_TIMEOUT s"
+    sleep 2
+  done
+  wait_recovered || die "agents not connected at the end: $agent_states"
+  flog "faults: every campaign ended; agents $agent_states"
+  mapfile -t ids < <(OP_QUIET=1 OP_TIMEOUT=10 platter_op status --output json |
+    python3 -c 'import json, sys; [print(c["campaign_id"]) for c in json.load(sys.stdin)]')
+  while read -r id; do
+    [[ " ${ids[*]} " == *" $id "* ]] || die "campaign $id was submitted but the coordinator does not know it"
+  done <"$faults_dir/campaigns.txt"
+  # A consistent copy of the database (the backup API), kept with the results.
+  python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
+    "$data_dir/platter.db" "$faults_dir/platter.db"
+  : >"$faults_dir/checks.jsonl"
+  for id in "${ids[@]}"; do
+    OP_QUIET=1 OP_TIMEOUT=60 platter_op report "$id" --format json >"$faults_dir/report-$id.json" || true
+    [ -s "$faults_dir/report-$id.json" ] || die "no report of campaign $id"
+    check_fault_campaign "$id" "$faults_dir/platter.db" "$faults_dir/report-$id.json" 2>&1 |
+      tee -a "$faults_log" || failed=1
+  done
+  python3 - "$faults_dir/checks.jsonl" <<'EOF' | tee -a "$faults_log"
+import json, sys
+c = [json.loads(l) for l in open(sys.argv[1])]
+s = lambda k: sum(x.get(k, 0) for x in c)
+print(f"summary: {len(c)} campaigns, {s('steps')} steps ({s('reruns')} re-run attempts), "
+      f"{s('teardowns_ran')}/{s('teardowns')} teardowns ran, {s('measurements')} measurements "
+      f"({s('measurements_given_up')} given up after MAX_ATTEMPTS cut-offs), "
+      f"{s('samples_stored')} samples stored of {s('samples_expected')} expected, "
+      f"{s('duplicates')} duplicates, {s('missing')} missing, "
+      f"{s('failed_exhausted')} failed + {s('skipped_exhausted')} skipped steps (MAX_ATTEMPTS cut-offs), "
+      f"{sum(len(x['problems']) for x in c)} problems")
+EOF
+  [ "$failed" = 0 ] || die "a campaign failed its check (above; $faults_log)"
+  flog "faults: passed in $((SECONDS - start)) s"
+}
+
+faults_end() {
+  local rc=$? start=$1 s
+  trap - EXIT
+  set +e
+  [ -z "${runner:-}" ] || kill "$runner" 2>/dev/null
+  if [ -n "$(service_id coordinator)" ]; then
+    mkdir -p "$faults_dir/logs"
+    for s in coordinator "${AGENTS[@]}"; do
+      docker logs --timestamps "$(service_id "$s")" >"$faults_dir/logs/$s.log" 2>&1
+    done
+    log "faults: container logs in $faults_dir/logs"
+  fi
+  (cmd_down) || { [ "$rc" != 0 ] || rc=1; }
+  if [ "$rc" = 0 ]; then
+    log "faults: passed in $((SECONDS - start)) s; $faults_log"
+  else
+    flog "faults: FAILED (exit status $rc) after $((SECONDS - start)) s; logs in $faults_dir"
+  fi
+  exit "$rc"
+}
+
 main() {
   while [ $# -gt 0 ]; do
     case $1 in
@@ -491,6 +972,7 @@ main() {
     logs) cmd_logs "$@" ;;
     down) cmd_down ;;
     ci) cmd_ci ;;
+    faults) cmd_faults "$@" ;;
     qualify) cmd_qualify ;;
     context) cmd_context "$@" ;;
     build) cmd_build ;;
