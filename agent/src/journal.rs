@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -140,6 +140,14 @@ pub struct State {
 }
 
 impl State {
+    /// The state of an empty journal: sequence numbers start at 1.
+    fn new() -> State {
+        State {
+            next_seq: 1,
+            ..State::default()
+        }
+    }
+
     fn apply(&mut self, entry: Entry) {
         match entry {
             Entry::Plan(plan) => {
@@ -297,8 +305,8 @@ impl State {
 /// Applies the journal's entries to `state` and returns the length of its valid part: up
 /// to the end of the last complete, valid, newline-terminated line. Lines are bytes, not
 /// text: an append cut inside a multi-byte character is a torn tail like any other.
-fn replay(path: &Path, file: &File, state: &mut State) -> Result<u64, JournalError> {
-    let mut reader = BufReader::new(file);
+fn replay(path: &Path, input: impl Read, state: &mut State) -> Result<u64, JournalError> {
+    let mut reader = BufReader::new(input);
     let mut line = Vec::new();
     let (mut offset, mut valid_len) = (0u64, 0u64);
     // The first line that did not parse: torn if no valid entry follows it.
@@ -339,6 +347,17 @@ fn replay(path: &Path, file: &File, state: &mut State) -> Result<u64, JournalErr
     Ok(valid_len)
 }
 
+/// Replays a journal held in memory exactly as [`Journal::open`] replays the file: the
+/// state, and the length of the valid part (what `open` cuts a torn tail back to). For the
+/// fuzz targets (`platter_agent::fuzz`), which must not touch the disk; the agent itself
+/// always goes through `open`.
+#[doc(hidden)]
+pub fn replay_bytes(bytes: &[u8]) -> Result<(State, u64), JournalError> {
+    let mut state = State::new();
+    let valid_len = replay(Path::new(FILE), bytes, &mut state)?;
+    Ok((state, valid_len))
+}
+
 pub struct Journal {
     dir: PathBuf,
     file: File,
@@ -365,10 +384,7 @@ impl Journal {
             .map_err(io)?;
         // The file's name is as durable as its entries (a new journal's, too).
         File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
-        let mut state = State {
-            next_seq: 1,
-            ..State::default()
-        };
+        let mut state = State::new();
         let valid_len = replay(&path, &file, &mut state)?;
         let len = file.metadata().map_err(io)?.len();
         if len > valid_len {
@@ -533,6 +549,33 @@ mod tests {
             Journal::open(dir.path()),
             Err(JournalError::Corrupt { line: 1, .. })
         ));
+    }
+
+    /// A missing sample's NaN value is written as JSON `null`; found by the fuzz targets
+    /// (issue 10): it used to make the line unreadable, so the journal was corrupt as soon
+    /// as anything was appended after a bonnie++ run with a `+++++` field.
+    #[test]
+    fn a_missing_sample_survives_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let Entry::Record(mut missing) = step(1, "p", 0, StepState::Succeeded) else {
+            unreachable!()
+        };
+        if let RecordKind::Step(e) = &mut missing.kind {
+            e.samples.push(crate::model::Sample {
+                metric: "getc".into(),
+                value: f64::NAN,
+                unit: String::new(),
+                histogram: vec![],
+                missing: "too fast to measure".into(),
+            });
+        }
+        {
+            let (mut j, mut s) = Journal::open(dir.path()).unwrap();
+            j.append(&mut s, Entry::Record(missing.clone())).unwrap();
+            j.append(&mut s, Entry::Acked(0)).unwrap();
+        }
+        let (_, s) = Journal::open(dir.path()).unwrap();
+        assert_eq!(s.unacked, [missing]);
     }
 
     /// A measure cut off, its preparation opened again: replay and compaction both give

@@ -4,6 +4,8 @@
 
 pub mod cli;
 pub mod executor;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod journal;
 pub mod link;
 pub mod model;

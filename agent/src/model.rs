@@ -195,9 +195,13 @@ impl StepState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
     pub metric: String,
+    /// NaN when the value is `missing`. JSON has no NaN: serde_json writes it as `null`,
+    /// which reads back as NaN, so a journaled missing sample (bonnie++'s `+++++`) does
+    /// not make the journal unreadable.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub value: f64,
     pub unit: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -205,6 +209,22 @@ pub struct Sample {
     /// Why the value could not be measured (then `value` is NaN); empty normally.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub missing: String,
+}
+
+/// Field by field, a NaN value (a missing one) equal to a NaN: a record is equal to
+/// itself, and to what a journal replay gives back.
+impl PartialEq for Sample {
+    fn eq(&self, other: &Sample) -> bool {
+        self.metric == other.metric
+            && (self.value == other.value || (self.value.is_nan() && other.value.is_nan()))
+            && self.unit == other.unit
+            && self.histogram == other.histogram
+            && self.missing == other.missing
+    }
+}
+
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

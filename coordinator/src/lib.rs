@@ -2,6 +2,8 @@
 //! scheduler (hub), the gRPC services (rpc), reports, and the CLI that drives them.
 
 pub mod cli;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod hub;
 pub mod operator;
 pub mod pki;

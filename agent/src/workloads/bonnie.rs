@@ -264,7 +264,10 @@ fn emit(
         "B" => "a size such as 300M, 8G or a number of MiB",
         _ => "a non-negative number or +++++",
     };
-    let value = convert(value).ok_or_else(|| line.bad(field, value, expected))?;
+    // A number too long for an f64 (or whose conversion is) is no measurement either.
+    let value = convert(value)
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| line.bad(field, value, expected))?;
     out.samples.push(Sample {
         metric: metric.to_string(),
         value,

@@ -231,13 +231,16 @@ fn snake_case(op: &str) -> String {
     }
 }
 
-/// A plain non-negative decimal as compilebench prints with `%.2f` or `%d`.
+/// A plain non-negative decimal as compilebench prints with `%.2f` or `%d`, small enough
+/// that its conversion to bytes is finite (a number too long for that is no measurement).
 fn number(text: &str) -> Option<f64> {
     let plain = !text.is_empty()
         && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
         && text.bytes().any(|b| b.is_ascii_digit());
     if plain {
-        text.parse().ok()
+        text.parse()
+            .ok()
+            .filter(|v: &f64| (v * BYTES_PER_MB).is_finite())
     } else {
         None
     }

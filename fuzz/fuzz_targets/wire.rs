@@ -1,0 +1,4 @@
+//! libFuzzer target; the body and what it checks are in `platter::fuzz::wire`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| platter::fuzz::wire(data));
