@@ -21,16 +21,25 @@ pub fn spec(data: &[u8]) {
         Ok(campaign) => {
             assert!(!campaign.cells.is_empty(), "a campaign without cells");
         }
-        Err(e) => {
-            let rendered = e.to_string();
-            assert_eq!(e.file, "fuzz.yaml", "{rendered}");
+        Err(errors) => {
+            let rendered = errors.to_string();
             let lines = yaml_lines(&text);
+            assert!(!errors.is_empty(), "an error without a mistake");
+            for e in errors.all() {
+                assert_eq!(e.file, "fuzz.yaml", "{rendered}");
+                assert!(
+                    (1..=lines + 1).contains(&e.line),
+                    "line {} outside the file's {lines} lines: {rendered}",
+                    e.line
+                );
+                assert!(e.column >= 1, "column 0: {rendered}");
+            }
+            // Every mistake, in file order.
+            let at: Vec<(usize, usize)> = errors.all().iter().map(|e| (e.line, e.column)).collect();
             assert!(
-                (1..=lines + 1).contains(&e.line),
-                "line {} outside the file's {lines} lines: {rendered}",
-                e.line
+                at.windows(2).all(|w| w[0] <= w[1]),
+                "not in file order: {rendered}"
             );
-            assert!(e.column >= 1, "column 0: {rendered}");
         }
     }
 }

@@ -412,7 +412,13 @@ fn write_wire_seeds() {
     .unwrap();
     std::fs::write(
         out.join("ack.bin"),
-        coordinator(pb::coordinator_message::Kind::Ack(pb::Ack { seq: 42 })),
+        coordinator(pb::coordinator_message::Kind::Ack(pb::Ack {
+            seq: 42,
+            refused: vec![pb::RefusedRecord {
+                seq: 41,
+                reason: "cannot be stored: UNIQUE constraint failed".into(),
+            }],
+        })),
     )
     .unwrap();
     std::fs::write(
