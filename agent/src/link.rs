@@ -49,7 +49,7 @@ pub struct Link {
 enum LinkError {
     #[error("cannot reach coordinator: {}", crate::tls::chain(.0))]
     Connect(#[from] tonic::transport::Error),
-    #[error("coordinator refused the stream: {}: {}{}", .0.code(), .0.message(), .0.source().map(|s| format!(" ({})", crate::tls::chain(s))).unwrap_or_default())]
+    #[error("the stream to the coordinator failed: {}: {}{}", .0.code(), .0.message(), .0.source().map(|s| format!(" ({})", crate::tls::chain(s))).unwrap_or_default())]
     Status(#[from] tonic::Status),
     #[error("coordinator closed the stream")]
     Closed,
