@@ -4,6 +4,8 @@
 //! status, dispatch and hellos waited for it on the async workers that also carry every
 //! agent's stream.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ use pb::agent_link_client::AgentLinkClient;
 use pb::control_client::ControlClient;
 use platter::server::{Coordinator, ServeOptions};
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_agent::model::{Sample, StepKind};
 use platter_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -49,24 +51,13 @@ async fn fill(store: &Store) -> String {
                 missing: String::new(),
             })
             .collect();
-        records.push(Record {
-            seq: i as u64 + 1,
-            kind: RecordKind::Step(StepEvent {
-                plan_id: plan.id.clone(),
-                kind: "measure".into(),
-                step_index: step.index,
-                cell_id: step.cell_id.clone(),
-                repetition: step.repetition,
-                attempt: 1,
-                state: StepState::Succeeded,
-                started_unix_ns: 1_000 + i as i64,
-                finished_unix_ns: 2_000 + i as i64,
-                exit_status: 0,
-                stderr_tail: String::new(),
-                error: String::new(),
-                samples,
-            }),
-        });
+        records.push(common::measured(
+            i as u64 + 1,
+            &plan.id,
+            step,
+            1_000 + i as i64,
+            samples,
+        ));
     }
     store.write_records("h", records).await.unwrap();
     planned.id
