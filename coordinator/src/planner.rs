@@ -32,6 +32,13 @@ pub enum PlanError {
         steps: u64,
         max: u64,
     },
+    #[error("the plans of this campaign's hosts would hold more than {max} steps together (already {steps} with the first {hosts} host(s), up to {host}); the limit is {max} steps per campaign (--max-total-steps; a coordinator's is set on `platter serve`): select fewer hosts, devices, repetitions or matrix values, or raise the limit")]
+    TooManySteps {
+        host: String,
+        hosts: usize,
+        steps: u64,
+        max: u64,
+    },
     #[error(
         "{line}:{column}: devices: host {host} has never connected, so its devices are unknown"
     )]
@@ -208,6 +215,7 @@ pub fn plan(
     let id = campaign_id(&content_hash, generation, store_id);
     let mut cells = Vec::new();
     let mut plans = Vec::new();
+    let mut total_steps = 0u64;
     for host in &hosts {
         let mut host_cells: Vec<PlannedCell> = Vec::new();
         for device in targets(campaign, host, inventories)? {
@@ -247,6 +255,16 @@ pub fn plan(
                 cells: host_cells.len(),
                 steps: estimate,
                 max: campaign.max_steps_per_plan,
+            });
+        }
+        // Checked before this host's steps are made: memory stays within the limit.
+        total_steps = total_steps.saturating_add(estimate);
+        if total_steps > campaign.max_total_steps {
+            return Err(PlanError::TooManySteps {
+                host: host.clone(),
+                hosts: plans.len() + 1,
+                steps: total_steps,
+                max: campaign.max_total_steps,
             });
         }
         let steps = steps(campaign, &host_cells);

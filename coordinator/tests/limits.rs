@@ -309,6 +309,40 @@ fn a_campaign_file_over_the_size_limit_is_refused_before_it_is_parsed() {
     );
 }
 
+/// The steps of all hosts' plans together are limited too, checked host by host before
+/// each plan is made: 3 hosts × 400 repetitions are over a limit of 1,000.
+#[test]
+fn steps_across_hosts_are_limited() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = write(
+        dir,
+        "fleet.yaml",
+        "name: wide\nhosts: { names: [a, b, c] }\nworkload: { command: { run: 'true' } }\nrepeat: 400\n",
+    );
+    let out = platter()
+        .args(["validate", "--max-total-steps", "1000"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the plans of this campaign's hosts would hold more than 1000 steps together \
+             (already 1200 with the first 3 host(s), up to c); the limit is 1000 steps per \
+             campaign (--max-total-steps"
+        ),
+        "{stderr}"
+    );
+    let out = platter().arg("validate").arg(&f).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Every mistake of an invalid campaign crosses gRPC as readable lines, in file order,
 /// within what an HTTP/2 header may carry.
 #[test]

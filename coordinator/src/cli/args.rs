@@ -238,6 +238,9 @@ pub struct LimitArgs {
     /// The most steps (measurements and their preparation) one host's plan may hold
     #[arg(long, value_name = "N", default_value_t = spec::MAX_STEPS_PER_PLAN)]
     pub max_steps_per_plan: u64,
+    /// The most steps all hosts' plans of one campaign may hold together
+    #[arg(long, value_name = "N", default_value_t = spec::MAX_TOTAL_STEPS)]
+    pub max_total_steps: u64,
 }
 
 impl From<LimitArgs> for spec::Limits {
@@ -245,6 +248,7 @@ impl From<LimitArgs> for spec::Limits {
         spec::Limits {
             max_file_bytes: a.max_file_size,
             max_steps_per_plan: a.max_steps_per_plan,
+            max_total_steps: a.max_total_steps,
         }
     }
 }

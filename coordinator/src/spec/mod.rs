@@ -100,6 +100,8 @@ pub struct Campaign {
     /// The limit it was validated with ([`Limits::max_steps_per_plan`]); the planner
     /// holds each host's plan to it once the devices are known.
     pub max_steps_per_plan: u64,
+    /// [`Limits::max_total_steps`]: all hosts' plans together.
+    pub max_total_steps: u64,
 }
 
 /// `hosts: { labels: { rack: b12, role: storage-lab } }`.
@@ -342,7 +344,14 @@ pub struct Limits {
     pub max_file_bytes: u64,
     /// Steps (measurements and their preparation) one host's plan may hold.
     pub max_steps_per_plan: u64,
+    /// Steps of all hosts' plans together: what a submission makes the coordinator hold
+    /// (a few hundred bytes each) before anything runs.
+    pub max_total_steps: u64,
 }
+
+/// 2,000,000 steps across a campaign's plans: about 1 GB planned and stored at most,
+/// within a 2-core/24 GiB coordinator; 200 hosts at 10,000 steps each.
+pub const MAX_TOTAL_STEPS: u64 = 2_000_000;
 
 /// A campaign is a few KB; a 20 MiB file costs validation about 0.2 s and 130 MB of
 /// memory (BENCHMARKS.md), so the default keeps a mistake (a generated file, the wrong
@@ -354,6 +363,7 @@ impl Default for Limits {
         Limits {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_steps_per_plan: MAX_STEPS_PER_PLAN,
+            max_total_steps: MAX_TOTAL_STEPS,
         }
     }
 }
@@ -657,6 +667,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
         devices: spec.devices,
         report: spec.report,
         max_steps_per_plan: max,
+        max_total_steps: limits.max_total_steps,
     })
 }
 

@@ -191,6 +191,7 @@ fn defaults() {
             devices: None,
             report: Default::default(),
             max_steps_per_plan: MAX_STEPS_PER_PLAN,
+            max_total_steps: MAX_TOTAL_STEPS,
         }
     );
 }
