@@ -43,8 +43,11 @@ impl CampaignStatus {
         self.state != "running"
     }
 
-    pub fn load(store: &Store, hub: &Hub, campaign_id: &str) -> Result<CampaignStatus> {
+    /// The progress of the campaign `campaign` names (its id, or the latest of that name).
+    pub fn load(store: &Store, hub: &Hub, campaign: &str) -> Result<CampaignStatus> {
         let mut status = store.read(|c| {
+            let campaign_id = crate::store::resolve_campaign(c, campaign)?;
+            let campaign_id = campaign_id.as_str();
             let (name, state, repeat, created_unix_ms): (String, String, u32, i64) = c
                 .query_row("SELECT name, state, repeat, submitted_unix_ms FROM campaigns WHERE id = ?1", [campaign_id], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))

@@ -203,6 +203,21 @@ fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The id of the campaign `reference` names: its id, or else its name (the latest
+/// campaign of that name), so `platter report quickstart` works as well as the id.
+pub fn resolve_campaign(c: &Connection, reference: &str) -> Result<String> {
+    c.prepare_cached(
+        "SELECT id FROM campaigns WHERE id = ?1
+         UNION ALL
+         SELECT * FROM (SELECT id FROM campaigns WHERE name = ?1
+                        ORDER BY submitted_unix_ms DESC, generation DESC LIMIT 1)
+         LIMIT 1",
+    )?
+    .query_row([reference], |r| r.get(0))
+    .optional()?
+    .ok_or_else(|| StoreError::NoCampaign(reference.to_string()))
+}
+
 /// A connection for reads only, to a database `open_conn` already made and migrated.
 fn open_reader(path: &Path) -> Result<Connection> {
     use rusqlite::OpenFlags;
@@ -1242,6 +1257,28 @@ mod tests {
                 "rcmonster succeeded ".to_string()
             ]
         );
+    }
+
+    /// A campaign is found by id, or by name as the latest of that name.
+    #[test]
+    fn a_campaign_is_found_by_id_or_by_its_latest_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let (first, second) = (test_campaign("h", 1), test_campaign("h", 2));
+        store.insert_campaign(&first, "t.yaml", "").unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        store.insert_campaign(&second, "t.yaml", "").unwrap();
+        store
+            .read(|c| {
+                assert_eq!(resolve_campaign(c, &first.id)?, first.id);
+                assert_eq!(resolve_campaign(c, "t")?, second.id);
+                assert!(matches!(
+                    resolve_campaign(c, "u"),
+                    Err(StoreError::NoCampaign(n)) if n == "u"
+                ));
+                Ok(())
+            })
+            .unwrap();
     }
 
     /// A plan sent but never accepted (too large to arrive, or the agent went away) must

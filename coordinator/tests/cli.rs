@@ -169,6 +169,28 @@ repeat: 3
         .stdout(predicate::str::contains(
             "| seconds | metric | n | median (CI) |",
         ));
+    // A campaign is found by its name as well as its id (before: "no campaign sleepy").
+    let by_name = platter()
+        .current_dir(tmp.path())
+        .args([
+            "report",
+            "sleepy",
+            "--db",
+            "platter-data/platter.db",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(by_name.status.success(), "{by_name:?}");
+    let by_name: serde_json::Value = serde_json::from_slice(&by_name.stdout).unwrap();
+    assert_eq!(by_name["campaign_id"], id.as_str());
+    platter()
+        .current_dir(tmp.path())
+        .args(["report", "sleepless", "--db", "platter-data/platter.db"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no campaign sleepless"));
     // JSON from the store is streamed as it is rendered: to stdout and to a file alike.
     let json = |extra: &[&str]| {
         let out = platter()

@@ -301,8 +301,12 @@ impl Failure {
 }
 
 impl Report {
-    pub fn load(store: &Store, campaign_id: &str) -> Result<Report> {
+    /// The report of the campaign `campaign` names (its id, or its name: the latest
+    /// campaign of that name).
+    pub fn load(store: &Store, campaign: &str) -> Result<Report> {
         store.read(|c| {
+            let campaign_id = crate::store::resolve_campaign(c, campaign)?;
+            let campaign_id = campaign_id.as_str();
             let (name, state, params, repeat): (String, String, String, u32) = c
                 .query_row("SELECT name, state, params, repeat FROM campaigns WHERE id = ?1", [campaign_id], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))

@@ -374,8 +374,9 @@ impl Control for ControlService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
-        // Fail fast on an unknown campaign.
-        load_status(&self.store, &self.hub, id.clone()).await?;
+        // Fail fast on an unknown campaign, and follow the one a name stands for now
+        // (not a newer one of the same name submitted meanwhile).
+        let id = load_status(&self.store, &self.hub, id).await?.campaign_id;
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let mut changed = store.subscribe();
         let stream = async_stream(move |tx| async move {
