@@ -19,32 +19,8 @@ pub enum Command {
     Run {
         /// The campaign YAML file
         file: PathBuf,
-        /// SQLite database for campaigns and samples
-        #[arg(long, default_value = "platter-data/platter.db")]
-        db: PathBuf,
-        /// The local agent's journal directory
-        #[arg(long, default_value = "platter-data/agent")]
-        state_dir: PathBuf,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-        /// Write the report to this file instead of stdout
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-        /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
-        #[arg(long, value_name = "FILE")]
-        junit: Option<PathBuf>,
-        /// Start a new campaign even if an unfinished one with the same content exists
-        #[arg(long)]
-        fresh: bool,
-        /// Command a `reboot` phase runs
-        #[arg(long, default_value = "systemctl reboot")]
-        reboot_command: String,
-        /// A device `storage:` may format (mkfs, write cache), as a path or glob; repeat
-        /// for more. Devices not named here are refused before anything runs.
-        #[arg(long = "allow-device", value_name = "PATH|GLOB")]
-        allow_devices: Vec<String>,
         #[command(flatten)]
-        limits: LimitArgs,
+        run: RunArgs,
     },
     /// Check a campaign file and print its cells and each host's plan; runs nothing.
     /// With a coordinator (--coordinator or PLATTER_COORDINATOR), expand it against the
@@ -229,6 +205,37 @@ pub enum Certs {
 }
 
 /// Limits on a campaign, for the rare campaign that legitimately needs more.
+/// Options of `platter run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// SQLite database for campaigns and samples
+    #[arg(long, default_value = "platter-data/platter.db")]
+    pub db: PathBuf,
+    /// The local agent's journal directory
+    #[arg(long, default_value = "platter-data/agent")]
+    pub state_dir: PathBuf,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the report to this file instead of stdout
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Start a new campaign even if an unfinished one with the same content exists
+    #[arg(long)]
+    pub fresh: bool,
+    /// Command a `reboot` phase runs
+    #[arg(long, default_value = "systemctl reboot")]
+    pub reboot_command: String,
+    /// A device `storage:` may format (mkfs, write cache), as a path or glob; repeat
+    /// for more. Devices not named here are refused before anything runs.
+    #[arg(long = "allow-device", value_name = "PATH|GLOB")]
+    pub allow_devices: Vec<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct LimitArgs {
     /// The largest campaign file accepted, in bytes or with K, M or G (powers of 1024);

@@ -33,21 +33,8 @@ async fn wait_for_signal() {
     }
 }
 
-/// Options of `platter run`.
-pub(super) struct LocalRun {
-    pub(super) db: PathBuf,
-    pub(super) state_dir: PathBuf,
-    pub(super) format: Format,
-    pub(super) output: Option<PathBuf>,
-    pub(super) junit: Option<PathBuf>,
-    pub(super) fresh: bool,
-    pub(super) reboot_command: String,
-    pub(super) allow_devices: Vec<String>,
-    pub(super) limits: spec::Limits,
-}
-
-pub(super) async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32> {
-    let LocalRun {
+pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32> {
+    let RunArgs {
         db,
         state_dir,
         format,
@@ -58,6 +45,7 @@ pub(super) async fn run_local(file: &Path, opts: LocalRun) -> anyhow::Result<i32
         allow_devices,
         limits,
     } = opts;
+    let limits = spec::Limits::from(limits);
     let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
     // Invalid input is reported before anything starts.
     let campaign = match load_spec(file, &limits) {

@@ -12,7 +12,7 @@ mod output;
 
 pub use args::*;
 use inventory::inventory;
-use local::{run_local, serve, LocalRun};
+use local::{run_local, serve};
 use output::{emit, emit_with, render_comparison, report};
 
 use std::io::Write;
@@ -110,31 +110,7 @@ pub fn main() -> i32 {
 
 async fn run(command: Command) -> anyhow::Result<i32> {
     match command {
-        Command::Run {
-            file,
-            db,
-            state_dir,
-            format,
-            output,
-            junit,
-            fresh,
-            reboot_command,
-            allow_devices,
-            limits,
-        } => {
-            let opts = LocalRun {
-                db,
-                state_dir,
-                format,
-                output,
-                junit,
-                fresh,
-                reboot_command,
-                allow_devices,
-                limits: limits.into(),
-            };
-            run_local(&file, opts).await
-        }
+        Command::Run { file, run } => run_local(&file, run).await,
         Command::Validate {
             file,
             local_host,
