@@ -16,7 +16,8 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::process::Command;
 
-use platter_agent::workloads::fsync::{run, FsyncParams, SyncMode};
+use platter_agent::testing::run_fsync as run;
+use platter_proto::model::{FsyncParams, SyncMode};
 
 fn main() -> Result<(), Box<dyn Error>> {
     // `cargo bench` appends `--bench`; options are not ours.
@@ -31,7 +32,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let rust_file = dir.join(format!("fsync-vs-c.{}.rust", std::process::id()));
     let c_file = dir.join(format!("fsync-vs-c.{}.c", std::process::id()));
     let params = FsyncParams {
-        path: rust_file.clone(),
+        path: rust_file.display().to_string(),
         size: 1,
         offset: 0,
         count,

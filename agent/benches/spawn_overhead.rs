@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicI32;
 use std::time::{Duration, Instant};
 
-use platter_agent::process;
+use platter_agent::testing as process;
 
 /// The spawn path before the helper: what `process::measure` did (stderr to a memfd).
 fn old_run(argv: &[&str]) -> std::io::Result<(Duration, u64)> {
@@ -84,7 +84,7 @@ fn compare(argv: &[&str], n: usize) -> Result<(), Box<dyn Error>> {
     for _ in 0..n.div_ceil(block) {
         for _ in 0..block {
             let t = Instant::now();
-            let o = process::run(&script, &[], &running)?;
+            let o = process::run_process(&script, &[], &running)?;
             new.step.push(t.elapsed());
             new.wall.push(o.wall);
             new.rss.push(o.max_rss_bytes);

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::model::{
-    FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
-    StorageConfig, Tool, Workload,
+    Encryption, FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent,
+    StepKind, StepState, StorageConfig, Tool, Workload, NOT_MEASURED,
 };
 use crate::probes::diskstats;
 use crate::probes::provenance::{self, Provenance};
@@ -62,50 +62,6 @@ fn disk_name(device: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The storage in effect at step `index`: the last setup before it with no teardown since.
-pub fn storage_at(plan: &Plan, index: u32) -> Option<StorageConfig> {
-    plan.steps[..=index as usize]
-        .iter()
-        .rev()
-        .find_map(|s| match &s.kind {
-            StepKind::StorageSetup(c) => Some(Some(c.clone())),
-            StepKind::StorageTeardown(_) => Some(None),
-            _ => None,
-        })?
-}
-
-/// The preparation of the measure step at `index`: the steps the planner put right before
-/// it for its repetition (its `before_each` phases, and the storage and cell setup it adds
-/// after a reboot). A measure that runs again runs after all of them ran again; one whose
-/// preparation failed is not run. Empty for other steps.
-pub fn preparation(plan: &Plan, index: u32) -> std::ops::Range<u32> {
-    let measure = &plan.steps[index as usize];
-    if !matches!(measure.kind, StepKind::Measure(_)) {
-        return index..index;
-    }
-    let mut first = index;
-    while let Some(s) = first.checked_sub(1).map(|i| &plan.steps[i as usize]) {
-        // A cell's setup has repetition 0 but belongs to the visit it is planned in.
-        let same_visit = s.cell_id == measure.cell_id
-            && (s.repetition == measure.repetition || matches!(s.kind, StepKind::Setup(_)));
-        if !same_visit || matches!(s.kind, StepKind::Measure(_) | StepKind::StorageTeardown(_)) {
-            break;
-        }
-        first -= 1;
-    }
-    // Making the visit's storage and the cell's first setup open a visit; they are not
-    // this repetition's preparation (only after a reboot in it are they made again).
-    while first < index
-        && matches!(
-            plan.steps[first as usize].kind,
-            StepKind::StorageSetup(_) | StepKind::Setup(_)
-        )
-    {
-        first += 1;
-    }
-    first..index
-}
-
 /// The filesystem type mounted at (or above) `path`, from /proc/self/mountinfo
 /// (`tmpfs`, `fuse.gocryptfs`, …).
 fn fs_type(path: &std::path::Path) -> Option<String> {
@@ -125,9 +81,6 @@ fn fs_type(path: &std::path::Path) -> Option<String> {
         .max_by_key(|(len, _)| *len)
         .map(|(_, fs)| fs)
 }
-
-/// The start of a measure step's error when its preparation failed (reports look for it).
-pub const NOT_MEASURED: &str = "not measured: its preparation failed";
 
 fn now_ns() -> i64 {
     SystemTime::now()
@@ -339,7 +292,7 @@ impl Executor {
         // Teardown undoes setup whatever happened: it runs even in a cancelled or
         // aborted plan.
         let teardown = matches!(step.kind, StepKind::StorageTeardown(_));
-        self.active_storage = storage_at(&progress.plan, index);
+        self.active_storage = progress.plan.storage_at(index);
         if (self.shared.is_cancelled(plan_id) || aborted) && !teardown {
             let mut e = self.event(
                 plan_id,
@@ -369,7 +322,7 @@ impl Executor {
                 );
             }
         }
-        let prep = preparation(&progress.plan, index);
+        let prep = progress.plan.preparation(index);
         // A measurement of a state other than the one the campaign asked for is not a
         // sample: if the preparation failed, the measure step is skipped, saying why.
         if let Some(failed) = prep.clone().find(|i| progress.failed.contains(i)) {
@@ -496,7 +449,7 @@ impl Executor {
         let mut tools = std::collections::BTreeMap::new();
         for s in &plan.steps {
             match &s.kind {
-                StepKind::StorageSetup(c) if c.encryption == "gocryptfs" => {
+                StepKind::StorageSetup(c) if c.encryption == Encryption::Gocryptfs => {
                     tools.insert(
                         "gocryptfs".into(),
                         provenance::version_of("gocryptfs", &["--version"]),
@@ -749,65 +702,5 @@ impl Executor {
             "asked for a reboot with `{command}` but the host was still up {}s later (boot id {boot_id} unchanged)",
             self.cfg.reboot_timeout.as_secs()
         ))))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Steps shaped as the planner makes them: a visit opens with storage and the cell's
-    /// setup; a reboot among the phases is followed by storage and setup made again.
-    #[test]
-    fn the_preparation_is_the_repetitions_phases_with_what_a_reboot_makes_again() {
-        let storage = StorageConfig {
-            device: None,
-            fs: "tmpfs".into(),
-            mkfs_options: vec![],
-            mount_options: String::new(),
-            write_cache: "keep".into(),
-            ramdisk_size: Some(1 << 20),
-            encryption: String::new(),
-        };
-        let measure = || StepKind::Measure(Workload::Command("true".into()));
-        let kinds = [
-            ("a", 1, StepKind::StorageSetup(storage.clone())),
-            ("a", 0, StepKind::Setup("make".into())),
-            ("a", 1, StepKind::Sync),
-            ("a", 1, StepKind::Reboot),
-            ("a", 1, StepKind::StorageSetup(storage.clone())),
-            ("a", 0, StepKind::Setup("make".into())),
-            ("a", 1, StepKind::Command("echo".into())),
-            ("a", 1, measure()), // 7
-            ("b", 1, StepKind::Sync),
-            ("b", 1, measure()), // 9
-            ("b", 2, measure()), // 10: no phases
-            ("b", 2, StepKind::StorageTeardown(storage.clone())),
-            ("c", 1, StepKind::StorageSetup(storage)),
-            ("c", 0, StepKind::Setup("make".into())),
-            ("c", 1, measure()), // 14: only what opens the visit
-        ];
-        let plan = Plan {
-            id: "p".into(),
-            campaign_id: "x".into(),
-            campaign_name: "x".into(),
-            host: "h".into(),
-            steps: kinds
-                .into_iter()
-                .enumerate()
-                .map(|(i, (cell, repetition, kind))| Step {
-                    index: i as u32,
-                    cell_id: cell.into(),
-                    repetition,
-                    kind,
-                })
-                .collect(),
-            on_failure: OnFailure::Continue,
-        };
-        assert_eq!(preparation(&plan, 7), 2..7);
-        assert_eq!(preparation(&plan, 9), 8..9);
-        assert!(preparation(&plan, 10).is_empty());
-        assert!(preparation(&plan, 14).is_empty());
-        assert!(preparation(&plan, 6).is_empty(), "only a measure has one");
     }
 }

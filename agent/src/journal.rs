@@ -257,10 +257,6 @@ impl State {
         self.plans.values().find(|p| p.plan.id == plan_id)
     }
 
-    pub fn held_mut(&mut self, plan_id: &str) -> Option<&mut PlanProgress> {
-        self.plans.values_mut().find(|p| p.plan.id == plan_id)
-    }
-
     /// The oldest unfinished plan.
     pub fn current(&self) -> Option<&PlanProgress> {
         self.plans.values().next()

@@ -1,21 +1,54 @@
 //! platter's agent: owns one host. It receives plans from the coordinator, journals them,
 //! runs their steps one at a time, survives crashes and reboots in the middle of a plan,
 //! and streams results back exactly once. It decides how to run a step, never what to run.
+//!
+//! The public API is what the `platter` binary needs to embed an agent (`platter run`,
+//! `platter agent`, `platter inventory`): [`run`] with an [`AgentConfig`], the command line
+//! in [`cli`], and [`scan_inventory`]. The types it speaks are the contract's
+//! (`platter_proto`); everything else is the crate's own. `fuzz` and `testing` are hooks
+//! for this workspace's fuzz targets, tests and benchmarks, not an API.
 
 pub mod cli;
-pub mod executor;
+mod executor;
 #[doc(hidden)]
 pub mod fuzz;
-pub mod journal;
-pub mod link;
-pub mod model;
-pub mod probes;
-pub mod process;
-pub mod shared;
-pub mod storage;
-pub mod tls;
-pub mod wire;
-pub mod workloads;
+mod journal;
+mod link;
+mod probes;
+mod process;
+mod shared;
+mod storage;
+mod workloads;
+
+pub(crate) use platter_proto::{model, tls, wire};
+
+pub use probes::inventory::InventoryError;
+
+/// The block devices of this host, as an agent reports them (sorted by name; what is not
+/// a drive is left out, see `probes::inventory`).
+pub fn scan_inventory() -> Result<Vec<platter_proto::inventory::Device>, InventoryError> {
+    probes::inventory::scan(&probes::inventory::Roots::default())
+}
+
+/// What the workspace's tests and benchmarks reach inside the agent for: the parsers and
+/// measurements the coordinator's metric catalogue is pinned to, the journal's entry type,
+/// the spawn path and the fsync loop. Not an API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::journal::Entry;
+    pub use crate::probes::diskstats::DiskStats;
+    pub use crate::process::{run as run_process, Outcome};
+    pub use crate::workloads::fsync::{deserialize_histogram, run as run_fsync};
+    pub use crate::workloads::sample::Parsed;
+    pub use crate::workloads::{measure, outcome_samples};
+
+    /// The tool output parsers.
+    pub mod parse {
+        pub use crate::workloads::bonnie::parse_csv as bonnie_csv;
+        pub use crate::workloads::compilebench::parse as compilebench;
+        pub use crate::workloads::fio::parse as fio;
+    }
+}
 
 use std::path::PathBuf;
 use std::sync::Arc;

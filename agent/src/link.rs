@@ -17,13 +17,9 @@ use tokio_util::sync::CancellationToken;
 use crate::model::Plan;
 use crate::shared::Shared;
 
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) use platter_proto::protocol::{HEARTBEAT_INTERVAL, MAX_PLAN_BYTES};
 /// How often an agent that cannot link because of a TLS/plaintext mismatch says so again.
 const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
-/// The largest message an agent takes (a plan); the coordinator refuses to plan a
-/// larger one. tonic's default, 4 MiB, held a plan of 8 cells × 1,000 repetitions of a
-/// 600-character command undeliverable for good.
-pub const MAX_PLAN_BYTES: usize = 64 << 20;
 /// How long a stopping agent waits for the acks of what it sent.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);

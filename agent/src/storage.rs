@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::model::StorageConfig;
+use crate::model::{Encryption, Filesystem, StorageConfig, WriteCacheSetting};
 use crate::probes::inventory::{self, Device, Transport};
 
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ impl Storage {
     /// Where `${mount}` is for this configuration.
     pub fn mount_point(&self, c: &StorageConfig) -> PathBuf {
         let base = self.base_point(c);
-        if c.encryption.is_empty() {
+        if c.encryption.is_none() {
             return base;
         }
         let mut plain = base.into_os_string();
@@ -133,7 +133,7 @@ impl Storage {
     /// it. A step must then not run, or it would measure whatever filesystem holds the
     /// empty mount point.
     pub fn check_in_place(&self, c: &StorageConfig) -> Result<(), String> {
-        if c.fs == "none" {
+        if c.fs == Filesystem::None {
             return Ok(());
         }
         let mp = self.mount_point(c);
@@ -178,19 +178,19 @@ impl Storage {
             return Err(format!("refused: {reason}"));
         }
         if let Some(device) = &c.device {
-            if c.write_cache != "keep" {
-                self.set_write_cache(device, c.write_cache == "on")?;
+            if c.write_cache != WriteCacheSetting::Keep {
+                self.set_write_cache(device, c.write_cache == WriteCacheSetting::On)?;
             }
             self.mkfs(c, device)?;
         }
-        if c.fs == "none" {
+        if c.fs == Filesystem::None {
             return Ok(());
         }
         std::fs::create_dir_all(&mp).map_err(|e| format!("creating {}: {e}", mp.display()))?;
         let mp_s = mp.display().to_string();
         match &c.device {
             Some(device) => {
-                let mut args = vec!["-t", c.fs.as_str()];
+                let mut args = vec!["-t", c.fs.name()];
                 if !c.mount_options.is_empty() {
                     args.extend(["-o", c.mount_options.as_str()]);
                 }
@@ -216,7 +216,7 @@ impl Storage {
                 run("mount", &args)?;
             }
         }
-        if c.encryption == "gocryptfs" {
+        if c.encryption == Encryption::Gocryptfs {
             self.gocryptfs(c, &mp)?;
         }
         Ok(())
@@ -250,13 +250,12 @@ impl Storage {
     }
 
     fn mkfs(&self, c: &StorageConfig, device: &str) -> Result<(), String> {
-        let (program, force) = match c.fs.as_str() {
-            "ext2" => ("mkfs.ext2", "-F"),
-            "ext4" => ("mkfs.ext4", "-F"),
-            "xfs" => ("mkfs.xfs", "-f"),
-            "btrfs" => ("mkfs.btrfs", "-f"),
-            "none" | "tmpfs" => return Ok(()),
-            other => return Err(format!("unknown filesystem `{other}`")),
+        let (program, force) = match c.fs {
+            Filesystem::Ext2 => ("mkfs.ext2", "-F"),
+            Filesystem::Ext4 => ("mkfs.ext4", "-F"),
+            Filesystem::Xfs => ("mkfs.xfs", "-f"),
+            Filesystem::Btrfs => ("mkfs.btrfs", "-f"),
+            Filesystem::None | Filesystem::Tmpfs => return Ok(()),
         };
         let mut args = vec![force, "-q"];
         args.extend(c.mkfs_options.iter().map(String::as_str));
@@ -277,7 +276,7 @@ impl Storage {
                 Err(e) => errors.push(e),
             }
         }
-        if c.fs != "none" && self.is_mounted(&mp)? {
+        if c.fs != Filesystem::None && self.is_mounted(&mp)? {
             if let Err(e) = umount_patiently(&mp) {
                 errors.push(e);
             } else {
@@ -377,7 +376,7 @@ impl Storage {
         provenance::StorageFacts {
             mounts,
             mkfs_version: if c.device.is_some() {
-                provenance::mkfs_version(&c.fs)
+                provenance::mkfs_version(c.fs)
             } else {
                 String::new()
             },
@@ -487,12 +486,12 @@ mod tests {
     fn config(storage: &Storage, name: &str) -> StorageConfig {
         StorageConfig {
             device: Some(storage.inventory_roots.dev.join(name).display().to_string()),
-            fs: "ext4".into(),
+            fs: Filesystem::Ext4,
             mkfs_options: vec![],
             mount_options: String::new(),
-            write_cache: "keep".into(),
+            write_cache: WriteCacheSetting::Keep,
             ramdisk_size: None,
-            encryption: String::new(),
+            encryption: Encryption::None,
         }
     }
 
@@ -551,7 +550,7 @@ mod tests {
         assert_eq!(
             s.refusal(&StorageConfig {
                 device: None,
-                fs: "tmpfs".into(),
+                fs: Filesystem::Tmpfs,
                 ..config(&s, "vdw")
             }),
             None

@@ -43,7 +43,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
-const HEARTBEAT: Duration = platter_agent::link::HEARTBEAT_INTERVAL;
+const HEARTBEAT: Duration = platter_proto::protocol::HEARTBEAT_INTERVAL;
 const CONNECT_ATTEMPTS: u32 = 3;
 const PLAN_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -208,7 +208,7 @@ async fn open(spec: &AgentSpec) -> Result<Opened, String> {
     let channel = endpoint
         .connect()
         .await
-        .map_err(|e| platter_agent::tls::chain(&e))?;
+        .map_err(|e| platter_proto::tls::chain(&e))?;
     let mut client = AgentLinkClient::new(channel);
     let (tx, rx) = mpsc::channel(4);
     let host = host_name(spec.i);

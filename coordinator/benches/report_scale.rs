@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
 
 struct Args {
     samples: u64,

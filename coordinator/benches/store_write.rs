@@ -7,7 +7,7 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use platter::planner::{PlannedCampaign, PlannedCell};
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepState};
+use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepState};
 
 const AGENTS: usize = 16;
 const BATCHES_PER_AGENT: usize = 100;

@@ -5,9 +5,9 @@
 //! targets (journal, tool parsers) are in `platter_agent::fuzz`. Nothing here is used by
 //! the coordinator itself.
 
-use platter_agent::journal::Entry;
-use platter_agent::model::{Plan, Record, RecordKind};
-use platter_agent::probes::inventory::Device;
+use platter_agent::testing::Entry;
+use platter_proto::inventory::Device;
+use platter_proto::model::{Plan, Record, RecordKind};
 use platter_proto::v1 as pb;
 use prost::Message;
 

@@ -118,7 +118,7 @@ impl Hub {
     /// Sends `plan` unless the host's connection already holds it, then a cancel if its
     /// campaign was cancelled: also when the agent came back holding the plan, since a
     /// cancel sent while it was away reached nobody.
-    fn send_plan(&self, host: &str, plan: platter_agent::model::Plan) -> Result<(), StoreError> {
+    fn send_plan(&self, host: &str, plan: platter_proto::model::Plan) -> Result<(), StoreError> {
         // Read before `held` changes: if the read fails, the retry finds the plan unsent.
         let cancelled = self.store.campaign_state(&plan.campaign_id)? == "cancelled";
         let (tx, conn_id, held) = {

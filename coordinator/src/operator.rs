@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use platter_agent::tls::{TlsDir, Transport};
+use platter_proto::tls::{TlsDir, Transport};
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_client::ControlClient;
 use serde::Deserialize;
@@ -104,7 +104,7 @@ impl ClientArgs {
 /// every call would otherwise fail with "h2 protocol error: frame with invalid size" or
 /// "connection closed", which says nothing of TLS.
 pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<ControlClient<Channel>> {
-    use platter_agent::tls::{self, PlaintextAnswer};
+    use platter_proto::tls::{self, PlaintextAnswer};
     let endpoint = transport.endpoint(url)?;
     if *transport == Transport::Plaintext {
         let answer = tls::plaintext_answer(url, Duration::from_secs(10)).await;
@@ -136,7 +136,7 @@ pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
     use std::error::Error;
     let cause = s
         .source()
-        .map(|c| format!(" ({})", platter_agent::tls::chain(c)))
+        .map(|c| format!(" ({})", platter_proto::tls::chain(c)))
         .unwrap_or_default();
     let hint = if cause.contains("connection closed") || cause.contains("fatal alert") {
         " — the coordinator may have refused this certificate (expired, another CA's, or not an operator's); its log says which"

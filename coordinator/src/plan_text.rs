@@ -32,18 +32,18 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
     let mut destructive: Vec<String> = Vec::new();
     for plan in &planned.plans {
         for s in &plan.steps {
-            let platter_agent::model::StepKind::StorageSetup(c) = &s.kind else {
+            let platter_proto::model::StepKind::StorageSetup(c) = &s.kind else {
                 continue;
             };
             let Some(device) = &c.device else { continue };
             let mut actions = Vec::new();
-            if c.write_cache != "keep" {
+            if c.write_cache != platter_proto::model::WriteCacheSetting::Keep {
                 actions.push(format!(
                     "host {}: set the write cache of {device} {}",
                     plan.host, c.write_cache
                 ));
             }
-            if c.fs != "none" {
+            if c.fs.is_mounted() {
                 let opts = if c.mkfs_options.is_empty() {
                     String::new()
                 } else {

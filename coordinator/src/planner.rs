@@ -2,10 +2,10 @@
 //! content hashes, so the same campaign always plans to the same ids.
 
 use indexmap::IndexMap;
-use platter_agent::model::{
-    FsyncParams, OnFailure, Plan, Step, StepKind, StorageConfig, Tool, Workload as Measure,
+use platter_proto::inventory::Device;
+use platter_proto::model::{
+    OnFailure, Plan, Step, StepKind, StorageConfig, Tool, Workload as Measure,
 };
-use platter_agent::probes::inventory::Device;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -307,20 +307,12 @@ fn storage_of(cell: &PlannedCell, storage: Option<&spec::Storage>) -> Option<Sto
         } else {
             None
         },
-        fs: s.fs.name().into(),
+        fs: s.fs,
         mkfs_options: s.mkfs_options.clone(),
         mount_options: s.mount_options.clone(),
-        write_cache: match s.write_cache {
-            spec::WriteCacheSetting::On => "on",
-            spec::WriteCacheSetting::Off => "off",
-            spec::WriteCacheSetting::Keep => "keep",
-        }
-        .into(),
+        write_cache: s.write_cache,
         ramdisk_size: s.ramdisk_size,
-        encryption: match s.encryption {
-            Some(spec::Encryption::Gocryptfs) => "gocryptfs".into(),
-            None => String::new(),
-        },
+        encryption: s.encryption,
     })
 }
 
@@ -449,22 +441,7 @@ fn measure(w: &Workload) -> Measure {
     let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     match w {
         Workload::Command(c) => Measure::Command(c.run.clone()),
-        Workload::Fsync(f) => Measure::Fsync(FsyncParams {
-            path: f.path.clone(),
-            size: f.size,
-            offset: f.offset,
-            count: f.count,
-            sync: match f.sync {
-                spec::SyncMode::Fdatasync => "fdatasync",
-                spec::SyncMode::Fsync => "fsync",
-                spec::SyncMode::Dsync => "dsync",
-                spec::SyncMode::None => "none",
-            }
-            .into(),
-            direct: f.direct,
-            prealloc: f.prealloc,
-            advance: f.advance,
-        }),
+        Workload::Fsync(f) => Measure::Fsync(f.clone()),
         Workload::Fio(f) => {
             let mut argv = owned(&["fio", "--output-format=json+"]);
             if let Some(dir) = &f.directory {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use platter_agent::tls::TlsDir;
+use platter_proto::tls::TlsDir;
 use platter_proto::v1::agent_link_server::AgentLinkServer;
 use platter_proto::v1::control_server::ControlServer;
 use tokio::net::TcpListener;
@@ -56,12 +56,12 @@ impl ServeOptions {
 
 /// Three missed heartbeats.
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
-    Duration::from_secs(3 * platter_agent::link::HEARTBEAT_INTERVAL.as_secs());
+    Duration::from_secs(3 * platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs());
 
 /// Two missed heartbeats: a timeout shorter than that declares an idle agent lost
 /// between two heartbeats of a healthy link, and it flaps lost/online.
 pub const MIN_HEARTBEAT_TIMEOUT: Duration =
-    Duration::from_secs(2 * platter_agent::link::HEARTBEAT_INTERVAL.as_secs());
+    Duration::from_secs(2 * platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs());
 
 impl Coordinator {
     /// Opens the store and serves until `shutdown` is cancelled.

@@ -1,6 +1,6 @@
 //! Progress of a campaign, from the store (and the hub for who is connected).
 
-use platter_agent::model::Plan;
+use platter_proto::model::Plan;
 
 use crate::hub::Hub;
 use crate::store::{Result, Store, StoreError, StoreFault};
@@ -147,7 +147,7 @@ pub fn describe(plan: &Plan, index: u32) -> String {
     };
     let mut s = step.kind.to_string();
     // The device of the storage in effect, as the agent substitutes it.
-    let storage = platter_agent::executor::storage_at(plan, index);
+    let storage = plan.storage_at(index);
     if let Some(d) = storage.and_then(|c| c.device) {
         s = s.replace("${device}", &d);
     }
@@ -166,7 +166,7 @@ pub fn describe(plan: &Plan, index: u32) -> String {
 mod tests {
     use super::*;
     use crate::store::Store;
-    use platter_agent::model::{
+    use platter_proto::model::{
         OnFailure, Record, RecordKind, Step, StepEvent, StepKind, StepState, StorageConfig,
         Workload,
     };
@@ -229,12 +229,12 @@ mod tests {
     fn progress_lines_name_the_device_the_storage_setup_chose() {
         let storage = StorageConfig {
             device: Some("/dev/loop2".into()),
-            fs: "none".into(),
+            fs: platter_proto::model::Filesystem::None,
             mkfs_options: vec![],
             mount_options: String::new(),
-            write_cache: "keep".into(),
+            write_cache: platter_proto::model::WriteCacheSetting::Keep,
             ramdisk_size: None,
-            encryption: String::new(),
+            encryption: platter_proto::model::Encryption::None,
         };
         let step = |index, repetition, kind| Step {
             index,

@@ -19,8 +19,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use platter_agent::model::{Plan, Record, RecordKind};
-use platter_agent::probes::inventory::Device;
+use platter_proto::inventory::Device;
+use platter_proto::model::{Plan, Record, RecordKind};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use rusqlite_migration::{Migrations, M};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -860,11 +860,11 @@ fn failed_in_place_of(r: &Record, reason: &str) -> Option<Record> {
     let RecordKind::Step(e) = &r.kind else {
         return None;
     };
-    if e.state == platter_agent::model::StepState::Started {
+    if e.state == platter_proto::model::StepState::Started {
         return None;
     }
     let mut e = e.clone();
-    e.state = platter_agent::model::StepState::Failed;
+    e.state = platter_proto::model::StepState::Failed;
     e.samples.clear();
     e.error = format!("the coordinator's store refused this step's result: {reason}");
     Some(Record {
@@ -1121,7 +1121,7 @@ pub(crate) fn test_campaign(hosts: &str, generation: u32) -> PlannedCampaign {
 mod tests {
     use super::*;
     use crate::planner;
-    use platter_agent::model::{Sample, StepEvent, StepState};
+    use platter_proto::model::{Sample, StepEvent, StepState};
     use tokio_util::sync::CancellationToken;
 
     fn end(seq: u64, plan: &Plan, step: u32, attempt: u32, value: f64) -> Record {
@@ -1165,7 +1165,7 @@ mod tests {
         let measure = |p: &Plan| {
             p.steps
                 .iter()
-                .position(|s| matches!(s.kind, platter_agent::model::StepKind::Measure(_)))
+                .position(|s| matches!(s.kind, platter_proto::model::StepKind::Measure(_)))
                 .unwrap() as u32
         };
         let (rc66, rcmonster) = (plan("rc66"), plan("rcmonster"));

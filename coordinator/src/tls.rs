@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use platter_agent::tls::TlsDir;
+use platter_proto::tls::TlsDir;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -109,7 +109,7 @@ pub fn incoming(
 
 /// The rustls reason, with a hint for the usual mistakes.
 fn explain(e: &std::io::Error) -> String {
-    let s = platter_agent::tls::chain(e);
+    let s = platter_proto::tls::chain(e);
     if s.contains("InvalidContentType") || s.contains("corrupt message") {
         format!("{s} (the client speaks plaintext: give it https:// and --tls-dir)")
     } else if s.contains("UnknownIssuer") || s.contains("BadSignature") {

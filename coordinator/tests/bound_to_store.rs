@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use platter::report::Report;
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind};
+use platter_proto::model::{Record, RecordKind};
 
 const TINY: &str = r#"
 name: tiny

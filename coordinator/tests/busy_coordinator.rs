@@ -14,7 +14,7 @@ use pb::agent_link_client::AgentLinkClient;
 use pb::control_client::ControlClient;
 use platter::server::{Coordinator, ServeOptions};
 use platter::store::Store;
-use platter_agent::model::{Sample, StepKind};
+use platter_proto::model::{Sample, StepKind};
 use platter_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

@@ -7,8 +7,8 @@ mod common;
 use platter::planner::{self, Inventories};
 use platter::report::{Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
-use platter_agent::probes::inventory::Device;
+use platter_proto::inventory::Device;
+use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
 
 const BY_HOST: &str = r#"
 name: fleet-fsync

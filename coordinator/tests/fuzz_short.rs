@@ -333,8 +333,8 @@ fn compilebench() {
 #[test]
 #[ignore = "writes fuzz/corpus/wire; run by hand"]
 fn write_wire_seeds() {
-    use platter_agent::journal::Entry;
-    use platter_agent::model::RecordKind;
+    use platter_agent::testing::Entry;
+    use platter_proto::model::RecordKind;
     use platter_proto::v1 as pb;
     use prost::Message;
 
@@ -383,14 +383,14 @@ fn write_wire_seeds() {
                 };
                 if let Some(e) = step.filter(|_| seen.insert("missing".into())) {
                     let mut e = e.clone();
-                    e.samples.push(platter_agent::model::Sample {
+                    e.samples.push(platter_proto::model::Sample {
                         metric: "getc".into(),
                         value: f64::NAN,
                         unit: String::new(),
                         histogram: Vec::new(),
                         missing: "too fast to measure (+++++)".into(),
                     });
-                    let r = platter_agent::model::Record {
+                    let r = platter_proto::model::Record {
                         seq: r.seq,
                         kind: RecordKind::Step(e),
                     };

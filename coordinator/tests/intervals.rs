@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use platter::planner;
 use platter::report::{human, stats, Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Sample, StepKind};
+use platter_proto::model::{Sample, StepKind};
 
 /// splitmix64: small, fixed forever, enough for simulated data.
 struct Rng(u64);

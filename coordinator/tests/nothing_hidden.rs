@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use platter::report::{Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Sample, StepKind};
+use platter_proto::model::{Sample, StepKind};
 
 #[test]
 fn every_failure_is_listed_with_its_cell() {

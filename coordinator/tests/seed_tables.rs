@@ -9,7 +9,7 @@ use common::measured;
 use platter::planner;
 use platter::report::{Format, Report};
 use platter::store::Store;
-use platter_agent::model::{Sample, StepKind};
+use platter_proto::model::{Sample, StepKind};
 
 const CAMPAIGN: &str = r#"
 name: ssd-build-times

@@ -102,7 +102,7 @@ repeat: 2
         .collect();
     assert_eq!(hists.len(), 4);
     for h in hists {
-        let h = platter_agent::workloads::fsync::deserialize_histogram(&h).unwrap();
+        let h = platter_agent::testing::deserialize_histogram(&h).unwrap();
         assert_eq!(h.len(), 200);
     }
 }

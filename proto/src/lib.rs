@@ -1,6 +1,20 @@
-//! The generated gRPC types of `platter.v1`. Only the coordinator's `rpc` layer and the
-//! agent's `link` layer use them; everything else works on domain types.
+//! platter's contract: what the coordinator and the agent both speak. The gRPC schema
+//! (`v1`, generated from `platter/v1/*.proto`), the domain model of plans and results
+//! (`model`), what an agent reports about its drives (`inventory`) and about what a run
+//! ran on (`provenance`), the conversions between the domain types and the wire
+//! (`wire`: the one place both meet), the constants of the protocol (`protocol`), and
+//! the client side of mutual TLS that agents and operator commands share (`tls`).
+//! Both sides depend on this crate; neither reaches into the other.
 
+pub mod inventory;
+pub mod model;
+pub mod protocol;
+pub mod provenance;
+pub mod tls;
+pub mod wire;
+
+/// The generated gRPC types of `platter.v1`. Only `wire`, the coordinator's `rpc` layer,
+/// and the agent's `link` use them; everything else works on the domain types.
 pub mod v1 {
     tonic::include_proto!("platter.v1");
 }

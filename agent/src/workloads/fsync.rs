@@ -26,67 +26,7 @@ const BUF_ALIGN: usize = 4096;
 /// Permissions of a file the workload creates.
 const FILE_MODE: u32 = 0o644;
 
-/// How each write is made durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncMode {
-    /// `fdatasync(2)` after each write (the seed's choice).
-    Fdatasync,
-    /// `fsync(2)` after each write.
-    Fsync,
-    /// The file is opened with `O_DSYNC`, so `pwrite` itself waits; no explicit call.
-    Dsync,
-    /// No sync at all: measures the page cache, a baseline for the others.
-    None,
-}
-
-/// What one `fsync` workload run does.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FsyncParams {
-    /// The file to write. It is created if missing and truncated if it exists: the workload owns
-    /// the file, and a leftover larger file would hide the allocation cost `prealloc` controls.
-    pub path: PathBuf,
-    /// Bytes per write, >= 1.
-    pub size: u64,
-    /// Byte offset of the first write.
-    pub offset: u64,
-    /// Number of write+sync operations, >= 1.
-    pub count: u64,
-    pub sync: SyncMode,
-    /// Open with `O_DIRECT`. Then `size` and `offset` must be multiples of the device's
-    /// alignment (see [`direct_alignment`]).
-    pub direct: bool,
-    /// `posix_fallocate(fd, offset, size * count)` before the loop. This covers the whole range
-    /// an advancing run writes; the seed's modified version allocated only part of it. With
-    /// `advance: false` it allocates more than is written, as the seed did.
-    pub prealloc: bool,
-    /// false: every write goes to `offset` (the seed's behaviour: rewrite the same bytes);
-    /// true: write `i` goes to `offset + i * size`.
-    pub advance: bool,
-}
-
-impl FsyncParams {
-    /// The seed's benchmark: 1000 one-byte writes at offset 0, each followed by `fdatasync`,
-    /// in a preallocated file.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        FsyncParams {
-            path: path.into(),
-            size: 1,
-            offset: 0,
-            count: 1000,
-            sync: SyncMode::Fdatasync,
-            direct: false,
-            prealloc: true,
-            advance: false,
-        }
-    }
-
-    /// First byte past the last byte the run can touch (writes and preallocation alike).
-    fn end(&self) -> Option<u64> {
-        self.size
-            .checked_mul(self.count)
-            .and_then(|len| len.checked_add(self.offset))
-    }
-}
+pub(crate) use platter_proto::model::{FsyncParams, SyncMode};
 
 /// The outcome of one run.
 pub struct FsyncResult {
@@ -175,7 +115,7 @@ pub fn check_alignment(p: &FsyncParams, align: u64) -> Result<(), FsyncError> {
     for (what, value) in [("size", p.size), ("offset", p.offset)] {
         if align == 0 || value % align != 0 {
             return Err(FsyncError::Unaligned {
-                path: p.path.clone(),
+                path: p.path.clone().into(),
                 what,
                 value,
                 align,
@@ -248,7 +188,7 @@ pub fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
 pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
     validate(p)?;
     let align = if p.direct {
-        let align = direct_alignment(&p.path)?;
+        let align = direct_alignment(Path::new(&p.path))?;
         check_alignment(p, align)?;
         align
     } else {
@@ -259,10 +199,10 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
     let mut buf = AlignedBuf::new(size, buf_align);
     fill_lowercase(buf.as_mut_slice());
 
-    let path = &p.path;
+    let path = Path::new(&p.path);
     let io_err = |op, source| FsyncError::Io {
         op,
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     };
     // std sets the access mode and O_CLOEXEC itself and ORs in the rest of open_flags.
@@ -602,7 +542,7 @@ mod tests {
     fn params(dir: &Path) -> FsyncParams {
         FsyncParams {
             count: 20,
-            ..FsyncParams::new(dir.join("f"))
+            ..FsyncParams::new(dir.join("f").display().to_string())
         }
     }
 
@@ -630,7 +570,7 @@ mod tests {
         assert_eq!(r.ops, 30);
         assert_eq!(r.histogram.len(), 30);
         assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 512 + 100);
-        all_lowercase(&p.path, 512, 612);
+        all_lowercase(Path::new(&p.path), 512, 612);
     }
 
     #[test]
@@ -648,7 +588,7 @@ mod tests {
         assert_eq!(r.ops, 30);
         assert_eq!(r.histogram.len(), 30);
         assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 512 + 100 * 30);
-        all_lowercase(&p.path, 512, 512 + 3000);
+        all_lowercase(Path::new(&p.path), 512, 512 + 3000);
     }
 
     #[test]
@@ -664,7 +604,7 @@ mod tests {
         };
         run(&p).unwrap();
         assert_eq!(std::fs::metadata(&p.path).unwrap().len(), 512 + 100 * 30);
-        all_lowercase(&p.path, 512, 612);
+        all_lowercase(Path::new(&p.path), 512, 612);
         // Beyond the written bytes, preallocated space reads as zeros.
         let data = std::fs::read(&p.path).unwrap();
         assert!(data[612..].iter().all(|&b| b == 0));
@@ -697,7 +637,7 @@ mod tests {
         assert!(blocks >= size * count, "{blocks} bytes allocated");
 
         let without = FsyncParams {
-            path: dir.path().join("sparse"),
+            path: dir.path().join("sparse").display().to_string(),
             prealloc: false,
             ..with
         };
@@ -725,7 +665,7 @@ mod tests {
         assert!(meta.blocks() * 512 >= size * count);
 
         let without = FsyncParams {
-            path: dir.path().join("sparse"),
+            path: dir.path().join("sparse").display().to_string(),
             prealloc: false,
             advance: true,
             ..with
@@ -823,7 +763,10 @@ mod tests {
         for (bad, needle) in cases {
             let err = run(&bad).err().expect("must fail").to_string();
             assert!(err.contains(needle), "{err:?} lacks {needle:?}");
-            assert!(!p.path.exists(), "{err} but the file was created");
+            assert!(
+                !Path::new(&p.path).exists(),
+                "{err} but the file was created"
+            );
         }
     }
 
@@ -904,7 +847,7 @@ mod tests {
         match run(&p) {
             Ok(r) => {
                 assert_eq!(r.ops, 8);
-                all_lowercase(&p.path, 8192, 8192 + 4096 * 8);
+                all_lowercase(Path::new(&p.path), 8192, 8192 + 4096 * 8);
             }
             // A temp dir on a filesystem without O_DIRECT: nothing more to check here.
             Err(FsyncError::DirectUnsupported { .. }) => {}

@@ -9,7 +9,6 @@ pub mod fsync;
 pub mod sample;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicI32;
 
 use crate::model::{FsyncParams, Sample, Tool, Workload};
@@ -160,24 +159,7 @@ fn finish(
 }
 
 fn fsync_workload(p: &FsyncParams) -> Ending {
-    let sync = match p.sync.as_str() {
-        "fdatasync" => fsync::SyncMode::Fdatasync,
-        "fsync" => fsync::SyncMode::Fsync,
-        "dsync" => fsync::SyncMode::Dsync,
-        "none" => fsync::SyncMode::None,
-        other => return Ending::error(format!("unknown sync mode `{other}`")),
-    };
-    let params = fsync::FsyncParams {
-        path: PathBuf::from(&p.path),
-        size: p.size,
-        offset: p.offset,
-        count: p.count,
-        sync,
-        direct: p.direct,
-        prealloc: p.prealloc,
-        advance: p.advance,
-    };
-    match fsync::run(&params) {
+    match fsync::run(p) {
         Ok(r) => {
             let mut samples = vec![sample("wall", r.total.as_secs_f64(), "s")];
             samples.extend(

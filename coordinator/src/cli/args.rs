@@ -275,7 +275,7 @@ fn heartbeat_timeout(s: &str) -> Result<u64, String> {
         return Err(format!(
             "the minimum is {min} s (two of the agents' {} s heartbeat intervals); \
              a shorter timeout declares idle agents lost between heartbeats",
-            platter_agent::link::HEARTBEAT_INTERVAL.as_secs()
+            platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs()
         ));
     }
     Ok(secs)

@@ -6,11 +6,11 @@ pub(super) async fn inventory(
     coordinator: Option<&ClientArgs>,
     format: &str,
 ) -> anyhow::Result<i32> {
-    use platter_agent::probes::inventory::{self, Device};
+    use platter_proto::inventory::Device;
     let hosts: Vec<(String, Vec<Device>)> = match coordinator {
         None => vec![(
             platter_agent::cli::hostname(),
-            inventory::scan(&inventory::Roots::default())?,
+            platter_agent::scan_inventory()?,
         )],
         Some(client) => client
             .connect()
@@ -56,9 +56,9 @@ pub(super) async fn inventory(
                 "-".into()
             };
             let cache = match d.write_cache {
-                inventory::WriteCache::WriteBack => "write back",
-                inventory::WriteCache::WriteThrough => "write through",
-                inventory::WriteCache::Unknown => "?",
+                platter_proto::inventory::WriteCache::WriteBack => "write back",
+                platter_proto::inventory::WriteCache::WriteThrough => "write through",
+                platter_proto::inventory::WriteCache::Unknown => "?",
             };
             rows.push(vec![
                 host.clone(),

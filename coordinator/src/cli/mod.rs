@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use platter_agent::tls::{TlsDir, Transport};
+use platter_proto::tls::{TlsDir, Transport};
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_client::ControlClient;
 use tokio_util::sync::CancellationToken;
@@ -355,11 +355,7 @@ fn validate(file: &Path, local_host: Option<String>, limits: &spec::Limits) -> a
     // Only this machine's devices are known without a coordinator.
     let mut inventories = planner::Inventories::new();
     if campaign.devices.is_some() {
-        use platter_agent::probes::inventory;
-        inventories.insert(
-            local.clone(),
-            inventory::scan(&inventory::Roots::default())?,
-        );
+        inventories.insert(local.clone(), platter_agent::scan_inventory()?);
     }
     // Other hosts' drives (and label selections) are known only to the coordinator: the
     // file is valid as far as it can be checked here, and says how to check the rest.

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::status::LATEST;
 use crate::store::{Result, Store, StoreError};
-use platter_agent::executor::{preparation, NOT_MEASURED};
+use platter_proto::model::NOT_MEASURED;
 
 pub use stats::Summary as Stats;
 
@@ -466,8 +466,8 @@ impl Report {
             let mut measurements_expected = 0u32;
             let mut stmt = c.prepare("SELECT body FROM plans WHERE campaign_id = ?1 AND state != 'refused'")?;
             for body in stmt.query_map([campaign_id], |r| r.get::<_, String>(0))? {
-                let plan: platter_agent::model::Plan = serde_json::from_str(&body?)?;
-                let measures = plan.steps.iter().filter(|s| matches!(s.kind, platter_agent::model::StepKind::Measure(_)));
+                let plan: platter_proto::model::Plan = serde_json::from_str(&body?)?;
+                let measures = plan.steps.iter().filter(|s| matches!(s.kind, platter_proto::model::StepKind::Measure(_)));
                 measurements_expected += measures.count() as u32;
             }
             let measurements_ended: u32 = c.query_row(
@@ -530,7 +530,7 @@ impl Report {
 /// step skipped because the platform does not support it (fstrim on a RAM disk).
 fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i64, Vec<String>>> {
     let mut notes: HashMap<i64, Vec<String>> = HashMap::new();
-    let mut plans: HashMap<String, Option<platter_agent::model::Plan>> = HashMap::new();
+    let mut plans: HashMap<String, Option<platter_proto::model::Plan>> = HashMap::new();
     let mut stmt = c.prepare(
         "SELECT st.cell, st.plan_id, st.step_index, st.repetition, st.attempt, st.state, st.error
            FROM plans p JOIN steps st ON st.plan_id = p.id
@@ -566,7 +566,10 @@ fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i
             let prep: Vec<&str> = plan
                 .iter()
                 .filter(|p| (index as usize) < p.steps.len())
-                .flat_map(|p| preparation(p, index).map(|i| p.steps[i as usize].kind.name()))
+                .flat_map(|p| {
+                    p.preparation(index)
+                        .map(|i| p.steps[i as usize].kind.name())
+                })
                 .collect();
             let again = if prep.is_empty() {
                 "it has no preparation to run again".to_string()

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use platter_agent::model::{Plan, StepKind};
-use platter_agent::probes::provenance::{DeviceFacts, Provenance};
+use platter_proto::model::{Plan, StepKind};
+use platter_proto::provenance::{DeviceFacts, Provenance};
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -330,7 +330,7 @@ pub fn changes(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
             if let Some(st) = &s.facts.storage {
                 let base = *storage.entry(&s.storage_config).or_insert(s);
                 let was = base.facts.storage.as_ref().expect("storage snapshots only");
-                let shape = |x: &platter_agent::probes::provenance::StorageFacts| {
+                let shape = |x: &platter_proto::provenance::StorageFacts| {
                     x.mounts
                         .iter()
                         .map(|m| {

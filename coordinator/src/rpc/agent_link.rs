@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream};
-use platter_agent::model::Record;
-use platter_agent::probes::inventory::Device;
+use platter_proto::inventory::Device;
+use platter_proto::model::Record;
 use platter_proto::v1 as pb;
 use platter_proto::v1::agent_link_server::AgentLink;
 use tokio::sync::mpsc;
@@ -180,7 +180,7 @@ async fn serve(
             return Err(Status::deadline_exceeded(format!(
                 "nothing heard for {} s (heartbeats come every {} s)",
                 timeout.as_secs(),
-                platter_agent::link::HEARTBEAT_INTERVAL.as_secs()
+                platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs()
             )));
         };
         let Some(first) = first? else { break };

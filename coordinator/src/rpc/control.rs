@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use platter_agent::probes::inventory::Device;
+use platter_proto::inventory::Device;
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_server::Control;
 use tokio_util::sync::CancellationToken;
@@ -238,13 +238,13 @@ fn expand(
     // A plan must fit one message to its agent (with room for the envelope).
     for p in &planned.plans {
         let bytes = prost::Message::encoded_len(&pb::Plan::from(p));
-        if bytes + 1024 > platter_agent::link::MAX_PLAN_BYTES {
+        if bytes + 1024 > platter_proto::protocol::MAX_PLAN_BYTES {
             return Err(Status::invalid_argument(format!(
                 "{}: the plan for host {} would be {:.1} MiB on the wire; the limit is {} MiB (MAX_PLAN_BYTES): fewer repetitions, cells or shorter commands",
                 req.file_name,
                 p.host,
                 bytes as f64 / 1048576.0,
-                platter_agent::link::MAX_PLAN_BYTES >> 20
+                platter_proto::protocol::MAX_PLAN_BYTES >> 20
             )));
         }
     }

@@ -465,7 +465,7 @@ mod tests {
 
     use std::collections::BTreeSet;
 
-    use platter_agent::workloads::{self, bonnie, compilebench, fio};
+    use platter_agent::testing::{self as workloads, parse};
 
     use super::*;
     use crate::spec::parse;
@@ -483,7 +483,7 @@ mod tests {
     }
 
     /// Every name the agent emitted for a run, samples and "not measured" alike.
-    fn emitted(parsed: workloads::sample::Parsed) -> BTreeSet<String> {
+    fn emitted(parsed: workloads::Parsed) -> BTreeSet<String> {
         parsed
             .samples
             .into_iter()
@@ -492,8 +492,8 @@ mod tests {
             .collect()
     }
 
-    fn outcome() -> platter_agent::process::Outcome {
-        platter_agent::process::Outcome {
+    fn outcome() -> platter_agent::testing::Outcome {
+        platter_agent::testing::Outcome {
             wall: std::time::Duration::from_millis(3),
             user: std::time::Duration::ZERO,
             sys: std::time::Duration::ZERO,
@@ -520,7 +520,7 @@ mod tests {
             .map(|s| s.metric)
             .collect();
         assert_eq!(names, PROCESS);
-        let disk: Vec<String> = platter_agent::probes::diskstats::DiskStats::default()
+        let disk: Vec<String> = platter_agent::testing::DiskStats::default()
             .samples()
             .into_iter()
             .map(|(n, _, _)| n)
@@ -531,12 +531,12 @@ mod tests {
     #[test]
     fn the_fsync_loop_produces_exactly_its_catalogue() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let w = platter_agent::model::Workload::Fsync(platter_agent::model::FsyncParams {
+        let w = platter_proto::model::Workload::Fsync(platter_proto::model::FsyncParams {
             path: dir.path().join("f").display().to_string(),
             size: 512,
             offset: 0,
             count: 20,
-            sync: "none".into(),
+            sync: platter_proto::model::SyncMode::None,
             direct: false,
             prealloc: true,
             advance: false,
@@ -568,11 +568,11 @@ mod tests {
             let p = produced(&format!(
                 "name: f\nworkload: {{ fio: {{ directory: /tmp, options: {options} }} }}\n"
             ));
-            let names = emitted(fio::parse(&fixture(file)).expect("fixture parses"));
+            let names = emitted(parse::fio(&fixture(file)).expect("fixture parses"));
             assert!(names.len() > 5, "{file}: {names:?}");
             assert_all_in(&p, &names, file);
         }
-        let names = emitted(fio::parse(&fixture("fio-fdatasync-1b.json")).expect("parses"));
+        let names = emitted(parse::fio(&fixture("fio-fdatasync-1b.json")).expect("parses"));
         assert!(names.contains("sync.lat.p99"), "{names:?}");
     }
 
@@ -584,7 +584,7 @@ mod tests {
             "bonnie-2.00a-ext4-loop.txt",
             "seed003-bonnie.csv",
         ] {
-            let names = emitted(bonnie::parse_csv(&fixture(file)).expect("fixture parses"));
+            let names = emitted(parse::bonnie_csv(&fixture(file)).expect("fixture parses"));
             assert!(names.len() > 20, "{file}: {names:?}");
             assert_all_in(&p, &names, file);
         }
@@ -594,7 +594,7 @@ mod tests {
     fn compilebench_output_produces_only_catalogued_metrics() {
         let p = produced("name: c\nworkload: { compilebench: { directory: /tmp } }\n");
         let names = emitted(
-            compilebench::parse(&fixture("seed003-compilebench.txt")).expect("fixture parses"),
+            parse::compilebench(&fixture("seed003-compilebench.txt")).expect("fixture parses"),
         );
         assert_all_in(&p, &names, "seed003-compilebench.txt");
         // Every operation of compilebench 0.6's summary, as it prints it.
@@ -615,7 +615,7 @@ delete compiled tree total runs 1 avg 3.50 seconds (user 0.07s sys 0.72s)
 stat tree total runs 1 avg 0.95 seconds (user 0.06s sys 0.44s)
 stat compiled tree total runs 1 avg 1.95 seconds (user 0.06s sys 0.44s)
 ";
-        let names = emitted(compilebench::parse(summary).expect("summary parses"));
+        let names = emitted(parse::compilebench(summary).expect("summary parses"));
         assert_eq!(names.len(), 6 + 11 * 4, "{names:?}");
         assert_all_in(&p, &names, "a full summary");
     }

@@ -67,9 +67,7 @@ use std::path::Path;
 use indexmap::IndexMap;
 
 pub use error::{SpecError, SpecErrors, MAX_SHOWN};
-pub use workload::{
-    parse_bytes, BonnieWorkload, CompilebenchWorkload, FioWorkload, FsyncWorkload, SyncMode,
-};
+pub use workload::{parse_bytes, BonnieWorkload, CompilebenchWorkload, FioWorkload, FsyncWorkload};
 
 use error::{error as spec_error, Errors, Pos, WithHint};
 use schema::{PhaseSpec, Template, WorkloadSpec};
@@ -215,43 +213,7 @@ pub struct DeviceSelector {
     pub column: usize,
 }
 
-/// The filesystem a storage configuration puts on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Filesystem {
-    Ext2,
-    Ext4,
-    Xfs,
-    Btrfs,
-    /// A RAM disk: no device.
-    Tmpfs,
-    /// The raw device, no filesystem (`${device}` in the workload).
-    None,
-}
-
-impl Filesystem {
-    pub fn name(self) -> &'static str {
-        match self {
-            Filesystem::Ext2 => "ext2",
-            Filesystem::Ext4 => "ext4",
-            Filesystem::Xfs => "xfs",
-            Filesystem::Btrfs => "btrfs",
-            Filesystem::Tmpfs => "tmpfs",
-            Filesystem::None => "none",
-        }
-    }
-
-    /// Whether setting it up formats or writes a device.
-    pub fn needs_device(self) -> bool {
-        self != Filesystem::Tmpfs
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteCacheSetting {
-    On,
-    Off,
-    Keep,
-}
+pub use platter_proto::model::{Encryption, Filesystem, WriteCacheSetting};
 
 /// `storage:` for one cell, substituted and checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -265,12 +227,7 @@ pub struct Storage {
     pub ramdisk_size: Option<u64>,
     /// `encryption: gocryptfs`: the workload sees a gocryptfs (FUSE) view of the
     /// filesystem, like seed 000's ecryptfs home directory.
-    pub encryption: Option<Encryption>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encryption {
-    Gocryptfs,
+    pub encryption: Encryption,
 }
 
 /// One point of the matrix, with its strings already substituted.

@@ -35,30 +35,11 @@ pub(crate) fn fields_of(
     }
 }
 
-/// How the fsync workload makes each write durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncMode {
-    Fdatasync,
-    Fsync,
-    /// The file is opened with O_DSYNC; no explicit call.
-    Dsync,
-    None,
-}
+pub use platter_proto::model::SyncMode;
 
-/// write()+sync of `size` bytes at `offset`, `count` times (seed 001's microbenchmark).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FsyncWorkload {
-    pub path: String,
-    pub size: u64,
-    pub offset: u64,
-    pub count: u64,
-    pub sync: SyncMode,
-    pub direct: bool,
-    pub prealloc: bool,
-    /// false: every write goes to `offset` (the seed rewrites the same bytes); true:
-    /// write i goes to `offset + i·size`, like an append-only log.
-    pub advance: bool,
-}
+/// write()+sync of `size` bytes at `offset`, `count` times (seed 001's microbenchmark): the
+/// model's type, the same from the campaign file to the loop that runs it.
+pub type FsyncWorkload = platter_proto::model::FsyncParams;
 
 /// fio with inline options (one job) or a job file on the agent's host.
 #[derive(Debug, Clone, PartialEq)]
@@ -319,14 +300,14 @@ pub(crate) fn storage(
         }
     }
     let encryption = match settings.get("encryption") {
-        None => None,
+        None => super::Encryption::None,
         Some(s) => match s.value.as_str() {
-            "gocryptfs" => Some(super::Encryption::Gocryptfs),
-            "none" => None,
+            "gocryptfs" => super::Encryption::Gocryptfs,
+            "none" => super::Encryption::None,
             _ => return Err(bad(s, "`gocryptfs` or `none`")),
         },
     };
-    if encryption.is_some() && fs == Filesystem::None {
+    if !encryption.is_none() && fs == Filesystem::None {
         let s = &settings["encryption"];
         return Err(error(
             s.template.pos,

@@ -418,11 +418,11 @@ impl Drop for Loop {
 pub fn measured(
     seq: u64,
     plan_id: &str,
-    step: &platter_agent::model::Step,
+    step: &platter_proto::model::Step,
     started_unix_ns: i64,
-    samples: Vec<platter_agent::model::Sample>,
-) -> platter_agent::model::Record {
-    use platter_agent::model::{Record, RecordKind, StepEvent, StepState};
+    samples: Vec<platter_proto::model::Sample>,
+) -> platter_proto::model::Record {
+    use platter_proto::model::{Record, RecordKind, StepEvent, StepState};
     Record {
         seq,
         kind: RecordKind::Step(StepEvent {

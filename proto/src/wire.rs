@@ -2,13 +2,13 @@
 //! where both meet. A message from the wire that lacks a required part is an error, not a
 //! default.
 
-use platter_proto::v1 as pb;
+use crate::v1 as pb;
 
 use crate::model::{
-    FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState,
-    StorageConfig, Tool, Workload,
+    Encryption, Filesystem, FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step,
+    StepEvent, StepKind, StepState, StorageConfig, SyncMode, Tool, Workload, WriteCacheSetting,
 };
-use crate::probes::provenance::Provenance;
+use crate::provenance::Provenance;
 
 #[derive(Debug, thiserror::Error)]
 #[error("malformed {what}: {why}")]
@@ -109,8 +109,8 @@ impl TryFrom<pb::Step> for Step {
             Kind::Reboot(_) => StepKind::Reboot,
             Kind::Command(c) => StepKind::Command(c.script),
             Kind::Measure(w) => StepKind::Measure(Workload::try_from(w)?),
-            Kind::StorageSetup(c) => StepKind::StorageSetup(StorageConfig::from(c)),
-            Kind::StorageTeardown(c) => StepKind::StorageTeardown(StorageConfig::from(c)),
+            Kind::StorageSetup(c) => StepKind::StorageSetup(StorageConfig::try_from(c)?),
+            Kind::StorageTeardown(c) => StepKind::StorageTeardown(StorageConfig::try_from(c)?),
         };
         Ok(Step {
             index: s.index,
@@ -131,7 +131,7 @@ impl From<&Workload> for pb::Workload {
                 size: p.size,
                 offset: p.offset,
                 count: p.count,
-                sync: p.sync.clone(),
+                sync: p.sync.name().into(),
                 direct: p.direct,
                 prealloc: p.prealloc,
                 advance: p.advance,
@@ -161,7 +161,8 @@ impl TryFrom<pb::Workload> for Workload {
                     size: p.size,
                     offset: p.offset,
                     count: p.count,
-                    sync: p.sync,
+                    sync: SyncMode::from_name(&p.sync)
+                        .ok_or_else(|| malformed("fsync workload", format!("sync {:?}", p.sync)))?,
                     direct: p.direct,
                     prealloc: p.prealloc,
                     advance: p.advance,
@@ -187,27 +188,31 @@ impl From<&StorageConfig> for pb::Storage {
     fn from(c: &StorageConfig) -> Self {
         pb::Storage {
             device: c.device.clone().unwrap_or_default(),
-            fs: c.fs.clone(),
+            fs: c.fs.name().into(),
             mkfs_options: c.mkfs_options.clone(),
             mount_options: c.mount_options.clone(),
-            write_cache: c.write_cache.clone(),
+            write_cache: c.write_cache.name().into(),
             ramdisk_size: c.ramdisk_size.unwrap_or(0),
-            encryption: c.encryption.clone(),
+            encryption: c.encryption.name().into(),
         }
     }
 }
 
-impl From<pb::Storage> for StorageConfig {
-    fn from(c: pb::Storage) -> Self {
-        StorageConfig {
+impl TryFrom<pb::Storage> for StorageConfig {
+    type Error = WireError;
+    fn try_from(c: pb::Storage) -> Result<Self, WireError> {
+        let bad = |field: &str, v: &str| malformed("storage", format!("{field} {v:?}"));
+        Ok(StorageConfig {
             device: Some(c.device).filter(|d| !d.is_empty()),
-            fs: c.fs,
+            fs: Filesystem::from_name(&c.fs).ok_or_else(|| bad("fs", &c.fs))?,
             mkfs_options: c.mkfs_options,
             mount_options: c.mount_options,
-            write_cache: c.write_cache,
+            write_cache: WriteCacheSetting::from_name(&c.write_cache)
+                .ok_or_else(|| bad("write_cache", &c.write_cache))?,
             ramdisk_size: Some(c.ramdisk_size).filter(|s| *s > 0),
-            encryption: c.encryption,
-        }
+            encryption: Encryption::from_name(&c.encryption)
+                .ok_or_else(|| bad("encryption", &c.encryption))?,
+        })
     }
 }
 
@@ -372,7 +377,7 @@ fn provenance_to_wire(plan_id: &str, step_index: u32, f: &Provenance) -> pb::Pro
 }
 
 fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
-    use crate::probes::provenance::{DeviceFacts, HostFacts, MountFacts, StorageFacts};
+    use crate::provenance::{DeviceFacts, HostFacts, MountFacts, StorageFacts};
     if p.plan_id.is_empty() {
         return Err(malformed("provenance", "no plan id"));
     }
@@ -426,9 +431,9 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
     })
 }
 
-impl From<&crate::probes::inventory::Device> for pb::Device {
-    fn from(d: &crate::probes::inventory::Device) -> Self {
-        use crate::probes::inventory::WriteCache;
+impl From<&crate::inventory::Device> for pb::Device {
+    fn from(d: &crate::inventory::Device) -> Self {
+        use crate::inventory::WriteCache;
         pb::Device {
             name: d.name.clone(),
             path: d.path.clone(),
@@ -469,10 +474,10 @@ impl From<&crate::probes::inventory::Device> for pb::Device {
     }
 }
 
-impl From<pb::Device> for crate::probes::inventory::Device {
+impl From<pb::Device> for crate::inventory::Device {
     fn from(d: pb::Device) -> Self {
-        use crate::probes::inventory::{Partition, WriteCache};
-        crate::probes::inventory::Device {
+        use crate::inventory::{Partition, WriteCache};
+        crate::inventory::Device {
             name: d.name,
             path: d.path,
             major_minor: d.major_minor,
