@@ -704,3 +704,6 @@ impl Executor {
         ))))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,768 @@
+//! The executor driven as `lib::run` drives it: a journal in a temporary state directory,
+//! plans through the channel, a `Shared` as the link sees it, `run` on a thread of its own.
+//! The assertions are on what it journals and hands to the link (step events, attempts,
+//! samples, the end of the plan), and on what its commands did.
+
+use super::*;
+
+use std::path::Path;
+use std::sync::mpsc as std_mpsc;
+
+use crate::probes::inventory::Roots;
+
+const HOST: &str = "test-host";
+/// How long a test waits for the executor before it fails (each test takes well under 2 s).
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---- the executor as the agent runs it ----
+
+/// Whether a test that mounts can run here; as not root it is skipped, saying so, unless
+/// `PLATTER_TEST_REQUIRE_ROOT=1` (CI) forbids skipping.
+fn root_or_skip(why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!("this test needs root ({why}), and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
+    }
+    eprintln!("skipped: this test needs root ({why})");
+    false
+}
+
+/// A state directory, by its canonical path (mount points are compared with mountinfo's).
+fn state_dir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().canonicalize().expect("canonical tempdir");
+    (tmp, dir)
+}
+
+fn config(dir: &Path) -> ExecConfig {
+    ExecConfig {
+        host: HOST.into(),
+        boot_id: "00000000-test-boot".into(),
+        state_dir: dir.to_path_buf(),
+        // No test plan has a reboot step; should one run, it fails instead of rebooting.
+        reboot_command: "false".into(),
+        reboot_timeout: Duration::from_secs(1),
+        storage: Storage {
+            mount_dir: dir.join("mnt"),
+            state_dir: dir.to_path_buf(),
+            allowed: Vec::new(),
+            // No drives (provenance lists none), the real mounts (storage checks them).
+            inventory_roots: Roots {
+                sys: dir.join("no-sys"),
+                dev: dir.join("no-dev"),
+                mountinfo: "/proc/self/mountinfo".into(),
+            },
+        },
+    }
+}
+
+/// Storage with nothing to make: its steps run (and are recorded) without root.
+fn no_storage() -> StorageConfig {
+    StorageConfig {
+        device: None,
+        fs: crate::model::Filesystem::None,
+        mkfs_options: vec![],
+        mount_options: String::new(),
+        write_cache: crate::model::WriteCacheSetting::Keep,
+        ramdisk_size: None,
+        encryption: Encryption::None,
+    }
+}
+
+/// A 1 MiB tmpfs RAM disk (needs root).
+fn ramdisk() -> StorageConfig {
+    StorageConfig {
+        fs: crate::model::Filesystem::Tmpfs,
+        ramdisk_size: Some(1 << 20),
+        ..no_storage()
+    }
+}
+
+fn cmd(script: &str) -> StepKind {
+    StepKind::Command(script.into())
+}
+
+fn measure(script: &str) -> StepKind {
+    StepKind::Measure(Workload::Command(script.into()))
+}
+
+/// Appends `$PLATTER_ATTEMPT` to `name` in the state directory: what ran, and as which attempt.
+fn log_attempt(name: &str) -> String {
+    format!("echo $PLATTER_ATTEMPT >> \"$PLATTER_STATE_DIR/{name}\"")
+}
+
+/// The lines of `name` in the state directory; none if no command wrote it.
+fn lines(dir: &Path, name: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(name))
+        .map(|s| s.lines().map(String::from).collect())
+        .unwrap_or_default()
+}
+
+fn plan(id: &str, on_failure: OnFailure, steps: Vec<(&str, u32, StepKind)>) -> Plan {
+    Plan {
+        id: id.into(),
+        campaign_id: "campaign".into(),
+        campaign_name: "campaign".into(),
+        host: HOST.into(),
+        steps: steps
+            .into_iter()
+            .enumerate()
+            .map(|(i, (cell, repetition, kind))| Step {
+                index: i as u32,
+                cell_id: cell.into(),
+                repetition,
+                kind,
+            })
+            .collect(),
+        on_failure,
+    }
+}
+
+struct Running {
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    done: std_mpsc::Receiver<Result<(), JournalError>>,
+}
+
+/// Starts an agent's executor on the journal in `dir`, as `lib::run` does (the outbox holds
+/// what the journal has not seen acked), and gives it `plans`. The plan channel is closed
+/// behind them, so the executor returns once it holds no plan, as when the link stops.
+fn start(dir: &Path, plans: &[Plan]) -> Running {
+    let (journal, state) = Journal::open(dir).expect("open journal");
+    let shared = Arc::new(Shared::new(
+        state.unacked.iter().cloned(),
+        state.acked,
+        state.next_seq,
+    ));
+    let (tx, rx) = mpsc::unbounded_channel();
+    for p in plans {
+        tx.send(p.clone()).expect("plan channel");
+    }
+    drop(tx);
+    let executor = Executor::new(config(dir), journal, state, shared.clone(), rx);
+    let stop = CancellationToken::new();
+    let (done_tx, done) = std_mpsc::channel();
+    let token = stop.clone();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(executor.run(token));
+    });
+    Running { shared, stop, done }
+}
+
+impl Running {
+    /// Waits for `run` to return, and fails the test on a journal error or a hang.
+    fn wait(self) -> Arc<Shared> {
+        self.done
+            .recv_timeout(WAIT)
+            .expect("the executor did not return in time")
+            .expect("the executor's journal failed");
+        self.shared
+    }
+}
+
+/// Polls `ready` (a record or a process to appear) until it holds, failing after `WAIT`.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Every entry of the journal in `dir`, in file order.
+fn journal(dir: &Path) -> Vec<Entry> {
+    let text = std::fs::read_to_string(dir.join("journal.jsonl")).expect("read journal");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("journal line {l}: {e}")))
+        .collect()
+}
+
+fn records(dir: &Path) -> Vec<Record> {
+    journal(dir)
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Record(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The step records of step `index`, in order.
+fn events(records: &[Record], index: u32) -> Vec<&StepEvent> {
+    records
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RecordKind::Step(e) if e.step_index == index => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// (state, attempt) of each record of step `index`.
+fn states(records: &[Record], index: u32) -> Vec<(StepState, u32)> {
+    events(records, index)
+        .iter()
+        .map(|e| (e.state, e.attempt))
+        .collect()
+}
+
+/// The one end record of step `index`.
+fn only_end(records: &[Record], index: u32) -> &StepEvent {
+    let ends: Vec<_> = events(records, index)
+        .into_iter()
+        .filter(|e| e.state.is_end())
+        .collect();
+    assert_eq!(ends.len(), 1, "step {index} has one end: {ends:?}");
+    ends[0]
+}
+
+/// The `cancelled` flag of every PlanFinished record.
+fn finished(records: &[Record]) -> Vec<bool> {
+    records
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RecordKind::PlanFinished { cancelled, .. } => Some(*cancelled),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The trigger of every Provenance record.
+fn provenance_triggers(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RecordKind::Provenance { facts, .. } => Some(facts.trigger.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Nothing was acked, so the link's outbox is every record the journal holds, in order and
+/// numbered 1, 2, 3… (a record is journaled before the link gets it, and only once).
+fn assert_outbox_is_the_journal(dir: &Path, shared: &Shared) -> Vec<Record> {
+    let journaled = records(dir);
+    assert_eq!(shared.unsent(0), journaled);
+    let seqs: Vec<u64> = journaled.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=journaled.len() as u64).collect::<Vec<_>>());
+    journaled
+}
+
+/// Writes the journal an agent leaves when it stops (crash, kill, power loss) after the
+/// plan was accepted and `steps` were journaled: attempts count up per `Started`, an end
+/// ends the latest attempt.
+fn journal_before_a_crash(dir: &Path, plan: &Plan, steps: &[(u32, StepState)]) {
+    let (mut j, mut s) = Journal::open(dir).expect("open journal");
+    j.append(&mut s, Entry::Plan(plan.clone())).unwrap();
+    let accepted = Record {
+        seq: s.next_seq,
+        kind: RecordKind::PlanAccepted {
+            plan_id: plan.id.clone(),
+        },
+    };
+    j.append(&mut s, Entry::Record(accepted)).unwrap();
+    for &(index, state) in steps {
+        let step = &plan.steps[index as usize];
+        let started = s.held(&plan.id).unwrap().attempts.get(&index).copied();
+        let attempt = started.unwrap_or(0) + u32::from(state == StepState::Started);
+        let record = Record {
+            seq: s.next_seq,
+            kind: RecordKind::Step(StepEvent {
+                plan_id: plan.id.clone(),
+                kind: step.kind.name().into(),
+                step_index: index,
+                cell_id: step.cell_id.clone(),
+                repetition: step.repetition,
+                attempt,
+                state,
+                started_unix_ns: 1,
+                finished_unix_ns: if state.is_end() { 2 } else { 0 },
+                exit_status: 0,
+                stderr_tail: String::new(),
+                error: String::new(),
+                samples: vec![],
+            }),
+        };
+        j.append(&mut s, Entry::Record(record)).unwrap();
+    }
+}
+
+/// Whether something is mounted at `path` now.
+fn mounted(path: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    provenance::mount_at(&info, path).is_some()
+}
+
+/// Unmounts (lazily) what a failed test left mounted at its path.
+struct UnmountOnDrop(PathBuf);
+
+impl Drop for UnmountOnDrop {
+    fn drop(&mut self) {
+        if mounted(&self.0) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+}
+
+const ABORTED: &str = "skipped: an earlier step failed and on_failure is abort";
+const CANCELLED: &str = "skipped: cancelled";
+const SUCCEEDED_ONCE: [(StepState, u32); 2] = [(StepState::Started, 1), (StepState::Succeeded, 1)];
+
+// ---- 1. attempts ----
+
+/// A command that fails is recorded as failed, once, with its exit status and stderr: a
+/// failure is not retried (only a cut-off step runs again). The plan goes on, ends, and a
+/// finished plan sent again is answered as finished without running anything.
+#[test]
+fn a_failed_command_is_recorded_once_and_not_retried() {
+    let (_tmp, dir) = state_dir();
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, cmd("true")),
+            ("a", 1, cmd("echo boom >&2; exit 3")),
+            ("a", 1, cmd(&log_attempt("after.log"))),
+        ],
+    );
+    let shared = start(&dir, std::slice::from_ref(&p)).wait();
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+
+    assert_eq!(
+        r[0].kind,
+        RecordKind::PlanAccepted {
+            plan_id: "p".into()
+        }
+    );
+    assert_eq!(provenance_triggers(&r), [provenance::AT_PLAN_START]);
+    assert_eq!(states(&r, 0), SUCCEEDED_ONCE);
+    assert_eq!(
+        states(&r, 1),
+        [(StepState::Started, 1), (StepState::Failed, 1)]
+    );
+    let failed = only_end(&r, 1);
+    assert_eq!(failed.exit_status, 3);
+    assert_eq!(failed.stderr_tail, "boom\n");
+    assert_eq!(failed.error, "command failed: exit status 3");
+    assert_eq!(states(&r, 2), SUCCEEDED_ONCE);
+    assert_eq!(lines(&dir, "after.log"), ["1"]);
+    assert_eq!(finished(&r), [false]);
+    assert!(matches!(
+        r.last().unwrap().kind,
+        RecordKind::PlanFinished { .. }
+    ));
+    assert!(shared.held().is_empty(), "a finished plan is not held");
+
+    // The coordinator did not hear the end and sends the plan again.
+    let shared = start(&dir, &[p]).wait();
+    let again = assert_outbox_is_the_journal(&dir, &shared);
+    assert_eq!(again[..r.len()], r[..]);
+    assert_eq!(
+        again[r.len()..]
+            .iter()
+            .map(|r| r.kind.clone())
+            .collect::<Vec<_>>(),
+        [
+            RecordKind::PlanAccepted {
+                plan_id: "p".into()
+            },
+            RecordKind::PlanFinished {
+                plan_id: "p".into(),
+                cancelled: false
+            }
+        ]
+    );
+    assert_eq!(lines(&dir, "after.log"), ["1"], "nothing ran again");
+}
+
+/// After a crash, a step that ended is not run again; the step that was running runs again
+/// from its start as the next attempt, and its command sees that attempt.
+#[test]
+fn a_step_cut_off_runs_again_as_the_next_attempt_and_an_ended_one_does_not() {
+    let (_tmp, dir) = state_dir();
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, cmd(&log_attempt("s0.log"))),
+            ("a", 1, cmd(&log_attempt("s1.log"))),
+        ],
+    );
+    journal_before_a_crash(
+        &dir,
+        &p,
+        &[
+            (0, StepState::Started),
+            (0, StepState::Succeeded),
+            (1, StepState::Started),
+        ],
+    );
+    let shared = start(&dir, &[]).wait();
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+    assert_eq!(states(&r, 0), SUCCEEDED_ONCE, "step 0 is not run again");
+    assert!(lines(&dir, "s0.log").is_empty());
+    assert_eq!(
+        states(&r, 1),
+        [
+            (StepState::Started, 1),
+            (StepState::Started, 2),
+            (StepState::Succeeded, 2)
+        ]
+    );
+    assert_eq!(lines(&dir, "s1.log"), ["2"]);
+    assert_eq!(provenance_triggers(&r), [provenance::AT_RESUME]);
+    assert_eq!(finished(&r), [false]);
+}
+
+/// A step cut off MAX_ATTEMPTS − 1 times runs once more; one cut off MAX_ATTEMPTS times
+/// fails (naming the cut-offs) without being started again, and the plan goes on.
+#[test]
+fn a_step_cut_off_max_attempts_times_fails_without_running_again() {
+    for cut_offs in [MAX_ATTEMPTS - 1, MAX_ATTEMPTS] {
+        let (_tmp, dir) = state_dir();
+        let p = plan(
+            "p",
+            OnFailure::Continue,
+            vec![
+                ("a", 1, cmd(&log_attempt("s0.log"))),
+                ("a", 1, cmd(&log_attempt("s1.log"))),
+            ],
+        );
+        let crashes: Vec<_> = (0..cut_offs).map(|_| (0, StepState::Started)).collect();
+        journal_before_a_crash(&dir, &p, &crashes);
+        let shared = start(&dir, &[]).wait();
+        let r = assert_outbox_is_the_journal(&dir, &shared);
+        let mut expected: Vec<_> = (1..=cut_offs).map(|a| (StepState::Started, a)).collect();
+        let end = only_end(&r, 0);
+        if cut_offs < MAX_ATTEMPTS {
+            expected.extend([
+                (StepState::Started, cut_offs + 1),
+                (StepState::Succeeded, cut_offs + 1),
+            ]);
+            assert_eq!(lines(&dir, "s0.log"), [(cut_offs + 1).to_string()]);
+        } else {
+            expected.push((StepState::Failed, cut_offs));
+            assert!(lines(&dir, "s0.log").is_empty(), "not run a 4th time");
+            assert!(
+                end.error
+                    .contains(&format!("stopped during this step {cut_offs} times")),
+                "{}",
+                end.error
+            );
+        }
+        assert_eq!(states(&r, 0), expected, "after {cut_offs} cut-offs");
+        assert_eq!(states(&r, 1), SUCCEEDED_ONCE, "after {cut_offs} cut-offs");
+        assert_eq!(finished(&r), [false]);
+    }
+}
+
+// ---- 2. on_failure ----
+
+/// With `abort`, every step after a failure is skipped (never started, attempt 0) except
+/// the storage teardown, which runs. With `continue` the plan goes on; only the measure
+/// whose preparation failed is skipped, saying which step failed and why.
+#[test]
+fn abort_skips_the_rest_but_the_teardown_and_continue_goes_on() {
+    for on_failure in [OnFailure::Abort, OnFailure::Continue] {
+        let (_tmp, dir) = state_dir();
+        let p = plan(
+            "p",
+            on_failure,
+            vec![
+                ("a", 1, StepKind::StorageSetup(no_storage())),
+                ("a", 0, StepKind::Setup("true".into())),
+                ("a", 1, cmd("echo boom >&2; exit 3")), // 2: fails
+                ("a", 1, cmd(&log_attempt("after.log"))),
+                ("a", 1, measure("true")), // 4: its preparation is 2..4
+                ("b", 1, measure(&log_attempt("measured.log"))),
+                ("b", 1, StepKind::StorageTeardown(no_storage())),
+            ],
+        );
+        let shared = start(&dir, &[p]).wait();
+        let r = assert_outbox_is_the_journal(&dir, &shared);
+        let skipped = [(StepState::Skipped, 0)];
+        let failed = [(StepState::Started, 1), (StepState::Failed, 1)];
+        assert_eq!(states(&r, 0), SUCCEEDED_ONCE);
+        assert_eq!(states(&r, 1), SUCCEEDED_ONCE);
+        assert_eq!(states(&r, 2), failed);
+        assert_eq!(
+            states(&r, 6),
+            SUCCEEDED_ONCE,
+            "teardown runs ({on_failure:?})"
+        );
+        assert_eq!(finished(&r), [false]);
+        match on_failure {
+            OnFailure::Abort => {
+                for i in 3..=5 {
+                    assert_eq!(states(&r, i), skipped, "step {i}");
+                    let e = only_end(&r, i);
+                    assert_eq!(e.error, ABORTED, "step {i}");
+                    assert!(e.samples.is_empty());
+                }
+                assert!(lines(&dir, "after.log").is_empty());
+                assert!(lines(&dir, "measured.log").is_empty());
+            }
+            OnFailure::Continue => {
+                assert_eq!(states(&r, 3), SUCCEEDED_ONCE);
+                assert_eq!(lines(&dir, "after.log"), ["1"]);
+                assert_eq!(states(&r, 4), skipped);
+                let not_measured = only_end(&r, 4);
+                assert_eq!(
+                    not_measured.error,
+                    format!("{NOT_MEASURED}: command (step 2): command failed: exit status 3")
+                );
+                assert!(not_measured.samples.is_empty());
+                assert_eq!(states(&r, 5), SUCCEEDED_ONCE);
+                assert_eq!(lines(&dir, "measured.log"), ["1"]);
+                assert!(!only_end(&r, 5).samples.is_empty());
+            }
+        }
+    }
+}
+
+// ---- 3. cancel ----
+
+/// Cancels the plan (as the link does on the coordinator's Cancel) while its command step
+/// runs on `storage`, and checks that the running command was killed, the rest skipped,
+/// the teardown run and the plan ended as cancelled.
+fn cancel_while_storage_is_held(storage: StorageConfig) {
+    let (_tmp, dir) = state_dir();
+    let mount_point = config(&dir).storage.mount_point(&storage);
+    let _unmount = UnmountOnDrop(mount_point.clone());
+    let tmpfs = storage.fs == crate::model::Filesystem::Tmpfs;
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, StepKind::StorageSetup(storage.clone())),
+            (
+                "a",
+                1,
+                cmd(&format!("{}; sleep 30", log_attempt("running.log"))),
+            ),
+            ("a", 1, measure(&log_attempt("measured.log"))),
+            ("a", 1, StepKind::StorageTeardown(storage)),
+            ("b", 1, cmd(&log_attempt("after.log"))),
+        ],
+    );
+    let t = Instant::now();
+    let running = start(&dir, &[p]);
+    let shared = running.shared.clone();
+    wait_until("step 1 to run", || {
+        shared.current() == Some(("p".into(), 1))
+            && shared.running_pgid.load(Ordering::SeqCst) > 0
+            && !lines(&dir, "running.log").is_empty()
+    });
+    assert_eq!(mounted(&mount_point), tmpfs, "the storage is held");
+    shared.cancel("p");
+    let shared = running.wait();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the running command was killed, not waited for"
+    );
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+
+    assert_eq!(states(&r, 0), SUCCEEDED_ONCE);
+    // What the executor does today: the killed step is recorded as failed.
+    assert_eq!(
+        states(&r, 1),
+        [(StepState::Started, 1), (StepState::Failed, 1)]
+    );
+    assert_eq!(
+        only_end(&r, 1).error,
+        format!("command failed: killed by signal {}", libc::SIGKILL)
+    );
+    for i in [2, 4] {
+        assert_eq!(states(&r, i), [(StepState::Skipped, 0)], "step {i}");
+        assert_eq!(only_end(&r, i).error, CANCELLED, "step {i}");
+    }
+    assert_eq!(states(&r, 3), SUCCEEDED_ONCE, "the teardown runs");
+    assert_eq!(finished(&r), [true], "the plan ends as cancelled");
+    assert!(lines(&dir, "measured.log").is_empty());
+    assert!(lines(&dir, "after.log").is_empty());
+    assert!(!mounted(&mount_point), "the teardown unmounted the storage");
+    assert!(shared.held().is_empty());
+}
+
+#[test]
+fn a_cancel_kills_the_running_step_skips_the_rest_and_still_tears_down() {
+    cancel_while_storage_is_held(no_storage());
+}
+
+#[test]
+fn a_cancel_while_a_ramdisk_is_mounted_still_unmounts_it() {
+    if !root_or_skip("mounts a tmpfs RAM disk") {
+        return;
+    }
+    cancel_while_storage_is_held(ramdisk());
+}
+
+// ---- 4. a measure cut off ----
+
+/// A measure cut off by a crash (its start journaled, no end): at the next start its
+/// preparation runs again first (the journal says so with a Rerun entry), then the measure
+/// runs again as attempt 2; its samples are journaled once, in its one end record.
+#[test]
+fn a_measure_cut_off_runs_again_after_its_preparation_and_its_samples_are_stored_once() {
+    let (_tmp, dir) = state_dir();
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, cmd(&log_attempt("prep.log"))),
+            ("a", 1, measure(&log_attempt("measure.log"))),
+            ("a", 2, measure(&log_attempt("next.log"))),
+        ],
+    );
+    journal_before_a_crash(
+        &dir,
+        &p,
+        &[
+            (0, StepState::Started),
+            (0, StepState::Succeeded),
+            (1, StepState::Started),
+        ],
+    );
+    let shared = start(&dir, &[]).wait();
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+
+    let reruns: Vec<_> = journal(&dir)
+        .into_iter()
+        .filter(|e| matches!(e, Entry::Rerun { .. }))
+        .collect();
+    assert_eq!(
+        reruns,
+        [Entry::Rerun {
+            plan_id: "p".into(),
+            measure: 1,
+            started: 1,
+            steps: vec![0],
+        }]
+    );
+    assert_eq!(
+        states(&r, 0),
+        [
+            (StepState::Started, 1),
+            (StepState::Succeeded, 1),
+            (StepState::Started, 2),
+            (StepState::Succeeded, 2)
+        ],
+        "the preparation runs again as attempt 2"
+    );
+    assert_eq!(lines(&dir, "prep.log"), ["2"]);
+    assert_eq!(
+        states(&r, 1),
+        [
+            (StepState::Started, 1),
+            (StepState::Started, 2),
+            (StepState::Succeeded, 2)
+        ]
+    );
+    assert_eq!(
+        lines(&dir, "measure.log"),
+        ["2"],
+        "measured once, as attempt 2"
+    );
+    assert_metrics_once(&r, 1);
+    assert_eq!(
+        states(&r, 2),
+        SUCCEEDED_ONCE,
+        "the next measure is attempt 1"
+    );
+    assert_eq!(provenance_triggers(&r), [provenance::AT_RESUME]);
+    assert_eq!(finished(&r), [false]);
+
+    // Another start finds the plan finished: nothing is run or recorded again.
+    let shared = start(&dir, &[]).wait();
+    assert_eq!(assert_outbox_is_the_journal(&dir, &shared), r);
+    assert_eq!(lines(&dir, "measure.log"), ["2"]);
+}
+
+/// Every sample of step `index` is in its one end record, each metric once.
+fn assert_metrics_once(r: &[Record], index: u32) {
+    let end = only_end(r, index);
+    assert_eq!(end.state, StepState::Succeeded);
+    let mut metrics: Vec<&str> = end.samples.iter().map(|s| s.metric.as_str()).collect();
+    metrics.sort();
+    assert_eq!(metrics, ["max_rss", "sys", "user", "wall"]);
+    let with_samples = events(r, index)
+        .iter()
+        .filter(|e| !e.samples.is_empty())
+        .count();
+    assert_eq!(with_samples, 1, "samples are in one record of step {index}");
+}
+
+/// The same through the agent's own stop (`lib::run`: stop the executor, kill the running
+/// group) in the middle of the measurement: the measure is left started, without an end,
+/// and the next executor on that journal runs preparation and measure again as attempt 2.
+#[test]
+fn a_measure_cut_off_by_the_agent_stopping_runs_again_as_attempt_2() {
+    let (_tmp, dir) = state_dir();
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, cmd(&log_attempt("prep.log"))),
+            (
+                "a",
+                1,
+                measure(&format!(
+                    "{}; if [ $PLATTER_ATTEMPT = 1 ]; then sleep 30; fi",
+                    log_attempt("measure.log")
+                )),
+            ),
+        ],
+    );
+    let t = Instant::now();
+    let running = start(&dir, &[p]);
+    let shared = running.shared.clone();
+    wait_until("the measurement to run", || {
+        shared.measuring.load(Ordering::SeqCst)
+            && shared.running_pgid.load(Ordering::SeqCst) > 0
+            && !lines(&dir, "measure.log").is_empty()
+    });
+    running.stop.cancel();
+    process::kill_group(&shared.running_pgid);
+    running.wait();
+    let r = records(&dir);
+    assert_eq!(states(&r, 1), [(StepState::Started, 1)], "left started");
+    assert!(finished(&r).is_empty());
+
+    let shared = start(&dir, &[]).wait();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the sleep was killed"
+    );
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+    assert_eq!(
+        states(&r, 0),
+        [
+            (StepState::Started, 1),
+            (StepState::Succeeded, 1),
+            (StepState::Started, 2),
+            (StepState::Succeeded, 2)
+        ]
+    );
+    assert_eq!(
+        states(&r, 1),
+        [
+            (StepState::Started, 1),
+            (StepState::Started, 2),
+            (StepState::Succeeded, 2)
+        ]
+    );
+    assert_eq!(lines(&dir, "prep.log"), ["1", "2"]);
+    assert_eq!(lines(&dir, "measure.log"), ["1", "2"]);
+    assert_metrics_once(&r, 1);
+    assert_eq!(
+        provenance_triggers(&r),
+        [provenance::AT_PLAN_START, provenance::AT_RESUME]
+    );
+    assert_eq!(finished(&r), [false]);
+}
