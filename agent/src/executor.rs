@@ -210,7 +210,7 @@ impl Executor {
         started: i64,
     ) -> StepEvent {
         StepEvent {
-            plan_id: plan_id.to_string(),
+            plan_id: plan_id.to_string().into(),
             kind: step.kind.name().to_string(),
             step_index: step.index,
             cell_id: step.cell_id.clone(),
@@ -277,7 +277,7 @@ impl Executor {
         let Some(index) = progress.next_step() else {
             let cancelled = self.shared.is_cancelled(plan_id);
             self.emit(RecordKind::PlanFinished {
-                plan_id: plan_id.to_string(),
+                plan_id: plan_id.to_string().into(),
                 cancelled,
             })?;
             tracing::info!(plan = %plan_id, cancelled, "plan finished");
@@ -362,7 +362,7 @@ impl Executor {
             return self.journal.append(
                 &mut self.state,
                 Entry::Rerun {
-                    plan_id: plan_id.to_string(),
+                    plan_id: plan_id.to_string().into(),
                     measure: index,
                     started: started_before,
                     steps: prep.collect(),
@@ -392,7 +392,8 @@ impl Executor {
             StepState::Started,
             started,
         )))?;
-        self.shared.set_current(Some((plan_id.to_string(), index)));
+        self.shared
+            .set_current(Some((plan_id.to_string().into(), index)));
         let (state, ending) = match &step.kind {
             StepKind::Reboot => match self.reboot(plan_id, index, attempt, started, shutdown)? {
                 Some(ending) => (StepState::Failed, ending),
@@ -424,7 +425,7 @@ impl Executor {
         match made {
             // The storage as the system has it now: mounts, mkfs version, write cache.
             Some(c) => self.emit(RecordKind::Provenance {
-                plan_id: plan_id.to_string(),
+                plan_id: plan_id.to_string().into(),
                 step_index: index,
                 facts: Provenance {
                     trigger: provenance::AT_STORAGE_SETUP.into(),
@@ -483,7 +484,7 @@ impl Executor {
         };
         self.described.insert(plan_id.to_string());
         self.emit(RecordKind::Provenance {
-            plan_id: plan_id.to_string(),
+            plan_id: plan_id.to_string().into(),
             step_index: index,
             facts,
         })
@@ -493,7 +494,7 @@ impl Executor {
         vec![
             ("PLATTER_HOST".into(), self.cfg.host.clone().into()),
             ("PLATTER_PLAN".into(), plan_id.into()),
-            ("PLATTER_CELL".into(), step.cell_id.clone().into()),
+            ("PLATTER_CELL".into(), step.cell_id.as_str().into()),
             (
                 "PLATTER_REPETITION".into(),
                 step.repetition.to_string().into(),
@@ -677,7 +678,7 @@ impl Executor {
         self.journal.append(
             &mut self.state,
             Entry::RebootRequested {
-                plan_id: plan_id.to_string(),
+                plan_id: plan_id.to_string().into(),
                 step_index: index,
                 boot_id: boot_id.clone(),
                 requested_unix_ns: started,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Plan, Record, RecordKind, StepEvent, StepState};
+use crate::model::{Plan, PlanId, Record, RecordKind, StepEvent, StepState};
 
 const FILE: &str = "journal.jsonl";
 /// Compact when the file is larger than this and a plan has just finished.
@@ -42,7 +42,7 @@ pub enum Entry {
     Acked(u64),
     /// A reboot step asked for a reboot while the host had this boot id.
     RebootRequested {
-        plan_id: String,
+        plan_id: PlanId,
         step_index: u32,
         boot_id: String,
         requested_unix_ns: i64,
@@ -50,11 +50,11 @@ pub enum Entry {
     /// Written at compaction: sequence numbers continue from here.
     NextSeq(u64),
     /// Written at compaction: plans that have finished (so a resent one is recognised).
-    Finished(Vec<String>),
+    Finished(Vec<PlanId>),
     /// The measure step `measure` was cut off after it had been started `started` times:
     /// its repetition's preparation `steps` run again (as new attempts) before it does.
     Rerun {
-        plan_id: String,
+        plan_id: PlanId,
         measure: u32,
         started: u32,
         steps: Vec<u32>,
@@ -132,7 +132,7 @@ pub struct State {
     /// Held (unfinished) plans in the order received.
     pub plans: BTreeMap<u64, PlanProgress>,
     order: u64,
-    pub finished: BTreeSet<String>,
+    pub finished: BTreeSet<PlanId>,
     pub next_seq: u64,
     pub acked: u64,
     /// Records not yet acked, in sequence order.
@@ -181,7 +181,7 @@ impl State {
                 };
                 if let RecordKind::PlanFinished { plan_id, .. } = &r.kind {
                     self.plans.retain(|_, p| &p.plan.id != plan_id);
-                    self.finished.insert(plan_id.clone());
+                    self.finished.insert(plan_id.to_string().into());
                     return;
                 }
                 let Some(p) = self.plans.values_mut().find(|p| p.plan.id == plan_id) else {
@@ -279,7 +279,7 @@ impl State {
             }
             if let Some(rb) = &p.reboot {
                 out.push(Entry::RebootRequested {
-                    plan_id: p.plan.id.clone(),
+                    plan_id: p.plan.id.to_string().into(),
                     step_index: rb.step_index,
                     boot_id: rb.boot_id.clone(),
                     requested_unix_ns: rb.requested_unix_ns,

@@ -149,7 +149,7 @@ impl Link {
             host: self.host.clone(),
             boot_id: self.boot_id.clone(),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
-            held_plan_ids: self.shared.held(),
+            held_plan_ids: self.shared.held().into_iter().map(String::from).collect(),
             next_seq: self.shared.next_seq.load(Ordering::SeqCst),
             devices: devices.clone(),
             labels: self.labels.iter().cloned().collect(),
@@ -184,7 +184,7 @@ impl Link {
                 _ = self.shared.outbox_changed.notified() => {}
                 _ = heartbeat.tick() => {
                     let (plan, step) = self.shared.current().unwrap_or_default();
-                    let hb = pb::Heartbeat { current_plan_id: plan, current_step_index: step };
+                    let hb = pb::Heartbeat { current_plan_id: plan.to_string(), current_step_index: step };
                     tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
                 }
                 // Reading /sys is cheap but not free: never while a measurement runs.

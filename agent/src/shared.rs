@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::model::Record;
+use crate::model::{PlanId, Record};
 use crate::process;
 
 #[derive(Default)]
@@ -22,11 +22,11 @@ pub struct Shared {
     pub measuring: AtomicBool,
     /// Process group of the running command, 0 when none.
     pub running_pgid: AtomicI32,
-    cancelled: Mutex<HashSet<String>>,
+    cancelled: Mutex<HashSet<PlanId>>,
     /// Unfinished plans the agent holds, for the hello.
-    held: Mutex<Vec<String>>,
+    held: Mutex<Vec<PlanId>>,
     /// (plan id, step index) of the running step.
-    current: Mutex<Option<(String, u32)>>,
+    current: Mutex<Option<(PlanId, u32)>>,
     /// The sequence number the next new record gets, for the hello.
     pub next_seq: AtomicU64,
     /// Notified (with `outbox`) when an ack empties part of the outbox.
@@ -94,7 +94,7 @@ impl Shared {
         self.cancelled
             .lock()
             .expect("cancel lock")
-            .insert(plan_id.to_string());
+            .insert(plan_id.to_string().into());
         let running = self
             .current
             .lock()
@@ -113,19 +113,19 @@ impl Shared {
             .contains(plan_id)
     }
 
-    pub fn set_held(&self, ids: Vec<String>) {
+    pub fn set_held(&self, ids: Vec<PlanId>) {
         *self.held.lock().expect("held lock") = ids;
     }
 
-    pub fn held(&self) -> Vec<String> {
+    pub fn held(&self) -> Vec<PlanId> {
         self.held.lock().expect("held lock").clone()
     }
 
-    pub fn set_current(&self, current: Option<(String, u32)>) {
+    pub fn set_current(&self, current: Option<(PlanId, u32)>) {
         *self.current.lock().expect("current lock") = current;
     }
 
-    pub fn current(&self) -> Option<(String, u32)> {
+    pub fn current(&self) -> Option<(PlanId, u32)> {
         self.current.lock().expect("current lock").clone()
     }
 }

@@ -49,10 +49,10 @@ fn record(agent: usize, seq: u64) -> Record {
     Record {
         seq,
         kind: RecordKind::Step(StepEvent {
-            plan_id: format!("plan-{agent}"),
+            plan_id: format!("plan-{agent}").into(),
             kind: "measure".into(),
             step_index: seq as u32,
-            cell_id: cell_id(agent, seq % CELLS_PER_AGENT),
+            cell_id: cell_id(agent, seq % CELLS_PER_AGENT).into(),
             repetition: (seq / CELLS_PER_AGENT) as u32 + 1,
             attempt: 1,
             state: StepState::Succeeded,

@@ -126,9 +126,9 @@ impl Hub {
             let Some(conn) = conns.get_mut(host) else {
                 return Ok(());
             };
-            let held = conn.held.contains(&plan.id);
+            let held = conn.held.iter().any(|h| *h == plan.id);
             if !held {
-                conn.held.push(plan.id.clone());
+                conn.held.push(plan.id.to_string());
             }
             (conn.tx.clone(), conn.id, held)
         };

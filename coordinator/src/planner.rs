@@ -270,10 +270,10 @@ pub fn plan(
         let steps = steps(campaign, &host_cells);
         let body = serde_json::to_vec(&steps).expect("steps serialize");
         plans.push(Plan {
-            id: short_hash(&[id.as_bytes(), host.as_bytes(), &body]),
-            campaign_id: id.clone(),
+            id: (short_hash(&[id.as_bytes(), host.as_bytes(), &body])).into(),
+            campaign_id: id.clone().into(),
             campaign_name: campaign.name.clone(),
-            host: host.clone(),
+            host: host.clone().into(),
             steps,
             on_failure: match campaign.on_failure {
                 spec::OnFailure::Continue => OnFailure::Continue,
@@ -349,7 +349,7 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
     let mut push = |cell: &PlannedCell, repetition: u32, kind: StepKind| {
         steps.push(Step {
             index: steps.len() as u32,
-            cell_id: cell.id.clone(),
+            cell_id: cell.id.clone().into(),
             repetition,
             kind,
         });

@@ -1295,7 +1295,7 @@ mod tests {
         let held = store.cancel_campaign(&first.id).unwrap();
         assert_eq!(
             held,
-            [(sent.id.clone(), "h".to_string())],
+            [(sent.id.to_string(), "h".to_string())],
             "the agent is still told"
         );
         let (next, new) = store.plan_for_host("h").unwrap().unwrap();

@@ -1,11 +1,12 @@
 //! platter's contract: what the coordinator and the agent both speak. The gRPC schema
 //! (`v1`, generated from `platter/v1/*.proto`), the domain model of plans and results
-//! (`model`), what an agent reports about its drives (`inventory`) and about what a run
+//! (`model`, with its ids in `ids`), what an agent reports about its drives (`inventory`) and about what a run
 //! ran on (`provenance`), the conversions between the domain types and the wire
 //! (`wire`: the one place both meet), the constants of the protocol (`protocol`), and
 //! the client side of mutual TLS that agents and operator commands share (`tls`).
 //! Both sides depend on this crate; neither reaches into the other.
 
+pub mod ids;
 pub mod inventory;
 pub mod model;
 pub mod protocol;

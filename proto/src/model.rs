@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::ids::{CampaignId, CellId, HostName, PlanId};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum OnFailure {
@@ -14,10 +16,10 @@ pub enum OnFailure {
 /// The ordered steps one agent runs for one campaign on its host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    pub id: String,
-    pub campaign_id: String,
+    pub id: PlanId,
+    pub campaign_id: CampaignId,
     pub campaign_name: String,
-    pub host: String,
+    pub host: HostName,
     pub steps: Vec<Step>,
     pub on_failure: OnFailure,
 }
@@ -75,7 +77,7 @@ pub const NOT_MEASURED: &str = "not measured: its preparation failed";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     pub index: u32,
-    pub cell_id: String,
+    pub cell_id: CellId,
     /// 1-based; 0 for once-per-cell steps.
     pub repetition: u32,
     pub kind: StepKind,
@@ -475,11 +477,11 @@ fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepEvent {
-    pub plan_id: String,
+    pub plan_id: PlanId,
     /// `StepKind::name` of the step.
     pub kind: String,
     pub step_index: u32,
-    pub cell_id: String,
+    pub cell_id: CellId,
     pub repetition: u32,
     pub attempt: u32,
     pub state: StepState,
@@ -495,21 +497,21 @@ pub struct StepEvent {
 #[serde(rename_all = "snake_case")]
 pub enum RecordKind {
     PlanAccepted {
-        plan_id: String,
+        plan_id: PlanId,
     },
     Step(StepEvent),
     PlanFinished {
-        plan_id: String,
+        plan_id: PlanId,
         cancelled: bool,
     },
     /// The agent will not run the plan; nothing of it ran.
     PlanRefused {
-        plan_id: String,
+        plan_id: PlanId,
         reason: String,
     },
     /// What the plan runs on, from step `step_index` on.
     Provenance {
-        plan_id: String,
+        plan_id: PlanId,
         step_index: u32,
         facts: crate::provenance::Provenance,
     },

@@ -27,10 +27,10 @@ fn malformed(what: &'static str, why: impl Into<String>) -> WireError {
 impl From<&Plan> for pb::Plan {
     fn from(p: &Plan) -> Self {
         pb::Plan {
-            id: p.id.clone(),
-            campaign_id: p.campaign_id.clone(),
+            id: p.id.to_string(),
+            campaign_id: p.campaign_id.to_string(),
             campaign_name: p.campaign_name.clone(),
-            host: p.host.clone(),
+            host: p.host.to_string(),
             steps: p.steps.iter().map(pb::Step::from).collect(),
             on_failure: match p.on_failure {
                 OnFailure::Continue => pb::OnFailure::Continue,
@@ -60,7 +60,7 @@ impl From<&Step> for pb::Step {
         };
         pb::Step {
             index: s.index,
-            cell_id: s.cell_id.clone(),
+            cell_id: s.cell_id.to_string(),
             repetition: s.repetition,
             kind: Some(kind),
         }
@@ -86,10 +86,10 @@ impl TryFrom<pb::Plan> for Plan {
             }
         }
         Ok(Plan {
-            id: p.id,
-            campaign_id: p.campaign_id,
+            id: p.id.into(),
+            campaign_id: p.campaign_id.into(),
             campaign_name: p.campaign_name,
-            host: p.host,
+            host: p.host.into(),
             steps,
             on_failure,
         })
@@ -114,7 +114,7 @@ impl TryFrom<pb::Step> for Step {
         };
         Ok(Step {
             index: s.index,
-            cell_id: s.cell_id,
+            cell_id: s.cell_id.into(),
             repetition: s.repetition,
             kind,
         })
@@ -221,16 +221,16 @@ impl From<&Record> for pb::Record {
         use pb::record::Kind;
         let kind = match &r.kind {
             RecordKind::PlanAccepted { plan_id } => Kind::PlanAccepted(pb::PlanAccepted {
-                plan_id: plan_id.clone(),
+                plan_id: plan_id.to_string(),
             }),
             RecordKind::PlanFinished { plan_id, cancelled } => {
                 Kind::PlanFinished(pb::PlanFinished {
-                    plan_id: plan_id.clone(),
+                    plan_id: plan_id.to_string(),
                     cancelled: *cancelled,
                 })
             }
             RecordKind::PlanRefused { plan_id, reason } => Kind::PlanRefused(pb::PlanRefused {
-                plan_id: plan_id.clone(),
+                plan_id: plan_id.to_string(),
                 reason: reason.clone(),
             }),
             RecordKind::Provenance {
@@ -239,9 +239,9 @@ impl From<&Record> for pb::Record {
                 facts,
             } => Kind::Provenance(provenance_to_wire(plan_id, *step_index, facts)),
             RecordKind::Step(e) => Kind::Step(pb::StepEvent {
-                plan_id: e.plan_id.clone(),
+                plan_id: e.plan_id.to_string(),
                 step_index: e.step_index,
-                cell_id: e.cell_id.clone(),
+                cell_id: e.cell_id.to_string(),
                 repetition: e.repetition,
                 attempt: e.attempt,
                 state: match e.state {
@@ -281,13 +281,15 @@ impl TryFrom<pb::Record> for Record {
     fn try_from(r: pb::Record) -> Result<Self, WireError> {
         use pb::record::Kind;
         let kind = match r.kind.ok_or_else(|| malformed("record", "no kind"))? {
-            Kind::PlanAccepted(a) => RecordKind::PlanAccepted { plan_id: a.plan_id },
+            Kind::PlanAccepted(a) => RecordKind::PlanAccepted {
+                plan_id: a.plan_id.into(),
+            },
             Kind::PlanFinished(f) => RecordKind::PlanFinished {
-                plan_id: f.plan_id,
+                plan_id: f.plan_id.into(),
                 cancelled: f.cancelled,
             },
             Kind::PlanRefused(r) => RecordKind::PlanRefused {
-                plan_id: r.plan_id,
+                plan_id: r.plan_id.into(),
                 reason: r.reason,
             },
             Kind::Provenance(p) => provenance_from_wire(p)?,
@@ -300,10 +302,10 @@ impl TryFrom<pb::Record> for Record {
                     _ => return Err(malformed("step event", format!("state {}", e.state))),
                 };
                 RecordKind::Step(StepEvent {
-                    plan_id: e.plan_id,
+                    plan_id: e.plan_id.into(),
                     kind: e.kind,
                     step_index: e.step_index,
-                    cell_id: e.cell_id,
+                    cell_id: e.cell_id.into(),
                     repetition: e.repetition,
                     attempt: e.attempt,
                     state,
@@ -397,7 +399,7 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
         })
         .collect::<Result<Vec<_>, WireError>>()?;
     Ok(RecordKind::Provenance {
-        plan_id: p.plan_id,
+        plan_id: p.plan_id.into(),
         step_index: p.step_index,
         facts: Provenance {
             trigger: p.trigger,

@@ -24,7 +24,7 @@ pub struct Snapshot {
     pub storage_config: String,
     /// For a storage snapshot: the cells measured on that storage.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cells: Vec<String>,
+    pub cells: Vec<platter_proto::model::CellId>,
     pub facts: Provenance,
 }
 

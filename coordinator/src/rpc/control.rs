@@ -284,7 +284,7 @@ impl Control for ControlService {
             // Only the campaign's hosts can have a new plan: with thousands of agents
             // connected, asking the store about every one of them would cost a
             // transaction each.
-            let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.clone()).collect();
+            let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.to_string()).collect();
             hub.dispatch_to(&hosts);
             Ok(pb::SubmitResponse {
                 campaign_id: planned.id,

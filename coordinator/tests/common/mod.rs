@@ -426,7 +426,7 @@ pub fn measured(
     Record {
         seq,
         kind: RecordKind::Step(StepEvent {
-            plan_id: plan_id.to_string(),
+            plan_id: plan_id.to_string().into(),
             kind: "measure".into(),
             step_index: step.index,
             cell_id: step.cell_id.clone(),
