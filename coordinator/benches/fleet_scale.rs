@@ -516,10 +516,14 @@ fn issue_agents(ca: &Ca, n: usize) -> anyhow::Result<Vec<(String, String)>> {
     Ok(all)
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+/// The port `platter serve --listen 127.0.0.1:0` announced in its log ("listening on
+/// ADDRESS"), once it has (whole lines only: a line may be written in pieces).
+fn announced_port(log: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .find_map(|l| l.trim_end().strip_prefix("listening on ")?.parse().ok())
+        .map(|addr: std::net::SocketAddr| addr.port())
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -632,15 +636,13 @@ fn run() -> anyhow::Result<bool> {
     );
 
     // 2. The coordinator.
-    let port = free_port()?;
-    let url = format!("https://127.0.0.1:{port}");
     let db = dir.join("db");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
     let log = dir.join("coordinator.log");
     let child = Command::new(&bin)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--db")
         .arg(&db)
         .arg("--tls-dir")
@@ -652,12 +654,16 @@ fn run() -> anyhow::Result<bool> {
     let pid = child.id();
     let mut coord = Coordinator { child, pid };
     let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    let port = loop {
+        if let Some(port) = announced_port(&log) {
+            break port;
+        }
         if !coord.alive() || t.elapsed() > Duration::from_secs(10) {
             bail!("the coordinator did not start:\n{}", log_tail(&log, 20));
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    let url = format!("https://127.0.0.1:{port}");
     std::thread::sleep(Duration::from_millis(200));
     let s_start = snap(pid)?;
     eprintln!(

@@ -108,8 +108,7 @@ fn a_new_store_runs_everything_again_and_inherits_nothing() {
 fn a_store_lost_mid_run_cancels_the_orphan_plan_and_refuses_its_records() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let mut coordinator = serve(dir, port);
+    let (mut coordinator, port) = serve(dir);
     let _agent = agent(dir, port, "rc66", &[]);
     wait_agents(dir, 1);
     let file = write(
@@ -127,7 +126,7 @@ fn a_store_lost_mid_run_cancels_the_orphan_plan_and_refuses_its_records() {
     for f in ["coordinator.db", "coordinator.db-wal", "coordinator.db-shm"] {
         let _ = std::fs::remove_file(dir.join(f));
     }
-    let _coordinator = serve(dir, port);
+    let _coordinator = serve_again(dir, port);
     wait_agents(dir, 1);
     // The agent comes back holding a plan the new store never made: it is told to cancel
     // it, and what it sends of that plan is refused, not stored as results.

@@ -154,21 +154,61 @@ repeat: 3
         .stdout(predicate::function(|s: &str| {
             s.lines().count() == 1 + 2 * 4
         }));
-    platter()
-        .current_dir(tmp.path())
-        .args([
-            "report",
-            &id,
-            "--db",
-            "platter-data/platter.db",
-            "--format",
-            "markdown",
-        ])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
-            "| seconds | metric | n | median (CI) |",
-        ));
+    // Markdown, the table and HTML of it from the store: each host, and each cell's
+    // metrics with the medians its samples gave (as the JSON has them); the page has its
+    // chart and fetches nothing.
+    let rendered = |format: &str| {
+        let out = platter()
+            .current_dir(tmp.path())
+            .args(["report", &id, "--db", "platter-data/platter.db"])
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (markdown, table, html) = (rendered("markdown"), rendered("table"), rendered("html"));
+    assert!(markdown.contains("| seconds | metric | n | median (CI) |"));
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.trim_end().ends_with("</html>"), "{html}");
+    assert!(html.contains("<figure id=\"bars-wall\""), "{html}");
+    assert_eq!(html.matches("<svg").count(), 1, "{html}");
+    let offline = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for fetch in ["http://", "https://", "src=", "<link", "url("] {
+        assert!(
+            !offline.contains(fetch),
+            "the page fetches {fetch}…: {html}"
+        );
+    }
+    for (cell, seconds) in cells.iter().zip(["0.05", "0.15"]) {
+        let host = cell["host"].as_str().unwrap();
+        assert!(markdown.contains(&format!("\n## {host}\n")), "{markdown}");
+        assert!(table.contains(&format!("\nhost {host}\n")), "{table}");
+        assert!(html.contains(&format!("<h2>{host}</h2>")), "{html}");
+        assert!(html.contains(&format!("<td>{seconds}</td>")), "{html}");
+        let metrics = cell["metrics"].as_array().unwrap();
+        let names: Vec<&str> = metrics
+            .iter()
+            .map(|m| m["metric"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["wall", "user", "sys", "max_rss"]);
+        for m in metrics {
+            let (metric, n) = (m["metric"].as_str().unwrap(), &m["n"]);
+            let median =
+                platter::report::human(m["median"].as_f64().unwrap(), m["unit"].as_str().unwrap());
+            let md_row = format!("| {metric} | {n} | {median} ");
+            assert!(markdown.contains(&md_row), "{md_row} in {markdown}");
+            let html_row =
+                format!("<td>{metric}</td><td class=\"num\">{n}</td><td class=\"num\">{median} ");
+            assert!(html.contains(&html_row), "{html_row} in {html}");
+            let in_table = table.lines().any(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words.windows(2).any(|w| w == [metric, &n.to_string()])
+                    && l.contains(&format!(" {median} "))
+            });
+            assert!(in_table, "{metric} {n} {median} in {table}");
+        }
+    }
     // A campaign is found by its name as well as its id (before: "no campaign sleepy").
     let by_name = platter()
         .current_dir(tmp.path())

@@ -12,8 +12,7 @@ use common::*;
 fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let hosts = ["h1", "h2", "h3"];
     let _agents: Vec<Proc> = hosts.iter().map(|h| agent(dir, port, h, &[])).collect();
     wait_agents(dir, 3);
@@ -125,8 +124,7 @@ fn two_campaigns_share_the_fleet_without_overlapping_on_any_host() {
 fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve_with(dir, port, &["--heartbeat-timeout", "10"]);
+    let (_coordinator, port) = serve_with(dir, &["--heartbeat-timeout", "10"]);
     let sleeper = agent(dir, port, "sleepy", &[]);
     wait_agents(dir, 1);
     let state = || {
@@ -181,8 +179,7 @@ fn a_silent_agent_is_lost_and_its_plans_wait_for_it() {
 fn a_cancel_while_the_agent_is_down_reaches_it_when_it_returns() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let first = agent(dir, port, "h1", &[]);
     wait_agents(dir, 1);
     identity(dir, "operator", "tester");

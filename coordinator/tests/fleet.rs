@@ -26,8 +26,7 @@ repeat: 3
 fn samples_survive_agent_and_coordinator_kills_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let mut coordinator = serve(dir, port);
+    let (mut coordinator, port) = serve(dir);
     let mut agents: Vec<Proc> = ["h1", "h2", "h3"]
         .iter()
         .map(|h| agent(dir, port, h, &[]))
@@ -65,7 +64,7 @@ fn samples_survive_agent_and_coordinator_kills_exactly_once() {
     assert!(stored_before < 30, "{stored_before}");
     coordinator.kill9();
     std::thread::sleep(Duration::from_millis(800));
-    let _coordinator = serve(dir, port);
+    let _coordinator = serve_again(dir, port);
     agents[1] = agent(dir, port, "h2", &[]);
 
     let finished =

@@ -25,8 +25,7 @@ fn a_drive_attached_or_detached_while_connected_reaches_platter_agents() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let _agent = agent(dir, port, "rc66", &["--inventory-interval", "1"]);
     wait_agents(dir, 1);
     identity(dir, "operator", "tester");

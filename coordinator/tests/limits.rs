@@ -14,8 +14,7 @@ use common::*;
 fn a_plan_over_4_mib_is_delivered_and_cancel_frees_its_host() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let _agent = agent(dir, port, "rc66", &[]);
     wait_agents(dir, 1);
     // 4 cells × 1,000 repetitions of a 1,200-character command: a ~5 MB plan, which
@@ -244,10 +243,8 @@ fn a_campaign_file_over_the_size_limit_is_refused_before_it_is_parsed() {
     );
 
     // A coordinator holds submissions to its own limit, whatever the client allows.
-    let port = free_port();
-    let _coordinator = serve_with(
+    let (_coordinator, port) = serve_with(
         dir,
-        port,
         &["--max-file-size", "1000K", "--max-steps-per-plan", "5"],
     );
     let submit = |extra: &[&str]| {
@@ -349,8 +346,7 @@ fn steps_across_hosts_are_limited() {
 fn submit_shows_every_mistake_the_coordinator_found() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let mut text = format!("{CAMPAIGN}repet: 5\norder: shufled\n");
     for i in 0..80 {
         // Non-ASCII and spaces take three bytes each in a grpc-message header.

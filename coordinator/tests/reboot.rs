@@ -22,8 +22,7 @@ repeat: 2
 fn plan_continues_after_a_reboot_with_a_new_boot_id() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let boot = dir.join("rebooter.boot_id");
     // The "reboot": a new boot id, then the agent dies like a host going down. The test
     // plays systemd and starts the agent again.
@@ -105,8 +104,7 @@ fn plan_continues_after_a_reboot_with_a_new_boot_id() {
 fn a_reboot_that_does_not_happen_fails_the_step_clearly() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let _agent = agent(
         dir,
         port,

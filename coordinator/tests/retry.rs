@@ -57,8 +57,7 @@ fn report(dir: &Path, port: u16, campaign: &str, format: &str) -> (i32, String) 
 fn a_measurement_cut_off_runs_again_after_its_preparation_ran_again() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let (marker, prep) = (dir.join("measuring"), dir.join("prep.log"));
     // Repetition 1's first attempt says it is measuring and sleeps until the test kills
     // the agent; every other attempt measures at once.
@@ -178,8 +177,7 @@ repeat: 2
 fn a_measurement_cut_off_reboots_again_and_the_reboot_sees_its_attempt() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let (boot, log) = (dir.join("rebooter.boot_id"), dir.join("log"));
     let reboot = format!(
         "echo reboot $PLATTER_ATTEMPT >> {log} && echo boot-$(date +%s%N) > {boot} && kill -9 $PLATTER_AGENT_PID",
@@ -246,8 +244,7 @@ repeat: 1
 fn a_reboot_that_did_not_happen_leaves_its_repetition_unmeasured() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let _agent = agent(
         dir,
         port,

@@ -152,22 +152,18 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
     let db = store.0.join("coordinator.db");
     // The helpers read dir/coordinator.db.
     std::os::unix::fs::symlink(&db, dir.join("coordinator.db")).unwrap();
-    let port = free_port();
     let tls = identity(dir, "coordinator", "localhost");
-    let _coordinator = Proc {
-        child: platter()
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+    let (_coordinator, port) = spawn_listening(
+        platter()
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--tls-dir")
             .arg(tls)
             .arg("--db")
             .arg(&db)
-            .env("PLATTER_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("coordinator.log")).unwrap())
-            .spawn()
-            .unwrap(),
-        name: "coordinator".into(),
-    };
+            .env("PLATTER_LOG", "info"),
+        dir,
+        "coordinator",
+    );
     let _agent = agent(dir, port, "a1", &[]);
     wait_agents(dir, 1);
     let file = write(dir, "c.yaml", CAMPAIGN);

@@ -60,8 +60,7 @@ fn fleet_ca(dir: &Path) -> pki::Ca {
 fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
 
     // The control: a good agent connects and a good operator sees it.
     let _good = agent(dir, port, "rc66", &[]);
@@ -232,35 +231,26 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
 fn a_tls_client_at_a_plaintext_coordinator_is_told_so() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let child = platter()
-        .args(["serve", "--dangerously-insecure", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--db")
-        .arg(dir.join("coordinator.db"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _coordinator = Proc {
-        child,
-        name: "coordinator".into(),
-    };
+    let (_coordinator, port) = spawn_listening(
+        platter()
+            .args(["serve", "--dangerously-insecure", "--listen", "127.0.0.1:0"])
+            .arg("--db")
+            .arg(dir.join("coordinator.db")),
+        dir,
+        "coordinator",
+    );
     let says = format!(
         "the coordinator at {} did not answer TLS; it probably speaks plaintext \
          (started with --dangerously-insecure)",
         url(port)
     );
-    let err = wait_for("the coordinator to listen", Duration::from_secs(20), || {
-        let out = platter()
-            .args(["status", "--coordinator", &url(port), "--tls-dir"])
-            .arg(identity(dir, "operator", "tester"))
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (!err.contains("Connection refused")).then_some(err)
-    });
+    let out = platter()
+        .args(["status", "--coordinator", &url(port), "--tls-dir"])
+        .arg(identity(dir, "operator", "tester"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with(&format!("platter: {says}")), "{err}");
     let _agent = agent(dir, port, "rc66", &[]);
     log_says(dir, "rc66", &says);

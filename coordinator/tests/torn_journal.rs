@@ -14,8 +14,7 @@ const REPS: i64 = 6;
 fn an_agent_whose_journal_was_cut_mid_record_completes_its_campaign_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let port = free_port();
-    let _coordinator = serve(dir, port);
+    let (_coordinator, port) = serve(dir);
     let mut first = agent(dir, port, "h1", &[]);
     wait_agents(dir, 1);
     // The workload's stderr ("café µs") puts multi-byte characters in the end records.

@@ -40,6 +40,8 @@ pub enum Command {
     /// Run a coordinator for a fleet of agents: campaigns from many operators at once,
     /// one plan at a time per host, hosts in parallel.
     Serve {
+        /// The address to serve on; port 0 takes a free one. Once it listens, `platter
+        /// serve` prints `listening on ADDRESS` (the port bound) on stderr
         #[arg(long, default_value = "0.0.0.0:7461")]
         listen: SocketAddr,
         #[arg(long, default_value = "/var/lib/platter/platter.db")]

@@ -12,6 +12,8 @@ pub(super) async fn serve(opts: ServeOptions) -> anyhow::Result<i32> {
     }
     let shutdown = CancellationToken::new();
     let coordinator = Coordinator::start(opts, shutdown.clone()).await?;
+    // For scripts and tests: the address bound, the port too with `--listen HOST:0`.
+    eprintln!("listening on {}", coordinator.addr);
     wait_for_signal().await;
     tracing::info!("shutting down; finishing in-flight writes");
     coordinator.stop().await;

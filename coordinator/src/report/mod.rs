@@ -7,6 +7,7 @@ mod json;
 pub mod judge;
 mod junit;
 mod markdown;
+mod markup;
 pub mod provenance;
 pub mod stats;
 pub mod table;

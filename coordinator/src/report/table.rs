@@ -1,81 +1,82 @@
 //! Aligned plain-text table for terminals, one block per host.
 
-use super::{aligned, rows, widths, Exporter, Report};
+use super::markup::{self, Grid, Heading, Markup};
+use super::{aligned, widths, Exporter, Failure, Report};
 
 pub struct Table;
 
 impl Exporter for Table {
     fn render(&self, r: &Report) -> String {
-        let (header, rows) = rows(r);
-        let column_widths = widths(&header, rows.iter().map(|(_, row)| row));
-        let line = |cells: &[String]| aligned(cells, &column_widths, "  ", " ") + "\n";
-        let mut out = format!(
+        markup::render(self, r)
+    }
+}
+
+impl Markup for Table {
+    /// Each column's width, and what separates columns.
+    type Columns = (Vec<usize>, &'static str);
+
+    fn title(&self, r: &Report) -> String {
+        format!(
             "campaign {} ({}): {}, repeat {}\n",
             r.name, r.campaign_id, r.state, r.repeat
-        );
-        let mut host: Option<&str> = None;
-        for (h, row) in &rows {
-            if host != Some(h.as_str()) {
-                out.push_str(&format!("\nhost {h}\n"));
-                out.push_str(&line(&header));
-                host = Some(h);
-            }
-            out.push_str(&line(row));
+        )
+    }
+
+    fn heading(&self, h: Heading<'_>) -> String {
+        match h {
+            Heading::Host(host) => format!("\nhost {host}\n"),
+            Heading::Pivot(title) => format!("\n{title}\n"),
+            Heading::RanOn => "\nran on\n".into(),
         }
-        if let Some((title, header, rows)) = super::pivot_text(r) {
-            let widths = widths(&header, &rows);
-            let line = |cells: &[String]| aligned(cells, &widths, "  ", "  ") + "\n";
-            out.push_str(&format!("\n{title}\n"));
-            out.push_str(&line(&header));
-            for row in &rows {
-                out.push_str(&line(row));
-            }
-        }
-        let ran_on = super::provenance::lines(&r.provenance, &r.devices_used);
-        if !ran_on.is_empty() {
-            out.push_str("\nran on\n");
-            for l in ran_on {
-                out.push_str(&format!("  {l}\n"));
-            }
-        }
-        let notes = super::notes(r);
-        if !notes.is_empty() {
-            out.push('\n');
-            for n in notes {
-                out.push_str(&format!("  {n}\n"));
-            }
-        }
-        for refusal in &r.refused {
-            out.push_str(&format!(
-                "\nhost {} refused the plan, nothing ran: {}\n",
-                refusal.host, refusal.reason
-            ));
-        }
-        if r.steps_failed > 0 {
-            out.push_str(&format!("\n{} step(s) failed:\n", r.steps_failed));
-            for f in r.failures.iter().take(super::MAX_FAILURES_SHOWN) {
-                out.push_str(&format!("  {}\n", f.headline()));
-                for l in f
-                    .stderr_tail
-                    .lines()
-                    .rev()
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                {
-                    out.push_str(&format!("      {l}\n"));
-                }
-            }
-            if let Some(more) = r.failures.len().checked_sub(super::MAX_FAILURES_SHOWN) {
-                if more > 0 {
-                    out.push_str(&format!(
-                        "  … and {more} more (`--format json` lists every one)\n"
-                    ));
-                }
-            }
+    }
+
+    fn columns<'a>(
+        &self,
+        grid: Grid,
+        header: &[String],
+        rows: impl IntoIterator<Item = &'a Vec<String>>,
+    ) -> Self::Columns {
+        let sep = match grid {
+            Grid::Hosts => " ",
+            Grid::Pivot => "  ",
+        };
+        (widths(header, rows), sep)
+    }
+
+    fn header(&self, cells: &[String], columns: &Self::Columns) -> String {
+        self.row(cells, columns)
+    }
+
+    fn row(&self, cells: &[String], (widths, sep): &Self::Columns) -> String {
+        aligned(cells, widths, "  ", sep) + "\n"
+    }
+
+    fn item(&self, text: &str) -> String {
+        format!("  {text}\n")
+    }
+
+    fn refusal(&self, host: &str, reason: &str) -> String {
+        format!("\nhost {host} refused the plan, nothing ran: {reason}\n")
+    }
+
+    fn failed(&self, steps: u32) -> String {
+        format!("\n{steps} step(s) failed:\n")
+    }
+
+    /// The headline and the last three lines of the step's stderr.
+    fn failure(&self, f: &Failure) -> String {
+        let mut out = self.item(&f.headline());
+        let tail: Vec<&str> = f.stderr_tail.lines().rev().take(3).collect();
+        for l in tail.into_iter().rev() {
+            out.push_str(&format!("      {l}\n"));
         }
         out
+    }
+
+    fn more_failures(&self, more: usize) -> String {
+        self.item(&format!(
+            "… and {more} more (`--format json` lists every one)"
+        ))
     }
 }
 

@@ -30,39 +30,6 @@ pub fn root_or_skip(why: &str) -> bool {
     false
 }
 
-/// A port for a test's coordinator, free now and kept for restarts on the same port.
-///
-/// Not one the kernel hands out (`bind(…:0)` picks from the ephemeral range, as does every
-/// outgoing connection, so a port found that way can be taken again by anyone before the
-/// coordinator binds it): one below the ephemeral range, spread by process id and a
-/// counter so that concurrent tests and test binaries do not pick the same one, and
-/// checked free.
-pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let (low, span) = below_ephemeral_range();
-    let base = (std::process::id() % u32::from(span)) as u16;
-    for _ in 0..span {
-        let i = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = low + (base.wrapping_add(i.wrapping_mul(97))) % span;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port in {low}..{}", low + span);
-}
-
-/// The ports below the kernel's ephemeral range (`ip_local_port_range`), above the
-/// well-known ones: (first, count).
-fn below_ephemeral_range() -> (u16, u16) {
-    let first_ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32768);
-    let low = 10_000;
-    (low, first_ephemeral.saturating_sub(low).max(1000))
-}
-
 /// Kills the child on drop, so a failing test leaves no process behind.
 pub struct Proc {
     pub child: Child,
@@ -134,29 +101,74 @@ pub fn url(port: u16) -> String {
     format!("https://127.0.0.1:{port}")
 }
 
-/// A coordinator with mutual TLS (the identity in dir/pki/coordinator).
-pub fn serve(dir: &Path, port: u16) -> Proc {
-    serve_with(dir, port, &[])
+/// A coordinator with mutual TLS (the identity in dir/pki/coordinator) on a port of the
+/// kernel's choosing, and that port.
+pub fn serve(dir: &Path) -> (Proc, u16) {
+    serve_with(dir, &[])
 }
 
-pub fn serve_with(dir: &Path, port: u16, extra: &[&str]) -> Proc {
+pub fn serve_with(dir: &Path, extra: &[&str]) -> (Proc, u16) {
+    spawn_listening(
+        &mut serve_command(dir, "127.0.0.1:0", extra),
+        dir,
+        "coordinator",
+    )
+}
+
+/// The coordinator started again on the port it had (its agents know that one). Were the
+/// port taken in between, the restart fails saying so rather than the agents never
+/// finding it.
+pub fn serve_again(dir: &Path, port: u16) -> Proc {
+    let listen = format!("127.0.0.1:{port}");
+    let (proc, again) = spawn_listening(&mut serve_command(dir, &listen, &[]), dir, "coordinator");
+    assert_eq!(again, port);
+    proc
+}
+
+fn serve_command(dir: &Path, listen: &str, extra: &[&str]) -> Command {
     let tls = identity(dir, "coordinator", "localhost");
-    let child = platter()
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+    let mut c = platter();
+    c.args(["serve", "--listen", listen])
         .arg("--tls-dir")
         .arg(tls)
         .args(extra)
         .arg("--db")
         .arg(dir.join("coordinator.db"))
-        .env("PLATTER_LOG", "info")
+        .env("PLATTER_LOG", "info");
+    c
+}
+
+/// Starts a server (`platter serve --listen 127.0.0.1:0 …`) with its stderr in
+/// `dir/LOG.log` and waits for the address it announces there once it is bound
+/// ("listening on ADDRESS"): the test gets the port the server holds, never one that was
+/// free a moment before and could have been taken since.
+pub fn spawn_listening(cmd: &mut Command, dir: &Path, log: &str) -> (Proc, u16) {
+    let path = dir.join(format!("{log}.log"));
+    // Only what this process writes: a restart appends to the same log.
+    let from = std::fs::metadata(&path).map_or(0, |m| m.len() as usize);
+    let child = cmd
         .stdout(Stdio::null())
-        .stderr(log_file(dir, "coordinator"))
+        .stderr(log_file(dir, log))
         .spawn()
         .unwrap();
-    Proc {
+    let mut proc = Proc {
         child,
-        name: "coordinator".into(),
-    }
+        name: log.into(),
+    };
+    let what = format!("{log} to say where it listens");
+    let port = wait_in(dir, &what, Duration::from_secs(20), || {
+        if let Some(status) = proc.exited() {
+            panic!("{log} ended ({status}) before it listened\n{}", logs(dir));
+        }
+        let text = std::fs::read(&path).ok()?;
+        let text = String::from_utf8_lossy(text.get(from..)?).into_owned();
+        // Whole lines only: a line may be written in pieces.
+        text.split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .find_map(|l| l.trim_end().strip_prefix("listening on ")?.parse().ok())
+            .map(|addr: std::net::SocketAddr| addr.port())
+    });
+    (proc, port)
 }
 
 /// An agent of the test's fleet: its own certificate, boot id file, state dir and log.
