@@ -25,11 +25,12 @@ pub struct Ending {
 }
 
 impl Ending {
-    /// A failure without an exit status (nothing ran, or it was not a process).
-    pub fn error(msg: impl Into<String>) -> Ending {
+    /// A failure without an exit status (nothing ran, or it was not a process). Takes any
+    /// message or error: what is stored is its text.
+    pub fn error(msg: impl std::fmt::Display) -> Ending {
         Ending {
             failed: true,
-            error: msg.into(),
+            error: msg.to_string(),
             exit_status: -1,
             ..Ending::default()
         }
