@@ -590,13 +590,12 @@ impl Executor {
                 m
             }
             StepKind::Sync => {
-                // SAFETY: sync(2) has no preconditions.
-                unsafe { libc::sync() };
+                rustix::fs::sync();
                 Ending::default()
             }
             StepKind::DropCaches => {
-                // SAFETY: as above; dirty pages must be written before they can be dropped.
-                unsafe { libc::sync() };
+                // Dirty pages must be written before they can be dropped.
+                rustix::fs::sync();
                 match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
                     Ok(()) => Ending::default(),
                     Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {

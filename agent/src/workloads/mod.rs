@@ -89,9 +89,8 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
         Workload::Tool { tool, argv } => {
             let mut argv = argv.clone();
             // bonnie++ refuses to run as root unless told which user to be.
-            // SAFETY: geteuid has no preconditions.
             if *tool == Tool::Bonnie
-                && unsafe { libc::geteuid() } == 0
+                && rustix::process::geteuid().is_root()
                 && !argv.iter().any(|a| a == "-u")
             {
                 argv.extend(["-u".to_string(), "root".to_string()]);
