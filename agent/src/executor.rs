@@ -66,17 +66,11 @@ fn disk_name(device: &str) -> String {
 /// (`tmpfs`, `fuse.gocryptfs`, …).
 fn fs_type(path: &std::path::Path) -> Option<String> {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let mount_point = fields.get(4)?.replace("\\040", " ");
-            let sep = fields.iter().position(|f| *f == "-")?;
-            let fs = fields.get(sep + 1)?;
-            path.starts_with(&mount_point)
-                .then(|| (mount_point.len(), fs.to_string()))
-        })
+    crate::probes::mountinfo::read("/proc/self/mountinfo".as_ref())
+        .ok()?
+        .into_iter()
+        .filter(|m| m.complete && path.starts_with(&m.mount_point))
+        .map(|m| (m.mount_point.len(), m.fs_type))
         // The last of the longest: a later mount on the same point hides the earlier one.
         .max_by_key(|(len, _)| *len)
         .map(|(_, fs)| fs)
@@ -597,13 +591,12 @@ impl Executor {
                 m
             }
             StepKind::Sync => {
-                // SAFETY: sync(2) has no preconditions.
-                unsafe { libc::sync() };
+                rustix::fs::sync();
                 Ending::default()
             }
             StepKind::DropCaches => {
-                // SAFETY: as above; dirty pages must be written before they can be dropped.
-                unsafe { libc::sync() };
+                // Dirty pages must be written before they can be dropped.
+                rustix::fs::sync();
                 match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
                     Ok(()) => Ending::default(),
                     Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {

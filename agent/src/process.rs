@@ -148,14 +148,8 @@ fn measure(
 
 /// An unnamed file in memory (memfd), so a workload's output never causes disk I/O.
 fn memfd() -> std::io::Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: the name is a NUL-terminated literal; a valid fd is owned by the File below.
-    let fd = unsafe { libc::memfd_create(c"platter-stderr".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    let fd = rustix::fs::memfd_create(c"platter-stderr", rustix::fs::MemfdFlags::CLOEXEC)?;
+    Ok(std::fs::File::from(fd))
 }
 
 /// The last `STDERR_TAIL_BYTES` of `f`.
@@ -174,9 +168,9 @@ fn tail(f: &mut std::fs::File) -> std::io::Result<String> {
 pub fn kill_group(running: &AtomicI32) {
     let pgid = running.load(Ordering::SeqCst);
     if pgid > 0 {
-        // SAFETY: killpg has no memory-safety preconditions; a stale pgid only yields ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
+        if let Some(pgid) = rustix::process::Pid::from_raw(pgid) {
+            // A stale pgid only yields ESRCH: the group is gone either way.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -372,9 +366,10 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap();
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-            // SAFETY: kill has no memory-safety preconditions.
-            assert_eq!(unsafe { libc::kill(helper, sig) }, 0);
+        use rustix::process::{kill_process, Pid, Signal};
+        let helper = Pid::from_raw(helper).unwrap();
+        for sig in [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT] {
+            kill_process(helper, sig).unwrap();
         }
         let o = t.join().unwrap().unwrap();
         assert!(o.success(), "{o:?}");

@@ -5,10 +5,82 @@
 //! and is safe to run twice.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 use crate::model::{Encryption, Filesystem, StorageConfig, WriteCacheSetting};
-use crate::probes::inventory::{self, Device, Transport};
+use crate::probes::inventory::{self, Device, InventoryError, Transport};
+
+/// Why a storage operation failed. The texts are what users read in a step's error (the
+/// executor stores `to_string()`), so they stay as they were when these were strings.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{program} {}` failed ({status}): {stderr}", args.join(" "))]
+    Command {
+        program: String,
+        args: Vec<String>,
+        status: ExitStatus,
+        /// Trimmed.
+        stderr: String,
+    },
+    /// Invariant 4: the reason from [`Storage::refusal`].
+    #[error("refused: {0}")]
+    Refused(String),
+    /// `what` is the verb: "reading", "writing", "creating".
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Saving the write cache's original state for teardown.
+    #[error("{0}")]
+    SaveWriteCache(#[source] std::io::Error),
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    #[error("the storage ({storage}) is no longer mounted at {}: the host restarted without a planned reboot, or something unmounted it; not running on another filesystem", mount_point.display())]
+    NotInPlace {
+        storage: String,
+        mount_point: PathBuf,
+    },
+    #[error("{device} is not in the inventory")]
+    NotInInventory { device: String },
+    #[error("no scsi_disk under {}", dir.display())]
+    NoScsiDisk { dir: PathBuf },
+    #[error("the write cache of {device} ({transport}) cannot be set: only ATA, SCSI/USB and NVMe drives have one")]
+    CacheNotSettable {
+        device: String,
+        transport: Transport,
+    },
+    #[error("the write cache of {device} ({transport}) cannot be read")]
+    CacheNotReadable {
+        device: String,
+        transport: Transport,
+    },
+    /// `reported` is "on" or "off".
+    #[error("{device} still reports its write cache {reported}")]
+    CacheUnchanged {
+        device: String,
+        reported: &'static str,
+    },
+    #[error("restoring the write cache: {0}")]
+    RestoreWriteCache(Box<StorageError>),
+    /// Teardown goes on after a failure and reports every one.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Several(Vec<StorageError>),
+}
 
 #[derive(Debug, Clone)]
 pub struct Storage {
@@ -22,19 +94,21 @@ pub struct Storage {
     pub inventory_roots: inventory::Roots,
 }
 
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
+fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .map_err(|source| StorageError::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "`{program} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            err.trim()
-        ));
+        return Err(StorageError::Command {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -132,7 +206,7 @@ impl Storage {
     /// restarted without a planned reboot (a power loss, a crash), or something unmounted
     /// it. A step must then not run, or it would measure whatever filesystem holds the
     /// empty mount point.
-    pub fn check_in_place(&self, c: &StorageConfig) -> Result<(), String> {
+    pub fn check_in_place(&self, c: &StorageConfig) -> Result<(), StorageError> {
         if c.fs == Filesystem::None {
             return Ok(());
         }
@@ -140,16 +214,19 @@ impl Storage {
         if self.is_mounted(&mp)? {
             return Ok(());
         }
-        Err(format!(
-            "the storage ({c}) is no longer mounted at {}: the host restarted without a planned reboot, or something unmounted it; not running on another filesystem",
-            mp.display()
-        ))
+        Err(StorageError::NotInPlace {
+            storage: c.to_string(),
+            mount_point: mp,
+        })
     }
 
-    fn is_mounted(&self, mount_point: &Path) -> Result<bool, String> {
+    fn is_mounted(&self, mount_point: &Path) -> Result<bool, StorageError> {
         let mountinfo = &self.inventory_roots.mountinfo;
-        let info = std::fs::read_to_string(mountinfo)
-            .map_err(|e| format!("reading {}: {e}", mountinfo.display()))?;
+        let info = std::fs::read_to_string(mountinfo).map_err(|source| StorageError::Io {
+            what: "reading",
+            path: mountinfo.clone(),
+            source,
+        })?;
         // The one mountinfo reading of provenance, with every escape undone (a mount point
         // with a tab or a backslash, not only a space, must be found).
         Ok(crate::probes::provenance::mount_at(&info, mount_point).is_some())
@@ -166,7 +243,7 @@ impl Storage {
     }
 
     /// Write cache → mkfs → mount. Re-running it after an interruption starts over.
-    pub fn setup(&self, c: &StorageConfig) -> Result<(), String> {
+    pub fn setup(&self, c: &StorageConfig) -> Result<(), StorageError> {
         let mp = self.base_point(c);
         // Left mounted by an attempt that was cut off: start from a clean slate.
         for m in [self.mount_point(c), mp.clone()] {
@@ -175,7 +252,7 @@ impl Storage {
             }
         }
         if let Some(reason) = self.refusal(c) {
-            return Err(format!("refused: {reason}"));
+            return Err(StorageError::Refused(reason));
         }
         if let Some(device) = &c.device {
             if c.write_cache != WriteCacheSetting::Keep {
@@ -186,7 +263,7 @@ impl Storage {
         if c.fs == Filesystem::None {
             return Ok(());
         }
-        std::fs::create_dir_all(&mp).map_err(|e| format!("creating {}: {e}", mp.display()))?;
+        create_dir_all(&mp)?;
         let mp_s = mp.display().to_string();
         match &c.device {
             Some(device) => {
@@ -224,12 +301,12 @@ impl Storage {
 
     /// An encrypted view of the fresh filesystem at `mount_point(c)`. The password only
     /// keeps the benchmark's own files: it protects nothing, so it is fixed.
-    fn gocryptfs(&self, c: &StorageConfig, base: &Path) -> Result<(), String> {
+    fn gocryptfs(&self, c: &StorageConfig, base: &Path) -> Result<(), StorageError> {
         const PASSWORD: &str = "echo platter-benchmark";
         let cipher = base.join(".gocryptfs");
         let plain = self.mount_point(c);
         for dir in [&cipher, &plain] {
-            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            create_dir_all(dir)?;
         }
         let cipher_s = cipher.display().to_string();
         run(
@@ -249,7 +326,7 @@ impl Storage {
         Ok(())
     }
 
-    fn mkfs(&self, c: &StorageConfig, device: &str) -> Result<(), String> {
+    fn mkfs(&self, c: &StorageConfig, device: &str) -> Result<(), StorageError> {
         let (program, force) = match c.fs {
             Filesystem::Ext2 => ("mkfs.ext2", "-F"),
             Filesystem::Ext4 => ("mkfs.ext4", "-F"),
@@ -264,7 +341,7 @@ impl Storage {
     }
 
     /// Unmount, restore the write cache. Safe to run when setup never happened.
-    pub fn teardown(&self, c: &StorageConfig) -> Result<(), String> {
+    pub fn teardown(&self, c: &StorageConfig) -> Result<(), StorageError> {
         let mp = self.base_point(c);
         let mut errors = Vec::new();
         let plain = self.mount_point(c);
@@ -290,58 +367,78 @@ impl Storage {
                     Ok(()) => {
                         let _ = std::fs::remove_file(&saved);
                     }
-                    Err(e) => errors.push(format!("restoring the write cache: {e}")),
+                    Err(e) => errors.push(StorageError::RestoreWriteCache(Box::new(e))),
                 }
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(StorageError::Several(errors)),
         }
     }
 
     /// Sets the drive's own write cache (never the kernel's `queue/write_cache` flag, which
     /// only changes what the kernel believes) and reads it back. The first change of a
     /// device saves its original state for teardown.
-    fn set_write_cache(&self, device: &str, on: bool) -> Result<(), String> {
-        let devices = inventory::scan(&self.inventory_roots).map_err(|e| e.to_string())?;
-        let d = devices
-            .iter()
-            .find(|d| d.path == device)
-            .ok_or_else(|| format!("{device} is not in the inventory"))?;
+    fn set_write_cache(&self, device: &str, on: bool) -> Result<(), StorageError> {
+        let devices = inventory::scan(&self.inventory_roots)?;
+        let d = devices.iter().find(|d| d.path == device).ok_or_else(|| {
+            StorageError::NotInInventory {
+                device: device.to_string(),
+            }
+        })?;
         let name = &d.name;
         let current = self.read_write_cache(d)?;
         let saved = self.saved_cache(device);
         if !saved.exists() {
             std::fs::create_dir_all(saved.parent().unwrap_or(Path::new(".")))
-                .map_err(|e| e.to_string())?;
+                .map_err(StorageError::SaveWriteCache)?;
             std::fs::write(&saved, if current { "on\n" } else { "off\n" })
-                .map_err(|e| e.to_string())?;
+                .map_err(StorageError::SaveWriteCache)?;
         }
         match d.transport {
             Transport::Nvme => {
-                run("nvme", &["set-feature", device, "-f", "6", "-v", if on { "1" } else { "0" }])?;
+                run(
+                    "nvme",
+                    &[
+                        "set-feature",
+                        device,
+                        "-f",
+                        "6",
+                        "-v",
+                        if on { "1" } else { "0" },
+                    ],
+                )?;
             }
             Transport::Ata => {
                 run("hdparm", &[if on { "-W1" } else { "-W0" }, device])?;
             }
             Transport::Scsi | Transport::Usb => {
                 let file = scsi_cache_file(&self.inventory_roots.sys, name)?;
-                let mode = if on { "temporary write back" } else { "temporary write through" };
-                std::fs::write(&file, mode).map_err(|e| format!("writing {}: {e}", file.display()))?;
+                let mode = if on {
+                    "temporary write back"
+                } else {
+                    "temporary write through"
+                };
+                std::fs::write(&file, mode).map_err(|source| StorageError::Io {
+                    what: "writing",
+                    path: file.clone(),
+                    source,
+                })?;
             }
             ref other => {
-                return Err(format!(
-                    "the write cache of {device} ({other}) cannot be set: only ATA, SCSI/USB and NVMe drives have one"
-                ))
+                return Err(StorageError::CacheNotSettable {
+                    device: device.to_string(),
+                    transport: other.clone(),
+                })
             }
         }
         if self.read_write_cache(d)? != on {
-            return Err(format!(
-                "{device} still reports its write cache {}",
-                if on { "off" } else { "on" }
-            ));
+            return Err(StorageError::CacheUnchanged {
+                device: device.to_string(),
+                reported: if on { "off" } else { "on" },
+            });
         }
         Ok(())
     }
@@ -384,7 +481,7 @@ impl Storage {
         }
     }
 
-    fn read_write_cache(&self, d: &Device) -> Result<bool, String> {
+    fn read_write_cache(&self, d: &Device) -> Result<bool, StorageError> {
         match d.transport {
             Transport::Nvme => {
                 let out = run("nvme", &["get-feature", &d.path, "-f", "6"])?;
@@ -396,27 +493,30 @@ impl Storage {
             Transport::Ata => Ok(run("hdparm", &["-W", &d.path])?.contains("(on)")),
             Transport::Scsi | Transport::Usb => {
                 let file = scsi_cache_file(&self.inventory_roots.sys, &d.name)?;
-                let v = std::fs::read_to_string(&file)
-                    .map_err(|e| format!("reading {}: {e}", file.display()))?;
+                let v = std::fs::read_to_string(&file).map_err(|source| StorageError::Io {
+                    what: "reading",
+                    path: file.clone(),
+                    source,
+                })?;
                 Ok(v.trim().starts_with("write back"))
             }
-            ref other => Err(format!(
-                "the write cache of {} ({other}) cannot be read",
-                d.path
-            )),
+            ref other => Err(StorageError::CacheNotReadable {
+                device: d.path.clone(),
+                transport: other.clone(),
+            }),
         }
     }
 }
 
 /// `umount`, retried for a while when the filesystem is busy: a FUSE daemon unmounted
 /// just before (gocryptfs) may still hold files below it for a moment.
-fn umount_patiently(mount_point: &Path) -> Result<(), String> {
+fn umount_patiently(mount_point: &Path) -> Result<(), StorageError> {
     const TRIES: u32 = 30;
     let target = mount_point.display().to_string();
     for attempt in 1..=TRIES {
         match run("umount", &[&target]) {
             Ok(_) => return Ok(()),
-            Err(e) if e.contains("busy") && attempt < TRIES => {
+            Err(e) if e.to_string().contains("busy") && attempt < TRIES => {
                 std::thread::sleep(std::time::Duration::from_millis(100))
             }
             Err(e) => return Err(e),
@@ -425,14 +525,25 @@ fn umount_patiently(mount_point: &Path) -> Result<(), String> {
     unreachable!("the last attempt returns")
 }
 
-fn scsi_cache_file(sys: &Path, name: &str) -> Result<PathBuf, String> {
+fn scsi_cache_file(sys: &Path, name: &str) -> Result<PathBuf, StorageError> {
     let dir = sys.join("block").join(name).join("device/scsi_disk");
     let entry = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|source| StorageError::ReadDir {
+            path: dir.clone(),
+            source,
+        })?
         .flatten()
         .next()
-        .ok_or_else(|| format!("no scsi_disk under {}", dir.display()))?;
+        .ok_or(StorageError::NoScsiDisk { dir })?;
     Ok(entry.path().join("cache_type"))
+}
+
+fn create_dir_all(dir: &Path) -> Result<(), StorageError> {
+    std::fs::create_dir_all(dir).map_err(|source| StorageError::Io {
+        what: "creating",
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -571,7 +682,8 @@ mod tests {
         );
         let err = s
             .set_write_cache(c.device.as_deref().unwrap(), false)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("cannot be read") || err.contains("cannot be set"),
             "{err}"

@@ -165,6 +165,7 @@ fn timed(bin: &Path, args: &[&str]) -> (Duration, f64) {
         .unwrap();
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
+    // SAFETY: an all-zero rusage (integers and timevals) is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: waits for our own child, with valid pointers; `child` is not waited twice.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };

@@ -117,6 +117,7 @@ fn peak_rss(dir: &Path, args: &[&str]) -> (i32, String, i64) {
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value, and wait4 writes only to these two.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; pid is our own child, waited once.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
     let code = if libc::WIFEXITED(status) {

@@ -19,8 +19,7 @@ const WAIT: Duration = Duration::from_secs(20);
 /// Whether a test that mounts can run here; as not root it is skipped, saying so, unless
 /// `PLATTER_TEST_REQUIRE_ROOT=1` (CI) forbids skipping.
 fn root_or_skip(why: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         return true;
     }
     if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {

@@ -20,6 +20,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::probes::mountinfo::{self, Mount};
+
 /// Sysfs `size` files count 512-byte sectors whatever the device's block size.
 const SECTOR_BYTES: u64 = 512;
 
@@ -61,20 +63,12 @@ impl Default for Roots {
     }
 }
 
-/// One line of mountinfo, reduced to what matching needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Mount {
-    major_minor: String,
-    mount_point: String,
-    /// Mount source after " - fstype", e.g. "/dev/sda1" or "overlay".
-    source: String,
-}
-
 /// Lists the host's block devices, sorted by name. See the module docs for which
 /// devices are left out.
 pub fn scan(roots: &Roots) -> Result<Vec<Device>, InventoryError> {
     let mountinfo = read_string(&roots.mountinfo)?;
-    let mounts = parse_mountinfo(&mountinfo);
+    // Incomplete lines count too: a device is matched by major:minor alone if need be.
+    let mounts = mountinfo::parse(&mountinfo);
 
     let block = roots.sys.join("block");
     let mut names = Vec::new();
@@ -275,56 +269,6 @@ fn source_name(dev: &Path, source: &str) -> Option<String> {
     resolved
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-}
-
-/// Reads mountinfo lines: `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER`.
-/// Lines that do not have this shape are ignored rather than fatal: a mount we
-/// cannot read is one we cannot match either way, and the rest stay useful.
-fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        if fields.len() < 5 {
-            continue;
-        }
-        let source = fields
-            .iter()
-            .position(|f| *f == "-")
-            .and_then(|i| fields.get(i + 2))
-            .map(|s| unescape_octal(s))
-            .unwrap_or_default();
-        out.push(Mount {
-            major_minor: fields[2].to_string(),
-            mount_point: unescape_octal(fields[4]),
-            source,
-        });
-    }
-    out
-}
-
-/// Undoes the kernel's `\ooo` escaping of space, tab, newline and backslash.
-pub(crate) fn unescape_octal(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() {
-            let digits = &bytes[i + 1..i + 4];
-            if digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
-                let value = digits
-                    .iter()
-                    .fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
-                if let Ok(b) = u8::try_from(value) {
-                    out.push(b);
-                    i += 4;
-                    continue;
-                }
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Walks from the disk's sysfs directory up through `/sys/devices`, reading each
@@ -1153,29 +1097,6 @@ mod tests {
     }
 
     #[test]
-    fn mountinfo_octal_escapes() {
-        assert_eq!(
-            unescape_octal(r"/mnt/a\040b\011c\134d\012e"),
-            "/mnt/a b\tc\\d\ne"
-        );
-        // Not an escape: left alone.
-        assert_eq!(unescape_octal(r"/x\09"), r"/x\09");
-        assert_eq!(unescape_octal(r"/x\089y"), r"/x\089y");
-        assert_eq!(unescape_octal(r"/x\"), r"/x\");
-        let m = parse_mountinfo(
-            "36 35 98:0 /mnt1 /mnt\\0402 rw,noatime master:1 - ext3 /dev/root rw\n",
-        );
-        assert_eq!(
-            m,
-            vec![Mount {
-                major_minor: s("98:0"),
-                mount_point: s("/mnt 2"),
-                source: s("/dev/root"),
-            }]
-        );
-    }
-
-    #[test]
     fn transport_is_one_lowercase_word() {
         let all = [
             (Transport::Ata, "ata"),
@@ -1217,7 +1138,7 @@ mod tests {
         // Only assert holds_root when "/" is on a block device at all (not in a
         // container whose root is overlay or tmpfs).
         let mountinfo = fs::read_to_string(&roots.mountinfo).unwrap();
-        let root_on_block = parse_mountinfo(&mountinfo).iter().any(|m| {
+        let root_on_block = mountinfo::parse(&mountinfo).iter().any(|m| {
             m.mount_point == "/"
                 && (!m.major_minor.starts_with("0:") || m.source.starts_with("/dev/"))
         });

@@ -1,7 +1,8 @@
 //! What the agent reads about its host: block devices (`inventory`), their I/O counters
-//! (`diskstats`) and what a run ran on (`provenance`). Read-only; nothing here changes
+//! (`diskstats`), mounts (`mountinfo`) and what a run ran on (`provenance`). Read-only; nothing here changes
 //! the system.
 
 pub mod diskstats;
 pub mod inventory;
+pub mod mountinfo;
 pub mod provenance;

@@ -9,6 +9,7 @@ use std::path::Path;
 use platter_proto::model::Filesystem;
 
 use crate::probes::inventory::{self, Device, Roots};
+use crate::probes::mountinfo;
 
 pub use platter_proto::provenance::{
     DeviceFacts, HostFacts, MountFacts, Provenance, StorageFacts, AT_PLAN_START, AT_RESUME,
@@ -85,20 +86,17 @@ pub fn devices(roots: &Roots, paths: Option<&[&str]>) -> Vec<DeviceFacts> {
 /// The mount at `mount_point`, the last one mounted there (the one in effect).
 pub fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts> {
     let want = mount_point.to_string_lossy();
-    mountinfo.lines().rev().find_map(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let dash = fields.iter().position(|f| *f == "-")?;
-        if fields.len() < dash + 3 || fields.len() < 6 {
-            return None;
-        }
-        (inventory::unescape_octal(fields[4]) == want).then(|| MountFacts {
-            mount_point: want.to_string(),
-            fs_type: fields[dash + 1].to_string(),
-            source: inventory::unescape_octal(fields[dash + 2]),
-            options: fields[5].to_string(),
-            super_options: fields.get(dash + 3).unwrap_or(&"").to_string(),
+    mountinfo::parse(mountinfo)
+        .into_iter()
+        .rev()
+        .find(|m| m.complete && m.mount_point == want)
+        .map(|m| MountFacts {
+            mount_point: m.mount_point,
+            fs_type: m.fs_type,
+            source: m.source,
+            options: m.options,
+            super_options: m.super_options,
         })
-    })
 }
 
 /// The first line a program prints for `args` (stdout, else stderr), or why there is none.

@@ -26,7 +26,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -180,13 +180,7 @@ fn resolve(program: &OsStr, path: Option<&OsStr>) -> std::io::Result<PathBuf> {
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: fds is a live int[2].
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both are fresh descriptors nobody else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// The helper's path, `/proc/self/fd/N` of a sealed read-only memfd made once per
@@ -199,25 +193,16 @@ fn helper_path() -> std::io::Result<&'static CString> {
 }
 
 fn install_helper() -> std::io::Result<CString> {
+    use rustix::fs::{MemfdFlags, SealFlags};
     use std::io::Write;
-    // SAFETY: the name is a NUL-terminated literal.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"platter-spawn".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    let mut rw = unsafe { std::fs::File::from_raw_fd(fd) };
+    let fd = rustix::fs::memfd_create(
+        c"platter-spawn",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut rw = std::fs::File::from(fd);
     rw.write_all(HELPER)?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: fcntl on our own fd with integer arguments.
-    if unsafe { libc::fcntl(rw.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let seals = SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+    rustix::fs::fcntl_add_seals(&rw, seals)?;
     // exec refuses a file that is open for writing (ETXTBSY), so keep a read-only
     // descriptor and close the writable one. It lives as long as the process.
     let ro = std::fs::File::open(format!("/proc/self/fd/{}", rw.as_raw_fd()))?;
@@ -225,11 +210,8 @@ fn install_helper() -> std::io::Result<CString> {
     // Above the fds a spawn maps (0–3): with a low number (one another thread had just
     // closed), the child's dup2 onto it replaced the helper before the exec, and every
     // spawn of the process failed with EACCES (seen once in CI: fd 3 was free).
-    // SAFETY: fcntl on our own descriptor with integer arguments.
-    let high = unsafe { libc::fcntl(ro.as_raw_fd(), libc::F_DUPFD_CLOEXEC, HELPER_FD_MIN) };
-    if high < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // Never closed: the helper's descriptor lives as long as the process.
+    let high = rustix::io::fcntl_dupfd_cloexec(&ro, HELPER_FD_MIN)?.into_raw_fd();
     drop(ro);
     Ok(CString::new(format!("/proc/self/fd/{high}"))?)
 }
@@ -250,22 +232,16 @@ fn spawn_helper(
     let helper = helper_path()?;
     // dup2 runs in order: a source below 4 could be overwritten before it is used.
     let mut lifted = Vec::new();
-    let mut sources = [
-        stdio[0].as_raw_fd(),
-        stdio[1].as_raw_fd(),
-        stdio[2].as_raw_fd(),
-        report.as_raw_fd(),
-    ];
-    for s in &mut sources {
+    let mut sources = [0; 4];
+    for (s, fd) in sources
+        .iter_mut()
+        .zip([stdio[0], stdio[1], stdio[2], report])
+    {
+        *s = fd.as_raw_fd();
         if *s <= REPORT_FD {
-            // SAFETY: fcntl on a descriptor we borrow.
-            let d = unsafe { libc::fcntl(*s, libc::F_DUPFD_CLOEXEC, REPORT_FD + 1) };
-            if d < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // SAFETY: d is a fresh descriptor.
-            lifted.push(unsafe { OwnedFd::from_raw_fd(d) });
-            *s = d;
+            let d = rustix::io::fcntl_dupfd_cloexec(fd, REPORT_FD + 1)?;
+            *s = d.as_raw_fd();
+            lifted.push(d);
         }
     }
     let mut argv_p: Vec<*mut libc::c_char> = argv.iter().map(|a| a.as_ptr() as *mut _).collect();
@@ -273,8 +249,13 @@ fn spawn_helper(
     let mut envp_p: Vec<*mut libc::c_char> = envp.iter().map(|a| a.as_ptr() as *mut _).collect();
     envp_p.push(std::ptr::null_mut());
 
+    // No safe wrapper: neither std nor rustix has posix_spawn (std's Command would fork the
+    // agent instead of vfork'ing, see the module docs).
     // SAFETY: the attribute and file-action objects are initialised before use and
-    // destroyed after; every pointer passed to posix_spawn outlives the call.
+    // destroyed after, on every path; every pointer passed to posix_spawn outlives the call:
+    // `helper` is 'static, `argv_p`/`envp_p` are NULL-terminated and point into `argv`/`envp`,
+    // borrowed for the whole function; the descriptors in `sources` stay open until it
+    // returns (borrowed from the caller, or owned by `lifted`).
     unsafe {
         let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
         let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
@@ -326,16 +307,15 @@ fn cvt(r: libc::c_int) -> std::io::Result<()> {
 
 /// Reaps the helper; its own rusage is of no interest.
 fn wait(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
-    let mut status = 0;
+    use rustix::process::{waitpid, Pid, WaitOptions};
+    let child = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("pid 0"))?;
     loop {
-        // SAFETY: pid is our child and status a live int.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Ok(status);
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
+        match waitpid(Some(child), WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Ok(status.as_raw()),
+            // Only with WNOHANG, which is not asked.
+            Ok(None) => return Err(std::io::Error::other("waitpid returned no child")),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -362,7 +342,8 @@ mod tests {
         assert!(fd >= HELPER_FD_MIN, "{path:?}");
         let meta = std::fs::metadata(path.to_str().unwrap()).unwrap();
         assert_eq!(meta.len(), HELPER.len() as u64);
-        // SAFETY: the test owns this extra installation's descriptor.
-        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        // SAFETY: `install_helper` leaked this descriptor on purpose and nothing else holds
+        // it (the process's own helper is another one): the OwnedFd closes it exactly once.
+        drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
     }
 }

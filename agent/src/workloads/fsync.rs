@@ -153,33 +153,32 @@ pub fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
     if st.file_type().is_block_device() {
         // Opened read-only: nothing is written.
         let dev = File::open(target).map_err(|e| io_err("open", e))?;
-        let mut sector: libc::c_int = 0;
-        // SAFETY: BLKSSZGET stores one int through the pointer; no std call asks it.
-        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), libc::BLKSSZGET, &mut sector) };
-        let err = io::Error::last_os_error();
-        if rc != 0 || sector <= 0 {
-            return Err(io_err("ioctl(BLKSSZGET)", err));
-        }
-        return Ok(sector as u64);
+        return match rustix::fs::ioctl_blksszget(&dev) {
+            Ok(sector) if sector > 0 => Ok(u64::from(sector)),
+            Ok(_) => Err(io_err(
+                "ioctl(BLKSSZGET)",
+                io::Error::other("the device reports a logical block size of 0"),
+            )),
+            Err(e) => Err(io_err("ioctl(BLKSSZGET)", e.into())),
+        };
     }
 
-    // SAFETY: `stx` is a plain C struct for statx(2) to fill (std's metadata does not ask
-    // for STATX_DIOALIGN).
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            0,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
+    // std's metadata does not ask for STATX_DIOALIGN.
+    let stx = rustix::fs::statx(
+        rustix::fs::CWD,
+        c_path.as_c_str(),
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::DIOALIGN,
+    );
     // stx_dio_offset_align is 0 when the filesystem does not support O_DIRECT on this file (or
     // the target is a directory): fall back rather than report "unsupported" here, because the
     // open itself gives the authoritative answer.
-    if rc == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
-        return Ok(u64::from(stx.stx_dio_offset_align).max(u64::from(stx.stx_dio_mem_align)));
+    if let Ok(stx) = stx {
+        if stx.stx_mask & rustix::fs::StatxFlags::DIOALIGN.bits() != 0
+            && stx.stx_dio_offset_align > 0
+        {
+            return Ok(u64::from(stx.stx_dio_offset_align).max(u64::from(stx.stx_dio_mem_align)));
+        }
     }
     Ok(st.blksize())
 }
@@ -219,7 +218,11 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
     if p.prealloc {
         // validate() checked that offset and size * count fit in off_t.
         let len = (p.size * p.count) as libc::off_t;
-        // SAFETY: plain syscall wrapper on our descriptor; std has no posix_fallocate.
+        // Not rustix::fs::fallocate: that is fallocate(2), which fails with EOPNOTSUPP where
+        // the filesystem cannot allocate, while glibc's posix_fallocate then writes the
+        // blocks itself, as the workload always had.
+        // SAFETY: posix_fallocate only reads its integer arguments and acts on the open
+        // descriptor `file` owns for the whole call; it touches no memory of ours.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), p.offset as libc::off_t, len) };
         // posix_fallocate returns the error number instead of setting errno.
         if rc != 0 {

@@ -25,11 +25,12 @@ pub struct Ending {
 }
 
 impl Ending {
-    /// A failure without an exit status (nothing ran, or it was not a process).
-    pub fn error(msg: impl Into<String>) -> Ending {
+    /// A failure without an exit status (nothing ran, or it was not a process). Takes any
+    /// message or error: what is stored is its text.
+    pub fn error(msg: impl std::fmt::Display) -> Ending {
         Ending {
             failed: true,
-            error: msg.into(),
+            error: msg.to_string(),
             exit_status: -1,
             ..Ending::default()
         }
@@ -88,9 +89,8 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
         Workload::Tool { tool, argv } => {
             let mut argv = argv.clone();
             // bonnie++ refuses to run as root unless told which user to be.
-            // SAFETY: geteuid has no preconditions.
             if *tool == Tool::Bonnie
-                && unsafe { libc::geteuid() } == 0
+                && rustix::process::geteuid().is_root()
                 && !argv.iter().any(|a| a == "-u")
             {
                 argv.extend(["-u".to_string(), "root".to_string()]);
