@@ -25,13 +25,13 @@ use crate::storage::Storage;
 use crate::workloads::{self, Ending};
 
 /// A step started this many times without ending (the agent crashed each time) fails.
-pub const MAX_ATTEMPTS: u32 = 3;
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
 /// How long a measure step waits for the coordinator to ack what was sent before it, so
 /// that storing those records does not compete with the measurement.
-pub const QUIESCE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const QUIESCE_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
-pub struct ExecConfig {
+pub(crate) struct ExecConfig {
     pub host: String,
     pub boot_id: String,
     pub state_dir: PathBuf,
@@ -41,7 +41,7 @@ pub struct ExecConfig {
     pub storage: Storage,
 }
 
-pub struct Executor {
+pub(crate) struct Executor {
     cfg: ExecConfig,
     /// Plans whose provenance this process has sent (again after every start, so a
     /// reboot or restart in the middle of a plan is on record with its new boot).
@@ -84,7 +84,7 @@ fn now_ns() -> i64 {
 }
 
 impl Executor {
-    pub fn new(
+    pub(crate) fn new(
         cfg: ExecConfig,
         journal: Journal,
         state: State,
@@ -105,7 +105,7 @@ impl Executor {
 
     /// Runs until `shutdown` is cancelled or the plan channel closes. Blocking: call it on
     /// a thread of its own.
-    pub fn run(mut self, shutdown: CancellationToken) -> Result<(), JournalError> {
+    pub(crate) fn run(mut self, shutdown: CancellationToken) -> Result<(), JournalError> {
         loop {
             while let Ok(plan) = self.plans.try_recv() {
                 self.accept(plan)?;

@@ -17,7 +17,7 @@ const FILE: &str = "journal.jsonl";
 const COMPACT_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
-pub enum JournalError {
+pub(crate) enum JournalError {
     #[error("journal {path}: {source}")]
     Io {
         path: PathBuf,
@@ -63,7 +63,7 @@ pub enum Entry {
 
 /// Progress of one held plan, rebuilt from the journal.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlanProgress {
+pub(crate) struct PlanProgress {
     pub plan: Plan,
     /// Steps whose latest attempt has an end record (succeeded, failed or skipped).
     pub ended: BTreeSet<u32>,
@@ -83,7 +83,7 @@ pub struct PlanProgress {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct RebootRequest {
+pub(crate) struct RebootRequest {
     pub step_index: u32,
     pub boot_id: String,
     pub requested_unix_ns: i64,
@@ -91,12 +91,12 @@ pub struct RebootRequest {
 
 impl PlanProgress {
     /// The first step without an end record.
-    pub fn next_step(&self) -> Option<u32> {
+    pub(crate) fn next_step(&self) -> Option<u32> {
         (0..self.plan.steps.len() as u32).find(|i| !self.ended.contains(i))
     }
 
     /// How many times the step was started and did not end: the agent stopped during it.
-    pub fn cut_offs(&self, index: u32) -> u32 {
+    pub(crate) fn cut_offs(&self, index: u32) -> u32 {
         let started = self.attempts.get(&index).copied().unwrap_or(0);
         started.saturating_sub(self.ends.get(&index).copied().unwrap_or(0))
     }
@@ -104,7 +104,7 @@ impl PlanProgress {
     /// The attempt a step's skip record names: the attempt that was cut off, or a new one
     /// for a step that ended before and was opened again (a store keeps one end per
     /// attempt), or 0 for a step never started.
-    pub fn skip_attempt(&self, index: u32) -> u32 {
+    pub(crate) fn skip_attempt(&self, index: u32) -> u32 {
         let started = self.attempts.get(&index).copied().unwrap_or(0);
         let ended_before = self.ends.get(&index).copied().unwrap_or(0) > 0;
         if ended_before && self.cut_offs(index) == 0 {
@@ -115,7 +115,7 @@ impl PlanProgress {
     }
 
     /// The latest end record of the step.
-    pub fn last_end(&self, index: u32) -> Option<&StepEvent> {
+    pub(crate) fn last_end(&self, index: u32) -> Option<&StepEvent> {
         self.log.iter().rev().find_map(|e| match e {
             Entry::Record(Record {
                 kind: RecordKind::Step(s),
@@ -128,7 +128,7 @@ impl PlanProgress {
 
 /// Everything the journal says, in memory.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct State {
+pub(crate) struct State {
     /// Held (unfinished) plans in the order received.
     pub plans: BTreeMap<u64, PlanProgress>,
     order: u64,
@@ -253,12 +253,12 @@ impl State {
         }
     }
 
-    pub fn held(&self, plan_id: &str) -> Option<&PlanProgress> {
+    pub(crate) fn held(&self, plan_id: &str) -> Option<&PlanProgress> {
         self.plans.values().find(|p| p.plan.id == plan_id)
     }
 
     /// The oldest unfinished plan.
-    pub fn current(&self) -> Option<&PlanProgress> {
+    pub(crate) fn current(&self) -> Option<&PlanProgress> {
         self.plans.values().next()
     }
 
@@ -348,13 +348,13 @@ fn replay(path: &Path, input: impl Read, state: &mut State) -> Result<u64, Journ
 /// fuzz targets (`platter_agent::fuzz`), which must not touch the disk; the agent itself
 /// always goes through `open`.
 #[doc(hidden)]
-pub fn replay_bytes(bytes: &[u8]) -> Result<(State, u64), JournalError> {
+pub(crate) fn replay_bytes(bytes: &[u8]) -> Result<(State, u64), JournalError> {
     let mut state = State::new();
     let valid_len = replay(Path::new(FILE), bytes, &mut state)?;
     Ok((state, valid_len))
 }
 
-pub struct Journal {
+pub(crate) struct Journal {
     dir: PathBuf,
     file: File,
     len: u64,
@@ -365,7 +365,7 @@ impl Journal {
     /// follows the last complete, valid, newline-terminated entry, when no valid entry
     /// comes after it — is cut off the file (and the cut fsync'd) before anything is
     /// appended; a bad line with a valid entry after it is corruption, an error.
-    pub fn open(dir: &Path) -> Result<(Journal, State), JournalError> {
+    pub(crate) fn open(dir: &Path) -> Result<(Journal, State), JournalError> {
         let path = dir.join(FILE);
         let io = |source| JournalError::Io {
             path: path.clone(),
@@ -403,7 +403,7 @@ impl Journal {
     }
 
     /// Appends `entry` durably, then applies it to `state`.
-    pub fn append(&mut self, state: &mut State, entry: Entry) -> Result<(), JournalError> {
+    pub(crate) fn append(&mut self, state: &mut State, entry: Entry) -> Result<(), JournalError> {
         let mut line = serde_json::to_vec(&entry).expect("journal entries always serialize");
         line.push(b'\n');
         let io = |source| JournalError::Io {
@@ -419,14 +419,14 @@ impl Journal {
 
     /// Rewrites the journal to just what `state` needs, if it has grown large. Atomic:
     /// a crash leaves either the old or the new file.
-    pub fn maybe_compact(&mut self, state: &State) -> Result<(), JournalError> {
+    pub(crate) fn maybe_compact(&mut self, state: &State) -> Result<(), JournalError> {
         if self.len < COMPACT_BYTES {
             return Ok(());
         }
         self.compact(state)
     }
 
-    pub fn compact(&mut self, state: &State) -> Result<(), JournalError> {
+    pub(crate) fn compact(&mut self, state: &State) -> Result<(), JournalError> {
         let path = self.dir.join(FILE);
         let tmp = self.dir.join(format!("{FILE}.tmp"));
         let io = |source| JournalError::Io {

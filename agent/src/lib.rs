@@ -8,6 +8,8 @@
 //! (`platter_proto`); everything else is the crate's own. `fuzz` and `testing` are hooks
 //! for this workspace's fuzz targets, tests and benchmarks, not an API.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 mod executor;
 #[doc(hidden)]

@@ -21,11 +21,11 @@ pub(crate) use platter_proto::protocol::{HEARTBEAT_INTERVAL, MAX_PLAN_BYTES};
 /// How often an agent that cannot link because of a TLS/plaintext mismatch says so again.
 const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
 /// How long a stopping agent waits for the acks of what it sent.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-pub struct Link {
+pub(crate) struct Link {
     pub coordinator: String,
     pub host: String,
     pub boot_id: String,
@@ -54,7 +54,7 @@ enum LinkError {
 }
 
 impl Link {
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut failures = 0u32;
         // When a TLS/plaintext mismatch was last explained in the log.
         let mut mismatch_logged: Option<Instant> = None;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 /// How much of stderr is kept: enough for an error message, bounded for the journal.
-pub const STDERR_TAIL_BYTES: usize = 4096;
+pub(crate) const STDERR_TAIL_BYTES: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -73,7 +73,7 @@ pub fn run(
 }
 
 /// Runs a program with arguments (no shell) like `run`, and keeps its standard output.
-pub fn run_argv(
+pub(crate) fn run_argv(
     argv: &[String],
     env: &[(String, OsString)],
     running: &AtomicI32,
@@ -165,7 +165,7 @@ fn tail(f: &mut std::fs::File) -> std::io::Result<String> {
 }
 
 /// Kills the process group recorded in `running`, if any.
-pub fn kill_group(running: &AtomicI32) {
+pub(crate) fn kill_group(running: &AtomicI32) {
     let pgid = running.load(Ordering::SeqCst);
     if pgid > 0 {
         if let Some(pgid) = rustix::process::Pid::from_raw(pgid) {

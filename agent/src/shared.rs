@@ -12,7 +12,7 @@ use crate::model::{PlanId, Record};
 use crate::process;
 
 #[derive(Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Journaled records not yet acked, in sequence order.
     outbox: Mutex<VecDeque<Record>>,
     /// Woken when the outbox gains a record.
@@ -36,7 +36,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(unacked: impl IntoIterator<Item = Record>, acked: u64, next_seq: u64) -> Shared {
+    pub(crate) fn new(
+        unacked: impl IntoIterator<Item = Record>,
+        acked: u64,
+        next_seq: u64,
+    ) -> Shared {
         Shared {
             outbox: Mutex::new(unacked.into_iter().collect()),
             acked: AtomicU64::new(acked),
@@ -45,19 +49,19 @@ impl Shared {
         }
     }
 
-    pub fn push(&self, record: Record) {
+    pub(crate) fn push(&self, record: Record) {
         self.next_seq.fetch_max(record.seq + 1, Ordering::SeqCst);
         self.outbox.lock().expect("outbox lock").push_back(record);
         self.outbox_changed.notify_one();
     }
 
     /// Records with a sequence number above `after`.
-    pub fn unsent(&self, after: u64) -> Vec<Record> {
+    pub(crate) fn unsent(&self, after: u64) -> Vec<Record> {
         let outbox = self.outbox.lock().expect("outbox lock");
         outbox.iter().filter(|r| r.seq > after).cloned().collect()
     }
 
-    pub fn ack(&self, seq: u64) {
+    pub(crate) fn ack(&self, seq: u64) {
         let acked = self.acked.fetch_max(seq, Ordering::SeqCst).max(seq);
         let mut outbox = self.outbox.lock().expect("outbox lock");
         while outbox.front().is_some_and(|r| r.seq <= acked) {
@@ -69,7 +73,7 @@ impl Shared {
     /// Waits until every record sent so far is acked, at most `timeout`; returns at once
     /// when no coordinator is connected. The executor calls it before a measurement so
     /// that neither the link nor the coordinator's store is busy while the clock runs.
-    pub fn quiesce(&self, timeout: Duration) -> bool {
+    pub(crate) fn quiesce(&self, timeout: Duration) -> bool {
         if !self.connected.load(Ordering::SeqCst) {
             return false;
         }
@@ -82,15 +86,15 @@ impl Shared {
         !result.timed_out()
     }
 
-    pub fn outbox_is_empty(&self) -> bool {
+    pub(crate) fn outbox_is_empty(&self) -> bool {
         self.outbox.lock().expect("outbox lock").is_empty()
     }
 
-    pub fn acked(&self) -> u64 {
+    pub(crate) fn acked(&self) -> u64 {
         self.acked.load(Ordering::SeqCst)
     }
 
-    pub fn cancel(&self, plan_id: &str) {
+    pub(crate) fn cancel(&self, plan_id: &str) {
         self.cancelled
             .lock()
             .expect("cancel lock")
@@ -106,26 +110,26 @@ impl Shared {
         }
     }
 
-    pub fn is_cancelled(&self, plan_id: &str) -> bool {
+    pub(crate) fn is_cancelled(&self, plan_id: &str) -> bool {
         self.cancelled
             .lock()
             .expect("cancel lock")
             .contains(plan_id)
     }
 
-    pub fn set_held(&self, ids: Vec<PlanId>) {
+    pub(crate) fn set_held(&self, ids: Vec<PlanId>) {
         *self.held.lock().expect("held lock") = ids;
     }
 
-    pub fn held(&self) -> Vec<PlanId> {
+    pub(crate) fn held(&self) -> Vec<PlanId> {
         self.held.lock().expect("held lock").clone()
     }
 
-    pub fn set_current(&self, current: Option<(PlanId, u32)>) {
+    pub(crate) fn set_current(&self, current: Option<(PlanId, u32)>) {
         *self.current.lock().expect("current lock") = current;
     }
 
-    pub fn current(&self) -> Option<(PlanId, u32)> {
+    pub(crate) fn current(&self) -> Option<(PlanId, u32)> {
         self.current.lock().expect("current lock").clone()
     }
 }

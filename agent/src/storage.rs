@@ -13,7 +13,7 @@ use crate::probes::inventory::{self, Device, InventoryError, Transport};
 /// Why a storage operation failed. The texts are what users read in a step's error (the
 /// executor stores `to_string()`), so they stay as they were when these were strings.
 #[derive(Debug, thiserror::Error)]
-pub enum StorageError {
+pub(crate) enum StorageError {
     #[error("cannot run {program}: {source}")]
     Spawn {
         program: String,
@@ -83,7 +83,7 @@ pub enum StorageError {
 }
 
 #[derive(Debug, Clone)]
-pub struct Storage {
+pub(crate) struct Storage {
     /// Mount points live below this directory, one per device (or `ramdisk`).
     pub mount_dir: PathBuf,
     /// Saved settings (the write cache before setup changed it), so teardown can restore
@@ -115,7 +115,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
 
 impl Storage {
     /// Where `${mount}` is for this configuration.
-    pub fn mount_point(&self, c: &StorageConfig) -> PathBuf {
+    pub(crate) fn mount_point(&self, c: &StorageConfig) -> PathBuf {
         let base = self.base_point(c);
         if c.encryption.is_none() {
             return base;
@@ -154,7 +154,7 @@ impl Storage {
 
     /// Why setting up `c` must not happen, or None. `ours` mounts (our own mount point,
     /// left by an interrupted attempt) do not count as "in use".
-    pub fn refusal(&self, c: &StorageConfig) -> Option<String> {
+    pub(crate) fn refusal(&self, c: &StorageConfig) -> Option<String> {
         let path = c.device.as_deref()?;
         let devices = match inventory::scan(&self.inventory_roots) {
             Ok(d) => d,
@@ -206,7 +206,7 @@ impl Storage {
     /// restarted without a planned reboot (a power loss, a crash), or something unmounted
     /// it. A step must then not run, or it would measure whatever filesystem holds the
     /// empty mount point.
-    pub fn check_in_place(&self, c: &StorageConfig) -> Result<(), StorageError> {
+    pub(crate) fn check_in_place(&self, c: &StorageConfig) -> Result<(), StorageError> {
         if c.fs == Filesystem::None {
             return Ok(());
         }
@@ -243,7 +243,7 @@ impl Storage {
     }
 
     /// Write cache → mkfs → mount. Re-running it after an interruption starts over.
-    pub fn setup(&self, c: &StorageConfig) -> Result<(), StorageError> {
+    pub(crate) fn setup(&self, c: &StorageConfig) -> Result<(), StorageError> {
         let mp = self.base_point(c);
         // Left mounted by an attempt that was cut off: start from a clean slate.
         for m in [self.mount_point(c), mp.clone()] {
@@ -341,7 +341,7 @@ impl Storage {
     }
 
     /// Unmount, restore the write cache. Safe to run when setup never happened.
-    pub fn teardown(&self, c: &StorageConfig) -> Result<(), StorageError> {
+    pub(crate) fn teardown(&self, c: &StorageConfig) -> Result<(), StorageError> {
         let mp = self.base_point(c);
         let mut errors = Vec::new();
         let plain = self.mount_point(c);
@@ -445,7 +445,7 @@ impl Storage {
 
     /// What storage `c` is after setup, as the system reports it (for provenance): the
     /// mounts `${mount}` rests on, the mkfs program's version and the write cache read back.
-    pub fn facts(&self, c: &StorageConfig) -> crate::probes::provenance::StorageFacts {
+    pub(crate) fn facts(&self, c: &StorageConfig) -> crate::probes::provenance::StorageFacts {
         use crate::probes::provenance;
         let info = std::fs::read_to_string(&self.inventory_roots.mountinfo).unwrap_or_default();
         let mut mounts = Vec::new();

@@ -16,7 +16,7 @@ const PROC_DISKSTATS: &str = "/proc/diskstats";
 const MIN_FIELDS: usize = 14;
 
 #[derive(Debug, thiserror::Error)]
-pub enum DiskstatsError {
+pub(crate) enum DiskstatsError {
     #[error("reading {path}: {source}")]
     Io {
         path: String,
@@ -52,7 +52,7 @@ pub struct DiskStats {
 
 /// Finds the line for `name` in /proc/diskstats text and parses it. Fields the
 /// running kernel does not print (discard: before 4.18, flush: before 5.5) are 0.
-pub fn parse_proc_diskstats(text: &str, name: &str) -> Result<DiskStats, DiskstatsError> {
+pub(crate) fn parse_proc_diskstats(text: &str, name: &str) -> Result<DiskStats, DiskstatsError> {
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
         if fields.get(2) != Some(&name) {
@@ -66,7 +66,7 @@ pub fn parse_proc_diskstats(text: &str, name: &str) -> Result<DiskStats, Disksta
 }
 
 /// Reads the counters of `name` ("sda", "nvme0n1p2") from /proc/diskstats.
-pub fn read(name: &str) -> Result<DiskStats, DiskstatsError> {
+pub(crate) fn read(name: &str) -> Result<DiskStats, DiskstatsError> {
     read_from(Path::new(PROC_DISKSTATS), name)
 }
 

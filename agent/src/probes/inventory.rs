@@ -41,13 +41,13 @@ pub enum InventoryError {
     },
 }
 
-pub use platter_proto::inventory::{
+pub(crate) use platter_proto::inventory::{
     Device, Partition, Transport, WriteCache, CACHE_SOURCE_QUEUE, CACHE_SOURCE_SCSI,
 };
 
 /// Where the system's views live; tests point these into a fake tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Roots {
+pub(crate) struct Roots {
     pub sys: PathBuf,
     pub dev: PathBuf,
     pub mountinfo: PathBuf,
@@ -65,7 +65,7 @@ impl Default for Roots {
 
 /// Lists the host's block devices, sorted by name. See the module docs for which
 /// devices are left out.
-pub fn scan(roots: &Roots) -> Result<Vec<Device>, InventoryError> {
+pub(crate) fn scan(roots: &Roots) -> Result<Vec<Device>, InventoryError> {
     let mountinfo = read_string(&roots.mountinfo)?;
     // Incomplete lines count too: a device is matched by major:minor alone if need be.
     let mounts = mountinfo::parse(&mountinfo);

@@ -2,7 +2,7 @@
 //! (`diskstats`), mounts (`mountinfo`) and what a run ran on (`provenance`). Read-only; nothing here changes
 //! the system.
 
-pub mod diskstats;
-pub mod inventory;
-pub mod mountinfo;
-pub mod provenance;
+pub(crate) mod diskstats;
+pub(crate) mod inventory;
+pub(crate) mod mountinfo;
+pub(crate) mod provenance;

@@ -13,7 +13,7 @@ use std::path::Path;
 /// One line of mountinfo:
 /// `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Mount {
+pub(crate) struct Mount {
     /// `st_dev` of the filesystem, e.g. "8:1" (btrfs: an anonymous "0:N").
     pub major_minor: String,
     /// The directory of the filesystem mounted here ("/" unless a bind mount).
@@ -37,12 +37,12 @@ pub struct Mount {
 /// mount on the same point hides an earlier one). Shorter lines are ignored rather than
 /// fatal: a mount that cannot be read cannot be matched either way, and the rest stay useful.
 /// Root, mount point, filesystem type and source are unescaped.
-pub fn parse(text: &str) -> Vec<Mount> {
+pub(crate) fn parse(text: &str) -> Vec<Mount> {
     text.lines().filter_map(parse_line).collect()
 }
 
 /// Reads and parses the mountinfo file at `path`.
-pub fn read(path: &Path) -> std::io::Result<Vec<Mount>> {
+pub(crate) fn read(path: &Path) -> std::io::Result<Vec<Mount>> {
     Ok(parse(&std::fs::read_to_string(path)?))
 }
 
@@ -71,7 +71,7 @@ fn parse_line(line: &str) -> Option<Mount> {
 
 /// Undoes the kernel's `\ooo` escaping of space, tab, newline and backslash (any three
 /// octal digits up to `\377`); anything else is left as it is.
-pub fn unescape_octal(s: &str) -> String {
+pub(crate) fn unescape_octal(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -11,7 +11,7 @@ use platter_proto::model::Filesystem;
 use crate::probes::inventory::{self, Device, Roots};
 use crate::probes::mountinfo;
 
-pub use platter_proto::provenance::{
+pub(crate) use platter_proto::provenance::{
     DeviceFacts, HostFacts, MountFacts, Provenance, StorageFacts, AT_PLAN_START, AT_RESUME,
     AT_STORAGE_SETUP,
 };
@@ -22,7 +22,7 @@ fn read(path: impl AsRef<Path>) -> String {
         .unwrap_or_default()
 }
 
-pub fn host(boot_id: &str) -> HostFacts {
+pub(crate) fn host(boot_id: &str) -> HostFacts {
     let cpuinfo = read("/proc/cpuinfo");
     let cpu_model = cpuinfo
         .lines()
@@ -54,7 +54,7 @@ pub fn host(boot_id: &str) -> HostFacts {
 
 /// The devices behind `paths` (symlinks such as by-id resolved), as the inventory sees
 /// them; every device of the inventory when `paths` is `None`.
-pub fn devices(roots: &Roots, paths: Option<&[&str]>) -> Vec<DeviceFacts> {
+pub(crate) fn devices(roots: &Roots, paths: Option<&[&str]>) -> Vec<DeviceFacts> {
     let Ok(all) = inventory::scan(roots) else {
         return Vec::new();
     };
@@ -84,7 +84,7 @@ pub fn devices(roots: &Roots, paths: Option<&[&str]>) -> Vec<DeviceFacts> {
 }
 
 /// The mount at `mount_point`, the last one mounted there (the one in effect).
-pub fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts> {
+pub(crate) fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts> {
     let want = mount_point.to_string_lossy();
     mountinfo::parse(mountinfo)
         .into_iter()
@@ -100,7 +100,7 @@ pub fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts> {
 }
 
 /// The first line a program prints for `args` (stdout, else stderr), or why there is none.
-pub fn version_of(program: &str, args: &[&str]) -> String {
+pub(crate) fn version_of(program: &str, args: &[&str]) -> String {
     match std::process::Command::new(program)
         .args(args)
         .stdin(std::process::Stdio::null())
@@ -124,7 +124,7 @@ pub fn version_of(program: &str, args: &[&str]) -> String {
 }
 
 /// The program that makes filesystem `fs` and how it tells its version.
-pub fn mkfs_version(fs: Filesystem) -> String {
+pub(crate) fn mkfs_version(fs: Filesystem) -> String {
     match fs {
         Filesystem::Ext2 => version_of("mkfs.ext2", &["-V"]),
         Filesystem::Ext4 => version_of("mkfs.ext4", &["-V"]),

@@ -70,7 +70,7 @@ pub enum FsyncError {
 
 /// The `open(2)` flags for `p`. Kept pure so that the flag choice is testable without
 /// inspecting a live descriptor.
-pub fn open_flags(p: &FsyncParams) -> libc::c_int {
+pub(crate) fn open_flags(p: &FsyncParams) -> libc::c_int {
     // O_RDWR rather than O_WRONLY: glibc's posix_fallocate emulation (for filesystems without
     // fallocate) reads before it writes.
     let mut flags = libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
@@ -85,7 +85,7 @@ pub fn open_flags(p: &FsyncParams) -> libc::c_int {
 
 /// Checks what can be checked without touching the disk: sizes, counts, and that the whole
 /// range fits in an `off_t` and the buffer in memory.
-pub fn validate(p: &FsyncParams) -> Result<(), FsyncError> {
+pub(crate) fn validate(p: &FsyncParams) -> Result<(), FsyncError> {
     if p.size == 0 {
         return Err(FsyncError::Invalid("size must be at least 1 byte".into()));
     }
@@ -111,7 +111,7 @@ pub fn validate(p: &FsyncParams) -> Result<(), FsyncError> {
 }
 
 /// Checks `size` and `offset` against an O_DIRECT alignment of `align` bytes.
-pub fn check_alignment(p: &FsyncParams, align: u64) -> Result<(), FsyncError> {
+pub(crate) fn check_alignment(p: &FsyncParams, align: u64) -> Result<(), FsyncError> {
     for (what, value) in [("size", p.size), ("offset", p.offset)] {
         if align == 0 || value % align != 0 {
             return Err(FsyncError::Unaligned {
@@ -133,7 +133,7 @@ pub fn check_alignment(p: &FsyncParams, align: u64) -> Result<(), FsyncError> {
 /// 3. otherwise `st_blksize`, the preferred I/O size. That is usually 4096 and never smaller
 ///    than the logical block size, so it is safe, though it may reject a 512-byte-aligned write
 ///    that a 512-byte device would accept.
-pub fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
+pub(crate) fn direct_alignment(path: &Path) -> Result<u64, FsyncError> {
     let target = if path.exists() {
         path
     } else {
@@ -282,7 +282,7 @@ pub fn run(p: &FsyncParams) -> Result<FsyncResult, FsyncError> {
 
 /// Maps an `open(2)` failure: EINVAL with O_DIRECT means the filesystem refuses O_DIRECT
 /// (the usual tmpfs answer before Linux 6.6), which deserves a message saying so.
-pub fn open_error(path: &Path, direct: bool, source: io::Error) -> FsyncError {
+pub(crate) fn open_error(path: &Path, direct: bool, source: io::Error) -> FsyncError {
     if direct && source.raw_os_error() == Some(libc::EINVAL) {
         FsyncError::DirectUnsupported {
             path: path.to_path_buf(),

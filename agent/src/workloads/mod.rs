@@ -2,11 +2,11 @@
 //! returns its samples or why it failed; none of them writes to the journal or logs.
 //! The parsers (`fio`, `bonnie`, `compilebench`) are pure functions of a tool's output.
 
-pub mod bonnie;
-pub mod compilebench;
-pub mod fio;
-pub mod fsync;
-pub mod sample;
+pub(crate) mod bonnie;
+pub(crate) mod compilebench;
+pub(crate) mod fio;
+pub(crate) mod fsync;
+pub(crate) mod sample;
 
 use std::ffi::OsString;
 use std::sync::atomic::AtomicI32;
