@@ -987,14 +987,20 @@ mod tests {
         let (t0, i0) = (Tsc.now(), Instant::now());
         let rate = Tsc.ns_per_tick(t0, i0);
         assert!((0.1..2.0).contains(&rate), "{rate} ns per tick");
-        let (t1, i1) = (Tsc.now(), Instant::now());
-        std::thread::sleep(Duration::from_millis(30));
-        let by_ticks = (Tsc.now() - t1) as f64 * rate;
-        let by_instant = i1.elapsed().as_nanos() as f64;
-        assert!(
-            (by_ticks - by_instant).abs() < by_instant * 0.01,
-            "{by_ticks} vs {by_instant}"
-        );
+        // The two clocks are read one after the other: a preemption between the reads
+        // (a loaded machine) skews one attempt, not the rate, so the best of five counts.
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let (t1, i1) = (Tsc.now(), Instant::now());
+            std::thread::sleep(Duration::from_millis(30));
+            let by_ticks = (Tsc.now() - t1) as f64 * rate;
+            let by_instant = i1.elapsed().as_nanos() as f64;
+            if (by_ticks - by_instant).abs() < by_instant * 0.01 {
+                return;
+            }
+            seen.push(format!("{by_ticks:.0} vs {by_instant:.0} ns"));
+        }
+        panic!("the TSC disagrees with CLOCK_MONOTONIC by 1% or more: {seen:?}");
     }
 
     #[test]
