@@ -397,7 +397,9 @@ impl Executor {
             StepKind::Fstrim(path) => self.fstrim(plan_id, &step, attempt, path),
             _ => {
                 let ending = self.execute(plan_id, &step, attempt);
-                let state = if ending.failed {
+                let state = if ending.skipped {
+                    StepState::Skipped
+                } else if ending.failed {
                     StepState::Failed
                 } else {
                     StepState::Succeeded
@@ -571,6 +573,15 @@ impl Executor {
                     .and_then(|c| c.device.as_deref())
                     .map(disk_name);
                 self.shared.quiesce(QUIESCE_TIMEOUT);
+                // A cancel that came while the step waited for its acks: nothing is
+                // measured (a measurement of a cancelled plan would be stored as a sample).
+                if self.shared.is_cancelled(plan_id) {
+                    return Ending {
+                        skipped: true,
+                        error: "skipped: cancelled before the measurement began".into(),
+                        ..Ending::default()
+                    };
+                }
                 self.shared.measuring.store(true, Ordering::SeqCst);
                 let before = disk.as_deref().map(diskstats::read);
                 let mut m = workloads::measure(&workload, &env, &self.shared.running_pgid);
@@ -641,6 +652,7 @@ impl Executor {
                     stderr_tail: o.stderr_tail.clone(),
                     error: format!("fstrim not supported on {path} ({fs}): {line}"),
                     samples: Vec::new(),
+                    skipped: true,
                 };
                 (StepState::Skipped, ending)
             }

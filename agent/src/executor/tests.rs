@@ -765,3 +765,44 @@ fn a_measure_cut_off_by_the_agent_stopping_runs_again_as_attempt_2() {
     );
     assert_eq!(finished(&r), [false]);
 }
+
+/// A cancel that arrives while a measure step waits for the coordinator's acks (before its
+/// workload starts) leaves nothing measured: the step ends skipped, the workload never ran.
+#[test]
+fn a_cancel_while_a_measure_waits_for_its_acks_measures_nothing() {
+    let (_tmp, dir) = state_dir();
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![("a", 1, measure(&log_attempt("measured.log")))],
+    );
+    let (journal, state) = Journal::open(&dir).expect("open journal");
+    let shared = Arc::new(Shared::new([], state.acked, state.next_seq));
+    // A coordinator is connected but acks nothing: the measure waits (QUIESCE_TIMEOUT).
+    shared.connected.store(true, Ordering::SeqCst);
+    let (tx, rx) = mpsc::unbounded_channel();
+    tx.send(p).expect("plan channel");
+    drop(tx);
+    let executor = Executor::new(config(&dir), journal, state, shared.clone(), rx);
+    let (done_tx, done) = std_mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(executor.run(CancellationToken::new()));
+    });
+    wait_until("the measure to start", || {
+        shared.current() == Some(("p".into(), 0))
+    });
+    shared.cancel("p");
+    done.recv_timeout(WAIT)
+        .expect("the executor did not return in time")
+        .expect("the executor's journal failed");
+    let r = records(&dir);
+    assert_eq!(
+        states(&r, 0),
+        [(StepState::Started, 1), (StepState::Skipped, 1)]
+    );
+    let end = only_end(&r, 0);
+    assert_eq!(end.error, "skipped: cancelled before the measurement began");
+    assert!(end.samples.is_empty(), "{:?}", end.samples);
+    assert!(lines(&dir, "measured.log").is_empty(), "the workload ran");
+    assert_eq!(finished(&r), [true]);
+}

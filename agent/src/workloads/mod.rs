@@ -18,6 +18,9 @@ use crate::process::{self, Outcome};
 #[derive(Debug, Default)]
 pub struct Ending {
     pub failed: bool,
+    /// Nothing ran, and not by failure (a cancel arrived before the measurement began):
+    /// the step ends as skipped.
+    pub skipped: bool,
     pub exit_status: i32,
     pub stderr_tail: String,
     pub error: String,
