@@ -130,6 +130,43 @@ async fn a_baseline_by_host_pairs_devices_named_differently_and_lists_the_rest()
         table.contains("device=sdd size=4096: rcmonster sdd: no cell on rc66 to compare with"),
         "{table}"
     );
+    // Side by side first: a column per drive, each against rc66's drive in its position.
+    let side = report
+        .side_by_side
+        .as_ref()
+        .expect("two hosts, five drives");
+    assert_eq!(
+        side.columns,
+        [
+            "rc66 loop3",
+            "rc66 loop4",
+            "rcmonster sdb",
+            "rcmonster sdc",
+            "rcmonster sdd"
+        ]
+    );
+    let side_text = table
+        .split("\nhost ")
+        .next()
+        .expect("the side-by-side view comes before the per-host tables");
+    assert!(
+        side_text.contains(
+            "side by side: median (96.9% CI), ×ratio to rc66 (its drive in the same position)"
+        ),
+        "{table}"
+    );
+    let row = side_text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 ") && l.contains("wall"))
+        .unwrap_or_else(|| panic!("no size=1 wall row:\n{table}"));
+    // rc66's medians ×1.00, rcmonster's two paired drives ×2.00, sdd (no partner) no ratio.
+    assert_eq!(row.matches("×1.00").count(), 2, "{row}");
+    assert_eq!(row.matches("×2.00").count(), 2, "{row}");
+    assert_eq!(row.matches('×').count(), 4, "{row}");
+    assert!(
+        row.contains("10.05 ms (") && row.contains("20.10 ms ("),
+        "{row}"
+    );
 }
 
 /// Runs `yaml` with `platter run` into the shared database of `dir`; its campaign id.

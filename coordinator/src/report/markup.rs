@@ -1,5 +1,6 @@
 //! What the table and Markdown share: the order and structure of a text report (a title,
-//! a table per host, the pivot, "ran on", notes, refusals, failures), walked once by
+//! the hosts side by side when there are several, a table per host, the pivot, "ran on",
+//! notes, refusals, failures), walked once by
 //! `render`. A format says only how it writes a heading, a table line and a list item
 //! (`Markup`); it decides nothing about what a report shows.
 
@@ -9,7 +10,7 @@ use super::{notes, pivot_text, provenance, rows, Failure, Report, MAX_FAILURES_S
 pub(super) enum Heading<'a> {
     /// A host's table.
     Host(&'a str),
-    /// The pivot, by its title.
+    /// The pivot or the side-by-side view, by its title.
     Pivot(&'a str),
     RanOn,
 }
@@ -53,6 +54,15 @@ pub(super) trait Markup {
 
 pub(super) fn render(m: &impl Markup, r: &Report) -> String {
     let mut out = m.title(r);
+    if let Some(s) = &r.side_by_side {
+        let (title, header, rows) = super::side::text(r, s);
+        let columns = m.columns(Grid::Pivot, &header, &rows);
+        out.push_str(&m.heading(Heading::Pivot(&title)));
+        out.push_str(&m.header(&header, &columns));
+        for row in &rows {
+            out.push_str(&m.row(row, &columns));
+        }
+    }
     let (header, rows) = rows(r);
     let columns = m.columns(Grid::Hosts, &header, rows.iter().map(|(_, row)| row));
     let mut host: Option<&str> = None;

@@ -9,6 +9,7 @@ mod junit;
 mod markdown;
 mod markup;
 pub mod provenance;
+pub mod side;
 pub mod stats;
 pub mod table;
 
@@ -179,6 +180,9 @@ pub struct Report {
     /// `report: { pivot }`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pivot: Option<judge::PivotTable>,
+    /// Several hosts or devices: each configuration once, a column per host or device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub side_by_side: Option<side::SideBySide>,
     /// Cells far from the other hosts/devices with the same configuration.
     pub outliers: Vec<judge::FleetOutlier>,
     /// What the campaign ran on: every snapshot the agents took, in order.
@@ -490,6 +494,7 @@ impl Report {
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
             let outliers = judge::fleet_outliers(&cells, &settings);
+            let side_by_side = side::build(&cells, &settings, &outliers);
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.
             let snapshots = provenance::load(c, campaign_id)?;
@@ -504,6 +509,7 @@ impl Report {
                 provenance: snapshots,
                 provenance_changes,
                 devices_used,
+                side_by_side,
                 outliers,
                 pivot,
                 comparisons,

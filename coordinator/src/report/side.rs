@@ -1,0 +1,480 @@
+//! The cross-host view: when a campaign ran on several hosts (or on several devices of a
+//! host), each configuration once, one column per host or device, each value with its
+//! interval and its ratio to a reference — the baseline host (`report: { baseline: {
+//! host: rc66 } }`) or, without one, the median of the columns. Outliers (see
+//! `judge::fleet_outliers`) are marked, and a column without a value says why.
+//!
+//! A row is a configuration (the cell's parameters without its device); the columns are the
+//! hosts, or, when a host ran on several devices, each host's devices in the order its
+//! cells first name them (the planner orders them by the selector's matches).
+
+use indexmap::IndexMap;
+use serde::Serialize;
+
+use super::{human, stats, CellReport, Report};
+use crate::spec::ReportSpec;
+
+/// A cell's parameters without its device: what a row of the view stands for.
+type Configuration = Vec<(String, String)>;
+
+/// The parameter that names a cell's device; columns, not rows, tell devices apart.
+const DEVICE: &str = "device";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideBySide {
+    /// One per host, or `host device` when a host ran on several devices.
+    pub columns: Vec<String>,
+    /// The host ratios are against (its device in the same position, when hosts ran on
+    /// several), or `None` for the median of the columns.
+    pub baseline: Option<String>,
+    pub rows: Vec<SideRow>,
+}
+
+/// One metric of one configuration across the columns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideRow {
+    /// The configuration: the cell's parameters without its device.
+    pub params: IndexMap<String, String>,
+    pub metric: String,
+    pub unit: String,
+    /// Per column, in `columns` order.
+    pub values: Vec<SideValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SideValue {
+    Measured {
+        median: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ci: Option<(f64, f64)>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ci_level: Option<f64>,
+        n: usize,
+        /// This median over the reference (the baseline column's, or the columns' median).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ratio: Option<f64>,
+        /// Far from the other columns (`judge::fleet_outliers`).
+        outlier: bool,
+    },
+    /// The cell ran but gave this metric no value: its repetitions failed or the tool
+    /// could not measure it.
+    NotMeasured { why: String },
+    /// This host or device has no such cell.
+    Absent,
+}
+
+/// The side-by-side view of `cells`, or `None` when they all ran in one column (one host,
+/// one device): then the per-host table says everything.
+pub fn build(
+    cells: &[CellReport],
+    settings: &ReportSpec,
+    outliers: &[super::judge::FleetOutlier],
+) -> Option<SideBySide> {
+    // Columns: hosts in order of appearance; a host's devices by position.
+    let mut devices: IndexMap<&str, Vec<&str>> = IndexMap::new();
+    for c in cells {
+        let list = devices.entry(c.host.as_str()).or_default();
+        let d = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+        if !list.contains(&d) {
+            list.push(d);
+        }
+    }
+    let width = devices.values().map(Vec::len).max().unwrap_or(0);
+    let mut columns = Vec::new();
+    let mut column_of: IndexMap<(&str, &str), usize> = IndexMap::new();
+    // Each column's host and the device's position on it.
+    let mut place: Vec<(&str, usize)> = Vec::new();
+    for (host, list) in &devices {
+        for (position, d) in list.iter().enumerate() {
+            place.push((host, position));
+            column_of.insert((host, d), columns.len());
+            columns.push(if width > 1 {
+                format!("{host} {d}")
+            } else {
+                host.to_string()
+            });
+        }
+    }
+    if columns.len() < 2 {
+        return None;
+    }
+    // Rows: configurations (parameters without the device) in order of appearance, then
+    // their metrics.
+    let mut groups: IndexMap<Configuration, Vec<(usize, &CellReport)>> = IndexMap::new();
+    for c in cells {
+        let d = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+        let params: Vec<(String, String)> = c
+            .params
+            .iter()
+            .filter(|(k, _)| *k != DEVICE)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        groups
+            .entry(params)
+            .or_default()
+            .push((column_of[&(c.host.as_str(), d)], c));
+    }
+    let baseline = settings
+        .baseline
+        .as_ref()
+        .filter(|b| b.key == "host" && devices.contains_key(b.value.as_str()))
+        .map(|b| b.value.as_str());
+    // The column each column is compared with: the baseline host's device in the same
+    // position (none past its last device).
+    let reference_of: Vec<Option<usize>> = place
+        .iter()
+        .map(|(_, position)| {
+            let b = baseline?;
+            place.iter().position(|(h, p)| *h == b && p == position)
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (params, members) in &groups {
+        let mut metrics: Vec<(&str, &str)> = Vec::new();
+        for (_, c) in members {
+            for m in &c.metrics {
+                if !metrics.iter().any(|(n, _)| *n == m.metric) {
+                    metrics.push((&m.metric, &m.unit));
+                }
+            }
+            for u in &c.unmeasured {
+                if !metrics.iter().any(|(n, _)| *n == u.metric) {
+                    metrics.push((&u.metric, &u.unit));
+                }
+            }
+        }
+        for (metric, unit) in metrics {
+            let mut values = vec![SideValue::Absent; columns.len()];
+            for (col, c) in members {
+                values[*col] = value_of(c, metric, outliers);
+            }
+            let medians: Vec<Option<f64>> = values
+                .iter()
+                .map(|v| match v {
+                    SideValue::Measured { median, .. } => Some(*median),
+                    _ => None,
+                })
+                .collect();
+            let present: Vec<f64> = medians.iter().flatten().copied().collect();
+            let fleet_median = (present.len() > 1)
+                .then(|| stats::summarize(&present).map(|s| s.median))
+                .flatten();
+            for (col, v) in values.iter_mut().enumerate() {
+                let reference = match baseline {
+                    Some(_) => reference_of[col].and_then(|r| medians[r]),
+                    None => fleet_median,
+                };
+                if let (SideValue::Measured { ratio, .. }, Some(m), Some(r)) =
+                    (v, medians[col], reference)
+                {
+                    *ratio = (r != 0.0).then(|| m / r);
+                }
+            }
+            rows.push(SideRow {
+                params: params.iter().cloned().collect(),
+                metric: metric.to_string(),
+                unit: unit.to_string(),
+                values,
+            });
+        }
+    }
+    Some(SideBySide {
+        baseline: baseline.map(str::to_string),
+        columns,
+        rows,
+    })
+}
+
+fn value_of(c: &CellReport, metric: &str, outliers: &[super::judge::FleetOutlier]) -> SideValue {
+    if let Some(m) = c.metrics.iter().find(|m| m.metric == metric) {
+        let device = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+        return SideValue::Measured {
+            median: m.stats.median,
+            ci: m.stats.median_ci,
+            ci_level: m.stats.median_ci_level,
+            n: m.stats.n,
+            ratio: None,
+            outlier: outliers
+                .iter()
+                .any(|o| o.host == c.host && o.device == device && o.metric == metric),
+        };
+    }
+    if let Some(u) = c.unmeasured.iter().find(|u| u.metric == metric) {
+        return SideValue::NotMeasured {
+            why: format!("not measured ×{}: {}", u.count, u.reason),
+        };
+    }
+    SideValue::NotMeasured {
+        why: if c.failed > 0 {
+            format!("{} failed", c.failed)
+        } else {
+            "no value".into()
+        },
+    }
+}
+
+/// The view as a header and rows of text for the markup formats. A row's values share one
+/// unit, chosen for the row's reference value, so they can be compared by eye.
+pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<String>>) {
+    // The intervals' coverage, when every cell's is the same (it depends on n).
+    let mut levels = s
+        .rows
+        .iter()
+        .flat_map(|r| &r.values)
+        .filter_map(|v| match v {
+            SideValue::Measured { ci_level, .. } => *ci_level,
+            _ => None,
+        });
+    let ci = match levels.next() {
+        Some(first) if levels.all(|l| l == first) => {
+            format!("{}% CI", stats::level_pct(first))
+        }
+        Some(_) => "CI; its coverage per cell in the tables below".to_string(),
+        None => "no CI: too few repetitions".to_string(),
+    };
+    let title = match &s.baseline {
+        Some(b) if s.columns.iter().any(|c| c.contains(' ')) => {
+            format!("side by side: median ({ci}), ×ratio to {b} (its drive in the same position)")
+        }
+        Some(b) => format!("side by side: median ({ci}), ×ratio to {b}"),
+        None => format!("side by side: median ({ci}), ×ratio to the median of the columns"),
+    };
+    let mut header: Vec<String> = r.params.iter().filter(|p| *p != DEVICE).cloned().collect();
+    header.push("metric".into());
+    header.extend(s.columns.iter().cloned());
+    let mut rows = Vec::new();
+    let mut last: Option<&IndexMap<String, String>> = None;
+    for row in &s.rows {
+        let first = last != Some(&row.params);
+        last = Some(&row.params);
+        let mut cells: Vec<String> = header[..header.len() - s.columns.len() - 1]
+            .iter()
+            .map(|p| {
+                if first {
+                    row.params.get(p).cloned().unwrap_or_else(|| "-".into())
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        cells.push(row.metric.clone());
+        let scale = Scale::for_row(row);
+        for v in &row.values {
+            cells.push(match v {
+                SideValue::Measured {
+                    median,
+                    ci,
+                    ratio,
+                    outlier,
+                    ..
+                } => {
+                    let mut t = scale.show(*median);
+                    if let Some((lo, hi)) = ci {
+                        t.push_str(&format!(" ({} … {})", scale.bare(*lo), scale.bare(*hi)));
+                    }
+                    if let Some(x) = ratio {
+                        t.push_str(&format!(" ×{x:.2}"));
+                    }
+                    if *outlier {
+                        t.push_str(" OUTLIER");
+                    }
+                    t
+                }
+                SideValue::NotMeasured { why } => format!("— ({why})"),
+                SideValue::Absent => "—".into(),
+            });
+        }
+        rows.push(cells);
+    }
+    (title, header, rows)
+}
+
+/// One unit for a row (`factor` is the unit's size: 1e-3 for ms): seconds as s, ms or µs
+/// and bytes as B, KiB, MiB or GiB, chosen by
+/// the row's median of medians; other units as `human` writes them.
+struct Scale {
+    unit: String,
+    factor: f64,
+    suffix: &'static str,
+    decimals: usize,
+}
+
+impl Scale {
+    fn for_row(row: &SideRow) -> Scale {
+        let medians: Vec<f64> = row
+            .values
+            .iter()
+            .filter_map(|v| match v {
+                SideValue::Measured { median, .. } => Some(median.abs()),
+                _ => None,
+            })
+            .collect();
+        let typical = stats::summarize(&medians).map(|s| s.median).unwrap_or(0.0);
+        let (factor, suffix, decimals) = match row.unit.as_str() {
+            "s" if typical >= 1.0 || typical == 0.0 => (1.0, "s", 3),
+            "s" if typical >= 1e-3 => (1e-3, "ms", 2),
+            "s" => (1e-6, "µs", 1),
+            "B" if typical >= 1024.0 * 1024.0 * 1024.0 => (1024.0 * 1024.0 * 1024.0, "GiB", 1),
+            "B" if typical >= 1024.0 * 1024.0 => (1024.0 * 1024.0, "MiB", 1),
+            "B" if typical >= 1024.0 => (1024.0, "KiB", 1),
+            "B" => (1.0, "B", 0),
+            _ => (0.0, "", 0),
+        };
+        Scale {
+            unit: row.unit.clone(),
+            factor,
+            suffix,
+            decimals,
+        }
+    }
+
+    fn bare(&self, v: f64) -> String {
+        if self.factor == 0.0 {
+            // Units without a scale of their own: as everywhere else, number only.
+            let t = human(v, &self.unit);
+            return t
+                .strip_suffix(&format!(" {}", self.unit))
+                .map(str::to_string)
+                .unwrap_or(t);
+        }
+        format!("{:.*}", self.decimals, v / self.factor)
+    }
+
+    fn show(&self, v: f64) -> String {
+        if self.factor == 0.0 {
+            return human(v, &self.unit);
+        }
+        format!("{} {}", self.bare(v), self.suffix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{MetricStats, Stats};
+
+    fn cell(host: &str, device: Option<&str>, bs: &str, wall: &[f64]) -> CellReport {
+        let mut params = IndexMap::new();
+        params.insert("bs".to_string(), bs.to_string());
+        if let Some(d) = device {
+            params.insert(DEVICE.to_string(), d.to_string());
+        }
+        let s: Stats = stats::summarize(wall).unwrap();
+        CellReport {
+            cell_id: format!("{host}-{bs}"),
+            host: host.into(),
+            params,
+            metrics: vec![MetricStats {
+                metric: "wall".into(),
+                unit: "s".into(),
+                stats: s,
+                not_measured: 0,
+                not_measured_reason: String::new(),
+                values: wall.to_vec(),
+                samples: vec![],
+            }],
+            unmeasured: vec![],
+            failed: 0,
+            latency: None,
+            warnings: vec![],
+        }
+    }
+
+    const SIX: usize = 6;
+
+    fn around(x: f64) -> Vec<f64> {
+        (0..SIX).map(|i| x * (1.0 + i as f64 * 0.001)).collect()
+    }
+
+    #[test]
+    fn one_host_one_device_has_no_side_by_side() {
+        let cells = [
+            cell("a", None, "4k", &around(0.01)),
+            cell("a", None, "1M", &around(0.02)),
+        ];
+        assert_eq!(build(&cells, &ReportSpec::default(), &[]), None);
+    }
+
+    #[test]
+    fn hosts_become_columns_with_ratios_to_the_baseline_host() {
+        let cells = [
+            cell("alpha", None, "4k", &around(0.010)),
+            cell("beta", None, "4k", &around(0.012)),
+            cell("alpha", None, "1M", &around(0.020)),
+            // beta has no 1M cell at all.
+        ];
+        let settings = ReportSpec {
+            baseline: Some(crate::spec::Baseline {
+                key: "host".into(),
+                value: "alpha".into(),
+                line: 1,
+                column: 1,
+            }),
+            ..ReportSpec::default()
+        };
+        let s = build(&cells, &settings, &[]).expect("two hosts");
+        assert_eq!(s.columns, ["alpha", "beta"]);
+        assert_eq!(s.baseline.as_deref(), Some("alpha"));
+        assert_eq!(s.rows.len(), 2, "one row per configuration and metric");
+        let SideValue::Measured { ratio, .. } = &s.rows[0].values[1] else {
+            panic!("{:?}", s.rows[0]);
+        };
+        assert!((ratio.unwrap() - 1.2).abs() < 1e-9, "{ratio:?}");
+        assert_eq!(s.rows[1].values[1], SideValue::Absent);
+        let report = Report {
+            params: vec!["bs".into()],
+            ..Report::default()
+        };
+        let (title, header, rows) = text(&report, &s);
+        assert!(title.contains("ratio to alpha"), "{title}");
+        assert_eq!(header, ["bs", "metric", "alpha", "beta"]);
+        assert!(rows[0][2].starts_with("10.02 ms ("), "{:?}", rows[0]);
+        assert!(rows[0][2].ends_with("×1.00"), "{:?}", rows[0]);
+        assert!(rows[0][3].starts_with("12.03 ms ("), "{:?}", rows[0]);
+        assert!(rows[0][3].ends_with("×1.20"), "{:?}", rows[0]);
+        assert_eq!(rows[1][3], "—");
+    }
+
+    #[test]
+    fn devices_are_matched_by_position_and_ratios_go_to_the_median_of_the_columns() {
+        let cells = [
+            cell("rc66", Some("/dev/sdb"), "4k", &around(0.001)),
+            cell("rc66", Some("/dev/sdc"), "4k", &around(0.002)),
+            cell("flygecko", Some("/dev/nvme0n1"), "4k", &around(0.004)),
+            cell("flygecko", Some("/dev/nvme1n1"), "4k", &around(0.003)),
+        ];
+        let s = build(&cells, &ReportSpec::default(), &[]).expect("four drives");
+        assert_eq!(
+            s.columns,
+            [
+                "rc66 /dev/sdb",
+                "rc66 /dev/sdc",
+                "flygecko /dev/nvme0n1",
+                "flygecko /dev/nvme1n1"
+            ]
+        );
+        assert_eq!(s.rows.len(), 1, "one configuration: {:?}", s.rows);
+        let ratios: Vec<f64> = s.rows[0]
+            .values
+            .iter()
+            .map(|v| match v {
+                SideValue::Measured { ratio, .. } => ratio.unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        // The median of 1, 2, 4, 3 ms (+0.25%) is 2.5 ms (+0.25%).
+        for (r, want) in ratios.iter().zip([0.4, 0.8, 1.6, 1.2]) {
+            assert!((r - want).abs() < 1e-9, "{ratios:?}");
+        }
+        let report = Report {
+            params: vec!["bs".into(), "device".into()],
+            ..Report::default()
+        };
+        let (_, header, rows) = text(&report, &s);
+        assert_eq!(header[..2], ["bs".to_string(), "metric".to_string()]);
+        // One unit for the row, chosen by its values: µs would be wrong for 4 ms.
+        assert!(rows[0][2].starts_with("1.00 ms ("), "{:?}", rows[0]);
+        assert!(rows[0][4].starts_with("4.01 ms ("), "{:?}", rows[0]);
+    }
+}
