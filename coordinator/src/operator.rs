@@ -58,6 +58,20 @@ fn default_config() -> Option<PathBuf> {
 }
 
 impl ClientArgs {
+    /// Whether a coordinator is named at all: by flag, environment or client file.
+    pub fn names_a_coordinator(&self) -> bool {
+        if self.coordinator.is_some() {
+            return true;
+        }
+        let Some(path) = self.config.clone().or_else(default_config) else {
+            return false;
+        };
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| toml::from_str::<ClientFile>(&text).ok())
+            .is_some_and(|f| f.coordinator.is_some())
+    }
+
     /// Flags and environment over the client file.
     pub fn resolve(&self) -> anyhow::Result<(String, Transport)> {
         let (file, file_path) = match self.config.clone().or_else(default_config) {

@@ -692,3 +692,68 @@ fn a_missing_campaign_file_is_named_without_a_position() {
     }
     assert!(!tmp.path().join("p.db").exists());
 }
+
+/// After `platter run`, the commands that read results find its store by themselves:
+/// `campaigns` lists the runs, `report NAME` and `compare` read the latest of each name,
+/// with no `--db`; elsewhere, with no coordinator named, they say where to look.
+#[test]
+fn report_compare_and_campaigns_find_the_store_platter_run_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let yaml = |name: &str| {
+        format!("name: {name}\nmatrix: {{ n: [1, 2] }}\nworkload: {{ command: {{ run: \"true\" }} }}\nrepeat: 3\n")
+    };
+    for name in ["first", "second"] {
+        let f = common::write(tmp.path(), &format!("{name}.yaml"), &yaml(name));
+        platter()
+            .current_dir(tmp.path())
+            .env("HOME", home.path())
+            .env_remove("PLATTER_COORDINATOR")
+            .args(["run", "--format", "json"])
+            .arg(&f)
+            .assert()
+            .success();
+    }
+    let here = |args: &[&str]| {
+        let mut c = platter();
+        c.current_dir(tmp.path())
+            .env("HOME", home.path())
+            .env_remove("PLATTER_COORDINATOR")
+            .args(args);
+        c
+    };
+    let listed = here(&["campaigns"]).assert().success();
+    let text = String::from_utf8_lossy(&listed.get_output().stdout).to_string();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        rows[0].contains("second") && rows[0].contains("done"),
+        "{text}"
+    );
+    assert!(rows[1].contains("first"), "newest first: {text}");
+
+    let report = here(&["report", "first", "--format", "json"])
+        .assert()
+        .success();
+    let report: serde_json::Value = serde_json::from_slice(&report.get_output().stdout).unwrap();
+    assert_eq!(report["name"], "first");
+    assert_eq!(report["cells"].as_array().unwrap().len(), 2);
+
+    here(&["compare", "first", "second"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("n=1").and(predicate::str::contains("n=2")));
+
+    // Somewhere else, nothing to read and no coordinator: say where results are.
+    let elsewhere = tempfile::tempdir().unwrap();
+    platter()
+        .current_dir(elsewhere.path())
+        .env("HOME", home.path())
+        .env_remove("PLATTER_COORDINATOR")
+        .args(["report", "first"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "no platter-data/platter.db here (`platter run` writes it in the directory it runs in)",
+        ));
+}

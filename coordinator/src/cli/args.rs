@@ -86,8 +86,14 @@ pub enum Command {
         max_file_size: u64,
     },
     /// Campaigns and their progress: every campaign, or one with its hosts.
+    #[command(visible_alias = "campaigns")]
     Status {
+        /// A campaign id, or a name for its latest run; without one, every campaign
         campaign: Option<String>,
+        /// Read this database file instead of asking a coordinator [default:
+        /// platter-data/platter.db, what `platter run` writes, unless a coordinator is named]
+        #[arg(long)]
+        db: Option<PathBuf>,
         #[command(flatten)]
         client: ClientArgs,
         #[arg(long, value_enum, default_value_t = Output::Table)]
@@ -120,8 +126,10 @@ pub enum Command {
     Certs(Certs),
     /// Print the report of a campaign.
     Report {
+        /// A campaign id, or a name for its latest run (`platter campaigns` lists them)
         campaign: String,
-        /// Read from this database file instead of asking a coordinator
+        /// Read this database file instead of asking a coordinator [default:
+        /// platter-data/platter.db, what `platter run` writes, unless a coordinator is named]
         #[arg(long)]
         db: Option<PathBuf>,
         #[command(flatten)]
@@ -143,8 +151,8 @@ pub enum Command {
         a: String,
         /// The campaign compared with it
         b: String,
-        /// Read both from this database file [default: platter-data/platter.db, unless a
-        /// coordinator is given]
+        /// Read both from this database file [default: platter-data/platter.db, what
+        /// `platter run` writes, unless a coordinator is named]
         #[arg(long)]
         db: Option<PathBuf>,
         /// Ask a coordinator (--coordinator or PLATTER_COORDINATOR) instead

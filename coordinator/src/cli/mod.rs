@@ -149,9 +149,36 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         } => submit(&file, &client, watch, format, max_file_size).await,
         Command::Status {
             campaign,
+            db,
             client,
             output,
         } => {
+            if let Some(db) = local_store(db, &client)? {
+                let store = crate::store::Store::open(&db)?;
+                // No agent is connected to a store read from a file: hosts show as offline.
+                let hub = crate::hub::Hub::new(store.clone());
+                let ids = match &campaign {
+                    Some(c) => vec![c.clone()],
+                    None => store.read(|c| {
+                        let mut stmt = c.prepare(
+                            "SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id",
+                        )?;
+                        let ids = stmt
+                            .query_map([], |r| r.get(0))?
+                            .collect::<rusqlite::Result<Vec<String>>>()?;
+                        Ok(ids)
+                    })?,
+                };
+                let list = ids
+                    .iter()
+                    .map(|id| crate::status::CampaignStatus::load(&store, &hub, id).map(Into::into))
+                    .collect::<Result<Vec<pb::CampaignStatus>, _>>()?;
+                print!(
+                    "{}",
+                    operator::render_status(&list, campaign.is_some(), output)
+                );
+                return Ok(0);
+            }
             let mut c = client.connect().await?;
             let list = match &campaign {
                 Some(id) => vec![c
@@ -239,6 +266,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             output,
             junit,
         } => {
+            let db = local_store(db, &client)?;
             let render = async |format: Format| -> anyhow::Result<(String, u32)> {
                 Ok(match &db {
                     Some(db) => {
@@ -284,27 +312,29 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             format,
             allow_unmatched,
         } => {
-            let compared = if db.is_none() && client.coordinator.is_some() {
-                let resp = client
-                    .connect()
-                    .await?
-                    .compare(pb::CompareRequest {
-                        a: a.clone(),
-                        b: b.clone(),
-                        metric: metric.clone(),
-                    })
-                    .await
-                    .map_err(|s| call_error("compare", s))?
-                    .into_inner();
-                crate::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
-            } else {
-                let db = db.unwrap_or_else(|| "platter-data/platter.db".into());
-                let store = crate::store::Store::open(&db)?;
-                let (ra, rb) = (
-                    crate::report::Report::load(&store, &a)?,
-                    crate::report::Report::load(&store, &b)?,
-                );
-                crate::report::judge::compare_campaigns(&ra, &rb, &metric)
+            let compared = match local_store(db, &client)? {
+                Some(db) => {
+                    let store = crate::store::Store::open(&db)?;
+                    let (ra, rb) = (
+                        crate::report::Report::load(&store, &a)?,
+                        crate::report::Report::load(&store, &b)?,
+                    );
+                    crate::report::judge::compare_campaigns(&ra, &rb, &metric)
+                }
+                None => {
+                    let resp = client
+                        .connect()
+                        .await?
+                        .compare(pb::CompareRequest {
+                            a: a.clone(),
+                            b: b.clone(),
+                            metric: metric.clone(),
+                        })
+                        .await
+                        .map_err(|s| call_error("compare", s))?
+                        .into_inner();
+                    crate::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
+                }
             };
             if format == "json" {
                 println!("{}", serde_json::to_string_pretty(&compared)?);
@@ -494,4 +524,28 @@ async fn submit(
     let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
     print!("{rendered}");
     Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+}
+
+/// The store `platter run` writes in the directory it runs in.
+const LOCAL_STORE: &str = "platter-data/platter.db";
+
+/// Where `report`, `compare` and `status` read: `--db` if given; else the coordinator, if
+/// one is named (flag, environment or client file); else the store `platter run` left
+/// here. `None` means the coordinator.
+fn local_store(
+    db: Option<std::path::PathBuf>,
+    client: &operator::ClientArgs,
+) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if db.is_some() || client.names_a_coordinator() {
+        return Ok(db);
+    }
+    let local = std::path::PathBuf::from(LOCAL_STORE);
+    if local.exists() {
+        return Ok(Some(local));
+    }
+    anyhow::bail!(
+        "nothing to read: no {LOCAL_STORE} here (`platter run` writes it in the directory it \
+         runs in) and no coordinator named; pass --db FILE, or --coordinator URL \
+         (PLATTER_COORDINATOR, or `coordinator = \"…\"` in ~/.config/platter/client.toml)"
+    )
 }
