@@ -883,7 +883,7 @@ mod tests {
         assert!(chart.contains("rcmonster · disk=530 write_cache=off"));
         assert!(chart.contains("size [bytes], log scale"));
         assert!(chart.contains("latency.mean median [s], log scale"));
-        assert!(chart.contains("\n4.0 KiB\n"), "x ticks are sizes");
+        assert!(chart.contains("\n4.00 KiB\n"), "x ticks are sizes");
     }
 
     #[test]

@@ -680,37 +680,68 @@ impl Format {
     }
 }
 
-/// A value with its unit scaled for people: 0.0123 s → "12.30 ms".
+/// A value with its unit scaled for people: 0.0123 s → "12.30 ms", 2_700_000 B → "2.57 MiB"
+/// (the scale `Scale` would choose for it alone).
 pub fn human(value: f64, unit: &str) -> String {
     match unit {
-        "s" => {
-            let a = value.abs();
-            if a >= 1.0 || a == 0.0 {
-                format!("{value:.3} s")
-            } else if a >= 1e-3 {
-                format!("{:.2} ms", value * 1e3)
-            } else {
-                format!("{:.1} µs", value * 1e6)
-            }
-        }
-        "B" => {
-            let a = value.abs();
-            if a >= 1024.0 * 1024.0 * 1024.0 {
-                format!("{:.1} GiB", value / (1024.0 * 1024.0 * 1024.0))
-            } else if a >= 1024.0 * 1024.0 {
-                format!("{:.1} MiB", value / (1024.0 * 1024.0))
-            } else if a >= 1024.0 {
-                format!("{:.1} KiB", value / 1024.0)
-            } else {
-                format!("{value:.0} B")
-            }
-        }
+        "s" | "B" => Scale::for_value(value, unit).show(value),
         // Counts: as integers when they are.
         "1" if value.fract() == 0.0 => format!("{value}"),
         "1" => format!("{value:.2}"),
         "op/s" | "%" => format!("{value:.1} {unit}"),
         "B/s" => format!("{}/s", human(value, "B")),
         u => format!("{value:.4} {u}"),
+    }
+}
+
+/// One unit for values read side by side (a table row): seconds as s, ms or µs and bytes as
+/// B, KiB, MiB or GiB, chosen by a typical value of them (`factor` is the unit's size: 1e-3
+/// for ms); other units as `human` writes them. So `0 s` never sits next to `µs`.
+pub(crate) struct Scale {
+    unit: String,
+    factor: f64,
+    suffix: &'static str,
+    decimals: usize,
+}
+
+impl Scale {
+    pub(crate) fn for_value(typical: f64, unit: &str) -> Scale {
+        let typical = typical.abs();
+        let (factor, suffix, decimals) = match unit {
+            "s" if typical >= 1.0 || typical == 0.0 => (1.0, "s", 3),
+            "s" if typical >= 1e-3 => (1e-3, "ms", 2),
+            "s" => (1e-6, "µs", 1),
+            "B" if typical >= 1024.0 * 1024.0 * 1024.0 => (1024.0 * 1024.0 * 1024.0, "GiB", 2),
+            "B" if typical >= 1024.0 * 1024.0 => (1024.0 * 1024.0, "MiB", 2),
+            "B" if typical >= 1024.0 => (1024.0, "KiB", 2),
+            "B" => (1.0, "B", 0),
+            _ => (0.0, "", 0),
+        };
+        Scale {
+            unit: unit.to_string(),
+            factor,
+            suffix,
+            decimals,
+        }
+    }
+
+    pub(crate) fn bare(&self, v: f64) -> String {
+        if self.factor == 0.0 {
+            // Units without a scale of their own: as everywhere else, number only.
+            let t = human(v, &self.unit);
+            return t
+                .strip_suffix(&format!(" {}", self.unit))
+                .map(str::to_string)
+                .unwrap_or(t);
+        }
+        format!("{:.*}", self.decimals, v / self.factor)
+    }
+
+    pub(crate) fn show(&self, v: f64) -> String {
+        if self.factor == 0.0 {
+            return human(v, &self.unit);
+        }
+        format!("{} {}", self.bare(v), self.suffix)
     }
 }
 
@@ -870,16 +901,16 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
 
 /// A median with its interval and the interval's real coverage:
 /// "11.40 ms (93.8% CI 11.37 ms … 11.80 ms)".
-pub(crate) fn median_text(s: &Stats, unit: &str) -> String {
+pub(crate) fn median_text(s: &Stats, scale: &Scale) -> String {
     match (s.median_ci, s.median_ci_level) {
         (Some((lo, hi)), Some(level)) => format!(
             "{} ({}% CI {} … {})",
-            human(s.median, unit),
+            scale.show(s.median),
             stats::level_pct(level),
-            human(lo, unit),
-            human(hi, unit)
+            scale.show(lo),
+            scale.show(hi)
         ),
-        _ => human(s.median, unit),
+        _ => scale.show(s.median),
     }
 }
 
@@ -934,13 +965,16 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
             if cell.failed > 0 {
                 n.push_str(&format!(" ({} failed)", cell.failed));
             }
+            // One unit for the row, chosen by its median: a stddev of 0 reads "0.00 ms"
+            // next to "12.30 ms", not "0.000 s".
+            let scale = Scale::for_value(s.median, &m.unit);
             row.extend([
                 m.metric.clone(),
                 n,
-                median_text(s, &m.unit),
-                format!("{} ± {}", human(s.mean, &m.unit), human(s.stddev, &m.unit)),
-                human(s.min, &m.unit),
-                human(s.max, &m.unit),
+                median_text(s, &scale),
+                format!("{} ± {}", scale.show(s.mean), scale.show(s.stddev)),
+                scale.show(s.min),
+                scale.show(s.max),
             ]);
             out.push((cell.host.clone(), row));
         }
@@ -995,10 +1029,22 @@ mod tests {
         assert_eq!(human(1.5, "s"), "1.500 s");
         assert_eq!(human(0.0123, "s"), "12.30 ms");
         assert_eq!(human(0.0000123, "s"), "12.3 µs");
-        assert_eq!(human(2048.0, "B"), "2.0 KiB");
+        assert_eq!(human(2048.0, "B"), "2.00 KiB");
         assert_eq!(human(300.0, "1"), "300");
         assert_eq!(human(2822.0695, "op/s"), "2822.1 op/s");
-        assert_eq!(human(3.0 * 1024.0 * 1024.0, "B/s"), "3.0 MiB/s");
+        assert_eq!(human(3.0 * 1024.0 * 1024.0, "B/s"), "3.00 MiB/s");
+    }
+
+    /// A table row shows every value in the unit its median chose (issue 13: `0.000 s`
+    /// stood next to µs).
+    #[test]
+    fn a_row_keeps_one_unit() {
+        let s = stats::summarize(&[0.0123, 0.0123, 0.0123]).unwrap();
+        let scale = Scale::for_value(s.median, "s");
+        assert_eq!(scale.show(s.stddev), "0.00 ms");
+        assert_eq!(scale.show(0.000_05), "0.05 ms");
+        let rss = Scale::for_value(2.6 * 1024.0 * 1024.0, "B");
+        assert_eq!(rss.show(63.1 * 1024.0), "0.06 MiB");
     }
 
     /// One escape for HTML and JUnit XML: markup characters as references, and a tool's

@@ -11,7 +11,7 @@
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use super::{human, stats, CellReport, Report};
+use super::{stats, CellReport, Report, Scale};
 use crate::spec::ReportSpec;
 
 /// A cell's parameters without its device: what a row of the view stands for.
@@ -290,17 +290,8 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
     (title, header, rows)
 }
 
-/// One unit for a row (`factor` is the unit's size: 1e-3 for ms): seconds as s, ms or µs
-/// and bytes as B, KiB, MiB or GiB, chosen by
-/// the row's median of medians; other units as `human` writes them.
-struct Scale {
-    unit: String,
-    factor: f64,
-    suffix: &'static str,
-    decimals: usize,
-}
-
 impl Scale {
+    /// One unit for a row of the view, chosen by its median of medians.
     fn for_row(row: &SideRow) -> Scale {
         let medians: Vec<f64> = row
             .values
@@ -311,41 +302,7 @@ impl Scale {
             })
             .collect();
         let typical = stats::summarize(&medians).map(|s| s.median).unwrap_or(0.0);
-        let (factor, suffix, decimals) = match row.unit.as_str() {
-            "s" if typical >= 1.0 || typical == 0.0 => (1.0, "s", 3),
-            "s" if typical >= 1e-3 => (1e-3, "ms", 2),
-            "s" => (1e-6, "µs", 1),
-            "B" if typical >= 1024.0 * 1024.0 * 1024.0 => (1024.0 * 1024.0 * 1024.0, "GiB", 1),
-            "B" if typical >= 1024.0 * 1024.0 => (1024.0 * 1024.0, "MiB", 1),
-            "B" if typical >= 1024.0 => (1024.0, "KiB", 1),
-            "B" => (1.0, "B", 0),
-            _ => (0.0, "", 0),
-        };
-        Scale {
-            unit: row.unit.clone(),
-            factor,
-            suffix,
-            decimals,
-        }
-    }
-
-    fn bare(&self, v: f64) -> String {
-        if self.factor == 0.0 {
-            // Units without a scale of their own: as everywhere else, number only.
-            let t = human(v, &self.unit);
-            return t
-                .strip_suffix(&format!(" {}", self.unit))
-                .map(str::to_string)
-                .unwrap_or(t);
-        }
-        format!("{:.*}", self.decimals, v / self.factor)
-    }
-
-    fn show(&self, v: f64) -> String {
-        if self.factor == 0.0 {
-            return human(v, &self.unit);
-        }
-        format!("{} {}", self.bare(v), self.suffix)
+        Scale::for_value(typical, &row.unit)
     }
 }
 
