@@ -429,9 +429,12 @@ pub async fn watch(
         .into_inner();
     let live = std::io::stderr().is_terminal();
     let multi = MultiProgress::new();
-    let style = ProgressStyle::with_template("{prefix:<12} [{bar:24}] {pos:>4}/{len:<4} {msg}")
-        .expect("static template")
-        .progress_chars("=> ");
+    // `wide_msg`: the message takes the room the terminal has left and is cut to it, so a
+    // long step never wraps (a wrapped line is drawn again on every tick, one row lower).
+    let style =
+        ProgressStyle::with_template("{prefix:<12} [{bar:24}] {pos:>4}/{len:<4} {wide_msg}")
+            .expect("static template")
+            .progress_chars("=> ");
     let mut bars: HashMap<String, ProgressBar> = HashMap::new();
     let mut printed: HashMap<String, u32> = HashMap::new();
     let mut last: Option<pb::CampaignStatus> = None;
