@@ -167,6 +167,42 @@ async fn a_baseline_by_host_pairs_devices_named_differently_and_lists_the_rest()
         row.contains("10.05 ms (") && row.contains("20.10 ms ("),
         "{row}"
     );
+
+    // `platter compare fleet@rc66 fleet@rcmonster`: two hosts of one campaign face each
+    // other, drives by position; rcmonster's third drive has no partner and is listed.
+    let (a, b) = (
+        platter::report::judge::split_side("fleet-fsync@rc66"),
+        platter::report::judge::split_side("fleet-fsync@rcmonster"),
+    );
+    assert_eq!(a, ("fleet-fsync", Some("rc66")));
+    let c = platter::report::judge::compare_sides((&report, a.1), (&report, b.1), "wall");
+    let compared: Vec<_> = c.rows.iter().filter(|r| r.compared).collect();
+    assert_eq!(compared.len(), 4, "{:#?}", c.rows);
+    for r in &compared {
+        assert!((r.row.ratio - 2.0).abs() < 1e-9, "{r:?}");
+        assert!(r.row.significant, "{r:?}");
+    }
+    let texts: Vec<String> = compared.iter().map(|r| r.row.text.clone()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("sdb vs") && t.contains("loop3")),
+        "{texts:#?}"
+    );
+    let unmatched: Vec<String> = c.only_in_b.iter().map(|u| u.describe()).collect();
+    assert_eq!(
+        unmatched,
+        [
+            "rcmonster device=sdd size=1",
+            "rcmonster device=sdd size=4096"
+        ]
+    );
+    assert!(c.only_in_a.is_empty(), "{:?}", c.only_in_a);
+    assert!(
+        platter::report::judge::check_side_host(&report, Some("flygecko"))
+            .unwrap_err()
+            .ends_with("ran nothing on host flygecko; its hosts: rc66, rcmonster")
+    );
 }
 
 /// Runs `yaml` with `platter run` into the shared database of `dir`; its campaign id.

@@ -145,11 +145,14 @@ pub enum Command {
     /// Compare two campaigns run from the same matrix (another day, another fleet): each
     /// cell of B against the same host and parameters in A — the Hodges–Lehmann ratio of
     /// B to A with an interval of its real coverage, Holm-corrected — and the cells of
-    /// either without a counterpart. Exits 3 when some cells could not be compared.
+    /// either without a counterpart. `CAMPAIGN@HOST` narrows a side to one host, so two
+    /// hosts (and their drives, matched by position) of one campaign or of two face each
+    /// other: `platter compare fleet@rc66 fleet@rcmonster`. Exits 3 when some cells could
+    /// not be compared.
     Compare {
-        /// The baseline campaign
+        /// The baseline: a campaign id or name, optionally @HOST
         a: String,
-        /// The campaign compared with it
+        /// What is compared with it: a campaign id or name, optionally @HOST
         b: String,
         /// Read both from this database file [default: platter-data/platter.db, what
         /// `platter run` writes, unless a coordinator is named]

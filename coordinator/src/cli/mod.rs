@@ -314,12 +314,16 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         } => {
             let compared = match local_store(db, &client)? {
                 Some(db) => {
+                    use crate::report::judge::{check_side_host, compare_sides, split_side};
                     let store = crate::store::Store::open(&db)?;
+                    let ((a_ref, a_host), (b_ref, b_host)) = (split_side(&a), split_side(&b));
                     let (ra, rb) = (
-                        crate::report::Report::load(&store, &a)?,
-                        crate::report::Report::load(&store, &b)?,
+                        crate::report::Report::load(&store, a_ref)?,
+                        crate::report::Report::load(&store, b_ref)?,
                     );
-                    crate::report::judge::compare_campaigns(&ra, &rb, &metric)
+                    check_side_host(&ra, a_host).map_err(anyhow::Error::msg)?;
+                    check_side_host(&rb, b_host).map_err(anyhow::Error::msg)?;
+                    compare_sides((&ra, a_host), (&rb, b_host), &metric)
                 }
                 None => {
                     let resp = client

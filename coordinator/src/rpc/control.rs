@@ -322,9 +322,13 @@ impl Control for ControlService {
         };
         let (store, ids) = (self.store.clone(), (req.a.clone(), req.b.clone()));
         let compared = blocking(move || {
-            let a = Report::load(&store, &ids.0).map_err(store_status)?;
-            let b = Report::load(&store, &ids.1).map_err(store_status)?;
-            Ok(crate::report::judge::compare_campaigns(&a, &b, &metric))
+            use crate::report::judge::{check_side_host, compare_sides, split_side};
+            let ((a_ref, a_host), (b_ref, b_host)) = (split_side(&ids.0), split_side(&ids.1));
+            let a = Report::load(&store, a_ref).map_err(store_status)?;
+            let b = Report::load(&store, b_ref).map_err(store_status)?;
+            check_side_host(&a, a_host).map_err(Status::not_found)?;
+            check_side_host(&b, b_host).map_err(Status::not_found)?;
+            Ok(compare_sides((&a, a_host), (&b, b_host), &metric))
         })
         .await?;
         Ok(Response::new(compared.into()))
