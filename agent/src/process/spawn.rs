@@ -19,8 +19,11 @@
 //! first design: it kept the helper free of a protocol, fd passing and a lifetime of its
 //! own) cost ~0.2 ms per step and 15% of the CPU samples of `platter run` over 1000 ×
 //! `/bin/true` (`perf record`, BENCHMARKS.md "End to end"), which kept that run above
-//! twice `hyperfine -N`'s time; the resident helper saves that exec, see BENCHMARKS.md for
-//! the figures before and after. Its peak RSS stays tiny because it has only static
+//! twice `hyperfine -N`'s time. Resident, the helper costs 0.03–0.09 ms per step over
+//! spawning directly (`benches/spawn_overhead.rs`, 1000 × `/bin/true`) instead of
+//! ~0.2 ms, and 1000 × `/bin/true` under `platter run` went from a median 2.29× to 1.90×
+//! `hyperfine -N --runs 1000` (18 alternating rounds on a loaded 2-core machine;
+//! BENCHMARKS.md "End to end"). Its peak RSS stays tiny because it has only static
 //! buffers (a request is at most `REQ_MAX` bytes and `MAX_PTRS` argv + envp pointers).
 //!
 //! The one-shot path (`platter-spawn PATH ARGV0 ARGS...`, one exec of the helper per
