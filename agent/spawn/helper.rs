@@ -4,8 +4,8 @@
 //! `wait4` rusage of the workload's process tree. It must stay tiny: `exec` folds the
 //! exec'ing process's peak RSS (with vfork: the helper's own mm) into the new program's
 //! `ru_maxrss`, so whatever forks the workload sets a floor under its peak RSS (the
-//! agent's was 12–20 MiB; this is ~20 KiB, at most ~70 KiB with a request that fills
-//! the static buffers below).
+//! agent's was 12–20 MiB; this is 16–32 KiB, ~75 KiB after a request that fills the
+//! static buffers below).
 //!
 //! Hence no std, no libc: raw system calls, a hand-written `_start`, static, no
 //! relocations, static buffers only (no allocator, nothing grows). (A static std `main`

@@ -7,7 +7,7 @@
 //! `ru_maxrss` (Linux `exec_mmap` → `setmax_mm_hiwater_rss`), and a vfork'd or forked
 //! child of the agent carries the agent's RSS into that exec. Spawned straight from the
 //! agent, `sleep 0.02` read 12.1 MiB (`/usr/bin/time`: 1.6 MiB). The helper is ~4 KiB of
-//! static code that peaks at 20–70 KiB (VmHWM), under any real program's RSS. Its own
+//! static code that peaks at 16–75 KiB (VmHWM), under any real program's RSS. Its own
 //! `wait4` of the workload gives the rusage; the agent's `wait4` of the helper would
 //! include the helper's polluted peak again, so the figures come back over a socket
 //! (resident) or a pipe (one-shot).
