@@ -1,5 +1,5 @@
-//! Overhead benchmark: `process::run` (workload forked by the `platter-spawn` helper)
-//! against the previous path (std `Command` spawned straight from this process, `wait4`
+//! Overhead benchmark: `process::run` (workload forked by the agent's resident
+//! `platter-spawn` helper) against the previous path (std `Command` spawned straight from this process, `wait4`
 //! here), interleaved in blocks so drift of the machine hits both alike.
 //!
 //! ```text
@@ -98,7 +98,7 @@ fn compare(argv: &[&str], n: usize) -> Result<(), Box<dyn Error>> {
         }
     }
     println!("{script} ({} runs each)", new.step.len());
-    new.print("helper");
+    new.print("resident");
     old.print("direct");
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! Runs one command and measures it: monotonic wall time around the child alone, user/sys
 //! CPU and peak RSS from `wait4` rusage (which covers every descendant the child reaped),
 //! exit status, and the tail of stderr. Must not write to disk or log while the child runs.
-//! The child is forked by a tiny helper (`spawn`), which takes these measurements, so the
-//! agent's own RSS never counts as the workload's.
+//! The child is forked by a tiny helper (`spawn`: one resident per agent process), which
+//! takes these measurements, so the agent's own RSS never counts as the workload's.
 
 mod spawn;
 
@@ -285,8 +285,8 @@ mod tests {
 
     #[test]
     fn the_workload_leads_its_own_process_group_and_gets_only_stdio() {
-        // Field 5 of /proc/PID/stat is the process group; fd 3 (the report pipe of the
-        // spawn helper) is not passed on.
+        // Field 5 of /proc/PID/stat is the process group; fd 3 (the spawn helper's socket
+        // or report pipe) is not passed on.
         let script = "echo $$; cut -d' ' -f5 /proc/$$/stat; test -e /proc/$$/fd/3 || echo no3";
         let argv: Vec<String> = ["sh", "-c", script].map(String::from).into();
         let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
