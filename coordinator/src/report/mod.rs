@@ -725,6 +725,18 @@ impl Scale {
         }
     }
 
+    /// The scale for values read together: chosen by their median, leaving out zeros (a
+    /// row of `0` and `487 µs` reads in µs, not as `0.000 s` twice).
+    pub(crate) fn for_values(values: &[f64], unit: &str) -> Scale {
+        let nonzero: Vec<f64> = values
+            .iter()
+            .map(|v| v.abs())
+            .filter(|v| *v > 0.0 && v.is_finite())
+            .collect();
+        let typical = stats::summarize(&nonzero).map(|s| s.median).unwrap_or(0.0);
+        Scale::for_value(typical, unit)
+    }
+
     pub(crate) fn bare(&self, v: f64) -> String {
         if self.factor == 0.0 {
             // Units without a scale of their own: as everywhere else, number only.
@@ -967,7 +979,11 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
             }
             // One unit for the row, chosen by its median: a stddev of 0 reads "0.00 ms"
             // next to "12.30 ms", not "0.000 s".
-            let scale = Scale::for_value(s.median, &m.unit);
+            let scale = if s.median != 0.0 {
+                Scale::for_value(s.median, &m.unit)
+            } else {
+                Scale::for_values(&[s.mean, s.max], &m.unit)
+            };
             row.extend([
                 m.metric.clone(),
                 n,
@@ -1045,6 +1061,10 @@ mod tests {
         assert_eq!(scale.show(0.000_05), "0.05 ms");
         let rss = Scale::for_value(2.6 * 1024.0 * 1024.0, "B");
         assert_eq!(rss.show(63.1 * 1024.0), "0.06 MiB");
+        // Zeros do not choose: 0 and 487 µs read in µs.
+        let sys = Scale::for_values(&[0.0, 0.000_487, 0.0], "s");
+        assert_eq!(sys.show(0.000_487), "487.0 µs");
+        assert_eq!(sys.show(0.0), "0.0 µs");
     }
 
     /// One escape for HTML and JUnit XML: markup characters as references, and a tool's

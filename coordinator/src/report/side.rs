@@ -71,8 +71,14 @@ pub fn build(
     settings: &ReportSpec,
     outliers: &[super::judge::FleetOutlier],
 ) -> Option<SideBySide> {
-    // Columns: hosts in order of appearance; a host's devices by position.
+    // Columns: the baseline host first, then hosts in order of appearance; a host's
+    // devices by position.
     let mut devices: IndexMap<&str, Vec<&str>> = IndexMap::new();
+    if let Some(b) = settings.baseline.as_ref().filter(|b| b.key == "host") {
+        if cells.iter().any(|c| c.host == b.value) {
+            devices.insert(b.value.as_str(), Vec::new());
+        }
+    }
     for c in cells {
         let list = devices.entry(c.host.as_str()).or_default();
         let d = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
@@ -301,8 +307,7 @@ impl Scale {
                 _ => None,
             })
             .collect();
-        let typical = stats::summarize(&medians).map(|s| s.median).unwrap_or(0.0);
-        Scale::for_value(typical, &row.unit)
+        Scale::for_values(&medians, &row.unit)
     }
 }
 
@@ -355,9 +360,10 @@ mod tests {
 
     #[test]
     fn hosts_become_columns_with_ratios_to_the_baseline_host() {
+        // beta's cell comes first; the baseline's column still leads.
         let cells = [
-            cell("alpha", None, "4k", &around(0.010)),
             cell("beta", None, "4k", &around(0.012)),
+            cell("alpha", None, "4k", &around(0.010)),
             cell("alpha", None, "1M", &around(0.020)),
             // beta has no 1M cell at all.
         ];
