@@ -7,7 +7,9 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use platter::planner::{PlannedCampaign, PlannedCell};
 use platter::store::Store;
-use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepState};
+use platter_proto::model::{
+    OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState, Workload,
+};
 
 const AGENTS: usize = 16;
 const BATCHES_PER_AGENT: usize = 100;
@@ -19,7 +21,28 @@ fn cell_id(agent: usize, cell: u64) -> String {
     format!("{:016x}", (agent as u64) << 32 | cell)
 }
 
-/// A campaign whose cells the records refer to, as a submission would store it.
+/// Each agent's plan: one measure step per record it sends (the store applies a record only
+/// to a plan planned for the sending host).
+fn plan(agent: usize) -> Plan {
+    let steps = (1..=(BATCHES_PER_AGENT * RECORDS_PER_BATCH) as u64)
+        .map(|seq| Step {
+            index: (seq - 1) as u32,
+            cell_id: cell_id(agent, seq % CELLS_PER_AGENT).into(),
+            repetition: (seq / CELLS_PER_AGENT) as u32 + 1,
+            kind: StepKind::Measure(Workload::Command("true".into())),
+        })
+        .collect();
+    Plan {
+        id: format!("plan-{agent}").into(),
+        campaign_id: "bench-1".into(),
+        campaign_name: "bench".into(),
+        host: format!("agent-{agent}").into(),
+        steps,
+        on_failure: OnFailure::Continue,
+    }
+}
+
+/// A campaign whose cells and plans the records refer to, as a submission would store it.
 fn campaign() -> PlannedCampaign {
     let cells = (0..AGENTS)
         .flat_map(|a| {
@@ -41,7 +64,7 @@ fn campaign() -> PlannedCampaign {
         params: vec!["cell".into()],
         repeat: 1,
         cells,
-        plans: Vec::new(),
+        plans: (0..AGENTS).map(plan).collect(),
     }
 }
 
@@ -51,7 +74,7 @@ fn record(agent: usize, seq: u64) -> Record {
         kind: RecordKind::Step(StepEvent {
             plan_id: format!("plan-{agent}").into(),
             kind: "measure".into(),
-            step_index: seq as u32,
+            step_index: (seq - 1) as u32,
             cell_id: cell_id(agent, seq % CELLS_PER_AGENT).into(),
             repetition: (seq / CELLS_PER_AGENT) as u32 + 1,
             attempt: 1,
