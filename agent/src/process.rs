@@ -175,6 +175,21 @@ pub(crate) fn kill_group(running: &AtomicI32) {
     }
 }
 
+/// The parent of `pid`: field 4 of /proc/PID/stat, after the parenthesised name (tests
+/// find the helper a workload runs under this way).
+#[cfg(test)]
+pub(crate) fn parent_of(pid: libc::pid_t) -> libc::pid_t {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(") ")
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,17 +370,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         let pid = running.load(Ordering::SeqCst);
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        // Field 4 (after the parenthesised name) is the parent: the helper.
-        let helper: libc::pid_t = stat
-            .rsplit(") ")
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let helper = parent_of(pid);
         use rustix::process::{kill_process, Pid, Signal};
         let helper = Pid::from_raw(helper).unwrap();
         for sig in [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT] {

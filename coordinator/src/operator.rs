@@ -58,23 +58,18 @@ fn default_config() -> Option<PathBuf> {
 }
 
 impl ClientArgs {
-    /// Whether a coordinator is named at all: by flag, environment or client file.
+    /// Whether a coordinator is named at all: by flag, environment or client file (an
+    /// unreadable file names none here; `resolve` says what is wrong with it).
     pub fn names_a_coordinator(&self) -> bool {
-        if self.coordinator.is_some() {
-            return true;
-        }
-        let Some(path) = self.config.clone().or_else(default_config) else {
-            return false;
-        };
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| toml::from_str::<ClientFile>(&text).ok())
-            .is_some_and(|f| f.coordinator.is_some())
+        self.coordinator.is_some()
+            || self
+                .client_file()
+                .is_ok_and(|(f, _)| f.coordinator.is_some())
     }
 
-    /// Flags and environment over the client file.
-    pub fn resolve(&self) -> anyhow::Result<(String, Transport)> {
-        let (file, file_path) = match self.config.clone().or_else(default_config) {
+    /// The client file (`--config`, or the default one if it exists) and its path.
+    fn client_file(&self) -> anyhow::Result<(ClientFile, Option<PathBuf>)> {
+        Ok(match self.config.clone().or_else(default_config) {
             Some(p) if p.exists() || self.config.is_some() => {
                 let text = std::fs::read_to_string(&p)
                     .with_context(|| format!("reading client file {}", p.display()))?;
@@ -87,7 +82,12 @@ impl ClientArgs {
                 (f, Some(p))
             }
             _ => (ClientFile::default(), None),
-        };
+        })
+    }
+
+    /// Flags and environment over the client file.
+    pub fn resolve(&self) -> anyhow::Result<(String, Transport)> {
+        let (file, file_path) = self.client_file()?;
         let Some(url) = self.coordinator.clone().or(file.coordinator) else {
             bail!(
                 "which coordinator? pass --coordinator https://HOST:7461, set PLATTER_COORDINATOR, \

@@ -43,6 +43,21 @@ impl CampaignStatus {
         self.state != "running"
     }
 
+    /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
+    pub fn load_all(store: &Store, hub: &Hub) -> Result<Vec<CampaignStatus>> {
+        let ids: Vec<String> = store.read(|c| {
+            let mut stmt =
+                c.prepare("SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id")?;
+            let ids = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(ids)
+        })?;
+        ids.iter()
+            .map(|id| CampaignStatus::load(store, hub, id))
+            .collect()
+    }
+
     /// The progress of the campaign `campaign` names (its id, or the latest of that name).
     pub fn load(store: &Store, hub: &Hub, campaign: &str) -> Result<CampaignStatus> {
         let mut status = store.read(|c| {

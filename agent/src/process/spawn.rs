@@ -821,16 +821,7 @@ mod tests {
             .map(|s| s.as_ref().map(|s| s.pid));
         // The mutex is held for the whole request: read the helper from the workload.
         assert!(matches!(helper, Err(TryLockError::WouldBlock)));
-        let stat = std::fs::read_to_string(format!("/proc/{workload}/stat")).unwrap();
-        let helper: libc::pid_t = stat
-            .rsplit(") ")
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let helper = super::super::parent_of(workload);
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(helper).unwrap(),
             rustix::process::Signal::KILL,

@@ -157,22 +157,14 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 let store = crate::store::Store::open(&db)?;
                 // No agent is connected to a store read from a file: hosts show as offline.
                 let hub = crate::hub::Hub::new(store.clone());
-                let ids = match &campaign {
-                    Some(c) => vec![c.clone()],
-                    None => store.read(|c| {
-                        let mut stmt = c.prepare(
-                            "SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id",
-                        )?;
-                        let ids = stmt
-                            .query_map([], |r| r.get(0))?
-                            .collect::<rusqlite::Result<Vec<String>>>()?;
-                        Ok(ids)
-                    })?,
-                };
-                let list = ids
-                    .iter()
-                    .map(|id| crate::status::CampaignStatus::load(&store, &hub, id).map(Into::into))
-                    .collect::<Result<Vec<pb::CampaignStatus>, _>>()?;
+                use crate::status::CampaignStatus;
+                let list: Vec<pb::CampaignStatus> = match &campaign {
+                    Some(c) => vec![CampaignStatus::load(&store, &hub, c)?],
+                    None => CampaignStatus::load_all(&store, &hub)?,
+                }
+                .into_iter()
+                .map(Into::into)
+                .collect();
                 print!(
                     "{}",
                     operator::render_status(&list, campaign.is_some(), output)

@@ -741,7 +741,6 @@ pub fn check_side_host(report: &super::Report, host: Option<&str>) -> Result<(),
         return Ok(());
     }
     let mut hosts: Vec<&str> = report.cells.iter().map(|c| c.host.as_str()).collect();
-    hosts.dedup();
     hosts.sort_unstable();
     hosts.dedup();
     Err(format!(

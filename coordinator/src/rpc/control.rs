@@ -341,20 +341,8 @@ impl Control for ControlService {
         self.auth.require(&request, Role::Operator)?;
         let (store, hub) = (self.store.clone(), self.hub.clone());
         let campaigns = blocking(move || {
-            let ids: Vec<String> = store
-                .read(|c| {
-                    let mut stmt =
-                        c.prepare("SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id")?;
-                    let ids = stmt
-                        .query_map([], |r| r.get(0))?
-                        .collect::<rusqlite::Result<_>>()?;
-                    Ok(ids)
-                })
-                .map_err(store_status)?;
-            ids.iter()
-                .map(|id| CampaignStatus::load(&store, &hub, id).map(Into::into))
-                .collect::<Result<_, _>>()
-                .map_err(store_status)
+            let all = CampaignStatus::load_all(&store, &hub).map_err(store_status)?;
+            Ok(all.into_iter().map(Into::into).collect())
         })
         .await?;
         Ok(Response::new(pb::ListCampaignsResponse { campaigns }))
