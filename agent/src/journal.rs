@@ -467,6 +467,7 @@ mod tests {
                     index: i,
                     cell_id: "x".into(),
                     repetition: 1,
+                    warmup: false,
                     kind: StepKind::Sync,
                 })
                 .collect(),

@@ -29,6 +29,7 @@ fn plan(agent: usize) -> Plan {
             index: (seq - 1) as u32,
             cell_id: cell_id(agent, seq % CELLS_PER_AGENT).into(),
             repetition: (seq / CELLS_PER_AGENT) as u32 + 1,
+            warmup: false,
             kind: StepKind::Measure(Workload::Command("true".into())),
         })
         .collect();

@@ -10,6 +10,7 @@ pub mod pki;
 pub mod plan_text;
 pub mod planner;
 pub mod report;
+pub mod rounds;
 pub mod rpc;
 pub mod server;
 pub mod spec;

@@ -9,10 +9,10 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
     let mut out = String::new();
     let hosts: Vec<&str> = planned.plans.iter().map(|p| p.host.as_str()).collect();
     out.push_str(&format!(
-        "campaign {}: valid\n  {} cell(s) × {} repetition(s) on {} host(s): {}\n  order {:?}, on_failure {:?}\n\ncells:\n",
+        "campaign {}: valid\n  {} cell(s) × {} on {} host(s): {}\n  order {:?}, on_failure {:?}\n\ncells:\n",
         campaign.name,
         campaign.cells.len(),
-        campaign.repeat,
+        campaign.repetitions_text(),
         hosts.len(),
         hosts.join(", "),
         campaign.order,
@@ -76,9 +76,10 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
     }
     for plan in &planned.plans {
         out.push_str(&format!(
-            "\nplan for host {} ({} steps):\n",
+            "\nplan for host {} ({} steps{}):\n",
             plan.host,
-            plan.steps.len()
+            plan.steps.len(),
+            later_rounds(campaign, planned, &plan.host)
         ));
         let cell_index = |id: &str| {
             planned
@@ -89,7 +90,9 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
                 .unwrap_or(0)
         };
         for s in &plan.steps {
-            let rep = if s.repetition > 0 {
+            let rep = if s.warmup {
+                format!("warm {}", s.repetition)
+            } else if s.repetition > 0 {
                 format!("rep {}", s.repetition)
             } else {
                 "once".into()
@@ -104,4 +107,42 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
         }
     }
     out
+}
+
+/// With adaptive repetition: what may follow the first plan, up to the worst case in which
+/// no cell's interval ever gets narrow enough.
+fn later_rounds(campaign: &spec::Campaign, planned: &PlannedCampaign, host: &str) -> String {
+    let r = &campaign.repeat;
+    if !r.is_adaptive() {
+        return String::new();
+    }
+    let cells: Vec<_> = planned
+        .cells
+        .iter()
+        .filter(|c| c.host == host)
+        .cloned()
+        .collect();
+    let all: Vec<usize> = (0..cells.len()).collect();
+    let round = crate::planner::next_round(campaign, &planned.id, host, &cells, &all, r.min + 1);
+    let later = u64::from(r.max - r.min);
+    let anew = if campaign.cells.iter().any(|c| c.storage.is_some()) {
+        ", which makes the storage anew"
+    } else {
+        ""
+    };
+    format!(
+        "; the first round: repetitions 1–{} of every cell. Then up to {later} more round(s), \
+         one repetition each of every cell whose interval is still wider than ±{}%, \
+         each a plan of its own{anew}: at most {} steps per round, \
+         {} steps in all at worst",
+        r.min,
+        r.until.as_ref().map_or(0.0, |u| u.ci_pct),
+        round.steps.len(),
+        planned
+            .plans
+            .iter()
+            .find(|p| p.host == host)
+            .map_or(0, |p| p.steps.len() as u64)
+            + later * round.steps.len() as u64
+    )
 }

@@ -242,11 +242,13 @@ pub fn plan(
                 });
             }
         }
+        // Adaptive repetition is held to its worst case: every cell runs `max` times.
+        let runs = u64::from(campaign.repeat.max) + u64::from(campaign.warmup);
         let estimate: u64 = host_cells
             .iter()
             .map(|c| {
                 let phases = campaign.cells[c.point].before_each.len() as u64;
-                u64::from(campaign.repeat).saturating_mul(1 + phases)
+                runs.saturating_mul(1 + phases)
             })
             .sum();
         if estimate > campaign.max_steps_per_plan {
@@ -267,19 +269,13 @@ pub fn plan(
                 max: campaign.max_total_steps,
             });
         }
-        let steps = steps(campaign, &host_cells);
-        let body = serde_json::to_vec(&steps).expect("steps serialize");
-        plans.push(Plan {
-            id: (short_hash(&[id.as_bytes(), host.as_bytes(), &body])).into(),
-            campaign_id: id.clone().into(),
-            campaign_name: campaign.name.clone(),
-            host: host.clone().into(),
-            steps,
-            on_failure: match campaign.on_failure {
-                spec::OnFailure::Continue => OnFailure::Continue,
-                spec::OnFailure::Abort => OnFailure::Abort,
-            },
-        });
+        let steps = steps(
+            campaign,
+            &host_cells,
+            &first_round(campaign, host_cells.len()),
+            true,
+        );
+        plans.push(make_plan(campaign, &id, host, steps));
         cells.extend(host_cells);
     }
     let mut params = campaign.params.clone();
@@ -292,10 +288,80 @@ pub fn plan(
         content_hash,
         generation,
         params,
-        repeat: campaign.repeat,
+        repeat: campaign.repeat.max,
         cells,
         plans,
     })
+}
+
+fn make_plan(campaign: &Campaign, campaign_id: &str, host: &str, steps: Vec<Step>) -> Plan {
+    let body = serde_json::to_vec(&steps).expect("steps serialize");
+    Plan {
+        id: (short_hash(&[campaign_id.as_bytes(), host.as_bytes(), &body])).into(),
+        campaign_id: campaign_id.into(),
+        campaign_name: campaign.name.clone(),
+        host: host.into(),
+        steps,
+        on_failure: match campaign.on_failure {
+            spec::OnFailure::Continue => OnFailure::Continue,
+            spec::OnFailure::Abort => OnFailure::Abort,
+        },
+    }
+}
+
+/// One visit of a cell: its index among the host's cells, the repetition, and whether
+/// it is a warm-up (numbered apart from the counted repetitions).
+type Visit = (usize, u32, bool);
+
+/// The first plan's visits: the warm-ups, then `repeat.min` counted repetitions (all of
+/// them when the repetition is not adaptive). Sequential order runs a cell's warm-ups
+/// right before its counted repetitions; the others run warm-up rounds across all cells
+/// first, so every cell's counted runs start from the same state of the machine.
+fn first_round(campaign: &Campaign, n: usize) -> Vec<Visit> {
+    let (warmup, counted) = (campaign.warmup, campaign.repeat.min);
+    match campaign.order {
+        Order::Sequential => (0..n)
+            .flat_map(|c| {
+                (1..=warmup)
+                    .map(move |r| (c, r, true))
+                    .chain((1..=counted).map(move |r| (c, r, false)))
+            })
+            .collect(),
+        order => {
+            let rounds = |count: u32, warm: bool| {
+                (1..=count).flat_map(move |r| {
+                    round_order(order, n, r - 1)
+                        .into_iter()
+                        .map(move |c| (c, r, warm))
+                })
+            };
+            rounds(warmup, true).chain(rounds(counted, false)).collect()
+        }
+    }
+}
+
+/// The plan of a later round of adaptive repetition on `host`: one more repetition,
+/// `repetition`, of each cell still running (`active`, indexes into `cells`, the host's
+/// cells in planning order). The plan makes the storage anew, like every plan; setup
+/// runs again only where storage was made anew.
+pub fn next_round(
+    campaign: &Campaign,
+    campaign_id: &str,
+    host: &str,
+    cells: &[PlannedCell],
+    active: &[usize],
+    repetition: u32,
+) -> Plan {
+    let visits: Vec<Visit> = round_order(campaign.order, active.len(), repetition - 1)
+        .into_iter()
+        .map(|i| (active[i], repetition, false))
+        .collect();
+    make_plan(
+        campaign,
+        campaign_id,
+        host,
+        steps(campaign, cells, &visits, false),
+    )
 }
 
 /// The storage a cell's measurements run on, as the agent takes it.
@@ -344,44 +410,48 @@ pub fn round_order(order: Order, n: usize, round: u32) -> Vec<usize> {
     }
 }
 
-fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
+/// The steps of `visits`. `first`: the campaign's first plan on the host; a later
+/// round's skips the setup of cells whose storage is not made anew (it ran before).
+fn steps(campaign: &Campaign, cells: &[PlannedCell], visits: &[Visit], first: bool) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::new();
-    let mut push = |cell: &PlannedCell, repetition: u32, kind: StepKind| {
+    let mut push = |cell: &PlannedCell, repetition: u32, warmup: bool, kind: StepKind| {
         steps.push(Step {
             index: steps.len() as u32,
             cell_id: cell.id.clone().into(),
             repetition,
+            warmup,
             kind,
         });
     };
     // A cell's setup runs before its first visit, and again after its storage was made
     // anew (mkfs or a fresh RAM disk wipes what setup prepared).
     let mut prepared: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    if !first {
+        prepared.extend(
+            cells
+                .iter()
+                .filter(|c| campaign.cells[c.point].storage.is_none())
+                .map(|c| c.id.as_str()),
+        );
+    }
     // Storage is set up when a visit needs another configuration than the one in place,
     // and torn down before the next one and at the end.
     let mut current: Option<StorageConfig> = None;
-    let visits: Vec<(usize, u32)> = match campaign.order {
-        Order::Sequential => (0..cells.len())
-            .flat_map(|c| (1..=campaign.repeat).map(move |r| (c, r)))
-            .collect(),
-        order => (1..=campaign.repeat)
-            .flat_map(|r| {
-                round_order(order, cells.len(), r - 1)
-                    .into_iter()
-                    .map(move |c| (c, r))
-            })
-            .collect(),
-    };
-    for (c, repetition) in visits {
+    for &(c, repetition, warmup) in visits {
         let cell = &cells[c];
         let spec_cell = &campaign.cells[cell.point];
         let wanted = storage_of(cell, spec_cell.storage.as_ref());
         if wanted != current {
             if let Some(old) = current.take() {
-                push(cell, repetition, StepKind::StorageTeardown(old));
+                push(cell, repetition, warmup, StepKind::StorageTeardown(old));
             }
             if let Some(new) = &wanted {
-                push(cell, repetition, StepKind::StorageSetup(new.clone()));
+                push(
+                    cell,
+                    repetition,
+                    warmup,
+                    StepKind::StorageSetup(new.clone()),
+                );
                 prepared.clear();
             }
             current = wanted;
@@ -391,7 +461,7 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
         }) = &spec_cell.workload
         {
             if prepared.insert(cell.id.as_str()) {
-                push(cell, 0, StepKind::Setup(setup.clone()));
+                push(cell, 0, false, StepKind::Setup(setup.clone()));
             }
         }
         for phase in &spec_cell.before_each {
@@ -408,30 +478,36 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
                 },
             };
             let rebooted = kind == StepKind::Reboot;
-            push(cell, repetition, kind);
+            push(cell, repetition, warmup, kind);
             // A reboot unmounts everything (and empties a RAM disk): make the storage
             // again, and the cell's setup with it, so the measurement never runs on
             // whatever filesystem happens to be under the mount point.
             if let (true, Some(storage)) = (rebooted, &current) {
-                push(cell, repetition, StepKind::StorageSetup(storage.clone()));
+                push(
+                    cell,
+                    repetition,
+                    warmup,
+                    StepKind::StorageSetup(storage.clone()),
+                );
                 prepared.clear();
                 if let Workload::Command(spec::CommandWorkload {
                     setup: Some(setup), ..
                 }) = &spec_cell.workload
                 {
                     prepared.insert(cell.id.as_str());
-                    push(cell, 0, StepKind::Setup(setup.clone()));
+                    push(cell, 0, false, StepKind::Setup(setup.clone()));
                 }
             }
         }
         push(
             cell,
             repetition,
+            warmup,
             StepKind::Measure(measure(&spec_cell.workload)),
         );
     }
     if let (Some(old), Some(last)) = (current, cells.last()) {
-        push(last, 0, StepKind::StorageTeardown(old));
+        push(last, 0, false, StepKind::StorageTeardown(old));
     }
     steps
 }
@@ -570,6 +646,93 @@ repeat: 2
         }
         let ids: std::collections::HashSet<_> = p.cells.iter().map(|c| &c.id).collect();
         assert_eq!(ids.len(), 4);
+    }
+
+    fn layout(steps: &[Step]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| {
+                let w = if s.warmup { "w" } else { "" };
+                format!("{}@{w}{}", s.kind, s.repetition)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn warmups_run_first_marked_and_numbered_apart() {
+        let c = spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nmatrix: { x: [1, 2] }\n\
+             workload: { command: { setup: mk, run: 'go ${x}' } }\nwarmup: 1\nrepeat: 2\n",
+        )
+        .unwrap();
+        let p = plan(&c, "", "s1", 1, &Inventories::new()).unwrap();
+        assert_eq!(
+            layout(&p.plans[0].steps),
+            [
+                "setup: mk@0",
+                "measure: go 1@w1",
+                "setup: mk@0",
+                "measure: go 2@w1",
+                "measure: go 1@1",
+                "measure: go 2@1",
+                "measure: go 2@2",
+                "measure: go 1@2",
+            ]
+        );
+        // Sequential: each cell's warm-up right before its counted runs.
+        let c = spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nmatrix: { x: [1, 2] }\n\
+             workload: { command: { run: 'go ${x}' } }\nwarmup: 1\nrepeat: 1\norder: sequential\n",
+        )
+        .unwrap();
+        let p = plan(&c, "", "s1", 1, &Inventories::new()).unwrap();
+        assert_eq!(
+            layout(&p.plans[0].steps),
+            [
+                "measure: go 1@w1",
+                "measure: go 1@1",
+                "measure: go 2@w1",
+                "measure: go 2@1"
+            ]
+        );
+    }
+
+    #[test]
+    fn adaptive_rounds_plan_min_first_then_one_repetition_of_the_cells_still_running() {
+        let yaml = |storage: &str| {
+            format!(
+                "name: t\nhosts: {{ names: [h] }}\nmatrix: {{ x: [1, 2, 3] }}\n{storage}\
+                 workload: {{ command: {{ setup: mk, run: 'go ${{x}}' }} }}\n\
+                 repeat: {{ min: 2, max: 9, until: {{ metric: wall, ci: 5% }} }}\n"
+            )
+        };
+        let c = spec::parse("t.yaml", &yaml("")).unwrap();
+        let p = plan(&c, "", "s1", 1, &Inventories::new()).unwrap();
+        assert_eq!(p.repeat, 9);
+        let measures = |steps: &[Step]| steps.iter().filter(|s| s.kind.name() == "measure").count();
+        assert_eq!(measures(&p.plans[0].steps), 6, "min × cells");
+        // Cells 0 and 2 go on to repetition 3; setup ran in the first round already.
+        let next = next_round(&c, &p.id, "h", &p.cells, &[0, 2], 3);
+        assert_eq!(layout(&next.steps), ["measure: go 1@3", "measure: go 3@3"]);
+        assert_eq!(next.campaign_id, p.plans[0].campaign_id);
+        assert_ne!(next.id, p.plans[0].id);
+        assert_eq!(
+            next,
+            next_round(&c, &p.id, "h", &p.cells, &[0, 2], 3),
+            "same content, same id"
+        );
+        assert_ne!(next.id, next_round(&c, &p.id, "h", &p.cells, &[0, 2], 4).id);
+        // With storage, every round makes it anew, and the setup with it.
+        let c = spec::parse("t.yaml", &yaml("storage: { ramdisk: { size: 1M } }\n")).unwrap();
+        let p = plan(&c, "", "s1", 1, &Inventories::new()).unwrap();
+        let next = next_round(&c, &p.id, "h", &p.cells, &[1], 3);
+        let kinds: Vec<&str> = next.steps.iter().map(|s| s.kind.name()).collect();
+        assert_eq!(
+            kinds,
+            ["storage_setup", "setup", "measure", "storage_teardown"]
+        );
     }
 
     #[test]

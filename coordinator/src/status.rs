@@ -255,6 +255,7 @@ mod tests {
             index,
             cell_id: "c".into(),
             repetition,
+            warmup: false,
             kind,
         };
         let plan = Plan {

@@ -182,6 +182,30 @@ fn migrations() -> Migrations<'static> {
         ) WITHOUT ROWID;
         "#,
         ),
+        M::up(
+            r#"
+        -- Warm-up runs (`warmup:`) are stored like the others and kept out of every
+        -- statistic: `sample_rows` leaves them out, `warmup_rows` has only them.
+        ALTER TABLE steps ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;
+        -- The plan's warm-up step indexes (JSON list), so the writer marks their steps.
+        ALTER TABLE plans ADD COLUMN warmup_steps TEXT NOT NULL DEFAULT '[]';
+        -- What planning a later round of adaptive repetition needs: the matrix point and
+        -- the target device's path of each cell.
+        ALTER TABLE cells ADD COLUMN point INTEGER;
+        ALTER TABLE cells ADD COLUMN device TEXT;
+        DROP VIEW sample_rows;
+        CREATE VIEW sample_rows AS
+            SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+                   sa.missing AS missing
+            FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 0;
+        CREATE VIEW warmup_rows AS
+            SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+                   sa.missing AS missing
+            FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 1;
+        "#,
+        ),
     ])
 }
 
@@ -520,16 +544,12 @@ impl Store {
             )?;
             for cell in &p.cells {
                 tx.execute(
-                    "INSERT INTO cells (id, campaign_id, host, idx, params) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?],
+                    "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
                 )?;
             }
-            let seq: i64 = tx.query_row("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", [], |r| r.get(0))?;
-            for (i, plan) in p.plans.iter().enumerate() {
-                tx.execute(
-                    "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6)",
-                    params![plan.id, p.id, plan.host, serde_json::to_string(plan)?, plan.steps.len() as i64, seq + 1 + i as i64],
-                )?;
+            for plan in &p.plans {
+                queue_plan(&tx, plan)?;
             }
             tx.commit()?;
             Ok(())
@@ -773,23 +793,57 @@ fn writer_loop(
     }
 }
 
-/// Plan id → the host it was planned for, cached as first seen: plans never change.
+/// Queues `plan` after every plan queued so far.
+fn queue_plan(c: &Connection, plan: &Plan) -> Result<()> {
+    let seq: i64 = c
+        .prepare_cached("SELECT COALESCE(MAX(queued_seq), 0) FROM plans")?
+        .query_row([], |r| r.get(0))?;
+    let warmup: Vec<u32> = plan
+        .steps
+        .iter()
+        .filter(|s| s.warmup)
+        .map(|s| s.index)
+        .collect();
+    c.prepare_cached(
+        "INSERT OR IGNORE INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7)",
+    )?
+    .execute(params![
+        plan.id,
+        plan.campaign_id,
+        plan.host,
+        serde_json::to_string(plan)?,
+        plan.steps.len() as i64,
+        seq + 1,
+        serde_json::to_string(&warmup)?
+    ])?;
+    Ok(())
+}
+
+/// What the writer needs of a plan: its host, and which of its steps are warm-ups.
+struct KnownPlan {
+    host: String,
+    warmup: std::collections::HashSet<u32>,
+}
+
+/// Plan id → what the writer needs of it, cached as first seen: plans never change.
 #[derive(Default)]
-struct KnownPlans(std::collections::HashMap<String, String>);
+struct KnownPlans(std::collections::HashMap<String, KnownPlan>);
 
 impl KnownPlans {
-    fn host(&mut self, c: &Connection, id: &str) -> Result<Option<String>> {
-        if let Some(h) = self.0.get(id) {
-            return Ok(Some(h.clone()));
+    fn get(&mut self, c: &Connection, id: &str) -> Result<Option<&KnownPlan>> {
+        if !self.0.contains_key(id) {
+            let row: Option<(String, String)> = c
+                .prepare_cached("SELECT host, warmup_steps FROM plans WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let Some((host, warmup)) = row else {
+                return Ok(None);
+            };
+            let warmup = serde_json::from_str(&warmup)?;
+            self.0.insert(id.to_string(), KnownPlan { host, warmup });
         }
-        let host: Option<String> = c
-            .prepare_cached("SELECT host FROM plans WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))
-            .optional()?;
-        if let Some(h) = &host {
-            self.0.insert(id.to_string(), h.clone());
-        }
-        Ok(host)
+        Ok(self.0.get(id))
     }
 }
 
@@ -919,7 +973,14 @@ fn store_record(
     outcome: &mut BatchOutcome,
 ) -> Result<()> {
     let (plan_id, _) = plan_of(&r.kind);
-    match plans.host(c, plan_id)? {
+    let (owner, warmup) = match plans.get(c, plan_id)? {
+        Some(p) => (
+            Some(p.host.clone()),
+            matches!(&r.kind, RecordKind::Step(e) if p.warmup.contains(&e.step_index)),
+        ),
+        None => (None, false),
+    };
+    match owner {
         // Another store's plan (this one was replaced or lost under a running agent):
         // its results cannot belong to any campaign here.
         None => return refuse(c, host, r, "this store never planned the plan", outcome),
@@ -957,8 +1018,8 @@ fn store_record(
             let inserted = c
                 .prepare_cached(
                     "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
-                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 )?
                 .execute(params![
                     e.plan_id,
@@ -973,7 +1034,8 @@ fn store_record(
                     e.finished_unix_ns,
                     e.exit_status,
                     e.stderr_tail,
-                    e.error
+                    e.error,
+                    warmup
                 ])?;
             if inserted == 0 {
                 return Ok(()); // already stored: a resend
@@ -1024,6 +1086,13 @@ fn store_record(
                 params![plan_id, state],
             )?;
             if n > 0 {
+                // Adaptive repetition: the next round is decided here, in the transaction
+                // that records this end, so it is decided exactly once (rounds.rs).
+                if !*cancelled {
+                    if let Some(next) = crate::rounds::next_round(c, plan_id)? {
+                        queue_plan(c, &next)?;
+                    }
+                }
                 outcome.hosts_freed.push(host.to_string());
             }
             finish_campaign_if_ended(c, plan_id)?;

@@ -78,8 +78,12 @@ pub const NOT_MEASURED: &str = "not measured: its preparation failed";
 pub struct Step {
     pub index: u32,
     pub cell_id: CellId,
-    /// 1-based; 0 for once-per-cell steps.
+    /// 1-based; 0 for once-per-cell steps. Warm-ups are numbered apart, 1-based too.
     pub repetition: u32,
+    /// A warm-up repetition (`warmup:`): run and stored like the others, never counted
+    /// in statistics, comparisons or verdicts. Absent in plans from before warm-ups.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
     pub kind: StepKind,
 }
 
@@ -571,6 +575,7 @@ mod tests {
                     index: i as u32,
                     cell_id: cell.into(),
                     repetition,
+                    warmup: false,
                     kind,
                 })
                 .collect(),

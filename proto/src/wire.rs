@@ -62,6 +62,7 @@ impl From<&Step> for pb::Step {
             index: s.index,
             cell_id: s.cell_id.to_string(),
             repetition: s.repetition,
+            warmup: s.warmup,
             kind: Some(kind),
         }
     }
@@ -116,6 +117,7 @@ impl TryFrom<pb::Step> for Step {
             index: s.index,
             cell_id: s.cell_id.into(),
             repetition: s.repetition,
+            warmup: s.warmup,
             kind,
         })
     }

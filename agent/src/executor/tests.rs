@@ -113,6 +113,7 @@ fn plan(id: &str, on_failure: OnFailure, steps: Vec<(&str, u32, StepKind)>) -> P
                 index: i as u32,
                 cell_id: cell.into(),
                 repetition,
+                warmup: false,
                 kind,
             })
             .collect(),

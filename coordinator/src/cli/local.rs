@@ -116,12 +116,12 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
             },
         };
         eprintln!(
-            "{} campaign {} ({}): {} cell(s) × {} repetition(s) on {host}",
+            "{} campaign {} ({}): {} cell(s) × {} on {host}",
             if resp.resumed { "resuming" } else { "running" },
             campaign.name,
             resp.campaign_id,
             campaign.cells.len(),
-            campaign.repeat
+            campaign.repetitions_text()
         );
         tokio::select! {
             r = operator::watch(&mut client, &resp.campaign_id) => { r?; }

@@ -394,10 +394,10 @@ fn validate(file: &Path, local_host: Option<String>, limits: &spec::Limits) -> a
     if (campaign.devices.is_some() && !remote.is_empty()) || campaign.host_labels.is_some() {
         println!(
             "campaign {}: valid as far as this machine can tell
-  {} cell(s) × {} repetition(s)",
+  {} cell(s) × {}",
             campaign.name,
             campaign.cells.len(),
-            campaign.repeat
+            campaign.repetitions_text()
         );
         let what = match (campaign.host_labels.is_some(), remote.is_empty()) {
             (true, true) => "which hosts have the labels".to_string(),

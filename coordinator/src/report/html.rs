@@ -746,6 +746,8 @@ mod tests {
             failed: 0,
             latency: None,
             warnings: vec![],
+            warmup: vec![],
+            stopped: None,
         }
     }
 
@@ -757,6 +759,8 @@ mod tests {
             state: "done".into(),
             params: params.iter().map(|p| p.to_string()).collect(),
             repeat: 5,
+            repetition: String::new(),
+            warmup: 0,
             cells,
             ..Default::default()
         }

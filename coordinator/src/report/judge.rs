@@ -908,6 +908,8 @@ mod tests {
             failed: 0,
             latency: None,
             warnings: vec![],
+            warmup: vec![],
+            stopped: None,
         }
     }
 
@@ -1138,6 +1140,8 @@ mod tests {
             state: "done".into(),
             params: vec![],
             repeat: 6,
+            repetition: String::new(),
+            warmup: 0,
             cells,
             ..Default::default()
         }

@@ -104,6 +104,23 @@ pub struct CellReport {
     /// what the reader must know about how the samples came to be: repetitions not
     /// measured and why, measurements retried, preparation skipped on this platform.
     pub warnings: Vec<String>,
+    /// Warm-up runs (`warmup:`): stored, shown apart, never in any statistic.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warmup: Vec<Warmup>,
+    /// Adaptive repetition (`repeat: { until }`): why this cell stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+/// One metric's values of a cell's warm-up runs, in run order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Warmup {
+    pub metric: String,
+    pub unit: String,
+    pub values: Vec<f64>,
+    /// The warm-ups' median over the counted runs' median, when both exist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_counted: Option<f64>,
 }
 
 /// Percentiles of the union of all repetitions' operations, in seconds. These are
@@ -162,6 +179,13 @@ pub struct Report {
     pub state: String,
     pub params: Vec<String>,
     pub repeat: u32,
+    /// The repetition rule as written when it says more than `repeat` (adaptive
+    /// repetition: "5–50 (until …)").
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub repetition: String,
+    /// Warm-up runs per cell (`warmup:`), excluded from every statistic.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub warmup: u32,
     pub cells: Vec<CellReport>,
     pub steps_failed: u32,
     /// Measure steps in the campaign's plans (plans an agent refused excepted).
@@ -195,6 +219,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// "3"; "5–50 (until …)"; with warm-up runs, "3, after 2 warm-up run(s) not counted".
+    pub fn repeat_text(&self) -> String {
+        let mut t = if self.repetition.is_empty() {
+            self.repeat.to_string()
+        } else {
+            self.repetition.clone()
+        };
+        if self.warmup > 0 {
+            t.push_str(&format!(
+                ", after {} warm-up run(s) not counted",
+                self.warmup
+            ));
+        }
+        t
+    }
+
     /// Whether any qualification threshold failed.
     pub fn qualification_failed(&self) -> bool {
         self.verdicts.iter().any(|v| !v.pass)
@@ -325,7 +365,7 @@ impl Report {
             let mut stmt = c.prepare(
                 "SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns
                  FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
                  ORDER BY st.cell, st.started_unix_ns, st.repetition",
             )?;
             let rows = stmt.query_map([campaign_id], |r| {
@@ -364,7 +404,7 @@ impl Report {
             let mut failed: HashMap<i64, u32> = HashMap::new();
             let mut stmt = c.prepare(
                 "SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
-                 WHERE p.campaign_id = ?1 AND st.kind = 'measure'
+                 WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
                    AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, length(?2)) = ?2))
                  GROUP BY st.cell",
             )?;
@@ -376,12 +416,25 @@ impl Report {
             let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
             let mut stmt = c.prepare(
                 "SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL",
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL AND st.warmup = 0",
             )?;
             for row in stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))? {
                 let (cell, h) = row?;
                 histograms.entry(cell).or_default().push(h);
             }
+            let (yaml, file): (String, String) =
+                c.query_row("SELECT yaml, file_name FROM campaigns WHERE id = ?1", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            // The stored YAML was valid when it was submitted; settings of a campaign from
+            // an older platter that no longer parse just leave the report without them.
+            let spec = crate::spec::parse_with(&file, &yaml, &crate::spec::Limits::NONE).ok();
+            let mut warmups = warmup_values(c, campaign_id)?;
+            let mut stopped = match &spec {
+                Some(s) => crate::rounds::verdicts(c, campaign_id, &s.repeat)?
+                    .into_iter()
+                    .map(|(cell, v)| (cell, v.describe(&s.repeat)))
+                    .collect(),
+                None => HashMap::new(),
+            };
             let mut cells = Vec::new();
             let mut stmt = c.prepare("SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx")?;
             let rows = stmt.query_map([campaign_id], |r| {
@@ -428,6 +481,17 @@ impl Report {
                 }
                 let failed = failed.get(&n).copied().unwrap_or(0);
                 let latency = histograms.get(&n).and_then(|h| merged_latency(h));
+                let mut warmup = warmups.remove(&n).unwrap_or_default();
+                // In the order of the counted metrics, so `wall` comes first as there.
+                warmup.sort_by_key(|w| metrics.iter().position(|m| m.metric == w.metric).unwrap_or(usize::MAX));
+                for w in &mut warmup {
+                    let counted = metrics.iter().find(|m| m.metric == w.metric).map(|m| m.stats.median);
+                    let warm = stats::summarize(&w.values).map(|s| s.median);
+                    w.ratio_to_counted = match (warm, counted) {
+                        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+                        _ => None,
+                    };
+                }
                 cells.push(CellReport {
                     cell_id,
                     host,
@@ -437,6 +501,8 @@ impl Report {
                     failed,
                     latency,
                     warnings,
+                    warmup,
+                    stopped: stopped.remove(&n),
                 });
             }
             // A step that ran again counts once, as its latest attempt says.
@@ -486,11 +552,7 @@ impl Report {
             let refused = stmt
                 .query_map([campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let (yaml, file): (String, String) =
-                c.query_row("SELECT yaml, file_name FROM campaigns WHERE id = ?1", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            // The stored YAML was valid when it was submitted; settings of a campaign from
-            // an older platter that no longer parse just leave the report without them.
-            let settings = crate::spec::parse(&file, &yaml).map(|c| c.report).unwrap_or_default();
+            let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
             let outliers = judge::fleet_outliers(&cells, &settings);
@@ -521,6 +583,8 @@ impl Report {
                 state,
                 params: serde_json::from_str(&params)?,
                 repeat,
+                repetition: spec.as_ref().filter(|s| s.repeat.is_adaptive()).map(|s| s.repeat.to_string()).unwrap_or_default(),
+                warmup: spec.as_ref().map_or(0, |s| s.warmup),
                 cells,
                 steps_failed,
                 measurements_expected,
@@ -529,6 +593,39 @@ impl Report {
             })
         })
     }
+}
+
+/// Per cell (`cells.n`), its warm-up runs' values, metric by metric in first-seen order.
+fn warmup_values(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i64, Vec<Warmup>>> {
+    let mut out: HashMap<i64, Vec<Warmup>> = HashMap::new();
+    let mut stmt = c.prepare(
+        "SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
+           JOIN samples sa ON sa.step = st.n
+          WHERE p.campaign_id = ?1 AND st.warmup = 1 AND sa.value IS NOT NULL
+          ORDER BY st.cell, st.repetition",
+    )?;
+    let rows = stmt.query_map([campaign_id], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, f64>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (cell, metric, unit, value) = row?;
+        let list = out.entry(cell).or_default();
+        match list.iter_mut().find(|w| w.metric == metric) {
+            Some(w) => w.values.push(value),
+            None => list.push(Warmup {
+                metric,
+                unit,
+                values: vec![value],
+                ratio_to_counted: None,
+            }),
+        }
+    }
+    Ok(out)
 }
 
 /// Per cell (`cells.n`), how its samples came to be where that is not the plain way: a
@@ -541,7 +638,7 @@ fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i
     let mut stmt = c.prepare(
         "SELECT st.cell, st.plan_id, st.step_index, st.repetition, st.attempt, st.state, st.error
            FROM plans p JOIN steps st ON st.plan_id = p.id
-          WHERE p.campaign_id = ?1 AND st.kind = 'measure'
+          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
             AND ((st.state = 'succeeded' AND st.attempt > 1)
                  OR (st.state = 'skipped' AND substr(st.error, 1, length(?2)) = ?2))
           ORDER BY st.cell, st.repetition",
@@ -906,6 +1003,27 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
         };
         for w in &c.warnings {
             out.push(format!("{label}: warning: {w}"));
+        }
+        if let Some(s) = &c.stopped {
+            out.push(format!("{label}: {s}"));
+        }
+        // One metric is enough to see a cold start; JSON has them all.
+        let shown = c
+            .warmup
+            .iter()
+            .find(|w| w.metric == "wall")
+            .or(c.warmup.first());
+        if let Some(w) = shown {
+            let values: Vec<String> = w.values.iter().map(|v| human(*v, &w.unit)).collect();
+            let ratio = match w.ratio_to_counted {
+                Some(r) => format!("; their median is {r:.2}× the counted runs'"),
+                None => String::new(),
+            };
+            out.push(format!(
+                "{label}: warm-up (not counted): {} {}{ratio}",
+                w.metric,
+                values.join(", ")
+            ));
         }
     }
     out

@@ -340,6 +340,8 @@ mod tests {
             failed: 0,
             latency: None,
             warnings: vec![],
+            warmup: vec![],
+            stopped: None,
         }
     }
 

@@ -18,7 +18,10 @@ impl Markup for Table {
     fn title(&self, r: &Report) -> String {
         format!(
             "campaign {} ({}): {}, repeat {}\n",
-            r.name, r.campaign_id, r.state, r.repeat
+            r.name,
+            r.campaign_id,
+            r.state,
+            r.repeat_text()
         )
     }
 

@@ -32,7 +32,9 @@
 //!     run: "dd if=/dev/zero of=/tmp/x/f bs=${bs} count=16 conv=${sync}"
 //! phases:
 //!   before_each: [clean, sync, { fstrim: "${mount}" }, drop_caches, reboot, { command: "echo hi" }]
-//! repeat: 5                    # 1..=10000, default 3
+//! repeat: 5                    # 1..=10000, default 3; or bounded adaptive repetition:
+//! # repeat: { min: 5, max: 50, until: { metric: wall, ci: 2% } }
+//! warmup: 2                    # 0..=1000, default 0: runs per cell before the counted ones
 //! order: interleaved           # interleaved (default) | sequential | shuffled
 //! seed: 42                     # only with `order: shuffled`; default 0
 //! on_failure: continue         # continue (default) | abort
@@ -88,7 +90,9 @@ pub struct Campaign {
     /// The expanded matrix, in order. Without `matrix` there is exactly one
     /// cell, with no parameters.
     pub cells: Vec<Cell>,
-    pub repeat: u32,
+    pub repeat: Repeat,
+    /// `warmup:` repetitions per cell, run before the counted ones and never counted.
+    pub warmup: u32,
     pub order: Order,
     pub on_failure: OnFailure,
     /// `devices:`: every matching device of every host is a target the matrix runs on.
@@ -100,6 +104,51 @@ pub struct Campaign {
     pub max_steps_per_plan: u64,
     /// [`Limits::max_total_steps`]: all hosts' plans together.
     pub max_total_steps: u64,
+}
+
+/// `repeat:`: how many repetitions each cell gets. A plain number is `min == max`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeat {
+    pub min: u32,
+    pub max: u32,
+    /// When a cell has run enough: only with it do cells run more than `min` times.
+    pub until: Option<Until>,
+}
+
+/// `until: { metric: wall, ci: 2% }`: a cell stops once the 95% interval of its
+/// `metric` median lies within ± `ci_pct` percent of the median.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Until {
+    pub metric: String,
+    pub ci_pct: f64,
+}
+
+impl Repeat {
+    pub fn fixed(n: u32) -> Repeat {
+        Repeat {
+            min: n,
+            max: n,
+            until: None,
+        }
+    }
+
+    /// Whether cells may run more than `min` times: then a campaign runs in rounds.
+    pub fn is_adaptive(&self) -> bool {
+        self.until.is_some() && self.max > self.min
+    }
+}
+
+impl std::fmt::Display for Repeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.until {
+            Some(u) if self.is_adaptive() => write!(
+                f,
+                "{}–{} (until the 95% interval of the {} median is within ±{}%)",
+                self.min, self.max, u.metric, u.ci_pct
+            ),
+            _ => write!(f, "{}", self.max),
+        }
+    }
 }
 
 /// `hosts: { labels: { rack: b12, role: storage-lab } }`.
@@ -114,6 +163,22 @@ pub struct HostLabels {
 pub type AgentLabels = Vec<(String, std::collections::BTreeMap<String, String>)>;
 
 impl Campaign {
+    /// "3 repetition(s)"; "5–50 repetition(s) (until …), after 2 warm-up run(s)".
+    pub fn repetitions_text(&self) -> String {
+        let r = &self.repeat;
+        let mut t = match &r.until {
+            Some(u) if r.is_adaptive() => format!(
+                "{}–{} repetition(s) (until the 95% interval of the {} median is within ±{}%)",
+                r.min, r.max, u.metric, u.ci_pct
+            ),
+            _ => format!("{} repetition(s)", r.max),
+        };
+        if self.warmup > 0 {
+            t.push_str(&format!(", after {} warm-up run(s)", self.warmup));
+        }
+        t
+    }
+
     /// Adds the agents whose labels match `hosts: { labels }` (sorted, after the named
     /// hosts). A selector that matches no agent is an error that says what agents exist.
     pub fn select_hosts(&mut self, agents: &AgentLabels) -> Result<(), String> {
@@ -304,6 +369,16 @@ pub struct Limits {
     /// Steps of all hosts' plans together: what a submission makes the coordinator hold
     /// (a few hundred bytes each) before anything runs.
     pub max_total_steps: u64,
+}
+
+impl Limits {
+    /// No limit: for reading a campaign the store holds, which was held to the limits it
+    /// was submitted with (perhaps raised by flags) when it was.
+    pub const NONE: Limits = Limits {
+        max_file_bytes: u64::MAX,
+        max_steps_per_plan: u64::MAX,
+        max_total_steps: u64::MAX,
+    };
 }
 
 /// 2,000,000 steps across a campaign's plans: about 1 GB planned and stored at most,
@@ -583,8 +658,10 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
     // measured": reject it, now that every cell's workload is known.
     // The size of what would run, checked before anything is expanded into steps: a
     // few lines of YAML can ask for 10⁸ steps.
+    // Adaptive repetition is held to its worst case: every cell runs `max` times.
+    let runs = u64::from(spec.repeat.max) + u64::from(spec.warmup);
     let per_device = (cells.len() as u64)
-        .saturating_mul(u64::from(spec.repeat))
+        .saturating_mul(runs)
         .saturating_mul(1 + spec.before_each.len() as u64);
     let max = limits.max_steps_per_plan;
     if per_device > max {
@@ -592,11 +669,10 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
             spec.repeat_pos,
             "repeat",
             format!(
-                "{} cell(s) × {} repetition(s) × {} step(s) each make {per_device} steps per host and device; \
+                "{} cell(s) × {runs} repetition(s) × {} step(s) each make {per_device} steps per host and device; \
                  the limit is {max} steps per plan (--max-steps-per-plan): fewer repetitions or matrix values, \
                  split the campaign, or raise the limit",
                 cells.len(),
-                spec.repeat,
                 1 + spec.before_each.len()
             ),
         )
@@ -619,6 +695,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
         params: expansion.params,
         cells,
         repeat: spec.repeat,
+        warmup: spec.warmup,
         order: spec.order,
         on_failure: spec.on_failure,
         devices: spec.devices,

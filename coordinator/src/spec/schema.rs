@@ -14,8 +14,9 @@ pub(crate) const RESERVED: [&str; 5] = ["host", "mount", "device", "repetition",
 const MAX_NAME_LEN: usize = 64;
 pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;
+pub(crate) const MAX_WARMUP: u32 = 1_000;
 
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
     "name",
     "description",
     "hosts",
@@ -23,6 +24,7 @@ const TOP_KEYS: [&str; 13] = [
     "workload",
     "phases",
     "repeat",
+    "warmup",
     "order",
     "seed",
     "on_failure",
@@ -64,9 +66,10 @@ pub(crate) struct Spec {
     /// Every `report:` setting that names a metric, checked once the cells are known.
     pub metric_refs: Vec<MetricRef>,
     pub before_each: Vec<PhaseSpec>,
-    pub repeat: u32,
+    pub repeat: super::Repeat,
     /// Where `repeat` is written (the campaign's first line without it), for the size check.
     pub repeat_pos: Pos,
+    pub warmup: u32,
     pub order: Order,
     pub on_failure: OnFailure,
 }
@@ -197,8 +200,10 @@ pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
     let mut storage = None;
     let mut report = Some((super::ReportSpec::default(), Vec::new()));
     let mut before_each = Some(Vec::new());
-    let mut repeat = DEFAULT_REPEAT;
+    let mut repeat = super::Repeat::fixed(DEFAULT_REPEAT);
     let mut repeat_pos = Pos { line: 1, column: 1 };
+    let mut warmup = 0;
+    let mut metric_refs_extra = Vec::new();
     // `None` inside: the key is there but its value is wrong.
     let mut order: Option<Option<Order>> = None;
     let mut seed: Option<(u64, Pos)> = None;
@@ -220,11 +225,22 @@ pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
             "report" => report = read_report(v, &mut errs),
             "phases" => before_each = read_phases(v, &mut errs),
             "repeat" => {
-                if let Some(n) = errs.ok(integer(v, path, 1, i128::from(MAX_REPEAT), "repetitions"))
-                {
-                    // In range 1..=MAX_REPEAT, so it fits.
-                    repeat = u32::try_from(n).unwrap_or(MAX_REPEAT);
+                if let Some((r, metric)) = read_repeat(v, &mut errs) {
+                    repeat = r;
                     repeat_pos = v.pos;
+                    metric_refs_extra.extend(metric);
+                }
+            }
+            "warmup" => {
+                if let Some(n) = errs.ok(integer(
+                    v,
+                    path,
+                    0,
+                    i128::from(MAX_WARMUP),
+                    "warm-up runs per cell, not counted",
+                )) {
+                    // In range 0..=MAX_WARMUP, so it fits.
+                    warmup = u32::try_from(n).unwrap_or(MAX_WARMUP);
                 }
             }
             "order" => {
@@ -300,11 +316,12 @@ pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
         (order, None) => order.flatten().unwrap_or(Order::Interleaved),
     };
     // Every `None` here recorded an error (a missing key is recorded above).
-    let (Some(name), Some(workload), Some((report, metric_refs)), Some(before_each)) =
+    let (Some(name), Some(workload), Some((report, mut metric_refs)), Some(before_each)) =
         (name, workload, report, before_each)
     else {
         return Err(errs.finish());
     };
+    metric_refs.extend(metric_refs_extra);
     if !errs.is_empty() {
         return Err(errs.finish());
     }
@@ -324,9 +341,138 @@ pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
         before_each,
         repeat,
         repeat_pos,
+        warmup,
         order,
         on_failure,
     })
+}
+
+const REPEAT_KEYS: [&str; 3] = ["min", "max", "until"];
+const UNTIL_KEYS: [&str; 2] = ["metric", "ci"];
+
+/// `repeat: 5`, or `repeat: { min: 5, max: 50, until: { metric: wall, ci: 2% } }`: at
+/// least `min`, at most `max` repetitions per cell, stopping a cell once the 95% interval
+/// of its `until.metric` median is within ± `ci` of the median.
+fn read_repeat(v: &Node, errs: &mut Errors) -> Option<(super::Repeat, Option<MetricRef>)> {
+    let what = "repetitions per cell";
+    let max_repeat = i128::from(MAX_REPEAT);
+    if !matches!(v.kind, Kind::Map(_)) {
+        let n = errs.ok(integer(v, "repeat", 1, max_repeat, what))?;
+        // In range 1..=MAX_REPEAT, so it fits.
+        return Some((
+            super::Repeat::fixed(u32::try_from(n).unwrap_or(MAX_REPEAT)),
+            None,
+        ));
+    }
+    let entries = errs.ok(map(
+        v,
+        "repeat",
+        "a number, or `{ min: 5, max: 50, until: { metric: wall, ci: 2% } }`",
+    ))?;
+    let start = errs.count();
+    let (mut min, mut max, mut until, mut metric) = (None, None, None, None);
+    for e in known(entries, "repeat", &REPEAT_KEYS, errs) {
+        let path = join("repeat", &e.name);
+        match e.name.as_str() {
+            "min" => min = errs.ok(integer(&e.value, &path, 1, max_repeat, what)),
+            "max" => max = errs.ok(integer(&e.value, &path, 1, max_repeat, what)),
+            "until" => {
+                if let Some((u, m)) = read_until(&e.value, &path, errs) {
+                    until = Some(u);
+                    metric = Some(m);
+                }
+            }
+            _ => {}
+        }
+    }
+    if errs.count() > start {
+        return None;
+    }
+    let absent = if min.is_none() { "min" } else { "max" };
+    let (Some(min), Some(max)) = (min, max) else {
+        errs.push(
+            error(v.pos, "repeat", format!("`repeat` as a mapping needs `{absent}`"))
+                .hint("e.g. `repeat: { min: 5, max: 50, until: { metric: wall, ci: 2% } }`, or a plain number"),
+        );
+        return None;
+    };
+    // Both in range 1..=MAX_REPEAT, so they fit.
+    let (min, max) = (
+        u32::try_from(min).unwrap_or(MAX_REPEAT),
+        u32::try_from(max).unwrap_or(MAX_REPEAT),
+    );
+    if min > max {
+        errs.push(error(
+            v.pos,
+            "repeat",
+            format!("`min` ({min}) is more than `max` ({max})"),
+        ));
+        return None;
+    }
+    if until.is_none() && min != max {
+        errs.push(
+            error(
+                v.pos,
+                "repeat",
+                format!("`repeat` from {min} to {max} needs `until`, which says when a cell has run enough"),
+            )
+            .hint("add `until: { metric: wall, ci: 2% }`, or give one number"),
+        );
+        return None;
+    }
+    Some((super::Repeat { min, max, until }, metric))
+}
+
+fn read_until(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Until, MetricRef)> {
+    let entries = errs.ok(map(v, path, "`{ metric: wall, ci: 2% }`"))?;
+    let start = errs.count();
+    let (mut metric, mut ci) = (None, None);
+    for e in known(entries, path, &UNTIL_KEYS, errs) {
+        let key_path = join(path, &e.name);
+        match e.name.as_str() {
+            "metric" => {
+                metric = errs
+                    .ok(string(&e.value, &key_path, "a metric name like `wall`"))
+                    .map(|m| (m, e.value.pos, key_path))
+            }
+            "ci" => ci = errs.ok(percent(&e.value, &key_path)),
+            _ => {}
+        }
+    }
+    if errs.count() > start {
+        return None;
+    }
+    let absent = if metric.is_none() { "metric" } else { "ci" };
+    let (Some((metric, pos, metric_path)), Some(ci_pct)) = (metric, ci) else {
+        errs.push(
+            error(v.pos, path, format!("`until` needs `{absent}`"))
+                .hint("e.g. `until: { metric: wall, ci: 2% }`"),
+        );
+        return None;
+    };
+    let r = MetricRef {
+        pos,
+        path: metric_path,
+        named: Named::Metric(metric.clone()),
+    };
+    Some((super::Until { metric, ci_pct }, r))
+}
+
+/// A percentage above 0 and below 100: `2%`, `0.5%` (the `%` may be left out).
+fn percent(v: &Node, path: &str) -> Result<f64> {
+    let expected = "expected a percentage above 0 and below 100, like `2%`";
+    let Kind::Scalar { text, .. } = &v.kind else {
+        return Err(error(
+            v.pos,
+            path,
+            format!("{expected}, found {}", v.describe()),
+        ));
+    };
+    let number = text.trim().strip_suffix('%').unwrap_or(text.trim()).trim();
+    match number.parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
+        _ => Err(error(v.pos, path, format!("{expected}, found `{text}`"))),
+    }
 }
 
 fn campaign_name(v: &Node) -> Result<String> {

@@ -185,7 +185,8 @@ fn defaults() {
                 before_each: vec![],
                 storage: None,
             }],
-            repeat: 3,
+            repeat: Repeat::fixed(3),
+            warmup: 0,
             order: Order::Interleaved,
             on_failure: OnFailure::Continue,
             devices: None,
@@ -218,7 +219,7 @@ on_failure: abort
 "#);
     assert_eq!(c.description.as_deref(), Some("free text"));
     assert_eq!(c.hosts, ["rc66", "rcmonster"]);
-    assert_eq!(c.repeat, 5);
+    assert_eq!(c.repeat, Repeat::fixed(5));
     assert_eq!(c.order, Order::Shuffled { seed: 42 });
     assert_eq!(c.on_failure, OnFailure::Abort);
     assert_eq!(c.params, ["bs"]);
@@ -483,8 +484,8 @@ fn load_reports_unreadable_files_at_line_zero() {
 #[test]
 fn repeat_bounds() {
     let base = "name: r\nworkload: { command: { run: x } }\nrepeat: ";
-    assert_eq!(ok(&format!("{base}1\n")).repeat, 1);
-    assert_eq!(ok(&format!("{base}10000\n")).repeat, 10000);
+    assert_eq!(ok(&format!("{base}1\n")).repeat, Repeat::fixed(1));
+    assert_eq!(ok(&format!("{base}10000\n")).repeat, Repeat::fixed(10000));
     let e = err(&format!("{base}10001\n"));
     assert_eq!((e.line, e.column, e.path.as_str()), (3, 9, "repeat"));
 }
@@ -519,6 +520,26 @@ fn errors_report_the_first_problem_in_the_file() {
 }
 
 #[test]
+fn repeat_as_a_mapping_with_equal_bounds_is_a_plain_number() {
+    let c = parse(
+        "t.yaml",
+        "name: x\nworkload: { command: { run: x } }\nrepeat: { min: 4, max: 4 }\n",
+    )
+    .unwrap();
+    assert_eq!(c.repeat, Repeat::fixed(4));
+    assert!(!c.repeat.is_adaptive());
+    // The worst case counts against the plan limit: 20 cells × (10000 + 5) × 1 step.
+    let e = errs(
+        "name: x\nmatrix: { a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] }\nworkload: { command: { run: x } }\nwarmup: 5\n\
+         repeat: { min: 5, max: 10000, until: { metric: wall, ci: 1% } }\n",
+    );
+    assert!(
+        e.to_string().contains("20 cell(s) × 10005 repetition(s)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn valid_corpus_expands_as_documented() {
     let c =
         load(&Path::new(CORPUS).join("valid/fsync-sizes.yaml")).unwrap_or_else(|e| panic!("{e}"));
@@ -539,7 +560,28 @@ fn valid_corpus_expands_as_documented() {
         load(&Path::new(CORPUS).join("valid/yaml-features.yaml")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.cells.len(), 2 * 3 * 3);
     assert_eq!(run(&c.cells[0]), "echo on 0.5 0.5\n");
-    assert_eq!(c.repeat, 10000);
+    assert_eq!(c.repeat, Repeat::fixed(10000));
+    assert_eq!(c.warmup, 0);
+
+    let c = load(&Path::new(CORPUS).join("valid/adaptive-warmup.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.warmup, 2);
+    assert_eq!(
+        c.repeat,
+        Repeat {
+            min: 5,
+            max: 50,
+            until: Some(Until {
+                metric: "wall".into(),
+                ci_pct: 2.0
+            })
+        }
+    );
+    assert!(c.repeat.is_adaptive());
+    assert_eq!(
+        c.repetitions_text(),
+        "5–50 repetition(s) (until the 95% interval of the wall median is within ±2%), after 2 warm-up run(s)"
+    );
 
     let c = load(&Path::new(CORPUS).join("valid/github-include.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));

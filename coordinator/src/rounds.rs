@@ -1,0 +1,320 @@
+//! Bounded adaptive repetition (`repeat: { min, max, until: { metric, ci } }`).
+//!
+//! A campaign with it runs in rounds. Each host's first plan holds the warm-ups and
+//! `min` repetitions of every cell; when a round's plan ends, the store's writer judges
+//! each cell of it from the stored samples, in the same transaction that records the
+//! plan's end, and queues the next round — one more repetition of each cell still
+//! running — as a plan of its own. So a decision is made exactly once: a restarted or
+//! replaced coordinator finds either the plan still running (no decision yet) or the
+//! next round queued (the decision made), never half of it; a resent end record changes
+//! nothing, and the next round's plan id is a hash of its content.
+//!
+//! A cell stops once the 95% interval of its `until.metric` median lies within ± `ci`
+//! of the median, or at `max` repetitions. The report states which, with the interval's
+//! width, from the same rule ([`judge`]).
+
+use std::collections::{BTreeMap, HashSet};
+
+use indexmap::IndexMap;
+use platter_proto::model::{Plan, StepKind, StepState};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::planner::PlannedCell;
+use crate::report::stats;
+use crate::spec::{self, Repeat};
+use crate::store::Result;
+
+/// Why a cell of an adaptive campaign stopped, or that it goes on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// Its interval is still wider than asked, and it has not reached `max`.
+    Continue,
+    /// The interval of the median is within ± `pct` percent of it, at most the `ci` asked.
+    Reached { pct: f64, n: usize },
+    /// `max` repetitions ran; the interval was ± `pct` percent (`None`: no interval,
+    /// fewer than 6 values were measured).
+    HitMax { pct: Option<f64>, n: usize },
+}
+
+impl Verdict {
+    /// "stopped after 7 repetitions: the 95% interval is within ±1.4% of the median
+    /// (asked ±2%)".
+    pub fn describe(&self, repeat: &Repeat) -> String {
+        let asked = repeat.until.as_ref().map_or(0.0, |u| u.ci_pct);
+        match *self {
+            Verdict::Continue => "still running".into(),
+            Verdict::Reached { pct, n } => format!(
+                "stopped after {n} repetition(s): the 95% interval is within ±{} of the median (asked ±{asked}%)",
+                pct_text(pct)
+            ),
+            Verdict::HitMax { pct: Some(pct), n } => format!(
+                "hit max ({n} repetitions) with the 95% interval at ±{} of the median (asked ±{asked}%)",
+                pct_text(pct)
+            ),
+            Verdict::HitMax { pct: None, n } => format!(
+                "hit max ({n} repetitions) without a 95% interval (fewer than 6 values measured)"
+            ),
+        }
+    }
+}
+
+fn pct_text(pct: f64) -> String {
+    if pct < 10.0 {
+        format!("{pct:.2}%")
+    } else {
+        format!("{pct:.1}%")
+    }
+}
+
+/// How far the 95% interval of the median reaches from it, in percent of the median:
+/// `None` without an interval of at least 95% coverage (fewer than 6 values) or with a
+/// median of zero.
+pub fn half_width_pct(values: &[f64]) -> Option<f64> {
+    let s = stats::summarize(values)?;
+    let (lo, hi) = s.median_ci?;
+    if s.median_ci_level? < stats::CONFIDENCE || s.median == 0.0 {
+        return None;
+    }
+    Some((s.median - lo).max(hi - s.median) / s.median.abs() * 100.0)
+}
+
+/// The rule: `values` are the cell's measured `until.metric` values of its counted
+/// repetitions, `planned` how many counted repetitions it has run (measured or not).
+pub fn judge(values: &[f64], planned: u32, repeat: &Repeat) -> Verdict {
+    let n = values.len();
+    let pct = half_width_pct(values);
+    if let (Some(u), Some(p)) = (&repeat.until, pct) {
+        if planned >= repeat.min && p <= u.ci_pct {
+            return Verdict::Reached { pct: p, n };
+        }
+    }
+    if planned >= repeat.max {
+        return Verdict::HitMax { pct, n };
+    }
+    Verdict::Continue
+}
+
+/// Every counted value of `metric` measured for cell `cell` (`cells.n`) of `campaign_id`.
+pub fn cell_values(c: &Connection, campaign_id: &str, cell: i64, metric: &str) -> Result<Vec<f64>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
+          WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
+            AND sa.metric = ?3 AND sa.value IS NOT NULL
+          ORDER BY st.repetition",
+    )?;
+    let values = stmt
+        .query_map(params![campaign_id, cell, metric], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<f64>>>()?;
+    Ok(values)
+}
+
+/// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
+/// transaction that records it: the next round's plan for its host, if any cell of the
+/// plan goes on.
+pub fn next_round(c: &Connection, plan_id: &str) -> Result<Option<Plan>> {
+    let row: Option<(String, String, String, String, String, String)> = c
+        .query_row(
+            "SELECT p.campaign_id, p.host, p.body, ca.state, ca.file_name, ca.yaml
+               FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
+            [plan_id],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((campaign_id, host, body, state, file, yaml)) = row else {
+        return Ok(None);
+    };
+    if state != "running" {
+        return Ok(None);
+    }
+    // Parsed as it was submitted; the limits were checked then (perhaps raised by flags).
+    let campaign = match spec::parse_with(&file, &yaml, &spec::Limits::NONE) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(campaign = %campaign_id, error = %e, "cannot plan the next round: the stored campaign no longer parses; the campaign ends here");
+            return Ok(None);
+        }
+    };
+    let repeat = &campaign.repeat;
+    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
+        return Ok(None);
+    };
+    if campaign.on_failure == spec::OnFailure::Abort {
+        let failed: bool = c.query_row(
+            "SELECT COUNT(*) > 0 FROM steps WHERE plan_id = ?1 AND state = 'failed'",
+            [plan_id],
+            |r| r.get(0),
+        )?;
+        if failed {
+            return Ok(None);
+        }
+    }
+    let plan: Plan = serde_json::from_str(&body)?;
+    // The cells this round ran and the repetition it brought them to.
+    let mut ran: BTreeMap<String, u32> = BTreeMap::new();
+    for s in &plan.steps {
+        if !s.warmup && matches!(s.kind, StepKind::Measure(_)) {
+            let r = ran.entry(s.cell_id.to_string()).or_default();
+            *r = (*r).max(s.repetition);
+        }
+    }
+    let Some(&repetition) = ran.values().max() else {
+        return Ok(None);
+    };
+    let cells = host_cells(c, &campaign_id, &host)?;
+    let mut active = Vec::new();
+    for (i, (n, cell)) in cells.iter().enumerate() {
+        if !ran.contains_key(&cell.id) {
+            continue;
+        }
+        let values = cell_values(c, &campaign_id, *n, &until.metric)?;
+        if judge(&values, repetition, repeat) == Verdict::Continue {
+            active.push(i);
+        }
+    }
+    if active.is_empty() {
+        return Ok(None);
+    }
+    let cells: Vec<PlannedCell> = cells.into_iter().map(|(_, c)| c).collect();
+    let next = crate::planner::next_round(
+        &campaign,
+        &campaign_id,
+        &host,
+        &cells,
+        &active,
+        repetition + 1,
+    );
+    tracing::info!(campaign = %campaign_id, %host, repetition = repetition + 1, cells = active.len(), "next round of adaptive repetition");
+    Ok(Some(next))
+}
+
+/// The host's cells of a campaign as the planner made them, with their `cells.n`.
+fn host_cells(c: &Connection, campaign_id: &str, host: &str) -> Result<Vec<(i64, PlannedCell)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT n, id, idx, params, COALESCE(point, 0), device FROM cells
+          WHERE campaign_id = ?1 AND host = ?2 ORDER BY idx",
+    )?;
+    let rows = stmt
+        .query_map(params![campaign_id, host], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<String>>(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.into_iter()
+        .map(|(n, id, idx, params, point, device)| {
+            let params: IndexMap<String, String> = serde_json::from_str(&params)?;
+            Ok((
+                n,
+                PlannedCell {
+                    id,
+                    host: host.to_string(),
+                    index: idx as usize,
+                    params,
+                    point: point as usize,
+                    device,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Per cell id of an adaptive campaign: why it stopped (or that it still runs).
+pub fn verdicts(
+    c: &Connection,
+    campaign_id: &str,
+    repeat: &Repeat,
+) -> Result<std::collections::HashMap<i64, Verdict>> {
+    let mut out = std::collections::HashMap::new();
+    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
+        return Ok(out);
+    };
+    let mut stmt = c.prepare(
+        "SELECT st.cell, MAX(st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?2
+          GROUP BY st.cell",
+    )?;
+    let planned = stmt
+        .query_map(params![campaign_id, StepState::Started.as_str()], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut seen = HashSet::new();
+    for (cell, n) in planned {
+        seen.insert(cell);
+        let values = cell_values(c, campaign_id, cell, &until.metric)?;
+        out.insert(cell, judge(&values, n, repeat));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Until;
+
+    fn adaptive(min: u32, max: u32, ci: f64) -> Repeat {
+        Repeat {
+            min,
+            max,
+            until: Some(Until {
+                metric: "wall".into(),
+                ci_pct: ci,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_tight_cell_stops_at_min_a_noisy_one_at_max() {
+        let r = adaptive(6, 20, 2.0);
+        let tight = [1.00, 1.001, 0.999, 1.002, 0.998, 1.0];
+        match judge(&tight, 6, &r) {
+            Verdict::Reached { pct, n: 6 } => assert!(pct <= 2.0, "{pct}"),
+            v => panic!("{v:?}"),
+        }
+        let noisy = [1.0, 1.5, 0.7, 1.3, 0.9, 1.2];
+        assert_eq!(judge(&noisy, 6, &r), Verdict::Continue);
+        match judge(&noisy, 20, &r) {
+            Verdict::HitMax { pct: Some(p), n: 6 } => assert!(p > 2.0),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn no_decision_below_min_or_without_a_95_percent_interval() {
+        let r = adaptive(8, 20, 50.0);
+        let same = [1.0; 6];
+        // Within ±0% but `min` is 8: goes on.
+        assert_eq!(judge(&same, 6, &r), Verdict::Continue);
+        assert!(matches!(judge(&[1.0; 8], 8, &r), Verdict::Reached { .. }));
+        // Five values have no interval of 95% coverage (only 93.75%).
+        let r = adaptive(2, 20, 50.0);
+        assert_eq!(judge(&[1.0; 5], 5, &r), Verdict::Continue);
+        assert_eq!(half_width_pct(&[1.0; 5]), None);
+        assert_eq!(
+            judge(&[1.0; 3], 20, &r),
+            Verdict::HitMax { pct: None, n: 3 }
+        );
+    }
+
+    #[test]
+    fn half_width_is_the_farther_end_of_the_interval() {
+        // n = 6: the interval is (min, max), k = 1.
+        let v = [9.0, 10.0, 10.0, 10.0, 10.0, 12.0];
+        let p = half_width_pct(&v).unwrap();
+        assert!((p - 20.0).abs() < 1e-9, "{p}");
+    }
+}
