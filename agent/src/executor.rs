@@ -712,4 +712,4 @@ impl Executor {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -538,6 +538,16 @@ fn measure(w: &Workload) -> Measure {
         Workload::Bonnie(b) => {
             let mut argv = owned(&["bonnie++", "-q", "-d"]);
             argv.push(b.directory.clone());
+            if let Some(bytes) = b.memory {
+                // The agent holds bonnie++ to the memory `-r` gives (memlimit.rs).
+                let mib = bytes >> 20;
+                argv.extend([
+                    "-r".into(),
+                    mib.to_string(),
+                    "-s".into(),
+                    (2 * mib).to_string(),
+                ]);
+            }
             argv.extend(b.args.iter().cloned());
             Measure::Tool {
                 tool: Tool::Bonnie,

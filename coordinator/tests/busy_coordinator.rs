@@ -25,10 +25,11 @@ const HEARTBEAT: Duration = Duration::from_millis(250);
 /// Four missed heartbeats: a worker stalled by the report for longer loses agents.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A campaign of 100 cells × 600 repetitions with five metrics each, stored as if measured:
-/// 300,000 samples, whose report takes seconds.
+/// A campaign of 200 cells × 600 repetitions with five metrics each, stored as if measured:
+/// 600,000 samples, whose report takes seconds (300,000 took 1.4 s on a quiet machine,
+/// too close to the timeout this test must outlast).
 async fn fill(store: &Store) -> String {
-    let yaml = "name: big\nhosts: { names: [h] }\nmatrix: { x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] , y: [a, b, c, d, e, f, g, h, i, j] }\nworkload: { command: { run: x } }\nrepeat: 600\n";
+    let yaml = "name: big\nhosts: { names: [h] }\nmatrix: { x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] , y: [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t] }\nworkload: { command: { run: x } }\nrepeat: 600\n";
     let campaign = platter::spec::parse("big.yaml", yaml).unwrap();
     let planned =
         platter::planner::plan(&campaign, "", store.id(), 1, &Default::default()).unwrap();
@@ -227,7 +228,7 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
         }
     });
 
-    // Every sample, as JSON through the coordinator: ~50 MB, far past gRPC's default
+    // Every sample, as JSON through the coordinator: ~100 MB, far past gRPC's default
     // 4 MiB message limit that made such reports fail.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
         .args([
@@ -257,7 +258,7 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
         .flat_map(|c| c["metrics"].as_array().unwrap())
         .map(|m| m["samples"].as_array().unwrap().len())
         .sum();
-    assert_eq!(samples, 300_000);
+    assert_eq!(samples, 600_000);
     shutdown.cancel();
     drop(coordinator);
 }

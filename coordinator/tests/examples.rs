@@ -56,7 +56,43 @@ fn every_example_validates_and_lists_what_it_would_erase() {
             )));
         }
     }
-    assert_eq!(seen, 5);
+    assert_eq!(seen, 6);
+}
+
+#[test]
+fn the_adaptive_example_stops_each_cell_within_its_bounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = platter()
+        .current_dir(tmp.path())
+        .args(["run", "--format", "json"])
+        .arg(examples().join("adaptive-repeat.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["state"], "done");
+    for cell in report["cells"].as_array().unwrap() {
+        let wall = cell["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "wall")
+            .unwrap();
+        let n = wall["n"].as_u64().unwrap();
+        assert!((6..=30).contains(&n), "{cell}");
+        let stopped = cell["stopped"].as_str().unwrap();
+        // Either it got narrow enough, or it ran all 30.
+        assert!(
+            stopped.starts_with(&format!("stopped after {n} repetition(s)"))
+                || (n == 30 && stopped.starts_with("hit max (30 repetitions)")),
+            "{stopped}"
+        );
+        assert_eq!(cell["warmup"][0]["values"].as_array().unwrap().len(), 1);
+    }
 }
 
 #[test]

@@ -18,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// Whether a test that mounts can run here; as not root it is skipped, saying so, unless
 /// `PLATTER_TEST_REQUIRE_ROOT=1` (CI) forbids skipping.
-fn root_or_skip(why: &str) -> bool {
+pub(crate) fn root_or_skip(why: &str) -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }

@@ -6,6 +6,7 @@ pub(crate) mod bonnie;
 pub(crate) mod compilebench;
 pub(crate) mod fio;
 pub(crate) mod fsync;
+pub(crate) mod memlimit;
 pub(crate) mod sample;
 
 use std::ffi::OsString;
@@ -98,6 +99,31 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
             {
                 argv.extend(["-u".to_string(), "root".to_string()]);
             }
+            // `-r` is made true: bonnie++ runs in a memory cgroup of that size (its page
+            // cache included), so its files of twice that size are read from the drive.
+            // Not on tmpfs, whose pages cannot leave memory: the limit would kill it.
+            let program = argv[0].clone();
+            let mut _cgroup = None;
+            if let (Tool::Bonnie, Some(limit)) = (tool, memlimit::bonnie_ram(&argv)) {
+                let dir = bonnie_directory(&argv).unwrap_or(".");
+                if !memlimit::in_memory(dir) {
+                    let name = format!("platter-bonnie-{}", std::process::id());
+                    match memlimit::MemoryCgroup::create(&name, limit) {
+                        Ok(cg) => {
+                            argv = cg.wrap(&argv);
+                            _cgroup = Some(cg);
+                        }
+                        Err(e) => {
+                            return Ending::error(format!(
+                                "cannot hold bonnie++ to the memory its -r gives ({limit} bytes): {e}; \
+                                 without that limit its reads come from the page cache. Run the agent \
+                                 as root where it can make cgroups, or give -s of at least twice the \
+                                 host's RAM and no -r"
+                            ))
+                        }
+                    }
+                }
+            }
             let o = match process::run_argv(&argv, env, running) {
                 Ok(o) => o,
                 Err(e) => {
@@ -108,7 +134,7 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
                             " (compilebench is not packaged: give its path in `command:`)"
                         }
                     };
-                    return Ending::error(format!("could not start `{}`: {e}{hint}", argv[0]));
+                    return Ending::error(format!("could not start `{program}`: {e}{hint}"));
                 }
             };
             if *tool == Tool::Fio && !o.success() {
@@ -119,7 +145,7 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
                     return m;
                 }
             }
-            finish(&o, &argv[0], |o| {
+            finish(&o, &program, |o| {
                 let parsed = match tool {
                     Tool::Fio => fio::parse(&o.stdout).map_err(|e| e.to_string()),
                     Tool::Bonnie => bonnie::parse_csv(&o.stdout).map_err(|e| e.to_string()),
@@ -127,12 +153,18 @@ pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &Atomic
                 };
                 let mut samples = outcome_samples(o);
                 samples.extend(from_parsed(
-                    parsed.map_err(|e| format!("could not read {}'s output: {e}", argv[0]))?,
+                    parsed.map_err(|e| format!("could not read {program}'s output: {e}"))?,
                 ));
                 Ok(samples)
             })
         }
     }
+}
+
+/// bonnie++'s `-d` directory.
+fn bonnie_directory(argv: &[String]) -> Option<&str> {
+    let i = argv.iter().position(|a| a == "-d")?;
+    argv.get(i + 1).map(String::as_str)
 }
 
 /// A command's ending: failed on a non-zero exit, else the samples `ok` makes of it.

@@ -391,7 +391,10 @@ impl Report {
                         .collect()
                 });
                 let g = by_metric.entry(metric).or_default();
-                g.unit = unit;
+                // A value the tool could not measure has no unit: keep the measured ones'.
+                if raw.value.is_some() || g.unit.is_empty() {
+                    g.unit = unit;
+                }
                 match raw.value {
                     Some(v) => g.values.push(v),
                     None => {

@@ -26,7 +26,7 @@ pub(crate) fn fields_of(
             &["path"],
         ),
         "fio" => ("fio", &["options", "job_file", "directory"], &[]),
-        "bonnie" => ("bonnie", &["directory", "args"], &["directory"]),
+        "bonnie" => ("bonnie", &["directory", "args", "memory"], &["directory"]),
         _ => (
             "compilebench",
             &["command", "directory", "args"],
@@ -54,7 +54,15 @@ pub struct BonnieWorkload {
     pub directory: String,
     /// Extra bonnie++ arguments, split on whitespace (e.g. `-s 2G -n 0`).
     pub args: Vec<String>,
+    /// `memory:` (default [`BONNIE_MEMORY`]) when `args` size nothing: bonnie++ is told
+    /// this is its RAM (`-r`) and writes files of twice that (`-s`); the agent holds it to
+    /// that memory, page cache included, with a cgroup. `None` when `args` give `-s` or `-r`.
+    pub memory: Option<u64>,
 }
+
+/// 512 MiB: bonnie++'s files are then 1 GiB, which its block tests read from the drive
+/// in a second or more on today's SSDs (shorter tests print `+++++`), on any host RAM.
+pub const BONNIE_MEMORY: u64 = 512 << 20;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompilebenchWorkload {
@@ -216,10 +224,36 @@ pub(crate) fn build(
                     .collect(),
             })
         }
-        "bonnie" => super::Workload::Bonnie(BonnieWorkload {
-            directory: nonempty(&settings["directory"], "directory")?,
-            args: words(get("args")),
-        }),
+        "bonnie" => {
+            let args = words(get("args"));
+            let sized = args.iter().any(|a| a == "-s" || a == "-r");
+            let memory = match (get("memory"), sized) {
+                (Some(m), true) => {
+                    return Err(error(
+                        m.template.pos,
+                        &m.template.path,
+                        "give `memory:` or bonnie++'s own -s/-r in `args`, not both",
+                    )
+                    .hint("`memory: 512M` means `-r 512M -s 1024M` under a 512 MiB memory limit"))
+                }
+                (Some(m), false) => Some(bytes(m)?),
+                (None, false) => Some(BONNIE_MEMORY),
+                (None, true) => None,
+            };
+            if memory.is_some_and(|m| m < 1 << 20) {
+                let m = &settings["memory"];
+                return Err(error(
+                    m.template.pos,
+                    &m.template.path,
+                    "memory must be at least 1M",
+                ));
+            }
+            super::Workload::Bonnie(BonnieWorkload {
+                directory: nonempty(&settings["directory"], "directory")?,
+                args,
+                memory,
+            })
+        }
         _ => super::Workload::Compilebench(CompilebenchWorkload {
             command: get("command")
                 .map(|s| nonempty(s, "command"))
