@@ -120,7 +120,14 @@ pub struct MergedLatency {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// (quantile, seconds) at each of `CURVE_QUANTILES` that the operations resolve (at
+    /// least one operation above it): the HTML page's percentile curves. Not in JSON.
+    #[serde(skip)]
+    pub curve: Vec<(f64, f64)>,
 }
+
+/// Quantiles of the per-operation latency curves, p50 … p99.99.
+pub const CURVE_QUANTILES: [f64; 9] = [0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999];
 
 /// Suffix of a per-repetition percentile's name (`latency.p99 per run`): the name
 /// without it is the percentile over every operation of every run.
@@ -139,6 +146,11 @@ fn merged_latency(histograms: &[Vec<u8>]) -> Option<MergedLatency> {
         p99: s(q[2].1),
         p999: s(q[3].1),
         max: s(h.max()),
+        curve: CURVE_QUANTILES
+            .iter()
+            .filter(|q| h.len() as f64 * (1.0 - **q) >= 1.0)
+            .map(|&q| (q, s(h.value_at_quantile(q))))
+            .collect(),
     })
 }
 
