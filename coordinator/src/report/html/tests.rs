@@ -600,3 +600,44 @@ fn sizes_accept_suffixes() {
     assert_eq!(parse_size("0"), None);
     assert_eq!(parse_size("big"), None);
 }
+
+#[test]
+fn the_side_by_side_table_has_one_unit_per_row_and_long_lists_fold() {
+    let cells: Vec<CellReport> = [("a", 0.0005), ("b", 0.002), ("c", 0.0011)]
+        .into_iter()
+        .map(|(host, wall)| cell(host, &[("bs", "4k")], vec![metric("wall", wall, true)]))
+        .collect();
+    let mut r = report(&["bs"], cells);
+    r.side_by_side = crate::report::side::build(&r.cells, &Default::default(), &[]);
+    r.outliers = (0..8)
+        .map(|i| crate::report::judge::FleetOutlier {
+            host: format!("h{i}"),
+            device: String::new(),
+            group: "bs=4k".into(),
+            metric: "wall".into(),
+            value: 0.002,
+            unit: "s".into(),
+            times_median: 2.0,
+            score: 5.0,
+        })
+        .collect();
+    let page = Html.render(&r);
+    let table = &page[page
+        .find("<table class=\"sortable side\"")
+        .expect("side by side")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    // The row's unit (ms, by its median of 1.1 ms) is named once; every value is in it.
+    assert!(table.contains("<td>wall</td><td>ms</td>"), "{table}");
+    for v in ["<b>0.50</b>", "<b>2.00</b>", "<b>1.10</b>"] {
+        assert!(table.contains(v), "{v} in {table}");
+    }
+    assert!(!table.contains("µs") && !table.contains(" s<"), "{table}");
+    // Eight outliers: five listed, three folded.
+    let summary = &page[..page.find("</section>").unwrap()];
+    assert!(summary.contains("8 outlier(s)"));
+    assert!(summary.contains("<details><summary>3 more</summary>"));
+    // The forest of the columns against their median, with its line at 1×.
+    let forest = figure(&page, "side-forest-wall");
+    assert_eq!(count(forest, &stroke(REFERENCE)), 1);
+    assert_eq!(dots(forest), 3);
+}
