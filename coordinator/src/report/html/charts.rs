@@ -235,7 +235,7 @@ fn dot_panel(
         .min(MAX_LABEL_CHARS);
     let label_px = label_chars as u32 * 7 + 16;
     // Row i of the panel is centred at y = n - 1 - i (plotters counts y upwards); series
-    // spread over ±0.35 of a row.
+    // spread over ±0.35 of a row; the axis has 0.2 of a row more below (for the rings).
     let y_of = |row: usize, s: usize| -> f64 {
         let centre = (n - 1 - (row - rows.start)) as f64;
         if series == 1 {
@@ -257,8 +257,8 @@ fn dot_panel(
         let root = SVGBackend::with_string(&mut buf, (CHART_WIDTH, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let y_range = || Linear {
-            lo: -0.5,
-            hi: n as f64 - 0.5,
+            lo: -0.7,
+            hi: n as f64 - 0.3,
             keys: Some(keys.clone()),
         };
         match &plot.axis {
@@ -313,7 +313,7 @@ fn dot_panel(
                     .axis_desc_style(("sans-serif", 17))
                     .draw()?;
                 chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(1.0, -0.5), (1.0, n as f64 - 0.5)],
+                    vec![(1.0, -0.7), (1.0, n as f64 - 0.3)],
                     REFERENCE.stroke_width(2),
                 )))?;
                 draw_dots(&mut chart, plot, &rows, &y_of)?;
