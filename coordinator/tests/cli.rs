@@ -171,8 +171,9 @@ repeat: 3
     assert!(markdown.contains("| seconds | metric | n | median (CI) |"));
     assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
     assert!(html.trim_end().ends_with("</html>"), "{html}");
-    assert!(html.contains("<figure id=\"bars-wall\""), "{html}");
-    assert_eq!(html.matches("<svg").count(), 1, "{html}");
+    assert!(html.contains("<figure id=\"dots-wall\""), "{html}");
+    // A dot chart per metric: wall, user, sys, max_rss.
+    assert_eq!(html.matches("<svg").count(), 4, "{html}");
     let offline = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
     for fetch in ["http://", "https://", "src=", "<link", "url("] {
         assert!(
@@ -184,7 +185,10 @@ repeat: 3
         let host = cell["host"].as_str().unwrap();
         assert!(markdown.contains(&format!("\n## {host}\n")), "{markdown}");
         assert!(table.contains(&format!("\nhost {host}\n")), "{table}");
-        assert!(html.contains(&format!("<h2>{host}</h2>")), "{html}");
+        assert!(
+            html.contains(&format!("<summary>{host} — 2 cell(s)</summary>")),
+            "{html}"
+        );
         assert!(html.contains(&format!("<td>{seconds}</td>")), "{html}");
         let metrics = cell["metrics"].as_array().unwrap();
         let names: Vec<&str> = metrics
@@ -206,8 +210,9 @@ repeat: 3
             };
             let md_row = format!("| {metric} | {n} | {text_median}");
             assert!(markdown.contains(&md_row), "{md_row} in {markdown}");
-            let html_row =
-                format!("<td>{metric}</td><td class=\"num\">{n}</td><td class=\"num\">{median} ");
+            let html_row = format!(
+                "<td>{metric}</td><td class=\"num\" data-v=\"{n}\">{n}</td><td class=\"num\" data-v=\"{value}\">{text_median}"
+            );
             assert!(html.contains(&html_row), "{html_row} in {html}");
             let in_table = table.lines().any(|l| {
                 let words: Vec<&str> = l.split_whitespace().collect();

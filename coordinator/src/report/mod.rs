@@ -137,7 +137,14 @@ pub struct MergedLatency {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// (quantile, seconds) at each of `CURVE_QUANTILES` that the operations resolve (at
+    /// least one operation above it): the HTML page's percentile curves. Not in JSON.
+    #[serde(skip)]
+    pub curve: Vec<(f64, f64)>,
 }
+
+/// Quantiles of the per-operation latency curves, p50 … p99.99.
+pub const CURVE_QUANTILES: [f64; 9] = [0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999];
 
 /// Suffix of a per-repetition percentile's name (`latency.p99 per run`): the name
 /// without it is the percentile over every operation of every run.
@@ -156,6 +163,11 @@ fn merged_latency(histograms: &[Vec<u8>]) -> Option<MergedLatency> {
         p99: s(q[2].1),
         p999: s(q[3].1),
         max: s(h.max()),
+        curve: CURVE_QUANTILES
+            .iter()
+            .filter(|q| h.len() as f64 * (1.0 - **q) >= 1.0)
+            .map(|&q| (q, s(h.value_at_quantile(q))))
+            .collect(),
     })
 }
 
@@ -1007,27 +1019,31 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
         for w in &c.warnings {
             out.push(format!("{label}: warning: {w}"));
         }
-        if let Some(s) = &c.stopped {
-            out.push(format!("{label}: {s}"));
-        }
-        // One metric is enough to see a cold start; JSON has them all.
-        let shown = c
-            .warmup
-            .iter()
-            .find(|w| w.metric == "wall")
-            .or(c.warmup.first());
-        if let Some(w) = shown {
-            let values: Vec<String> = w.values.iter().map(|v| human(*v, &w.unit)).collect();
-            let ratio = match w.ratio_to_counted {
-                Some(r) => format!("; their median is {r:.2}× the counted runs'"),
-                None => String::new(),
-            };
-            out.push(format!(
-                "{label}: warm-up (not counted): {} {}{ratio}",
-                w.metric,
-                values.join(", ")
-            ));
-        }
+        out.extend(runs_notes(c).into_iter().map(|n| format!("{label}: {n}")));
+    }
+    out
+}
+
+/// How a cell's runs came to be counted: why adaptive repetition stopped it, and its
+/// warm-up runs (one metric is enough to see a cold start; JSON has them all).
+pub(crate) fn runs_notes(c: &CellReport) -> Vec<String> {
+    let mut out: Vec<String> = c.stopped.iter().cloned().collect();
+    let shown = c
+        .warmup
+        .iter()
+        .find(|w| w.metric == "wall")
+        .or(c.warmup.first());
+    if let Some(w) = shown {
+        let values: Vec<String> = w.values.iter().map(|v| human(*v, &w.unit)).collect();
+        let ratio = match w.ratio_to_counted {
+            Some(r) => format!("; their median is {r:.2}× the counted runs'"),
+            None => String::new(),
+        };
+        out.push(format!(
+            "warm-up (not counted): {} {}{ratio}",
+            w.metric,
+            values.join(", ")
+        ));
     }
     out
 }

@@ -1,0 +1,1598 @@
+//! The HTML exporter: one self-contained page (inline CSS and SVG) that can be mailed or
+//! archived as one file. It fetches nothing. Its one script (inline, a dozen lines) only
+//! sorts tables when a header is clicked; the page reads fully without it.
+//!
+//! The page is the cross-host comparison: a summary first (counts, verdicts, outliers,
+//! what is missing or failed, the hosts and drives with what they ran on, a summary table),
+//! then the ratios to the reference as a forest plot, a dot-and-interval chart per metric
+//! (one row per configuration, one colour per host or drive), per-operation latency
+//! percentile curves, and last the per-cell tables, collapsed. Every table and axis uses one
+//! unit per row, column or axis (`Unit`).
+
+mod charts;
+
+use std::fmt::{self, Write as _};
+
+use indexmap::IndexMap;
+
+use self::charts::{Axis, Dot, DotPlot, Series, Unit};
+use super::side::{SideBySide, SideValue};
+use super::{esc, CellReport, Exporter, MetricStats, Report, MAX_FAILURES_SHOWN, PER_RUN};
+
+/// Renders a report as a single HTML document.
+pub struct Html;
+
+/// The latency metric plotted against `size`: the first one any cell has wins.
+const LATENCY_METRICS: [&str; 2] = ["latency.mean", "latency"];
+/// The parameter used as the x axis of the latency chart.
+const SIZE_PARAM: &str = "size";
+/// The parameter that names a cell's drive: columns, not rows, tell drives apart.
+const DEVICE: &str = "device";
+/// Key metrics in the summary table, at most.
+const MAX_KEY_METRICS: usize = 4;
+/// Verdicts and outliers listed in the summary before the rest are folded.
+const MAX_LISTED: usize = 5;
+/// Percentile panels shown before the rest are folded into a `<details>`.
+const PANELS_SHOWN: usize = 8;
+/// Host tables with more rows than this start collapsed.
+const OPEN_TABLE_ROWS: usize = 40;
+
+const CSS: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}\
+h1{margin-bottom:.2em}\
+h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}\
+.meta{color:#555;margin-top:0}\
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:13px}\
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}\
+th{background:#f3f3f3}\
+table.sortable th{cursor:pointer}\
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+.muted{color:#888}\
+.facts li{margin:.2em 0}\
+.fail{color:#b00020;font-weight:bold}\
+.pass{color:#1b7a1b;font-weight:bold}\
+.warn{color:#8a5a00}\
+.problems{border:2px solid #d62728;background:#fff4f4;padding:.3em 1em;margin:1em 0}\
+.problems pre{background:#fff;border:1px solid #eee;padding:.5em;overflow-x:auto;white-space:pre-wrap}\
+figure{margin:1em 0}\
+figcaption{font-weight:bold;margin-bottom:.3em}\
+details{margin:.6em 0}\
+summary{cursor:pointer;font-weight:bold}\
+.legend{list-style:none;padding:0;margin:.2em 0 .8em;font-size:13px;display:flex;flex-wrap:wrap;gap:.2em 1.4em}\
+.swatch{display:inline-block;width:.9em;height:.9em;border-radius:50%;margin-right:.4em;vertical-align:middle}\
+.ring{display:inline-block;width:.9em;height:.9em;border-radius:50%;border:1.5px solid #000;margin-right:.4em;vertical-align:middle}\
+.line{display:inline-block;width:1.6em;height:3px;margin-right:.4em;vertical-align:middle}\
+.grid{display:flex;flex-wrap:wrap;gap:0 20px}\
+.grid figure{margin:.4em 0;width:470px}\
+.grid figcaption{font-weight:normal;font-size:13px}\
+td.outlier{background:#fff3cd}\
+.wide{overflow-x:auto;max-width:100%}\
+td.side{text-align:right;font-variant-numeric:tabular-nums}\
+nav{font-size:14px;margin:.5em 0}\
+";
+
+/// Sorts a `table.sortable` by the clicked column: by `data-v` (the raw value) where a
+/// cell has one, else by its text, numbers in text compared as numbers.
+const SORT_SCRIPT: &str = "\
+for(const t of document.querySelectorAll('table.sortable')){\
+const h=t.tHead;if(!h)continue;\
+[...h.rows[0].cells].forEach((th,i)=>{th.title='sort';th.addEventListener('click',()=>{\
+const b=t.tBodies[0],d=th.dataset.dir==='a'?'d':'a';th.dataset.dir=d;\
+const k=r=>{const c=r.cells[i];if(!c)return'';const v=c.getAttribute('data-v');return v===null?c.textContent.trim():parseFloat(v)};\
+[...b.rows].sort((x,y)=>{const p=k(x),q=k(y);\
+const o=typeof p==='number'&&typeof q==='number'?p-q:String(p).localeCompare(String(q),undefined,{numeric:true});\
+return d==='a'?o:-o}).forEach(r=>b.appendChild(r))})})}";
+
+impl Exporter for Html {
+    fn render(&self, report: &Report) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail; fmt::Result only exists for other sinks.
+        write_page(&mut out, report).expect("formatting into a String cannot fail");
+        out
+    }
+}
+
+/// What the sections share: the columns (hosts, or hosts' drives), the configurations
+/// (parameters without the drive), and which of each a cell is.
+struct View<'a> {
+    r: &'a Report,
+    /// Parameter names in campaign order, then any a cell has that the campaign does not list.
+    order: Vec<String>,
+    columns: Vec<String>,
+    configs: Vec<String>,
+    /// Per cell: (column, configuration).
+    place: Vec<(usize, usize)>,
+    /// Metric names in order of first appearance.
+    metrics: Vec<String>,
+}
+
+impl<'a> View<'a> {
+    fn new(r: &'a Report) -> View<'a> {
+        let mut order = r.params.clone();
+        for c in &r.cells {
+            for k in c.params.keys() {
+                if !order.contains(k) {
+                    order.push(k.clone());
+                }
+            }
+        }
+        // Columns as the side-by-side view names them: `host`, or `host device` when a
+        // host ran on several drives.
+        let mut devices: IndexMap<&str, Vec<&str>> = IndexMap::new();
+        for c in &r.cells {
+            let list = devices.entry(c.host.as_str()).or_default();
+            let d = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+            if !list.contains(&d) {
+                list.push(d);
+            }
+        }
+        let width = devices.values().map(Vec::len).max().unwrap_or(0);
+        let name = |c: &CellReport| {
+            if width > 1 {
+                format!(
+                    "{} {}",
+                    c.host,
+                    c.params.get(DEVICE).map(String::as_str).unwrap_or("")
+                )
+            } else {
+                c.host.clone()
+            }
+        };
+        let mut columns: Vec<String> = r
+            .side_by_side
+            .as_ref()
+            .map(|s| s.columns.clone())
+            .unwrap_or_default();
+        let mut configs: Vec<String> = Vec::new();
+        let mut place = Vec::new();
+        let mut metrics: Vec<String> = Vec::new();
+        for c in &r.cells {
+            let col = name(c);
+            let col = match columns.iter().position(|x| *x == col) {
+                Some(i) => i,
+                None => {
+                    columns.push(col);
+                    columns.len() - 1
+                }
+            };
+            let cfg = config_label(c, &order);
+            let cfg = match configs.iter().position(|x| *x == cfg) {
+                Some(i) => i,
+                None => {
+                    configs.push(cfg);
+                    configs.len() - 1
+                }
+            };
+            place.push((col, cfg));
+            for m in &c.metrics {
+                if !metrics.contains(&m.metric) {
+                    metrics.push(m.metric.clone());
+                }
+            }
+        }
+        View {
+            r,
+            order,
+            columns,
+            configs,
+            place,
+            metrics,
+        }
+    }
+
+    /// The metrics the summary table and the open charts show: the workload's own headline
+    /// numbers, then wall time.
+    fn key_metrics(&self) -> Vec<&str> {
+        let mut keys: Vec<(u8, &str)> = self
+            .metrics
+            .iter()
+            .filter(|m| *m != "wall")
+            .filter_map(|m| Some((key_rank(m)?, m.as_str())))
+            .collect();
+        keys.sort_by_key(|(rank, _)| *rank);
+        let mut keys: Vec<&str> = keys
+            .into_iter()
+            .map(|(_, m)| m)
+            .take(MAX_KEY_METRICS - 1)
+            .collect();
+        if self.metrics.iter().any(|m| m == "wall") {
+            keys.push("wall");
+        }
+        keys
+    }
+
+    fn is_outlier(&self, c: &CellReport, metric: &str) -> bool {
+        let device = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+        self.r
+            .outliers
+            .iter()
+            .any(|o| o.host == c.host && o.device == device && o.metric == metric)
+    }
+}
+
+/// A workload's headline metrics, most telling first: fsync latency, fio rates and
+/// completion latency, bonnie++ block throughput, compilebench throughput.
+fn key_rank(m: &str) -> Option<u8> {
+    if m == "latency.mean" || m.ends_with(".iops") {
+        Some(0)
+    } else if m.ends_with(".bw") || ["put_block", "get_block", "rewrite"].contains(&m) {
+        Some(1)
+    } else if m.ends_with("clat.mean") || m == "sync.lat.mean" {
+        Some(2)
+    } else if m.ends_with(".throughput") && !m.starts_with("native") {
+        Some(3)
+    } else {
+        None
+    }
+}
+
+/// The cell's parameters without its drive, `k=v k=v` in campaign order.
+fn config_label(c: &CellReport, order: &[String]) -> String {
+    let params: Vec<String> = order
+        .iter()
+        .filter(|k| *k != DEVICE)
+        .filter_map(|k| c.params.get(k).map(|v| format!("{k}={v}")))
+        .collect();
+    if params.is_empty() {
+        "(one configuration)".to_string()
+    } else {
+        params.join(" ")
+    }
+}
+
+fn write_page(out: &mut String, r: &Report) -> fmt::Result {
+    let v = View::new(r);
+    let title = format!("platter — {}", r.name);
+    writeln!(out, "<!DOCTYPE html>")?;
+    writeln!(out, "<html lang=\"en\"><head><meta charset=\"utf-8\">")?;
+    writeln!(out, "<title>{}</title>", esc(&title))?;
+    writeln!(out, "<style>{CSS}</style></head><body>")?;
+    writeln!(out, "<h1>{}</h1>", esc(&r.name))?;
+    writeln!(
+        out,
+        "<p class=\"meta\">campaign <code>{}</code> · state <b>{}</b> · repeat {} · \
+         generated by platter {} (report schema {})</p>",
+        esc(&r.campaign_id),
+        esc(&r.state),
+        esc(&r.repeat_text()),
+        env!("CARGO_PKG_VERSION"),
+        r.schema_version,
+    )?;
+    write_nav(out, &v)?;
+    write_summary(out, &v)?;
+    write_pivot(out, r)?;
+    write_forests(out, &v)?;
+    write_metric_charts(out, &v)?;
+    write_percentiles(out, &v)?;
+    write_size_chart(out, &v)?;
+    write_details(out, &v)?;
+    writeln!(out, "<script>{SORT_SCRIPT}</script>")?;
+    writeln!(out, "</body></html>")
+}
+
+/// Links to the page's sections (in-page anchors only).
+fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
+    let mut links = vec![("summary", "Summary")];
+    if r.pivot.is_some() {
+        links.push(("pivot", "Pivot"));
+    }
+    if r.side_by_side.is_some() || !r.comparisons.is_empty() {
+        links.push(("forest", "Ratios"));
+    }
+    if !v.metrics.is_empty() {
+        links.push(("metrics", "Per metric"));
+    }
+    if !percentile_operations(v).is_empty() {
+        links.push(("percentiles", "Latency percentiles"));
+    }
+    links.push(("details", "Every metric of every cell"));
+    let links: Vec<String> = links
+        .into_iter()
+        .map(|(id, name)| format!("<a href=\"#{id}\">{name}</a>"))
+        .collect();
+    writeln!(out, "<nav>{}</nav>", links.join(" · "))
+}
+
+// ---------------------------------------------------------------------------
+// summary
+
+fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
+    writeln!(
+        out,
+        "<section id=\"summary\"><h2>Summary</h2><ul class=\"facts\">"
+    )?;
+    let hosts: Vec<&str> = {
+        let mut h: Vec<&str> = r.cells.iter().map(|c| c.host.as_str()).collect();
+        h.dedup();
+        h.sort_unstable();
+        h.dedup();
+        h
+    };
+    let drives = if v.columns.len() > hosts.len() {
+        format!(", {} drives", v.columns.len())
+    } else {
+        String::new()
+    };
+    let stored = r
+        .measurements_expected
+        .saturating_sub(r.measurements_missing);
+    writeln!(
+        out,
+        "<li><b>{} cells</b> ({} configurations) on {} host{}{drives}; {} of {} measurements ended</li>",
+        r.cells.len(),
+        v.configs.len(),
+        hosts.len(),
+        if hosts.len() == 1 { "" } else { "s" },
+        stored,
+        r.measurements_expected,
+    )?;
+    if !r.cells.iter().any(|c| !c.metrics.is_empty()) {
+        let why = if r.cells.is_empty() {
+            "this campaign has no cells"
+        } else {
+            "no cell recorded a metric"
+        };
+        writeln!(out, "<li class=\"fail\">There are no samples: {why}.</li>")?;
+    }
+    if !r.verdicts.is_empty() {
+        let failed: Vec<_> = r.verdicts.iter().filter(|x| !x.pass).collect();
+        if failed.is_empty() {
+            writeln!(
+                out,
+                "<li class=\"pass\">qualification: PASS ({} checks)</li>",
+                r.verdicts.len()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "<li class=\"fail\">qualification: FAIL ({} of {} checks)<ul>",
+                failed.len(),
+                r.verdicts.len()
+            )?;
+            for (i, x) in failed.iter().enumerate() {
+                if i == MAX_LISTED {
+                    writeln!(
+                        out,
+                        "<li><details><summary>{} more</summary><ul>",
+                        failed.len() - MAX_LISTED
+                    )?;
+                }
+                let what = match x.value {
+                    Some(val) => {
+                        format!("measured {}", Unit::for_values(&[val], &x.unit).show(val))
+                    }
+                    None => "not measured".into(),
+                };
+                let device = if x.device.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", x.device)
+                };
+                writeln!(
+                    out,
+                    "<li>FAIL {}{} [{}]: {} ({what})</li>",
+                    esc(&x.host),
+                    esc(&device),
+                    esc(&x.cell),
+                    esc(&x.threshold)
+                )?;
+            }
+            if failed.len() > MAX_LISTED {
+                writeln!(out, "</ul></details></li>")?;
+            }
+            writeln!(out, "</ul></li>")?;
+        }
+    }
+    if r.steps_failed > 0 {
+        writeln!(
+            out,
+            "<li class=\"fail\">{} step(s) failed (see below)</li>",
+            r.steps_failed
+        )?;
+    }
+    let failed_reps: u32 = r.cells.iter().map(|c| c.failed).sum();
+    if failed_reps > 0 {
+        let cells = r.cells.iter().filter(|c| c.failed > 0).count();
+        writeln!(
+            out,
+            "<li class=\"fail\">{failed_reps} repetition(s) without samples in {cells} cell(s)</li>"
+        )?;
+    }
+    if r.measurements_missing > 0 {
+        let (m, n) = (r.measurements_missing, r.measurements_expected);
+        let text = if r.state == "running" {
+            format!(
+                "incomplete: the campaign is still running; {m} of {n} measurements not stored yet"
+            )
+        } else {
+            format!(
+                "MISSING: {m} of {n} expected measurements never reached this store \
+                 (no result, failure or skip was recorded): the summaries rest on the rest"
+            )
+        };
+        writeln!(out, "<li class=\"fail\">{}</li>", esc(&text))?;
+    }
+    let unmeasured: usize = r.cells.iter().map(|c| c.unmeasured.len()).sum();
+    if unmeasured > 0 {
+        writeln!(
+            out,
+            "<li class=\"warn\">{unmeasured} metric(s) of some cells could not be measured by the tool (named in the tables)</li>"
+        )?;
+    }
+    for x in &r.refused {
+        writeln!(
+            out,
+            "<li class=\"fail\">host <b>{}</b> refused the plan, nothing ran: {}</li>",
+            esc(&x.host),
+            esc(&x.reason)
+        )?;
+    }
+    if !r.outliers.is_empty() {
+        writeln!(
+            out,
+            "<li class=\"warn\">{} outlier(s): far from the other hosts/drives with the same configuration<ul>",
+            r.outliers.len()
+        )?;
+    }
+    for (i, o) in r.outliers.iter().enumerate() {
+        if i == MAX_LISTED {
+            writeln!(
+                out,
+                "<li><details><summary>{} more</summary><ul>",
+                r.outliers.len() - MAX_LISTED
+            )?;
+        }
+        let device = if o.device.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", o.device)
+        };
+        writeln!(
+            out,
+            "<li>outlier: {}{} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})</li>",
+            esc(&o.host),
+            esc(&device),
+            esc(&o.group),
+            esc(&o.metric),
+            esc(&Unit::for_values(&[o.value], &o.unit).show(o.value)),
+            o.times_median,
+            o.score
+        )?;
+    }
+    if r.outliers.len() > MAX_LISTED {
+        writeln!(out, "</ul></details></li>")?;
+    }
+    if !r.outliers.is_empty() {
+        writeln!(out, "</ul></li>")?;
+    }
+    if !r.comparisons.is_empty() {
+        let compared = r.comparisons.iter().filter(|c| c.compared).count();
+        let significant = r.comparisons.iter().filter(|c| c.row.significant).count();
+        let uncompared = r.comparisons.len() - compared;
+        let class = if uncompared > 0 {
+            " class=\"fail\""
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "<li{class}>comparisons with the baseline: {compared} made, {significant} significant after Holm's correction{}</li>",
+            if uncompared > 0 {
+                format!("; {uncompared} could not be made")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    for change in &r.provenance_changes {
+        writeln!(out, "<li class=\"warn\">{}</li>", esc(change))?;
+    }
+    writeln!(out, "</ul>")?;
+    write_problems(out, r)?;
+    write_hosts(out, v)?;
+    write_summary_table(out, v)?;
+    writeln!(out, "</section>")
+}
+
+fn write_problems(out: &mut String, r: &Report) -> fmt::Result {
+    if r.failures.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<div class=\"problems\"><h3>Failures ({})</h3>",
+        r.failures.len()
+    )?;
+    for (i, f) in r.failures.iter().enumerate() {
+        if i == MAX_FAILURES_SHOWN {
+            writeln!(
+                out,
+                "<details><summary>{} more</summary>",
+                r.failures.len() - MAX_FAILURES_SHOWN
+            )?;
+        }
+        writeln!(out, "<p>{}</p>", esc(&f.headline()))?;
+        if !f.stderr_tail.is_empty() {
+            writeln!(out, "<pre>{}</pre>", esc(&f.stderr_tail))?;
+        }
+    }
+    if r.failures.len() > MAX_FAILURES_SHOWN {
+        writeln!(out, "</details>")?;
+    }
+    writeln!(out, "</div>")
+}
+
+/// The hosts and drives compared, with what the run saw of each (provenance).
+fn write_hosts(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
+    let lines = super::provenance::lines(&r.provenance, &r.devices_used);
+    let mut hosts: IndexMap<&str, Vec<&str>> = IndexMap::new();
+    for c in &r.cells {
+        hosts.entry(c.host.as_str()).or_default();
+    }
+    for x in &r.refused {
+        hosts.entry(x.host.as_str()).or_default();
+    }
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<h3>Hosts and drives compared</h3><table id=\"hosts\"><thead><tr><th>host</th><th>drives (columns)</th><th>ran on</th></tr></thead><tbody>"
+    )?;
+    for (host, _) in &hosts {
+        let prefix = format!("{host}: ");
+        let facts: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .map(|l| esc(l.trim_start()))
+            .collect();
+        let columns: Vec<String> = v
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.as_str() == *host || c.starts_with(&format!("{host} ")))
+            .map(|(i, c)| {
+                format!(
+                    "<span class=\"swatch\" style=\"background:{}\"></span>{}",
+                    charts::hex(charts::colour(i)),
+                    esc(c.strip_prefix(&format!("{host} ")).unwrap_or(c))
+                )
+            })
+            .collect();
+        let facts = if facts.is_empty() {
+            "<span class=\"muted\">no provenance recorded</span>".to_string()
+        } else {
+            facts.join("<br>")
+        };
+        writeln!(
+            out,
+            "<tr><td><b>{}</b></td><td>{}</td><td>{facts}</td></tr>",
+            esc(host),
+            columns.join("<br>")
+        )?;
+    }
+    writeln!(out, "</tbody></table>")
+}
+
+/// Side by side (key metrics) when the campaign spans several hosts or drives, else one row
+/// per cell with its key metrics; one unit per row (side by side) or per column.
+fn write_summary_table(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let keys = v.key_metrics();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    if let Some(s) = &v.r.side_by_side {
+        writeln!(
+            out,
+            "<h3 id=\"side-by-side\">{}</h3>",
+            esc(&side_title(v.r, s))
+        )?;
+        return write_side_table(out, v, s, &keys);
+    }
+    writeln!(
+        out,
+        "<h3>Key metrics per cell</h3><p class=\"muted\">median (CI of the median); one unit per column. Every metric is in the tables at the end.</p>"
+    )?;
+    let params: Vec<&String> = v
+        .order
+        .iter()
+        .filter(|k| v.r.cells.iter().any(|c| c.params.contains_key(*k)))
+        .collect();
+    let units: Vec<Unit> = keys
+        .iter()
+        .map(|k| {
+            let values: Vec<f64> =
+                v.r.cells
+                    .iter()
+                    .filter_map(|c| find_metric(c, k).map(|m| m.stats.median))
+                    .collect();
+            let unit =
+                v.r.cells
+                    .iter()
+                    .find_map(|c| find_metric(c, k).map(|m| m.unit.clone()))
+                    .unwrap_or_default();
+            Unit::for_values(&values, &unit)
+        })
+        .collect();
+    write!(
+        out,
+        "<table class=\"sortable\" id=\"summary-table\"><thead><tr><th>host</th>"
+    )?;
+    for p in &params {
+        write!(out, "<th>{}</th>", esc(p))?;
+    }
+    for (k, u) in keys.iter().zip(&units) {
+        write!(out, "<th>{} [{}]</th>", esc(k), esc(&u.label))?;
+    }
+    writeln!(out, "</tr></thead><tbody>")?;
+    for c in &v.r.cells {
+        write!(out, "<tr><td>{}</td>", esc(&c.host))?;
+        for p in &params {
+            write!(out, "<td>{}</td>", esc(c.params.get(*p).map_or("", |x| x)))?;
+        }
+        for (k, u) in keys.iter().zip(&units) {
+            match find_metric(c, k) {
+                Some(m) => {
+                    let class = if v.is_outlier(c, k) {
+                        "num outlier"
+                    } else {
+                        "num"
+                    };
+                    write!(
+                        out,
+                        "<td class=\"{class}\" data-v=\"{}\">{}</td>",
+                        m.stats.median,
+                        esc(&median_ci(&m.stats, u, false))
+                    )?;
+                }
+                None => write!(out, "<td class=\"muted\">{}</td>", esc(&why_absent(c, k)))?,
+            }
+        }
+        writeln!(out, "</tr>")?;
+    }
+    writeln!(out, "</tbody></table>")
+}
+
+fn why_absent(c: &CellReport, metric: &str) -> String {
+    if let Some(u) = c.unmeasured.iter().find(|u| u.metric == metric) {
+        return format!("— (not measured ×{}: {})", u.count, u.reason);
+    }
+    if c.failed > 0 {
+        format!("— ({} failed)", c.failed)
+    } else {
+        "—".into()
+    }
+}
+
+/// "12.30 (11.90 … 12.60)" in the column's unit, or with the unit named.
+fn median_ci(s: &super::Stats, u: &Unit, with_unit: bool) -> String {
+    let show = |x: f64| if with_unit { u.show(x) } else { u.bare(x) };
+    match s.median_ci {
+        Some((lo, hi)) => format!("{} ({} … {})", show(s.median), u.bare(lo), u.bare(hi)),
+        None => show(s.median),
+    }
+}
+
+fn side_title(r: &Report, s: &SideBySide) -> String {
+    let _ = r;
+    match &s.baseline {
+        Some(b) => format!("Side by side: median (CI), ×ratio to {b}"),
+        None => "Side by side: median (CI), ×ratio to the median of the columns".to_string(),
+    }
+}
+
+/// The side-by-side view as a table: a row per configuration and metric (only `keys` when
+/// given), a column per host or drive, one unit per row.
+fn write_side_table(out: &mut String, v: &View<'_>, s: &SideBySide, keys: &[&str]) -> fmt::Result {
+    let params: Vec<&String> = v.order.iter().filter(|p| *p != DEVICE).collect();
+    write!(
+        out,
+        "<div class=\"wide\"><table class=\"sortable side\"><thead><tr>"
+    )?;
+    for p in &params {
+        write!(out, "<th>{}</th>", esc(p))?;
+    }
+    write!(out, "<th>metric</th><th>unit</th>")?;
+    for (i, c) in s.columns.iter().enumerate() {
+        let col = v.columns.iter().position(|x| x == c).unwrap_or(i);
+        write!(
+            out,
+            "<th><span class=\"swatch\" style=\"background:{}\"></span>{}</th>",
+            charts::hex(charts::colour(col)),
+            esc(c)
+        )?;
+    }
+    writeln!(out, "</tr></thead><tbody>")?;
+    for row in s
+        .rows
+        .iter()
+        .filter(|row| keys.is_empty() || keys.contains(&row.metric.as_str()))
+    {
+        let medians: Vec<f64> = row
+            .values
+            .iter()
+            .filter_map(|x| match x {
+                SideValue::Measured { median, .. } => Some(*median),
+                _ => None,
+            })
+            .collect();
+        let u = Unit::for_values(&medians, &row.unit);
+        write!(out, "<tr>")?;
+        for p in &params {
+            write!(
+                out,
+                "<td>{}</td>",
+                esc(row.params.get(*p).map_or("-", |x| x))
+            )?;
+        }
+        write!(
+            out,
+            "<td>{}</td><td>{}</td>",
+            esc(&row.metric),
+            esc(&u.label)
+        )?;
+        for x in &row.values {
+            match x {
+                SideValue::Measured {
+                    median,
+                    ci,
+                    ratio,
+                    outlier,
+                    ..
+                } => {
+                    // The median first; its interval, ratio and flag may wrap under it.
+                    let mut t = format!("<b>{}</b>", esc(&u.bare(*median)));
+                    if let Some((lo, hi)) = ci {
+                        t.push_str(&format!(
+                            " <span class=\"muted\">({} … {})</span>",
+                            esc(&u.bare(*lo)),
+                            esc(&u.bare(*hi))
+                        ));
+                    }
+                    if let Some(x) = ratio {
+                        t.push_str(&format!(" ×{x:.2}"));
+                    }
+                    if *outlier {
+                        t.push_str(" OUTLIER");
+                    }
+                    let class = if *outlier { "side outlier" } else { "side" };
+                    write!(out, "<td class=\"{class}\" data-v=\"{median}\">{t}</td>")?;
+                }
+                SideValue::NotMeasured { why } => {
+                    write!(out, "<td class=\"muted\">— ({})</td>", esc(why))?
+                }
+                SideValue::Absent => write!(out, "<td class=\"muted\">—</td>")?,
+            }
+        }
+        writeln!(out, "</tr>")?;
+    }
+    writeln!(out, "</tbody></table></div>")
+}
+
+// ---------------------------------------------------------------------------
+// pivot
+
+/// The pivot with one unit for the whole table, named in its title.
+fn write_pivot(out: &mut String, r: &Report) -> fmt::Result {
+    let Some(p) = &r.pivot else { return Ok(()) };
+    let values: Vec<f64> = p
+        .rows
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .collect();
+    let u = Unit::for_values(&values, &p.unit);
+    writeln!(
+        out,
+        "<section id=\"pivot\"><h2>{} of {} by {} × {} [{}]</h2><table class=\"sortable\"><thead><tr>",
+        esc(&p.stat),
+        esc(&p.metric),
+        esc(&p.row_keys.join(", ")),
+        esc(&p.column_keys.join(", ")),
+        esc(&u.label)
+    )?;
+    for h in p.row_keys.iter().chain(&p.columns) {
+        write!(out, "<th>{}</th>", esc(h))?;
+    }
+    writeln!(out, "</tr></thead><tbody>")?;
+    for (labels, values) in &p.rows {
+        write!(out, "<tr>")?;
+        for l in labels {
+            write!(out, "<td>{}</td>", esc(l))?;
+        }
+        for x in values {
+            match x {
+                Some(x) => write!(out, "<td class=\"num\" data-v=\"{x}\">{}</td>", u.bare(*x))?,
+                None => write!(out, "<td class=\"muted\">-</td>")?,
+            }
+        }
+        writeln!(out, "</tr>")?;
+    }
+    writeln!(out, "</tbody></table></section>")
+}
+
+// ---------------------------------------------------------------------------
+// charts
+
+/// An HTML legend: a swatch (dot or line) per entry, and the ring's meaning if any is drawn.
+fn write_legend(
+    out: &mut String,
+    entries: &[(usize, String)],
+    line: bool,
+    ring: Option<&str>,
+) -> fmt::Result {
+    writeln!(out, "<ul class=\"legend\">")?;
+    for (colour, label) in entries {
+        let class = if line { "line" } else { "swatch" };
+        writeln!(
+            out,
+            "<li><span class=\"{class}\" style=\"background:{}\"></span>{}</li>",
+            charts::hex(charts::colour(*colour)),
+            esc(label)
+        )?;
+    }
+    if let Some(ring) = ring {
+        writeln!(out, "<li><span class=\"ring\"></span>{}</li>", esc(ring))?;
+    }
+    writeln!(out, "</ul>")
+}
+
+/// Writes the plot's panels, or why it could not be drawn.
+fn write_dot_plot(out: &mut String, plot: &DotPlot) -> fmt::Result {
+    match charts::dot_svgs(plot) {
+        Ok(svgs) => {
+            for svg in svgs {
+                writeln!(out, "{svg}")?;
+            }
+            Ok(())
+        }
+        Err(e) => writeln!(
+            out,
+            "<p class=\"muted\">chart could not be drawn: {}</p>",
+            esc(&e.to_string())
+        ),
+    }
+}
+
+/// "93.8% " or "93.8–96.9% ": the whiskers' real coverage.
+fn coverage(levels: impl Iterator<Item = f64>) -> String {
+    let (low, high) = levels.fold((f64::INFINITY, 0.0f64), |(lo, hi), l| {
+        (lo.min(l), hi.max(l))
+    });
+    if high == 0.0 {
+        String::new()
+    } else if low == high {
+        format!("{}% ", super::stats::level_pct(low))
+    } else {
+        format!(
+            "{}–{}% ",
+            super::stats::level_pct(low),
+            super::stats::level_pct(high)
+        )
+    }
+}
+
+/// Comparisons with the baseline (judge: Hodges–Lehmann ratio with its interval), one
+/// forest per metric; and, for several hosts or drives, each column's ratio to the
+/// reference for the key metrics.
+fn write_forests(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
+    let compared: Vec<_> = r.comparisons.iter().filter(|c| c.compared).collect();
+    let side = r.side_by_side.as_ref();
+    if compared.is_empty() && side.is_none() && r.comparisons.is_empty() {
+        return Ok(());
+    }
+    let heading = match side.and_then(|s| s.baseline.as_deref()) {
+        None if r.comparisons.is_empty() => "Against the median of the hosts".to_string(),
+        None => "Against the baseline".to_string(),
+        Some(b) => format!("Against the baseline ({b})"),
+    };
+    writeln!(out, "<section id=\"forest\"><h2>{}</h2>", esc(&heading))?;
+    let mut metrics: Vec<&str> = Vec::new();
+    for c in &compared {
+        if !metrics.contains(&c.row.metric.as_str()) {
+            metrics.push(&c.row.metric);
+        }
+    }
+    for metric in metrics {
+        let rows: Vec<_> = compared.iter().filter(|c| c.row.metric == metric).collect();
+        let plot = DotPlot {
+            rows: rows
+                .iter()
+                .map(|c| {
+                    // What differs first: a long context is what truncation cuts.
+                    let what = format!("{}={} vs {}", c.row.key, c.row.candidate, c.row.baseline);
+                    if c.row.context.is_empty() {
+                        what
+                    } else {
+                        format!("{what} · {}", c.row.context)
+                    }
+                })
+                .collect(),
+            series: 1,
+            dots: rows
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Dot {
+                    row: i,
+                    series: 0,
+                    colour: if c.row.significant { 3 } else { 0 },
+                    value: c.row.ratio,
+                    interval: c
+                        .row
+                        .ci_pct
+                        .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
+                    ring: false,
+                })
+                .collect(),
+            axis: Axis::Ratio,
+            title: format!("{metric}: ratio to the baseline"),
+        };
+        let cov = coverage(rows.iter().filter_map(|c| c.ci_level));
+        writeln!(
+            out,
+            "<figure id=\"forest-{}\"><figcaption>{}: candidate over baseline (Hodges–Lehmann ratio), whiskers = {cov}CI, line at 1× = no difference</figcaption>",
+            slug(metric),
+            esc(metric)
+        )?;
+        write_dot_plot(out, &plot)?;
+        write_legend(
+            out,
+            &[
+                (3, "significant after Holm's correction".to_string()),
+                (0, "not significant".to_string()),
+            ],
+            false,
+            None,
+        )?;
+        writeln!(out, "</figure>")?;
+    }
+    let uncompared: Vec<_> = r.comparisons.iter().filter(|c| !c.compared).collect();
+    if !uncompared.is_empty() {
+        writeln!(out, "<p class=\"fail\">Not compared:</p><ul>")?;
+        for c in uncompared {
+            writeln!(
+                out,
+                "<li>{}: {}</li>",
+                esc(&c.row.context),
+                esc(&c.row.text)
+            )?;
+        }
+        writeln!(out, "</ul>")?;
+    }
+    if let Some(s) = side {
+        for metric in v.key_metrics() {
+            write_side_forest(out, v, s, metric)?;
+        }
+    }
+    writeln!(out, "</section>")
+}
+
+/// Each column's median over the reference's (the baseline column, or the columns'
+/// median) per configuration: a forest of the side-by-side ratios.
+fn write_side_forest(out: &mut String, v: &View<'_>, s: &SideBySide, metric: &str) -> fmt::Result {
+    let rows: Vec<_> = s.rows.iter().filter(|r| r.metric == metric).collect();
+    let mut labels = Vec::new();
+    let mut dots = Vec::new();
+    for row in &rows {
+        let mut any = false;
+        for (i, x) in row.values.iter().enumerate() {
+            let SideValue::Measured {
+                median,
+                ci,
+                ratio: Some(ratio),
+                outlier,
+                ..
+            } = x
+            else {
+                continue;
+            };
+            let col = v
+                .columns
+                .iter()
+                .position(|c| *c == s.columns[i])
+                .unwrap_or(i);
+            // The reference median: this median over its ratio.
+            let reference = median / ratio;
+            dots.push(Dot {
+                row: labels.len(),
+                series: col,
+                colour: col,
+                value: *ratio,
+                interval: ci
+                    .filter(|_| reference > 0.0)
+                    .map(|(lo, hi)| (lo / reference, hi / reference)),
+                ring: *outlier,
+            });
+            any = true;
+        }
+        if any {
+            let cfg: Vec<String> = row.params.iter().map(|(k, x)| format!("{k}={x}")).collect();
+            labels.push(if cfg.is_empty() {
+                "(one configuration)".to_string()
+            } else {
+                cfg.join(" ")
+            });
+        }
+    }
+    if dots.is_empty() {
+        return Ok(());
+    }
+    let reference = match &s.baseline {
+        Some(b) => format!("{b} (its drive in the same position)"),
+        None => "the median of the columns".to_string(),
+    };
+    let plot = DotPlot {
+        rows: labels,
+        series: v.columns.len(),
+        dots,
+        axis: Axis::Ratio,
+        title: format!("{metric}: ratio"),
+    };
+    writeln!(
+        out,
+        "<figure id=\"side-forest-{}\"><figcaption>{}: each host/drive over {}; whiskers = its CI of the median over the reference median (the reference's own spread not included); line at 1×</figcaption>",
+        slug(metric),
+        esc(metric),
+        esc(&reference)
+    )?;
+    write_dot_plot(out, &plot)?;
+    let entries: Vec<(usize, String)> = v.columns.iter().cloned().enumerate().collect();
+    let ring = plot
+        .dots
+        .iter()
+        .any(|d| d.ring)
+        .then_some("outlier of the fleet");
+    write_legend(out, &entries, false, ring)?;
+    writeln!(out, "</figure>")
+}
+
+/// One dot-and-interval chart per metric: a row per configuration, a colour per host or
+/// drive. Key metrics open, the rest folded.
+fn write_metric_charts(out: &mut String, v: &View<'_>) -> fmt::Result {
+    if v.metrics.is_empty() {
+        return Ok(());
+    }
+    let keys = v.key_metrics();
+    writeln!(
+        out,
+        "<section id=\"metrics\"><h2>Per metric</h2><p class=\"muted\">Median of the repetitions per configuration (row) and host/drive (colour); whiskers: the CI of the median. Axes span the data, not from zero.</p>"
+    )?;
+    let entries: Vec<(usize, String)> = v.columns.iter().cloned().enumerate().collect();
+    let rest = v
+        .metrics
+        .iter()
+        .filter(|m| !keys.contains(&m.as_str()))
+        .count();
+    let ordered = keys.iter().copied().chain(
+        v.metrics
+            .iter()
+            .map(String::as_str)
+            .filter(|m| !keys.contains(m)),
+    );
+    for (i, metric) in ordered.enumerate() {
+        if i == keys.len() && rest > 0 {
+            writeln!(
+                out,
+                "<details id=\"more-metrics\"><summary>{rest} more metric(s)</summary>"
+            )?;
+        }
+        write_metric_chart(out, v, metric, &entries)?;
+    }
+    if rest > 0 {
+        writeln!(out, "</details>")?;
+    }
+    writeln!(out, "</section>")
+}
+
+fn write_metric_chart(
+    out: &mut String,
+    v: &View<'_>,
+    metric: &str,
+    entries: &[(usize, String)],
+) -> fmt::Result {
+    // Rows: the configurations that have this metric, in order; no empty row.
+    let mut rows: Vec<usize> = Vec::new();
+    let mut found: Vec<(&CellReport, &MetricStats, usize, usize)> = Vec::new();
+    for (c, (col, cfg)) in v.r.cells.iter().zip(&v.place) {
+        let Some(m) = find_metric(c, metric).filter(|m| m.stats.median.is_finite()) else {
+            continue;
+        };
+        let row = match rows.iter().position(|r| r == cfg) {
+            Some(i) => i,
+            None => {
+                rows.push(*cfg);
+                rows.len() - 1
+            }
+        };
+        found.push((c, m, row, *col));
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let unit_name = found[0].1.unit.clone();
+    let medians: Vec<f64> = found.iter().map(|(_, m, _, _)| m.stats.median).collect();
+    let unit = Unit::for_values(&medians, &unit_name);
+    let levels = found
+        .iter()
+        .filter(|(_, m, _, _)| m.stats.median_ci.is_some())
+        .filter_map(|(_, m, _, _)| m.stats.median_ci_level);
+    let cov = coverage(levels);
+    let plot = DotPlot {
+        rows: rows.iter().map(|i| v.configs[*i].clone()).collect(),
+        series: v.columns.len(),
+        dots: found
+            .iter()
+            .map(|(c, m, row, col)| Dot {
+                row: *row,
+                series: *col,
+                colour: *col,
+                value: m.stats.median,
+                interval: m
+                    .stats
+                    .median_ci
+                    .filter(|(lo, hi)| lo.is_finite() && hi.is_finite()),
+                ring: v.is_outlier(c, metric),
+            })
+            .collect(),
+        axis: Axis::Values(unit),
+        title: format!("{metric} median"),
+    };
+    let ring = plot
+        .dots
+        .iter()
+        .any(|d| d.ring)
+        .then_some("outlier of the fleet");
+    let whiskers = if cov.is_empty() {
+        "no CI: too few repetitions".to_string()
+    } else {
+        format!("whiskers = {cov}CI of the median")
+    };
+    writeln!(
+        out,
+        "<figure id=\"dots-{}\"><figcaption>{}: median per configuration and host/drive, {whiskers}</figcaption>",
+        slug(metric),
+        esc(metric)
+    )?;
+    write_dot_plot(out, &plot)?;
+    write_legend(out, entries, false, ring)?;
+    writeln!(out, "</figure>")
+}
+
+/// One operation's latency percentiles in one cell: (quantile, seconds).
+type Curve = Vec<(f64, f64)>;
+
+/// The operations with latency percentiles: `latency` (the merged HDR histograms of every
+/// operation of every run: fsync) and each fio `….p50` family (the median over the runs of
+/// each run's percentile), per cell.
+fn percentile_operations(v: &View<'_>) -> IndexMap<String, Vec<(usize, Curve)>> {
+    let mut ops: IndexMap<String, Vec<(usize, Curve)>> = IndexMap::new();
+    for (i, c) in v.r.cells.iter().enumerate() {
+        if let Some(l) = c.latency.as_ref().filter(|l| l.curve.len() >= 2) {
+            ops.entry("latency (every operation of every run)".into())
+                .or_default()
+                .push((i, l.curve.clone()));
+        }
+        for m in &c.metrics {
+            let Some(prefix) = m.metric.strip_suffix(".p50") else {
+                continue;
+            };
+            if m.unit != "s" {
+                continue;
+            }
+            let curve: Curve = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9")]
+                .into_iter()
+                .filter_map(|(q, name)| {
+                    let m = find_metric(c, &format!("{prefix}.{name}"))?;
+                    (m.stats.median > 0.0).then_some((q, m.stats.median))
+                })
+                .collect();
+            if curve.len() >= 2 {
+                ops.entry(format!("{prefix} (median of the runs' percentiles)"))
+                    .or_default()
+                    .push((i, curve));
+            }
+        }
+    }
+    ops
+}
+
+/// Latency percentile curves, fio's clat view: per operation, small multiples of one
+/// configuration each with a line per host/drive (or, with one host and drive, lines per
+/// configuration).
+fn write_percentiles(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let ops = percentile_operations(v);
+    if ops.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<section id=\"percentiles\"><h2>Latency percentiles</h2><p class=\"muted\">Per-operation latency at p50 … p99.99 (as far as the operations resolve: at least one operation above the percentile); x: log scale of 100% − p, y: log scale.</p>"
+    )?;
+    for (op, curves) in &ops {
+        writeln!(out, "<h3>{}</h3>", esc(op))?;
+        let several = curves
+            .iter()
+            .any(|(i, _)| v.place[*i].0 != v.place[curves[0].0].0);
+        // Panels: (title, series).
+        let mut panels: Vec<(String, Vec<Series>)> = Vec::new();
+        if several {
+            let mut by_cfg: IndexMap<usize, Vec<Series>> = IndexMap::new();
+            for (i, curve) in curves {
+                let (col, cfg) = v.place[*i];
+                by_cfg.entry(cfg).or_default().push(Series {
+                    label: v.columns[col].clone(),
+                    colour: col,
+                    points: curve.clone(),
+                });
+            }
+            panels.extend(
+                by_cfg
+                    .into_iter()
+                    .map(|(cfg, s)| (v.configs[cfg].clone(), s)),
+            );
+        } else {
+            let all: Vec<Series> = curves
+                .iter()
+                .enumerate()
+                .map(|(k, (i, curve))| Series {
+                    label: v.configs[v.place[*i].1].clone(),
+                    colour: k % charts::PALETTE.len(),
+                    points: curve.clone(),
+                })
+                .collect();
+            let column = &v.columns[v.place[curves[0].0].0];
+            let chunks = all.len().div_ceil(charts::PALETTE.len());
+            let mut all = all.into_iter().peekable();
+            for k in 0..chunks {
+                let chunk: Vec<Series> = all.by_ref().take(charts::PALETTE.len()).collect();
+                let title = if chunks > 1 {
+                    format!("{column} ({} of {chunks})", k + 1)
+                } else {
+                    column.clone()
+                };
+                panels.push((title, chunk));
+            }
+        }
+        let wide = !several;
+        let axis = charts::percentile_axis(&panels.iter().flat_map(|(_, s)| s).collect::<Vec<_>>());
+        if several {
+            // One legend for every panel, before them.
+            let mut cols: Vec<usize> = curves.iter().map(|(i, _)| v.place[*i].0).collect();
+            cols.sort_unstable();
+            cols.dedup();
+            let entries: Vec<(usize, String)> = cols
+                .into_iter()
+                .map(|c| (c, v.columns[c].clone()))
+                .collect();
+            write_legend(out, &entries, true, None)?;
+        }
+        writeln!(out, "<div class=\"grid\">")?;
+        for (k, (title, series)) in panels.iter().enumerate() {
+            if k == PANELS_SHOWN {
+                writeln!(
+                    out,
+                    "</div><details><summary>{} more configurations</summary><div class=\"grid\">",
+                    panels.len() - PANELS_SHOWN
+                )?;
+            }
+            let (w, h) = if wide {
+                (charts::CHART_WIDTH, charts::LINE_CHART_HEIGHT)
+            } else {
+                (charts::PANEL_WIDTH, charts::PANEL_HEIGHT)
+            };
+            let style = if wide { " style=\"width:auto\"" } else { "" };
+            writeln!(
+                out,
+                "<figure class=\"percentiles\"{style}><figcaption>{}</figcaption>",
+                esc(title)
+            )?;
+            match charts::percentile_svg(series, &axis, w, h) {
+                Ok(svg) => writeln!(out, "{svg}")?,
+                Err(e) => writeln!(
+                    out,
+                    "<p class=\"muted\">chart could not be drawn: {}</p>",
+                    esc(&e.to_string())
+                )?,
+            }
+            if !several {
+                let entries: Vec<(usize, String)> =
+                    series.iter().map(|s| (s.colour, s.label.clone())).collect();
+                write_legend(out, &entries, true, None)?;
+            }
+            writeln!(out, "</figure>")?;
+        }
+        writeln!(out, "</div>")?;
+        if panels.len() > PANELS_SHOWN {
+            writeln!(out, "</details>")?;
+        }
+    }
+    writeln!(out, "</section>")
+}
+
+/// Latency against the `size` parameter, log–log, a line per host/drive and the other
+/// parameters.
+fn write_size_chart(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
+    let Some(metric) = LATENCY_METRICS
+        .into_iter()
+        .find(|m| r.cells.iter().any(|c| find_metric(c, m).is_some()))
+    else {
+        return Ok(());
+    };
+    let mut groups: IndexMap<String, Vec<(f64, f64)>> = IndexMap::new();
+    for c in &r.cells {
+        let Some(size) = c.params.get(SIZE_PARAM).and_then(|s| parse_size(s)) else {
+            continue;
+        };
+        let Some(m) = find_metric(c, metric) else {
+            continue;
+        };
+        let points = groups
+            .entry(cell_label(c, &v.order, &[SIZE_PARAM]))
+            .or_default();
+        // A log axis has no place for zero or negative latencies.
+        if m.stats.median.is_finite() && m.stats.median > 0.0 {
+            points.push((size, m.stats.median));
+        }
+    }
+    let series: Vec<Series> = groups
+        .into_iter()
+        .filter(|(_, p)| !p.is_empty())
+        .enumerate()
+        .map(|(i, (label, mut points))| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series {
+                label,
+                colour: i,
+                points,
+            }
+        })
+        .collect();
+    if series.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<section id=\"size\"><h2>Latency against {SIZE_PARAM}</h2><figure id=\"latency-vs-size\"><figcaption>{} against {SIZE_PARAM} (medians, log–log)</figcaption>",
+        esc(metric)
+    )?;
+    match charts::size_svg(&series, metric, SIZE_PARAM) {
+        Ok(svg) => writeln!(out, "{svg}")?,
+        Err(e) => writeln!(
+            out,
+            "<p class=\"muted\">chart could not be drawn: {}</p>",
+            esc(&e.to_string())
+        )?,
+    }
+    let entries: Vec<(usize, String)> =
+        series.iter().map(|s| (s.colour, s.label.clone())).collect();
+    write_legend(out, &entries, true, None)?;
+    writeln!(out, "</figure></section>")
+}
+
+// ---------------------------------------------------------------------------
+// details
+
+fn write_details(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
+    writeln!(
+        out,
+        "<section id=\"details\"><h2>Every metric of every cell</h2>"
+    )?;
+    if let Some(s) = &r.side_by_side {
+        writeln!(
+            out,
+            "<details><summary>{} — every metric</summary>",
+            esc(&side_title(r, s))
+        )?;
+        write_side_table(out, v, s, &[])?;
+        writeln!(out, "</details>")?;
+    }
+    let mut hosts: IndexMap<&str, Vec<&CellReport>> = IndexMap::new();
+    for c in &r.cells {
+        hosts.entry(c.host.as_str()).or_default().push(c);
+    }
+    let rows: usize = r.cells.iter().map(|c| c.metrics.len().max(1)).sum();
+    let open = if rows <= OPEN_TABLE_ROWS { " open" } else { "" };
+    for (host, cells) in &hosts {
+        writeln!(
+            out,
+            "<details class=\"host\"{open}><summary>{} — {} cell(s)</summary>",
+            esc(host),
+            cells.len()
+        )?;
+        write_host_table(out, cells, &v.order)?;
+        writeln!(out, "</details>")?;
+    }
+    let notes: Vec<String> = super::notes(r)
+        .into_iter()
+        .filter(|n| {
+            n.contains(": warning: ") || n.contains(" vs ") || n.starts_with("comparisons:")
+        })
+        .collect();
+    if !notes.is_empty() {
+        writeln!(
+            out,
+            "<details id=\"notes\"><summary>Comparisons and warnings ({})</summary><ul>",
+            notes.len()
+        )?;
+        for n in notes {
+            let class = if n.contains(": warning: ") {
+                " class=\"warn\""
+            } else {
+                ""
+            };
+            writeln!(out, "<li{class}>{}</li>", esc(&n))?;
+        }
+        writeln!(out, "</ul></details>")?;
+    }
+    writeln!(out, "</section>")
+}
+
+fn write_host_table(out: &mut String, cells: &[&CellReport], order: &[String]) -> fmt::Result {
+    // Only the parameters this host's cells actually carry get a column.
+    let cols: Vec<&String> = order
+        .iter()
+        .filter(|k| cells.iter().any(|c| c.params.contains_key(*k)))
+        .collect();
+    write!(out, "<table class=\"sortable\"><thead><tr>")?;
+    for k in &cols {
+        write!(out, "<th>{}</th>", esc(k))?;
+    }
+    writeln!(out, "<th>metric</th><th>n</th><th>median (CI)</th><th>mean ± stddev</th><th>min</th><th>max</th></tr></thead><tbody>")?;
+    for cell in cells {
+        // Every row carries its cell's parameters, so a sorted table still names them.
+        let params: String = cols
+            .iter()
+            .map(|k| format!("<td>{}</td>", esc(cell.params.get(*k).map_or("", |v| v))))
+            .collect();
+        if cell.metrics.is_empty() && cell.unmeasured.is_empty() {
+            writeln!(
+                out,
+                "<tr>{params}<td>-</td><td class=\"num\">0 ({} failed)</td><td colspan=\"4\" class=\"muted\">no samples</td></tr>",
+                cell.failed
+            )?;
+        }
+        for m in &cell.metrics {
+            writeln!(out, "<tr>{params}{}</tr>", metric_cells(cell, m))?;
+        }
+        for u in &cell.unmeasured {
+            writeln!(
+                out,
+                "<tr>{params}<td>{}</td><td class=\"num\">0 (+{} {})</td><td colspan=\"4\" class=\"muted\">{}</td></tr>",
+                esc(&u.metric),
+                u.count,
+                esc(&u.reason),
+                esc(&u.reason)
+            )?;
+        }
+    }
+    writeln!(out, "</tbody></table>")?;
+    let notes: Vec<String> = cells
+        .iter()
+        .flat_map(|c| {
+            let failed = (c.failed > 0).then(|| format!("{} failed repetition(s)", c.failed));
+            failed
+                .into_iter()
+                .chain(c.warnings.iter().cloned())
+                .chain(super::runs_notes(c))
+                .map(move |w| {
+                    // The cell as people name it: its parameters (the table's row labels).
+                    let label = super::label(&c.params);
+                    let label = if label.is_empty() {
+                        c.cell_id.clone()
+                    } else {
+                        label
+                    };
+                    format!("{label}: {w}")
+                })
+        })
+        .collect();
+    if !notes.is_empty() {
+        writeln!(out, "<ul class=\"warn\">")?;
+        for n in notes {
+            writeln!(out, "<li>{}</li>", esc(&n))?;
+        }
+        writeln!(out, "</ul>")?;
+    }
+    Ok(())
+}
+
+/// A metric's cells, one unit for the row (chosen by its median, as the text report
+/// does); a per-run latency percentile gives way to the merged one of the same name
+/// (`latency.p99`: every operation of every run), as in every format.
+fn metric_cells(cell: &CellReport, m: &MetricStats) -> String {
+    let merged = m.metric.strip_suffix(PER_RUN).and_then(|name| {
+        let l = cell.latency.as_ref()?;
+        Some((name, l.get(name)?, l))
+    });
+    if let Some((name, value, l)) = merged {
+        let u = Unit::for_values(&[value], "s");
+        return format!(
+            "<td>{}</td><td class=\"num\">{}</td><td class=\"num\" data-v=\"{value}\">{} over all {} ops</td><td></td><td></td><td></td>",
+            esc(name),
+            l.runs,
+            esc(&u.show(value)),
+            l.ops,
+        );
+    }
+    let s = &m.stats;
+    let u = if s.median != 0.0 {
+        Unit::for_values(&[s.median], &m.unit)
+    } else {
+        Unit::for_values(&[s.mean, s.max], &m.unit)
+    };
+    let mut n = s.n.to_string();
+    if m.not_measured > 0 {
+        n.push_str(&format!(" (+{} {})", m.not_measured, m.not_measured_reason));
+    }
+    if cell.failed > 0 {
+        n.push_str(&format!(" ({} failed)", cell.failed));
+    }
+    let median = match (s.median_ci, s.median_ci_level) {
+        (Some((lo, hi)), Some(level)) => format!(
+            "{} <span class=\"muted\">({}% CI {} … {})</span>",
+            esc(&u.show(s.median)),
+            super::stats::level_pct(level),
+            esc(&u.bare(lo)),
+            esc(&u.bare(hi))
+        ),
+        _ => esc(&u.show(s.median)),
+    };
+    format!(
+        "<td>{}</td><td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{median}</td><td class=\"num\" data-v=\"{}\">{} ± {}</td><td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{}</td>",
+        esc(&m.metric),
+        s.n,
+        esc(&n),
+        s.median,
+        s.mean,
+        esc(&u.show(s.mean)),
+        esc(&u.show(s.stddev)),
+        s.min,
+        esc(&u.show(s.min)),
+        s.max,
+        esc(&u.show(s.max)),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// helpers
+
+/// A positive size such as `4096`, `4K`, `4KiB` or `1M` in bytes (K means 1024), as the
+/// campaign's own parser reads it.
+pub fn parse_size(s: &str) -> Option<f64> {
+    crate::spec::parse_bytes(s)
+        .filter(|b| *b > 0)
+        .map(|b| b as f64)
+}
+
+fn find_metric<'a>(c: &'a CellReport, name: &str) -> Option<&'a MetricStats> {
+    c.metrics.iter().find(|m| m.metric == name)
+}
+
+/// An id fragment: `latency.p99 per run` → `latency-p99-per-run`.
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// `host · k=v k=v`, parameters in campaign order, leaving out `skip`.
+fn cell_label(c: &CellReport, order: &[String], skip: &[&str]) -> String {
+    let params: Vec<String> = order
+        .iter()
+        .filter(|k| !skip.contains(&k.as_str()))
+        .filter_map(|k| c.params.get(k).map(|v| format!("{k}={v}")))
+        .collect();
+    if params.is_empty() {
+        c.host.clone()
+    } else {
+        format!("{} · {}", c.host, params.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests;
