@@ -523,11 +523,28 @@ pub struct PivotTable {
     pub column_keys: Vec<String>,
     pub metric: String,
     pub stat: String,
+    /// The unit of every value, when the pivot shows one metric; empty otherwise.
     pub unit: String,
+    /// With several metrics laid out by columns: each column's unit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub column_units: Vec<String>,
+    /// With several metrics laid out by rows: each row's unit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub row_units: Vec<String>,
     /// Column labels (the column keys' values joined by spaces).
     pub columns: Vec<String>,
     /// Row labels (one per row key) and one value per column (None: no cell there).
     pub rows: Vec<(Vec<String>, Vec<Option<f64>>)>,
+}
+
+impl PivotTable {
+    /// The unit of the value in row `row`, column `column`.
+    pub fn unit_at(&self, row: usize, column: usize) -> &str {
+        self.row_units
+            .get(row)
+            .or(self.column_units.get(column))
+            .unwrap_or(&self.unit)
+    }
 }
 
 fn statistic(values: &mut [f64], stat: &str) -> Option<f64> {
@@ -577,58 +594,88 @@ pub fn pivot(
     device_field: &dyn Fn(&str, &str, &str) -> Option<String>,
 ) -> Option<PivotTable> {
     let p = settings.pivot.as_ref()?;
-    let mut rows: indexmap::IndexMap<Vec<String>, indexmap::IndexMap<String, Vec<f64>>> =
-        indexmap::IndexMap::new();
+    let metrics = p.all_metrics();
+    // Row labels → column label → (the slot's metric, its values).
+    type Slots = indexmap::IndexMap<String, (String, Vec<f64>)>;
+    let mut rows: indexmap::IndexMap<Vec<String>, Slots> = indexmap::IndexMap::new();
     let mut columns: Vec<String> = Vec::new();
-    let mut unit = String::new();
+    let mut units: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
+    // With `metric` among the column keys, each column holds one metric.
+    let mut col_metric: std::collections::HashMap<String, String> = Default::default();
     for cell in cells {
-        // Merged latency names pool one value per cell (its percentile over all its
-        // operations); other metrics pool every repetition.
-        let cell_values: Vec<f64> = if super::MergedLatency::is_merged_name(&p.metric) {
-            let Some(v) = merged(cell, &p.metric) else {
-                continue;
+        for metric in &metrics {
+            // Merged latency names pool one value per cell (its percentile over all its
+            // operations); other metrics pool every repetition.
+            let cell_values: Vec<f64> = if super::MergedLatency::is_merged_name(metric) {
+                let Some(v) = merged(cell, metric) else {
+                    continue;
+                };
+                units.insert(metric.clone(), "s".into());
+                vec![v]
+            } else {
+                let Some(m) = cell.metrics.iter().find(|m| &m.metric == metric) else {
+                    continue;
+                };
+                units.insert(metric.clone(), m.unit.clone());
+                m.values.clone()
             };
-            unit = "s".into();
-            vec![v]
-        } else {
-            let Some(m) = cell.metrics.iter().find(|m| m.metric == p.metric) else {
-                continue;
+            let value = |k: &String| match k.as_str() {
+                "metric" => metric.clone(),
+                k => pivot_value(cell, k, device_field),
             };
-            unit = m.unit.clone();
-            m.values.clone()
-        };
-        let row: Vec<String> = p
-            .rows
-            .iter()
-            .map(|k| pivot_value(cell, &k.name, device_field))
-            .collect();
-        let col: Vec<String> = p
-            .columns
-            .iter()
-            .map(|k| pivot_value(cell, &k.name, device_field))
-            .collect();
-        let col = col.join(" ");
-        if !columns.contains(&col) {
-            columns.push(col.clone());
+            let row: Vec<String> = p.rows.iter().map(|k| value(&k.name)).collect();
+            let col: Vec<String> = p.columns.iter().map(|k| value(&k.name)).collect();
+            let col = col.join(" ");
+            if !columns.contains(&col) {
+                columns.push(col.clone());
+            }
+            col_metric.insert(col.clone(), metric.clone());
+            rows.entry(row)
+                .or_default()
+                .entry(col)
+                .or_insert_with(|| (metric.clone(), Vec::new()))
+                .1
+                .extend(cell_values);
         }
-        rows.entry(row)
-            .or_default()
-            .entry(col)
-            .or_default()
-            .extend(cell_values);
     }
+    let unit_of = |m: &str| units.get(m).cloned().unwrap_or_default();
+    let by_key = |keys: &[crate::spec::PivotKey], label: &[String]| -> Option<String> {
+        let i = keys.iter().position(|k| k.name == "metric")?;
+        label.get(i).map(|m| unit_of(m))
+    };
+    let metric_in_columns = p.columns.iter().any(|k| k.name == "metric");
+    let metric_in_rows = p.rows.iter().any(|k| k.name == "metric");
     Some(PivotTable {
         row_keys: p.rows.iter().map(|k| k.name.clone()).collect(),
         column_keys: p.columns.iter().map(|k| k.name.clone()).collect(),
-        metric: p.metric.clone(),
+        metric: metrics.join(", "),
         stat: p.stat.clone(),
-        unit,
+        unit: if metrics.len() == 1 {
+            unit_of(&metrics[0])
+        } else {
+            String::new()
+        },
+        column_units: if metric_in_columns {
+            columns
+                .iter()
+                .map(|c| col_metric.get(c).map(|m| unit_of(m)).unwrap_or_default())
+                .collect()
+        } else {
+            Vec::new()
+        },
+        row_units: if metric_in_rows {
+            rows.keys()
+                .map(|labels| by_key(&p.rows, labels).unwrap_or_default())
+                .collect()
+        } else {
+            Vec::new()
+        },
         rows: rows
             .into_iter()
             .map(|(labels, mut by_col)| {
                 let values = columns
                     .iter()
-                    .map(|c| by_col.get_mut(c).and_then(|v| statistic(v, &p.stat)))
+                    .map(|c| by_col.get_mut(c).and_then(|(_, v)| statistic(v, &p.stat)))
                     .collect();
                 (labels, values)
             })
@@ -944,6 +991,7 @@ mod tests {
                 rows: vec![key("host"), key("device.model"), key("write_cache")],
                 columns: vec![key("size")],
                 metric: "latency.mean".into(),
+                metrics: vec![],
                 stat: "min".into(),
                 line: 1,
                 column: 1,
@@ -960,6 +1008,63 @@ mod tests {
             assert!((got.unwrap() - want).abs() < 1e-12, "{got:?} vs {want}");
         }
         assert_eq!(p.rows[1].0[1], "INTEL SSDSC2BW120A4");
+    }
+
+    #[test]
+    fn seed_003_table_filesystem_by_metric_each_column_in_its_unit() {
+        // bonnie++ on three filesystems: block writes in B/s and seeks in op/s.
+        let cells: Vec<CellReport> = [("ext4", 1.2e9, 900.0), ("btrfs", 0.9e9, 700.0)]
+            .iter()
+            .map(|(fs, bw, seeks)| {
+                let mut c = cell("rc66", "sdb", "on", "1", "0", &[1.0]);
+                c.params = [("fs".to_string(), fs.to_string())].into_iter().collect();
+                c.metrics = [("put_block", "B/s", *bw), ("seeks", "op/s", *seeks)]
+                    .iter()
+                    .map(|(m, unit, v)| MetricStats {
+                        metric: m.to_string(),
+                        unit: unit.to_string(),
+                        stats: stats::summarize(&[*v, v * 1.1]).unwrap(),
+                        values: vec![*v, v * 1.1],
+                        not_measured: 0,
+                        not_measured_reason: String::new(),
+                        samples: vec![],
+                    })
+                    .collect();
+                c
+            })
+            .collect();
+        let settings = ReportSpec {
+            pivot: Some(Pivot {
+                rows: vec![key("fs")],
+                columns: vec![key("metric")],
+                metric: "put_block".into(),
+                metrics: vec!["put_block".into(), "seeks".into()],
+                stat: "min".into(),
+                line: 1,
+                column: 1,
+            }),
+            ..ReportSpec::default()
+        };
+        let p = pivot(&cells, &settings, &|_: &str, _: &str, _: &str| None).unwrap();
+        assert_eq!(p.columns, ["put_block", "seeks"]);
+        assert_eq!(p.column_units, ["B/s", "op/s"]);
+        assert_eq!(p.unit, "");
+        assert_eq!(p.metric, "put_block, seeks");
+        assert_eq!(p.rows[0].0, ["ext4"]);
+        assert_eq!(p.rows[0].1, [Some(1.2e9), Some(900.0)]);
+        assert_eq!(p.rows[1].1, [Some(0.9e9), Some(700.0)]);
+        assert_eq!((p.unit_at(1, 0), p.unit_at(1, 1)), ("B/s", "op/s"));
+        // The metrics as rows instead: each row in its unit.
+        let mut s = settings.clone();
+        let pv = s.pivot.as_mut().unwrap();
+        (pv.rows, pv.columns) = (vec![key("metric")], vec![key("fs")]);
+        let p = pivot(&cells, &s, &|_: &str, _: &str, _: &str| None).unwrap();
+        assert_eq!(p.columns, ["ext4", "btrfs"]);
+        assert_eq!(p.row_units, ["B/s", "op/s"]);
+        assert_eq!(
+            p.rows[1],
+            (vec!["seeks".to_string()], vec![Some(900.0), Some(700.0)])
+        );
     }
 
     #[test]

@@ -910,13 +910,13 @@ pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Ve
     let rows = p
         .rows
         .iter()
-        .map(|(labels, values)| {
+        .enumerate()
+        .map(|(r, (labels, values))| {
             let mut row = labels.clone();
-            row.extend(
-                values
-                    .iter()
-                    .map(|v| v.map(|v| human(v, &p.unit)).unwrap_or_else(|| "-".into())),
-            );
+            row.extend(values.iter().enumerate().map(|(c, v)| {
+                v.map(|v| human(v, p.unit_at(r, c)))
+                    .unwrap_or_else(|| "-".into())
+            }));
             row
         })
         .collect();

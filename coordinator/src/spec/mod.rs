@@ -123,6 +123,17 @@ pub struct Until {
     pub ci_pct: f64,
 }
 
+impl Pivot {
+    /// Every metric the pivot shows, in order.
+    pub fn all_metrics(&self) -> Vec<String> {
+        if self.metrics.is_empty() {
+            vec![self.metric.clone()]
+        } else {
+            self.metrics.clone()
+        }
+    }
+}
+
 impl Repeat {
     pub fn fixed(n: u32) -> Repeat {
         Repeat {
@@ -233,12 +244,16 @@ pub struct ReportSpec {
     pub pivot: Option<Pivot>,
 }
 
-/// `report.pivot`: one statistic of one metric, rows × columns.
+/// `report.pivot`: one statistic of one metric (or of several, laid out by the key
+/// `metric` in `rows` or `columns`), rows × columns.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Pivot {
     pub rows: Vec<PivotKey>,
     pub columns: Vec<PivotKey>,
+    /// The metric, or the first of `metrics`.
     pub metric: String,
+    /// `metric: [put_block, get_block, seeks]`: every metric, in order; empty when one.
+    pub metrics: Vec<String>,
     /// min | median | mean | max | pNN, over every repetition of every cell in the slot.
     pub stat: String,
     pub line: usize,
@@ -746,6 +761,7 @@ fn check_report_keys(spec: &schema::Spec, params: &[String], errs: &mut Errors) 
                 .contains(&f)
             });
             let known = k.name == "host"
+                || k.name == "metric"
                 || ((k.name == "device" || device_field) && spec.devices.is_some())
                 || params.contains(&k.name);
             if !known {
@@ -754,7 +770,7 @@ fn check_report_keys(spec: &schema::Spec, params: &[String], errs: &mut Errors) 
                     column: k.column,
                 };
                 errs.push(spec_error(pos, "report.pivot", format!("`{}` is not a pivot key of this campaign", k.name))
-                    .hint("use `host`, a parameter, or with `devices:` `device` or `device.model` (serial, transport, controller, vendor, firmware)"));
+                    .hint("use `host`, `metric`, a parameter, or with `devices:` `device` or `device.model` (serial, transport, controller, vendor, firmware)"));
             }
         }
     }

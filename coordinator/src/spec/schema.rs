@@ -1439,9 +1439,9 @@ fn read_report(v: &Node, errs: &mut Errors) -> Option<(super::ReportSpec, Vec<Me
                 });
             }
             "pivot" => {
-                if let Some((pivot, metric)) = read_pivot(&e.value, &path, errs) {
+                if let Some((pivot, metrics)) = read_pivot(&e.value, &path, errs) {
                     spec.pivot = Some(pivot);
-                    refs.push(metric);
+                    refs.extend(metrics);
                 }
             }
             "qualify" => {
@@ -1483,7 +1483,7 @@ const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];
 
 /// `report.pivot`: a table like seed 001's (rows × columns of one statistic), and where
 /// its metric is written.
-fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, MetricRef)> {
+fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, Vec<MetricRef>)> {
     let entries = errs.ok(map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`"))?;
     let start = errs.count();
     let all = entries;
@@ -1493,7 +1493,7 @@ fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, 
         column: v.pos.column,
         ..Default::default()
     };
-    let mut metric_pos = v.pos;
+    let mut metric_refs = Vec::new();
     for e in &entries {
         let p = join(path, &e.name);
         match e.name.as_str() {
@@ -1526,12 +1526,42 @@ fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, 
                 }
             }
             "metric" => {
-                if let Some(m) = errs.ok(string(&e.value, &p, "a metric name")) {
-                    if m.is_empty() {
-                        errs.push(missing(v.pos, path, "metric"));
-                    }
-                    pivot.metric = m;
-                    metric_pos = e.value.pos;
+                // One metric, or a list laid out by the key `metric`.
+                let (items, listed): (Vec<(String, &Node)>, bool) = match &e.value.kind {
+                    Kind::Seq(items) => (
+                        items
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, item)| {
+                                let m =
+                                    errs.ok(string(item, &format!("{p}[{i}]"), "a metric name"))?;
+                                Some((m, item))
+                            })
+                            .collect(),
+                        true,
+                    ),
+                    _ => (
+                        errs.ok(string(&e.value, &p, "a metric name, or a list of them"))
+                            .map(|m| (m, &e.value))
+                            .into_iter()
+                            .collect(),
+                        false,
+                    ),
+                };
+                if items.is_empty() || items.iter().any(|(m, _)| m.is_empty()) {
+                    errs.push(missing(v.pos, path, "metric"));
+                    continue;
+                }
+                for (m, node) in &items {
+                    metric_refs.push(MetricRef {
+                        pos: node.pos,
+                        path: p.clone(),
+                        named: Named::Metric(m.clone()),
+                    });
+                }
+                pivot.metric = items[0].0.clone();
+                if listed && items.len() > 1 {
+                    pivot.metrics = items.into_iter().map(|(m, _)| m).collect();
                 }
             }
             "stat" => {
@@ -1559,10 +1589,18 @@ fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, 
     if pivot.stat.is_empty() {
         pivot.stat = "median".into();
     }
-    let metric = MetricRef {
-        pos: metric_pos,
-        path: join(path, "metric"),
-        named: Named::Metric(pivot.metric.clone()),
-    };
-    errs.clean_since(start, (pivot, metric))
+    // Several metrics need a place: a column each unless `metric` is among the rows.
+    let placed = pivot
+        .rows
+        .iter()
+        .chain(&pivot.columns)
+        .any(|k| k.name == "metric");
+    if !pivot.metrics.is_empty() && !placed {
+        pivot.columns.push(super::PivotKey {
+            name: "metric".into(),
+            line: v.pos.line,
+            column: v.pos.column,
+        });
+    }
+    errs.clean_since(start, (pivot, metric_refs))
 }

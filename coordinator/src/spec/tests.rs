@@ -540,6 +540,32 @@ fn repeat_as_a_mapping_with_equal_bounds_is_a_plain_number() {
 }
 
 #[test]
+fn a_pivot_of_several_metrics_lays_them_out_as_columns_unless_placed() {
+    let base =
+        "name: x\nworkload: { bonnie: { directory: /mnt } }\nmatrix: { fs: [ext4, btrfs] }\n";
+    let c = parse(
+        "t.yaml",
+        &format!("{base}report: {{ pivot: {{ rows: [fs], columns: [], metric: [put_block, seeks] }} }}\n"),
+    );
+    // `columns: []` is still a missing key.
+    assert!(c.is_err());
+    let c = parse(
+        "t.yaml",
+        &format!("{base}report: {{ pivot: {{ rows: [fs], columns: [host], metric: [put_block, seeks] }} }}\n"),
+    )
+    .unwrap();
+    let p = c.report.pivot.unwrap();
+    assert_eq!(p.all_metrics(), ["put_block", "seeks"]);
+    let names: Vec<&str> = p.columns.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["host", "metric"]);
+    // Each listed metric is checked against what the workload produces.
+    let e = errs(&format!(
+        "{base}report: {{ pivot: {{ rows: [metric], columns: [fs], metric: [put_block, seekz] }} }}\n"
+    ));
+    assert!(e.to_string().contains("did you mean `seeks`"), "{e}");
+}
+
+#[test]
 fn valid_corpus_expands_as_documented() {
     let c =
         load(&Path::new(CORPUS).join("valid/fsync-sizes.yaml")).unwrap_or_else(|e| panic!("{e}"));

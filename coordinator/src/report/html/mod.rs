@@ -775,36 +775,77 @@ fn write_side_table(out: &mut String, v: &View<'_>, s: &SideBySide, keys: &[&str
 // ---------------------------------------------------------------------------
 // pivot
 
-/// The pivot with one unit for the whole table, named in its title.
+/// The pivot with one unit for the whole table, named in its title; with several
+/// metrics, one unit per column (named in its header) or per row (after its labels).
 fn write_pivot(out: &mut String, r: &Report) -> fmt::Result {
     let Some(p) = &r.pivot else { return Ok(()) };
-    let values: Vec<f64> = p
-        .rows
+    let values_where = |keep: &dyn Fn(usize, usize) -> bool| -> Vec<f64> {
+        p.rows
+            .iter()
+            .enumerate()
+            .flat_map(|(ri, (_, v))| {
+                v.iter()
+                    .enumerate()
+                    .filter(move |(ci, _)| keep(ri, *ci))
+                    .filter_map(|(_, x)| *x)
+            })
+            .collect()
+    };
+    let whole = Unit::for_values(&values_where(&|_, _| true), &p.unit);
+    let columns: Vec<Unit> = p
+        .column_units
         .iter()
-        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .enumerate()
+        .map(|(c, unit)| Unit::for_values(&values_where(&|_, ci| ci == c), unit))
         .collect();
-    let u = Unit::for_values(&values, &p.unit);
+    let rows: Vec<Unit> = p
+        .row_units
+        .iter()
+        .enumerate()
+        .map(|(r, unit)| Unit::for_values(&values_where(&|ri, _| ri == r), unit))
+        .collect();
+    let unit_at = |r: usize, c: usize| rows.get(r).or(columns.get(c)).unwrap_or(&whole);
+    let title_unit = if p.unit.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", esc(&whole.label))
+    };
     writeln!(
         out,
-        "<section id=\"pivot\"><h2>{} of {} by {} × {} [{}]</h2><table class=\"sortable\"><thead><tr>",
+        "<section id=\"pivot\"><h2>{} of {} by {} × {}{title_unit}</h2><table class=\"sortable\"><thead><tr>",
         esc(&p.stat),
         esc(&p.metric),
         esc(&p.row_keys.join(", ")),
         esc(&p.column_keys.join(", ")),
-        esc(&u.label)
     )?;
-    for h in p.row_keys.iter().chain(&p.columns) {
+    for h in &p.row_keys {
         write!(out, "<th>{}</th>", esc(h))?;
     }
+    if !rows.is_empty() {
+        write!(out, "<th>unit</th>")?;
+    }
+    for (c, h) in p.columns.iter().enumerate() {
+        match columns.get(c) {
+            Some(u) => write!(out, "<th>{} [{}]</th>", esc(h), esc(&u.label))?,
+            None => write!(out, "<th>{}</th>", esc(h))?,
+        }
+    }
     writeln!(out, "</tr></thead><tbody>")?;
-    for (labels, values) in &p.rows {
+    for (ri, (labels, values)) in p.rows.iter().enumerate() {
         write!(out, "<tr>")?;
         for l in labels {
             write!(out, "<td>{}</td>", esc(l))?;
         }
-        for x in values {
+        if let Some(u) = rows.get(ri) {
+            write!(out, "<td>{}</td>", esc(&u.label))?;
+        }
+        for (ci, x) in values.iter().enumerate() {
             match x {
-                Some(x) => write!(out, "<td class=\"num\" data-v=\"{x}\">{}</td>", u.bare(*x))?,
+                Some(x) => write!(
+                    out,
+                    "<td class=\"num\" data-v=\"{x}\">{}</td>",
+                    unit_at(ri, ci).bare(*x)
+                )?,
                 None => write!(out, "<td class=\"muted\">-</td>")?,
             }
         }
