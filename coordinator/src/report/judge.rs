@@ -531,13 +531,48 @@ pub struct PivotTable {
     /// With several metrics laid out by rows: each row's unit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub row_units: Vec<String>,
+    /// Slots whose cells have the metric but no value in any run, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<PivotMissing>,
     /// Column labels (the column keys' values joined by spaces).
     pub columns: Vec<String>,
     /// Row labels (one per row key) and one value per column (None: no cell there).
     pub rows: Vec<(Vec<String>, Vec<Option<f64>>)>,
 }
 
+/// A pivot slot some of whose runs came back without a value: the tool could not
+/// measure it (bonnie++'s `+++++`); the value, if any, rests on the others.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PivotMissing {
+    pub row: usize,
+    pub column: usize,
+    pub measured: usize,
+    pub runs: usize,
+    pub reason: String,
+}
+
 impl PivotTable {
+    /// A slot's text: its value, with how many runs it rests on when some could not be
+    /// measured; without a value, why (or `-`: no cell there).
+    pub fn slot_text(&self, row: usize, column: usize, value: Option<String>) -> String {
+        let missing = self
+            .missing
+            .iter()
+            .find(|m| m.row == row && m.column == column);
+        match (value, missing) {
+            (Some(v), None) => v,
+            (Some(v), Some(m)) => format!(
+                "{v} ({} of {} runs; {} {})",
+                m.measured,
+                m.runs,
+                m.runs - m.measured,
+                m.reason
+            ),
+            (None, Some(m)) => m.reason.clone(),
+            (None, None) => "-".into(),
+        }
+    }
+
     /// The unit of the value in row `row`, column `column`.
     pub fn unit_at(&self, row: usize, column: usize) -> &str {
         self.row_units
@@ -595,17 +630,20 @@ pub fn pivot(
 ) -> Option<PivotTable> {
     let p = settings.pivot.as_ref()?;
     let metrics = p.all_metrics();
-    // Row labels → column label → (the slot's metric, its values).
-    type Slots = indexmap::IndexMap<String, (String, Vec<f64>)>;
+    // Row labels → column label → (the slot's metric, its values, runs without a value).
+    type Slots = indexmap::IndexMap<String, (String, Vec<f64>, u32)>;
     let mut rows: indexmap::IndexMap<Vec<String>, Slots> = indexmap::IndexMap::new();
     let mut columns: Vec<String> = Vec::new();
     let mut units: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
     // With `metric` among the column keys, each column holds one metric.
     let mut col_metric: std::collections::HashMap<String, String> = Default::default();
+    // Why a metric has no value at all in some cell (bonnie++'s `+++++`).
+    let mut why: std::collections::HashMap<String, String> = Default::default();
     for cell in cells {
         for metric in &metrics {
             // Merged latency names pool one value per cell (its percentile over all its
             // operations); other metrics pool every repetition.
+            let mut unmeasured = 0;
             let cell_values: Vec<f64> = if super::MergedLatency::is_merged_name(metric) {
                 let Some(v) = merged(cell, metric) else {
                     continue;
@@ -613,11 +651,25 @@ pub fn pivot(
                 units.insert(metric.clone(), "s".into());
                 vec![v]
             } else {
-                let Some(m) = cell.metrics.iter().find(|m| &m.metric == metric) else {
-                    continue;
-                };
-                units.insert(metric.clone(), m.unit.clone());
-                m.values.clone()
+                match cell.metrics.iter().find(|m| &m.metric == metric) {
+                    Some(m) => {
+                        units.insert(metric.clone(), m.unit.clone());
+                        if m.not_measured > 0 {
+                            why.insert(metric.clone(), m.not_measured_reason.clone());
+                        }
+                        unmeasured = m.not_measured;
+                        m.values.clone()
+                    }
+                    // Every run of it came back without a value: the slot says why.
+                    None => match cell.unmeasured.iter().find(|u| &u.metric == metric) {
+                        Some(u) => {
+                            why.insert(metric.clone(), u.reason.clone());
+                            unmeasured = u.count;
+                            Vec::new()
+                        }
+                        None => continue,
+                    },
+                }
             };
             let value = |k: &String| match k.as_str() {
                 "metric" => metric.clone(),
@@ -630,13 +682,60 @@ pub fn pivot(
                 columns.push(col.clone());
             }
             col_metric.insert(col.clone(), metric.clone());
-            rows.entry(row)
+            let slot = rows
+                .entry(row)
                 .or_default()
                 .entry(col)
-                .or_insert_with(|| (metric.clone(), Vec::new()))
-                .1
-                .extend(cell_values);
+                .or_insert_with(|| (metric.clone(), Vec::new(), 0));
+            slot.1.extend(cell_values);
+            slot.2 += unmeasured;
         }
+    }
+    // The metrics in the order they were listed, whatever cell first had each: a key's
+    // labels keep their first-seen order, the metric varies fastest.
+    let order =
+        |keys: &[crate::spec::PivotKey], label: &[String]| -> Option<(Vec<String>, usize)> {
+            let i = keys.iter().position(|k| k.name == "metric")?;
+            let mut rest = label.to_vec();
+            let m = rest.remove(i);
+            Some((
+                rest,
+                metrics.iter().position(|x| *x == m).unwrap_or(usize::MAX),
+            ))
+        };
+    if p.rows.iter().any(|k| k.name == "metric") {
+        let mut seen: Vec<Vec<String>> = Vec::new();
+        for labels in rows.keys() {
+            if let Some((rest, _)) = order(&p.rows, labels) {
+                if !seen.contains(&rest) {
+                    seen.push(rest);
+                }
+            }
+        }
+        rows.sort_by_cached_key(|labels, _| {
+            order(&p.rows, labels).map(|(rest, m)| (seen.iter().position(|s| *s == rest), m))
+        });
+    }
+    if p.columns.iter().any(|k| k.name == "metric") {
+        let split = |c: &String| -> (String, usize) {
+            let m = col_metric.get(c).cloned().unwrap_or_default();
+            let rest: Vec<&str> = c.split(' ').filter(|w| *w != m).collect();
+            (
+                rest.join(" "),
+                metrics.iter().position(|x| *x == m).unwrap_or(usize::MAX),
+            )
+        };
+        let mut seen: Vec<String> = Vec::new();
+        for c in &columns {
+            let (rest, _) = split(c);
+            if !seen.contains(&rest) {
+                seen.push(rest);
+            }
+        }
+        columns.sort_by_cached_key(|c| {
+            let (rest, m) = split(c);
+            (seen.iter().position(|s| *s == rest), m)
+        });
     }
     let unit_of = |m: &str| units.get(m).cloned().unwrap_or_default();
     let by_key = |keys: &[crate::spec::PivotKey], label: &[String]| -> Option<String> {
@@ -670,12 +769,34 @@ pub fn pivot(
         } else {
             Vec::new()
         },
+        missing: {
+            let (why, columns) = (&why, &columns);
+            rows.values()
+                .enumerate()
+                .flat_map(|(r, by_col)| {
+                    columns.iter().enumerate().filter_map(move |(c, label)| {
+                        let (metric, values, unmeasured) = by_col.get(label)?;
+                        (*unmeasured > 0).then(|| PivotMissing {
+                            row: r,
+                            column: c,
+                            measured: values.len(),
+                            runs: values.len() + *unmeasured as usize,
+                            reason: why.get(metric).cloned().unwrap_or_default(),
+                        })
+                    })
+                })
+                .collect()
+        },
         rows: rows
             .into_iter()
             .map(|(labels, mut by_col)| {
                 let values = columns
                     .iter()
-                    .map(|c| by_col.get_mut(c).and_then(|(_, v)| statistic(v, &p.stat)))
+                    .map(|c| {
+                        by_col
+                            .get_mut(c)
+                            .and_then(|(_, v, _)| statistic(v, &p.stat))
+                    })
                     .collect();
                 (labels, values)
             })
@@ -1054,6 +1175,28 @@ mod tests {
         assert_eq!(p.rows[0].1, [Some(1.2e9), Some(900.0)]);
         assert_eq!(p.rows[1].1, [Some(0.9e9), Some(700.0)]);
         assert_eq!((p.unit_at(1, 0), p.unit_at(1, 1)), ("B/s", "op/s"));
+        assert_eq!(p.slot_text(0, 1, Some("900 op/s".into())), "900 op/s");
+        // A metric bonnie++ could not measure in some runs, or in every run: the slot says
+        // so, and on how many runs its value rests.
+        let mut gaps = cells.clone();
+        gaps[0].metrics[1].not_measured = 1;
+        gaps[0].metrics[1].not_measured_reason = "too fast to measure".into();
+        let seeks = gaps[1].metrics.remove(1);
+        gaps[1].unmeasured.push(crate::report::Unmeasured {
+            metric: "seeks".into(),
+            unit: String::new(),
+            count: 3,
+            reason: "too fast to measure".into(),
+            samples: vec![],
+        });
+        let p = pivot(&gaps, &settings, &|_: &str, _: &str, _: &str| None).unwrap();
+        assert_eq!(
+            p.slot_text(0, 1, Some("900 op/s".into())),
+            "900 op/s (2 of 3 runs; 1 too fast to measure)"
+        );
+        assert_eq!(p.rows[1].1[1], None);
+        assert_eq!(p.slot_text(1, 1, None), "too fast to measure");
+        assert_eq!(seeks.metric, "seeks");
         // The metrics as rows instead: each row in its unit.
         let mut s = settings.clone();
         let pv = s.pivot.as_mut().unwrap();

@@ -913,10 +913,12 @@ pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Ve
         .enumerate()
         .map(|(r, (labels, values))| {
             let mut row = labels.clone();
-            row.extend(values.iter().enumerate().map(|(c, v)| {
-                v.map(|v| human(v, p.unit_at(r, c)))
-                    .unwrap_or_else(|| "-".into())
-            }));
+            row.extend(
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(c, v)| p.slot_text(r, c, v.map(|v| human(v, p.unit_at(r, c))))),
+            );
             row
         })
         .collect();

@@ -840,13 +840,10 @@ fn write_pivot(out: &mut String, r: &Report) -> fmt::Result {
             write!(out, "<td>{}</td>", esc(&u.label))?;
         }
         for (ci, x) in values.iter().enumerate() {
+            let text = esc(&p.slot_text(ri, ci, x.map(|x| unit_at(ri, ci).bare(x))));
             match x {
-                Some(x) => write!(
-                    out,
-                    "<td class=\"num\" data-v=\"{x}\">{}</td>",
-                    unit_at(ri, ci).bare(*x)
-                )?,
-                None => write!(out, "<td class=\"muted\">-</td>")?,
+                Some(x) => write!(out, "<td class=\"num\" data-v=\"{x}\">{text}</td>")?,
+                None => write!(out, "<td class=\"muted\">{text}</td>")?,
             }
         }
         writeln!(out, "</tr>")?;
