@@ -471,6 +471,7 @@ mod tests {
                 })
                 .collect(),
             on_failure: OnFailure::Continue,
+            run_as: Default::default(),
         }
     }
 

@@ -16,6 +16,7 @@ mod executor;
 pub mod fuzz;
 mod journal;
 mod link;
+mod preflight;
 mod probes;
 mod process;
 mod shared;

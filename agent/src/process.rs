@@ -62,6 +62,28 @@ fn argv_for(script: &str) -> Vec<&str> {
     }
 }
 
+/// The program `script` runs: its first word when it is exec'd directly, else the shell.
+pub(crate) fn program_of(script: &str) -> &str {
+    argv_for(script).first().copied().unwrap_or("/bin/sh")
+}
+
+/// Where `program` is, as a workload would find it (the agent's PATH; a name with a `/`
+/// as it is), or why it cannot be run.
+pub(crate) fn find_program(program: &OsStr) -> std::io::Result<std::path::PathBuf> {
+    spawn::resolve(program, std::env::var_os("PATH").as_deref())
+}
+
+/// Another user than the agent's to run a workload as: the spawn helper sets these groups,
+/// group and user (`setgroups`, `setresgid`, `setresuid`, as `initgroups` + `setgid` +
+/// `setuid` would) before it forks the workload, which starts in `cwd`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    pub cwd: Option<std::path::PathBuf>,
+}
+
 /// Runs `script` in its own process group and waits for it. `running` holds the process
 /// group id while the child runs, so a cancel can kill the whole group.
 pub fn run(
@@ -69,7 +91,17 @@ pub fn run(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    measure(&argv_for(script), env, running, false)
+    measure(&argv_for(script), env, None, running, false)
+}
+
+/// `run` as another user (`None`: as the agent).
+pub(crate) fn run_as(
+    script: &str,
+    env: &[(String, OsString)],
+    user: Option<&Credentials>,
+    running: &AtomicI32,
+) -> std::io::Result<Outcome> {
+    measure(&argv_for(script), env, user, running, false)
 }
 
 /// Runs a program with arguments (no shell) like `run`, and keeps its standard output.
@@ -78,7 +110,7 @@ pub(crate) fn run_argv(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    measure(argv, env, running, true)
+    measure(argv, env, None, running, true)
 }
 
 /// Largest standard output kept (fio's json+ output is a few hundred KiB).
@@ -87,6 +119,7 @@ const MAX_STDOUT_BYTES: u64 = 64 << 20;
 fn measure(
     argv: &[impl AsRef<OsStr>],
     env: &[(String, OsString)],
+    user: Option<&Credentials>,
     running: &AtomicI32,
     keep_stdout: bool,
 ) -> std::io::Result<Outcome> {
@@ -117,6 +150,7 @@ fn measure(
         &args,
         env,
         [null.as_fd(), stdout, err_file.as_fd()],
+        user,
         running,
     );
     running.store(0, Ordering::SeqCst);

@@ -202,6 +202,41 @@ impl Storage {
         None
     }
 
+    /// The programs setting up and tearing down `c` run (each found in PATH), in the order
+    /// they run: write cache (by the drive's transport), mkfs, mount, gocryptfs.
+    pub(crate) fn programs(&self, c: &StorageConfig) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if let (Some(path), true) = (&c.device, c.write_cache != WriteCacheSetting::Keep) {
+            let transport = inventory::scan(&self.inventory_roots)
+                .ok()
+                .and_then(|ds| ds.into_iter().find(|d| &d.path == path))
+                .map(|d| d.transport);
+            match transport {
+                Some(Transport::Nvme) => out.push("nvme"),
+                Some(Transport::Ata) => out.push("hdparm"),
+                // SCSI and USB drives are set through sysfs; others cannot be set (setup
+                // says why).
+                _ => {}
+            }
+        }
+        if c.device.is_some() {
+            out.extend(match c.fs {
+                Filesystem::Ext2 => Some("mkfs.ext2"),
+                Filesystem::Ext4 => Some("mkfs.ext4"),
+                Filesystem::Xfs => Some("mkfs.xfs"),
+                Filesystem::Btrfs => Some("mkfs.btrfs"),
+                Filesystem::None | Filesystem::Tmpfs => None,
+            });
+        }
+        if c.fs.is_mounted() {
+            out.extend(["mount", "umount"]);
+        }
+        if c.encryption == Encryption::Gocryptfs {
+            out.extend(["gocryptfs", "fusermount"]);
+        }
+        out
+    }
+
     /// Err when storage `c`, set up earlier in the plan, is not mounted now: the host
     /// restarted without a planned reboot (a power loss, a crash), or something unmounted
     /// it. A step must then not run, or it would measure whatever filesystem holds the

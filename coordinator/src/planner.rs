@@ -4,10 +4,11 @@
 use indexmap::IndexMap;
 use platter_proto::inventory::Device;
 use platter_proto::model::{
-    OnFailure, Plan, Step, StepKind, StorageConfig, Tool, Workload as Measure,
+    CellId, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool, Workload as Measure,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 use crate::spec::{self, Campaign, Order, Phase, Workload};
 
@@ -279,6 +280,7 @@ pub fn plan(
                 spec::OnFailure::Continue => OnFailure::Continue,
                 spec::OnFailure::Abort => OnFailure::Abort,
             },
+            run_as: run_as(campaign, &host_cells),
         });
         cells.extend(host_cells);
     }
@@ -434,6 +436,27 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell]) -> Vec<Step> {
         push(last, 0, StepKind::StorageTeardown(old));
     }
     steps
+}
+
+/// The user each cell's workload commands run as, for cells whose command names one.
+fn run_as(campaign: &Campaign, cells: &[PlannedCell]) -> BTreeMap<CellId, RunAs> {
+    cells
+        .iter()
+        .filter_map(|cell| match &campaign.cells[cell.point].workload {
+            Workload::Command(spec::CommandWorkload {
+                user: Some(user),
+                home,
+                ..
+            }) => Some((
+                cell.id.clone().into(),
+                RunAs {
+                    user: user.clone(),
+                    home: home.clone().unwrap_or_default(),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What the agent runs for a workload; tools get their full command line here.

@@ -276,6 +276,7 @@ mod tests {
                 ),
             ],
             on_failure: OnFailure::Continue,
+            run_as: Default::default(),
         };
         assert_eq!(describe(&plan, 2), "rep 1: measure: dd of=/dev/loop2");
         // Before any storage setup there is no device to name.
