@@ -195,6 +195,7 @@ fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
             "steps_done": h.steps_done,
             "current_step": h.current_step,
             "eta_s": eta(h).map(|d| d.as_secs()),
+            "refused": (!h.refused.is_empty()).then_some(&h.refused),
         })).collect::<Vec<_>>(),
     })
 }
@@ -320,7 +321,9 @@ fn host_table(c: &pb::CampaignStatus) -> String {
                 .into(),
                 format!("{}/{}", h.steps_done, h.steps_total),
                 eta(h).map(hms).unwrap_or("?".into()),
-                if h.current_step.is_empty() {
+                if !h.refused.is_empty() {
+                    "refused the plan, nothing ran (below)".into()
+                } else if h.current_step.is_empty() {
                     "-".into()
                 } else {
                     h.current_step.clone()
@@ -328,7 +331,14 @@ fn host_table(c: &pb::CampaignStatus) -> String {
             ]
         })
         .collect();
-    table(&["host", "link", "steps", "ETA", "current step"], &rows)
+    let mut out = table(&["host", "link", "steps", "ETA", "current step"], &rows);
+    for h in c.hosts.iter().filter(|h| !h.refused.is_empty()) {
+        out += &format!(
+            "host {} refused the plan, nothing ran: {}\n",
+            h.host, h.refused
+        );
+    }
+    out
 }
 
 /// `platter agents`.

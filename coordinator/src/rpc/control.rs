@@ -200,6 +200,7 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                     steps_done: h.steps_done,
                     current_step: h.current_step,
                     elapsed_ms: h.elapsed_ms,
+                    refused: h.refused,
                 })
                 .collect(),
             created_unix_ms: s.created_unix_ms,
