@@ -25,10 +25,10 @@
 //!   close-on-exec, dup'd onto 0–2 in the child, closed here once the child has exec'd).
 //!   Replies are sent with `MSG_NOSIGNAL`: a closed agent end never kills the helper
 //!   with SIGPIPE; it finishes the workload and exits at the next `recvmsg`.
-//! * One-shot, `platter-spawn [--as=UID:GID:G1,G2,...] [--cwd=DIR] PATH ARGV0 ARGS...` with
-//!   fd 3 a pipe to the agent: the workload gets PATH exec'd with ARGV0 ARGS..., this
-//!   environment, this working directory (or DIR) and fds 0–2; the helper exits after its
-//!   one report. With `--as` the helper first becomes that user (`setgroups`, `setresgid`,
+//! * One-shot, `platter-spawn [--as=UID:GID:G1,G2,...] PATH ARGV0 ARGS...` with fd 3 a pipe
+//!   to the agent: the workload gets PATH exec'd with ARGV0 ARGS..., this environment, this
+//!   working directory and fds 0–2; the helper exits after its one report. With `--as` the
+//!   helper first becomes that user (`setgroups`, `setresgid`,
 //!   `setresuid`: what `initgroups` + `setgid` + `setuid` do, as raw calls of this one
 //!   thread), so the workload is forked and exec'd as the user; failing that it reports
 //!   `FAILED` with stage `STAGE_USER` and runs nothing.
@@ -239,26 +239,16 @@ unsafe extern "C" fn start(sp: *const usize) -> ! {
     if argc == 2 && unsafe { is_serve(*argv.add(1)) } {
         serve()
     }
-    // The options before PATH.
+    // The option before PATH.
     let mut first = 1;
-    let mut cwd = core::ptr::null();
-    while first < argc {
-        // SAFETY: first < argc, so argv[first] is a NUL-terminated argument.
-        let arg = unsafe { *argv.add(first) };
-        // SAFETY: as above, for both.
-        let (user, dir) = unsafe { (after(arg, b"--as="), after(arg, b"--cwd=")) };
-        if let Some(spec) = user {
-            // SAFETY: spec is the rest of a NUL-terminated argument.
-            if let Err(errno) = unsafe { become_user(spec) } {
-                report(Channel::Pipe, failed(errno, STAGE_USER));
-                exit(127)
-            }
-        } else if let Some(dir) = dir {
-            cwd = dir;
-        } else {
-            break;
+    // SAFETY: argv[1] is a NUL-terminated argument when argc > 1.
+    if let Some(spec) = (argc > 1).then(|| unsafe { after(*argv.add(1), b"--as=") }).flatten() {
+        // SAFETY: spec is the rest of a NUL-terminated argument.
+        if let Err(errno) = unsafe { become_user(spec) } {
+            report(Channel::Pipe, failed(errno, STAGE_USER));
+            exit(127)
         }
-        first += 1;
+        first = 2;
     }
     if argc < first + 2 {
         report(Channel::Pipe, failed(-EINVAL, STAGE_ARGS));
@@ -270,7 +260,7 @@ unsafe extern "C" fn start(sp: *const usize) -> ! {
         path,
         argv: child_argv,
         envp,
-        cwd,
+        cwd: core::ptr::null(),
         fds: [-1; 3],
         errno: 0,
         stage: 0,

@@ -49,6 +49,8 @@ pub(crate) struct Executor {
     described: std::collections::HashSet<String>,
     /// The storage the current step runs on (derived from the plan, never stored).
     active_storage: Option<StorageConfig>,
+    /// The current plan runs workloads as other users, who must reach its storage.
+    shared_storage: bool,
     journal: Journal,
     state: State,
     shared: Arc<Shared>,
@@ -97,6 +99,7 @@ impl Executor {
             cfg,
             described: Default::default(),
             active_storage: None,
+            shared_storage: false,
             journal,
             state,
             shared,
@@ -300,6 +303,7 @@ impl Executor {
         // aborted plan.
         let teardown = matches!(step.kind, StepKind::StorageTeardown(_));
         self.active_storage = progress.plan.storage_at(index);
+        self.shared_storage = !progress.plan.run_as.is_empty();
         if (self.shared.is_cancelled(plan_id) || aborted) && !teardown {
             let mut e = self.event(
                 plan_id,
@@ -623,7 +627,7 @@ impl Executor {
             home
         };
         let vars = vec![
-            ("HOME".to_string(), home.clone().into_os_string()),
+            ("HOME".to_string(), home.into_os_string()),
             ("USER".to_string(), run_as.user.clone().into()),
             ("LOGNAME".to_string(), run_as.user.clone().into()),
         ];
@@ -631,8 +635,6 @@ impl Executor {
             uid: account.uid,
             gid: account.gid,
             groups: account.groups,
-            // Where a login starts; the agent's own directory may be closed to the user.
-            cwd: Some(home),
         };
         Ok((credentials, vars))
     }
@@ -712,7 +714,7 @@ impl Executor {
                     Err(e) => Ending::error(format!("writing /proc/sys/vm/drop_caches: {e}")),
                 }
             }
-            StepKind::StorageSetup(c) => match self.cfg.storage.setup(c) {
+            StepKind::StorageSetup(c) => match self.cfg.storage.setup(c, self.shared_storage) {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage setup ({c}): {e}")),
             },

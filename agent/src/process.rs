@@ -75,13 +75,13 @@ pub(crate) fn find_program(program: &OsStr) -> std::io::Result<std::path::PathBu
 
 /// Another user than the agent's to run a workload as: the spawn helper sets these groups,
 /// group and user (`setgroups`, `setresgid`, `setresuid`, as `initgroups` + `setgid` +
-/// `setuid` would) before it forks the workload, which starts in `cwd`.
+/// `setuid` would) before it forks the workload. The working directory stays the agent's,
+/// as for any workload (relative paths in a campaign mean the same for every user).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Credentials {
     pub uid: u32,
     pub gid: u32,
     pub groups: Vec<u32>,
-    pub cwd: Option<std::path::PathBuf>,
 }
 
 /// Runs `script` in its own process group and waits for it. `running` holds the process
@@ -230,6 +230,35 @@ mod tests {
 
     fn run_ok(script: &str) -> Outcome {
         run(script, &[], &AtomicI32::new(0)).expect("spawn")
+    }
+
+    /// As root, the workload has exactly the user, group and groups asked for (the agent's
+    /// other groups are dropped); as another user, switching fails the spawn, saying so.
+    #[test]
+    fn a_workload_run_as_a_user_has_its_ids_and_only_its_groups() {
+        let user = Credentials {
+            uid: 65534,
+            gid: 65533,
+            groups: vec![65533, 4242],
+        };
+        let ran = run_as(
+            "id -u >&2; id -g >&2; id -G >&2",
+            &[],
+            Some(&user),
+            &AtomicI32::new(0),
+        );
+        if rustix::process::geteuid().is_root() {
+            let o = ran.expect("spawn");
+            assert!(o.success(), "{o:?}");
+            assert_eq!(o.stderr_tail, "65534\n65533\n65533 4242\n");
+        } else {
+            let e = ran.expect_err("a user that is not root cannot become another");
+            assert!(
+                e.to_string()
+                    .contains("could not switch to the workload's user"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -925,10 +925,36 @@ fn a_workload_runs_as_its_user_with_its_home_on_the_storage_under_test() {
     if !root_or_skip("it adds a user and mounts a RAM disk") {
         return;
     }
+    runs_as_its_user_on(ramdisk(), "x");
+}
+
+/// The same on an encrypted view (gocryptfs, FUSE: opened to the user, who would be shut
+/// out of a FUSE mount by default).
+#[test]
+fn a_workload_runs_as_its_user_on_encrypted_storage() {
+    if !root_or_skip("it adds a user and mounts a RAM disk") {
+        return;
+    }
+    if crate::process::find_program("gocryptfs".as_ref()).is_err() {
+        assert!(
+            std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+            "gocryptfs is missing, and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping"
+        );
+        eprintln!("skipped: gocryptfs is not installed");
+        return;
+    }
+    let encrypted = StorageConfig {
+        encryption: Encryption::Gocryptfs,
+        ..ramdisk()
+    };
+    runs_as_its_user_on(encrypted, "e");
+}
+
+fn runs_as_its_user_on(storage: StorageConfig, tag: &str) {
     let (_tmp, dir) = state_dir();
     // The user must reach the mount point under the state directory.
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let user = TestUser::new("x");
+    let user = TestUser::new(tag);
     let report = |name: &str| {
         format!(
             "cp ${{mount}}/home/u/who \"$PLATTER_STATE_DIR/{name}\"; \
@@ -940,11 +966,11 @@ fn a_workload_runs_as_its_user_with_its_home_on_the_storage_under_test() {
         "p",
         OnFailure::Continue,
         vec![
-            ("a", 1, StepKind::StorageSetup(ramdisk())),
+            ("a", 1, StepKind::StorageSetup(storage.clone())),
             (
                 "a",
                 0,
-                StepKind::Setup("id -un > $HOME/who; pwd >> $HOME/who".into()),
+                StepKind::Setup("id -un > $HOME/who; echo $HOME >> $HOME/who".into()),
             ),
             ("a", 1, cmd(&report("after-setup"))),
             (
@@ -954,14 +980,14 @@ fn a_workload_runs_as_its_user_with_its_home_on_the_storage_under_test() {
             ),
             ("a", 1, cmd(&report("after-measure"))),
             // Made anew (as after a reboot): the home is made again for the next command.
-            ("a", 2, StepKind::StorageSetup(ramdisk())),
+            ("a", 2, StepKind::StorageSetup(storage.clone())),
             (
                 "a",
                 2,
                 measure("id -un > $HOME/who; echo $USER >> $HOME/who"),
             ),
             ("a", 2, cmd(&report("after-remake"))),
-            ("a", 2, StepKind::StorageTeardown(ramdisk())),
+            ("a", 2, StepKind::StorageTeardown(storage.clone())),
         ],
     );
     p.run_as.insert(
@@ -971,7 +997,7 @@ fn a_workload_runs_as_its_user_with_its_home_on_the_storage_under_test() {
             home: "${mount}/home/u".into(),
         },
     );
-    let mount = config(&dir).storage.mount_point(&ramdisk());
+    let mount = config(&dir).storage.mount_point(&storage);
     let home = mount.join("home/u").display().to_string();
     let shared = start(&dir, &[p]).wait();
     let r = assert_outbox_is_the_journal(&dir, &shared);

@@ -151,8 +151,8 @@ fn run_with(
     run_once(&helper_argv, &envp, stdio, running)
 }
 
-/// The one-shot helper's options for a workload run as `u` (see `agent/spawn/helper.rs`):
-/// `--as=UID:GID:G1,G2,…` and `--cwd=DIR`.
+/// The one-shot helper's option for a workload run as `u` (see `agent/spawn/helper.rs`):
+/// `--as=UID:GID:G1,G2,…`.
 fn user_options(u: &Credentials) -> std::io::Result<Vec<CString>> {
     if u.groups.len() > MAX_GROUPS {
         return Err(std::io::Error::other(format!(
@@ -161,18 +161,8 @@ fn user_options(u: &Credentials) -> std::io::Result<Vec<CString>> {
         )));
     }
     let groups: Vec<String> = u.groups.iter().map(u32::to_string).collect();
-    let mut out = vec![CString::new(format!(
-        "--as={}:{}:{}",
-        u.uid,
-        u.gid,
-        groups.join(",")
-    ))?];
-    if let Some(cwd) = &u.cwd {
-        let mut arg = b"--cwd=".to_vec();
-        arg.extend_from_slice(cwd.as_os_str().as_bytes());
-        out.push(CString::new(arg)?);
-    }
-    Ok(out)
+    let option = format!("--as={}:{}:{}", u.uid, u.gid, groups.join(","));
+    Ok(vec![CString::new(option)?])
 }
 
 /// A resident helper, started at the first request and replaced when it fails.
