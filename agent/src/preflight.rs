@@ -192,13 +192,12 @@ impl Check<'_> {
                 _ => {}
             }
         }
+        let not_root = self.users(plan, &mut programs);
         let mut reasons = Vec::new();
         if !programs.0.is_empty() {
             reasons.push(format!("host {} lacks: {}", self.host, programs.list()));
         }
-        if let Some(users) = self.users(plan) {
-            reasons.push(users);
-        }
+        reasons.extend(not_root);
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 
@@ -214,8 +213,9 @@ impl Check<'_> {
         process::find_program(OsStr::new(program)).is_ok()
     }
 
-    /// Why the plan's users cannot be had: the agent is not root, or the host lacks them.
-    fn users(&self, plan: &Plan) -> Option<String> {
+    /// Adds the plan's users the host lacks to `missing`; returns why none can be had if
+    /// the agent is not root.
+    fn users(&self, plan: &Plan, missing: &mut Lacks) -> Option<String> {
         let first = plan.run_as.values().next()?;
         let uid = rustix::process::geteuid();
         if !uid.is_root() {
@@ -227,7 +227,6 @@ impl Check<'_> {
                 first.user
             ));
         }
-        let mut missing = Lacks::default();
         for (cell, r) in &plan.run_as {
             let used_for = format!("the workload of cell {cell}");
             match account(&r.user) {
@@ -239,6 +238,6 @@ impl Check<'_> {
                 ),
             }
         }
-        (!missing.0.is_empty()).then(|| format!("host {} lacks: {}", self.host, missing.list()))
+        None
     }
 }

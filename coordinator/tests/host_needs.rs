@@ -118,27 +118,13 @@ fn a_user_the_host_lacks_refuses_the_plan() {
     assert!(!marker.exists(), "the setup ran");
 }
 
-/// A user of this host made for the test (`useradd`), removed at the end.
-struct TestUser(String);
-
-impl Drop for TestUser {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("userdel").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_command_runs_as_its_user_with_its_home_on_the_storage_under_test() {
     if !common::root_or_skip("it adds a user and mounts a RAM disk") {
         return;
     }
-    let name = format!("pltrun{}", std::process::id() % 100_000);
-    assert!(std::process::Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/bin/sh", &name])
-        .status()
-        .unwrap()
-        .success());
-    let user = TestUser(name.clone());
+    let user = common::TestUser::new("pltrun");
+    let name = user.0.clone();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     use std::os::unix::fs::PermissionsExt;

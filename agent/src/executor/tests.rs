@@ -861,8 +861,8 @@ fn a_plan_needing_programs_the_host_lacks_is_refused_naming_each_and_nothing_run
     assert!(lines(&dir, "ran.log").is_empty(), "a step ran");
 }
 
-/// A user the host lacks refuses the plan like a missing program (as root; an agent that is
-/// not root refuses any user, saying so).
+/// A user the host lacks refuses the plan like a missing program, named in the same list
+/// (as root; an agent that is not root refuses any user, saying so).
 #[test]
 fn a_plan_running_as_a_user_the_host_lacks_is_refused_and_nothing_runs() {
     let (_tmp, dir) = state_dir();
@@ -871,7 +871,7 @@ fn a_plan_running_as_a_user_the_host_lacks_is_refused_and_nothing_runs() {
         OnFailure::Continue,
         vec![
             ("a", 1, cmd(&log_attempt("ran.log"))),
-            ("a", 1, measure("true")),
+            ("a", 1, measure("platter-no-such-tool")),
         ],
     );
     p.run_as.insert(
@@ -886,7 +886,10 @@ fn a_plan_running_as_a_user_the_host_lacks_is_refused_and_nothing_runs() {
     if rustix::process::geteuid().is_root() {
         assert_eq!(
             reason,
-            format!("host {HOST} lacks: user platter-no-such-user (for the workload of cell a)")
+            format!(
+                "host {HOST} lacks: platter-no-such-tool (for the measure of cell a), \
+                 user platter-no-such-user (for the workload of cell a)"
+            )
         );
     } else {
         assert!(reason.contains("not root"), "{reason}");

@@ -454,3 +454,27 @@ pub fn measured(
         }),
     }
 }
+
+/// A user of this host made for a test (`useradd`, no home: the campaign names one), removed
+/// when dropped. Needs root.
+pub struct TestUser(pub String);
+
+impl TestUser {
+    /// `prefix` and this process's id: tests running at once get users of their own.
+    pub fn new(prefix: &str) -> TestUser {
+        let name = format!("{prefix}{}", std::process::id() % 100_000);
+        let ok = Command::new("useradd")
+            .args(["--no-create-home", "--shell", "/bin/sh", &name])
+            .status()
+            .expect("useradd")
+            .success();
+        assert!(ok, "useradd {name}");
+        TestUser(name)
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).status();
+    }
+}
