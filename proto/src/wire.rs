@@ -461,6 +461,26 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
     })
 }
 
+impl From<&crate::inventory::ToolVersion> for pb::ToolVersion {
+    fn from(t: &crate::inventory::ToolVersion) -> Self {
+        pb::ToolVersion {
+            name: t.name.clone(),
+            path: t.path.clone(),
+            version: t.version.clone(),
+        }
+    }
+}
+
+impl From<pb::ToolVersion> for crate::inventory::ToolVersion {
+    fn from(t: pb::ToolVersion) -> Self {
+        crate::inventory::ToolVersion {
+            name: t.name,
+            path: t.path,
+            version: t.version,
+        }
+    }
+}
+
 impl From<&crate::inventory::Device> for pb::Device {
     fn from(d: &crate::inventory::Device) -> Self {
         use crate::inventory::WriteCache;

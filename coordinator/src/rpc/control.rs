@@ -430,6 +430,7 @@ impl Control for ControlService {
                                 labels: Default::default(),
                                 state: String::new(),
                                 current_campaign: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                                tools: Vec::new(),
                             },
                             r.get::<_, String>(4)?,
                             r.get::<_, String>(5)?,
@@ -449,6 +450,7 @@ impl Control for ControlService {
         })
         .await?;
         let agents = rows.into_iter().map(|mut a| {
+            a.tools = self.hub.tools(&a.host);
             let presence = self.hub.presence(&a.host);
             a.connected = presence == Presence::Connected;
             a.state = match presence {

@@ -187,9 +187,15 @@ pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
 
 /// `platter agent ARGS` with its state in `dir/LOG.state` and its log in `dir/LOG.log`.
 pub fn spawn_agent(dir: &Path, log: &str, args: &[&str]) -> Proc {
+    spawn_agent_with_env(dir, log, args, &[])
+}
+
+/// `spawn_agent` with `env` set for the agent.
+pub fn spawn_agent_with_env(dir: &Path, log: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
     let child = platter()
         .arg("agent")
         .args(args)
+        .envs(env.iter().copied())
         .arg("--state-dir")
         .arg(dir.join(format!("{log}.state")))
         .env("PLATTER_LOG", "info")
