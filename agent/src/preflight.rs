@@ -201,16 +201,19 @@ impl Check<'_> {
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 
-    /// Whether `program` can be run: found in PATH, or (a path) an executable file. A path
-    /// under the agent's mount points is made by the plan itself, so it is not judged.
+    /// Whether `program` can be run: found in PATH, or (an absolute path) an executable
+    /// file. A path under the agent's mount points is made by the plan itself, and a
+    /// relative one depends on where the command runs: neither is judged.
     fn available(&self, program: &str) -> bool {
+        use std::os::unix::fs::PermissionsExt;
         let path = Path::new(program);
-        if program.contains('/')
-            && (!path.is_absolute() || path.starts_with(&self.storage.mount_dir))
-        {
+        if !program.contains('/') {
+            return process::find_program(OsStr::new(program)).is_ok();
+        }
+        if !path.is_absolute() || path.starts_with(&self.storage.mount_dir) {
             return true;
         }
-        process::find_program(OsStr::new(program)).is_ok()
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     }
 
     /// Adds the plan's users the host lacks to `missing`; returns why none can be had if

@@ -837,6 +837,11 @@ fn a_plan_needing_programs_the_host_lacks_is_refused_naming_each_and_nothing_run
         tool: Tool::Fio,
         argv: vec!["platter-no-such-fio".into(), "--name=x".into()],
     };
+    // At the path the campaign gives (compilebench is not packaged).
+    let compilebench = Workload::Tool {
+        tool: Tool::Compilebench,
+        argv: vec!["/opt/platter-none/compilebench".into(), "-D".into()],
+    };
     let p = plan(
         "p",
         OnFailure::Continue,
@@ -845,6 +850,7 @@ fn a_plan_needing_programs_the_host_lacks_is_refused_naming_each_and_nothing_run
             ("a", 1, measure("platter-no-such-tool --flag")),
             ("b", 1, measure("platter-no-such-tool --other")),
             ("b", 1, StepKind::Measure(tool)),
+            ("b", 1, StepKind::Measure(compilebench)),
             ("b", 1, cmd("platter-no-such-tool; true")),
             ("b", 1, measure("true")),
         ],
@@ -855,7 +861,8 @@ fn a_plan_needing_programs_the_host_lacks_is_refused_naming_each_and_nothing_run
         reason,
         format!(
             "host {HOST} lacks: platter-no-such-tool (for the measure of cell a, the measure of cell b), \
-             platter-no-such-fio (for the measure of cell b)"
+             platter-no-such-fio (for the measure of cell b), \
+             /opt/platter-none/compilebench (for the measure of cell b)"
         )
     );
     assert!(lines(&dir, "ran.log").is_empty(), "a step ran");
