@@ -53,9 +53,20 @@ const SHELL_CHARS: &[char] = &[
     '=', '%', '{', '}', '\n',
 ];
 
+/// Words that are the shell's own (builtins with no program of that name, keywords): a
+/// script starting with one needs a shell even without shell characters (`exit 3`).
+const SHELL_WORDS: &[&str] = &[
+    "exit", "cd", "export", ".", "source", "set", "unset", "eval", "exec", "return", "shift",
+    "trap", "readonly", "alias", "unalias", "ulimit", "umask", "wait", "read", "if", "for",
+    "while", "until", "case", "!", "local", "getopts", "hash", "type", "command",
+];
+
 fn argv_for(script: &str) -> Vec<&str> {
     let words: Vec<&str> = script.split_whitespace().collect();
-    if !words.is_empty() && !script.contains(SHELL_CHARS) {
+    let direct = words
+        .first()
+        .is_some_and(|w| !SHELL_WORDS.contains(w) && !script.contains(SHELL_CHARS));
+    if direct {
         words
     } else {
         vec!["/bin/sh", "-c", script]
@@ -230,6 +241,17 @@ mod tests {
 
     fn run_ok(script: &str) -> Outcome {
         run(script, &[], &AtomicI32::new(0)).expect("spawn")
+    }
+
+    /// A script without shell characters is exec'd directly, unless its first word is the
+    /// shell's own: `exit 3` exits 3 (it failed to start, there being no program `exit`,
+    /// and a plan running it was refused for lacking one).
+    #[test]
+    fn a_script_starting_with_a_shell_builtin_runs_in_a_shell() {
+        assert_eq!(argv_for("sleep 1"), ["sleep", "1"]);
+        assert_eq!(argv_for("exit 3"), ["/bin/sh", "-c", "exit 3"]);
+        assert_eq!(program_of("cd /tmp"), "/bin/sh");
+        assert_eq!(run_ok("exit 3").exit_code, Some(3));
     }
 
     /// As root, the workload has exactly the user, group and groups asked for (the agent's
