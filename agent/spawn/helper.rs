@@ -25,9 +25,13 @@
 //!   close-on-exec, dup'd onto 0–2 in the child, closed here once the child has exec'd).
 //!   Replies are sent with `MSG_NOSIGNAL`: a closed agent end never kills the helper
 //!   with SIGPIPE; it finishes the workload and exits at the next `recvmsg`.
-//! * One-shot, `platter-spawn PATH ARGV0 ARGS...` with fd 3 a pipe to the agent: the
-//!   workload gets PATH exec'd with ARGV0 ARGS..., this environment, this working
-//!   directory and fds 0–2; the helper exits after its one report.
+//! * One-shot, `platter-spawn [--as=UID:GID:G1,G2,...] PATH ARGV0 ARGS...` with fd 3 a pipe
+//!   to the agent: the workload gets PATH exec'd with ARGV0 ARGS..., this environment, this
+//!   working directory and fds 0–2; the helper exits after its one report. With `--as` the
+//!   helper first becomes that user (`setgroups`, `setresgid`,
+//!   `setresuid`: what `initgroups` + `setgid` + `setuid` do, as raw calls of this one
+//!   thread), so the workload is forked and exec'd as the user; failing that it reports
+//!   `FAILED` with stage `STAGE_USER` and runs nothing.
 //!
 //! Messages to the agent (8 native-endian i64 each, sent whole):
 //! `[STARTED, pid]`, then `[DONE, wall_ns, utime_us, stime_us, maxrss_kib, wait_status]`,
@@ -50,6 +54,10 @@ const STAGE_ARGS: i32 = 5;
 const STAGE_STDIO: i32 = 6;
 /// The child's chdir to the requested working directory.
 const STAGE_CHDIR: i32 = 7;
+/// Becoming the `--as` user (or reading the option).
+const STAGE_USER: i32 = 8;
+/// The most supplementary groups `--as` takes. `agent/src/process/spawn.rs` has it too.
+const MAX_GROUPS: usize = 256;
 
 const REPORT_FD: usize = 3;
 const EINTR: isize = 4;
@@ -95,6 +103,9 @@ mod nr {
     pub const CLOCK_GETTIME: usize = 228;
     pub const EXIT: usize = 60;
     pub const EXIT_GROUP: usize = 231;
+    pub const SETGROUPS: usize = 116;
+    pub const SETRESUID: usize = 117;
+    pub const SETRESGID: usize = 119;
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -115,6 +126,9 @@ mod nr {
     pub const CLOCK_GETTIME: usize = 113;
     pub const EXIT: usize = 93;
     pub const EXIT_GROUP: usize = 94;
+    pub const SETGROUPS: usize = 159;
+    pub const SETRESUID: usize = 147;
+    pub const SETRESGID: usize = 149;
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -225,12 +239,23 @@ unsafe extern "C" fn start(sp: *const usize) -> ! {
     if argc == 2 && unsafe { is_serve(*argv.add(1)) } {
         serve()
     }
-    if argc < 3 {
+    // The option before PATH.
+    let mut first = 1;
+    // SAFETY: argv[1] is a NUL-terminated argument when argc > 1.
+    if let Some(spec) = (argc > 1).then(|| unsafe { after(*argv.add(1), b"--as=") }).flatten() {
+        // SAFETY: spec is the rest of a NUL-terminated argument.
+        if let Err(errno) = unsafe { become_user(spec) } {
+            report(Channel::Pipe, failed(errno, STAGE_USER));
+            exit(127)
+        }
+        first = 2;
+    }
+    if argc < first + 2 {
         report(Channel::Pipe, failed(-EINVAL, STAGE_ARGS));
         exit(127)
     }
-    // SAFETY: argc >= 3, so argv[1] and argv[2..] exist.
-    let (path, child_argv) = unsafe { (*argv.add(1), argv.add(2)) };
+    // SAFETY: argc >= first + 2, so argv[first] and argv[first + 1..] exist.
+    let (path, child_argv) = unsafe { (*argv.add(first), argv.add(first + 1)) };
     let mut child = Child {
         path,
         argv: child_argv,
@@ -254,6 +279,90 @@ unsafe fn is_serve(arg: *const u8) -> bool {
         }
     }
     true
+}
+
+/// The rest of the NUL-terminated `arg` after `prefix`, if it starts with it.
+unsafe fn after(arg: *const u8, prefix: &[u8]) -> Option<*const u8> {
+    for (i, b) in prefix.iter().enumerate() {
+        // SAFETY: the bytes up to the first difference or NUL are part of the string
+        // (`prefix` has no NUL).
+        if unsafe { *arg.add(i) } != *b {
+            return None;
+        }
+    }
+    // SAFETY: the prefix matched, so the string is at least that long.
+    Some(unsafe { arg.add(prefix.len()) })
+}
+
+/// The decimal number at `p` (one digit at least) and where it ends.
+unsafe fn number(mut p: *const u8) -> Option<(usize, *const u8)> {
+    let mut n: usize = 0;
+    let mut digits = 0;
+    loop {
+        // SAFETY: p is within a NUL-terminated string: reading stops at a non-digit.
+        let b = unsafe { *p };
+        if !b.is_ascii_digit() {
+            break;
+        }
+        n = n.checked_mul(10)?.checked_add((b - b'0') as usize)?;
+        if n > u32::MAX as usize {
+            return None;
+        }
+        digits += 1;
+        // SAFETY: b was not the NUL.
+        p = unsafe { p.add(1) };
+    }
+    (digits > 0).then_some((n, p))
+}
+
+/// `--as=UID:GID:G1,G2,...` (the groups may be none): sets the groups, then the group, then
+/// the user, so the last call gives up the right to make the others. Err: `-errno`.
+unsafe fn become_user(spec: *const u8) -> Result<(), isize> {
+    let mut p = spec;
+    let mut ids = [0usize; 2];
+    for id in &mut ids {
+        // SAFETY: p is within the NUL-terminated option (number stops at its NUL).
+        let (n, end) = unsafe { number(p) }.ok_or(-EINVAL)?;
+        // SAFETY: end is at a byte of the string (a non-digit, maybe its NUL).
+        if unsafe { *end } != b':' {
+            return Err(-EINVAL);
+        }
+        *id = n;
+        // SAFETY: end was the ':', not the NUL.
+        p = unsafe { end.add(1) };
+    }
+    let mut groups = [0u32; MAX_GROUPS];
+    let mut count = 0;
+    // SAFETY: p is at a byte of the string.
+    while unsafe { *p } != 0 {
+        // SAFETY: as above.
+        let (n, end) = unsafe { number(p) }.ok_or(-EINVAL)?;
+        if count == MAX_GROUPS {
+            return Err(-E2BIG);
+        }
+        groups[count] = n as u32;
+        count += 1;
+        // SAFETY: end is at a byte of the string; past a ',' is another one.
+        match unsafe { *end } {
+            b',' => p = unsafe { end.add(1) },
+            0 => break,
+            _ => return Err(-EINVAL),
+        }
+    }
+    let [uid, gid] = ids;
+    let calls = [
+        (nr::SETGROUPS, [count, groups.as_ptr() as usize, 0]),
+        (nr::SETRESGID, [gid; 3]),
+        (nr::SETRESUID, [uid; 3]),
+    ];
+    for (n, [a, b, c]) in calls {
+        // SAFETY: setgroups gets `count` gids in `groups`; the others take integers.
+        let r = unsafe { syscall(n, [a, b, c, 0, 0, 0]) };
+        if r < 0 {
+            return Err(r);
+        }
+    }
+    Ok(())
 }
 
 /// What the child needs, read by the vfork'd child from memory (it shares this one).

@@ -14,9 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::model::{
-    Encryption, FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent,
+    Encryption, FsyncParams, OnFailure, Plan, Record, RecordKind, RunAs, Sample, Step, StepEvent,
     StepKind, StepState, StorageConfig, Tool, Workload, NOT_MEASURED,
 };
+use crate::preflight;
 use crate::probes::diskstats;
 use crate::probes::provenance::{self, Provenance};
 use crate::process;
@@ -48,6 +49,8 @@ pub(crate) struct Executor {
     described: std::collections::HashSet<String>,
     /// The storage the current step runs on (derived from the plan, never stored).
     active_storage: Option<StorageConfig>,
+    /// The current plan runs workloads as other users, who must reach its storage.
+    shared_storage: bool,
     journal: Journal,
     state: State,
     shared: Arc<Shared>,
@@ -96,6 +99,7 @@ impl Executor {
             cfg,
             described: Default::default(),
             active_storage: None,
+            shared_storage: false,
             journal,
             state,
             shared,
@@ -144,11 +148,22 @@ impl Executor {
             });
         }
         if self.state.held(&plan.id).is_none() {
-            // Destructive steps are judged before anything of the plan runs.
-            let refusal = plan.steps.iter().find_map(|s| match &s.kind {
+            // Destructive steps, and what the plan needs of the host (programs, users),
+            // are judged before anything of the plan runs.
+            let storage = plan.steps.iter().find_map(|s| match &s.kind {
                 StepKind::StorageSetup(c) => self.cfg.storage.refusal(c),
                 _ => None,
             });
+            let check = preflight::Check {
+                host: &self.cfg.host,
+                storage: &self.cfg.storage,
+                substitute: &|script, step, storage| self.substitute_on(script, step, storage),
+            };
+            let needs = check.refusal(&plan);
+            let refusal = match (storage, needs) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            };
             if let Some(reason) = refusal {
                 tracing::warn!(plan = %plan.id, %reason, "plan refused");
                 return self.emit(RecordKind::PlanRefused {
@@ -279,6 +294,7 @@ impl Executor {
             return self.journal.maybe_compact(&self.state);
         };
         let step = progress.plan.steps[index as usize].clone();
+        let run_as = progress.plan.run_as(&step).cloned();
         let attempt = progress.attempts.get(&index).copied().unwrap_or(0) + 1;
         let aborted = progress.plan.on_failure == OnFailure::Abort && !progress.failed.is_empty();
         let reboot = progress.reboot.clone().filter(|r| r.step_index == index);
@@ -287,6 +303,7 @@ impl Executor {
         // aborted plan.
         let teardown = matches!(step.kind, StepKind::StorageTeardown(_));
         self.active_storage = progress.plan.storage_at(index);
+        self.shared_storage = !progress.plan.run_as.is_empty();
         if (self.shared.is_cancelled(plan_id) || aborted) && !teardown {
             let mut e = self.event(
                 plan_id,
@@ -396,7 +413,7 @@ impl Executor {
             },
             StepKind::Fstrim(path) => self.fstrim(plan_id, &step, attempt, path),
             _ => {
-                let ending = self.execute(plan_id, &step, attempt);
+                let ending = self.execute(plan_id, &step, attempt, run_as.as_ref());
                 let state = if ending.skipped {
                     StepState::Skipped
                 } else if ending.failed {
@@ -509,7 +526,12 @@ impl Executor {
 
     /// Fills in what only the agent knows.
     fn substitute(&self, script: &str, step: &Step) -> String {
-        let (mount, device) = match &self.active_storage {
+        self.substitute_on(script, step, self.active_storage.as_ref())
+    }
+
+    /// `substitute` for a step that runs on `storage`.
+    fn substitute_on(&self, script: &str, step: &Step, storage: Option<&StorageConfig>) -> String {
+        let (mount, device) = match storage {
             Some(c) => (
                 self.cfg.storage.mount_point(c).display().to_string(),
                 c.device.clone().unwrap_or_default(),
@@ -545,26 +567,100 @@ impl Executor {
         attempt: u32,
         script: &str,
     ) -> Result<process::Outcome, Ending> {
+        self.shell_as(plan_id, step, attempt, script, None)
+    }
+
+    /// `shell` as `user` (with its environment: `HOME`, `USER`, `LOGNAME`).
+    fn shell_as(
+        &self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        script: &str,
+        user: Option<&(process::Credentials, Vec<(String, OsString)>)>,
+    ) -> Result<process::Outcome, Ending> {
         let script = self.substitute(script, step);
-        process::run(
+        let mut env = self.env(plan_id, step, attempt);
+        env.extend(user.iter().flat_map(|(_, vars)| vars.iter().cloned()));
+        process::run_as(
             &script,
-            &self.env(plan_id, step, attempt),
+            &env,
+            user.map(|(c, _)| c),
             &self.shared.running_pgid,
         )
         .map_err(|e| Ending::error(format!("could not start `{script}`: {e}")))
     }
 
-    fn execute(&mut self, plan_id: &str, step: &Step, attempt: u32) -> Ending {
+    /// The user a workload's command runs as: its credentials and environment, its home
+    /// made (on the storage under test, after any storage setup) and given to it.
+    fn as_user(
+        &self,
+        step: &Step,
+        run_as: &RunAs,
+    ) -> Result<(process::Credentials, Vec<(String, OsString)>), Ending> {
+        let account = match preflight::account(&run_as.user) {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                return Err(Ending::error(format!(
+                    "no user {} on this host",
+                    run_as.user
+                )))
+            }
+            Err(e) => {
+                return Err(Ending::error(format!(
+                    "looking up user {}: {e}",
+                    run_as.user
+                )))
+            }
+        };
+        let home = if run_as.home.is_empty() {
+            account.home.clone()
+        } else {
+            let home = PathBuf::from(self.substitute(&run_as.home, step));
+            preflight::make_home(&home, &account).map_err(|e| {
+                Ending::error(format!(
+                    "making {} the home of user {}: {e}",
+                    home.display(),
+                    run_as.user
+                ))
+            })?;
+            home
+        };
+        let vars = vec![
+            ("HOME".to_string(), home.into_os_string()),
+            ("USER".to_string(), run_as.user.clone().into()),
+            ("LOGNAME".to_string(), run_as.user.clone().into()),
+        ];
+        let credentials = process::Credentials {
+            uid: account.uid,
+            gid: account.gid,
+            groups: account.groups,
+        };
+        Ok((credentials, vars))
+    }
+
+    fn execute(
+        &mut self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        run_as: Option<&RunAs>,
+    ) -> Ending {
+        let user = match run_as.map(|r| self.as_user(step, r)).transpose() {
+            Ok(user) => user,
+            Err(ending) => return ending,
+        };
         match &step.kind {
             StepKind::Setup(s) | StepKind::Clean(s) | StepKind::Command(s) => {
-                match self.shell(plan_id, step, attempt, s) {
+                match self.shell_as(plan_id, step, attempt, s, user.as_ref()) {
                     Ok(o) => Ending::from_outcome(&o, step.kind.name()),
                     Err(e) => e,
                 }
             }
             StepKind::Measure(w) => {
                 let workload = self.substitute_workload(w, step);
-                let env = self.env(plan_id, step, attempt);
+                let mut env = self.env(plan_id, step, attempt);
+                env.extend(user.iter().flat_map(|(_, vars)| vars.iter().cloned()));
                 // The device under test's counters around the workload prove what reached
                 // the device (e.g. one flush per fdatasync). Reading /proc writes nothing.
                 let disk = self
@@ -584,7 +680,9 @@ impl Executor {
                 }
                 self.shared.measuring.store(true, Ordering::SeqCst);
                 let before = disk.as_deref().map(diskstats::read);
-                let mut m = workloads::measure(&workload, &env, &self.shared.running_pgid);
+                let credentials = user.as_ref().map(|(c, _)| c);
+                let mut m =
+                    workloads::measure_as(&workload, &env, credentials, &self.shared.running_pgid);
                 let after = disk.as_deref().map(diskstats::read);
                 self.shared.measuring.store(false, Ordering::SeqCst);
                 if let (Some(Ok(before)), Some(Ok(after)), false) = (before, after, m.failed) {
@@ -616,7 +714,7 @@ impl Executor {
                     Err(e) => Ending::error(format!("writing /proc/sys/vm/drop_caches: {e}")),
                 }
             }
-            StepKind::StorageSetup(c) => match self.cfg.storage.setup(c) {
+            StepKind::StorageSetup(c) => match self.cfg.storage.setup(c, self.shared_storage) {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage setup ({c}): {e}")),
             },

@@ -472,6 +472,7 @@ mod tests {
                 })
                 .collect(),
             on_failure: OnFailure::Continue,
+            run_as: Default::default(),
         }
     }
 

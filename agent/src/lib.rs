@@ -16,6 +16,7 @@ mod executor;
 pub mod fuzz;
 mod journal;
 mod link;
+mod preflight;
 mod probes;
 mod process;
 mod shared;
@@ -25,6 +26,12 @@ mod workloads;
 pub(crate) use platter_proto::{model, tls, wire};
 
 pub use probes::inventory::InventoryError;
+
+/// The programs plans may run on this host, found in PATH, with their versions, as an
+/// agent reports them.
+pub fn scan_tools() -> Vec<platter_proto::inventory::ToolVersion> {
+    probes::tools::probe()
+}
 
 /// The block devices of this host, as an agent reports them (sorted by name; what is not
 /// a drive is left out, see `probes::inventory`).
@@ -144,6 +151,7 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         transport: cfg.transport.clone(),
         labels: cfg.labels.clone(),
         inventory_interval: cfg.inventory_interval,
+        tools: Default::default(),
         boot_id,
         shared: shared.clone(),
         plans: plan_tx,

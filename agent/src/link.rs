@@ -38,6 +38,16 @@ pub(crate) struct Link {
     pub labels: Vec<(String, String)>,
     /// How often the devices are scanned again; only a change is sent.
     pub inventory_interval: Duration,
+    /// The programs plans may run and their versions, as last probed (kept across
+    /// connections: they are asked again only when a program's file changed).
+    pub tools: std::sync::Mutex<ToolCache>,
+}
+
+/// What `probes::tools` last found, and the files it found then.
+#[derive(Default)]
+pub(crate) struct ToolCache {
+    fingerprint: Option<Vec<Option<(std::path::PathBuf, i64, u64)>>>,
+    tools: Vec<pb::ToolVersion>,
 }
 
 /// Why a connection ended.
@@ -145,6 +155,8 @@ impl Link {
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(256);
         // What the coordinator knows of this host's devices, on this connection.
         let mut devices = self.devices();
+        self.refresh_tools().await;
+        let tools = self.tools();
         let hello = pb::Hello {
             host: self.host.clone(),
             boot_id: self.boot_id.clone(),
@@ -153,6 +165,7 @@ impl Link {
             next_seq: self.shared.next_seq.load(Ordering::SeqCst),
             devices: devices.clone(),
             labels: self.labels.iter().cloned().collect(),
+            tools,
         };
         // The channel is empty and has room: this send cannot wait.
         let _ = tx.send(msg(pb::agent_message::Kind::Hello(hello))).await;
@@ -195,10 +208,14 @@ impl Link {
                         continue;
                     }
                     // A scan that fails says nothing about the drives: what was sent stands.
-                    if let Some(now) = Self::scan().ok().filter(|d| *d != devices) {
-                        tracing::debug!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
-                        devices = now;
-                        let inv = pb::Inventory { devices: devices.clone() };
+                    let drives = Self::scan().ok().filter(|d| *d != devices);
+                    let tools = self.refresh_tools().await;
+                    if drives.is_some() || tools {
+                        if let Some(now) = drives {
+                            tracing::debug!(before = devices.len(), after = now.len(), "drives changed; telling the coordinator");
+                            devices = now;
+                        }
+                        let inv = pb::Inventory { devices: devices.clone(), tools: self.tools() };
                         tx.send(msg(pb::agent_message::Kind::Inventory(inv))).await.map_err(|_| LinkError::Closed)?;
                     }
                 }
@@ -243,6 +260,27 @@ impl Link {
     fn scan() -> Result<Vec<pb::Device>, crate::probes::inventory::InventoryError> {
         let devices = crate::probes::inventory::scan(&Default::default())?;
         Ok(devices.iter().map(pb::Device::from).collect())
+    }
+
+    /// Probes the tools again if a program's file changed (or they were never probed);
+    /// never while a measurement runs. Whether they were probed.
+    async fn refresh_tools(&self) -> bool {
+        let fingerprint = crate::probes::tools::fingerprint();
+        let cached = self.tools.lock().expect("tool cache").fingerprint.clone();
+        if cached.as_ref() == Some(&fingerprint) || self.shared.measuring.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Ok(found) = tokio::task::spawn_blocking(crate::probes::tools::probe).await else {
+            return false;
+        };
+        let mut cache = self.tools.lock().expect("tool cache");
+        cache.fingerprint = Some(fingerprint);
+        cache.tools = found.iter().map(pb::ToolVersion::from).collect();
+        true
+    }
+
+    fn tools(&self) -> Vec<pb::ToolVersion> {
+        self.tools.lock().expect("tool cache").tools.clone()
     }
 
     /// The inventory for the hello; a host whose devices cannot be read still connects

@@ -53,13 +53,46 @@ const SHELL_CHARS: &[char] = &[
     '=', '%', '{', '}', '\n',
 ];
 
+/// Words that are the shell's own (builtins with no program of that name, keywords): a
+/// script starting with one needs a shell even without shell characters (`exit 3`).
+const SHELL_WORDS: &[&str] = &[
+    "exit", "cd", "export", ".", "source", "set", "unset", "eval", "exec", "return", "shift",
+    "trap", "readonly", "alias", "unalias", "ulimit", "umask", "wait", "read", "if", "for",
+    "while", "until", "case", "!", "local", "getopts", "hash", "type", "command",
+];
+
 fn argv_for(script: &str) -> Vec<&str> {
     let words: Vec<&str> = script.split_whitespace().collect();
-    if !words.is_empty() && !script.contains(SHELL_CHARS) {
+    let direct = words
+        .first()
+        .is_some_and(|w| !SHELL_WORDS.contains(w) && !script.contains(SHELL_CHARS));
+    if direct {
         words
     } else {
         vec!["/bin/sh", "-c", script]
     }
+}
+
+/// The program `script` runs: its first word when it is exec'd directly, else the shell.
+pub(crate) fn program_of(script: &str) -> &str {
+    argv_for(script).first().copied().unwrap_or("/bin/sh")
+}
+
+/// Where `program` is, as a workload would find it (the agent's PATH; a name with a `/`
+/// as it is), or why it cannot be run.
+pub(crate) fn find_program(program: &OsStr) -> std::io::Result<std::path::PathBuf> {
+    spawn::resolve(program, std::env::var_os("PATH").as_deref())
+}
+
+/// Another user than the agent's to run a workload as: the spawn helper sets these groups,
+/// group and user (`setgroups`, `setresgid`, `setresuid`, as `initgroups` + `setgid` +
+/// `setuid` would) before it forks the workload. The working directory stays the agent's,
+/// as for any workload (relative paths in a campaign mean the same for every user).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
 }
 
 /// Runs `script` in its own process group and waits for it. `running` holds the process
@@ -69,7 +102,17 @@ pub fn run(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    measure(&argv_for(script), env, running, false)
+    measure(&argv_for(script), env, None, running, false)
+}
+
+/// `run` as another user (`None`: as the agent).
+pub(crate) fn run_as(
+    script: &str,
+    env: &[(String, OsString)],
+    user: Option<&Credentials>,
+    running: &AtomicI32,
+) -> std::io::Result<Outcome> {
+    measure(&argv_for(script), env, user, running, false)
 }
 
 /// Runs a program with arguments (no shell) like `run`, and keeps its standard output.
@@ -78,7 +121,7 @@ pub(crate) fn run_argv(
     env: &[(String, OsString)],
     running: &AtomicI32,
 ) -> std::io::Result<Outcome> {
-    measure(argv, env, running, true)
+    measure(argv, env, None, running, true)
 }
 
 /// Largest standard output kept (fio's json+ output is a few hundred KiB).
@@ -87,6 +130,7 @@ const MAX_STDOUT_BYTES: u64 = 64 << 20;
 fn measure(
     argv: &[impl AsRef<OsStr>],
     env: &[(String, OsString)],
+    user: Option<&Credentials>,
     running: &AtomicI32,
     keep_stdout: bool,
 ) -> std::io::Result<Outcome> {
@@ -117,6 +161,7 @@ fn measure(
         &args,
         env,
         [null.as_fd(), stdout, err_file.as_fd()],
+        user,
         running,
     );
     running.store(0, Ordering::SeqCst);
@@ -196,6 +241,46 @@ mod tests {
 
     fn run_ok(script: &str) -> Outcome {
         run(script, &[], &AtomicI32::new(0)).expect("spawn")
+    }
+
+    /// A script without shell characters is exec'd directly, unless its first word is the
+    /// shell's own: `exit 3` exits 3 (it failed to start, there being no program `exit`,
+    /// and a plan running it was refused for lacking one).
+    #[test]
+    fn a_script_starting_with_a_shell_builtin_runs_in_a_shell() {
+        assert_eq!(argv_for("sleep 1"), ["sleep", "1"]);
+        assert_eq!(argv_for("exit 3"), ["/bin/sh", "-c", "exit 3"]);
+        assert_eq!(program_of("cd /tmp"), "/bin/sh");
+        assert_eq!(run_ok("exit 3").exit_code, Some(3));
+    }
+
+    /// As root, the workload has exactly the user, group and groups asked for (the agent's
+    /// other groups are dropped); as another user, switching fails the spawn, saying so.
+    #[test]
+    fn a_workload_run_as_a_user_has_its_ids_and_only_its_groups() {
+        let user = Credentials {
+            uid: 65534,
+            gid: 65533,
+            groups: vec![65533, 4242],
+        };
+        let ran = run_as(
+            "id -u >&2; id -g >&2; id -G >&2",
+            &[],
+            Some(&user),
+            &AtomicI32::new(0),
+        );
+        if rustix::process::geteuid().is_root() {
+            let o = ran.expect("spawn");
+            assert!(o.success(), "{o:?}");
+            assert_eq!(o.stderr_tail, "65534\n65533\n65533 4242\n");
+        } else {
+            let e = ran.expect_err("a user that is not root cannot become another");
+            assert!(
+                e.to_string()
+                    .contains("could not switch to the workload's user"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -202,6 +202,41 @@ impl Storage {
         None
     }
 
+    /// The programs setting up and tearing down `c` run (each found in PATH), in the order
+    /// they run: write cache (by the drive's transport), mkfs, mount, gocryptfs.
+    pub(crate) fn programs(&self, c: &StorageConfig) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if let (Some(path), true) = (&c.device, c.write_cache != WriteCacheSetting::Keep) {
+            let transport = inventory::scan(&self.inventory_roots)
+                .ok()
+                .and_then(|ds| ds.into_iter().find(|d| &d.path == path))
+                .map(|d| d.transport);
+            match transport {
+                Some(Transport::Nvme) => out.push("nvme"),
+                Some(Transport::Ata) => out.push("hdparm"),
+                // SCSI and USB drives are set through sysfs; others cannot be set (setup
+                // says why).
+                _ => {}
+            }
+        }
+        if c.device.is_some() {
+            out.extend(match c.fs {
+                Filesystem::Ext2 => Some("mkfs.ext2"),
+                Filesystem::Ext4 => Some("mkfs.ext4"),
+                Filesystem::Xfs => Some("mkfs.xfs"),
+                Filesystem::Btrfs => Some("mkfs.btrfs"),
+                Filesystem::None | Filesystem::Tmpfs => None,
+            });
+        }
+        if c.fs.is_mounted() {
+            out.extend(["mount", "umount"]);
+        }
+        if c.encryption == Encryption::Gocryptfs {
+            out.extend(["gocryptfs", "fusermount"]);
+        }
+        out
+    }
+
     /// Err when storage `c`, set up earlier in the plan, is not mounted now: the host
     /// restarted without a planned reboot (a power loss, a crash), or something unmounted
     /// it. A step must then not run, or it would measure whatever filesystem holds the
@@ -243,7 +278,9 @@ impl Storage {
     }
 
     /// Write cache → mkfs → mount. Re-running it after an interruption starts over.
-    pub(crate) fn setup(&self, c: &StorageConfig) -> Result<(), StorageError> {
+    /// `shared`: workloads of other users than the agent's use it (an encrypted view is
+    /// then opened to them; FUSE shuts out every user but the one who mounted it).
+    pub(crate) fn setup(&self, c: &StorageConfig, shared: bool) -> Result<(), StorageError> {
         let mp = self.base_point(c);
         // Left mounted by an attempt that was cut off: start from a clean slate.
         for m in [self.mount_point(c), mp.clone()] {
@@ -294,14 +331,14 @@ impl Storage {
             }
         }
         if c.encryption == Encryption::Gocryptfs {
-            self.gocryptfs(c, &mp)?;
+            self.gocryptfs(c, &mp, shared)?;
         }
         Ok(())
     }
 
     /// An encrypted view of the fresh filesystem at `mount_point(c)`. The password only
     /// keeps the benchmark's own files: it protects nothing, so it is fixed.
-    fn gocryptfs(&self, c: &StorageConfig, base: &Path) -> Result<(), StorageError> {
+    fn gocryptfs(&self, c: &StorageConfig, base: &Path, shared: bool) -> Result<(), StorageError> {
         const PASSWORD: &str = "echo platter-benchmark";
         let cipher = base.join(".gocryptfs");
         let plain = self.mount_point(c);
@@ -313,16 +350,15 @@ impl Storage {
             "gocryptfs",
             &["-init", "-q", "-extpass", PASSWORD, &cipher_s],
         )?;
-        run(
-            "gocryptfs",
-            &[
-                "-q",
-                "-extpass",
-                PASSWORD,
-                &cipher_s,
-                &plain.display().to_string(),
-            ],
-        )?;
+        let plain_s = plain.display().to_string();
+        let mut args = vec!["-q", "-extpass", PASSWORD];
+        if shared {
+            // With the kernel checking permissions (`default_permissions`), as on any
+            // filesystem. Root may mount so without `user_allow_other` in fuse.conf.
+            args.push("-allow_other");
+        }
+        args.extend([cipher_s.as_str(), plain_s.as_str()]);
+        run("gocryptfs", &args)?;
         Ok(())
     }
 

@@ -224,6 +224,7 @@ async fn open(spec: &AgentSpec) -> Result<Opened, String> {
         next_seq: 1,
         devices: devices(&host, spec.devices),
         labels,
+        tools: Vec::new(),
     };
     let _ = tx
         .send(pb::AgentMessage {

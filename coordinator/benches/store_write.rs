@@ -40,6 +40,7 @@ fn plan(agent: usize) -> Plan {
         host: format!("agent-{agent}").into(),
         steps,
         on_failure: OnFailure::Continue,
+        run_as: Default::default(),
     }
 }
 

@@ -37,6 +37,9 @@ pub struct Hub {
     retry: Mutex<HashSet<String>>,
     /// Hosts whose outbound queue was last found full (for one log line per episode).
     full: Mutex<HashSet<String>>,
+    /// The tools each agent last reported since this coordinator started (`platter
+    /// agents`); kept in memory only: an agent reports them at every connection.
+    tools: Mutex<HashMap<String, Vec<pb::ToolVersion>>>,
     next_id: AtomicU64,
 }
 
@@ -57,8 +60,23 @@ impl Hub {
             lost: Mutex::new(HashSet::new()),
             retry: Mutex::new(HashSet::new()),
             full: Mutex::new(HashSet::new()),
+            tools: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Keeps what `host`'s agent reported of its tools (none from an older agent).
+    pub fn set_tools(&self, host: &str, tools: Vec<pb::ToolVersion>) {
+        self.tools
+            .lock()
+            .expect("hub tools")
+            .insert(host.to_string(), tools);
+    }
+
+    /// What `host`'s agent last reported of its tools since this coordinator started.
+    pub fn tools(&self, host: &str) -> Vec<pb::ToolVersion> {
+        let tools = self.tools.lock().expect("hub tools");
+        tools.get(host).cloned().unwrap_or_default()
     }
 
     /// Registers a connection, replacing an older one of the same host (whose stream ends).

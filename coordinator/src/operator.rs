@@ -195,6 +195,7 @@ fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
             "steps_done": h.steps_done,
             "current_step": h.current_step,
             "eta_s": eta(h).map(|d| d.as_secs()),
+            "refused": (!h.refused.is_empty()).then_some(&h.refused),
         })).collect::<Vec<_>>(),
     })
 }
@@ -320,7 +321,9 @@ fn host_table(c: &pb::CampaignStatus) -> String {
                 .into(),
                 format!("{}/{}", h.steps_done, h.steps_total),
                 eta(h).map(hms).unwrap_or("?".into()),
-                if h.current_step.is_empty() {
+                if !h.refused.is_empty() {
+                    "refused the plan, nothing ran (below)".into()
+                } else if h.current_step.is_empty() {
                     "-".into()
                 } else {
                     h.current_step.clone()
@@ -328,7 +331,14 @@ fn host_table(c: &pb::CampaignStatus) -> String {
             ]
         })
         .collect();
-    table(&["host", "link", "steps", "ETA", "current step"], &rows)
+    let mut out = table(&["host", "link", "steps", "ETA", "current step"], &rows);
+    for h in c.hosts.iter().filter(|h| !h.refused.is_empty()) {
+        out += &format!(
+            "host {} refused the plan, nothing ran: {}\n",
+            h.host, h.refused
+        );
+    }
+    out
 }
 
 /// `platter agents`.
@@ -353,6 +363,10 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
                     "drives": a.devices.iter().map(|d| serde_json::json!({
                         "path": d.path, "model": d.model, "serial": d.serial,
                         "size_bytes": d.size_bytes, "transport": d.transport,
+                    })).collect::<Vec<_>>(),
+                    // `path` "" for a tool the host lacks.
+                    "tools": a.tools.iter().map(|t| serde_json::json!({
+                        "name": t.name, "path": t.path, "version": t.version,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -407,11 +421,38 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
             ]
         })
         .collect();
-    fault.map(fault_line).unwrap_or_default()
+    let tools: Vec<(&str, &[pb::ToolVersion])> = agents
+        .iter()
+        .map(|a| (a.host.as_str(), a.tools.as_slice()))
+        .collect();
+    let mut out = fault.map(fault_line).unwrap_or_default()
         + &table(
             &["host", "state", "labels", "drives", "last seen", "campaign"],
             &rows,
-        )
+        );
+    if tools.iter().any(|(_, t)| !t.is_empty()) {
+        out += "\ntools (as each agent reported them since this coordinator started):\n";
+        out += &tool_table(&tools);
+    }
+    out
+}
+
+/// Each host's tools: one row per program, its version and where it is, or "not found".
+pub fn tool_table(hosts: &[(&str, &[pb::ToolVersion])]) -> String {
+    let rows: Vec<Vec<String>> = hosts
+        .iter()
+        .flat_map(|(host, tools)| {
+            tools.iter().map(move |t| {
+                let (version, path) = if t.path.is_empty() {
+                    ("not found".to_string(), "-".to_string())
+                } else {
+                    (t.version.clone(), t.path.clone())
+                };
+                vec![host.to_string(), t.name.clone(), version, path]
+            })
+        })
+        .collect();
+    table(&["host", "tool", "version", "path"], &rows)
 }
 
 /// Follows a campaign until it ends: on a terminal one live line per host (current step,

@@ -66,6 +66,28 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
             }
         }
     }
+    let mut users: Vec<String> = Vec::new();
+    for plan in &planned.plans {
+        for r in plan.run_as.values() {
+            let home = if r.home.is_empty() {
+                "its own HOME".to_string()
+            } else {
+                format!("HOME {}, made for it", r.home)
+            };
+            let line = format!("host {}: as user {} ({home})", plan.host, r.user);
+            if !users.contains(&line) {
+                users.push(line);
+            }
+        }
+    }
+    if !users.is_empty() {
+        out.push_str(
+            "\nthe workload's setup, clean and run run as (the agent must be root, the host have the user):\n",
+        );
+        for u in &users {
+            out.push_str(&format!("  {u}\n"));
+        }
+    }
     if !destructive.is_empty() {
         out.push_str(
             "\ndestructive actions (each agent refuses them unless started with --allow-device):\n",
@@ -97,8 +119,12 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
             } else {
                 "once".into()
             };
+            let user = match plan.run_as(s) {
+                Some(r) => format!("  (as {})", r.user),
+                None => String::new(),
+            };
             out.push_str(&format!(
-                "  {:>4}  cell {:<3} {:<7} {}\n",
+                "  {:>4}  cell {:<3} {:<7} {}{user}\n",
                 s.index,
                 cell_index(&s.cell_id),
                 rep,

@@ -4,10 +4,11 @@
 use indexmap::IndexMap;
 use platter_proto::inventory::Device;
 use platter_proto::model::{
-    OnFailure, Plan, Step, StepKind, StorageConfig, Tool, Workload as Measure,
+    CellId, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool, Workload as Measure,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 use crate::spec::{self, Campaign, Order, Phase, Workload};
 
@@ -275,7 +276,7 @@ pub fn plan(
             &first_round(campaign, host_cells.len()),
             true,
         );
-        plans.push(make_plan(campaign, &id, host, steps));
+        plans.push(make_plan(campaign, &id, host, &host_cells, steps));
         cells.extend(host_cells);
     }
     let mut params = campaign.params.clone();
@@ -294,7 +295,13 @@ pub fn plan(
     })
 }
 
-fn make_plan(campaign: &Campaign, campaign_id: &str, host: &str, steps: Vec<Step>) -> Plan {
+fn make_plan(
+    campaign: &Campaign,
+    campaign_id: &str,
+    host: &str,
+    cells: &[PlannedCell],
+    steps: Vec<Step>,
+) -> Plan {
     let body = serde_json::to_vec(&steps).expect("steps serialize");
     Plan {
         id: (short_hash(&[campaign_id.as_bytes(), host.as_bytes(), &body])).into(),
@@ -306,6 +313,7 @@ fn make_plan(campaign: &Campaign, campaign_id: &str, host: &str, steps: Vec<Step
             spec::OnFailure::Continue => OnFailure::Continue,
             spec::OnFailure::Abort => OnFailure::Abort,
         },
+        run_as: run_as(campaign, cells),
     }
 }
 
@@ -360,6 +368,7 @@ pub fn next_round(
         campaign,
         campaign_id,
         host,
+        cells,
         steps(campaign, cells, &visits, false),
     )
 }
@@ -510,6 +519,27 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell], visits: &[Visit], first: bo
         push(last, 0, false, StepKind::StorageTeardown(old));
     }
     steps
+}
+
+/// The user each cell's workload commands run as, for cells whose command names one.
+fn run_as(campaign: &Campaign, cells: &[PlannedCell]) -> BTreeMap<CellId, RunAs> {
+    cells
+        .iter()
+        .filter_map(|cell| match &campaign.cells[cell.point].workload {
+            Workload::Command(spec::CommandWorkload {
+                user: Some(user),
+                home,
+                ..
+            }) => Some((
+                cell.id.clone().into(),
+                RunAs {
+                    user: user.clone(),
+                    home: home.clone().unwrap_or_default(),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What the agent runs for a workload; tools get their full command line here.

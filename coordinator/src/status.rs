@@ -14,6 +14,8 @@ pub struct HostProgress {
     pub current_step: String,
     /// Time the ended steps took, for an ETA.
     pub elapsed_ms: u64,
+    /// Why the host's agent refused its plan; empty if it did not.
+    pub refused: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,9 +84,9 @@ impl CampaignStatus {
             )?;
             let mut hosts = Vec::new();
             let (mut steps_total, mut steps_done, mut steps_failed) = (0, 0, 0);
-            let mut stmt = c.prepare("SELECT id, host, steps_total, body FROM plans WHERE campaign_id = ?1 ORDER BY host")?;
+            let mut stmt = c.prepare("SELECT id, host, steps_total, body, CASE WHEN state = 'refused' THEN COALESCE(error, '') END FROM plans WHERE campaign_id = ?1 ORDER BY host")?;
             let plans = stmt
-                .query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?)))?
+                .query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?, r.get::<_, Option<String>>(4)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             // A step that ran again (its measure was cut off, so its preparation runs anew)
             // has a row per attempt: each step counts once, as its latest attempt says.
@@ -110,7 +112,7 @@ impl CampaignStatus {
                                    AND e.attempt = s.attempt AND e.state != 'started')
                  ORDER BY s.n DESC LIMIT 1"
             ))?;
-            for (plan_id, host, total, body) in plans {
+            for (plan_id, host, total, body, refused) in plans {
                 let done: u32 = ended.query_row([&plan_id], |r| r.get(0))?;
                 steps_failed += failed.query_row([&plan_id], |r| r.get::<_, u32>(0))?;
                 let current: Option<u32> = running.query_row([&plan_id], |r| r.get(0)).ok();
@@ -131,6 +133,9 @@ impl CampaignStatus {
                     steps_done: done,
                     current_step,
                     elapsed_ms: elapsed_ms.max(0) as u64,
+                    refused: refused
+                        .map(|r| if r.is_empty() { "no reason given".into() } else { r })
+                        .unwrap_or_default(),
                 });
             }
             Ok(CampaignStatus {
@@ -277,6 +282,7 @@ mod tests {
                 ),
             ],
             on_failure: OnFailure::Continue,
+            run_as: Default::default(),
         };
         assert_eq!(describe(&plan, 2), "rep 1: measure: dd of=/dev/loop2");
         // Before any storage setup there is no device to name.

@@ -77,6 +77,7 @@ async fn agent(url: String, i: usize, stop: CancellationToken, dropped: Arc<Atom
         next_seq: 1,
         devices: Vec::new(),
         labels: Default::default(),
+        tools: Vec::new(),
     };
     tx.send(pb::AgentMessage {
         kind: Some(pb::agent_message::Kind::Hello(hello)),

@@ -366,6 +366,7 @@ fn write_wire_seeds() {
                             next_seq: 7,
                             devices: facts.devices.iter().map(|d| (&d.device).into()).collect(),
                             labels: [("rack".to_string(), "b12".to_string())].into(),
+                            tools: Vec::new(),
                         };
                         let bytes = agent(pb::agent_message::Kind::Hello(hello));
                         std::fs::write(out.join("hello.bin"), bytes).unwrap();

@@ -122,3 +122,15 @@ pub struct Partition {
     /// Mount points of the partition and anything stacked on it.
     pub mounted: Vec<String>,
 }
+
+/// A program plans may run, as an agent found it: `platter agents` and `platter inventory`
+/// list them, so a missing tool shows before a plan is refused for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolVersion {
+    /// The name plans run it by: "fio", "mkfs.xfs", "gocryptfs".
+    pub name: String,
+    /// Where it was found in the agent's PATH; "" when it was not.
+    pub path: String,
+    /// The first line of its version output ("fio-3.33"), or why there is none.
+    pub version: String,
+}

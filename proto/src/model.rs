@@ -22,9 +22,36 @@ pub struct Plan {
     pub host: HostName,
     pub steps: Vec<Step>,
     pub on_failure: OnFailure,
+    /// The user each cell's workload commands (setup, clean, run) run as, for cells whose
+    /// `workload.command` names one; absent from plans without any (and from older ones).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub run_as: std::collections::BTreeMap<CellId, RunAs>,
+}
+
+/// Who a workload's commands run as (`workload.command.user` and `home`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAs {
+    /// A user of the host; the agent refuses a plan naming one it lacks.
+    pub user: String,
+    /// `HOME` for the user (the agent fills in `${mount}`), made and owned by the user on
+    /// the storage under test before the user's first command after each storage setup.
+    /// Empty: the user's home from the password database, as it is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub home: String,
 }
 
 impl Plan {
+    /// Who step `step` runs as: the cell's user for the workload's own commands (setup,
+    /// clean, a command measure); `None` (the agent's user) for everything else.
+    pub fn run_as(&self, step: &Step) -> Option<&RunAs> {
+        match step.kind {
+            StepKind::Setup(_) | StepKind::Clean(_) | StepKind::Measure(Workload::Command(_)) => {
+                self.run_as.get(&step.cell_id)
+            }
+            _ => None,
+        }
+    }
+
     /// The storage in effect at step `index`: the last setup before it with no teardown since.
     pub fn storage_at(&self, index: u32) -> Option<StorageConfig> {
         self.steps[..=index as usize]
@@ -580,6 +607,7 @@ mod tests {
                 })
                 .collect(),
             on_failure: OnFailure::Continue,
+            run_as: Default::default(),
         };
         assert_eq!(plan.preparation(7), 2..7);
         assert_eq!(plan.preparation(9), 8..9);
@@ -622,5 +650,47 @@ mod tests {
             assert_eq!(serde_json::to_value(f).unwrap(), f.name());
         }
         assert!(serde_json::from_str::<Filesystem>("\"zfs\"").is_err());
+    }
+
+    /// A plan without users writes no `run_as` (its JSON, and so its journal entry and
+    /// stored body, is what it was before users existed) and an older plan reads back with
+    /// none; a home left empty is not written either.
+    #[test]
+    fn run_as_is_absent_from_plans_without_users_and_old_plans_read() {
+        let mut plan = Plan {
+            id: "p".into(),
+            campaign_id: "c".into(),
+            campaign_name: "n".into(),
+            host: "h".into(),
+            steps: vec![Step {
+                index: 0,
+                cell_id: "a".into(),
+                repetition: 1,
+                warmup: false,
+                kind: StepKind::Measure(Workload::Command("make".into())),
+            }],
+            on_failure: OnFailure::Continue,
+            run_as: Default::default(),
+        };
+        let json = serde_json::to_value(&plan).unwrap();
+        assert!(json.get("run_as").is_none(), "{json}");
+        let back: Plan = serde_json::from_value(json).unwrap();
+        assert_eq!(back, plan);
+        plan.run_as.insert(
+            "a".into(),
+            RunAs {
+                user: "builder".into(),
+                home: String::new(),
+            },
+        );
+        let json = serde_json::to_value(&plan).unwrap();
+        assert_eq!(json["run_as"]["a"], serde_json::json!({"user": "builder"}));
+        assert_eq!(serde_json::from_value::<Plan>(json).unwrap(), plan);
+        assert_eq!(plan.run_as(&plan.steps[0]).unwrap().user, "builder");
+        let sync = Step {
+            kind: StepKind::Sync,
+            ..plan.steps[0].clone()
+        };
+        assert_eq!(plan.run_as(&sync), None, "phases run as the agent");
     }
 }

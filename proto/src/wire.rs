@@ -5,7 +5,7 @@
 use crate::v1 as pb;
 
 use crate::model::{
-    Encryption, Filesystem, FsyncParams, OnFailure, Plan, Record, RecordKind, Sample, Step,
+    Encryption, Filesystem, FsyncParams, OnFailure, Plan, Record, RecordKind, RunAs, Sample, Step,
     StepEvent, StepKind, StepState, StorageConfig, SyncMode, Tool, Workload, WriteCacheSetting,
 };
 use crate::provenance::Provenance;
@@ -36,6 +36,17 @@ impl From<&Plan> for pb::Plan {
                 OnFailure::Continue => pb::OnFailure::Continue,
                 OnFailure::Abort => pb::OnFailure::Abort,
             } as i32,
+            run_as: p
+                .run_as
+                .iter()
+                .map(|(cell, r)| {
+                    let run_as = pb::RunAs {
+                        user: r.user.clone(),
+                        home: r.home.clone(),
+                    };
+                    (cell.to_string(), run_as)
+                })
+                .collect(),
         }
     }
 }
@@ -86,6 +97,22 @@ impl TryFrom<pb::Plan> for Plan {
                 return Err(malformed("plan", format!("step {i} has index {}", s.index)));
             }
         }
+        let mut run_as = std::collections::BTreeMap::new();
+        for (cell, r) in p.run_as {
+            if r.user.is_empty() {
+                return Err(malformed(
+                    "plan",
+                    format!("cell {cell} runs as a user without a name"),
+                ));
+            }
+            run_as.insert(
+                cell.into(),
+                RunAs {
+                    user: r.user,
+                    home: r.home,
+                },
+            );
+        }
         Ok(Plan {
             id: p.id.into(),
             campaign_id: p.campaign_id.into(),
@@ -93,6 +120,7 @@ impl TryFrom<pb::Plan> for Plan {
             host: p.host.into(),
             steps,
             on_failure,
+            run_as,
         })
     }
 }
@@ -433,6 +461,26 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
             tools: p.tools.into_iter().collect(),
         },
     })
+}
+
+impl From<&crate::inventory::ToolVersion> for pb::ToolVersion {
+    fn from(t: &crate::inventory::ToolVersion) -> Self {
+        pb::ToolVersion {
+            name: t.name.clone(),
+            path: t.path.clone(),
+            version: t.version.clone(),
+        }
+    }
+}
+
+impl From<pb::ToolVersion> for crate::inventory::ToolVersion {
+    fn from(t: pb::ToolVersion) -> Self {
+        crate::inventory::ToolVersion {
+            name: t.name,
+            path: t.path,
+            version: t.version,
+        }
+    }
 }
 
 impl From<&crate::inventory::Device> for pb::Device {

@@ -118,6 +118,7 @@ fn plan(id: &str, on_failure: OnFailure, steps: Vec<(&str, u32, StepKind)>) -> P
             })
             .collect(),
         on_failure,
+        run_as: Default::default(),
     }
 }
 
@@ -806,4 +807,222 @@ fn a_cancel_while_a_measure_waits_for_its_acks_measures_nothing() {
     assert!(end.samples.is_empty(), "{:?}", end.samples);
     assert!(lines(&dir, "measured.log").is_empty(), "the workload ran");
     assert_eq!(finished(&r), [true]);
+}
+
+// ---- what a plan needs of the host ----
+
+/// The plan's refusal, checking that it is the only record: nothing of the plan ran or
+/// was journaled as held.
+fn refusal(dir: &Path, shared: &Shared) -> String {
+    let r = assert_outbox_is_the_journal(dir, shared);
+    assert!(
+        !journal(dir).iter().any(|e| matches!(e, Entry::Plan(_))),
+        "a refused plan is not held"
+    );
+    match &r[..] {
+        [Record {
+            kind: RecordKind::PlanRefused { reason, .. },
+            ..
+        }] => reason.clone(),
+        other => panic!("expected only a refusal, got {other:?}"),
+    }
+}
+
+/// Every program the plan would exec that this host lacks is named, with the host and what
+/// needs it, in one refusal before anything runs: a command's own program (exec'd directly),
+/// a tool, fstrim's. Programs that are there, or run by a shell, are not named.
+#[test]
+fn a_plan_needing_programs_the_host_lacks_is_refused_naming_each_and_nothing_runs() {
+    let (_tmp, dir) = state_dir();
+    let tool = Workload::Tool {
+        tool: Tool::Fio,
+        argv: vec!["platter-no-such-fio".into(), "--name=x".into()],
+    };
+    // At the path the campaign gives (compilebench is not packaged).
+    let compilebench = Workload::Tool {
+        tool: Tool::Compilebench,
+        argv: vec!["/opt/platter-none/compilebench".into(), "-D".into()],
+    };
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, cmd(&log_attempt("ran.log"))),
+            ("a", 1, measure("platter-no-such-tool --flag")),
+            ("b", 1, measure("platter-no-such-tool --other")),
+            ("b", 1, StepKind::Measure(tool)),
+            ("b", 1, StepKind::Measure(compilebench)),
+            ("b", 1, cmd("platter-no-such-tool; true")),
+            ("b", 1, measure("true")),
+        ],
+    );
+    let shared = start(&dir, &[p]).wait();
+    let reason = refusal(&dir, &shared);
+    assert_eq!(
+        reason,
+        format!(
+            "host {HOST} lacks: platter-no-such-tool (for the measure of cell a, the measure of cell b), \
+             platter-no-such-fio (for the measure of cell b), \
+             /opt/platter-none/compilebench (for the measure of cell b)"
+        )
+    );
+    assert!(lines(&dir, "ran.log").is_empty(), "a step ran");
+}
+
+/// A user the host lacks refuses the plan like a missing program, named in the same list
+/// (as root; an agent that is not root refuses any user, saying so).
+#[test]
+fn a_plan_running_as_a_user_the_host_lacks_is_refused_and_nothing_runs() {
+    let (_tmp, dir) = state_dir();
+    let mut p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, cmd(&log_attempt("ran.log"))),
+            ("a", 1, measure("platter-no-such-tool")),
+        ],
+    );
+    p.run_as.insert(
+        "a".into(),
+        RunAs {
+            user: "platter-no-such-user".into(),
+            home: String::new(),
+        },
+    );
+    let shared = start(&dir, &[p]).wait();
+    let reason = refusal(&dir, &shared);
+    if rustix::process::geteuid().is_root() {
+        assert_eq!(
+            reason,
+            format!(
+                "host {HOST} lacks: platter-no-such-tool (for the measure of cell a), \
+                 user platter-no-such-user (for the workload of cell a)"
+            )
+        );
+    } else {
+        assert!(reason.contains("not root"), "{reason}");
+        assert!(reason.contains("platter-no-such-user"), "{reason}");
+    }
+    assert!(lines(&dir, "ran.log").is_empty(), "a step ran");
+}
+
+/// A user of this host made for a test (`useradd`), removed at the end.
+struct TestUser(String);
+
+impl TestUser {
+    fn new(tag: &str) -> TestUser {
+        let name = format!("plt{tag}{}", std::process::id() % 100_000);
+        let ok = std::process::Command::new("useradd")
+            .args(["--no-create-home", "--shell", "/bin/sh", &name])
+            .status()
+            .expect("useradd")
+            .success();
+        assert!(ok, "useradd {name}");
+        TestUser(name)
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("userdel").arg(&self.0).status();
+    }
+}
+
+/// The workload's setup and measure run as its user, with `HOME` the home made for it on
+/// the storage under test (owned by it, made again after the storage was made again);
+/// phases run as the agent.
+#[test]
+fn a_workload_runs_as_its_user_with_its_home_on_the_storage_under_test() {
+    if !root_or_skip("it adds a user and mounts a RAM disk") {
+        return;
+    }
+    runs_as_its_user_on(ramdisk(), "x");
+}
+
+/// The same on an encrypted view (gocryptfs, FUSE: opened to the user, who would be shut
+/// out of a FUSE mount by default).
+#[test]
+fn a_workload_runs_as_its_user_on_encrypted_storage() {
+    if !root_or_skip("it adds a user and mounts a RAM disk") {
+        return;
+    }
+    if crate::process::find_program("gocryptfs".as_ref()).is_err() {
+        assert!(
+            std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+            "gocryptfs is missing, and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping"
+        );
+        eprintln!("skipped: gocryptfs is not installed");
+        return;
+    }
+    let encrypted = StorageConfig {
+        encryption: Encryption::Gocryptfs,
+        ..ramdisk()
+    };
+    runs_as_its_user_on(encrypted, "e");
+}
+
+fn runs_as_its_user_on(storage: StorageConfig, tag: &str) {
+    let (_tmp, dir) = state_dir();
+    // The user must reach the mount point under the state directory.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let user = TestUser::new(tag);
+    let report = |name: &str| {
+        format!(
+            "cp ${{mount}}/home/u/who \"$PLATTER_STATE_DIR/{name}\"; \
+             stat -c %U ${{mount}}/home/u >> \"$PLATTER_STATE_DIR/{name}\"; \
+             id -un >> \"$PLATTER_STATE_DIR/{name}\""
+        )
+    };
+    let mut p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            ("a", 1, StepKind::StorageSetup(storage.clone())),
+            (
+                "a",
+                0,
+                StepKind::Setup("id -un > $HOME/who; echo $HOME >> $HOME/who".into()),
+            ),
+            ("a", 1, cmd(&report("after-setup"))),
+            (
+                "a",
+                1,
+                measure("id -un > $HOME/who; echo $HOME >> $HOME/who"),
+            ),
+            ("a", 1, cmd(&report("after-measure"))),
+            // Made anew (as after a reboot): the home is made again for the next command.
+            ("a", 2, StepKind::StorageSetup(storage.clone())),
+            (
+                "a",
+                2,
+                measure("id -un > $HOME/who; echo $USER >> $HOME/who"),
+            ),
+            ("a", 2, cmd(&report("after-remake"))),
+            ("a", 2, StepKind::StorageTeardown(storage.clone())),
+        ],
+    );
+    p.run_as.insert(
+        "a".into(),
+        RunAs {
+            user: user.0.clone(),
+            home: "${mount}/home/u".into(),
+        },
+    );
+    let mount = config(&dir).storage.mount_point(&storage);
+    let home = mount.join("home/u").display().to_string();
+    let shared = start(&dir, &[p]).wait();
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+    for i in 0..9 {
+        assert_eq!(
+            states(&r, i),
+            SUCCEEDED_ONCE,
+            "step {i}: {:?}",
+            events(&r, i)
+        );
+    }
+    let u = user.0.as_str();
+    assert_eq!(lines(&dir, "after-setup"), [u, &home, u, "root"]);
+    assert_eq!(lines(&dir, "after-measure"), [u, &home, u, "root"]);
+    assert_eq!(lines(&dir, "after-remake"), [u, u, u, "root"]);
+    assert!(!mounted(&mount), "torn down");
 }

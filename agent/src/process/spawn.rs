@@ -46,6 +46,7 @@
 //! child's rusage; `std::process::Command` cannot map the report pipe to fd 3 without a
 //! `pre_exec` closure, which makes std fork the whole agent instead of vfork'ing.
 
+use super::Credentials;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
@@ -68,6 +69,10 @@ const REPORT_FD: RawFd = 3;
 /// the most argv + envp pointers (both NULLs included). As in `agent/spawn/helper.rs`.
 const REQ_MAX: usize = 32 * 1024;
 const MAX_PTRS: usize = 2048;
+/// The most supplementary groups `--as` takes. As in `agent/spawn/helper.rs`.
+const MAX_GROUPS: usize = 256;
+/// The helper's `FAILED` stage when it could not become the workload's user.
+const STAGE_USER: i64 = 8;
 
 /// What the helper measured around its one child.
 #[derive(Debug, Clone, Copy)]
@@ -94,17 +99,20 @@ pub(super) fn run(
     args: &[&OsStr],
     env: &[(String, OsString)],
     stdio: Stdio<'_>,
+    user: Option<&Credentials>,
     running: &AtomicI32,
 ) -> std::io::Result<Measured> {
-    run_with(&RESIDENT, program, args, env, stdio, running)
+    run_with(&RESIDENT, program, args, env, stdio, user, running)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_with(
     resident: &Resident,
     program: &OsStr,
     args: &[&OsStr],
     env: &[(String, OsString)],
     stdio: Stdio<'_>,
+    user: Option<&Credentials>,
     running: &AtomicI32,
 ) -> std::io::Result<Measured> {
     let envp = environment(env);
@@ -121,15 +129,40 @@ fn run_with(
         .into_iter()
         .map(|kv| CString::new(kv.into_vec()))
         .collect::<Result<_, _>>()?;
-    if let Some(result) = resident.run(&path, &argv, &envp, stdio, running) {
-        return result;
-    }
+    // A workload of another user takes the one-shot path: the helper exec'd for it drops
+    // to the user before it forks (`--as`), so the resident one stays the agent's. Such
+    // workloads (builds) run for seconds; the ~0.2 ms of an exec does not show.
+    let options = match user {
+        Some(u) => user_options(u)?,
+        None => {
+            if let Some(result) = resident.run(&path, &argv, &envp, stdio, running) {
+                return result;
+            }
+            Vec::new()
+        }
+    };
     resident.one_shot.fetch_add(1, Ordering::Relaxed);
-    let helper_argv: Vec<&CStr> = [c"platter-spawn", path.as_c_str()]
+    let helper_argv: Vec<&CStr> = [c"platter-spawn"]
         .into_iter()
+        .chain(options.iter().map(CString::as_c_str))
+        .chain([path.as_c_str()])
         .chain(argv.iter().map(CString::as_c_str))
         .collect();
     run_once(&helper_argv, &envp, stdio, running)
+}
+
+/// The one-shot helper's option for a workload run as `u` (see `agent/spawn/helper.rs`):
+/// `--as=UID:GID:G1,G2,…`.
+fn user_options(u: &Credentials) -> std::io::Result<Vec<CString>> {
+    if u.groups.len() > MAX_GROUPS {
+        return Err(std::io::Error::other(format!(
+            "the user is in {} groups; a workload can run with at most {MAX_GROUPS}",
+            u.groups.len()
+        )));
+    }
+    let groups: Vec<String> = u.groups.iter().map(u32::to_string).collect();
+    let option = format!("--as={}:{}:{}", u.uid, u.gid, groups.join(","));
+    Ok(vec![CString::new(option)?])
 }
 
 /// A resident helper, started at the first request and replaced when it fails.
@@ -392,6 +425,11 @@ fn interpret(m: [i64; 8]) -> std::io::Result<Measured> {
             let e = std::io::Error::from_raw_os_error(errno as i32);
             if stage == STAGE_EXEC {
                 Err(e)
+            } else if stage == STAGE_USER {
+                Err(std::io::Error::new(
+                    e.kind(),
+                    format!("could not switch to the workload's user: {e}"),
+                ))
             } else {
                 Err(std::io::Error::new(
                     e.kind(),
@@ -437,7 +475,7 @@ fn environment(env: &[(String, OsString)]) -> Vec<OsString> {
 
 /// `execvp`'s search: a name with a `/` is used as is, otherwise the first executable
 /// file of that name in `path` (the workload's PATH; the usual default without one).
-fn resolve(program: &OsStr, path: Option<&OsStr>) -> std::io::Result<PathBuf> {
+pub(super) fn resolve(program: &OsStr, path: Option<&OsStr>) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.as_bytes().contains(&b'/') {
         return Ok(PathBuf::from(program));
@@ -664,6 +702,7 @@ mod tests {
             &args,
             env,
             [null.as_fd(), null.as_fd(), err],
+            None,
             running,
         )
     }

@@ -84,8 +84,18 @@ fn from_parsed(parsed: sample::Parsed) -> Vec<Sample> {
 
 /// Runs `workload` (its strings already substituted) and measures it.
 pub fn measure(workload: &Workload, env: &[(String, OsString)], running: &AtomicI32) -> Ending {
+    measure_as(workload, env, None, running)
+}
+
+/// `measure`, a command workload run as `user` (`None`: as the agent).
+pub(crate) fn measure_as(
+    workload: &Workload,
+    env: &[(String, OsString)],
+    user: Option<&process::Credentials>,
+    running: &AtomicI32,
+) -> Ending {
     match workload {
-        Workload::Command(script) => match process::run(script, env, running) {
+        Workload::Command(script) => match process::run_as(script, env, user, running) {
             Ok(o) => finish(&o, "workload", |o| Ok(outcome_samples(o))),
             Err(e) => Ending::error(format!("could not start `{script}`: {e}")),
         },

@@ -7,11 +7,24 @@ pub(super) async fn inventory(
     format: &str,
 ) -> anyhow::Result<i32> {
     use platter_proto::inventory::Device;
-    let hosts: Vec<(String, Vec<Device>)> = match coordinator {
-        None => vec![(
-            platter_agent::cli::hostname(),
-            platter_agent::scan_inventory()?,
-        )],
+    // Each host's drives and tools (the drives alone in JSON, whose shape predates tools;
+    // `platter agents --output json` has both).
+    type Drives = Vec<(String, Vec<Device>)>;
+    let (hosts, tools): (Drives, Vec<Vec<pb::ToolVersion>>) = match coordinator {
+        None => {
+            let tools = if format == "json" {
+                Vec::new()
+            } else {
+                platter_agent::scan_tools().iter().map(Into::into).collect()
+            };
+            (
+                vec![(
+                    platter_agent::cli::hostname(),
+                    platter_agent::scan_inventory()?,
+                )],
+                vec![tools],
+            )
+        }
         Some(client) => client
             .connect()
             .await?
@@ -21,8 +34,11 @@ pub(super) async fn inventory(
             .into_inner()
             .agents
             .into_iter()
-            .map(|a| (a.host, a.devices.into_iter().map(Device::from).collect()))
-            .collect(),
+            .map(|a| {
+                let devices = a.devices.into_iter().map(Device::from).collect();
+                ((a.host, devices), a.tools)
+            })
+            .unzip(),
     };
     if format == "json" {
         let map: serde_json::Map<String, serde_json::Value> = hosts
@@ -81,6 +97,15 @@ pub(super) async fn inventory(
     println!("{}", crate::report::aligned(&header, &widths, "", "  "));
     for r in &rows {
         println!("{}", crate::report::aligned(r, &widths, "", "  "));
+    }
+    let tools: Vec<(&str, &[pb::ToolVersion])> = hosts
+        .iter()
+        .zip(&tools)
+        .filter(|(_, t)| !t.is_empty())
+        .map(|((host, _), t)| (host.as_str(), t.as_slice()))
+        .collect();
+    if !tools.is_empty() {
+        print!("\ntools:\n{}", crate::operator::tool_table(&tools));
     }
     Ok(0)
 }

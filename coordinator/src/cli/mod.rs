@@ -35,6 +35,19 @@ use crate::{planner, spec};
 
 /// Exit status when a step failed (the report is still printed).
 pub const EXIT_FAILED_STEPS: i32 = 1;
+/// `platter status CAMPAIGN` fails when a host refused the campaign's plan (nothing of it
+/// ran there); the list of every campaign is only a listing.
+fn status_exit(list: &[pb::CampaignStatus], one: bool) -> i32 {
+    let refused = list
+        .iter()
+        .any(|c| c.hosts.iter().any(|h| !h.refused.is_empty()));
+    if one && refused {
+        EXIT_FAILED_STEPS
+    } else {
+        0
+    }
+}
+
 /// Exit status for invalid input (campaign file, flags).
 pub const EXIT_INVALID: i32 = 2;
 /// Exit status of `platter compare` when some cells could not be compared (no cell with
@@ -169,7 +182,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     "{}",
                     operator::render_status(&list, campaign.is_some(), output)
                 );
-                return Ok(0);
+                return Ok(status_exit(&list, campaign.is_some()));
             }
             let mut c = client.connect().await?;
             let list = match &campaign {
@@ -192,7 +205,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 "{}",
                 operator::render_status(&list, campaign.is_some(), output)
             );
-            Ok(0)
+            Ok(status_exit(&list, campaign.is_some()))
         }
         Command::Watch { campaign, client } => {
             let last = operator::watch(&mut client.connect().await?, &campaign).await?;

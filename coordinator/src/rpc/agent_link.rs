@@ -101,6 +101,7 @@ impl AgentLink for AgentLinkService {
             // The channel is new and has room for far more than a hello's plans.
             let _ = tx.try_send(Ok(cancel));
         }
+        self.hub.set_tools(&host, hello.tools.clone());
         let conn = self.hub.connect(&host, tx.clone(), held);
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
@@ -197,6 +198,7 @@ async fn serve(
                 Some(Kind::Heartbeat(_)) => {}
                 // An older stream's late inventory must not overwrite a newer hello's.
                 Some(Kind::Inventory(inv)) if hub.is_current(host, conn) => {
+                    hub.set_tools(host, inv.tools);
                     let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
                     // Also mounts and write-cache changes of plans' own storage steps: debug.
                     tracing::debug!(agent = %host, drives = devices.len(), "agent's drives changed");

@@ -200,6 +200,7 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                     steps_done: h.steps_done,
                     current_step: h.current_step,
                     elapsed_ms: h.elapsed_ms,
+                    refused: h.refused,
                 })
                 .collect(),
             created_unix_ms: s.created_unix_ms,
@@ -429,6 +430,7 @@ impl Control for ControlService {
                                 labels: Default::default(),
                                 state: String::new(),
                                 current_campaign: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                                tools: Vec::new(),
                             },
                             r.get::<_, String>(4)?,
                             r.get::<_, String>(5)?,
@@ -448,6 +450,7 @@ impl Control for ControlService {
         })
         .await?;
         let agents = rows.into_iter().map(|mut a| {
+            a.tools = self.hub.tools(&a.host);
             let presence = self.hub.presence(&a.host);
             a.connected = presence == Presence::Connected;
             a.state = match presence {

@@ -339,6 +339,10 @@ pub struct CommandWorkload {
     pub clean: Option<String>,
     /// The measured command.
     pub run: String,
+    /// The host's user that setup, clean and run run as (the agent must be root).
+    pub user: Option<String>,
+    /// HOME for `user`, made and owned by it on the storage under test (`${mount}/…`).
+    pub home: Option<String>,
 }
 
 /// A preparation step before each repetition.
@@ -572,6 +576,8 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
             setup: c.setup.as_ref().map(compile).transpose()?,
             clean: c.clean.as_ref().map(compile).transpose()?,
             run: compile(&c.run)?,
+            user: c.user.as_ref().map(compile).transpose()?,
+            home: c.home.as_ref().map(compile).transpose()?,
         },
         WorkloadSpec::Tool(t) => WorkloadTemplate::Tool {
             kind: t.kind,
@@ -628,10 +634,21 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
             Ok(s)
         };
         let workload = match &workload {
-            WorkloadTemplate::Command { setup, clean, run } => Workload::Command(CommandWorkload {
+            WorkloadTemplate::Command {
+                setup,
+                clean,
+                run,
+                user,
+                home,
+            } => Workload::Command(CommandWorkload {
                 setup: setup.as_ref().map(render).transpose()?,
                 clean: clean.as_ref().map(render).transpose()?,
                 run: render(run)?,
+                user: user.as_ref().map(|u| user_name(u, &params)).transpose()?,
+                home: home
+                    .as_ref()
+                    .map(|h| home_dir(h, &params, spec.storage.is_some()))
+                    .transpose()?,
             }),
             WorkloadTemplate::Tool {
                 kind,
@@ -790,6 +807,8 @@ enum WorkloadTemplate<'a> {
         setup: Option<Compiled<'a>>,
         clean: Option<Compiled<'a>>,
         run: Compiled<'a>,
+        user: Option<Compiled<'a>>,
+        home: Option<Compiled<'a>>,
     },
     Tool {
         kind: &'static str,
@@ -860,6 +879,60 @@ fn mount_point(
             format!("the fstrim mount point `{path}` is not an absolute path"),
         )
         .hint("write the full path of the mount point, e.g. `/mnt/test`, or `${mount}`"));
+    }
+    Ok(path)
+}
+
+/// `workload.command.user`: a user name as `useradd` takes it (letters, digits, `_`, `.`,
+/// `-`, not first; at most 32), so it can only name a user, never hold shell syntax.
+fn user_name(
+    (t, pieces): &Compiled<'_>,
+    params: &IndexMap<String, String>,
+) -> Result<String, SpecError> {
+    let name = subst::render(t, pieces, params)?;
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && !name.starts_with('-')
+        && !name.bytes().all(|b| b.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if !valid {
+        return Err(spec_error(
+            t.pos,
+            &t.path,
+            format!(
+                "`{name}` is not a user name (in cell {})",
+                matrix::describe(params)
+            ),
+        )
+        .hint("name a user of the host, e.g. `user: builder` (letters, digits, `_`, `.`, `-`)"));
+    }
+    Ok(name)
+}
+
+/// `workload.command.home`: an absolute path, or one under `${mount}` with `storage:`.
+fn home_dir(
+    (t, pieces): &Compiled<'_>,
+    params: &IndexMap<String, String>,
+    has_storage: bool,
+) -> Result<String, SpecError> {
+    let path = subst::render(t, pieces, params)?;
+    if path.contains("${mount}") && !has_storage {
+        return Err(spec_error(
+            t.pos,
+            &t.path,
+            "`${mount}` is the storage under test, but the campaign has no `storage:`",
+        )
+        .hint("add `storage:` (e.g. `storage: { fs: tmpfs }`), or give an absolute path"));
+    }
+    if !path.starts_with('/') && !path.starts_with("${mount}") {
+        return Err(spec_error(
+            t.pos,
+            &t.path,
+            format!("the home directory `{path}` is not an absolute path"),
+        )
+        .hint("put it on the storage under test, e.g. `home: \"${mount}/home/builder\"`"));
     }
     Ok(path)
 }

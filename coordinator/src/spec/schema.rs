@@ -81,6 +81,7 @@ impl Spec {
         match &self.workload {
             WorkloadSpec::Command(c) => {
                 out.extend(c.setup.iter().chain(&c.clean).chain([&c.run]));
+                out.extend(c.user.iter().chain(&c.home));
             }
             WorkloadSpec::Tool(t) => {
                 out.extend(t.fields.iter().chain(&t.options).map(|(_, t)| t));
@@ -106,6 +107,8 @@ pub(crate) struct StorageSpec {
 }
 
 #[derive(Debug)]
+// One per campaign: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum WorkloadSpec {
     Command(CommandSpec),
     Tool(ToolSpec),
@@ -128,6 +131,9 @@ pub(crate) struct CommandSpec {
     pub setup: Option<Template>,
     pub clean: Option<Template>,
     pub run: Template,
+    /// The user setup, clean and run run as, and its HOME.
+    pub user: Option<Template>,
+    pub home: Option<Template>,
 }
 
 #[derive(Debug)]
@@ -842,32 +848,70 @@ fn read_command(command: &Entry, path: &str, errs: &mut Errors) -> Option<Comman
     let fields = errs.ok(map(
         &command.value,
         path,
-        "a mapping with `run:` (and optional `setup:`, `clean:`)",
+        "a mapping with `run:` (and optional `setup:`, `clean:`, `user:`, `home:`)",
     ))?;
     let start = errs.count();
     let all = fields;
-    let fields = known(fields, path, &["setup", "clean", "run"], errs);
+    let keys = ["setup", "clean", "run", "user", "home"];
+    let fields = known(fields, path, &keys, errs);
     let mut setup = None;
     let mut clean = None;
     let mut run = None;
+    let mut user = None;
+    let mut home = None;
     for f in &fields {
-        let t = errs.ok(command_template(&f.value, &join(path, &f.name)));
+        let at = join(path, &f.name);
         match f.name.as_str() {
-            "setup" => setup = t,
-            "clean" => clean = t,
-            "run" => run = t,
+            "setup" => setup = errs.ok(command_template(&f.value, &at)),
+            "clean" => clean = errs.ok(command_template(&f.value, &at)),
+            "run" => run = errs.ok(command_template(&f.value, &at)),
+            "user" => user = errs.ok(named_template(&f.value, &at, "a user name")),
+            "home" => home = errs.ok(named_template(&f.value, &at, "a directory")),
             _ => {}
         }
     }
-    if !fields.iter().any(|f| f.name == "run") && !misspelt(all, &["setup", "clean", "run"], "run")
-    {
+    if let (Some(h), None) = (&home, fields.iter().find(|f| f.name == "user")) {
+        errs.push(
+            error(
+                h.pos,
+                &h.path,
+                "`home` is the HOME of `user`, which is not set",
+            )
+            .hint("add `user: NAME` (a user of the host) next to it, or drop `home:`"),
+        );
+    }
+    if !fields.iter().any(|f| f.name == "run") && !misspelt(all, &keys, "run") {
         errs.push(
             missing(command.key.pos, path, "run")
                 .hint("`run:` is the command whose execution is measured"),
         );
     }
     let run = run?;
-    errs.clean_since(start, CommandSpec { setup, clean, run })
+    let spec = CommandSpec {
+        setup,
+        clean,
+        run,
+        user,
+        home,
+    };
+    errs.clean_since(start, spec)
+}
+
+/// A non-empty string setting that may hold `${param}` (`user:`, `home:`).
+fn named_template(node: &Node, path: &str, expected: &str) -> Result<Template> {
+    let text = text(node, path, expected)?;
+    if text.trim().is_empty() {
+        return Err(error(
+            node.pos,
+            path,
+            format!("expected {expected}, found an empty string"),
+        ));
+    }
+    Ok(Template {
+        text,
+        pos: node.pos,
+        path: path.to_string(),
+    })
 }
 
 const SELECTOR_KEYS: [&str; 6] = [

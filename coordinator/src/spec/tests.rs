@@ -181,6 +181,8 @@ fn defaults() {
                     setup: None,
                     clean: None,
                     run: "true".into(),
+                    user: None,
+                    home: None,
                 }),
                 before_each: vec![],
                 storage: None,
@@ -229,6 +231,8 @@ on_failure: abort
             setup: Some("mkdir -p /tmp/x".into()),
             clean: Some("rm -f /tmp/x/f".into()),
             run: "dd bs=64k".into(),
+            user: None,
+            home: None,
         })
     );
     assert_eq!(
@@ -242,6 +246,38 @@ on_failure: abort
             Phase::Command("echo 64k".into()),
         ]
     );
+}
+
+#[test]
+fn a_command_runs_as_the_user_it_names_with_its_home_per_cell() {
+    let c = ok(r#"
+name: as-user
+matrix:
+  who: [builder, tester]
+storage: { fs: tmpfs }
+workload:
+  command:
+    user: "${who}"
+    home: "${mount}/home/${who}"
+    run: make
+"#);
+    let users: Vec<_> = c
+        .cells
+        .iter()
+        .map(|cell| match &cell.workload {
+            Workload::Command(w) => (w.user.clone().unwrap(), w.home.clone().unwrap()),
+            w => panic!("{w:?}"),
+        })
+        .collect();
+    assert_eq!(
+        users,
+        [
+            ("builder".to_string(), "${mount}/home/builder".to_string()),
+            ("tester".to_string(), "${mount}/home/tester".to_string()),
+        ]
+    );
+    let e = err("name: x\nworkload: { command: { run: make, user: builder, home: home/b } }\n");
+    assert!(e.to_string().contains("is not an absolute path"), "{e}");
 }
 
 #[test]

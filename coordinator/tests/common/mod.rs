@@ -187,9 +187,15 @@ pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
 
 /// `platter agent ARGS` with its state in `dir/LOG.state` and its log in `dir/LOG.log`.
 pub fn spawn_agent(dir: &Path, log: &str, args: &[&str]) -> Proc {
+    spawn_agent_with_env(dir, log, args, &[])
+}
+
+/// `spawn_agent` with `env` set for the agent.
+pub fn spawn_agent_with_env(dir: &Path, log: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
     let child = platter()
         .arg("agent")
         .args(args)
+        .envs(env.iter().copied())
         .arg("--state-dir")
         .arg(dir.join(format!("{log}.state")))
         .env("PLATTER_LOG", "info")
@@ -452,5 +458,29 @@ pub fn measured(
             error: String::new(),
             samples,
         }),
+    }
+}
+
+/// A user of this host made for a test (`useradd`, no home: the campaign names one), removed
+/// when dropped. Needs root.
+pub struct TestUser(pub String);
+
+impl TestUser {
+    /// `prefix` and this process's id: tests running at once get users of their own.
+    pub fn new(prefix: &str) -> TestUser {
+        let name = format!("{prefix}{}", std::process::id() % 100_000);
+        let ok = Command::new("useradd")
+            .args(["--no-create-home", "--shell", "/bin/sh", &name])
+            .status()
+            .expect("useradd")
+            .success();
+        assert!(ok, "useradd {name}");
+        TestUser(name)
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).status();
     }
 }

@@ -1,0 +1,246 @@
+//! What a plan needs of its host, judged when the plan arrives, so that a plan this host
+//! cannot run is refused whole before anything of it runs: the programs its steps exec
+//! (tools, mkfs, mount, gocryptfs, write-cache tools, fstrim, a command's own program) and
+//! the users its workloads run as. It runs nothing: a program is looked up in PATH, a user
+//! in the password database. Also the two things running as a user needs: the user's
+//! account (`account`) and its home made on the storage under test (`make_home`).
+
+use std::ffi::{CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::model::{Plan, Step, StepKind, StorageConfig, Workload};
+use crate::process;
+use crate::storage::Storage;
+
+/// A user of this host, as a workload running as it needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Account {
+    pub uid: u32,
+    pub gid: u32,
+    /// Its home directory in the password database.
+    pub home: PathBuf,
+    /// Its groups, as `initgroups(3)` would set them (the primary group included).
+    pub groups: Vec<u32>,
+}
+
+/// The user `name`, or `None` if this host has none of that name.
+pub(crate) fn account(name: &str) -> std::io::Result<Option<Account>> {
+    let cname = CString::new(name)?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let mut pwd = std::mem::MaybeUninit::<libc::passwd>::uninit();
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call: the name is NUL-terminated, `pwd`
+        // and `found` are writable, `buf` has `buf.len()` writable bytes.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                pwd.as_mut_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        if found.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: on success `found` points at `pwd`, filled in, its strings in `buf`,
+        // which lives until the end of this block.
+        let (uid, gid, home) = unsafe {
+            let pwd = &*found;
+            let home = CStr::from_ptr(pwd.pw_dir).to_bytes();
+            (
+                pwd.pw_uid,
+                pwd.pw_gid,
+                PathBuf::from(OsStr::from_bytes(home)),
+            )
+        };
+        return Ok(Some(Account {
+            uid,
+            gid,
+            home,
+            groups: groups(&cname, gid)?,
+        }));
+    }
+}
+
+/// `getgrouplist(3)`: the groups `initgroups` would give the user.
+fn groups(name: &CStr, gid: u32) -> std::io::Result<Vec<u32>> {
+    let mut room: libc::c_int = 32;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; room as usize];
+        let mut count = room;
+        // SAFETY: `groups` has room for `count` entries; getgrouplist writes at most that
+        // many and sets `count` to how many there are.
+        let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut count) };
+        if rc >= 0 {
+            groups.truncate(count.max(0) as usize);
+            return Ok(groups);
+        }
+        room = if count > room { count } else { room * 2 };
+        if room > 1 << 16 {
+            return Err(std::io::Error::other("the user is in too many groups"));
+        }
+    }
+}
+
+/// Makes `home` (and what is missing above it, owned by the agent) and gives it to the
+/// user. A home that exists is only given to the user again.
+pub(crate) fn make_home(home: &Path, account: &Account) -> std::io::Result<()> {
+    std::fs::create_dir_all(home)?;
+    std::os::unix::fs::chown(home, Some(account.uid), Some(account.gid))
+}
+
+/// One need of the plan the host does not meet, with what needs it.
+struct Lack {
+    what: String,
+    uses: Vec<String>,
+}
+
+/// Collects lacks of the same thing under one name, in the order they are first found.
+#[derive(Default)]
+struct Lacks(Vec<Lack>);
+
+impl Lacks {
+    fn add(&mut self, what: &str, used_for: String) {
+        match self.0.iter_mut().find(|l| l.what == what) {
+            Some(l) if !l.uses.contains(&used_for) => l.uses.push(used_for),
+            Some(_) => {}
+            None => self.0.push(Lack {
+                what: what.to_string(),
+                uses: vec![used_for],
+            }),
+        }
+    }
+
+    /// "fio (for the measure of cell a), mkfs.xfs (for storage setup)".
+    fn list(&self) -> String {
+        const SHOWN: usize = 3;
+        self.0
+            .iter()
+            .map(|l| {
+                let mut uses = l.uses[..l.uses.len().min(SHOWN)].join(", ");
+                if l.uses.len() > SHOWN {
+                    uses.push_str(&format!(" and {} more", l.uses.len() - SHOWN));
+                }
+                format!("{} (for {uses})", l.what)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// What the host needs to run `plan`, as the executor will run it. `substitute` fills in
+/// what only the agent knows (`${mount}`, …) as the step will see it.
+pub(crate) struct Check<'a> {
+    pub host: &'a str,
+    pub storage: &'a Storage,
+    pub substitute: &'a dyn Fn(&str, &Step, Option<&StorageConfig>) -> String,
+}
+
+impl Check<'_> {
+    /// Why `plan` cannot run on this host (every missing program and user named), or None.
+    pub(crate) fn refusal(&self, plan: &Plan) -> Option<String> {
+        let mut programs = Lacks::default();
+        let mut found = std::collections::HashMap::<String, bool>::new();
+        let mut need = |program: &str, used_for: String| {
+            let here = *found
+                .entry(program.to_string())
+                .or_insert_with(|| self.available(program));
+            if !here {
+                programs.add(program, used_for);
+            }
+        };
+        for step in &plan.steps {
+            let cell = &step.cell_id;
+            let storage = plan.storage_at(step.index);
+            let script = |s: &str| (self.substitute)(s, step, storage.as_ref());
+            match &step.kind {
+                StepKind::Setup(s) | StepKind::Clean(s) | StepKind::Command(s) => {
+                    let what = match &step.kind {
+                        StepKind::Command(_) => "a command phase",
+                        kind => kind.name(),
+                    };
+                    need(
+                        process::program_of(&script(s)),
+                        format!("{what} of cell {cell}"),
+                    )
+                }
+                StepKind::Measure(Workload::Command(s)) => need(
+                    process::program_of(&script(s)),
+                    format!("the measure of cell {cell}"),
+                ),
+                StepKind::Measure(Workload::Tool { argv, .. }) => {
+                    if let Some(program) = argv.first() {
+                        need(&script(program), format!("the measure of cell {cell}"));
+                    }
+                }
+                StepKind::Fstrim(_) => need("fstrim", "the fstrim phase".into()),
+                StepKind::StorageSetup(c) => {
+                    for program in self.storage.programs(c) {
+                        need(program, "storage setup".into());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let not_root = self.users(plan, &mut programs);
+        let mut reasons = Vec::new();
+        if !programs.0.is_empty() {
+            reasons.push(format!("host {} lacks: {}", self.host, programs.list()));
+        }
+        reasons.extend(not_root);
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// Whether `program` can be run: found in PATH, or (an absolute path) an executable
+    /// file. A path under the agent's mount points is made by the plan itself, and a
+    /// relative one depends on where the command runs: neither is judged.
+    fn available(&self, program: &str) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        let path = Path::new(program);
+        if !program.contains('/') {
+            return process::find_program(OsStr::new(program)).is_ok();
+        }
+        if !path.is_absolute() || path.starts_with(&self.storage.mount_dir) {
+            return true;
+        }
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+
+    /// Adds the plan's users the host lacks to `missing`; returns why none can be had if
+    /// the agent is not root.
+    fn users(&self, plan: &Plan, missing: &mut Lacks) -> Option<String> {
+        let first = plan.run_as.values().next()?;
+        let uid = rustix::process::geteuid();
+        if !uid.is_root() {
+            return Some(format!(
+                "platter-agent on {} runs as uid {}, not root, so it cannot run workloads as user {} \
+                 (workload.command.user): run the agent as root, or drop `user:`",
+                self.host,
+                uid.as_raw(),
+                first.user
+            ));
+        }
+        for (cell, r) in &plan.run_as {
+            let used_for = format!("the workload of cell {cell}");
+            match account(&r.user) {
+                Ok(Some(_)) => {}
+                Ok(None) => missing.add(&format!("user {}", r.user), used_for),
+                Err(e) => missing.add(
+                    &format!("user {} (cannot look it up: {e})", r.user),
+                    used_for,
+                ),
+            }
+        }
+        None
+    }
+}

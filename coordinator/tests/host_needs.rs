@@ -1,0 +1,172 @@
+//! What a plan needs of its host, end to end through `platter run`: a program or a user the
+//! host lacks makes its agent refuse the whole plan before anything runs, which `run` and
+//! `status` say (and exit non-zero); a command workload with `user:` and `home:` runs as
+//! that user, with its home made on the storage under test.
+
+mod common;
+
+use std::path::Path;
+
+use common::platter;
+
+/// `platter run FILE` in `dir` with `env` set: (exit code, stdout).
+fn run(dir: &Path, file: &Path, env: &[(&str, &str)]) -> (i32, String) {
+    let out = platter()
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .arg("run")
+        .arg(file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
+}
+
+/// `platter status NAME` of the store `platter run` left in `dir`: (exit code, stdout).
+fn status(dir: &Path, name: &str) -> (i32, String) {
+    let out = platter()
+        .current_dir(dir)
+        .args(["status", "--db"])
+        .arg(dir.join("platter-data/platter.db"))
+        .arg(name)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_program_the_host_lacks_refuses_the_plan_naming_it_and_nothing_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let marker = dir.join("setup-ran");
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: lacks-a-program\nworkload:\n  command:\n    setup: touch {}\n    run: platter-no-such-tool --fast\nrepeat: 1\n",
+            marker.display()
+        ),
+    );
+    let (code, out) = run(dir, &f, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("refused the plan, nothing ran"), "{out}");
+    assert!(
+        out.contains("lacks: platter-no-such-tool (for the measure of cell "),
+        "{out}"
+    );
+    assert!(!marker.exists(), "the setup ran");
+
+    let (code, shown) = status(dir, "lacks-a-program");
+    assert_eq!(code, 1, "{shown}");
+    assert!(
+        shown.contains("refused the plan, nothing ran: host "),
+        "{shown}"
+    );
+    assert!(shown.contains("lacks: platter-no-such-tool"), "{shown}");
+}
+
+/// A tool the campaign names (fio) that is not in the agent's PATH.
+#[test]
+fn a_tool_missing_from_path_refuses_the_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let empty = dir.join("empty-bin");
+    std::fs::create_dir(&empty).unwrap();
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: lacks-fio\nworkload:\n  fio: {{ directory: {}, options: {{ rw: write, size: 1m }} }}\nrepeat: 1\n",
+            dir.display()
+        ),
+    );
+    let (code, out) = run(dir, &f, &[("PATH", empty.to_str().unwrap())]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("lacks: fio (for the measure of cell "),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_user_the_host_lacks_refuses_the_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let marker = dir.join("setup-ran");
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: lacks-a-user\nworkload:\n  command:\n    user: platter-no-such-user\n    setup: touch {}\n    run: \"true\"\nrepeat: 1\n",
+            marker.display()
+        ),
+    );
+    let (code, out) = run(dir, &f, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("refused the plan, nothing ran"), "{out}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(
+            out.contains("lacks: user platter-no-such-user (for the workload of cell "),
+            "{out}"
+        );
+    } else {
+        assert!(out.contains("not root"), "{out}");
+    }
+    assert!(!marker.exists(), "the setup ran");
+}
+
+#[test]
+fn a_command_runs_as_its_user_with_its_home_on_the_storage_under_test() {
+    if !common::root_or_skip("it adds a user and mounts a RAM disk") {
+        return;
+    }
+    let user = common::TestUser::new("pltrun");
+    let name = user.0.clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    use std::os::unix::fs::PermissionsExt;
+    // The user must reach the mount point under the run's directory, and write `out`.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let who = out.join("who");
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: as-user\nstorage: {{ fs: tmpfs }}\nworkload:\n  command:\n    user: {name}\n    home: \"${{mount}}/home/{name}\"\n    \
+             setup: \"touch $HOME/setup-was-here\"\n    \
+             run: \"id -un > {w}; echo $HOME >> {w}; stat -c %U $HOME >> {w}; ls $HOME >> {w}\"\nrepeat: 1\n",
+            w = who.display()
+        ),
+    );
+    let shown = platter().arg("validate").arg(&f).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!(
+            "as user {name} (HOME ${{mount}}/home/{name}, made for it)"
+        )),
+        "{shown}"
+    );
+    let (code, text) = run(dir, &f, &[]);
+    assert_eq!(code, 0, "{text}");
+    let written = std::fs::read_to_string(&who).unwrap();
+    let lines: Vec<&str> = written.lines().collect();
+    assert_eq!(lines.len(), 4, "{written}");
+    assert_eq!(lines[0], user.0, "id -un");
+    assert!(
+        lines[1].starts_with(&dir.display().to_string())
+            && lines[1].ends_with(&format!("/home/{name}")),
+        "HOME on the RAM disk under {}: {written}",
+        dir.display()
+    );
+    assert_eq!(lines[2], user.0, "the home's owner");
+    assert_eq!(
+        lines[3], "setup-was-here",
+        "setup ran as the user, in the same home"
+    );
+}
