@@ -282,10 +282,11 @@ impl Storage {
     /// then opened to them; FUSE shuts out every user but the one who mounted it).
     pub(crate) fn setup(&self, c: &StorageConfig, shared: bool) -> Result<(), StorageError> {
         let mp = self.base_point(c);
-        // Left mounted by an attempt that was cut off: start from a clean slate.
+        // Left mounted by an attempt that was cut off: start from a clean slate. Patiently:
+        // the gocryptfs daemon of the view just unmounted may still hold the base a moment.
         for m in [self.mount_point(c), mp.clone()] {
             if self.is_mounted(&m)? {
-                run("umount", &[&m.display().to_string()])?;
+                umount_patiently(&m)?;
             }
         }
         if let Some(reason) = self.refusal(c) {
