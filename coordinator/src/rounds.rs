@@ -112,27 +112,21 @@ pub fn cell_values(c: &Connection, campaign_id: &str, cell: i64, metric: &str) -
 /// transaction that records it: the next round's plan for its host, if any cell of the
 /// plan goes on.
 pub fn next_round(c: &Connection, plan_id: &str) -> Result<Option<Plan>> {
-    let row: Option<(String, String, String, String, String, String)> = c
-        .query_row(
-            "SELECT p.campaign_id, p.host, p.body, ca.state, ca.file_name, ca.yaml
+    // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
+    // parsed or the plan read (this runs in the store's writer at every plan's end).
+    let row: Option<(String, String, String, String, String)> = c
+        .prepare_cached(
+            "SELECT p.campaign_id, p.host, ca.state, ca.file_name, ca.yaml
                FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
-            [plan_id],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
-        )
+        )?
+        .query_row([plan_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .optional()?;
-    let Some((campaign_id, host, body, state, file, yaml)) = row else {
+    let Some((campaign_id, host, state, file, yaml)) = row else {
         return Ok(None);
     };
-    if state != "running" {
+    if state != "running" || !yaml.contains("until") {
         return Ok(None);
     }
     // Parsed as it was submitted; the limits were checked then (perhaps raised by flags).
@@ -157,6 +151,9 @@ pub fn next_round(c: &Connection, plan_id: &str) -> Result<Option<Plan>> {
             return Ok(None);
         }
     }
+    let body: String = c.query_row("SELECT body FROM plans WHERE id = ?1", [plan_id], |r| {
+        r.get(0)
+    })?;
     let plan: Plan = serde_json::from_str(&body)?;
     // The cells this round ran and the repetition it brought them to.
     let mut ran: BTreeMap<String, u32> = BTreeMap::new();
