@@ -138,9 +138,12 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
 pub fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("PLATTER_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    // Logs are for operators and go to stderr; stdout is for reports.
+    // Logs are for operators and go to stderr; stdout is for reports. Colours only on a
+    // terminal: a log file or journald gets plain text, not escape sequences.
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

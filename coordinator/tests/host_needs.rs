@@ -52,6 +52,8 @@ fn a_program_the_host_lacks_refuses_the_plan_naming_it_and_nothing_runs() {
     let (code, out) = run(dir, &f, &[]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("refused the plan, nothing ran"), "{out}");
+    // The cell's row says why it is empty.
+    assert!(out.contains("0 (its host refused the plan)"), "{out}");
     assert!(
         out.contains("lacks: platter-no-such-tool (for the measure of cell "),
         "{out}"

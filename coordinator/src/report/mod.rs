@@ -1161,9 +1161,19 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
                 .iter()
                 .map(|p| cell.params.get(p).cloned().unwrap_or_default())
                 .collect();
+            // Why a cell has nothing at all, in the words a reader looks for.
+            let why = if report.refused.iter().any(|r| r.host == cell.host) {
+                "its host refused the plan".to_string()
+            } else if cell.failed > 0 {
+                format!("{} failed", cell.failed)
+            } else if report.state == "running" {
+                "not run yet".to_string()
+            } else {
+                "no measurement arrived".to_string()
+            };
             row.extend([
                 "-".into(),
-                format!("0 ({} failed)", cell.failed),
+                format!("0 ({why})"),
                 "".into(),
                 "".into(),
                 "".into(),
