@@ -134,6 +134,18 @@ impl Pivot {
     }
 }
 
+impl Until {
+    /// What the interval is of. A report's `latency.p99` is over every operation of every
+    /// run and has no interval; here it is each run's own p99 (`latency.p99 per run`).
+    pub fn subject(&self) -> String {
+        if crate::report::MergedLatency::is_merged_name(&self.metric) {
+            format!("{} per run", self.metric)
+        } else {
+            self.metric.clone()
+        }
+    }
+}
+
 impl Repeat {
     pub fn fixed(n: u32) -> Repeat {
         Repeat {
@@ -155,7 +167,10 @@ impl std::fmt::Display for Repeat {
             Some(u) if self.is_adaptive() => write!(
                 f,
                 "{}–{} (until the 95% interval of the {} median is within ±{}%)",
-                self.min, self.max, u.metric, u.ci_pct
+                self.min,
+                self.max,
+                u.subject(),
+                u.ci_pct
             ),
             _ => write!(f, "{}", self.max),
         }
@@ -180,7 +195,10 @@ impl Campaign {
         let mut t = match &r.until {
             Some(u) if r.is_adaptive() => format!(
                 "{}–{} repetition(s) (until the 95% interval of the {} median is within ±{}%)",
-                r.min, r.max, u.metric, u.ci_pct
+                r.min,
+                r.max,
+                u.subject(),
+                u.ci_pct
             ),
             _ => format!("{} repetition(s)", r.max),
         };

@@ -556,6 +556,22 @@ fn errors_report_the_first_problem_in_the_file() {
 }
 
 #[test]
+fn until_a_merged_percentile_means_each_runs_own() {
+    let c = parse(
+        "t.yaml",
+        "name: x\nworkload: { fsync: { path: /tmp/f } }\n\
+         repeat: { min: 6, max: 20, until: { metric: latency.p99, ci: 5% } }\n",
+    )
+    .unwrap();
+    assert!(
+        c.repetitions_text()
+            .contains("the 95% interval of the latency.p99 per run median"),
+        "{}",
+        c.repetitions_text()
+    );
+}
+
+#[test]
 fn repeat_as_a_mapping_with_equal_bounds_is_a_plain_number() {
     let c = parse(
         "t.yaml",
