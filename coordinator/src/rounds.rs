@@ -13,7 +13,7 @@
 //! of the median, or at `max` repetitions. The report states which, with the interval's
 //! width, from the same rule ([`judge`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
 use platter_proto::model::{Plan, StepKind, StepState};
@@ -249,9 +249,7 @@ pub fn verdicts(
             Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut seen = HashSet::new();
     for (cell, n) in planned {
-        seen.insert(cell);
         let values = cell_values(c, campaign_id, cell, &until.metric)?;
         out.insert(cell, judge(&values, n, repeat));
     }

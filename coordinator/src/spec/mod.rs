@@ -164,16 +164,21 @@ impl Repeat {
 impl std::fmt::Display for Repeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.until {
-            Some(u) if self.is_adaptive() => write!(
-                f,
-                "{}–{} (until the 95% interval of the {} median is within ±{}%)",
-                self.min,
-                self.max,
-                u.subject(),
-                u.ci_pct
-            ),
+            Some(u) if self.is_adaptive() => write!(f, "{}–{} ({u})", self.min, self.max),
             _ => write!(f, "{}", self.max),
         }
+    }
+}
+
+/// "until the 95% interval of the wall median is within ±2%".
+impl std::fmt::Display for Until {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "until the 95% interval of the {} median is within ±{}%",
+            self.subject(),
+            self.ci_pct
+        )
     }
 }
 
@@ -193,13 +198,7 @@ impl Campaign {
     pub fn repetitions_text(&self) -> String {
         let r = &self.repeat;
         let mut t = match &r.until {
-            Some(u) if r.is_adaptive() => format!(
-                "{}–{} repetition(s) (until the 95% interval of the {} median is within ±{}%)",
-                r.min,
-                r.max,
-                u.subject(),
-                u.ci_pct
-            ),
+            Some(u) if r.is_adaptive() => format!("{}–{} repetition(s) ({u})", r.min, r.max),
             _ => format!("{} repetition(s)", r.max),
         };
         if self.warmup > 0 {
