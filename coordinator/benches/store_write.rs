@@ -146,7 +146,7 @@ fn main() {
     let records = AGENTS * BATCHES_PER_AGENT * RECORDS_PER_BATCH;
     let samples = records * SAMPLES_PER_RECORD;
     let stored: i64 = store
-        .read(|c| Ok(c.query_row("SELECT COUNT(*) FROM samples", [], |r| r.get(0))?))
+        .read(|c| c.query_row("SELECT COUNT(*) FROM samples", (), |r| r.get(0)))
         .unwrap();
     assert_eq!(stored as usize, samples, "every sample stored once");
     println!(

@@ -2,6 +2,7 @@
 //! scheduler (hub), the gRPC services (rpc), reports, and the CLI that drives them.
 
 pub mod cli;
+pub mod db;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod hub;

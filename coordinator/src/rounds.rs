@@ -15,9 +15,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::db::{params, Conn};
 use indexmap::IndexMap;
 use platter_proto::model::{Plan, StepKind, StepState};
-use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::planner::PlannedCell;
 use crate::report::stats;
@@ -95,34 +95,26 @@ pub fn judge(values: &[f64], planned: u32, repeat: &Repeat) -> Verdict {
 }
 
 /// Every counted value of `metric` measured for cell `cell` (`cells.n`) of `campaign_id`.
-pub fn cell_values(c: &Connection, campaign_id: &str, cell: i64, metric: &str) -> Result<Vec<f64>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
+pub fn cell_values(c: &Conn, campaign_id: &str, cell: i64, metric: &str) -> Result<Vec<f64>> {
+    let values = c.query_map("SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
             AND sa.metric = ?3 AND sa.value IS NOT NULL
-          ORDER BY st.repetition",
-    )?;
-    let values = stmt
-        .query_map(params![campaign_id, cell, metric], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<f64>>>()?;
+          ORDER BY st.repetition", params![campaign_id, cell, metric], |r| r.get(0))?;
     Ok(values)
 }
 
 /// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
 /// transaction that records it: the next round's plan for its host, if any cell of the
 /// plan goes on.
-pub fn next_round(c: &Connection, plan_id: &str) -> Result<Option<Plan>> {
+pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
     // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
     // parsed or the plan read (this runs in the store's writer at every plan's end).
-    let row: Option<(String, String, String, String, String)> = c
-        .prepare_cached(
-            "SELECT p.campaign_id, p.host, ca.state, ca.file_name, ca.yaml
-               FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
-        )?
-        .query_row([plan_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
-        .optional()?;
+    let row: Option<(String, String, String, String, String)> = c.query_opt(
+        "SELECT p.campaign_id, p.host, ca.state, ca.file_name, ca.yaml
+           FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
+        [plan_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )?;
     let Some((campaign_id, host, state, file, yaml)) = row else {
         return Ok(None);
     };
@@ -194,23 +186,22 @@ pub fn next_round(c: &Connection, plan_id: &str) -> Result<Option<Plan>> {
 }
 
 /// The host's cells of a campaign as the planner made them, with their `cells.n`.
-fn host_cells(c: &Connection, campaign_id: &str, host: &str) -> Result<Vec<(i64, PlannedCell)>> {
-    let mut stmt = c.prepare_cached(
+fn host_cells(c: &Conn, campaign_id: &str, host: &str) -> Result<Vec<(i64, PlannedCell)>> {
+    let rows = c.query_map(
         "SELECT n, id, idx, params, COALESCE(point, 0), device FROM cells
           WHERE campaign_id = ?1 AND host = ?2 ORDER BY idx",
-    )?;
-    let rows = stmt
-        .query_map(params![campaign_id, host], |r| {
+        params![campaign_id, host],
+        |r| {
             Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, Option<String>>(5)?,
+                r.get::<i64>(0)?,
+                r.get::<String>(1)?,
+                r.get::<i64>(2)?,
+                r.get::<String>(3)?,
+                r.get::<i64>(4)?,
+                r.get::<Option<String>>(5)?,
             ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        },
+    )?;
     rows.into_iter()
         .map(|(n, id, idx, params, point, device)| {
             let params: IndexMap<String, String> = serde_json::from_str(&params)?;
@@ -231,7 +222,7 @@ fn host_cells(c: &Connection, campaign_id: &str, host: &str) -> Result<Vec<(i64,
 
 /// Per cell id of an adaptive campaign: why it stopped (or that it still runs).
 pub fn verdicts(
-    c: &Connection,
+    c: &Conn,
     campaign_id: &str,
     repeat: &Repeat,
 ) -> Result<std::collections::HashMap<i64, Verdict>> {
@@ -239,16 +230,13 @@ pub fn verdicts(
     let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
         return Ok(out);
     };
-    let mut stmt = c.prepare(
+    let planned = c.query_map(
         "SELECT st.cell, MAX(st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
           WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?2
           GROUP BY st.cell",
+        params![campaign_id, StepState::Started.as_str()],
+        |r| Ok((r.get::<i64>(0)?, r.get::<u32>(1)?)),
     )?;
-    let planned = stmt
-        .query_map(params![campaign_id, StepState::Started.as_str()], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
     for (cell, n) in planned {
         let values = cell_values(c, campaign_id, cell, &until.metric)?;
         out.insert(cell, judge(&values, n, repeat));

@@ -2,7 +2,7 @@
 //! Used by `platter serve` and, on loopback, by `platter run`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ pub struct Coordinator {
 
 /// How a coordinator serves.
 pub struct ServeOptions {
-    pub db: PathBuf,
+    pub db: crate::db::Location,
     pub listen: SocketAddr,
     /// Mutual TLS with the coordinator identity in this directory; plaintext when None.
     pub tls: Option<TlsDir>,
@@ -45,7 +45,7 @@ impl ServeOptions {
     /// Plaintext on `listen`: the loopback link inside `platter run`, and tests.
     pub fn plaintext(db: &Path, listen: SocketAddr) -> ServeOptions {
         ServeOptions {
-            db: db.to_path_buf(),
+            db: crate::db::Location::Sqlite(db.to_path_buf()),
             listen,
             tls: None,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
@@ -58,6 +58,24 @@ impl ServeOptions {
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
     Duration::from_secs(3 * platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs());
 
+/// Coordinators sharing a PostgreSQL store: plans queued or cancelled through another
+/// coordinator (it says so with `NOTIFY`, `Store::listen`) may be for hosts connected
+/// here, so every host connected here is dispatched to again. Notifications that arrive
+/// while a dispatch runs are taken together by the next one.
+async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: CancellationToken) {
+    let mut remote = store.subscribe_remote_plans();
+    tracing::info!(store = %store.location(), "following other coordinators' plans on this store (LISTEN/NOTIFY)");
+    loop {
+        tokio::select! {
+            r = remote.changed() => if r.is_err() { return },
+            _ = shutdown.cancelled() => return,
+        }
+        remote.borrow_and_update();
+        let hub = hub.clone();
+        let _ = tokio::task::spawn_blocking(move || hub.dispatch_all()).await;
+    }
+}
+
 /// Two missed heartbeats: a timeout shorter than that declares an idle agent lost
 /// between two heartbeats of a healthy link, and it flaps lost/online.
 pub const MIN_HEARTBEAT_TIMEOUT: Duration =
@@ -69,9 +87,9 @@ impl Coordinator {
         opts: ServeOptions,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Coordinator> {
-        let db = opts.db.as_path();
         let tls = opts.tls.as_ref().map(tls::server_config).transpose()?;
-        let store = Store::open(db).with_context(|| format!("opening store {}", db.display()))?;
+        let store =
+            Store::open_at(&opts.db).with_context(|| format!("opening store {}", opts.db))?;
         let listener = TcpListener::bind(opts.listen)
             .await
             .with_context(|| format!("listening on {}", opts.listen))?;
@@ -79,6 +97,13 @@ impl Coordinator {
         let hub = Arc::new(Hub::new(store.clone()));
         let tasks = TaskTracker::new();
         tasks.spawn(hub.clone().retry_failed(shutdown.clone()));
+        if opts.db.is_postgres() {
+            tasks.spawn(follow_other_coordinators(
+                store.clone(),
+                hub.clone(),
+                shutdown.clone(),
+            ));
+        }
         let auth = if tls.is_some() {
             Auth::Tls
         } else {
@@ -136,7 +161,7 @@ impl Coordinator {
                 tracing::error!(error = %e, "gRPC server failed");
             }
         });
-        tracing::info!(%addr, db = %db.display(), tls = auth == Auth::Tls, "coordinator listening");
+        tracing::info!(%addr, db = %opts.db, tls = auth == Auth::Tls, "coordinator listening");
         Ok(Coordinator {
             addr,
             store,

@@ -48,11 +48,11 @@ impl CampaignStatus {
     /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
     pub fn load_all(store: &Store, hub: &Hub) -> Result<Vec<CampaignStatus>> {
         let ids: Vec<String> = store.read(|c| {
-            let mut stmt =
-                c.prepare("SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id")?;
-            let ids = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
+            let ids = c.query_map(
+                "SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id",
+                (),
+                |r| r.get(0),
+            )?;
             Ok(ids)
         })?;
         ids.iter()
@@ -66,56 +66,52 @@ impl CampaignStatus {
             let campaign_id = crate::store::resolve_campaign(c, campaign)?;
             let campaign_id = campaign_id.as_str();
             let (name, state, repeat, created_unix_ms): (String, String, u32, i64) = c
-                .query_row("SELECT name, state, repeat, submitted_unix_ms FROM campaigns WHERE id = ?1", [campaign_id], |r| {
+                .query_opt("SELECT name, state, repeat, submitted_unix_ms FROM campaigns WHERE id = ?1", [campaign_id], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .map_err(|e| match e {
-                    rusqlite::Error::QueryReturnedNoRows => StoreError::NoCampaign(campaign_id.to_string()),
-                    e => e.into(),
-                })?;
+                })?
+                .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
             let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
             // A cell is done when every repetition's measure step has ended.
             let cells_done: u32 = c.query_row(
                 "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
                    WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.state != 'started'
-                   GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2)",
-                rusqlite::params![campaign_id, repeat],
+                   GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2) AS done",
+                crate::db::params![campaign_id, repeat],
                 |r| r.get(0),
             )?;
             let mut hosts = Vec::new();
             let (mut steps_total, mut steps_done, mut steps_failed) = (0, 0, 0);
-            let mut stmt = c.prepare("SELECT id, host, steps_total, body, CASE WHEN state = 'refused' THEN COALESCE(error, '') END FROM plans WHERE campaign_id = ?1 ORDER BY host")?;
-            let plans = stmt
-                .query_map([campaign_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?, r.get::<_, String>(3)?, r.get::<_, Option<String>>(4)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let plans = c.query_map(
+                "SELECT id, host, steps_total, body, CASE WHEN state = 'refused' THEN COALESCE(error, '') END FROM plans WHERE campaign_id = ?1 ORDER BY host",
+                [campaign_id],
+                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<u32>(2)?, r.get::<String>(3)?, r.get::<Option<String>>(4)?)),
+            )?;
             // A step that ran again (its measure was cut off, so its preparation runs anew)
             // has a row per attempt: each step counts once, as its latest attempt says.
-            let mut ended = c.prepare(&format!(
+            let ended = format!(
                 "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state != 'started' AND {LATEST}"
-            ))?;
+            );
             // A step that never started (skipped after an abort or a cancel) is stored
             // with start 0 and took no time. Both times are non-negative, so a difference
-            // cannot overflow; each is in ms before the sum, and TOTAL sums in floating
+            // cannot overflow; each is in ms before the sum, and the sum is in floating
             // point (SUM of a few `finished - 0` overflowed i64 and failed every status).
-            let mut elapsed = c.prepare(
-                "SELECT CAST(TOTAL((finished_unix_ns - started_unix_ns) / 1000000) AS INTEGER) FROM steps
+            let elapsed = "SELECT CAST(COALESCE(SUM(CAST((finished_unix_ns - started_unix_ns) / 1000000 AS REAL)), 0) AS BIGINT) FROM steps
                    WHERE plan_id = ?1 AND state != 'started' AND started_unix_ns > 0
-                     AND finished_unix_ns >= started_unix_ns",
-            )?;
-            let mut failed = c.prepare(&format!(
+                     AND finished_unix_ns >= started_unix_ns";
+            let failed = format!(
                 "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state = 'failed' AND {LATEST}"
-            ))?;
+            );
             // The running step: the latest start with no end record of its attempt.
-            let mut running = c.prepare(&format!(
+            let running = format!(
                 "SELECT s.step_index FROM steps s WHERE s.plan_id = ?1 AND s.state = 'started' AND {LATEST}
                    AND NOT EXISTS (SELECT 1 FROM steps e WHERE e.plan_id = s.plan_id AND e.step_index = s.step_index
                                    AND e.attempt = s.attempt AND e.state != 'started')
                  ORDER BY s.n DESC LIMIT 1"
-            ))?;
+            );
             for (plan_id, host, total, body, refused) in plans {
-                let done: u32 = ended.query_row([&plan_id], |r| r.get(0))?;
-                steps_failed += failed.query_row([&plan_id], |r| r.get::<_, u32>(0))?;
-                let current: Option<u32> = running.query_row([&plan_id], |r| r.get(0)).ok();
+                let done: u32 = c.query_row(&ended, [&plan_id], |r| r.get(0))?;
+                steps_failed += c.query_row(&failed, [&plan_id], |r| r.get::<u32>(0))?;
+                let current: Option<u32> = c.query_opt(&running, [&plan_id], |r| r.get(0))?;
                 let current_step = match current {
                     Some(i) => {
                         let plan: Plan = serde_json::from_str(&body)?;
@@ -123,7 +119,7 @@ impl CampaignStatus {
                     }
                     None => String::new(),
                 };
-                let elapsed_ms: i64 = elapsed.query_row([&plan_id], |r| r.get(0))?;
+                let elapsed_ms: i64 = c.query_row(elapsed, [&plan_id], |r| r.get(0))?;
                 steps_total += total;
                 steps_done += done;
                 hosts.push(HostProgress {

@@ -21,16 +21,23 @@ use std::time::Duration;
 
 use platter_proto::inventory::Device;
 use platter_proto::model::{Plan, Record, RecordKind};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::Connection;
 use rusqlite_migration::{Migrations, M};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::db::{self, params, Conn, Location};
 use crate::planner::PlannedCampaign;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("PostgreSQL: {}", pg_words(.0))]
+    Pg(#[from] tokio_postgres::Error),
+    #[error("stored data cannot be read: {0}")]
+    Decode(String),
+    #[error("the query returned no row")]
+    NoRows,
     #[error("database migration: {0}")]
     Migration(#[from] rusqlite_migration::Error),
     #[error("stored data is malformed: {0}")]
@@ -46,6 +53,21 @@ pub enum StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// PostgreSQL's own words for an error: its message (and detail) rather than tokio-postgres's
+/// "db error".
+fn pg_words(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => match d.detail() {
+            Some(detail) => format!("{} ({detail})", d.message()),
+            None => d.message().to_string(),
+        },
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
+}
 
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -212,7 +234,7 @@ fn migrations() -> Migrations<'static> {
 /// How long a write waits for the other connection's transaction to end.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Conn> {
     let mut conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // WAL + synchronous=NORMAL is durable against process crashes; FULL also against power
@@ -224,26 +246,54 @@ fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     conn.pragma_update(None, "cache_size", -65536)?;
     conn.busy_timeout(busy_timeout)?;
     migrations().to_latest(&mut conn)?;
-    Ok(conn)
+    // Statements are prepared once per connection and kept (`prepare_cached`).
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(Conn::sqlite(conn))
+}
+
+/// Brings the store at `location` to the latest schema; says what it did.
+pub fn migrate(location: &Location) -> Result<String> {
+    match location {
+        Location::Sqlite(path) => {
+            let c = open_conn(path, BUSY_TIMEOUT)?;
+            let version: i64 = c.query_row("PRAGMA user_version", (), |r| r.get(0))?;
+            Ok(format!("{location}: SQLite schema at version {version}"))
+        }
+        Location::Postgres(url) => {
+            let rt = PgRuntime(Some(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| StoreError::Commit(format!("starting a runtime: {e}")))?,
+            ));
+            let c = db::pg::connect(url, rt.0.as_ref().expect("just made").handle(), None)?;
+            let applied = db::pg::migrate(&c)?;
+            let version = db::pg::MIGRATIONS.len();
+            Ok(format!(
+                "{location}: PostgreSQL schema at version {version} ({applied} migration(s) applied now)"
+            ))
+        }
+    }
 }
 
 /// The id of the campaign `reference` names: its id, or else its name (the latest
 /// campaign of that name), so `platter report quickstart` works as well as the id.
-pub fn resolve_campaign(c: &Connection, reference: &str) -> Result<String> {
-    c.prepare_cached(
+pub fn resolve_campaign(c: &Conn, reference: &str) -> Result<String> {
+    c.query_opt(
         "SELECT id FROM campaigns WHERE id = ?1
          UNION ALL
          SELECT * FROM (SELECT id FROM campaigns WHERE name = ?1
-                        ORDER BY submitted_unix_ms DESC, generation DESC LIMIT 1)
+                        ORDER BY submitted_unix_ms DESC, generation DESC LIMIT 1) AS latest
          LIMIT 1",
+        [reference],
+        |r| r.get(0),
     )?
-    .query_row([reference], |r| r.get(0))
-    .optional()?
     .ok_or_else(|| StoreError::NoCampaign(reference.to_string()))
 }
 
 /// A connection for reads only, to a database `open_conn` already made and migrated.
-fn open_reader(path: &Path) -> Result<Connection> {
+fn open_reader(path: &Path) -> Result<Conn> {
     use rusqlite::OpenFlags;
     let conn = Connection::open_with_flags(
         path,
@@ -251,7 +301,8 @@ fn open_reader(path: &Path) -> Result<Connection> {
     )?;
     conn.pragma_update(None, "cache_size", -65536)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    Ok(conn)
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(Conn::sqlite(conn))
 }
 
 pub fn now_ms() -> i64 {
@@ -342,6 +393,7 @@ impl Health {
 pub fn reason(e: &StoreError) -> String {
     match e {
         StoreError::Sql(e) => e.to_string(),
+        StoreError::Pg(e) => pg_words(e),
         StoreError::Commit(r) => r.clone(),
         e => e.to_string(),
     }
@@ -365,6 +417,16 @@ pub fn is_store_fault(e: &StoreError) -> bool {
                 | FileLockingProtocolFailed
                 | OutOfMemory
         ),
+        // PostgreSQL: the connection is gone or failing, the server is short of
+        // resources, shutting down, read-only or in recovery, or a transaction lost a
+        // serialization race or a deadlock (trying again succeeds).
+        StoreError::Pg(e) => match db::pg::sqlstate_class(e).as_deref() {
+            None => true,
+            Some(class) => {
+                matches!(class, "08" | "53" | "57" | "58" | "40" | "XX")
+                    || e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+            }
+        },
         StoreError::Commit(_) => true,
         _ => false,
     }
@@ -373,18 +435,97 @@ pub fn is_store_fault(e: &StoreError) -> bool {
 /// Read connections kept for reuse; more are opened when all are in use.
 const MAX_IDLE_READERS: usize = 4;
 
+/// The runtime that drives PostgreSQL connections; shut down without waiting when the
+/// last handle goes (dropping a runtime may not block inside another one).
+struct PgRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for PgRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Opens connections to the store's database.
+#[derive(Clone)]
+struct Opener {
+    location: Location,
+    busy_timeout: Duration,
+    pg: Option<Arc<PgRuntime>>,
+}
+
+impl Opener {
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.pg
+            .as_ref()
+            .and_then(|rt| rt.0.as_ref())
+            .expect("a PostgreSQL store has its runtime")
+            .handle()
+    }
+
+    /// A connection that writes (and, for SQLite, migrates).
+    fn writer(&self) -> Result<Conn> {
+        match &self.location {
+            Location::Sqlite(path) => open_conn(path, self.busy_timeout),
+            Location::Postgres(url) => {
+                let c = db::pg::connect(url, self.handle(), None)?;
+                Ok(Conn::postgres(c))
+            }
+        }
+    }
+
+    fn reader(&self) -> Result<Conn> {
+        match &self.location {
+            Location::Sqlite(path) => open_reader(path),
+            Location::Postgres(_) => self.writer(),
+        }
+    }
+
+    /// PostgreSQL: a connection that listens for other coordinators' changes.
+    fn listener(&self, tx: std::sync::mpsc::Sender<String>, channel: &str) -> Result<Conn> {
+        let Location::Postgres(url) = &self.location else {
+            unreachable!("only PostgreSQL stores are shared");
+        };
+        let c = db::pg::connect(url, self.handle(), Some(tx))?;
+        c.batch(&format!("LISTEN {channel}"))?;
+        Ok(Conn::postgres(c))
+    }
+}
+
+/// What a coordinator tells the others sharing its PostgreSQL store (`NOTIFY`): `plans`
+/// when plans were queued or cancelled (they may be for hosts connected elsewhere),
+/// `records` when results were stored (a `watch` elsewhere shows them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Plans,
+    Records,
+}
+
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     /// The store's identity (`store_identity`), part of every campaign id it plans.
     id: Arc<str>,
-    path: Arc<Path>,
-    conn: Arc<Mutex<Connection>>,
+    opener: Opener,
+    conn: Arc<Mutex<Conn>>,
     /// Idle read connections (`read`).
-    readers: Arc<Mutex<Vec<Connection>>>,
+    readers: Arc<Mutex<Vec<Conn>>>,
     health: Arc<Health>,
     writer: mpsc::Sender<Batch>,
     changed: watch::Sender<u64>,
+    /// Bumped when another coordinator queued or cancelled plans (PostgreSQL only).
+    remote_plans: watch::Sender<u64>,
+    /// This process's mark on its notifications, so it ignores its own, and the channel
+    /// they go on.
+    instance: Arc<Instance>,
+}
+
+/// Who notifies, on which channel: `platter_<store id>`, since channels are
+/// database-wide and two stores may share a database in schemas of their own.
+struct Instance {
+    mark: String,
+    channel: String,
 }
 
 impl Store {
@@ -399,26 +540,143 @@ impl Store {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let conn = open_conn(path, busy_timeout)?;
-        let id: String = conn.query_row("SELECT id FROM store_identity", [], |r| r.get(0))?;
-        let writer_conn = open_conn(path, busy_timeout)?;
+        Store::open_engine(Location::Sqlite(path.to_path_buf()), busy_timeout)
+    }
+
+    /// Opens the store at `location`: an SQLite file, or a PostgreSQL database (migrated
+    /// to the latest schema first, which several coordinators starting at once do in turn).
+    pub fn open_at(location: &Location) -> Result<Store> {
+        if let Location::Sqlite(path) = location {
+            return Store::open(path);
+        }
+        Store::open_engine(location.clone(), BUSY_TIMEOUT)
+    }
+
+    fn open_engine(location: Location, busy_timeout: Duration) -> Result<Store> {
+        let pg = match location {
+            Location::Postgres(_) => Some(Arc::new(PgRuntime(Some(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("store-pg")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        StoreError::Commit(format!("starting the store's runtime: {e}"))
+                    })?,
+            )))),
+            Location::Sqlite(_) => None,
+        };
+        let opener = Opener {
+            location,
+            busy_timeout,
+            pg,
+        };
+        let conn = opener.writer()?;
+        if let Some(pg) = conn.as_postgres() {
+            let applied = db::pg::migrate(pg)?;
+            if applied > 0 {
+                tracing::info!(migrations = applied, store = %opener.location, "migrated the PostgreSQL store");
+            }
+        }
+        let id: String = conn.query_row("SELECT id FROM store_identity", (), |r| r.get(0))?;
+        let writer_conn = opener.writer()?;
         let (tx, rx) = mpsc::channel(1024);
         let (changed, _) = watch::channel(0u64);
+        let (remote_plans, _) = watch::channel(0u64);
         let health = Arc::new(Health::default());
+        let instance = Arc::new(Instance {
+            mark: format!("{:016x}", rand::random::<u64>()),
+            channel: format!("{}_{id}", db::pg::CHANNEL),
+        });
         let store = Store {
             id: id.into(),
-            path: path.into(),
+            opener: opener.clone(),
             conn: Arc::new(Mutex::new(conn)),
             readers: Arc::new(Mutex::new(Vec::new())),
             health: health.clone(),
             writer: tx,
             changed: changed.clone(),
+            remote_plans,
+            instance: instance.clone(),
         };
+        let writer_opener = opener.clone();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(writer_conn, rx, changed, &health))
-            .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+            .spawn(move || {
+                writer_loop(writer_conn, &writer_opener, rx, changed, &health, &instance)
+            })
+            .map_err(|e| StoreError::Commit(format!("starting the store's writer: {e}")))?;
+        if store.opener.location.is_postgres() {
+            store.listen();
+        }
         Ok(store)
+    }
+
+    /// Where the store is.
+    pub fn location(&self) -> &Location {
+        &self.opener.location
+    }
+
+    /// PostgreSQL: follows the other coordinators' notifications on a thread of its own,
+    /// reconnecting after a loss (and then treating everything as changed, since what was
+    /// said meanwhile is lost). Ends with the last handle of the store.
+    fn listen(&self) {
+        let opener = self.opener.clone();
+        let alive = Arc::downgrade(&self.health);
+        let (changed, remote) = (self.changed.clone(), self.remote_plans.clone());
+        let me = self.instance.clone();
+        let _ = std::thread::Builder::new()
+            .name("store-listen".into())
+            .spawn(move || {
+                let mut first = true;
+                loop {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let conn = match opener.listener(tx, &me.channel) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "listening for other coordinators failed; again in 1 s");
+                            std::thread::sleep(Duration::from_secs(1));
+                            if alive.strong_count() == 0 {
+                                return;
+                            }
+                            continue;
+                        }
+                    };
+                    if !first {
+                        tracing::info!("listening for other coordinators again");
+                    }
+                    if !first {
+                        changed.send_modify(|n| *n += 1);
+                        remote.send_modify(|n| *n += 1);
+                    }
+                    first = false;
+                    loop {
+                        use std::sync::mpsc::RecvTimeoutError;
+                        let payload = match rx.recv_timeout(Duration::from_millis(500)) {
+                            Ok(p) => p,
+                            Err(RecvTimeoutError::Timeout) => {
+                                if conn.is_broken() {
+                                    break;
+                                }
+                                if alive.strong_count() == 0 {
+                                    return;
+                                }
+                                continue;
+                            }
+                            // The connection's task ended: it is gone.
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        };
+                        let (from, what) = payload.split_once(' ').unwrap_or(("", &payload));
+                        if from == me.mark {
+                            continue;
+                        }
+                        changed.send_modify(|n| *n += 1);
+                        if what == "plans" {
+                            remote.send_modify(|n| *n += 1);
+                        }
+                    }
+                }
+            });
     }
 
     /// The store's identity: random, made with the database.
@@ -429,10 +687,9 @@ impl Store {
     /// Of `plan_ids`, those this store never planned.
     pub fn unknown_plans(&self, plan_ids: &[String]) -> Result<Vec<String>> {
         self.read(|c| {
-            let mut known = c.prepare_cached("SELECT 1 FROM plans WHERE id = ?1")?;
             let mut unknown = Vec::new();
             for id in plan_ids {
-                if !known.exists([id])? {
+                if !c.exists("SELECT 1 FROM plans WHERE id = ?1", [id])? {
                     unknown.push(id.clone());
                 }
             }
@@ -450,18 +707,27 @@ impl Store {
         self.changed.subscribe()
     }
 
+    /// Subscribes to "another coordinator queued or cancelled plans" (PostgreSQL only;
+    /// never changes for SQLite).
+    pub fn subscribe_remote_plans(&self) -> watch::Receiver<u64> {
+        self.remote_plans.subscribe()
+    }
+
     fn bump(&self) {
         self.changed.send_modify(|n| *n += 1);
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let mut conn = self.conn.lock().expect("store lock");
-        f(&mut conn)
+        if conn.is_broken() {
+            *conn = self.opener.writer()?;
+        }
+        f(&conn)
     }
 
     /// `with` for a write transaction: its failure for the store's own reasons is the
     /// store's fault until a write commits again.
-    fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let r = self.with(f);
         match &r {
             Ok(_) => self.health.committed(),
@@ -502,12 +768,11 @@ impl Store {
     /// An unfinished campaign with this content, if any.
     pub fn resumable(&self, content_hash: &str) -> Result<Option<String>> {
         self.read(|c| {
-            Ok(c.query_row(
+            c.query_opt(
                 "SELECT id FROM campaigns WHERE content_hash = ?1 AND state = 'running' ORDER BY generation DESC LIMIT 1",
                 [content_hash],
                 |r| r.get(0),
             )
-            .optional()?)
         })
     }
 
@@ -526,7 +791,7 @@ impl Store {
     /// Stores a planned campaign and queues its plans, all or nothing.
     pub fn insert_campaign(&self, p: &PlannedCampaign, file_name: &str, yaml: &str) -> Result<()> {
         self.write(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             tx.execute(
                 "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)",
@@ -551,6 +816,7 @@ impl Store {
             for plan in &p.plans {
                 queue_plan(&tx, plan)?;
             }
+            self.notify(&tx, Change::Plans)?;
             tx.commit()?;
             Ok(())
         })?;
@@ -577,12 +843,12 @@ impl Store {
         let r = self.write(|c| {
             // Most dispatches change nothing (the host runs a plan already, or has none
             // queued): they are answered by reads and take no write lock.
-            let read = c.transaction()?;
+            let read = c.read_transaction()?;
             if let Some(out) = Self::dispatch_pass(&read, hosts, false)? {
                 return Ok(out);
             }
             drop(read);
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let out = Self::dispatch_pass(&tx, hosts, true)?.expect("a marking pass answers");
             tx.commit()?;
             Ok(out)
@@ -597,17 +863,22 @@ impl Store {
     /// when `mark` (new). Without `mark`, None as soon as a host has a queued plan: the
     /// caller must mark it under the write lock.
     fn dispatch_pass(
-        c: &Connection,
+        c: &Conn,
         hosts: &[String],
         mark: bool,
     ) -> Result<Option<Vec<(String, Plan, bool)>>> {
         let mut out = Vec::new();
         for host in hosts {
+            if mark && c.is_postgres() {
+                // Coordinators sharing a PostgreSQL store take turns per host, so a host
+                // runs one plan at a time fleet-wide: the next pass sees the plan marked
+                // sent by another coordinator's committed pass.
+                c.execute("SELECT pg_advisory_xact_lock(hashtext(?1))", [host])?;
+            }
             match Self::next_plan(c, host)? {
                 Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
                 Some(Next::Queued(id, plan)) if mark => {
-                    c.prepare_cached("UPDATE plans SET state = 'sent' WHERE id = ?1")?
-                        .execute([&id])?;
+                    c.execute("UPDATE plans SET state = 'sent' WHERE id = ?1", [&id])?;
                     out.push((host.clone(), plan, true));
                 }
                 Some(Next::Queued(..)) => return Ok(None),
@@ -618,24 +889,22 @@ impl Store {
     }
 
     /// The plan `host` runs, else its next queued one; reads only.
-    fn next_plan(c: &Connection, host: &str) -> Result<Option<Next>> {
-        // Cached statements: a fan-out asks this once per host, and preparing them
-        // anew was a third of its CPU (BENCHMARKS.md, fleet scale).
-        let active: Option<String> = c
-                .prepare_cached(
-                    "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
-                )?
-                .query_row([host], |r| r.get(0))
-                .optional()?;
+    fn next_plan(c: &Conn, host: &str) -> Result<Option<Next>> {
+        // Statements are cached per connection: a fan-out asks this once per host, and
+        // preparing them anew was a third of its CPU (BENCHMARKS.md, fleet scale).
+        let active: Option<String> = c.query_opt(
+            "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
+            [host],
+            |r| r.get(0),
+        )?;
         if let Some(body) = active {
             return Ok(Some(Next::Active(serde_json::from_str(&body)?)));
         }
-        let next: Option<(String, String)> = c
-                .prepare_cached(
-                    "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
-                )?
-                .query_row([host], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
+        let next: Option<(String, String)> = c.query_opt(
+            "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
+            [host],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         match next {
             Some((id, body)) => Ok(Some(Next::Queued(id, serde_json::from_str(&body)?))),
             None => Ok(None),
@@ -676,10 +945,9 @@ impl Store {
     /// Every agent's labels from its last hello.
     pub fn labels(&self) -> Result<crate::spec::AgentLabels> {
         self.read(|c| {
-            let mut stmt = c.prepare("SELECT host, labels FROM agents ORDER BY host")?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let rows = c.query_map("SELECT host, labels FROM agents ORDER BY host", (), |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+            })?;
             rows.into_iter()
                 .map(|(h, l)| Ok((h, serde_json::from_str(&l)?)))
                 .collect()
@@ -689,10 +957,9 @@ impl Store {
     /// Every agent's devices from its last hello.
     pub fn inventories(&self) -> Result<crate::planner::Inventories> {
         self.read(|c| {
-            let mut stmt = c.prepare("SELECT host, devices FROM agents")?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let rows = c.query_map("SELECT host, devices FROM agents", (), |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+            })?;
             rows.into_iter()
                 .map(|(h, d)| Ok((h, serde_json::from_str(&d)?)))
                 .collect()
@@ -703,7 +970,7 @@ impl Store {
     /// agents hold now (they must be told to stop).
     pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
         let r = self.write(|c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let n = tx.execute("UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'", [campaign_id])?;
             if n == 0 {
                 let exists: bool = tx.query_row("SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1", [campaign_id], |r| r.get(0))?;
@@ -711,12 +978,11 @@ impl Store {
                     return Err(StoreError::NoCampaign(campaign_id.to_string()));
                 }
             }
-            let mut stmt = tx.prepare("SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')")?;
-            let held = stmt.query_map([campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
-            drop(stmt);
+            let held = tx.query_map("SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             // A plan sent but never accepted (it may never have arrived) no longer holds
             // its host: the agent is still told to cancel it, in case it holds it.
             tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state IN ('queued', 'sent')", [campaign_id])?;
+            self.notify(&tx, Change::Plans)?;
             tx.commit()?;
             Ok(held)
         })?;
@@ -726,38 +992,62 @@ impl Store {
 
     pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
         self.read(|c| {
-            c.prepare_cached("SELECT state FROM campaigns WHERE id = ?1")?
-                .query_row([campaign_id], |r| r.get(0))
-                .optional()?
-                .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
+            c.query_opt(
+                "SELECT state FROM campaigns WHERE id = ?1",
+                [campaign_id],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
         })
     }
 
     /// Runs a read-only query on a read connection of its own (from a pool), so that a
     /// long read — a report over a million samples — holds up no other read or write.
     /// Blocking: from async code, call it inside `spawn_blocking`.
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let idle = self.readers.lock().expect("readers lock").pop();
         let conn = match idle {
-            Some(c) => c,
-            None => open_reader(&self.path)?,
+            Some(c) if !c.is_broken() => c,
+            _ => self.opener.reader()?,
         };
         let r = f(&conn);
         let mut readers = self.readers.lock().expect("readers lock");
-        if readers.len() < MAX_IDLE_READERS {
+        if readers.len() < MAX_IDLE_READERS && !conn.is_broken() {
             readers.push(conn);
         }
         r
     }
+
+    /// PostgreSQL: tells the other coordinators, when `tx` commits, what changed.
+    fn notify(&self, tx: &Conn, what: Change) -> Result<()> {
+        notify(tx, &self.instance, what)
+    }
+}
+
+/// `Store::notify` for the writer.
+fn notify(c: &Conn, instance: &Instance, what: Change) -> Result<()> {
+    if c.is_postgres() {
+        let what = match what {
+            Change::Plans => "plans",
+            Change::Records => "records",
+        };
+        c.execute(
+            "SELECT pg_notify(?1, ?2)",
+            params![instance.channel, format!("{} {what}", instance.mark)],
+        )?;
+    }
+    Ok(())
 }
 
 /// The single writer of records. Takes whatever batches are waiting, commits them in one
 /// transaction, then answers each.
 fn writer_loop(
-    mut conn: Connection,
+    mut conn: Conn,
+    opener: &Opener,
     mut rx: mpsc::Receiver<Batch>,
     changed: watch::Sender<u64>,
     health: &Health,
+    instance: &Instance,
 ) {
     /// Upper bound on batches per transaction, to bound latency of the first ack.
     const MAX_BATCHES: usize = 256;
@@ -771,7 +1061,14 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
-        match commit(&mut conn, &mut cells, &mut plans, &batches) {
+        if conn.is_broken() {
+            // PostgreSQL went away: a new connection, or the batch fails (and is resent).
+            match opener.writer() {
+                Ok(c) => conn = c,
+                Err(e) => tracing::debug!(error = %e, "reconnecting the store's writer failed"),
+            }
+        }
+        match commit(&conn, &mut cells, &mut plans, &batches, instance) {
             Ok(outcomes) => {
                 health.committed();
                 changed.send_modify(|n| *n += 1);
@@ -794,21 +1091,20 @@ fn writer_loop(
 }
 
 /// Queues `plan` after every plan queued so far.
-fn queue_plan(c: &Connection, plan: &Plan) -> Result<()> {
-    let seq: i64 = c
-        .prepare_cached("SELECT COALESCE(MAX(queued_seq), 0) FROM plans")?
-        .query_row([], |r| r.get(0))?;
+pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
+    let seq: i64 = c.query_row("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", (), |r| {
+        r.get(0)
+    })?;
     let warmup: Vec<u32> = plan
         .steps
         .iter()
         .filter(|s| s.warmup)
         .map(|s| s.index)
         .collect();
-    c.prepare_cached(
+    c.execute(
         "INSERT OR IGNORE INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
          VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7)",
-    )?
-    .execute(params![
+        params![
         plan.id,
         plan.campaign_id,
         plan.host,
@@ -816,7 +1112,8 @@ fn queue_plan(c: &Connection, plan: &Plan) -> Result<()> {
         plan.steps.len() as i64,
         seq + 1,
         serde_json::to_string(&warmup)?
-    ])?;
+        ],
+    )?;
     Ok(())
 }
 
@@ -831,12 +1128,13 @@ struct KnownPlan {
 struct KnownPlans(std::collections::HashMap<String, KnownPlan>);
 
 impl KnownPlans {
-    fn get(&mut self, c: &Connection, id: &str) -> Result<Option<&KnownPlan>> {
+    fn get(&mut self, c: &Conn, id: &str) -> Result<Option<&KnownPlan>> {
         if !self.0.contains_key(id) {
-            let row: Option<(String, String)> = c
-                .prepare_cached("SELECT host, warmup_steps FROM plans WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
+            let row: Option<(String, String)> = c.query_opt(
+                "SELECT host, warmup_steps FROM plans WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
             let Some((host, warmup)) = row else {
                 return Ok(None);
             };
@@ -862,13 +1160,12 @@ fn plan_of(kind: &RecordKind) -> (&str, &'static str) {
 struct CellKeys(std::collections::HashMap<String, i64>);
 
 impl CellKeys {
-    fn get(&mut self, c: &Connection, id: &str) -> Result<Option<i64>> {
+    fn get(&mut self, c: &Conn, id: &str) -> Result<Option<i64>> {
         if let Some(n) = self.0.get(id) {
             return Ok(Some(*n));
         }
-        let n: Option<i64> = c
-            .query_row("SELECT n FROM cells WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?;
+        let n: Option<i64> =
+            c.query_opt("SELECT n FROM cells WHERE id = ?1", [id], |r| r.get(0))?;
         if let Some(n) = n {
             self.0.insert(id.to_string(), n);
         }
@@ -877,7 +1174,16 @@ impl CellKeys {
 }
 
 /// The campaign of `plan_id` has ended when none of its plans is left to run.
-fn finish_campaign_if_ended(c: &Connection, plan_id: &str) -> Result<()> {
+fn finish_campaign_if_ended(c: &Conn, plan_id: &str) -> Result<()> {
+    if c.is_postgres() {
+        // Coordinators sharing the store may end a campaign's last two plans at once:
+        // each locks the campaign's row first, so the later one sees the other's end
+        // (READ COMMITTED: its next statement reads what committed meanwhile).
+        c.execute(
+            "SELECT 1 FROM campaigns WHERE id = (SELECT campaign_id FROM plans WHERE id = ?1) FOR UPDATE",
+            [plan_id],
+        )?;
+    }
     c.execute(
         "UPDATE campaigns SET state = 'done' WHERE state = 'running'
            AND id = (SELECT campaign_id FROM plans WHERE id = ?1)
@@ -890,18 +1196,18 @@ fn finish_campaign_if_ended(c: &Connection, plan_id: &str) -> Result<()> {
 
 /// Keeps a record out of the results, with why, in `refused_records`.
 fn refuse(
-    c: &Connection,
+    c: &Conn,
     host: &str,
     r: &Record,
     reason: &str,
     outcome: &mut BatchOutcome,
 ) -> Result<()> {
     let (plan_id, kind) = plan_of(&r.kind);
-    c.prepare_cached(
+    c.execute(
         "INSERT OR IGNORE INTO refused_records (host, seq, plan_id, kind, reason, at_unix_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![host, r.seq as i64, plan_id, kind, reason, now_ms()])?;
+        params![host, r.seq as i64, plan_id, kind, reason, now_ms()],
+    )?;
     *outcome.refused.entry(plan_id.to_string()).or_default() += 1;
     outcome.refusals.push((r.seq, reason.to_string()));
     Ok(())
@@ -935,37 +1241,42 @@ fn is_the_records_fault(e: &StoreError) -> bool {
         StoreError::Sql(rusqlite::Error::SqliteFailure(f, _)) => {
             f.code == rusqlite::ErrorCode::ConstraintViolation
         }
-        StoreError::Json(_) => true,
+        // Integrity constraint violation, or data that does not fit (numeric out of
+        // range, bad text encoding).
+        StoreError::Pg(e) => matches!(db::pg::sqlstate_class(e).as_deref(), Some("23" | "22")),
+        StoreError::Json(_) | StoreError::Decode(_) => true,
         _ => false,
     }
 }
 
 /// Stores the agent's row (hello, inventory) and how far its records go.
-fn store_agent(c: &Connection, b: &Batch) -> Result<()> {
+fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
     if let Some(a) = &b.hello {
-        c.prepare_cached(
+        c.execute(
             "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices, labels) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
              last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices, labels = excluded.labels",
-        )?
-        .execute(params![b.host, a.boot_id, a.version, now_ms(), a.devices, a.labels])?;
+            params![b.host, a.boot_id, a.version, now_ms(), a.devices, a.labels],
+        )?;
     }
     if let Some(devices) = &b.inventory {
-        c.prepare_cached("UPDATE agents SET devices = ?2 WHERE host = ?1")?
-            .execute(params![b.host, devices])?;
+        c.execute(
+            "UPDATE agents SET devices = ?2 WHERE host = ?1",
+            params![b.host, devices],
+        )?;
     }
     let last_seq = b.records.iter().map(|r| r.seq).max().unwrap_or(0);
-    c.prepare_cached(
-        "UPDATE agents SET last_seq = MAX(last_seq, ?2), last_seen_unix_ms = ?3 WHERE host = ?1",
-    )?
-    .execute(params![b.host, last_seq as i64, now_ms()])?;
+    c.execute(
+        "UPDATE agents SET last_seq = CASE WHEN last_seq > ?2 THEN last_seq ELSE ?2 END, last_seen_unix_ms = ?3 WHERE host = ?1",
+        params![b.host, last_seq as i64, now_ms()],
+    )?;
     Ok(())
 }
 
 /// Applies one record of `host`'s: a record of a plan this store never made, or of
 /// another host's plan, is refused (an agent is confined to its own plans).
 fn store_record(
-    c: &Connection,
+    c: &Conn,
     cells: &mut CellKeys,
     plans: &mut KnownPlans,
     host: &str,
@@ -1015,13 +1326,11 @@ fn store_record(
                     outcome,
                 );
             };
-            let inserted = c
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
-                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                )?
-                .execute(params![
+            let inserted: Option<i64> = c.query_opt(
+                "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                 started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING n",
+                params![
                     e.plan_id,
                     e.step_index,
                     e.attempt,
@@ -1036,19 +1345,20 @@ fn store_record(
                     e.stderr_tail,
                     e.error,
                     warmup
-                ])?;
-            if inserted == 0 {
-                return Ok(()); // already stored: a resend
-            }
-            let step_row = c.last_insert_rowid();
-            let mut sample = c.prepare_cached(
-                "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                ],
+                |r| r.get(0),
             )?;
+            let Some(step_row) = inserted else {
+                return Ok(()); // already stored: a resend
+            };
             for s in &e.samples {
                 let hist = (!s.histogram.is_empty()).then_some(&s.histogram);
                 let missing = (!s.missing.is_empty()).then_some(&s.missing);
                 let value = missing.is_none().then_some(s.value);
-                sample.execute(params![step_row, s.metric, value, s.unit, hist, missing])?;
+                c.execute(
+                    "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![step_row, s.metric, value, s.unit, hist, missing],
+                )?;
             }
         }
         RecordKind::Provenance {
@@ -1056,18 +1366,18 @@ fn store_record(
             step_index,
             facts,
         } => {
-            c.prepare_cached(
+            c.execute(
                 "INSERT OR IGNORE INTO provenance (plan_id, seq, host, step_index, trigger, facts)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                plan_id,
-                r.seq as i64,
-                host,
-                step_index,
-                facts.trigger,
-                serde_json::to_string(facts)?
-            ])?;
+                params![
+                    plan_id,
+                    r.seq as i64,
+                    host,
+                    step_index,
+                    facts.trigger,
+                    serde_json::to_string(facts)?
+                ],
+            )?;
         }
         RecordKind::PlanRefused { plan_id, reason } => {
             let n = c.execute(
@@ -1107,12 +1417,13 @@ fn store_record(
 /// at fault are refused with the reason (`refused_records`, and the report counts their
 /// measurements as missing) instead of being resent forever.
 fn commit(
-    conn: &mut Connection,
+    conn: &Conn,
     cells: &mut CellKeys,
     plans: &mut KnownPlans,
     batches: &[Batch],
+    instance: &Instance,
 ) -> Result<Vec<BatchOutcome>> {
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = conn.write_transaction()?;
     let mut outcomes = Vec::with_capacity(batches.len());
     for b in batches {
         let mut outcome = BatchOutcome::default();
@@ -1124,7 +1435,7 @@ fn commit(
                     .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, &mut outcome))
             });
             match applied {
-                Ok(()) => sp.commit().map_err(StoreError::from),
+                Ok(()) => sp.commit(),
                 Err(e) => Err(e), // dropping `sp` rolls it back
             }
         };
@@ -1135,12 +1446,11 @@ fn commit(
                 outcome = BatchOutcome::default();
                 store_agent(&tx, b)?;
                 for r in &b.records {
-                    let mut sp = tx.savepoint()?;
+                    let sp = tx.savepoint()?;
                     match store_record(&sp, cells, plans, &b.host, r, &mut outcome) {
                         Ok(()) => sp.commit()?,
                         Err(e) if is_the_records_fault(&e) => {
                             sp.rollback()?;
-                            drop(sp);
                             tracing::error!(agent = %b.host, seq = r.seq, error = %e, "record refused: it cannot be stored");
                             let reason = format!("cannot be stored: {e}");
                             refuse(&tx, &b.host, r, &reason, &mut outcome)?;
@@ -1173,6 +1483,11 @@ fn commit(
         }
         outcomes.push(outcome);
     }
+    if outcomes.iter().any(|o| !o.hosts_freed.is_empty()) {
+        notify(&tx, instance, Change::Plans)?;
+    } else if batches.iter().any(|b| !b.records.is_empty()) {
+        notify(&tx, instance, Change::Records)?;
+    }
     tx.commit()?;
     Ok(outcomes)
 }
@@ -1184,6 +1499,55 @@ pub(crate) fn test_campaign(hosts: &str, generation: u32) -> PlannedCampaign {
         format!("name: t\nhosts: {{ names: [{hosts}] }}\nworkload: {{ command: {{ run: x }} }}\n");
     let c = crate::spec::parse("t.yaml", &yaml).unwrap();
     crate::planner::plan(&c, "", "test", generation, &Default::default()).unwrap()
+}
+
+/// Stores for tests of the store and what reads it, so each runs against both engines.
+#[doc(hidden)]
+pub mod testing {
+    use super::*;
+
+    /// The PostgreSQL server tests use, when one is named: `PLATTER_TEST_POSTGRES` (a URL
+    /// of a database the user may create schemas in). CI sets it
+    /// (`PLATTER_TEST_REQUIRE_ROOT=1` makes its absence a failure).
+    pub fn postgres_url() -> Option<String> {
+        match std::env::var("PLATTER_TEST_POSTGRES") {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ => {
+                assert!(
+                    std::env::var("PLATTER_TEST_REQUIRE_ROOT").as_deref() != Ok("1"),
+                    "PLATTER_TEST_REQUIRE_ROOT=1 but PLATTER_TEST_POSTGRES names no PostgreSQL server"
+                );
+                eprintln!("PLATTER_TEST_POSTGRES is not set: PostgreSQL is not tested here");
+                None
+            }
+        }
+    }
+
+    /// A new, empty PostgreSQL database for one test: a schema of its own on the test
+    /// server (`search_path` in the URL), so tests run side by side.
+    pub fn fresh_postgres(url: &str) -> Location {
+        let schema = format!("t_{:016x}", rand::random::<u64>());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let c = db::pg::connect(url, rt.handle(), None).expect("the test PostgreSQL server");
+        c.batch(&format!("CREATE SCHEMA {schema}")).unwrap();
+        drop(c);
+        rt.shutdown_background();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        Location::Postgres(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
+    }
+
+    /// An SQLite store in `dir`, and a PostgreSQL one when a server is named.
+    pub fn stores(dir: &Path) -> Vec<Store> {
+        let mut out = vec![Store::open(&dir.join("t.db")).unwrap()];
+        if let Some(url) = postgres_url() {
+            out.push(Store::open_at(&fresh_postgres(&url)).unwrap());
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -1227,96 +1591,97 @@ mod tests {
     #[test]
     fn an_agent_is_confined_to_its_plans_and_a_bad_record_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let planned = test_campaign("rc66, rcmonster", 1);
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
-        let plan = |h: &str| planned.plans.iter().find(|p| p.host == h).unwrap();
-        let measure = |p: &Plan| {
-            p.steps
-                .iter()
-                .position(|s| matches!(s.kind, platter_proto::model::StepKind::Measure(_)))
-                .unwrap() as u32
-        };
-        let (rc66, rcmonster) = (plan("rc66"), plan("rcmonster"));
-        let mut doubled = end(2, rc66, measure(rc66), 1, 1.0);
-        if let RecordKind::Step(e) = &mut doubled.kind {
-            let again = e.samples[0].clone();
-            e.samples.push(again);
-        }
-        let accepted = |seq, p: &Plan| Record {
-            seq,
-            kind: RecordKind::PlanAccepted {
-                plan_id: p.id.clone(),
-            },
-        };
-        let batch = |host: &str, records: Vec<Record>| Batch {
-            host: host.into(),
-            hello: None,
-            inventory: None,
-            records,
-            done: oneshot::channel().0,
-        };
-        let batches = [
-            batch(
-                "rc66",
-                vec![
-                    accepted(1, rc66),
-                    doubled,
-                    // rc66's certificate, rcmonster's plan: its measurement and its end.
-                    end(3, rcmonster, measure(rcmonster), 1, 66.0),
-                    Record {
-                        seq: 4,
-                        kind: RecordKind::PlanFinished {
-                            plan_id: rcmonster.id.clone(),
-                            cancelled: false,
+        for store in testing::stores(dir.path()) {
+            let planned = test_campaign("rc66, rcmonster", 1);
+            store.insert_campaign(&planned, "t.yaml", "").unwrap();
+            let plan = |h: &str| planned.plans.iter().find(|p| p.host == h).unwrap();
+            let measure = |p: &Plan| {
+                p.steps
+                    .iter()
+                    .position(|s| matches!(s.kind, platter_proto::model::StepKind::Measure(_)))
+                    .unwrap() as u32
+            };
+            let (rc66, rcmonster) = (plan("rc66"), plan("rcmonster"));
+            let mut doubled = end(2, rc66, measure(rc66), 1, 1.0);
+            if let RecordKind::Step(e) = &mut doubled.kind {
+                let again = e.samples[0].clone();
+                e.samples.push(again);
+            }
+            let accepted = |seq, p: &Plan| Record {
+                seq,
+                kind: RecordKind::PlanAccepted {
+                    plan_id: p.id.clone(),
+                },
+            };
+            let batch = |host: &str, records: Vec<Record>| Batch {
+                host: host.into(),
+                hello: None,
+                inventory: None,
+                records,
+                done: oneshot::channel().0,
+            };
+            let batches = [
+                batch(
+                    "rc66",
+                    vec![
+                        accepted(1, rc66),
+                        doubled,
+                        // rc66's certificate, rcmonster's plan: its measurement and its end.
+                        end(3, rcmonster, measure(rcmonster), 1, 66.0),
+                        Record {
+                            seq: 4,
+                            kind: RecordKind::PlanFinished {
+                                plan_id: rcmonster.id.clone(),
+                                cancelled: false,
+                            },
                         },
-                    },
-                ],
-            ),
-            batch(
-                "rcmonster",
-                vec![
-                    accepted(1, rcmonster),
-                    end(2, rcmonster, measure(rcmonster), 1, 7.0),
-                ],
-            ),
-        ];
-        let mut conn = open_conn(&dir.path().join("t.db"), BUSY_TIMEOUT).unwrap();
-        let outcomes = commit(
-            &mut conn,
-            &mut CellKeys::default(),
-            &mut KnownPlans::default(),
-            &batches,
-        )
-        .expect("one agent's bad records do not fail the commit");
-        assert_eq!(outcomes[0].refused.values().sum::<u32>(), 3);
-        assert!(outcomes[1].refused.is_empty());
-        let rows = |sql: &str| -> Vec<String> {
-            let mut st = conn.prepare(sql).unwrap();
-            st.query_map([], |r| r.get::<_, String>(0))
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect()
-        };
-        assert_eq!(
-            rows("SELECT host || ' ' || CAST(value AS TEXT) FROM sample_rows"),
-            ["rcmonster 7.0"]
-        );
-        assert_eq!(
-            rows("SELECT host || ' ' || state FROM plans ORDER BY host"),
-            ["rc66 accepted", "rcmonster accepted"],
-            "rc66 could not finish rcmonster's plan"
-        );
-        let reasons = rows("SELECT reason FROM refused_records ORDER BY seq");
-        assert!(reasons[0].starts_with("cannot be stored: "), "{reasons:?}");
-        assert_eq!(reasons[1..], ["the plan is rcmonster's, not rc66's"; 2]);
-        // The agent is told which records and why (in its ack)…
-        let told: Vec<u64> = outcomes[0].refusals.iter().map(|r| r.0).collect();
-        assert_eq!(told, [2, 3, 4]);
-        assert_eq!(outcomes[0].refusals[0].1, reasons[0]);
-        // …and the step whose end could not be stored failed with that reason, so the
-        // report says why its measurement is missing.
-        assert_eq!(
+                    ],
+                ),
+                batch(
+                    "rcmonster",
+                    vec![
+                        accepted(1, rcmonster),
+                        end(2, rcmonster, measure(rcmonster), 1, 7.0),
+                    ],
+                ),
+            ];
+            let conn = store.opener.writer().unwrap();
+            let outcomes = commit(
+                &conn,
+                &mut CellKeys::default(),
+                &mut KnownPlans::default(),
+                &batches,
+                &Instance {
+                    mark: "test".into(),
+                    channel: "platter_test".into(),
+                },
+            )
+            .expect("one agent's bad records do not fail the commit");
+            assert_eq!(outcomes[0].refused.values().sum::<u32>(), 3);
+            assert!(outcomes[1].refused.is_empty());
+            let rows =
+                |sql: &str| -> Vec<String> { conn.query_map(sql, (), |r| r.get(0)).unwrap() };
+            let stored = conn
+                .query_map("SELECT host, value FROM sample_rows", (), |r| {
+                    Ok((r.get::<String>(0)?, r.get::<f64>(1)?))
+                })
+                .unwrap();
+            assert_eq!(stored, [("rcmonster".to_string(), 7.0)]);
+            assert_eq!(
+                rows("SELECT host || ' ' || state FROM plans ORDER BY host"),
+                ["rc66 accepted", "rcmonster accepted"],
+                "rc66 could not finish rcmonster's plan"
+            );
+            let reasons = rows("SELECT reason FROM refused_records ORDER BY seq");
+            assert!(reasons[0].starts_with("cannot be stored: "), "{reasons:?}");
+            assert_eq!(reasons[1..], ["the plan is rcmonster's, not rc66's"; 2]);
+            // The agent is told which records and why (in its ack)…
+            let told: Vec<u64> = outcomes[0].refusals.iter().map(|r| r.0).collect();
+            assert_eq!(told, [2, 3, 4]);
+            assert_eq!(outcomes[0].refusals[0].1, reasons[0]);
+            // …and the step whose end could not be stored failed with that reason, so the
+            // report says why its measurement is missing.
+            assert_eq!(
             rows("SELECT host || ' ' || state || ' ' || error FROM steps WHERE state != 'started' ORDER BY host"),
             [
                 format!(
@@ -1326,28 +1691,137 @@ mod tests {
                 "rcmonster succeeded ".to_string()
             ]
         );
+        }
+    }
+
+    /// Two coordinators on one PostgreSQL store dispatch to the same host at once, again
+    /// and again: the host never holds two plans, and every plan is sent exactly once.
+    #[test]
+    fn coordinators_sharing_postgres_never_give_a_host_two_plans() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let location = testing::fresh_postgres(&url);
+        let (a, b) = (
+            Store::open_at(&location).unwrap(),
+            Store::open_at(&location).unwrap(),
+        );
+        const PLANS: u32 = 30;
+        for generation in 1..=PLANS {
+            a.insert_campaign(&test_campaign("h", generation), "t.yaml", "")
+                .unwrap();
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut sent = Vec::new();
+        for seq in 1..=u64::from(PLANS) {
+            // Both ask at once; whatever each gets must be the same one plan.
+            let (ra, rb) = std::thread::scope(|s| {
+                let ta = s.spawn(|| a.plan_for_host("h").unwrap());
+                let tb = s.spawn(|| b.plan_for_host("h").unwrap());
+                (ta.join().unwrap(), tb.join().unwrap())
+            });
+            let (pa, na) = ra.expect("a plan for h");
+            let (pb, nb) = rb.expect("a plan for h");
+            assert_eq!(pa.id, pb.id, "the host got two plans at once");
+            assert!(na ^ nb, "sent exactly once: {na} {nb}");
+            let active: i64 = a
+                .read(|c| {
+                    c.query_row(
+                        "SELECT COUNT(*) FROM plans WHERE host = 'h' AND state IN ('sent', 'accepted')",
+                        (),
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            assert_eq!(active, 1);
+            sent.push(pa.id.clone());
+            // The plan ends through the other coordinator every other time.
+            let ending = if seq % 2 == 0 { &a } else { &b };
+            let finished = Record {
+                seq,
+                kind: RecordKind::PlanFinished {
+                    plan_id: pa.id,
+                    cancelled: false,
+                },
+            };
+            rt.block_on(ending.write_records("h", vec![finished]))
+                .unwrap();
+        }
+        sent.sort();
+        sent.dedup();
+        assert_eq!(sent.len(), PLANS as usize, "every plan was sent once");
+        assert!(a.plan_for_host("h").unwrap().is_none());
+        let done: i64 = b
+            .read(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM campaigns WHERE state = 'done'",
+                    (),
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(
+            done,
+            i64::from(PLANS),
+            "each campaign ended once its plan did"
+        );
+    }
+
+    /// A campaign submitted through one coordinator is heard of by another sharing its
+    /// PostgreSQL store (NOTIFY), which then dispatches it to the hosts connected to it.
+    #[test]
+    fn another_coordinator_hears_of_new_plans() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let location = testing::fresh_postgres(&url);
+        let (a, b) = (
+            Store::open_at(&location).unwrap(),
+            Store::open_at(&location).unwrap(),
+        );
+        let mut heard = b.subscribe_remote_plans();
+        let mut own = a.subscribe_remote_plans();
+        // The listeners connect on threads of their own: give them a moment.
+        std::thread::sleep(Duration::from_millis(500));
+        a.insert_campaign(&test_campaign("h", 1), "t.yaml", "")
+            .unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), heard.changed())
+                .await
+                .expect("b hears of a's plans within 5 s")
+                .unwrap();
+            assert!(
+                tokio::time::timeout(Duration::from_millis(500), own.changed())
+                    .await
+                    .is_err(),
+                "a does not act on its own notification"
+            );
+        });
+        assert!(b.plan_for_host("h").unwrap().unwrap().1);
     }
 
     /// A campaign is found by id, or by name as the latest of that name.
     #[test]
     fn a_campaign_is_found_by_id_or_by_its_latest_name() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let (first, second) = (test_campaign("h", 1), test_campaign("h", 2));
-        store.insert_campaign(&first, "t.yaml", "").unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-        store.insert_campaign(&second, "t.yaml", "").unwrap();
-        store
-            .read(|c| {
-                assert_eq!(resolve_campaign(c, &first.id)?, first.id);
-                assert_eq!(resolve_campaign(c, "t")?, second.id);
-                assert!(matches!(
-                    resolve_campaign(c, "u"),
-                    Err(StoreError::NoCampaign(n)) if n == "u"
-                ));
-                Ok(())
-            })
-            .unwrap();
+        for store in testing::stores(dir.path()) {
+            let (first, second) = (test_campaign("h", 1), test_campaign("h", 2));
+            store.insert_campaign(&first, "t.yaml", "").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            store.insert_campaign(&second, "t.yaml", "").unwrap();
+            store
+                .read(|c| {
+                    assert_eq!(resolve_campaign(c, &first.id)?, first.id);
+                    assert_eq!(resolve_campaign(c, "t")?, second.id);
+                    assert!(matches!(
+                        resolve_campaign(c, "u"),
+                        Err(StoreError::NoCampaign(n)) if n == "u"
+                    ));
+                    Ok(())
+                })
+                .unwrap();
+        }
     }
 
     /// A plan sent but never accepted (too large to arrive, or the agent went away) must
@@ -1355,84 +1829,86 @@ mod tests {
     #[test]
     fn cancelling_a_plan_that_was_only_sent_frees_its_host() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let (first, second) = (test_campaign("h", 1), test_campaign("h", 2));
-        store.insert_campaign(&first, "t.yaml", "").unwrap();
-        store.insert_campaign(&second, "t.yaml", "").unwrap();
-        let (sent, _) = store.plan_for_host("h").unwrap().unwrap();
-        assert_eq!(sent.campaign_id, first.id);
-        let held = store.cancel_campaign(&first.id).unwrap();
-        assert_eq!(
-            held,
-            [(sent.id.to_string(), "h".to_string())],
-            "the agent is still told"
-        );
-        let (next, new) = store.plan_for_host("h").unwrap().unwrap();
-        assert_eq!((next.campaign_id.as_str(), new), (second.id.as_str(), true));
+        for store in testing::stores(dir.path()) {
+            let (first, second) = (test_campaign("h", 1), test_campaign("h", 2));
+            store.insert_campaign(&first, "t.yaml", "").unwrap();
+            store.insert_campaign(&second, "t.yaml", "").unwrap();
+            let (sent, _) = store.plan_for_host("h").unwrap().unwrap();
+            assert_eq!(sent.campaign_id, first.id);
+            let held = store.cancel_campaign(&first.id).unwrap();
+            assert_eq!(
+                held,
+                [(sent.id.to_string(), "h".to_string())],
+                "the agent is still told"
+            );
+            let (next, new) = store.plan_for_host("h").unwrap().unwrap();
+            assert_eq!((next.campaign_id.as_str(), new), (second.id.as_str(), true));
+        }
     }
 
     #[tokio::test]
     async fn resent_and_repeated_records_are_stored_once() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 2\n",
-        )
-        .unwrap();
-        let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
-        let plan = &planned.plans[0];
-        let (dispatched, new) = store.plan_for_host("h").unwrap().unwrap();
-        assert!(new);
-        assert_eq!(&dispatched, plan);
+        for store in testing::stores(dir.path()) {
+            let c = crate::spec::parse(
+                "t.yaml",
+                "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 2\n",
+            )
+            .unwrap();
+            let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+            store.insert_campaign(&planned, "t.yaml", "").unwrap();
+            let plan = &planned.plans[0];
+            let (dispatched, new) = store.plan_for_host("h").unwrap().unwrap();
+            assert!(new);
+            assert_eq!(&dispatched, plan);
 
-        store
-            .write_records("h", vec![end(1, plan, 0, 1, 1.0)])
-            .await
-            .unwrap();
-        // The same record again (a resend after a lost ack), and another end of the same
-        // measure step (which a correct agent never sends): neither adds a sample.
-        store
-            .write_records("h", vec![end(1, plan, 0, 1, 1.0), end(2, plan, 0, 2, 9.0)])
-            .await
-            .unwrap();
-        store
-            .write_records("h", vec![end(3, plan, 1, 1, 2.0)])
-            .await
-            .unwrap();
-        let values: Vec<f64> = store
-            .read(|c| {
-                let mut s = c.prepare("SELECT value FROM sample_rows ORDER BY repetition")?;
-                let v = s
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<f64>>>()?;
-                Ok(v)
-            })
-            .unwrap();
-        assert_eq!(values, [1.0, 2.0]);
+            store
+                .write_records("h", vec![end(1, plan, 0, 1, 1.0)])
+                .await
+                .unwrap();
+            // The same record again (a resend after a lost ack), and another end of the same
+            // measure step (which a correct agent never sends): neither adds a sample.
+            store
+                .write_records("h", vec![end(1, plan, 0, 1, 1.0), end(2, plan, 0, 2, 9.0)])
+                .await
+                .unwrap();
+            store
+                .write_records("h", vec![end(3, plan, 1, 1, 2.0)])
+                .await
+                .unwrap();
+            let values: Vec<f64> = store
+                .read(|c| {
+                    c.query_map(
+                        "SELECT value FROM sample_rows ORDER BY repetition",
+                        (),
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            assert_eq!(values, [1.0, 2.0]);
 
-        let finished = Record {
-            seq: 4,
-            kind: RecordKind::PlanFinished {
-                plan_id: plan.id.clone(),
-                cancelled: false,
-            },
-        };
-        let outcome = store
-            .write_records("h", vec![finished.clone()])
-            .await
-            .unwrap();
-        assert_eq!(outcome.hosts_freed, ["h"]);
-        assert_eq!(store.campaign_state(&planned.id).unwrap(), "done");
-        // A resent PlanFinished frees nothing twice.
-        assert!(store
-            .write_records("h", vec![finished])
-            .await
-            .unwrap()
-            .hosts_freed
-            .is_empty());
-        assert!(store.plan_for_host("h").unwrap().is_none());
+            let finished = Record {
+                seq: 4,
+                kind: RecordKind::PlanFinished {
+                    plan_id: plan.id.clone(),
+                    cancelled: false,
+                },
+            };
+            let outcome = store
+                .write_records("h", vec![finished.clone()])
+                .await
+                .unwrap();
+            assert_eq!(outcome.hosts_freed, ["h"]);
+            assert_eq!(store.campaign_state(&planned.id).unwrap(), "done");
+            // A resent PlanFinished frees nothing twice.
+            assert!(store
+                .write_records("h", vec![finished])
+                .await
+                .unwrap()
+                .hosts_freed
+                .is_empty());
+            assert!(store.plan_for_host("h").unwrap().is_none());
+        }
     }
 
     /// A preparation step that ran again (its measure was cut off) ends once per attempt;
@@ -1440,37 +1916,37 @@ mod tests {
     #[tokio::test]
     async fn a_step_run_again_ends_once_per_attempt() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
-        let planned = test_campaign("h", 1);
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
-        let plan = &planned.plans[0];
-        let prep = |seq, attempt| {
-            let mut r = end(seq, plan, 0, attempt, 0.0);
-            if let RecordKind::Step(e) = &mut r.kind {
-                e.kind = "sync".into();
-                e.samples.clear();
-            }
-            r
-        };
-        store
-            .write_records("h", vec![prep(1, 1), prep(2, 2)])
-            .await
-            .unwrap();
-        store
-            .write_records("h", vec![prep(1, 1), prep(2, 2)])
-            .await
-            .unwrap();
-        let attempts: Vec<u32> = store
-            .read(|c| {
-                let mut s =
-                    c.prepare("SELECT attempt FROM steps WHERE step_index = 0 ORDER BY n")?;
-                let v = s
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<u32>>>()?;
-                Ok(v)
-            })
-            .unwrap();
-        assert_eq!(attempts, [1, 2]);
+        for store in testing::stores(dir.path()) {
+            let planned = test_campaign("h", 1);
+            store.insert_campaign(&planned, "t.yaml", "").unwrap();
+            let plan = &planned.plans[0];
+            let prep = |seq, attempt| {
+                let mut r = end(seq, plan, 0, attempt, 0.0);
+                if let RecordKind::Step(e) = &mut r.kind {
+                    e.kind = "sync".into();
+                    e.samples.clear();
+                }
+                r
+            };
+            store
+                .write_records("h", vec![prep(1, 1), prep(2, 2)])
+                .await
+                .unwrap();
+            store
+                .write_records("h", vec![prep(1, 1), prep(2, 2)])
+                .await
+                .unwrap();
+            let attempts: Vec<u32> = store
+                .read(|c| {
+                    c.query_map(
+                        "SELECT attempt FROM steps WHERE step_index = 0 ORDER BY n",
+                        (),
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            assert_eq!(attempts, [1, 2]);
+        }
     }
 
     /// A dispatch that changes nothing (the host runs a plan already, or has none queued)
@@ -1501,7 +1977,7 @@ mod tests {
             .insert_campaign(&test_campaign("h", 2), "t.yaml", "")
             .unwrap();
         store
-            .with(|c| Ok(c.execute("UPDATE plans SET state = 'done' WHERE id = ?1", [&plan.id])?))
+            .with(|c| c.execute("UPDATE plans SET state = 'done' WHERE id = ?1", [&plan.id]))
             .unwrap();
         locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
         assert!(store.plan_for_host("h").is_err(), "busy");
@@ -1518,45 +1994,46 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dispatch_never_fails_while_the_writer_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).unwrap();
-        const PLANS: u32 = 200;
-        for generation in 1..=PLANS {
-            store
-                .insert_campaign(&test_campaign("h", generation), "t.yaml", "")
-                .unwrap();
-        }
-        let stop = CancellationToken::new();
-        let hammer = {
-            let (store, stop) = (store.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut hellos = 0u64;
-                while !stop.is_cancelled() {
-                    store
-                        .agent_seen("other", &format!("b{hellos}"), "v", &[], &[])
-                        .await
-                        .unwrap();
-                    hellos += 1;
-                }
-                hellos
-            })
-        };
-        for seq in 1..=u64::from(PLANS) {
-            let (plan, new) = store
-                .plan_for_host("h")
-                .expect("dispatch while the writer commits")
-                .expect("a queued plan");
-            assert!(new);
-            let finished = Record {
-                seq,
-                kind: RecordKind::PlanFinished {
-                    plan_id: plan.id,
-                    cancelled: false,
-                },
+        for store in testing::stores(dir.path()) {
+            const PLANS: u32 = 200;
+            for generation in 1..=PLANS {
+                store
+                    .insert_campaign(&test_campaign("h", generation), "t.yaml", "")
+                    .unwrap();
+            }
+            let stop = CancellationToken::new();
+            let hammer = {
+                let (store, stop) = (store.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut hellos = 0u64;
+                    while !stop.is_cancelled() {
+                        store
+                            .agent_seen("other", &format!("b{hellos}"), "v", &[], &[])
+                            .await
+                            .unwrap();
+                        hellos += 1;
+                    }
+                    hellos
+                })
             };
-            store.write_records("h", vec![finished]).await.unwrap();
+            for seq in 1..=u64::from(PLANS) {
+                let (plan, new) = store
+                    .plan_for_host("h")
+                    .expect("dispatch while the writer commits")
+                    .expect("a queued plan");
+                assert!(new);
+                let finished = Record {
+                    seq,
+                    kind: RecordKind::PlanFinished {
+                        plan_id: plan.id,
+                        cancelled: false,
+                    },
+                };
+                store.write_records("h", vec![finished]).await.unwrap();
+            }
+            stop.cancel();
+            assert!(hammer.await.unwrap() > 0, "the writer was busy meanwhile");
+            assert!(store.plan_for_host("h").unwrap().is_none());
         }
-        stop.cancel();
-        assert!(hammer.await.unwrap() > 0, "the writer was busy meanwhile");
-        assert!(store.plan_for_host("h").unwrap().is_none());
     }
 }

@@ -44,8 +44,15 @@ pub enum Command {
         /// serve` prints `listening on ADDRESS` (the port bound) on stderr
         #[arg(long, default_value = "0.0.0.0:7461")]
         listen: SocketAddr,
-        #[arg(long, default_value = "/var/lib/platter/platter.db")]
-        db: PathBuf,
+        /// The store: an SQLite file, or a PostgreSQL database that several coordinators
+        /// share (`postgres://USER:PASSWORD@HOST:PORT/DBNAME`; migrated at start, as
+        /// `platter db migrate` does)
+        #[arg(
+            long,
+            env = "PLATTER_DB",
+            default_value = "/var/lib/platter/platter.db"
+        )]
+        db: crate::db::Location,
         /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem (from `platter certs
         /// issue coordinator DNS-NAME…`). Agents and operators must present certificates
         /// from the same CA.
@@ -184,6 +191,20 @@ pub enum Command {
     },
     /// Run an agent (the same as the `platter-agent` binary).
     Agent(platter_agent::cli::AgentArgs),
+    /// The store's schema (coordinators also migrate it when they start).
+    #[command(subcommand)]
+    Db(DbCommand),
+}
+
+#[derive(Subcommand)]
+pub enum DbCommand {
+    /// Bring the store's schema to this platter's version and say where it stands: run
+    /// it before starting upgraded coordinators on a shared PostgreSQL store.
+    Migrate {
+        /// An SQLite file, or `postgres://USER:PASSWORD@HOST:PORT/DBNAME`
+        #[arg(long, env = "PLATTER_DB")]
+        db: crate::db::Location,
+    },
 }
 
 #[derive(Subcommand)]

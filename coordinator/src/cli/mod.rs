@@ -167,7 +167,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             output,
         } => {
             if let Some(db) = local_store(db, &client)? {
-                let store = crate::store::Store::open(&db)?;
+                let store = crate::store::Store::open_at(&crate::db::Location::from_arg(&db))?;
                 // No agent is connected to a store read from a file: hosts show as offline.
                 let hub = crate::hub::Hub::new(store.clone());
                 use crate::status::CampaignStatus;
@@ -214,6 +214,11 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             } else {
                 0
             })
+        }
+        Command::Db(DbCommand::Migrate { db }) => {
+            let said = tokio::task::spawn_blocking(move || crate::store::migrate(&db)).await??;
+            println!("{said}");
+            Ok(0)
         }
         Command::Agents { client, output } => {
             let agents = client
@@ -275,7 +280,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let render = async |format: Format| -> anyhow::Result<(String, u32)> {
                 Ok(match &db {
                     Some(db) => {
-                        let store = crate::store::Store::open(db)?;
+                        let store =
+                            crate::store::Store::open_at(&crate::db::Location::from_arg(db))?;
                         let r = crate::report::Report::load(&store, &campaign)?;
                         (format.exporter().render(&r), r.problems())
                     }
@@ -286,7 +292,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 // From the store: written as it is rendered, never held whole (a JSON
                 // report of every sample can be larger than the report's data).
                 Some(db) if format != Format::Table => {
-                    let store = crate::store::Store::open(db)?;
+                    let store = crate::store::Store::open_at(&crate::db::Location::from_arg(db))?;
                     let r = crate::report::Report::load(&store, &campaign)?;
                     emit_with(output.as_deref(), |out| format.exporter().write(&r, out))?;
                     r.problems()
@@ -320,7 +326,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let compared = match local_store(db, &client)? {
                 Some(db) => {
                     use crate::report::judge::{check_side_host, compare_sides, split_side};
-                    let store = crate::store::Store::open(&db)?;
+                    let store = crate::store::Store::open_at(&crate::db::Location::from_arg(&db))?;
                     let ((a_ref, a_host), (b_ref, b_host)) = (split_side(&a), split_side(&b));
                     let (ra, rb) = (
                         crate::report::Report::load(&store, a_ref)?,

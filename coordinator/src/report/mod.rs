@@ -15,8 +15,8 @@ pub mod table;
 
 use std::collections::HashMap;
 
+use crate::db::params;
 use indexmap::IndexMap;
-use rusqlite::params;
 use serde::Serialize;
 
 use crate::status::LATEST;
@@ -365,28 +365,22 @@ impl Report {
             let campaign_id = crate::store::resolve_campaign(c, campaign)?;
             let campaign_id = campaign_id.as_str();
             let (name, state, params, repeat): (String, String, String, u32) = c
-                .query_row("SELECT name, state, params, repeat FROM campaigns WHERE id = ?1", [campaign_id], |r| {
+                .query_opt("SELECT name, state, params, repeat FROM campaigns WHERE id = ?1", [campaign_id], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .map_err(|e| match e {
-                    rusqlite::Error::QueryReturnedNoRows => StoreError::NoCampaign(campaign_id.to_string()),
-                    e => e.into(),
-                })?;
+                })?
+                .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
             // Steps are found through their plans (the steps table is indexed by plan only).
             let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
-            let mut stmt = c.prepare(
-                "SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns
+                        let rows = c.query_map("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns
                  FROM plans p JOIN steps st ON st.plan_id = p.id
                  JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
-                 ORDER BY st.cell, st.started_unix_ns, st.repetition",
-            )?;
-            let rows = stmt.query_map([campaign_id], |r| {
+                 ORDER BY st.cell, st.started_unix_ns, st.repetition", [campaign_id], |r| {
                 Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
+                    r.get::<i64>(0)?,
+                    r.get::<String>(1)?,
+                    r.get::<String>(2)?,
                     RawSample {
-                        value: r.get::<_, Option<f64>>(3)?,
+                        value: r.get::<Option<f64>>(3)?,
                         missing: r.get(4)?,
                         repetition: r.get(5)?,
                         attempt: r.get(6)?,
@@ -395,7 +389,7 @@ impl Report {
                 ))
             })?;
             for row in rows {
-                let (cell, metric, unit, raw) = row?;
+                let (cell, metric, unit, raw) = row;
                 let by_metric = values.entry(cell).or_insert_with(|| {
                     COMMAND_METRICS
                         .iter()
@@ -417,24 +411,18 @@ impl Report {
                 g.raw.push(raw);
             }
             let mut failed: HashMap<i64, u32> = HashMap::new();
-            let mut stmt = c.prepare(
-                "SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+                        for row in c.query_map("SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
                  WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
-                   AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, length(?2)) = ?2))
-                 GROUP BY st.cell",
-            )?;
-            for row in stmt.query_map(params![campaign_id, NOT_MEASURED], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u32>(1)?)))? {
-                let (cell, n) = row?;
+                   AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
+                 GROUP BY st.cell", params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()], |r| Ok((r.get::<i64>(0)?, r.get::<u32>(1)?)))? {
+                let (cell, n) = row;
                 failed.insert(cell, n);
             }
             let mut notes = how_measured(c, campaign_id)?;
             let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-            let mut stmt = c.prepare(
-                "SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL AND st.warmup = 0",
-            )?;
-            for row in stmt.query_map([campaign_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))? {
-                let (cell, h) = row?;
+                        for row in c.query_map("SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
+                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL AND st.warmup = 0", [campaign_id], |r| Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?)))? {
+                let (cell, h) = row;
                 histograms.entry(cell).or_default().push(h);
             }
             let (yaml, file): (String, String) =
@@ -451,12 +439,11 @@ impl Report {
                 None => HashMap::new(),
             };
             let mut cells = Vec::new();
-            let mut stmt = c.prepare("SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx")?;
-            let rows = stmt.query_map([campaign_id], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+                        let rows = c.query_map("SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx", [campaign_id], |r| {
+                Ok((r.get::<i64>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?))
             })?;
             for row in rows {
-                let (n, cell_id, host, params) = row?;
+                let (n, cell_id, host, params) = row;
                 let by_metric = values.remove(&n).unwrap_or_default();
                 let mut warnings: Vec<String> = by_metric
                     .get("wall")
@@ -524,18 +511,16 @@ impl Report {
             let steps_failed: u32 = c.query_row(
                 &format!(
                     "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
-                     WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST})"
+                     WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST}) AS failed"
                 ),
                 [campaign_id],
                 |r| r.get(0),
             )?;
-            let mut stmt = c.prepare(&format!(
+                        let failures = c.query_map(&format!(
                 "SELECT s.host, s.kind, s.repetition, s.attempt, s.error, s.stderr_tail, ce.params
                    FROM steps s JOIN plans p ON p.id = s.plan_id JOIN cells ce ON ce.n = s.cell
                  WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST} ORDER BY s.finished_unix_ns"
-            ))?;
-            let failures = stmt
-                .query_map(params![campaign_id], |r| {
+            ), params![campaign_id], |r| {
                     let params: String = r.get(6)?;
                     let params: IndexMap<String, String> = serde_json::from_str(&params).unwrap_or_default();
                     Ok(Failure {
@@ -547,26 +532,21 @@ impl Report {
                         error: r.get(4)?,
                         stderr_tail: r.get(5)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                })?;
             let mut measurements_expected = 0u32;
-            let mut stmt = c.prepare("SELECT body FROM plans WHERE campaign_id = ?1 AND state != 'refused'")?;
-            for body in stmt.query_map([campaign_id], |r| r.get::<_, String>(0))? {
-                let plan: platter_proto::model::Plan = serde_json::from_str(&body?)?;
+                        for body in c.query_map("SELECT body FROM plans WHERE campaign_id = ?1 AND state != 'refused'", [campaign_id], |r| r.get::<String>(0))? {
+                let plan: platter_proto::model::Plan = serde_json::from_str(&body)?;
                 let measures = plan.steps.iter().filter(|s| matches!(s.kind, platter_proto::model::StepKind::Measure(_)));
                 measurements_expected += measures.count() as u32;
             }
             let measurements_ended: u32 = c.query_row(
                 "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
-                 WHERE p.campaign_id = ?1 AND p.state != 'refused' AND s.kind = 'measure' AND s.state != 'started')",
+                 WHERE p.campaign_id = ?1 AND p.state != 'refused' AND s.kind = 'measure' AND s.state != 'started') AS ended",
                 [campaign_id],
                 |r| r.get(0),
             )?;
             let measurements_missing = measurements_expected.saturating_sub(measurements_ended);
-            let mut stmt = c.prepare("SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host")?;
-            let refused = stmt
-                .query_map([campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                        let refused = c.query_map("SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host", [campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?;
             let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
@@ -611,24 +591,21 @@ impl Report {
 }
 
 /// Per cell (`cells.n`), its warm-up runs' values, metric by metric in first-seen order.
-fn warmup_values(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i64, Vec<Warmup>>> {
+fn warmup_values(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, Vec<Warmup>>> {
     let mut out: HashMap<i64, Vec<Warmup>> = HashMap::new();
-    let mut stmt = c.prepare(
-        "SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
+    let rows = c.query_map("SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
            JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.warmup = 1 AND sa.value IS NOT NULL
-          ORDER BY st.cell, st.repetition",
-    )?;
-    let rows = stmt.query_map([campaign_id], |r| {
+          ORDER BY st.cell, st.repetition", [campaign_id], |r| {
         Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, f64>(3)?,
+            r.get::<i64>(0)?,
+            r.get::<String>(1)?,
+            r.get::<String>(2)?,
+            r.get::<f64>(3)?,
         ))
     })?;
     for row in rows {
-        let (cell, metric, unit, value) = row?;
+        let (cell, metric, unit, value) = row;
         let list = out.entry(cell).or_default();
         match list.iter_mut().find(|w| w.metric == metric) {
             Some(w) => w.values.push(value),
@@ -647,36 +624,37 @@ fn warmup_values(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<
 /// repetition not measured because its preparation failed, a measurement that ran again
 /// after the agent stopped during it (its preparation ran again first), a preparation
 /// step skipped because the platform does not support it (fstrim on a RAM disk).
-fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i64, Vec<String>>> {
+fn how_measured(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, Vec<String>>> {
     let mut notes: HashMap<i64, Vec<String>> = HashMap::new();
     let mut plans: HashMap<String, Option<platter_proto::model::Plan>> = HashMap::new();
-    let mut stmt = c.prepare(
+    let rows = c.query_map(
         "SELECT st.cell, st.plan_id, st.step_index, st.repetition, st.attempt, st.state, st.error
            FROM plans p JOIN steps st ON st.plan_id = p.id
           WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
             AND ((st.state = 'succeeded' AND st.attempt > 1)
-                 OR (st.state = 'skipped' AND substr(st.error, 1, length(?2)) = ?2))
+                 OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
           ORDER BY st.cell, st.repetition",
+        params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()],
+        |r| {
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<String>(1)?,
+                r.get::<u32>(2)?,
+                r.get::<u32>(3)?,
+                r.get::<u32>(4)?,
+                r.get::<String>(5)?,
+                r.get::<String>(6)?,
+            ))
+        },
     )?;
-    let rows = stmt.query_map(params![campaign_id, NOT_MEASURED], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, u32>(2)?,
-            r.get::<_, u32>(3)?,
-            r.get::<_, u32>(4)?,
-            r.get::<_, String>(5)?,
-            r.get::<_, String>(6)?,
-        ))
-    })?;
     for row in rows {
-        let (cell, plan_id, index, repetition, attempt, state, error) = row?;
+        let (cell, plan_id, index, repetition, attempt, state, error) = row;
         let note = if state == "skipped" {
             format!("repetition {repetition} {error}")
         } else {
             let plan = plans.entry(plan_id.clone()).or_insert_with(|| {
                 c.query_row("SELECT body FROM plans WHERE id = ?1", [&plan_id], |r| {
-                    r.get::<_, String>(0)
+                    r.get::<String>(0)
                 })
                 .ok()
                 .and_then(|b| serde_json::from_str(&b).ok())
@@ -702,22 +680,25 @@ fn how_measured(c: &rusqlite::Connection, campaign_id: &str) -> Result<HashMap<i
         notes.entry(cell).or_default().push(note);
     }
     // Cancelled and aborted plans skip steps too ("skipped: …"); those are not news here.
-    let mut stmt = c.prepare(&format!(
-        "SELECT s.cell, s.kind, s.error, COUNT(*) FROM plans p JOIN steps s ON s.plan_id = p.id
+    let rows = c.query_map(
+        &format!(
+            "SELECT s.cell, s.kind, s.error, COUNT(*) FROM plans p JOIN steps s ON s.plan_id = p.id
           WHERE p.campaign_id = ?1 AND s.state = 'skipped' AND s.kind != 'measure'
             AND substr(s.error, 1, 8) != 'skipped:' AND {LATEST}
           GROUP BY s.cell, s.kind, s.error ORDER BY s.cell, MIN(s.n)"
-    ))?;
-    let rows = stmt.query_map([campaign_id], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, u32>(3)?,
-        ))
-    })?;
+        ),
+        [campaign_id],
+        |r| {
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+                r.get::<u32>(3)?,
+            ))
+        },
+    )?;
     for row in rows {
-        let (cell, kind, error, n) = row?;
+        let (cell, kind, error, n) = row;
         notes
             .entry(cell)
             .or_default()

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::db::Conn;
 use platter_proto::model::{Plan, StepKind};
 use platter_proto::provenance::{DeviceFacts, Provenance};
-use rusqlite::Connection;
 use serde::Serialize;
 
 use super::human;
@@ -29,30 +29,28 @@ pub struct Snapshot {
 }
 
 /// The campaign's snapshots in the order each host took them.
-pub fn load(c: &Connection, campaign_id: &str) -> Result<Vec<Snapshot>> {
+pub fn load(c: &Conn, campaign_id: &str) -> Result<Vec<Snapshot>> {
     let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
-    let mut stmt = c.prepare("SELECT id, body FROM plans WHERE campaign_id = ?1")?;
-    for row in stmt.query_map([campaign_id], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-    })? {
-        let (id, body) = row?;
+    for row in c.query_map(
+        "SELECT id, body FROM plans WHERE campaign_id = ?1",
+        [campaign_id],
+        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+    )? {
+        let (id, body) = row;
         plans.insert(id, serde_json::from_str(&body)?);
     }
-    let mut stmt = c.prepare(
-        "SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
-         WHERE p.campaign_id = ?1 ORDER BY pr.host, pr.plan_id, pr.seq",
-    )?;
-    let rows = stmt.query_map([campaign_id], |r| {
+    let rows = c.query_map("SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
+         WHERE p.campaign_id = ?1 ORDER BY pr.host, pr.plan_id, pr.seq", [campaign_id], |r| {
         Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, u32>(2)?,
-            r.get::<_, String>(3)?,
+            r.get::<String>(0)?,
+            r.get::<String>(1)?,
+            r.get::<u32>(2)?,
+            r.get::<String>(3)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (host, plan_id, step_index, facts) = row?;
+        let (host, plan_id, step_index, facts) = row;
         let facts: Provenance = serde_json::from_str(&facts)?;
         let (mut storage_config, mut cells) = (String::new(), Vec::new());
         let plan = plans.get(&plan_id).filter(|_| facts.storage.is_some());

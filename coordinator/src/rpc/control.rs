@@ -412,13 +412,10 @@ impl Control for ControlService {
         let store = self.store.clone();
         let rows: Vec<pb::AgentInfo> = blocking(move || {
             store.read(|c| {
-                let mut stmt =
-                    c.prepare("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
+                                let rows = c.query_map("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
                                       (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
                                         ORDER BY p.queued_seq LIMIT 1)
-                               FROM agents a ORDER BY a.host")?;
-                let rows = stmt
-                    .query_map([], |r| {
+                               FROM agents a ORDER BY a.host", (), |r| {
                         Ok((
                             pb::AgentInfo {
                                 host: r.get(0)?,
@@ -429,14 +426,13 @@ impl Control for ControlService {
                                 devices: Vec::new(),
                                 labels: Default::default(),
                                 state: String::new(),
-                                current_campaign: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                                current_campaign: r.get::<Option<String>>(6)?.unwrap_or_default(),
                                 tools: Vec::new(),
                             },
-                            r.get::<_, String>(4)?,
-                            r.get::<_, String>(5)?,
+                            r.get::<String>(4)?,
+                            r.get::<String>(5)?,
                         ))
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                    })?;
                 rows.into_iter()
                     .map(|(mut info, devices, labels)| {
                         let devices: Vec<Device> = serde_json::from_str(&devices)?;

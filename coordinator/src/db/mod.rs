@@ -1,0 +1,636 @@
+//! One SQL interface over the store's two engines: SQLite (embedded, the default: `platter
+//! run` and a single `platter serve`) and PostgreSQL (`platter serve --db postgres://…`,
+//! shared by several coordinators). The store, the reports and the status speak to a
+//! [`Conn`] in SQLite's dialect with `?N` parameters; for PostgreSQL the few differences
+//! are translated once per statement (`pg::translate`), and the schema is PostgreSQL's own
+//! (`pg::MIGRATIONS`).
+//!
+//! Both engines are used synchronously, as the store always was: its writer runs on a
+//! thread of its own, reads run in `spawn_blocking`. PostgreSQL's client is async
+//! (tokio-postgres); its connections are driven by a small runtime of the store's own and
+//! waited on with `futures::executor::block_on`, which never enters a tokio runtime and so
+//! works from any thread. A wrapper of our own rather than a crate: the crates that unify
+//! SQLite and PostgreSQL (sqlx, diesel) are async-only or an ORM, and either would mean
+//! rewriting every query and the store's batching writer.
+
+pub mod pg;
+
+use std::cell::Cell;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::store::{Result, StoreError};
+
+/// Where the store lives: an SQLite file, or a PostgreSQL database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(PathBuf),
+    /// A libpq-style URL, `postgres://user:password@host:port/dbname?options`.
+    Postgres(String),
+}
+
+impl Location {
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Location::Postgres(_))
+    }
+}
+
+impl Location {
+    /// A `--db` argument: a PostgreSQL URL, or else a file.
+    pub fn from_arg(arg: &std::path::Path) -> Location {
+        match arg.to_str() {
+            Some(s) => s
+                .parse()
+                .unwrap_or_else(|e: std::convert::Infallible| match e {}),
+            None => Location::Sqlite(arg.to_path_buf()),
+        }
+    }
+}
+
+impl FromStr for Location {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> std::result::Result<Location, Self::Err> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Ok(Location::Postgres(s.to_string()))
+        } else {
+            Ok(Location::Sqlite(PathBuf::from(s)))
+        }
+    }
+}
+
+impl From<PathBuf> for Location {
+    fn from(p: PathBuf) -> Location {
+        Location::Sqlite(p)
+    }
+}
+
+impl From<&std::path::Path> for Location {
+    fn from(p: &std::path::Path) -> Location {
+        Location::Sqlite(p.to_path_buf())
+    }
+}
+
+/// Shown in logs and errors: a PostgreSQL URL without its password.
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sqlite(p) => write!(f, "{}", p.display()),
+            Location::Postgres(url) => f.write_str(&pg::without_password(url)),
+        }
+    }
+}
+
+/// A value going into or coming out of a statement, in SQLite's five storage classes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+/// What can be a statement's parameter.
+pub trait ToValue {
+    fn to_value(&self) -> Value;
+}
+
+macro_rules! int_to_value {
+    ($($t:ty),*) => {$(
+        impl ToValue for $t {
+            fn to_value(&self) -> Value {
+                Value::Int(*self as i64)
+            }
+        }
+    )*};
+}
+int_to_value!(i64, i32, u32, u64, usize, i16, u16, u8);
+
+impl ToValue for bool {
+    fn to_value(&self) -> Value {
+        Value::Int(*self as i64)
+    }
+}
+
+impl ToValue for f64 {
+    fn to_value(&self) -> Value {
+        Value::Real(*self)
+    }
+}
+
+impl ToValue for str {
+    fn to_value(&self) -> Value {
+        Value::Text(self.to_string())
+    }
+}
+
+impl ToValue for String {
+    fn to_value(&self) -> Value {
+        Value::Text(self.clone())
+    }
+}
+
+impl ToValue for [u8] {
+    fn to_value(&self) -> Value {
+        Value::Blob(self.to_vec())
+    }
+}
+
+impl ToValue for Vec<u8> {
+    fn to_value(&self) -> Value {
+        Value::Blob(self.clone())
+    }
+}
+
+macro_rules! id_to_value {
+    ($($t:ty),*) => {$(
+        impl ToValue for $t {
+            fn to_value(&self) -> Value {
+                Value::Text(self.as_str().to_string())
+            }
+        }
+    )*};
+}
+id_to_value!(
+    platter_proto::model::PlanId,
+    platter_proto::model::CampaignId,
+    platter_proto::model::CellId,
+    platter_proto::model::HostName
+);
+
+impl<T: ToValue + ?Sized> ToValue for &T {
+    fn to_value(&self) -> Value {
+        (**self).to_value()
+    }
+}
+
+impl<T: ToValue> ToValue for Option<T> {
+    fn to_value(&self) -> Value {
+        match self {
+            Some(v) => v.to_value(),
+            None => Value::Null,
+        }
+    }
+}
+
+/// A statement's parameters: `params![a, b]`, an array of one type (`[id]`), or `()`.
+pub trait Params {
+    fn values(&self) -> Vec<Value>;
+}
+
+impl Params for () {
+    fn values(&self) -> Vec<Value> {
+        Vec::new()
+    }
+}
+
+impl Params for &[&dyn ToValue] {
+    fn values(&self) -> Vec<Value> {
+        self.iter().map(|v| v.to_value()).collect()
+    }
+}
+
+impl<T: ToValue, const N: usize> Params for [T; N] {
+    fn values(&self) -> Vec<Value> {
+        self.iter().map(|v| v.to_value()).collect()
+    }
+}
+
+/// Parameters of mixed types, as rusqlite's `params!`.
+#[macro_export]
+macro_rules! db_params {
+    ($($e:expr),* $(,)?) => {
+        &[$(&$e as &dyn $crate::db::ToValue),*] as &[&dyn $crate::db::ToValue]
+    };
+}
+pub use db_params as params;
+
+/// A result row.
+#[derive(Debug, Clone)]
+pub struct Row(Vec<Value>);
+
+impl Row {
+    /// Column `i` as a `T`.
+    pub fn get<T: FromValue>(&self, i: usize) -> Result<T> {
+        let v = self
+            .0
+            .get(i)
+            .ok_or_else(|| StoreError::Decode(format!("no column {i}")))?;
+        T::from_value(v)
+    }
+}
+
+/// What a column can be read as.
+pub trait FromValue: Sized {
+    fn from_value(v: &Value) -> Result<Self>;
+}
+
+fn mismatch<T>(v: &Value, want: &str) -> Result<T> {
+    Err(StoreError::Decode(format!("expected {want}, found {v:?}")))
+}
+
+macro_rules! int_from_value {
+    ($($t:ty),*) => {$(
+        impl FromValue for $t {
+            fn from_value(v: &Value) -> Result<$t> {
+                match v {
+                    Value::Int(i) => <$t>::try_from(*i)
+                        .map_err(|_| StoreError::Decode(format!("{i} is out of range for {}", stringify!($t)))),
+                    // PostgreSQL's SUM and AVG give NUMERIC, read as a float.
+                    Value::Real(f) if f.fract() == 0.0 => Ok(*f as $t),
+                    v => mismatch(v, "an integer"),
+                }
+            }
+        }
+    )*};
+}
+int_from_value!(i64, i32, u32, u64, usize, u8, i16, u16);
+
+impl FromValue for bool {
+    fn from_value(v: &Value) -> Result<bool> {
+        match v {
+            Value::Int(i) => Ok(*i != 0),
+            v => mismatch(v, "a boolean"),
+        }
+    }
+}
+
+impl FromValue for f64 {
+    fn from_value(v: &Value) -> Result<f64> {
+        match v {
+            Value::Real(f) => Ok(*f),
+            Value::Int(i) => Ok(*i as f64),
+            v => mismatch(v, "a number"),
+        }
+    }
+}
+
+impl FromValue for String {
+    fn from_value(v: &Value) -> Result<String> {
+        match v {
+            Value::Text(s) => Ok(s.clone()),
+            v => mismatch(v, "text"),
+        }
+    }
+}
+
+impl FromValue for Vec<u8> {
+    fn from_value(v: &Value) -> Result<Vec<u8>> {
+        match v {
+            Value::Blob(b) => Ok(b.clone()),
+            v => mismatch(v, "bytes"),
+        }
+    }
+}
+
+impl<T: FromValue> FromValue for Option<T> {
+    fn from_value(v: &Value) -> Result<Option<T>> {
+        match v {
+            Value::Null => Ok(None),
+            v => T::from_value(v).map(Some),
+        }
+    }
+}
+
+enum Engine {
+    Lite(rusqlite::Connection),
+    Pg(pg::PgConn),
+}
+
+/// One connection to the store's database, of either engine.
+pub struct Conn {
+    engine: Engine,
+    /// Open savepoints, for their names.
+    depth: Cell<u32>,
+}
+
+impl Conn {
+    pub fn sqlite(c: rusqlite::Connection) -> Conn {
+        Conn {
+            engine: Engine::Lite(c),
+            depth: Cell::new(0),
+        }
+    }
+
+    pub fn postgres(c: pg::PgConn) -> Conn {
+        Conn {
+            engine: Engine::Pg(c),
+            depth: Cell::new(0),
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.engine, Engine::Pg(_))
+    }
+
+    /// Whether the connection is lost for good (PostgreSQL went away): open another.
+    pub fn is_broken(&self) -> bool {
+        match &self.engine {
+            Engine::Lite(_) => false,
+            Engine::Pg(c) => c.is_closed(),
+        }
+    }
+
+    /// The SQLite connection under this one (migrations, tests that lock the file).
+    pub fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
+        match &self.engine {
+            Engine::Lite(c) => Some(c),
+            Engine::Pg(_) => None,
+        }
+    }
+
+    /// The PostgreSQL connection under this one (migrations).
+    pub fn as_postgres(&self) -> Option<&pg::PgConn> {
+        match &self.engine {
+            Engine::Pg(c) => Some(c),
+            Engine::Lite(_) => None,
+        }
+    }
+
+    /// Runs a statement; the number of rows it changed.
+    pub fn execute(&self, sql: &str, p: impl Params) -> Result<u64> {
+        let values = p.values();
+        match &self.engine {
+            Engine::Lite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let n = stmt.execute(rusqlite::params_from_iter(values.iter().map(lite_value)))?;
+                Ok(n as u64)
+            }
+            Engine::Pg(c) => c.execute(sql, &values),
+        }
+    }
+
+    /// Every row, each made into a `T` by `f`.
+    pub fn query_map<T>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        mut f: impl FnMut(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let values = p.values();
+        match &self.engine {
+            Engine::Lite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let columns = stmt.column_count();
+                let mut rows =
+                    stmt.query(rusqlite::params_from_iter(values.iter().map(lite_value)))?;
+                let mut out = Vec::new();
+                while let Some(r) = rows.next()? {
+                    let row = Row((0..columns)
+                        .map(|i| r.get_ref(i).map(from_lite))
+                        .collect::<rusqlite::Result<_>>()?);
+                    out.push(f(&row)?);
+                }
+                Ok(out)
+            }
+            Engine::Pg(c) => c.query(sql, &values)?.iter().map(f).collect(),
+        }
+    }
+
+    /// The first row made into a `T`, if there is one.
+    pub fn query_opt<T>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        f: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut f = Some(f);
+        let mut first = None;
+        // Simple and enough: every such query here returns one row or none.
+        for row in self.query_map(sql, p, |r| Ok(r.clone()))? {
+            if first.is_none() {
+                first = Some((f.take().expect("called once"))(&row)?);
+            }
+        }
+        Ok(first)
+    }
+
+    /// The first row made into a `T`; no row is an error.
+    pub fn query_row<T>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        f: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<T> {
+        self.query_opt(sql, p, f)?.ok_or(StoreError::NoRows)
+    }
+
+    /// Whether the query returns a row.
+    pub fn exists(&self, sql: &str, p: impl Params) -> Result<bool> {
+        Ok(self.query_opt(sql, p, |_| Ok(()))?.is_some())
+    }
+
+    /// Several statements without parameters, as they are (no translation).
+    pub fn batch(&self, sql: &str) -> Result<()> {
+        match &self.engine {
+            Engine::Lite(c) => Ok(c.execute_batch(sql)?),
+            Engine::Pg(c) => c.batch(sql),
+        }
+    }
+
+    /// A transaction that may write. SQLite's takes the write lock first (IMMEDIATE): a
+    /// deferred one that read and then wrote would fail at once if the other writing
+    /// connection committed in between. PostgreSQL's is READ COMMITTED; the statements
+    /// that must see each other's writes across coordinators lock rows first.
+    pub fn write_transaction(&self) -> Result<Tx<'_>> {
+        self.batch(match self.engine {
+            Engine::Lite(_) => "BEGIN IMMEDIATE",
+            Engine::Pg(_) => "BEGIN",
+        })?;
+        Ok(Tx {
+            conn: self,
+            open: true,
+        })
+    }
+
+    /// A transaction for reads that must agree with each other.
+    pub fn read_transaction(&self) -> Result<Tx<'_>> {
+        self.batch(match self.engine {
+            Engine::Lite(_) => "BEGIN DEFERRED",
+            Engine::Pg(_) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        })?;
+        Ok(Tx {
+            conn: self,
+            open: true,
+        })
+    }
+
+    /// A savepoint inside the open transaction; rolled back unless committed.
+    pub fn savepoint(&self) -> Result<Savepoint<'_>> {
+        let n = self.depth.get() + 1;
+        let name = format!("sp{n}");
+        self.batch(&format!("SAVEPOINT {name}"))?;
+        self.depth.set(n);
+        Ok(Savepoint {
+            conn: self,
+            name,
+            open: true,
+        })
+    }
+}
+
+/// An open transaction: rolled back when dropped uncommitted.
+pub struct Tx<'a> {
+    conn: &'a Conn,
+    open: bool,
+}
+
+impl Tx<'_> {
+    pub fn commit(mut self) -> Result<()> {
+        self.open = false;
+        self.conn.batch("COMMIT")
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Fails only when the connection is gone, which ends the transaction anyway.
+            let _ = self.conn.batch("ROLLBACK");
+        }
+    }
+}
+
+/// An open savepoint: rolled back (and released) when dropped uncommitted.
+pub struct Savepoint<'a> {
+    conn: &'a Conn,
+    name: String,
+    open: bool,
+}
+
+impl Savepoint<'_> {
+    pub fn commit(mut self) -> Result<()> {
+        self.open = false;
+        self.conn.depth.set(self.conn.depth.get() - 1);
+        self.conn.batch(&format!("RELEASE {}", self.name))
+    }
+
+    pub fn rollback(mut self) -> Result<()> {
+        self.open = false;
+        self.conn.depth.set(self.conn.depth.get() - 1);
+        self.conn
+            .batch(&format!("ROLLBACK TO {n}; RELEASE {n}", n = self.name))
+    }
+}
+
+impl std::ops::Deref for Savepoint<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn
+    }
+}
+
+impl Drop for Savepoint<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.conn.depth.set(self.conn.depth.get() - 1);
+            let _ = self
+                .conn
+                .batch(&format!("ROLLBACK TO {n}; RELEASE {n}", n = self.name));
+        }
+    }
+}
+
+fn lite_value(v: &Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as L;
+    match v {
+        Value::Null => L::Null,
+        Value::Int(i) => L::Integer(*i),
+        Value::Real(f) => L::Real(*f),
+        Value::Text(s) => L::Text(s.clone()),
+        Value::Blob(b) => L::Blob(b.clone()),
+    }
+}
+
+fn from_lite(v: rusqlite::types::ValueRef<'_>) -> Value {
+    use rusqlite::types::ValueRef as L;
+    match v {
+        L::Null => Value::Null,
+        L::Integer(i) => Value::Int(i),
+        L::Real(f) => Value::Real(f),
+        L::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        L::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_location_is_postgres_only_by_its_scheme() {
+        assert!("postgres://u@h/db"
+            .parse::<Location>()
+            .unwrap()
+            .is_postgres());
+        assert!("postgresql://h/db"
+            .parse::<Location>()
+            .unwrap()
+            .is_postgres());
+        assert_eq!(
+            "platter-data/platter.db".parse::<Location>().unwrap(),
+            Location::Sqlite("platter-data/platter.db".into())
+        );
+        let shown = "postgres://platter:s3cret@db.lab:5432/platter"
+            .parse::<Location>()
+            .unwrap()
+            .to_string();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("db.lab:5432/platter"), "{shown}");
+    }
+
+    #[test]
+    fn values_round_trip_through_sqlite() {
+        let c = Conn::sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        c.batch("CREATE TABLE t (i INTEGER, r REAL, s TEXT, b BLOB)")
+            .unwrap();
+        let tx = c.write_transaction().unwrap();
+        tx.execute(
+            "INSERT INTO t VALUES (?1, ?2, ?3, ?4)",
+            params![7u32, 0.5, "x", vec![1u8, 2]],
+        )
+        .unwrap();
+        {
+            let sp = tx.savepoint().unwrap();
+            sp.execute("INSERT INTO t VALUES (?1, NULL, NULL, NULL)", [8])
+                .unwrap();
+            // dropped: rolled back
+        }
+        tx.commit().unwrap();
+        let rows = c
+            .query_map("SELECT i, r, s, b FROM t", (), |r| {
+                Ok((
+                    r.get::<u32>(0)?,
+                    r.get::<f64>(1)?,
+                    r.get::<String>(2)?,
+                    r.get::<Vec<u8>>(3)?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(rows, vec![(7, 0.5, "x".to_string(), vec![1, 2])]);
+        assert!(c
+            .query_opt("SELECT i FROM t WHERE i = 8", (), |r| r.get::<i64>(0))
+            .unwrap()
+            .is_none());
+        assert!(matches!(
+            c.query_row("SELECT i FROM t WHERE i = 9", (), |r| r.get::<i64>(0)),
+            Err(StoreError::NoRows)
+        ));
+        assert!(c.get_negative().is_err());
+    }
+
+    impl Conn {
+        fn get_negative(&self) -> Result<u32> {
+            self.query_row("SELECT -1", (), |r| r.get(0))
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! The PostgreSQL engine: connections driven by the store's own runtime, statements
+//! translated from the SQLite dialect the store is written in, and PostgreSQL's schema.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::error::Error as StdError;
+
+use bytes::BytesMut;
+use futures::executor::block_on;
+use std::sync::mpsc;
+use tokio::runtime::Handle;
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
+
+use super::{Row, Value};
+use crate::store::{Result, StoreError};
+
+/// The prefix of the channel coordinators tell each other of changes on
+/// (`NOTIFY platter_<store id>, '…'`).
+pub const CHANNEL: &str = "platter";
+
+/// A connection; its messages are driven by a task on the store's runtime.
+pub struct PgConn {
+    client: Client,
+    /// Prepared statements by their SQLite-dialect text.
+    statements: RefCell<HashMap<String, Statement>>,
+}
+
+/// Connects to `url`. Notifications on the connection (after `LISTEN`) go to `notify`.
+pub fn connect(url: &str, rt: &Handle, notify: Option<mpsc::Sender<String>>) -> Result<PgConn> {
+    let url = url.to_string();
+    let connecting = rt.spawn(async move { tokio_postgres::connect(&url, NoTls).await });
+    let (client, mut connection) = block_on(connecting)
+        .map_err(|e| StoreError::Commit(format!("connecting to PostgreSQL: {e}")))??;
+    rt.spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        use futures::StreamExt;
+        while let Some(m) = messages.next().await {
+            match m {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if let Some(tx) = &notify {
+                        let _ = tx.send(n.payload().to_string());
+                    }
+                }
+                Ok(AsyncMessage::Notice(n)) => {
+                    tracing::debug!(notice = %n.message(), "PostgreSQL");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the PostgreSQL connection ended");
+                    break;
+                }
+            }
+        }
+    });
+    Ok(PgConn {
+        client,
+        statements: RefCell::new(HashMap::new()),
+    })
+}
+
+impl PgConn {
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    fn statement(&self, sql: &str) -> Result<Statement> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let s = block_on(self.client.prepare(&translate(sql)))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    pub fn execute(&self, sql: &str, values: &[Value]) -> Result<u64> {
+        let stmt = self.statement(sql)?;
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        Ok(block_on(self.client.execute(&stmt, &refs))?)
+    }
+
+    pub fn query(&self, sql: &str, values: &[Value]) -> Result<Vec<Row>> {
+        let stmt = self.statement(sql)?;
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        let rows = block_on(self.client.query(&stmt, &refs))?;
+        rows.iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| value(r, i))
+                    .collect::<Result<_>>()
+                    .map(Row)
+            })
+            .collect()
+    }
+
+    pub fn batch(&self, sql: &str) -> Result<()> {
+        Ok(block_on(self.client.batch_execute(sql))?)
+    }
+}
+
+/// Column `i` of `row` as a [`Value`], by its PostgreSQL type.
+fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value> {
+    let ty = row.columns()[i].type_();
+    let v = match *ty {
+        Type::INT8 => row.try_get::<_, Option<i64>>(i)?.map(Value::Int),
+        Type::INT4 => row
+            .try_get::<_, Option<i32>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::INT2 => row
+            .try_get::<_, Option<i16>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::OID => row
+            .try_get::<_, Option<u32>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::BOOL => row
+            .try_get::<_, Option<bool>>(i)?
+            .map(|v| Value::Int(v.into())),
+        Type::FLOAT8 => row.try_get::<_, Option<f64>>(i)?.map(Value::Real),
+        Type::FLOAT4 => row
+            .try_get::<_, Option<f32>>(i)?
+            .map(|v| Value::Real(v.into())),
+        Type::NUMERIC => row
+            .try_get::<_, Option<Numeric>>(i)?
+            .map(|n| Value::Real(n.0)),
+        Type::BYTEA => row.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob),
+        _ => row.try_get::<_, Option<String>>(i)?.map(Value::Text),
+    };
+    Ok(v.unwrap_or(Value::Null))
+}
+
+/// A NUMERIC (what SUM and AVG of integers give) as a float; tokio-postgres reads NUMERIC
+/// only through an extra decimal crate, which a float is enough for here.
+struct Numeric(f64);
+
+impl<'a> FromSql<'a> for Numeric {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn StdError + Sync + Send>> {
+        // Binary NUMERIC: ndigits, weight, sign, dscale (i16/u16 each), then ndigits
+        // base-10000 digits, the first worth 10000^weight.
+        let word = |i: usize| -> std::result::Result<u16, Box<dyn StdError + Sync + Send>> {
+            raw.get(i * 2..i * 2 + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+                .ok_or_else(|| "a truncated NUMERIC".into())
+        };
+        let ndigits = word(0)? as usize;
+        let weight = word(1)? as i16;
+        let sign = word(2)?;
+        if sign == 0xC000 {
+            return Ok(Numeric(f64::NAN));
+        }
+        let mut v = 0.0;
+        for k in 0..ndigits {
+            v += f64::from(word(4 + k)?) * 10000f64.powi(i32::from(weight) - k as i32);
+        }
+        Ok(Numeric(if sign == 0x4000 { -v } else { v }))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+}
+
+/// A parameter is sent as the type PostgreSQL inferred for its place: the store's SQL
+/// binds integers to BIGINT, FLOAT8, INT4 or BOOL columns alike, as SQLite allows.
+impl ToSql for Value {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        match (self, ty) {
+            (Value::Null, _) => Ok(IsNull::Yes),
+            (Value::Int(i), &Type::INT8) => i.to_sql(ty, out),
+            (Value::Int(i), &Type::INT4) => i32::try_from(*i)?.to_sql(ty, out),
+            (Value::Int(i), &Type::INT2) => i16::try_from(*i)?.to_sql(ty, out),
+            (Value::Int(i), &Type::FLOAT8) => (*i as f64).to_sql(ty, out),
+            (Value::Int(i), &Type::FLOAT4) => (*i as f32).to_sql(ty, out),
+            (Value::Int(i), &Type::BOOL) => (*i != 0).to_sql(ty, out),
+            (Value::Int(i), _) => i.to_string().to_sql(ty, out),
+            (Value::Real(f), &Type::FLOAT8) => f.to_sql(ty, out),
+            (Value::Real(f), &Type::FLOAT4) => (*f as f32).to_sql(ty, out),
+            (Value::Real(f), &Type::INT8) if f.fract() == 0.0 => (*f as i64).to_sql(ty, out),
+            (Value::Real(f), _) => f.to_string().to_sql(ty, out),
+            (Value::Text(s), _) => s.as_str().to_sql(ty, out),
+            (Value::Blob(b), _) => b.as_slice().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+/// A statement in the store's SQLite dialect, in PostgreSQL's: `?N` parameters become
+/// `$N`, `INSERT OR IGNORE` becomes `ON CONFLICT DO NOTHING`, `REAL` (a 4-byte float in
+/// PostgreSQL) becomes `DOUBLE PRECISION`. Text in quotes is left alone.
+pub fn translate(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 32);
+    let mut quoted = false;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '?' if !quoted && chars.peek().is_some_and(|d| d.is_ascii_digit()) => out.push('$'),
+            c => out.push(c),
+        }
+    }
+    let mut out = out.replace(" AS REAL)", " AS DOUBLE PRECISION)");
+    if let Some(at) = out.find("INSERT OR IGNORE INTO") {
+        out.replace_range(at..at + "INSERT OR IGNORE INTO".len(), "INSERT INTO");
+        let end = out.trim_end().trim_end_matches(';').len();
+        let at = out.find(" RETURNING ").unwrap_or(end);
+        out.insert_str(at, " ON CONFLICT DO NOTHING");
+    }
+    out
+}
+
+/// `url` without its password, for logs and errors.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((user, host)) => {
+            let user = user.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// PostgreSQL's schema, as migrations: the same tables, views and constraints as the
+/// SQLite schema (`store::migrations`) at its latest, in PostgreSQL's types (all integers
+/// BIGINT, so one parameter type fits every column).
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE campaigns (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    generation BIGINT NOT NULL,
+    file_name TEXT NOT NULL,
+    yaml TEXT NOT NULL,
+    params TEXT NOT NULL,
+    repeat BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    submitted_unix_ms BIGINT NOT NULL,
+    UNIQUE (content_hash, generation)
+);
+CREATE TABLE cells (
+    n BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+    host TEXT NOT NULL,
+    idx BIGINT NOT NULL,
+    params TEXT NOT NULL,
+    point BIGINT,
+    device TEXT
+);
+CREATE INDEX cells_campaign ON cells (campaign_id);
+CREATE TABLE plans (
+    id TEXT PRIMARY KEY,
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+    host TEXT NOT NULL,
+    body TEXT NOT NULL,
+    steps_total BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    queued_seq BIGINT NOT NULL,
+    error TEXT,
+    warmup_steps TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX plans_host_state ON plans (host, state, queued_seq);
+CREATE INDEX plans_campaign ON plans (campaign_id);
+CREATE TABLE steps (
+    n BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    plan_id TEXT NOT NULL,
+    step_index BIGINT NOT NULL,
+    attempt BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    cell BIGINT NOT NULL,
+    repetition BIGINT NOT NULL,
+    host TEXT NOT NULL,
+    started_unix_ns BIGINT NOT NULL,
+    finished_unix_ns BIGINT NOT NULL,
+    exit_status BIGINT NOT NULL,
+    stderr_tail TEXT NOT NULL,
+    error TEXT NOT NULL,
+    warmup BIGINT NOT NULL DEFAULT 0,
+    UNIQUE (plan_id, step_index, attempt, state)
+);
+CREATE UNIQUE INDEX steps_one_end ON steps (plan_id, step_index, attempt) WHERE state != 'started';
+CREATE UNIQUE INDEX steps_one_measure ON steps (plan_id, step_index) WHERE state != 'started' AND kind = 'measure';
+CREATE TABLE samples (
+    step BIGINT NOT NULL REFERENCES steps(n),
+    metric TEXT NOT NULL,
+    value DOUBLE PRECISION,
+    unit TEXT NOT NULL,
+    histogram BYTEA,
+    missing TEXT,
+    PRIMARY KEY (step, metric)
+);
+CREATE VIEW sample_rows AS
+    SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+           st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+           sa.missing AS missing
+    FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 0;
+CREATE VIEW warmup_rows AS
+    SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+           st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+           sa.missing AS missing
+    FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 1;
+CREATE TABLE agents (
+    host TEXT PRIMARY KEY,
+    boot_id TEXT NOT NULL,
+    agent_version TEXT NOT NULL,
+    last_seen_unix_ms BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL DEFAULT 0,
+    devices TEXT NOT NULL DEFAULT '[]',
+    labels TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE store_identity (id TEXT NOT NULL);
+INSERT INTO store_identity (id) VALUES (substr(md5(random()::text || clock_timestamp()::text), 1, 8));
+CREATE TABLE refused_records (
+    host TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    plan_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at_unix_ms BIGINT NOT NULL,
+    PRIMARY KEY (host, seq, plan_id)
+);
+CREATE TABLE provenance (
+    plan_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    host TEXT NOT NULL,
+    step_index BIGINT NOT NULL,
+    trigger TEXT NOT NULL,
+    facts TEXT NOT NULL,
+    PRIMARY KEY (plan_id, seq)
+);
+"#];
+
+/// Brings the schema to the latest migration; several coordinators starting at once take
+/// turns (an advisory lock), and each migration commits with its version. Returns the
+/// migrations applied.
+pub fn migrate(c: &PgConn) -> Result<usize> {
+    c.batch(
+        "BEGIN; SELECT pg_advisory_xact_lock(7461);
+         CREATE TABLE IF NOT EXISTS platter_schema (version BIGINT NOT NULL);",
+    )?;
+    let applied = (|| {
+        let rows = c.query("SELECT COALESCE(MAX(version), 0) FROM platter_schema", &[])?;
+        let done: i64 = rows[0].get(0)?;
+        let mut n = 0;
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(done as usize) {
+            c.batch(m)?;
+            c.execute(
+                "INSERT INTO platter_schema (version) VALUES (?1)",
+                &[Value::Int(i as i64 + 1)],
+            )?;
+            n += 1;
+        }
+        Ok(n)
+    })();
+    match applied {
+        Ok(n) => {
+            c.batch("COMMIT")?;
+            Ok(n)
+        }
+        Err(e) => {
+            let _ = c.batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Whether `e` is PostgreSQL's, and its SQLSTATE class (two characters), if it has one.
+pub fn sqlstate_class(e: &tokio_postgres::Error) -> Option<String> {
+    e.code().map(|c| c.code()[..2].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_are_translated_to_postgresql() {
+        assert_eq!(
+            translate("SELECT x FROM t WHERE a = ?1 AND b = '?2' AND c = ?12"),
+            "SELECT x FROM t WHERE a = $1 AND b = '?2' AND c = $12"
+        );
+        assert_eq!(
+            translate("INSERT OR IGNORE INTO t (a) VALUES (?1)"),
+            "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING"
+        );
+        assert_eq!(
+            translate("INSERT OR IGNORE INTO t (a) VALUES (?1) RETURNING n"),
+            "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING RETURNING n"
+        );
+        assert_eq!(
+            translate("SELECT SUM(CAST(x AS REAL)) FROM t"),
+            "SELECT SUM(CAST(x AS DOUBLE PRECISION)) FROM t"
+        );
+    }
+
+    #[test]
+    fn a_numeric_is_read_as_a_float() {
+        // 12345.6789: ndigits 3, weight 1, sign +, dscale 4; digits 1, 2345, 6789.
+        let raw: Vec<u8> = [3u16, 1, 0, 4, 1, 2345, 6789]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        let n = Numeric::from_sql(&Type::NUMERIC, &raw).unwrap();
+        assert!((n.0 - 12345.6789).abs() < 1e-9, "{}", n.0);
+        let raw: Vec<u8> = [1u16, 0, 0x4000, 0, 42]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        assert_eq!(Numeric::from_sql(&Type::NUMERIC, &raw).unwrap().0, -42.0);
+    }
+
+    #[test]
+    fn a_password_is_never_shown() {
+        assert_eq!(
+            without_password("postgres://platter:pw@db:5432/p?sslmode=disable"),
+            "postgres://platter:***@db:5432/p?sslmode=disable"
+        );
+        assert_eq!(without_password("postgres://db/p"), "postgres://db/p");
+    }
+}
