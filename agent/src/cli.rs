@@ -12,7 +12,7 @@ pub struct AgentArgs {
     /// Coordinator address, e.g. https://coordinator.lab:7461. Repeat it, or give a
     /// comma-separated list, for coordinators sharing one store to fail over to: the agent
     /// connects to the first that answers and, when that one is gone (its stream ended, or
-    /// it was silent for about 15 s), to the next at once, resending what was not acked; it
+    /// it was silent for 10–15 s), to the next at once, resending what was not acked; it
     /// pauses (up to 5 s) only after every one failed. A name with several addresses counts
     /// as several coordinators; with TLS each must have a certificate for the name
     #[arg(

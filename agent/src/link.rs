@@ -39,7 +39,7 @@ const HELD: Duration = HEARTBEAT_INTERVAL;
 /// How long a connection may be silent before the agent asks for a sign of life (an HTTP/2
 /// PING), and how long it waits for the answer. A coordinator that is stopped, or whose host
 /// vanished without closing the connection, is given up 10–15 s after the last frame it
-/// sent (15.1–15.4 s in `tests/failover.rs`, which stops one just after a hello; hyper pings
+/// sent (10.0–10.6 s in `tests/failover.rs`, which stops one just after a hello; hyper pings
 /// `PING_INTERVAL` after the last frame read, and a frame read since the ping was scheduled
 /// puts it off once more; 15 s is also how long a coordinator gives a silent agent by
 /// default) and the next one is dialled. It was 10 s and 20 s before agents could fail
@@ -117,8 +117,12 @@ impl Link {
                 let error = e.to_string();
                 // Stay silent during a measurement: the log line can wait for the next one.
                 let quiet = self.shared.measuring.load(Ordering::Relaxed);
+                // A stream that opened proves both sides speak the same transport: no
+                // probe (one of a coordinator that stopped answering would wait its 5 s
+                // before the next coordinator is dialled), no hint about TLS.
+                let opened = rotation.connected_at.is_some();
                 // Nothing would be logged while measuring: no probe either.
-                let mismatch = if quiet {
+                let mismatch = if quiet || opened {
                     None
                 } else {
                     self.mismatch(target, &error).await
@@ -137,7 +141,7 @@ impl Link {
                         }
                     }
                     None if !quiet && (failures < 3 || failures.is_multiple_of(20)) => {
-                        let hint = self.hint(&error);
+                        let hint = if opened { "" } else { self.hint(&error) };
                         let next = if targets.len() > 1 {
                             "trying the next coordinator"
                         } else {
