@@ -81,6 +81,8 @@ enum LinkError {
     Status(#[from] tonic::Status),
     #[error("coordinator closed the stream")]
     Closed,
+    #[error("cannot resolve the coordinator's name: {0}")]
+    Resolve(String),
     #[error("malformed message from coordinator: {0}")]
     Wire(#[from] crate::wire::WireError),
 }
@@ -119,10 +121,12 @@ impl Link {
                 let quiet = self.shared.measuring.load(Ordering::Relaxed);
                 // A stream that opened proves both sides speak the same transport: no
                 // probe (one of a coordinator that stopped answering would wait its 5 s
-                // before the next coordinator is dialled), no hint about TLS.
+                // before the next coordinator is dialled), no hint about TLS. Nor for a
+                // name that did not resolve: nothing was dialled.
                 let opened = rotation.connected_at.is_some();
+                let unresolved = matches!(e, LinkError::Resolve(_));
                 // Nothing would be logged while measuring: no probe either.
-                let mismatch = if quiet || opened {
+                let mismatch = if quiet || opened || unresolved {
                     None
                 } else {
                     self.mismatch(target, &error).await
@@ -192,6 +196,9 @@ impl Link {
         rotation: &mut Rotation,
         announced: &mut Option<String>,
     ) -> Result<(), LinkError> {
+        if let Some(why) = &target.unresolved {
+            return Err(LinkError::Resolve(why.clone()));
+        }
         let channel = target
             .endpoint
             .clone()
@@ -318,7 +325,7 @@ impl Link {
                 " (the coordinator may have refused this host's certificate: its log says why)"
             }
             Transport::Tls(_) if error.contains("invalid peer certificate") => {
-                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the address dialled)"
+                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the host of the address given)"
             }
             _ => "",
         }

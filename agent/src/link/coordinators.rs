@@ -13,9 +13,8 @@ use tonic::transport::{ClientTlsConfig, Endpoint};
 
 use crate::tls::Transport;
 
-/// How long a name may take to resolve before it is dialled as given (and its resolution
-/// fails again there, with tonic's error): a resolver that does not answer must not hold
-/// up the other coordinators.
+/// How long a name may take to resolve: a resolver that does not answer must not hold up
+/// the other coordinators.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The addresses an agent was given, checked once when it starts.
@@ -47,6 +46,9 @@ pub(crate) struct Target {
     /// the name.
     pub url: String,
     pub endpoint: Endpoint,
+    /// Why its name did not resolve in this round: then it is not dialled, the try fails
+    /// at once with this reason.
+    pub unresolved: Option<String>,
 }
 
 impl std::fmt::Display for Target {
@@ -88,15 +90,16 @@ impl Coordinators {
 
     /// Everything to dial in this round, in the order given; a name's addresses in the order
     /// the resolver gives them (which prefers the ones likely to work). A name that does
-    /// not resolve now is dialled as given, so that its failure is a failed connection,
-    /// logged and retried like any other.
+    /// not resolve now is one target that fails with the reason, logged and retried like a
+    /// coordinator that does not answer.
     pub(crate) async fn round(&self) -> Vec<Target> {
         self.round_with(|name, port| async move {
             let found =
                 tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name, port)));
             match found.await {
-                Ok(Ok(addrs)) => addrs.collect(),
-                _ => Vec::new(),
+                Ok(Ok(addrs)) => Ok(addrs.collect()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {RESOLVE_TIMEOUT:?}")),
             }
         })
         .await
@@ -105,19 +108,20 @@ impl Coordinators {
     async fn round_with<F, Fut>(&self, resolve: F) -> Vec<Target>
     where
         F: Fn(String, u16) -> Fut,
-        Fut: Future<Output = Vec<SocketAddr>>,
+        Fut: Future<Output = Result<Vec<SocketAddr>, String>>,
     {
         let mut targets = Vec::new();
         for g in &self.given {
-            let addrs = match &g.name {
-                Some(name) => resolve(name.clone(), g.port).await,
-                None => Vec::new(),
-            };
-            if addrs.is_empty() {
+            let Some(name) = &g.name else {
                 targets.push(g.as_given());
-            }
-            for addr in addrs {
-                targets.push(self.target(g, addr));
+                continue;
+            };
+            match resolve(name.clone(), g.port).await {
+                Ok(addrs) if !addrs.is_empty() => {
+                    targets.extend(addrs.into_iter().map(|addr| self.target(g, addr)));
+                }
+                Ok(_) => targets.push(g.unresolved("it has no address".into())),
+                Err(why) => targets.push(g.unresolved(why)),
             }
         }
         targets
@@ -140,6 +144,7 @@ impl Coordinators {
                 given: g.url.clone(),
                 url,
                 endpoint,
+                unresolved: None,
             },
             // Not expected (an address in a URL that parsed, a name that was a URL's
             // host); should it happen, the name is resolved when dialled instead.
@@ -191,6 +196,14 @@ impl Given {
             given: self.url.clone(),
             url: self.url.clone(),
             endpoint: self.endpoint.clone(),
+            unresolved: None,
+        }
+    }
+
+    fn unresolved(&self, why: String) -> Target {
+        Target {
+            unresolved: Some(why),
+            ..self.as_given()
         }
     }
 
@@ -234,11 +247,11 @@ mod tests {
         let targets = c
             .round_with(|name, port| async move {
                 match name.as_str() {
-                    "coordinator.lab" => vec![
+                    "coordinator.lab" => Ok(vec![
                         SocketAddr::from(([10, 0, 0, 1], port)),
                         SocketAddr::new("fd00::1".parse().unwrap(), port),
-                    ],
-                    _ => vec![],
+                    ]),
+                    _ => Err("no such name".to_string()),
                 }
             })
             .await;
@@ -250,10 +263,12 @@ mod tests {
                 // Addresses are not resolved.
                 "http://10.0.0.9:7461",
                 "http://[fd00::9]:7461",
-                // A name that does not resolve is dialled as given, and fails there.
+                // A name that does not resolve is a try that fails with the reason.
                 "http://backup.lab",
             ]
         );
+        let unresolved: Vec<_> = targets.iter().map(|t| t.unresolved.as_deref()).collect();
+        assert_eq!(unresolved, [None, None, None, None, Some("no such name")]);
         assert_eq!(
             targets[1].to_string(),
             "http://coordinator.lab:7461 (http://[fd00::1]:7461)"
