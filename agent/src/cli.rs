@@ -9,9 +9,20 @@ use crate::AgentConfig;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
-    /// Coordinator address, e.g. http://coordinator.lab:7461
-    #[arg(long, env = "PLATTER_COORDINATOR")]
-    pub coordinator: String,
+    /// Coordinator address, e.g. https://coordinator.lab:7461. Repeat it, or give a
+    /// comma-separated list, for coordinators sharing one store to fail over to: the agent
+    /// connects to the first that answers and, when that one is gone (its stream ended, or
+    /// it was silent for 10–15 s), to the next at once, resending what was not acked; it
+    /// pauses (up to 5 s) only after every one failed. A name with several addresses counts
+    /// as several coordinators; with TLS each must have a certificate for the name
+    #[arg(
+        long = "coordinator",
+        env = "PLATTER_COORDINATOR",
+        value_name = "URL",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub coordinators: Vec<String>,
     /// This host's name, its identity towards the coordinator [default: the hostname]
     #[arg(long, env = "PLATTER_HOST")]
     pub name: Option<String>,
@@ -92,7 +103,7 @@ impl AgentArgs {
             None => crate::tls::Transport::Plaintext,
         };
         Ok(AgentConfig {
-            coordinator: self.coordinator.clone(),
+            coordinators: self.coordinators.clone(),
             transport,
             labels: self.labels.clone(),
             host: self.name.clone().unwrap_or_else(hostname),
@@ -113,7 +124,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     if cfg.transport == crate::tls::Transport::Plaintext {
         tracing::warn!(
             "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} or pose as it can run commands on this host",
-            cfg.coordinator
+            cfg.coordinators.join(" or ")
         );
     }
     let shutdown = CancellationToken::new();
@@ -146,4 +157,46 @@ pub fn init_tracing(default: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    fn coordinators(args: &[&str]) -> Vec<String> {
+        let argv = ["platter-agent", "--dangerously-insecure"]
+            .iter()
+            .chain(args);
+        Cli::try_parse_from(argv).unwrap().agent.coordinators
+    }
+
+    #[test]
+    fn coordinators_are_repeated_or_listed_in_one_value_in_order() {
+        let a = "http://a.lab:7461";
+        assert_eq!(coordinators(&["--coordinator", a]), [a]);
+        assert_eq!(
+            coordinators(&["--coordinator", a, "--coordinator", "http://b.lab:7461"]),
+            [a, "http://b.lab:7461"]
+        );
+        assert_eq!(
+            coordinators(&[
+                "--coordinator=http://a.lab:7461,http://10.0.0.2:7461",
+                "--coordinator",
+                "http://[fd00::3]:7461"
+            ]),
+            [a, "http://10.0.0.2:7461", "http://[fd00::3]:7461"]
+        );
+        // Unless PLATTER_COORDINATOR is set (then it is the list), one is needed.
+        if std::env::var_os("PLATTER_COORDINATOR").is_none() {
+            let argv = ["platter-agent", "--dangerously-insecure"];
+            assert!(Cli::try_parse_from(argv).is_err());
+        }
+    }
 }

@@ -77,8 +77,11 @@ pub const DEFAULT_BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
 /// Everything an agent needs to run.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// e.g. `http://127.0.0.1:7461`
-    pub coordinator: String,
+    /// The coordinators' addresses, e.g. `https://coordinator.lab:7461`, in the order they
+    /// are dialled: the first that answers, the next when its stream ends or it is silent
+    /// (see `link`). A name is resolved again at each round, and each of its addresses is
+    /// one coordinator.
+    pub coordinators: Vec<String>,
     pub host: String,
     pub state_dir: PathBuf,
     pub boot_id_file: PathBuf,
@@ -106,8 +109,8 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         .with_context(|| format!("reading boot id from {}", cfg.boot_id_file.display()))?
         .trim()
         .to_string();
-    // Bad TLS files or address stop the agent here, before anything runs.
-    let endpoint = cfg.transport.endpoint(&cfg.coordinator)?;
+    // Bad TLS files or addresses stop the agent here, before anything runs.
+    let coordinators = link::Coordinators::new(&cfg.coordinators, &cfg.transport)?;
     let (journal, state) = Journal::open(&cfg.state_dir)?;
     let shared = Arc::new(Shared::new(
         state.unacked.iter().cloned(),
@@ -145,9 +148,8 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
             r
         })?;
     let link = Link {
-        coordinator: cfg.coordinator.clone(),
+        coordinators,
         host: cfg.host.clone(),
-        endpoint,
         transport: cfg.transport.clone(),
         labels: cfg.labels.clone(),
         inventory_interval: cfg.inventory_interval,

@@ -1,6 +1,10 @@
 //! The agent's side of the AgentLink stream: dials out, says hello, sends every journaled
-//! record not yet acked, forwards plans and cancels to the executor, and reconnects with
-//! jittered exponential backoff. It never touches the journal.
+//! record not yet acked, forwards plans and cancels to the executor, and reconnects: to the
+//! next coordinator it was given at once, with jittered exponential backoff once all of
+//! them failed (`coordinators` says which addresses those are). It never touches the
+//! journal.
+
+mod coordinators;
 
 use std::error::Error as _;
 use std::sync::atomic::Ordering;
@@ -17,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::model::Plan;
 use crate::shared::Shared;
 
+pub(crate) use coordinators::Coordinators;
+use coordinators::Target;
+
 pub(crate) use platter_proto::protocol::{HEARTBEAT_INTERVAL, MAX_PLAN_BYTES};
 /// How often an agent that cannot link because of a TLS/plaintext mismatch says so again.
 const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
@@ -24,17 +31,32 @@ const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
 pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long a session must have lasted for its end to start a new round of coordinators
+/// (the next one dialled at once) rather than count as one more try in the current round:
+/// coordinators that accept the stream and close it again must not be dialled in a loop
+/// without a pause.
+const HELD: Duration = HEARTBEAT_INTERVAL;
+/// How long a connection may be silent before the agent asks for a sign of life (an HTTP/2
+/// PING), and how long it waits for the answer. A coordinator that is stopped, or whose host
+/// vanished without closing the connection, is given up 10–15 s after the last frame it
+/// sent (10.0–10.6 s in `tests/failover.rs`, which stops one just after a hello; hyper pings
+/// `PING_INTERVAL` after the last frame read, and a frame read since the ping was scheduled
+/// puts it off once more; 15 s is also how long a coordinator gives a silent agent by
+/// default) and the next one is dialled. It was 10 s and 20 s before agents could fail
+/// over: 20–40 s. Shorter would risk leaving a coordinator that is only busy (its async
+/// workers answer pings; nothing there should block them for seconds).
+const PING_INTERVAL: Duration = HEARTBEAT_INTERVAL;
+const PING_TIMEOUT: Duration = HEARTBEAT_INTERVAL;
 
 pub(crate) struct Link {
-    pub coordinator: String,
+    /// Where the coordinators are; made once when the agent starts: the TLS files are read
+    /// (and an expired certificate reported) then, never during a measurement.
+    pub coordinators: Coordinators,
     pub host: String,
     pub boot_id: String,
     pub shared: Arc<Shared>,
     pub plans: mpsc::UnboundedSender<Plan>,
     pub transport: crate::tls::Transport,
-    /// Made once from `coordinator` and `transport` when the agent starts: the TLS files
-    /// are read (and an expired certificate reported) then, never during a measurement.
-    pub endpoint: tonic::transport::Endpoint,
     pub labels: Vec<(String, String)>,
     /// How often the devices are scanned again; only a change is sent.
     pub inventory_interval: Duration,
@@ -59,18 +81,31 @@ enum LinkError {
     Status(#[from] tonic::Status),
     #[error("coordinator closed the stream")]
     Closed,
+    #[error("cannot resolve the coordinator's name: {0}")]
+    Resolve(String),
     #[error("malformed message from coordinator: {0}")]
     Wire(#[from] crate::wire::WireError),
 }
 
 impl Link {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let mut failures = 0u32;
+        let mut rotation = Rotation::default();
+        let mut targets = Vec::new();
+        // The coordinator the log last said this agent is connected to.
+        let mut announced: Option<String> = None;
         // When a TLS/plaintext mismatch was last explained in the log.
         let mut mismatch_logged: Option<Instant> = None;
         loop {
+            if rotation.round_starts() {
+                // Names are resolved again at every round: a coordinator may have moved.
+                targets = tokio::select! {
+                    t = self.coordinators.round() => t,
+                    _ = shutdown.cancelled() => return,
+                };
+            }
+            let target = rotation.pick(&targets);
             let result = {
-                let session = self.session(&mut failures);
+                let session = self.session(target, &mut rotation, &mut announced);
                 tokio::pin!(session);
                 tokio::select! {
                     r = &mut session => r,
@@ -84,12 +119,19 @@ impl Link {
                 let error = e.to_string();
                 // Stay silent during a measurement: the log line can wait for the next one.
                 let quiet = self.shared.measuring.load(Ordering::Relaxed);
+                // A stream that opened proves both sides speak the same transport: no
+                // probe (one of a coordinator that stopped answering would wait its 5 s
+                // before the next coordinator is dialled), no hint about TLS. Nor for a
+                // name that did not resolve: nothing was dialled.
+                let opened = rotation.connected_at.is_some();
+                let unresolved = matches!(e, LinkError::Resolve(_));
                 // Nothing would be logged while measuring: no probe either.
-                let mismatch = if quiet {
+                let mismatch = if quiet || opened || unresolved {
                     None
                 } else {
-                    self.mismatch(&error).await
+                    self.mismatch(target, &error).await
                 };
+                let failures = rotation.failures;
                 match mismatch {
                     // The same diagnosis at every retry would flood the log: once, then
                     // every MISMATCH_LOG_INTERVAL, while the agent keeps trying (the
@@ -98,21 +140,27 @@ impl Link {
                         let due = mismatch_logged
                             .is_none_or(|at: Instant| at.elapsed() >= MISMATCH_LOG_INTERVAL);
                         if !quiet && due {
-                            tracing::warn!(coordinator = %self.coordinator, error = %e, "{why}; retrying");
+                            tracing::warn!(coordinator = %target, error = %e, "{why}; retrying");
                             mismatch_logged = Some(Instant::now());
                         }
                     }
                     None if !quiet && (failures < 3 || failures.is_multiple_of(20)) => {
-                        let hint = self.hint(&error);
-                        tracing::warn!(coordinator = %self.coordinator, error = %e, "link down; reconnecting{hint}");
+                        let hint = if opened { "" } else { self.hint(&error) };
+                        let next = if targets.len() > 1 {
+                            "trying the next coordinator"
+                        } else {
+                            "reconnecting"
+                        };
+                        tracing::warn!(coordinator = %target, error = %e, "link down; {next}{hint}");
                     }
                     None => {}
                 }
             }
-            failures = failures.saturating_add(1);
-            tokio::select! {
-                _ = tokio::time::sleep(backoff(failures)) => {}
-                _ = shutdown.cancelled() => return,
+            if let Some(pause) = rotation.ended(targets.len()) {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = shutdown.cancelled() => return,
+                }
             }
         }
     }
@@ -141,14 +189,22 @@ impl Link {
         }
     }
 
-    /// One connection, from dial to its end.
-    async fn session(&self, failures: &mut u32) -> Result<(), LinkError> {
-        let channel = self
+    /// One connection to `target`, from dial to its end.
+    async fn session(
+        &self,
+        target: &Target,
+        rotation: &mut Rotation,
+        announced: &mut Option<String>,
+    ) -> Result<(), LinkError> {
+        if let Some(why) = &target.unresolved {
+            return Err(LinkError::Resolve(why.clone()));
+        }
+        let channel = target
             .endpoint
             .clone()
             .connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(20))
+            .http2_keep_alive_interval(PING_INTERVAL)
+            .keep_alive_timeout(PING_TIMEOUT)
             .connect()
             .await?;
         let mut client = AgentLinkClient::new(channel).max_decoding_message_size(MAX_PLAN_BYTES);
@@ -170,10 +226,13 @@ impl Link {
         // The channel is empty and has room: this send cannot wait.
         let _ = tx.send(msg(pb::agent_message::Kind::Hello(hello))).await;
         let mut inbound = client.open(ReceiverStream::new(rx)).await?.into_inner();
+        rotation.connected();
+        // Said now, or at the first heartbeat after the measurement under way.
+        let mut unannounced = true;
         if !self.shared.measuring.load(Ordering::Relaxed) {
-            tracing::info!(coordinator = %self.coordinator, host = %self.host, "connected");
+            self.announce(target, announced);
+            unannounced = false;
         }
-        *failures = 0;
         self.shared.connected.store(true, Ordering::SeqCst);
         let _connected = ConnectedGuard(&self.shared);
 
@@ -196,6 +255,10 @@ impl Link {
                 }
                 _ = self.shared.outbox_changed.notified() => {}
                 _ = heartbeat.tick() => {
+                    if unannounced && !self.shared.measuring.load(Ordering::Relaxed) {
+                        self.announce(target, announced);
+                        unannounced = false;
+                    }
                     let (plan, step) = self.shared.current().unwrap_or_default();
                     let hb = pb::Heartbeat { current_plan_id: plan.to_string(), current_step_index: step };
                     tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
@@ -227,15 +290,27 @@ impl Link {
     /// plain words. A plaintext link's failure has many faces (a protocol error, a broken
     /// pipe, a closed connection, whichever comes first), so the coordinator is asked for
     /// plaintext HTTP/2 once per failure; one that is down refuses at once.
-    async fn mismatch(&self, error: &str) -> Option<String> {
+    async fn mismatch(&self, target: &Target, error: &str) -> Option<String> {
         use crate::tls::{self, PlaintextAnswer, Transport};
         match self.transport {
-            Transport::Tls(_) => tls::speaks_plaintext(&self.coordinator, error),
+            Transport::Tls(_) => tls::speaks_plaintext(&target.given, error),
             Transport::Plaintext => {
-                let answer = tls::plaintext_answer(&self.coordinator, Duration::from_secs(5)).await;
+                let answer = tls::plaintext_answer(&target.url, Duration::from_secs(5)).await;
                 (answer == Some(PlaintextAnswer::NotHttp2))
-                    .then(|| tls::requires_tls(&self.coordinator))
+                    .then(|| tls::requires_tls(&target.given))
             }
+        }
+    }
+
+    /// Says which coordinator this agent is connected to: one line per connection, which
+    /// names the one before when the agent moved.
+    fn announce(&self, target: &Target, announced: &mut Option<String>) {
+        let now = target.to_string();
+        match announced.replace(now.clone()) {
+            Some(before) if before != now => {
+                tracing::info!(coordinator = %now, from = %before, host = %self.host, "connected to another coordinator");
+            }
+            _ => tracing::info!(coordinator = %now, host = %self.host, "connected"),
         }
     }
 
@@ -250,7 +325,7 @@ impl Link {
                 " (the coordinator may have refused this host's certificate: its log says why)"
             }
             Transport::Tls(_) if error.contains("invalid peer certificate") => {
-                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the address dialled)"
+                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the host of the address given)"
             }
             _ => "",
         }
@@ -328,6 +403,59 @@ fn msg(kind: pb::agent_message::Kind) -> pb::AgentMessage {
     pb::AgentMessage { kind: Some(kind) }
 }
 
+/// Which of a round's targets to dial next, and when to pause: round robin, the next
+/// target at once after a dial failed or a session ended, the backoff only after every
+/// target of the round was tried without a session that held for `HELD` (a session that
+/// held is the first try of a new round). With one target, every try is a round: a
+/// session's end or a failed dial is followed by the backoff, as it was before there could
+/// be several.
+#[derive(Debug, Default)]
+struct Rotation {
+    /// Tries since the agent started; the next target is `at` modulo the round's length.
+    at: usize,
+    /// Tries in this round.
+    tried: usize,
+    /// Rounds in a row without a connection; the backoff grows with it.
+    failures: u32,
+    /// When the session under way connected.
+    connected_at: Option<Instant>,
+}
+
+impl Rotation {
+    /// Whether the next try begins a round (the targets are resolved again then).
+    fn round_starts(&self) -> bool {
+        self.tried == 0
+    }
+
+    fn pick<'t>(&self, targets: &'t [Target]) -> &'t Target {
+        &targets[self.at % targets.len()]
+    }
+
+    fn connected(&mut self) {
+        self.failures = 0;
+        self.connected_at = Some(Instant::now());
+    }
+
+    /// A try ended; the pause before the next one if that ended a round.
+    fn ended(&mut self, targets: usize) -> Option<Duration> {
+        if self
+            .connected_at
+            .take()
+            .is_some_and(|at| at.elapsed() >= HELD)
+        {
+            self.tried = 0;
+        }
+        self.tried += 1;
+        self.at = self.at.wrapping_add(1);
+        if self.tried < targets {
+            return None;
+        }
+        self.tried = 0;
+        self.failures = self.failures.saturating_add(1);
+        Some(backoff(self.failures))
+    }
+}
+
 /// Exponential backoff with "equal jitter": half the delay fixed, half random, so a fleet
 /// that lost its coordinator does not reconnect in lockstep.
 fn backoff(failures: u32) -> Duration {
@@ -353,5 +481,69 @@ mod tests {
         }
         let samples: std::collections::HashSet<_> = (0..20).map(|_| backoff(10)).collect();
         assert!(samples.len() > 1, "jitter");
+    }
+
+    /// The pause after a try, as a bound: None for "dial the next at once".
+    fn pause(r: &mut Rotation, targets: usize) -> Option<Duration> {
+        r.ended(targets).map(|d| {
+            let exp = BACKOFF_FIRST
+                .saturating_mul(1u32 << r.failures.min(16))
+                .min(BACKOFF_MAX);
+            assert!(d <= exp);
+            exp
+        })
+    }
+
+    fn held(r: &mut Rotation) {
+        r.connected();
+        r.connected_at = Instant::now().checked_sub(HELD);
+    }
+
+    #[test]
+    fn one_coordinator_backs_off_after_every_try_as_before() {
+        let mut r = Rotation::default();
+        assert!(r.round_starts());
+        let mut pauses = vec![];
+        for _ in 0..3 {
+            pauses.push(pause(&mut r, 1));
+            assert!(r.round_starts());
+        }
+        // A session that held ends; the backoff starts small again.
+        held(&mut r);
+        pauses.push(pause(&mut r, 1));
+        let ms = |ms| Some(Duration::from_millis(ms));
+        assert_eq!(pauses, [ms(200), ms(400), ms(800), ms(200)]);
+    }
+
+    #[test]
+    fn several_coordinators_are_tried_in_turn_and_backed_off_only_after_a_round() {
+        let targets = 3;
+        let mut r = Rotation::default();
+        let mut dialled = vec![];
+        let mut pauses = vec![];
+        let mut try_once = |r: &mut Rotation, connect: fn(&mut Rotation)| {
+            dialled.push(r.at % targets);
+            connect(r);
+            pauses.push(pause(r, targets).is_some());
+        };
+        // Nothing answers: a pause after each whole round only.
+        for _ in 0..6 {
+            try_once(&mut r, |_| {});
+        }
+        // The first answers and holds; when its session ends, the next at once, then the
+        // one after; a whole round (from the one that held) without a session: a pause.
+        try_once(&mut r, held);
+        try_once(&mut r, |_| {});
+        try_once(&mut r, |_| {});
+        // A session that ends at once is a try like a failed dial: coordinators that
+        // accept and close are not dialled in a loop without a pause.
+        try_once(&mut r, |r| r.connected());
+        try_once(&mut r, |r| r.connected());
+        try_once(&mut r, |r| r.connected());
+        assert_eq!(dialled, [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
+        assert_eq!(
+            pauses,
+            [false, false, true, false, false, true, false, false, true, false, false, true]
+        );
     }
 }

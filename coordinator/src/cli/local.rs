@@ -72,7 +72,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
     };
     let coordinator = Coordinator::start(serve, shutdown.clone()).await?;
     let agent_cfg = platter_agent::AgentConfig {
-        coordinator: format!("http://{}", coordinator.addr),
+        coordinators: vec![format!("http://{}", coordinator.addr)],
         transport: Transport::Plaintext,
         labels: Vec::new(),
         host: host.clone(),
