@@ -1,6 +1,8 @@
 //! How many samples per second the coordinator's store commits durably (synchronous=FULL,
 //! WAL) when many agents stream at once. Run: `cargo bench -p platter --bench store_write`.
-//! Prints one line: agents, records, samples, seconds, samples/s.
+//! Prints one line: agents, records, samples, seconds, samples/s. With
+//! `PLATTER_BENCH_POSTGRES=postgres://…` the same records go to a new schema on that
+//! PostgreSQL server instead (`synchronous_commit` as the server has it: on by default).
 
 use std::time::Instant;
 
@@ -108,7 +110,17 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let store = Store::open(&path).unwrap();
+    let store = match std::env::var("PLATTER_BENCH_POSTGRES") {
+        Ok(url) if !url.is_empty() => {
+            Store::open_at(&platter::store::testing::fresh_postgres(&url)).unwrap()
+        }
+        _ => Store::open(&path).unwrap(),
+    };
+    let engine = if store.location().is_postgres() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
     store
         .insert_campaign(&campaign(), "bench.yaml", "")
         .unwrap();
@@ -150,7 +162,7 @@ fn main() {
         .unwrap();
     assert_eq!(stored as usize, samples, "every sample stored once");
     println!(
-        "store_write: {AGENTS} agents, {records} records, {samples} samples in {secs:.2} s = {:.0} samples/s",
+        "store_write ({engine}): {AGENTS} agents, {records} records, {samples} samples in {secs:.2} s = {:.0} samples/s",
         samples as f64 / secs
     );
     for suffix in ["", "-wal", "-shm"] {

@@ -1326,10 +1326,11 @@ fn store_record(
                     outcome,
                 );
             };
-            let inserted: Option<i64> = c.query_opt(
+            let inserted: Option<i64> = c.insert_id(
                 "INSERT OR IGNORE INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
                  started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING n",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ",
+                "n",
                 params![
                     e.plan_id,
                     e.step_index,
@@ -1346,20 +1347,19 @@ fn store_record(
                     e.error,
                     warmup
                 ],
-                |r| r.get(0),
             )?;
             let Some(step_row) = inserted else {
                 return Ok(()); // already stored: a resend
             };
-            for s in &e.samples {
-                let hist = (!s.histogram.is_empty()).then_some(&s.histogram);
-                let missing = (!s.missing.is_empty()).then_some(&s.missing);
-                let value = missing.is_none().then_some(s.value);
-                c.execute(
-                    "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![step_row, s.metric, value, s.unit, hist, missing],
-                )?;
-            }
+            c.execute_each(
+                "INSERT INTO samples (step, metric, value, unit, histogram, missing) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                e.samples.iter().map(|s| {
+                    let hist = (!s.histogram.is_empty()).then_some(s.histogram.as_slice());
+                    let missing = (!s.missing.is_empty()).then_some(s.missing.as_str());
+                    let value = missing.is_none().then_some(s.value);
+                    SampleRow(step_row, &s.metric, value, &s.unit, hist, missing)
+                }),
+            )?;
         }
         RecordKind::Provenance {
             plan_id,
@@ -1411,6 +1411,173 @@ fn store_record(
     Ok(())
 }
 
+/// A sample's row, as `execute_each` binds it.
+struct SampleRow<'a>(
+    i64,
+    &'a str,
+    Option<f64>,
+    &'a str,
+    Option<&'a [u8]>,
+    Option<&'a str>,
+);
+
+impl db::Params for SampleRow<'_> {
+    fn values(&self) -> Vec<db::Value<'_>> {
+        use db::ToValue;
+        vec![
+            self.0.to_value(),
+            self.1.to_value(),
+            self.2.to_value(),
+            self.3.to_value(),
+            self.4.to_value(),
+            self.5.to_value(),
+        ]
+    }
+}
+
+/// PostgreSQL: a batch's records as `store_record` stores them, but each run of step
+/// ends goes in as two statements (its steps, then their samples, as arrays `unnest`ed),
+/// not one round trip per row: PostgreSQL is across a socket, and per-row statements
+/// stored some 7,000 samples/s (BENCHMARKS.md). Records that are not step ends, and step
+/// ends that are refused, go through `store_record` in their order.
+fn store_records_pg(
+    c: &Conn,
+    pg: &db::pg::PgConn,
+    cells: &mut CellKeys,
+    plans: &mut KnownPlans,
+    host: &str,
+    records: &[Record],
+    outcome: &mut BatchOutcome,
+) -> Result<()> {
+    let mut run: Vec<(&platter_proto::model::StepEvent, i64, bool)> = Vec::new();
+    for r in records {
+        if let RecordKind::Step(e) = &r.kind {
+            let known = plans
+                .get(c, &e.plan_id)?
+                .filter(|p| p.host == host)
+                .map(|p| p.warmup.contains(&e.step_index));
+            if let Some(warmup) = known {
+                if let Some(cell) = cells.get(c, &e.cell_id)? {
+                    run.push((e, cell, warmup));
+                    continue;
+                }
+            }
+        }
+        insert_steps_pg(pg, host, &mut run)?;
+        store_record(c, cells, plans, host, r, outcome)?;
+    }
+    insert_steps_pg(pg, host, &mut run)
+}
+
+/// Inserts a run of step ends (a resent one is skipped, as `INSERT OR IGNORE` does), then
+/// the samples of those inserted; empties `run`.
+fn insert_steps_pg(
+    pg: &db::pg::PgConn,
+    host: &str,
+    run: &mut Vec<(&platter_proto::model::StepEvent, i64, bool)>,
+) -> Result<()> {
+    if run.is_empty() {
+        return Ok(());
+    }
+    let n = run.len();
+    let (mut plan_id, mut index, mut attempt, mut state, mut kind) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut cell, mut repetition, mut started, mut finished, mut exit) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut stderr, mut error, mut warmup) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (e, c, w) in run.iter() {
+        plan_id.push(e.plan_id.as_str());
+        index.push(i64::from(e.step_index));
+        attempt.push(i64::from(e.attempt));
+        state.push(e.state.as_str());
+        kind.push(e.kind.as_str());
+        cell.push(*c);
+        repetition.push(i64::from(e.repetition));
+        started.push(e.started_unix_ns);
+        finished.push(e.finished_unix_ns);
+        exit.push(i64::from(e.exit_status));
+        stderr.push(e.stderr_tail.as_str());
+        error.push(e.error.as_str());
+        warmup.push(i64::from(*w));
+    }
+    let hosts = vec![host; n];
+    let inserted = pg.query_typed(
+        "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                            started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+         SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
+                              $7::int8[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::text[],
+                              $13::text[], $14::int8[])
+         ON CONFLICT DO NOTHING
+         RETURNING n, plan_id, step_index, attempt, state",
+        &[
+            &plan_id, &index, &attempt, &state, &kind, &cell, &repetition, &hosts, &started,
+            &finished, &exit, &stderr, &error, &warmup,
+        ],
+    )?;
+    let mut by_key = std::collections::HashMap::with_capacity(inserted.len());
+    for row in &inserted {
+        let key: (String, i64, i64, String) = (
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+            row.try_get(4)?,
+        );
+        by_key.insert(key, row.try_get::<_, i64>(0)?);
+    }
+    let (mut step, mut metric, mut value, mut unit, mut hist, mut missing) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    for (e, _, _) in run.iter() {
+        let key = (
+            e.plan_id.to_string(),
+            i64::from(e.step_index),
+            i64::from(e.attempt),
+            e.state.as_str().to_string(),
+        );
+        // Taken: a record twice in one run stores its samples once.
+        let Some(n) = by_key.remove(&key) else {
+            continue;
+        };
+        for s in &e.samples {
+            let gone = !s.missing.is_empty();
+            step.push(n);
+            metric.push(s.metric.as_str());
+            value.push((!gone).then_some(s.value));
+            unit.push(s.unit.as_str());
+            hist.push((!s.histogram.is_empty()).then_some(s.histogram.as_slice()));
+            missing.push(gone.then_some(s.missing.as_str()));
+        }
+    }
+    if !step.is_empty() {
+        pg.query_typed(
+            "INSERT INTO samples (step, metric, value, unit, histogram, missing)
+             SELECT * FROM unnest($1::int8[], $2::text[], $3::float8[], $4::text[], $5::bytea[], $6::text[])",
+            &[&step, &metric, &value, &unit, &hist, &missing],
+        )?;
+    }
+    run.clear();
+    Ok(())
+}
+
 /// Commits `batches` in one transaction. Each agent's batch is applied in a savepoint of
 /// its own: a record that can never be stored (it breaks a constraint) does not fail the
 /// other agents' batches. Such a batch is then stored record by record, and the records
@@ -1429,10 +1596,14 @@ fn commit(
         let mut outcome = BatchOutcome::default();
         let whole = {
             let sp = tx.savepoint()?;
-            let applied = store_agent(&sp, b).and_then(|()| {
-                b.records
+            let applied = store_agent(&sp, b).and_then(|()| match sp.as_postgres() {
+                Some(pg) => {
+                    store_records_pg(&sp, pg, cells, plans, &b.host, &b.records, &mut outcome)
+                }
+                None => b
+                    .records
                     .iter()
-                    .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, &mut outcome))
+                    .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, &mut outcome)),
             });
             match applied {
                 Ok(()) => sp.commit(),

@@ -36,12 +36,20 @@ fn status(dir: &Path, port: u16, campaign: &str) -> serde_json::Value {
     operator_json(dir, port, &["status", campaign, "--output", "json"])
 }
 
+/// Whether the coordinator on `port` has h1 connected (its state is `idle` or `running`,
+/// not `offline` or `lost`).
+fn connected(dir: &Path, port: u16) -> bool {
+    let agents = agents_json(dir, port);
+    let state = agents[0]["state"].as_str().unwrap_or("");
+    !state.is_empty() && state != "offline" && state != "lost"
+}
+
 #[test]
 fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
-    let Some(url) = platter::store::testing::postgres_url() else {
+    let Some(server) = platter::store::testing::postgres_url() else {
         return;
     };
-    let db = match platter::store::testing::fresh_postgres(&url) {
+    let db = match platter::store::testing::fresh_postgres(&server) {
         platter::db::Location::Postgres(u) => u,
         other => unreachable!("{other:?}"),
     };
@@ -119,4 +127,72 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
         s
     };
     assert_eq!(strip(status_a), strip(status_b));
+}
+
+const LONG: &str = r#"
+name: outlives
+hosts: { names: [h1] }
+matrix:
+  n: [1, 2]
+workload:
+  command:
+    run: "sleep 0.1; echo ${n} > /dev/null"
+repeat: 12
+"#;
+
+/// The coordinator an agent is connected to is SIGKILLed mid-campaign: the agent moves to
+/// the other coordinator on the same store, resends what was not acked, and the campaign
+/// completes there with every repetition stored exactly once.
+#[test]
+fn a_campaign_outlives_the_coordinator_its_agent_was_connected_to() {
+    let Some(server) = platter::store::testing::postgres_url() else {
+        return;
+    };
+    let db = match platter::store::testing::fresh_postgres(&server) {
+        platter::db::Location::Postgres(u) => u,
+        other => unreachable!("{other:?}"),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (mut a, port_a) = serve_db(dir, &db, "coordinator-a");
+    let (_b, port_b) = serve_db(dir, &db, "coordinator-b");
+    // a first, then b: `agent` names a, the extra flag adds b.
+    let _h1 = agent(dir, port_a, "h1", &["--coordinator", &url(port_b)]);
+    wait_in(dir, "h1 on a", Duration::from_secs(20), || {
+        connected(dir, port_a).then_some(())
+    });
+    let file = write(dir, "outlives.yaml", LONG);
+    let campaign = submit(dir, port_b, &file);
+    // Some repetitions done, then a dies under its agent.
+    wait_in(dir, "5 steps done", Duration::from_secs(30), || {
+        let s = status(dir, port_b, &campaign);
+        (s["hosts"][0]["steps_done"].as_u64()? >= 5).then_some(())
+    });
+    a.kill9();
+    let killed = std::time::Instant::now();
+    wait_in(dir, "h1 on b", Duration::from_secs(20), || {
+        connected(dir, port_b).then_some(())
+    });
+    eprintln!(
+        "h1 connected to b {:?} after a was killed",
+        killed.elapsed()
+    );
+    wait_in(
+        dir,
+        "the campaign to end on b",
+        Duration::from_secs(60),
+        || (status(dir, port_b, &campaign)["state"] == "done").then_some(()),
+    );
+    let report = operator_json(dir, port_b, &["report", &campaign, "--format", "json"]);
+    for cell in report["cells"].as_array().unwrap() {
+        let wall = cell["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "wall")
+            .unwrap();
+        assert_eq!(wall["n"], 12, "every repetition once: {cell}");
+    }
+    assert_eq!(report["measurements_missing"], 0, "{report}");
+    assert_eq!(report["steps_failed"], 0, "{report}");
 }

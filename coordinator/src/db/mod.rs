@@ -15,6 +15,7 @@
 
 pub mod pg;
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 use std::path::PathBuf;
@@ -83,24 +84,26 @@ impl fmt::Display for Location {
 }
 
 /// A value going into or coming out of a statement, in SQLite's five storage classes.
+/// Text and bytes going in are borrowed from the caller's values: the store's writer binds
+/// millions of them, and copying each cost a third of its throughput.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     Null,
     Int(i64),
     Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
+    Text(Cow<'a, str>),
+    Blob(Cow<'a, [u8]>),
 }
 
 /// What can be a statement's parameter.
 pub trait ToValue {
-    fn to_value(&self) -> Value;
+    fn to_value(&self) -> Value<'_>;
 }
 
 macro_rules! int_to_value {
     ($($t:ty),*) => {$(
         impl ToValue for $t {
-            fn to_value(&self) -> Value {
+            fn to_value(&self) -> Value<'_> {
                 Value::Int(*self as i64)
             }
         }
@@ -109,46 +112,46 @@ macro_rules! int_to_value {
 int_to_value!(i64, i32, u32, u64, usize, i16, u16, u8);
 
 impl ToValue for bool {
-    fn to_value(&self) -> Value {
+    fn to_value(&self) -> Value<'_> {
         Value::Int(*self as i64)
     }
 }
 
 impl ToValue for f64 {
-    fn to_value(&self) -> Value {
+    fn to_value(&self) -> Value<'_> {
         Value::Real(*self)
     }
 }
 
 impl ToValue for str {
-    fn to_value(&self) -> Value {
-        Value::Text(self.to_string())
+    fn to_value(&self) -> Value<'_> {
+        Value::Text(Cow::Borrowed(self))
     }
 }
 
 impl ToValue for String {
-    fn to_value(&self) -> Value {
-        Value::Text(self.clone())
+    fn to_value(&self) -> Value<'_> {
+        Value::Text(Cow::Borrowed(self.as_str()))
     }
 }
 
 impl ToValue for [u8] {
-    fn to_value(&self) -> Value {
-        Value::Blob(self.to_vec())
+    fn to_value(&self) -> Value<'_> {
+        Value::Blob(Cow::Borrowed(self))
     }
 }
 
 impl ToValue for Vec<u8> {
-    fn to_value(&self) -> Value {
-        Value::Blob(self.clone())
+    fn to_value(&self) -> Value<'_> {
+        Value::Blob(Cow::Borrowed(self.as_slice()))
     }
 }
 
 macro_rules! id_to_value {
     ($($t:ty),*) => {$(
         impl ToValue for $t {
-            fn to_value(&self) -> Value {
-                Value::Text(self.as_str().to_string())
+            fn to_value(&self) -> Value<'_> {
+                Value::Text(Cow::Borrowed(self.as_str()))
             }
         }
     )*};
@@ -161,13 +164,13 @@ id_to_value!(
 );
 
 impl<T: ToValue + ?Sized> ToValue for &T {
-    fn to_value(&self) -> Value {
+    fn to_value(&self) -> Value<'_> {
         (**self).to_value()
     }
 }
 
 impl<T: ToValue> ToValue for Option<T> {
-    fn to_value(&self) -> Value {
+    fn to_value(&self) -> Value<'_> {
         match self {
             Some(v) => v.to_value(),
             None => Value::Null,
@@ -177,23 +180,23 @@ impl<T: ToValue> ToValue for Option<T> {
 
 /// A statement's parameters: `params![a, b]`, an array of one type (`[id]`), or `()`.
 pub trait Params {
-    fn values(&self) -> Vec<Value>;
+    fn values(&self) -> Vec<Value<'_>>;
 }
 
 impl Params for () {
-    fn values(&self) -> Vec<Value> {
+    fn values(&self) -> Vec<Value<'_>> {
         Vec::new()
     }
 }
 
 impl Params for &[&dyn ToValue] {
-    fn values(&self) -> Vec<Value> {
+    fn values(&self) -> Vec<Value<'_>> {
         self.iter().map(|v| v.to_value()).collect()
     }
 }
 
 impl<T: ToValue, const N: usize> Params for [T; N] {
-    fn values(&self) -> Vec<Value> {
+    fn values(&self) -> Vec<Value<'_>> {
         self.iter().map(|v| v.to_value()).collect()
     }
 }
@@ -209,7 +212,7 @@ pub use db_params as params;
 
 /// A result row.
 #[derive(Debug, Clone)]
-pub struct Row(Vec<Value>);
+pub struct Row(Vec<Value<'static>>);
 
 impl Row {
     /// Column `i` as a `T`.
@@ -224,17 +227,17 @@ impl Row {
 
 /// What a column can be read as.
 pub trait FromValue: Sized {
-    fn from_value(v: &Value) -> Result<Self>;
+    fn from_value(v: &Value<'_>) -> Result<Self>;
 }
 
-fn mismatch<T>(v: &Value, want: &str) -> Result<T> {
+fn mismatch<T>(v: &Value<'_>, want: &str) -> Result<T> {
     Err(StoreError::Decode(format!("expected {want}, found {v:?}")))
 }
 
 macro_rules! int_from_value {
     ($($t:ty),*) => {$(
         impl FromValue for $t {
-            fn from_value(v: &Value) -> Result<$t> {
+            fn from_value(v: &Value<'_>) -> Result<$t> {
                 match v {
                     Value::Int(i) => <$t>::try_from(*i)
                         .map_err(|_| StoreError::Decode(format!("{i} is out of range for {}", stringify!($t)))),
@@ -249,7 +252,7 @@ macro_rules! int_from_value {
 int_from_value!(i64, i32, u32, u64, usize, u8, i16, u16);
 
 impl FromValue for bool {
-    fn from_value(v: &Value) -> Result<bool> {
+    fn from_value(v: &Value<'_>) -> Result<bool> {
         match v {
             Value::Int(i) => Ok(*i != 0),
             v => mismatch(v, "a boolean"),
@@ -258,7 +261,7 @@ impl FromValue for bool {
 }
 
 impl FromValue for f64 {
-    fn from_value(v: &Value) -> Result<f64> {
+    fn from_value(v: &Value<'_>) -> Result<f64> {
         match v {
             Value::Real(f) => Ok(*f),
             Value::Int(i) => Ok(*i as f64),
@@ -268,25 +271,25 @@ impl FromValue for f64 {
 }
 
 impl FromValue for String {
-    fn from_value(v: &Value) -> Result<String> {
+    fn from_value(v: &Value<'_>) -> Result<String> {
         match v {
-            Value::Text(s) => Ok(s.clone()),
+            Value::Text(s) => Ok(s.to_string()),
             v => mismatch(v, "text"),
         }
     }
 }
 
 impl FromValue for Vec<u8> {
-    fn from_value(v: &Value) -> Result<Vec<u8>> {
+    fn from_value(v: &Value<'_>) -> Result<Vec<u8>> {
         match v {
-            Value::Blob(b) => Ok(b.clone()),
+            Value::Blob(b) => Ok(b.to_vec()),
             v => mismatch(v, "bytes"),
         }
     }
 }
 
 impl<T: FromValue> FromValue for Option<T> {
-    fn from_value(v: &Value) -> Result<Option<T>> {
+    fn from_value(v: &Value<'_>) -> Result<Option<T>> {
         match v {
             Value::Null => Ok(None),
             v => T::from_value(v).map(Some),
@@ -355,10 +358,47 @@ impl Conn {
         match &self.engine {
             Engine::Lite(c) => {
                 let mut stmt = c.prepare_cached(sql)?;
-                let n = stmt.execute(rusqlite::params_from_iter(values.iter().map(lite_value)))?;
+                let n = stmt.execute(rusqlite::params_from_iter(values.iter()))?;
                 Ok(n as u64)
             }
             Engine::Pg(c) => c.execute(sql, &values),
+        }
+    }
+
+    /// Runs one statement once per parameter set, prepared once (a step's samples).
+    pub fn execute_each<P: Params>(
+        &self,
+        sql: &str,
+        each: impl IntoIterator<Item = P>,
+    ) -> Result<()> {
+        match &self.engine {
+            Engine::Lite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                for p in each {
+                    stmt.execute(rusqlite::params_from_iter(p.values().iter()))?;
+                }
+                Ok(())
+            }
+            Engine::Pg(c) => {
+                for p in each {
+                    c.execute(sql, &p.values())?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs an INSERT (an `INSERT OR IGNORE`); the new row's `id_column`, or None when a
+    /// conflict left nothing inserted.
+    pub fn insert_id(&self, sql: &str, id_column: &str, p: impl Params) -> Result<Option<i64>> {
+        match &self.engine {
+            Engine::Lite(c) => {
+                let n = self.execute(sql, p)?;
+                Ok((n > 0).then(|| c.last_insert_rowid()))
+            }
+            Engine::Pg(_) => {
+                self.query_opt(&format!("{sql} RETURNING {id_column}"), p, |r| r.get(0))
+            }
         }
     }
 
@@ -374,8 +414,7 @@ impl Conn {
             Engine::Lite(c) => {
                 let mut stmt = c.prepare_cached(sql)?;
                 let columns = stmt.column_count();
-                let mut rows =
-                    stmt.query(rusqlite::params_from_iter(values.iter().map(lite_value)))?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
                 let mut out = Vec::new();
                 while let Some(r) = rows.next()? {
                     let row = Row((0..columns)
@@ -540,25 +579,28 @@ impl Drop for Savepoint<'_> {
     }
 }
 
-fn lite_value(v: &Value) -> rusqlite::types::Value {
-    use rusqlite::types::Value as L;
-    match v {
-        Value::Null => L::Null,
-        Value::Int(i) => L::Integer(*i),
-        Value::Real(f) => L::Real(*f),
-        Value::Text(s) => L::Text(s.clone()),
-        Value::Blob(b) => L::Blob(b.clone()),
+/// Bound as it is, borrowed.
+impl rusqlite::ToSql for Value<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(i) => ValueRef::Integer(*i),
+            Value::Real(f) => ValueRef::Real(*f),
+            Value::Text(t) => ValueRef::Text(t.as_bytes()),
+            Value::Blob(b) => ValueRef::Blob(b),
+        }))
     }
 }
 
-fn from_lite(v: rusqlite::types::ValueRef<'_>) -> Value {
+fn from_lite(v: rusqlite::types::ValueRef<'_>) -> Value<'static> {
     use rusqlite::types::ValueRef as L;
     match v {
         L::Null => Value::Null,
         L::Integer(i) => Value::Int(i),
         L::Real(f) => Value::Real(f),
-        L::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        L::Blob(b) => Value::Blob(b.to_vec()),
+        L::Text(t) => Value::Text(Cow::Owned(String::from_utf8_lossy(t).into_owned())),
+        L::Blob(b) => Value::Blob(Cow::Owned(b.to_vec())),
     }
 }
 

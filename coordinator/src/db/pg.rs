@@ -28,8 +28,18 @@ pub struct PgConn {
 
 /// Connects to `url`. Notifications on the connection (after `LISTEN`) go to `notify`.
 pub fn connect(url: &str, rt: &Handle, notify: Option<mpsc::Sender<String>>) -> Result<PgConn> {
-    let url = url.to_string();
-    let connecting = rt.spawn(async move { tokio_postgres::connect(&url, NoTls).await });
+    let mut config: tokio_postgres::Config = url.parse()?;
+    // A server that cannot be reached must fail a commit in seconds (the records wait
+    // unacked and are retried), never hang the store's writer: bounded connects, and TCP
+    // that gives up on a peer that stopped answering.
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(std::time::Duration::from_secs(5));
+    }
+    config
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(10))
+        .tcp_user_timeout(std::time::Duration::from_secs(15));
+    let connecting = rt.spawn(async move { config.connect(NoTls).await });
     let (client, mut connection) = block_on(connecting)
         .map_err(|e| StoreError::Commit(format!("connecting to PostgreSQL: {e}")))??;
     rt.spawn(async move {
@@ -75,14 +85,14 @@ impl PgConn {
         Ok(s)
     }
 
-    pub fn execute(&self, sql: &str, values: &[Value]) -> Result<u64> {
+    pub fn execute(&self, sql: &str, values: &[Value<'_>]) -> Result<u64> {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         Ok(block_on(self.client.execute(&stmt, &refs))?)
     }
 
-    pub fn query(&self, sql: &str, values: &[Value]) -> Result<Vec<Row>> {
+    pub fn query(&self, sql: &str, values: &[Value<'_>]) -> Result<Vec<Row>> {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
@@ -97,13 +107,24 @@ impl PgConn {
             .collect()
     }
 
+    /// A statement in PostgreSQL's own dialect with typed parameters (arrays for bulk
+    /// inserts), its rows as tokio-postgres gives them.
+    pub fn query_typed(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        let stmt = self.statement(sql)?;
+        Ok(block_on(self.client.query(&stmt, params))?)
+    }
+
     pub fn batch(&self, sql: &str) -> Result<()> {
         Ok(block_on(self.client.batch_execute(sql))?)
     }
 }
 
 /// Column `i` of `row` as a [`Value`], by its PostgreSQL type.
-fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value> {
+fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'static>> {
     let ty = row.columns()[i].type_();
     let v = match *ty {
         Type::INT8 => row.try_get::<_, Option<i64>>(i)?.map(Value::Int),
@@ -126,8 +147,12 @@ fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value> {
         Type::NUMERIC => row
             .try_get::<_, Option<Numeric>>(i)?
             .map(|n| Value::Real(n.0)),
-        Type::BYTEA => row.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob),
-        _ => row.try_get::<_, Option<String>>(i)?.map(Value::Text),
+        Type::BYTEA => row
+            .try_get::<_, Option<Vec<u8>>>(i)?
+            .map(|b| Value::Blob(b.into())),
+        _ => row
+            .try_get::<_, Option<String>>(i)?
+            .map(|t| Value::Text(t.into())),
     };
     Ok(v.unwrap_or(Value::Null))
 }
@@ -168,7 +193,7 @@ impl<'a> FromSql<'a> for Numeric {
 
 /// A parameter is sent as the type PostgreSQL inferred for its place: the store's SQL
 /// binds integers to BIGINT, FLOAT8, INT4 or BOOL columns alike, as SQLite allows.
-impl ToSql for Value {
+impl ToSql for Value<'_> {
     fn to_sql(
         &self,
         ty: &Type,
@@ -187,8 +212,8 @@ impl ToSql for Value {
             (Value::Real(f), &Type::FLOAT4) => (*f as f32).to_sql(ty, out),
             (Value::Real(f), &Type::INT8) if f.fract() == 0.0 => (*f as i64).to_sql(ty, out),
             (Value::Real(f), _) => f.to_string().to_sql(ty, out),
-            (Value::Text(s), _) => s.as_str().to_sql(ty, out),
-            (Value::Blob(b), _) => b.as_slice().to_sql(ty, out),
+            (Value::Text(s), _) => s.as_ref().to_sql(ty, out),
+            (Value::Blob(b), _) => b.as_ref().to_sql(ty, out),
         }
     }
 
