@@ -56,7 +56,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// PostgreSQL's own words for an error: its message (and detail) rather than tokio-postgres's
 /// "db error".
-fn pg_words(e: &tokio_postgres::Error) -> String {
+pub(crate) fn pg_words(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => match d.detail() {
             Some(detail) => format!("{} ({detail})", d.message()),

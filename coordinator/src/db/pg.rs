@@ -57,7 +57,8 @@ pub fn connect(url: &str, rt: &Handle, notify: Option<mpsc::Sender<String>>) -> 
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "the PostgreSQL connection ended");
+                    let error = crate::store::pg_words(&e);
+                    tracing::warn!(%error, "the PostgreSQL connection ended");
                     break;
                 }
             }
