@@ -216,6 +216,39 @@ impl Hub {
         }
     }
 
+    /// Tells connected agents to stop the plans they were sent whose campaign was
+    /// cancelled elsewhere: through another coordinator sharing the store, which could
+    /// not reach them (this one heard of it by `NOTIFY`). A plan cancelled before its agent
+    /// accepted it is no longer any host's active plan, so dispatching again would not
+    /// say it; this does. Each such plan is told once.
+    pub fn cancel_cancelled(&self) {
+        let held: Vec<(String, String)> = {
+            let conns = self.conns.lock().expect("hub lock");
+            conns
+                .iter()
+                .flat_map(|(h, c)| c.held.iter().map(move |p| (h.clone(), p.clone())))
+                .collect()
+        };
+        if held.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = held.iter().map(|(_, p)| p.clone()).collect();
+        let cancelled = match self.store.cancelled_plans(&ids) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "reading which plans were cancelled failed; next notification tries again");
+                return;
+            }
+        };
+        for (host, plan) in held.into_iter().filter(|(_, p)| cancelled.contains(p)) {
+            tracing::info!(agent = %host, %plan, "cancelled through another coordinator; telling the agent");
+            self.cancel(&host, &plan);
+            if let Some(c) = self.conns.lock().expect("hub lock").get_mut(&host) {
+                c.held.retain(|p| *p != plan);
+            }
+        }
+    }
+
     /// `dispatch_to` from async code: the store work runs off the async workers (it may
     /// wait on the store's busy timeout), and the caller does not wait for it.
     pub fn dispatch_soon(self: &Arc<Self>, hosts: Vec<String>) {
@@ -320,6 +353,37 @@ mod tests {
         assert_eq!(hub.retry_pending(), 0);
         shutdown.cancel();
         retry.await.unwrap();
+    }
+
+    /// A campaign cancelled through another coordinator (the store changed, this hub was
+    /// not called) while its plan was sent but not yet accepted: the agent is told, once.
+    #[tokio::test]
+    async fn a_plan_cancelled_elsewhere_is_cancelled_on_its_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let planned = crate::store::test_campaign("h", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let hub = Arc::new(Hub::new(store.clone()));
+        let (tx, mut rx) = mpsc::channel(8);
+        hub.connect("h", tx, Vec::new());
+        hub.dispatch("h");
+        assert!(matches!(
+            rx.try_recv().unwrap().unwrap().kind,
+            Some(pb::coordinator_message::Kind::Plan(_))
+        ));
+        // What another coordinator's cancel does to the shared store.
+        store.cancel_campaign(&planned.id).unwrap();
+        hub.dispatch_all();
+        assert!(rx.try_recv().is_err(), "dispatching alone says nothing");
+        hub.cancel_cancelled();
+        match rx.try_recv().unwrap().unwrap().kind {
+            Some(pb::coordinator_message::Kind::Cancel(c)) => {
+                assert_eq!(c.plan_id, planned.plans[0].id.as_str())
+            }
+            other => panic!("expected a cancel, got {other:?}"),
+        }
+        hub.cancel_cancelled();
+        assert!(rx.try_recv().is_err(), "told once");
     }
 
     /// One agent that does not read its stream does not hold up the others' plans.

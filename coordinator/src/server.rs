@@ -60,7 +60,8 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
 
 /// Coordinators sharing a PostgreSQL store: plans queued or cancelled through another
 /// coordinator (it says so with `NOTIFY`, `Store::listen`) may be for hosts connected
-/// here, so every host connected here is dispatched to again. Notifications that arrive
+/// here, so every host connected here is dispatched to again, and told to stop plans it
+/// was sent that were cancelled meanwhile. Notifications that arrive
 /// while a dispatch runs are taken together by the next one.
 async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: CancellationToken) {
     let mut remote = store.subscribe_remote_plans();
@@ -72,7 +73,11 @@ async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: Cancel
         }
         remote.borrow_and_update();
         let hub = hub.clone();
-        let _ = tokio::task::spawn_blocking(move || hub.dispatch_all()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            hub.dispatch_all();
+            hub.cancel_cancelled();
+        })
+        .await;
     }
 }
 

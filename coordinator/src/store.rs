@@ -697,6 +697,25 @@ impl Store {
         })
     }
 
+    /// Of `plan_ids`, those cancelled.
+    pub fn cancelled_plans(
+        &self,
+        plan_ids: &[String],
+    ) -> Result<std::collections::HashSet<String>> {
+        self.read(|c| {
+            let mut out = std::collections::HashSet::new();
+            for id in plan_ids {
+                if c.exists(
+                    "SELECT 1 FROM plans WHERE id = ?1 AND state = 'cancelled'",
+                    [id],
+                )? {
+                    out.insert(id.clone());
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Why the store cannot commit right now, if it cannot.
     pub fn fault(&self) -> Option<StoreFault> {
         self.health.get()
