@@ -374,11 +374,15 @@ mod tests {
         ] {
             let ours = median3(|| run_ok(script).max_rss_bytes / 1024);
             let theirs = median3(|| time_max_rss_kib(script));
-            let ratio = ours as f64 / theirs as f64;
             eprintln!("{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB");
+            // Within 15% or 512 KiB: the same program's peak varies that much from run to
+            // run (tail's growing buffer: 106 vs 120 MiB seen under load; sleep: 1.5 vs
+            // 1.7 MiB), while the bug this guards against counted the spawner's 12 MiB
+            // against a 1.6 MiB `sleep`.
+            let allowed = (theirs * 15 / 100).max(512);
             assert!(
-                (0.9..=1.1).contains(&ratio),
-                "{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB"
+                ours.abs_diff(theirs) <= allowed,
+                "{script}: platter {ours} KiB, /usr/bin/time {theirs} KiB (allowed ±{allowed} KiB)"
             );
         }
     }

@@ -12,7 +12,8 @@
 //! Settings: `--samples N` (default 100,000; two campaigns of N each are stored, for
 //! `compare`), `--cells C` (default 100), `--metrics M` samples per measurement (default
 //! 4), `--formats json,table` (default), `--keep DIR` (keep the store there and print the
-//! commands to re-run by hand).
+//! commands to re-run by hand). With `PLATTER_BENCH_POSTGRES=postgres://…` the store is a
+//! new schema on that PostgreSQL server, and the reports read it from there.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -185,27 +186,37 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("report-scale.db");
-    let _ = std::fs::remove_file(&db);
+    // PLATTER_BENCH_POSTGRES=postgres://…: the same campaigns in a new schema on that
+    // server, reported from there.
+    let location = match std::env::var("PLATTER_BENCH_POSTGRES") {
+        Ok(url) if !url.is_empty() => platter::store::testing::fresh_postgres(&url),
+        _ => {
+            let db = dir.join("report-scale.db");
+            let _ = std::fs::remove_file(&db);
+            platter::db::Location::Sqlite(db)
+        }
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let t = Instant::now();
+    let store = Store::open_at(&location).unwrap();
     let (first, second) = rt.block_on(async {
-        let store = Store::open(&db).unwrap();
         let first = campaign(&store, &a, "first", 1.0).await;
         let second = campaign(&store, &a, "second", 1.03).await;
         (first, second)
     });
-    let samples: i64 = rusqlite::Connection::open(&db)
-        .unwrap()
-        .query_row("SELECT COUNT(*) FROM sample_rows", [], |r| r.get(0))
+    let samples: i64 = store
+        .read(|c| c.query_row("SELECT COUNT(*) FROM sample_rows", (), |r| r.get(0)))
         .unwrap();
+    drop(store);
     println!(
-        "filled {} with {samples} samples (two campaigns, {} cells each) in {:.1} s",
-        db.display(),
+        "filled {location} with {samples} samples (two campaigns, {} cells each) in {:.1} s",
         a.cells,
         t.elapsed().as_secs_f64()
     );
-    let db_arg = db.display().to_string();
+    let db_arg = match &location {
+        platter::db::Location::Sqlite(p) => p.display().to_string(),
+        platter::db::Location::Postgres(url) => url.clone(),
+    };
     for f in &a.formats {
         let (took, rss) = timed(&bin, &["report", &first, "--db", &db_arg, "--format", f]);
         println!(

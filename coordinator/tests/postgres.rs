@@ -36,6 +36,16 @@ fn status(dir: &Path, port: u16, campaign: &str) -> serde_json::Value {
     operator_json(dir, port, &["status", campaign, "--output", "json"])
 }
 
+/// The URL of a new, empty store on the test server (a schema of its own), if one is
+/// named.
+fn fresh_store() -> Option<String> {
+    let server = platter::store::testing::postgres_url()?;
+    match platter::store::testing::fresh_postgres(&server) {
+        platter::db::Location::Postgres(url) => Some(url),
+        other => unreachable!("{other:?}"),
+    }
+}
+
 /// Whether the coordinator on `port` has h1 connected (its state is `idle` or `running`,
 /// not `offline` or `lost`).
 fn connected(dir: &Path, port: u16) -> bool {
@@ -46,12 +56,8 @@ fn connected(dir: &Path, port: u16) -> bool {
 
 #[test]
 fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
-    let Some(server) = platter::store::testing::postgres_url() else {
+    let Some(db) = fresh_store() else {
         return;
-    };
-    let db = match platter::store::testing::fresh_postgres(&server) {
-        platter::db::Location::Postgres(u) => u,
-        other => unreachable!("{other:?}"),
     };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -145,12 +151,8 @@ repeat: 12
 /// completes there with every repetition stored exactly once.
 #[test]
 fn a_campaign_outlives_the_coordinator_its_agent_was_connected_to() {
-    let Some(server) = platter::store::testing::postgres_url() else {
+    let Some(db) = fresh_store() else {
         return;
-    };
-    let db = match platter::store::testing::fresh_postgres(&server) {
-        platter::db::Location::Postgres(u) => u,
-        other => unreachable!("{other:?}"),
     };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
