@@ -25,6 +25,8 @@
 //!   every 10 s; by default the fake ones do too).
 //! * `FLEET_DIR` — where the PKI, database and coordinator log go (default: a temporary
 //!   directory on the disk of `TMPDIR`, removed at the end unless `FLEET_KEEP=1`).
+//! * `PLATTER_BENCH_POSTGRES` — a PostgreSQL server URL: the coordinator's store is a new
+//!   schema there instead of an SQLite file.
 //! * `FLEET_PERF` — a directory: record a `perf record -e cpu-clock -g` profile of the
 //!   coordinator per phase (connect.data, idle.data, fanout.data) there.
 
@@ -642,6 +644,14 @@ fn run() -> anyhow::Result<bool> {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
     let log = dir.join("coordinator.log");
+    // PLATTER_BENCH_POSTGRES=postgres://…: the coordinator's store is a new schema there.
+    let db: std::ffi::OsString = match std::env::var("PLATTER_BENCH_POSTGRES") {
+        Ok(url) if !url.is_empty() => match platter::store::testing::fresh_postgres(&url) {
+            platter::db::Location::Postgres(u) => u.into(),
+            platter::db::Location::Sqlite(p) => p.into(),
+        },
+        _ => db.into(),
+    };
     let child = Command::new(&bin)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--db")

@@ -12,7 +12,7 @@ use tokio::runtime::Handle;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
-use super::{Row, Value};
+use super::Value;
 use crate::store::{Result, StoreError};
 
 /// The prefix of the channel coordinators tell each other of changes on
@@ -93,19 +93,11 @@ impl PgConn {
         Ok(block_on(self.client.execute(&stmt, &refs))?)
     }
 
-    pub fn query(&self, sql: &str, values: &[Value<'_>]) -> Result<Vec<Row>> {
+    pub fn query(&self, sql: &str, values: &[Value<'_>]) -> Result<Vec<tokio_postgres::Row>> {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        let rows = block_on(self.client.query(&stmt, &refs))?;
-        rows.iter()
-            .map(|r| {
-                (0..r.len())
-                    .map(|i| value(r, i))
-                    .collect::<Result<_>>()
-                    .map(Row)
-            })
-            .collect()
+        Ok(block_on(self.client.query(&stmt, &refs))?)
     }
 
     /// A statement in PostgreSQL's own dialect with typed parameters (arrays for bulk
@@ -125,7 +117,7 @@ impl PgConn {
 }
 
 /// Column `i` of `row` as a [`Value`], by its PostgreSQL type.
-fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'static>> {
+pub(super) fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'static>> {
     let ty = row.columns()[i].type_();
     let v = match *ty {
         Type::INT8 => row.try_get::<_, Option<i64>>(i)?.map(Value::Int),
@@ -391,7 +383,7 @@ pub fn migrate(c: &PgConn) -> Result<usize> {
     )?;
     let applied = (|| {
         let rows = c.query("SELECT COALESCE(MAX(version), 0) FROM platter_schema", &[])?;
-        let done: i64 = rows[0].get(0)?;
+        let done: i64 = rows[0].try_get(0)?;
         let mut n = 0;
         for (i, m) in MIGRATIONS.iter().enumerate().skip(done as usize) {
             c.batch(m)?;
