@@ -616,7 +616,6 @@ impl rusqlite::ToSql for Value<'_> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
