@@ -46,11 +46,21 @@
 #   LAB_COMPOSE     compose command [docker-compose if installed, else docker compose]
 #   RC66_WRITE_IOPS, RCMONSTER_WRITE_IOPS, FLYGECKO_WRITE_IOPS
 #                   cgroup write IOPS limit of that host's drive [0 = none]
+#   LAB_HA          1: two coordinators (coordinator, coordinator-b) on one PostgreSQL
+#                   database (service postgres, docker-compose.ha.yml), every agent given
+#                   both; `run` checks both give the same report; the fault suite kills
+#                   either coordinator and kills or pauses the database [0: one coordinator
+#                   on SQLite]. Needs Debian's postgresql package on this machine: its files
+#                   make the database image (Dockerfile.postgres)
+#   LAB_PORT_B      coordinator-b's port on 127.0.0.1 [7462]
+#   LAB_PG_IMAGE    the database image's tag [platter-lab-postgres:latest]
+#   LAB_PG_PASSWORD the database password of the role platter [platter-lab]
 # The fault suite (`faults N`):
 #   LAB_SEED        seed of every random choice (kind, target, pauses, durations) [random,
 #                   printed at the start and in faults.log]
 #   LAB_FAULT_KINDS the kinds to draw from [agent-kill agent-restart coordinator-kill
-#                   agent-stop partition disk-full]
+#                   agent-stop partition disk-full; with LAB_HA=1: agent-kill agent-restart
+#                   coordinator-kill agent-stop partition db-kill db-pause]
 #   LAB_FAULT_ROUNDS
 #                   1: draw the kinds in rounds, each kind once per round in a random order,
 #                   so that a short run has every kind; 0: each fault's kind independently [0]
@@ -89,6 +99,10 @@ LAB_HEARTBEAT=${LAB_HEARTBEAT:-10}
 LAB_GAP=${LAB_GAP:-2 10}
 LAB_DATA_SIZE=${LAB_DATA_SIZE:-256M}
 LAB_RECOVERY_TIMEOUT=${LAB_RECOVERY_TIMEOUT:-180}
+LAB_HA=${LAB_HA:-0}
+LAB_PORT_B=${LAB_PORT_B:-7462}
+LAB_PG_IMAGE=${LAB_PG_IMAGE:-platter-lab-postgres:latest}
+LAB_PG_PASSWORD=${LAB_PG_PASSWORD:-platter-lab}
 AGENTS=(rc66 rcmonster flygecko)
 
 pki=$LAB_WORK/pki
@@ -126,17 +140,20 @@ compose() {
   else
     c=(docker compose)
   fi
-  run "${c[@]}" -p "$LAB_PROJECT" -f "$here/docker-compose.yml" "$@"
+  c+=(-p "$LAB_PROJECT" -f "$here/docker-compose.yml")
+  [ "$LAB_HA" = 0 ] || c+=(-f "$here/docker-compose.ha.yml")
+  run "${c[@]}" "$@"
 }
 
 # What the compose file reads. The drives come from lab.env once `up` made them.
 export_compose_env() {
-  export LAB_IMAGE LAB_PORT LAB_PKI="$pki"
+  export LAB_IMAGE LAB_PORT LAB_PKI="$pki" LAB_PORT_B LAB_PG_IMAGE LAB_PG_PASSWORD
   if [ "$LAB_TLS" = 1 ]; then
-    export LAB_COORDINATOR_URL=https://coordinator:7461 LAB_SECURITY_FLAGS="--tls-dir /pki"
+    export LAB_SCHEME=https LAB_SECURITY_FLAGS="--tls-dir /pki"
   else
-    export LAB_COORDINATOR_URL=http://coordinator:7461 LAB_SECURITY_FLAGS=--dangerously-insecure
+    export LAB_SCHEME=http LAB_SECURITY_FLAGS=--dangerously-insecure
   fi
+  export LAB_COORDINATOR_URL=$LAB_SCHEME://coordinator:7461
   if [ -f "$envfile" ]; then
     # shellcheck disable=SC1090
     . "$envfile"
@@ -150,13 +167,24 @@ export_compose_env() {
 
 # platter SUBCOMMAND … as an operator on this machine, talking to the published
 # coordinator port. OP_TIMEOUT=SECONDS bounds the command (--foreground: Ctrl-C reaches it).
+#
+# With two coordinators (LAB_HA=1) OP_VIA picks the one: a (coordinator), b
+# (coordinator-b) or any (either, drawn per call; SRANDOM leaves the fault suite's seeded
+# RANDOM sequence alone) [any].
 platter_op() {
-  local sub=$1 env flags=()
+  local sub=$1 env flags=() port=$LAB_PORT
   shift
+  if [ "$LAB_HA" = 1 ]; then
+    case ${OP_VIA:-any} in
+      a) ;;
+      b) port=$LAB_PORT_B ;;
+      *) [ $((SRANDOM % 2)) = 0 ] || port=$LAB_PORT_B ;;
+    esac
+  fi
   if [ "$LAB_TLS" = 1 ]; then
-    env=("PLATTER_COORDINATOR=https://127.0.0.1:$LAB_PORT" "PLATTER_TLS_DIR=$pki/operator-lab")
+    env=("PLATTER_COORDINATOR=https://127.0.0.1:$port" "PLATTER_TLS_DIR=$pki/operator-lab")
   else
-    env=("PLATTER_COORDINATOR=http://127.0.0.1:$LAB_PORT")
+    env=("PLATTER_COORDINATOR=http://127.0.0.1:$port")
     # Clients ask for plaintext explicitly; before mutual TLS an http:// address was enough.
     flags=(--dangerously-insecure)
   fi
@@ -180,28 +208,28 @@ ensure_binary() {
   binary_checked=1
 }
 
-# The image's build context: rootfs/ (binary, its libraries and loader, busybox, /etc)
-# and the Dockerfile.
-cmd_context() {
-  local dir=${1:?usage: lab.sh context DIR}
-  local rootfs=$dir/rootfs lib applet
-  ensure_binary
-  mkdir -p "$rootfs/usr/local/bin"
-  install -m 0755 "$PLATTER_BIN" "$rootfs/usr/local/bin/platter"
-  cp "$here/Dockerfile" "$dir/Dockerfile"
-  if [ "$LAB_BASE" != scratch ]; then
-    log "context: the binary only (base image $LAB_BASE brings the userland)"
-    return
-  fi
-  if ldd "$PLATTER_BIN" | grep -q 'not found'; then
-    die "ldd cannot resolve every library of $PLATTER_BIN"
-  fi
-  # Every library ldd resolves (`name => /path (addr)`) and the loader (`/path (addr)`),
-  # each at the path the binary and the loader look for it.
+# add_libraries ROOTFS FILE…: every library `ldd` resolves for the files (`name => /path
+# (addr)`) and the loader (`/path (addr)`), each at the path the binary and the loader
+# look for it.
+add_libraries() {
+  local rootfs=$1 f lib
+  shift
+  for f in "$@"; do
+    if ldd "$f" | grep -q 'not found'; then
+      die "ldd cannot resolve every library of $f"
+    fi
+  done
   while read -r lib; do
+    [ -e "$rootfs$lib" ] && continue
     mkdir -p "$rootfs$(dirname "$lib")"
     cp -L "$lib" "$rootfs$lib"
-  done < <(ldd "$PLATTER_BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
+  done < <(for f in "$@"; do ldd "$f"; done |
+    awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u)
+}
+
+# add_busybox ROOTFS: a static busybox with every applet as /bin/NAME, /tmp, /var/tmp.
+add_busybox() {
+  local rootfs=$1 applet
   [ -x "$LAB_BUSYBOX" ] || die "no $LAB_BUSYBOX: apt-get install -y busybox-static"
   if ldd "$LAB_BUSYBOX" >/dev/null 2>&1; then
     die "$LAB_BUSYBOX is dynamically linked; the image needs a static one (apt-get install -y busybox-static)"
@@ -214,10 +242,68 @@ cmd_context() {
   for applet in $("$LAB_BUSYBOX" --list); do
     [ "$applet" = busybox ] || ln -s busybox "$rootfs/bin/$applet"
   done
+}
+
+# The image's build context: rootfs/ (binary, its libraries and loader, busybox, /etc)
+# and the Dockerfile.
+cmd_context() {
+  local dir=${1:?usage: lab.sh context DIR}
+  local rootfs=$dir/rootfs
+  ensure_binary
+  mkdir -p "$rootfs/usr/local/bin"
+  install -m 0755 "$PLATTER_BIN" "$rootfs/usr/local/bin/platter"
+  cp "$here/Dockerfile" "$dir/Dockerfile"
+  if [ "$LAB_BASE" != scratch ]; then
+    log "context: the binary only (base image $LAB_BASE brings the userland)"
+    return
+  fi
+  add_libraries "$rootfs" "$PLATTER_BIN"
+  add_busybox "$rootfs"
   printf 'root:x:0:0:root:/root:/bin/sh\n' >"$rootfs/etc/passwd"
   printf 'root:x:0:\n' >"$rootfs/etc/group"
   printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
   log "context: $dir ($(du -sh "$rootfs" | cut -f1): platter, $(find "$rootfs" -name '*.so*' | wc -l) libraries, busybox with $(find "$rootfs/bin" -type l | wc -l) applets)"
+}
+
+# The PostgreSQL image's build context (Dockerfile.postgres): the server from the
+# `postgresql` package installed on this machine, its libraries, busybox, the entry point.
+pg_context() {
+  local dir=${1:?} rootfs=$1/rootfs pg bins=() f
+  pg=$(pg_home) || die "no PostgreSQL server here for the lab's database image: apt-get install -y postgresql"
+  # home/data: PGDATA, there in the image so that a new volume mounted on it (or on its
+  # parent) takes the server user's ownership.
+  mkdir -p "$rootfs$pg/bin" "$rootfs$pg/lib" "$rootfs/usr/share/postgresql" "$rootfs/usr/local/bin" "$dir/home/data"
+  chmod 0700 "$dir/home/data"
+  for f in postgres initdb psql pg_isready; do
+    install -m 0755 "$pg/bin/$f" "$rootfs$pg/bin/$f"
+    bins+=("$pg/bin/$f")
+  done
+  # The server's modules (PL/pgSQL, text search dictionaries, …) but not the LLVM JIT
+  # (a 100 MB library; the entry point turns JIT off).
+  for f in "$pg"/lib/*.so; do
+    case ${f##*/} in llvmjit*) continue ;; esac
+    cp "$f" "$rootfs$pg/lib/"
+    bins+=("$f")
+  done
+  cp -a "/usr/share/postgresql/${pg##*/}" "$rootfs/usr/share/postgresql/"
+  mkdir -p "$rootfs/usr/share"
+  cp -a /usr/share/zoneinfo "$rootfs/usr/share/"
+  add_libraries "$rootfs" "${bins[@]}"
+  add_busybox "$rootfs"
+  install -m 0755 "$here/postgres-entrypoint.sh" "$rootfs/usr/local/bin/platter-postgres"
+  # initdb looks its user up by uid.
+  printf 'root:x:0:0:root:/root:/bin/sh\npostgres:x:999:999:PostgreSQL:/var/lib/postgresql:/bin/sh\n' >"$rootfs/etc/passwd"
+  printf 'root:x:0:\npostgres:x:999:\n' >"$rootfs/etc/group"
+  printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
+  cp "$here/Dockerfile.postgres" "$dir/Dockerfile"
+  log "context: $dir ($(du -sh "$rootfs" | cut -f1): PostgreSQL ${pg##*/}, $(find "$rootfs" -name '*.so*' | wc -l) libraries)"
+}
+
+# The newest PostgreSQL server installed here, e.g. /usr/lib/postgresql/15.
+pg_home() {
+  local v
+  v=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n1)
+  [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ] && printf '/usr/lib/postgresql/%s' "$v"
 }
 
 cmd_build() {
@@ -227,8 +313,14 @@ cmd_build() {
   cmd_context "$ctx"
   run docker build -t "$LAB_IMAGE" --build-arg "BASE=$LAB_BASE" "$ctx"
   rm -rf "$ctx"
+  if [ "$LAB_HA" = 1 ]; then
+    mkdir -p "$ctx"
+    pg_context "$ctx"
+    run docker build -t "$LAB_PG_IMAGE" --build-arg "PG_VERSION=$(basename "$(pg_home)")" "$ctx"
+    rm -rf "$ctx"
+  fi
   rmdir "$LAB_WORK" 2>/dev/null || true # when only the image was asked for
-  log "image $LAB_IMAGE built in $((SECONDS - start)) s"
+  log "image $LAB_IMAGE$([ "$LAB_HA" = 0 ] || echo " and $LAB_PG_IMAGE") built in $((SECONDS - start)) s"
 }
 
 # Certificates: a CA, the coordinator (reached as `coordinator` inside the lab network and
@@ -245,7 +337,8 @@ make_pki() {
     return
   fi
   run "$PLATTER_BIN" certs init --dir "$pki"
-  run "$PLATTER_BIN" certs issue coordinator coordinator localhost 127.0.0.1 --dir "$pki"
+  # coordinator-b: the second coordinator of LAB_HA=1 (the same identity).
+  run "$PLATTER_BIN" certs issue coordinator coordinator coordinator-b localhost 127.0.0.1 --dir "$pki"
   for a in "${AGENTS[@]}"; do
     run "$PLATTER_BIN" certs issue agent "$a" --dir "$pki"
   done
@@ -389,7 +482,8 @@ cmd_run() {
   sed -n '1,/^plan for host/{/^plan for host/d;p}' "$out/validate.txt"
   log "(each host's plan: $out/validate.txt)"
   log "submitting; the report follows when all hosts are done (at most $LAB_TIMEOUT s)"
-  OP_TIMEOUT=$LAB_TIMEOUT platter_op submit "$LAB_CAMPAIGN" --watch | tee "$out/submit.txt" || status=$?
+  [ "$LAB_HA" = 0 ] || log "two coordinators: agents connected to $(agents_where); submitting through coordinator"
+  OP_VIA=a OP_TIMEOUT=$LAB_TIMEOUT platter_op submit "$LAB_CAMPAIGN" --watch | tee "$out/submit.txt" || status=$?
   id=$(head -n1 "$out/submit.txt")
   [ -n "$id" ] || die "submit printed no campaign id (exit status $status)"
   case $status in
@@ -397,10 +491,17 @@ cmd_run() {
     124) log "the campaign did not finish within $LAB_TIMEOUT s (LAB_TIMEOUT)" ;;
     *) log "submit exited with status $status (1: a step failed or a plan was refused)" ;;
   esac
-  platter_op report "$id" --format json >"$out/report.json" || true
+  OP_VIA=a platter_op report "$id" --format json >"$out/report.json" || true
   [ -s "$out/report.json" ] || die "no report of campaign $id"
   log "campaign $id: checking $out/report.json ($((SECONDS - start)) s)"
   check_report "$out/report.json"
+  if [ "$LAB_HA" = 1 ]; then
+    # Any coordinator gives the same answer: the report through the other one.
+    OP_VIA=b platter_op report "$id" --format json >"$out/report-b.json" || true
+    cmp -s "$out/report.json" "$out/report-b.json" ||
+      die "coordinator-b's report of $id differs from coordinator's ($out/report.json, $out/report-b.json)"
+    log "coordinator-b gives the same report, byte for byte"
+  fi
   [ "$status" = 0 ] || die "submit exited with status $status"
 }
 
@@ -523,6 +624,10 @@ ci_end() {
 faults_dir=$LAB_WORK/faults
 faults_log=$LAB_WORK/faults.log
 FAULT_KINDS_ALL="agent-kill agent-restart coordinator-kill agent-stop partition disk-full"
+# Two coordinators on PostgreSQL (LAB_HA=1): no coordinator disk to fill; the database is
+# killed (crash recovery on restart) or paused (every process frozen: connections stay
+# open and silent) instead.
+FAULT_KINDS_HA="agent-kill agent-restart coordinator-kill agent-stop partition db-kill db-pause"
 
 # A line in faults.log (UTC timestamp) and on stderr.
 flog() {
@@ -579,9 +684,25 @@ fault_agent_restart() { # a reboot: SIGTERM (the agent drains), 10 s grace, star
 
 fault_coordinator_kill() {
   local pid
-  pid=$(service_pid coordinator)
+  pid=$(service_pid "$1")
   run kill -KILL "$pid"
   detail="SIGKILL pid $pid (the container restarts by its restart policy)"
+}
+
+fault_db_kill() { # SIGKILL of the PostgreSQL server (PID 1: the container restarts)
+  local pid
+  pid=$(service_pid postgres)
+  run kill -KILL "$pid"
+  detail="SIGKILL postgres pid $pid (the container restarts by its restart policy; crash recovery)"
+}
+
+fault_db_pause() { # the database's processes frozen: connections open, nothing answers
+  local hold
+  rand hold 5 20
+  run docker pause "$(service_id postgres)" >/dev/null
+  sleep "$hold"
+  run docker unpause "$(service_id postgres)" >/dev/null
+  detail="docker pause postgres for $hold s, unpause"
 }
 
 fault_agent_stop() { # silent past the heartbeat timeout: the coordinator declares it lost
@@ -614,16 +735,48 @@ fault_disk_full() { # the coordinator's /data: fill, hold, free
   detail="/data filled ($left bytes left) for $hold s, freed"
 }
 
-# Until the coordinator answers and every agent is connected (idle or busy); sets
-# `agent_states`. Non-zero after LAB_RECOVERY_TIMEOUT seconds.
+# `platter agents --output json` of every coordinator that answers, one JSON array per
+# line prefixed by the coordinator's name; nothing when none answers.
+agents_json() {
+  local via json
+  for via in a $([ "$LAB_HA" = 0 ] || echo b); do
+    if json=$(OP_VIA=$via OP_QUIET=1 OP_TIMEOUT=10 platter_op agents --output json 2>/dev/null); then
+      printf '%s %s\n' "$([ "$via" = a ] && echo coordinator || echo coordinator-b)" "$(printf '%s' "$json" | tr -d '\n')"
+    fi
+  done
+}
+
+# Where each agent is connected, e.g. "rc66→coordinator rcmonster→coordinator-b …".
+agents_where() {
+  agents_json | python3 -c '
+import json, sys
+where = {}
+for line in sys.stdin:
+    name, agents = line.split(" ", 1)
+    for a in json.loads(agents):
+        if a["state"] in ("idle", "busy"):
+            where[a["host"]] = name
+print(" ".join(h + "\u2192" + where.get(h, "none") for h in sys.argv[1:]))
+' "${AGENTS[@]}"
+}
+
+# Until a coordinator answers and every agent is connected (idle or busy) to one of them;
+# sets `agent_states`. Non-zero after LAB_RECOVERY_TIMEOUT seconds.
 wait_recovered() {
   local deadline=$((SECONDS + LAB_RECOVERY_TIMEOUT)) json
   while :; do
     agent_states=unreachable
-    if json=$(OP_QUIET=1 OP_TIMEOUT=10 platter_op agents --output json 2>/dev/null); then
-      agent_states=$(printf '%s' "$json" | python3 -c '
+    json=$(agents_json)
+    if [ -n "$json" ]; then
+      agent_states=$(printf '%s\n' "$json" | python3 -c '
 import json, sys
-states = {a["host"]: a["state"] for a in json.load(sys.stdin)}
+states = {}
+for line in sys.stdin:
+    name, agents = line.split(" ", 1)
+    for a in json.loads(agents):
+        # An agent connected to the other coordinator is "offline" on this one.
+        if a["state"] in ("idle", "busy") or a["host"] not in states:
+            states[a["host"]] = a["state"]
 print(" ".join(h + ":" + states.get(h, "unknown") for h in sys.argv[1:]))
 sys.exit(0 if all(states.get(h) in ("idle", "busy") for h in sys.argv[1:]) else 1)
 ' "${AGENTS[@]}") && return 0
@@ -791,9 +944,15 @@ cmd_faults() {
   fi
   need_root faults
   command -v python3 >/dev/null || die "python3 is needed for the checks"
-  read -r -a kinds <<<"${LAB_FAULT_KINDS:-$FAULT_KINDS_ALL}"
+  local all=$FAULT_KINDS_ALL coordinators=(coordinator)
+  if [ "$LAB_HA" = 1 ]; then
+    all=$FAULT_KINDS_HA
+    coordinators=(coordinator coordinator-b)
+  fi
+  read -r -a kinds <<<"${LAB_FAULT_KINDS:-$all}"
   for kind in "${kinds[@]}"; do
-    [[ " $FAULT_KINDS_ALL " == *" $kind "* ]] || die "unknown fault kind $kind (LAB_FAULT_KINDS: $FAULT_KINDS_ALL)"
+    [[ " $all " == *" $kind "* ]] ||
+      die "fault kind $kind is not one of this topology's (LAB_HA=$LAB_HA): $all"
   done
   LAB_SEED=${LAB_SEED:-$((RANDOM * 32768 + RANDOM))}
   RANDOM=$LAB_SEED
@@ -836,10 +995,16 @@ cmd_faults() {
         target=${AGENTS[k]}
         ;;
       partition)
-        targets=("${AGENTS[@]}" coordinator)
+        targets=("${AGENTS[@]}" "${coordinators[@]}")
+        [ "$LAB_HA" = 0 ] || targets+=(postgres)
         rand k 0 $((${#targets[@]} - 1))
         target=${targets[k]}
         ;;
+      coordinator-kill)
+        rand k 0 $((${#coordinators[@]} - 1))
+        target=${coordinators[k]}
+        ;;
+      db-*) target=postgres ;;
       *) target=coordinator ;;
     esac
     flog "fault $i/$n: $kind $target"
@@ -847,7 +1012,9 @@ cmd_faults() {
     case $kind in
       agent-kill) fault_agent_kill "$target" ;;
       agent-restart) fault_agent_restart "$target" ;;
-      coordinator-kill) fault_coordinator_kill ;;
+      coordinator-kill) fault_coordinator_kill "$target" ;;
+      db-kill) fault_db_kill ;;
+      db-pause) fault_db_pause ;;
       agent-stop) fault_agent_stop "$target" ;;
       partition) fault_partition "$target" ;;
       disk-full) fault_disk_full ;;
@@ -871,6 +1038,40 @@ cmd_faults() {
   done
   flog "faults: $n injected in $((SECONDS - start)) s (LAB_SEED=$LAB_SEED); waiting for the campaign under way to end"
   faults_finish "$start"
+}
+
+# pg_snapshot FILE: the tables the checks read, copied from the lab's PostgreSQL database
+# into a new SQLite file of the same layout (each read in one transaction; the campaigns
+# have ended, so nothing changes in between), so that check_fault_campaign reads either.
+pg_snapshot() {
+  local file=$1 t json=$faults_dir/pg-tables.jsonl
+  : >"$json"
+  for t in campaigns plans cells steps refused_records sample_rows; do
+    # One JSON array per table; psql prints it unquoted (-A -t).
+    printf '%s ' "$t" >>"$json"
+    docker exec "$(service_id postgres)" psql -h /tmp -U platter -d platter -v ON_ERROR_STOP=1 -Atc \
+      "SELECT COALESCE(json_agg(t), '[]') FROM $t t" | tr -d '\n' >>"$json"
+    printf '\n' >>"$json"
+  done
+  rm -f "$file"
+  python3 - "$json" "$file" <<'EOF'
+import json, sqlite3, sys
+con = sqlite3.connect(sys.argv[2])
+for line in open(sys.argv[1]):
+    table, rows = line.split(" ", 1)
+    rows = json.loads(rows)
+    if not rows:
+        # No rows, no columns to learn: the checks only need the table to exist.
+        con.execute(f"CREATE TABLE {table} (plan_id, campaign_id)")
+        continue
+    cols = list(rows[0])
+    quoted = ", ".join('"' + c + '"' for c in cols)
+    con.execute(f"CREATE TABLE {table} ({quoted})")
+    con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(cols))})",
+                    [[r[c] if not isinstance(r[c], (dict, list)) else json.dumps(r[c]) for c in cols] for r in rows])
+con.commit()
+print(f"pg_snapshot: {sys.argv[2]}")
+EOF
 }
 
 # After the last fault: every campaign the coordinator knows (also one whose submission
@@ -898,8 +1099,12 @@ faults_finish() {
     [[ " ${ids[*]} " == *" $id "* ]] || die "campaign $id was submitted but the coordinator does not know it"
   done <"$faults_dir/campaigns.txt"
   # A consistent copy of the database (the backup API), kept with the results.
-  python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
-    "$data_dir/platter.db" "$faults_dir/platter.db"
+  if [ "$LAB_HA" = 1 ]; then
+    pg_snapshot "$faults_dir/platter.db"
+  else
+    python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
+      "$data_dir/platter.db" "$faults_dir/platter.db"
+  fi
   : >"$faults_dir/checks.jsonl"
   for id in "${ids[@]}"; do
     OP_QUIET=1 OP_TIMEOUT=60 platter_op report "$id" --format json >"$faults_dir/report-$id.json" || true
@@ -930,7 +1135,7 @@ faults_end() {
   [ -z "${runner:-}" ] || kill "$runner" 2>/dev/null
   if [ -n "$(service_id coordinator)" ]; then
     mkdir -p "$faults_dir/logs"
-    for s in coordinator "${AGENTS[@]}"; do
+    for s in coordinator "${AGENTS[@]}" $([ "$LAB_HA" = 0 ] || echo coordinator-b postgres); do
       docker logs --timestamps "$(service_id "$s")" >"$faults_dir/logs/$s.log" 2>&1
     done
     log "faults: container logs in $faults_dir/logs"
