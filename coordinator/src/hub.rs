@@ -5,7 +5,7 @@
 //! plans queued for it.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +40,14 @@ pub struct Hub {
     /// The tools each agent last reported since this coordinator started (`platter
     /// agents`); kept in memory only: an agent reports them at every connection.
     tools: Mutex<HashMap<String, Vec<pb::ToolVersion>>>,
+    /// Links that changed since `crate::presence::publish` last took them (only while it
+    /// runs: `publish_links`); the latest change of each host.
+    link_changes: Mutex<HashMap<String, Presence>>,
+    publishing: AtomicBool,
+    /// Woken when a link changes (while publishing).
+    pub(crate) links_changed: tokio::sync::Notify,
+    /// This coordinator's name on a shared store (`publish_links`).
+    name: std::sync::OnceLock<String>,
     next_id: AtomicU64,
 }
 
@@ -61,16 +69,91 @@ impl Hub {
             retry: Mutex::new(HashSet::new()),
             full: Mutex::new(HashSet::new()),
             tools: Mutex::new(HashMap::new()),
+            link_changes: Mutex::new(HashMap::new()),
+            publishing: AtomicBool::new(false),
+            name: std::sync::OnceLock::new(),
+            links_changed: tokio::sync::Notify::new(),
             next_id: AtomicU64::new(1),
         }
     }
 
+    /// From now on, keeps the links' changes for `take_link_changes`: coordinators that
+    /// share a store publish them, this one as `name`.
+    pub fn publish_links(&self, name: String) {
+        let _ = self.name.set(name);
+        self.publishing.store(true, Ordering::Relaxed);
+    }
+
+    /// This coordinator's name when it shares its store with others.
+    pub fn name(&self) -> Option<&str> {
+        self.name.get().map(String::as_str)
+    }
+
+    /// The other coordinators' agents, from the store, when it is shared; None otherwise
+    /// (this coordinator holds every agent there is).
+    pub fn fleet(&self) -> Result<Option<crate::presence::Fleet>, StoreError> {
+        if self.name().is_none() {
+            return Ok(None);
+        }
+        self.store.fleet().map(Some)
+    }
+
+    fn link_changed(&self, host: &str, presence: Presence) {
+        if self.publishing.load(Ordering::Relaxed) {
+            self.link_changes
+                .lock()
+                .expect("hub links")
+                .insert(host.to_string(), presence);
+            self.links_changed.notify_one();
+        }
+    }
+
+    /// The links that changed since the last call, with each connected agent's tools.
+    pub fn take_link_changes(&self) -> Vec<crate::presence::LinkChange> {
+        let changes = std::mem::take(&mut *self.link_changes.lock().expect("hub links"));
+        changes
+            .into_iter()
+            .map(|(host, presence)| crate::presence::LinkChange {
+                tools: if presence == Presence::Offline {
+                    Vec::new()
+                } else {
+                    self.tools(&host)
+                },
+                host,
+                presence,
+            })
+            .collect()
+    }
+
+    /// Puts back changes a publish could not store, unless the host changed again since.
+    pub fn requeue_link_changes(&self, changes: Vec<crate::presence::LinkChange>) {
+        let mut pending = self.link_changes.lock().expect("hub links");
+        for c in changes {
+            pending.entry(c.host).or_insert(c.presence);
+        }
+    }
+
+    /// The hosts whose streams this coordinator holds now.
+    pub fn held_hosts(&self) -> Vec<String> {
+        self.conns
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Keeps what `host`'s agent reported of its tools (none from an older agent).
     pub fn set_tools(&self, host: &str, tools: Vec<pb::ToolVersion>) {
-        self.tools
+        let changed = self
+            .tools
             .lock()
             .expect("hub tools")
-            .insert(host.to_string(), tools);
+            .insert(host.to_string(), tools.clone())
+            .is_none_or(|old| old != tools);
+        if changed && self.is_connected(host) {
+            self.link_changed(host, Presence::Connected);
+        }
     }
 
     /// What `host`'s agent last reported of its tools since this coordinator started.
@@ -88,6 +171,7 @@ impl Hub {
             .expect("hub lock")
             .insert(host.to_string(), Conn { id, tx, held });
         self.lost.lock().expect("hub lock").remove(host);
+        self.link_changed(host, Presence::Connected);
         if old.is_some() {
             tracing::info!(agent = %host, "agent reconnected; dropping its older stream");
         }
@@ -102,6 +186,15 @@ impl Hub {
             if lost {
                 self.lost.lock().expect("hub lock").insert(host.to_string());
             }
+            drop(conns);
+            self.link_changed(
+                host,
+                if lost {
+                    Presence::Lost
+                } else {
+                    Presence::Offline
+                },
+            );
         }
     }
 

@@ -10,6 +10,7 @@ pub mod operator;
 pub mod pki;
 pub mod plan_text;
 pub mod planner;
+pub mod presence;
 pub mod report;
 pub mod rounds;
 pub mod rpc;

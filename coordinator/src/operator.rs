@@ -191,6 +191,7 @@ fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
         "hosts": c.hosts.iter().map(|h| serde_json::json!({
             "host": h.host,
             "connected": h.connected,
+            "coordinator": (!h.coordinator.is_empty()).then_some(&h.coordinator),
             "steps_total": h.steps_total,
             "steps_done": h.steps_done,
             "current_step": h.current_step,
@@ -313,12 +314,12 @@ fn host_table(c: &pb::CampaignStatus) -> String {
         .map(|h| {
             vec![
                 h.host.clone(),
-                if h.connected {
-                    "connected"
-                } else {
-                    "not connected"
-                }
-                .into(),
+                match (h.connected, h.coordinator.as_str()) {
+                    (true, "") => "connected".into(),
+                    // Several coordinators share the store: which one holds it.
+                    (true, by) => format!("connected to {by}"),
+                    (false, _) => "not connected".into(),
+                },
                 format!("{}/{}", h.steps_done, h.steps_total),
                 eta(h).map(hms).unwrap_or("?".into()),
                 if !h.refused.is_empty() {
@@ -353,6 +354,8 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
                 serde_json::json!({
                     "host": a.host,
                     "state": a.state,
+                    // Where several coordinators share a store: the one holding it.
+                    "coordinator": (!a.coordinator.is_empty()).then_some(&a.coordinator),
                     "labels": labels,
                     "last_seen_unix_ms": a.last_seen_unix_ms,
                     "current_campaign": a.current_campaign,
@@ -393,10 +396,18 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
             let ago = Duration::from_millis((now - a.last_seen_unix_ms).max(0) as u64);
             vec![
                 a.host.clone(),
-                if a.connected && fault.is_some() {
-                    format!("{} (waiting for the store)", a.state)
-                } else {
-                    a.state.clone()
+                {
+                    // Where several coordinators share a store: which one holds it.
+                    let state = if a.coordinator.is_empty() {
+                        a.state.clone()
+                    } else {
+                        format!("{} via {}", a.state, a.coordinator)
+                    };
+                    if a.connected && fault.is_some() {
+                        format!("{state} (waiting for the store)")
+                    } else {
+                        state
+                    }
                 },
                 if labels.is_empty() {
                     "-".into()
@@ -431,7 +442,7 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
             &rows,
         );
     if tools.iter().any(|(_, t)| !t.is_empty()) {
-        out += "\ntools (as each agent reported them since this coordinator started):\n";
+        out += "\ntools (as each agent reported them when it connected):\n";
         out += &tool_table(&tools);
     }
     out

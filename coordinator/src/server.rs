@@ -39,6 +39,9 @@ pub struct ServeOptions {
     pub heartbeat_timeout: Duration,
     /// What a submitted campaign may ask for.
     pub limits: crate::spec::Limits,
+    /// The name other coordinators on a shared store know this one by
+    /// (`crate::presence`); None: HOSTNAME:PORT.
+    pub name: Option<String>,
 }
 
 impl ServeOptions {
@@ -50,6 +53,7 @@ impl ServeOptions {
             tls: None,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             limits: crate::spec::Limits::default(),
+            name: None,
         }
     }
 }
@@ -81,6 +85,13 @@ async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: Cancel
     }
 }
 
+/// This machine's name, as the kernel has it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "coordinator".into())
+}
+
 /// Two missed heartbeats: a timeout shorter than that declares an idle agent lost
 /// between two heartbeats of a healthy link, and it flaps lost/online.
 pub const MIN_HEARTBEAT_TIMEOUT: Duration =
@@ -102,10 +113,23 @@ impl Coordinator {
         let hub = Arc::new(Hub::new(store.clone()));
         let tasks = TaskTracker::new();
         tasks.spawn(hub.clone().retry_failed(shutdown.clone()));
-        if opts.db.is_postgres() {
+        // Only coordinators sharing a store need to know the others' agents.
+        let name = opts.db.is_postgres().then(|| {
+            opts.name
+                .clone()
+                .unwrap_or_else(|| format!("{}:{}", hostname(), addr.port()))
+        });
+        if let Some(name) = &name {
             tasks.spawn(follow_other_coordinators(
                 store.clone(),
                 hub.clone(),
+                shutdown.clone(),
+            ));
+            hub.publish_links(name.clone());
+            tasks.spawn(crate::presence::publish(
+                store.clone(),
+                hub.clone(),
+                name.clone(),
                 shutdown.clone(),
             ));
         }
@@ -166,7 +190,7 @@ impl Coordinator {
                 tracing::error!(error = %e, "gRPC server failed");
             }
         });
-        tracing::info!(%addr, db = %opts.db, tls = auth == Auth::Tls, "coordinator listening");
+        tracing::info!(%addr, db = %opts.db, tls = auth == Auth::Tls, name = name.as_deref().unwrap_or("-"), "coordinator listening");
         Ok(Coordinator {
             addr,
             store,

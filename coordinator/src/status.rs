@@ -8,7 +8,10 @@ use crate::store::{Result, Store, StoreError, StoreFault};
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostProgress {
     pub host: String,
+    /// Connected to this coordinator or, on a shared store, another one.
     pub connected: bool,
+    /// The coordinator holding the host's stream, on a shared store ("" otherwise).
+    pub coordinator: String,
     pub steps_total: u32,
     pub steps_done: u32,
     pub current_step: String,
@@ -55,13 +58,25 @@ impl CampaignStatus {
             )?;
             Ok(ids)
         })?;
+        let fleet = hub.fleet()?;
         ids.iter()
-            .map(|id| CampaignStatus::load(store, hub, id))
+            .map(|id| CampaignStatus::load_in(store, hub, fleet.as_ref(), id))
             .collect()
     }
 
     /// The progress of the campaign `campaign` names (its id, or the latest of that name).
     pub fn load(store: &Store, hub: &Hub, campaign: &str) -> Result<CampaignStatus> {
+        let fleet = hub.fleet()?;
+        CampaignStatus::load_in(store, hub, fleet.as_ref(), campaign)
+    }
+
+    /// `load`, with the other coordinators' agents (`Hub::fleet`) read once for many.
+    fn load_in(
+        store: &Store,
+        hub: &Hub,
+        fleet: Option<&crate::presence::Fleet>,
+        campaign: &str,
+    ) -> Result<CampaignStatus> {
         let mut status = store.read(|c| {
             let campaign_id = crate::store::resolve_campaign(c, campaign)?;
             let campaign_id = campaign_id.as_str();
@@ -125,6 +140,7 @@ impl CampaignStatus {
                 hosts.push(HostProgress {
                     host,
                     connected: false,
+                    coordinator: String::new(),
                     steps_total: total,
                     steps_done: done,
                     current_step,
@@ -150,7 +166,9 @@ impl CampaignStatus {
         })?;
         status.store_fault = store.fault();
         for h in &mut status.hosts {
-            h.connected = hub.is_connected(&h.host);
+            let w = crate::presence::whereabouts(hub, fleet, &h.host);
+            h.connected = w.presence == crate::hub::Presence::Connected;
+            h.coordinator = w.coordinator;
         }
         Ok(status)
     }

@@ -228,8 +228,32 @@ fn migrations() -> Migrations<'static> {
             FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 1;
         "#,
         ),
+        M::up(PRESENCE_SCHEMA),
     ])
 }
+
+/// Which coordinator holds which agent's stream, for coordinators sharing a store
+/// (`crate::presence`); the same text on both engines.
+pub(crate) const PRESENCE_SCHEMA: &str = r#"
+-- Coordinators on this store, each process once (`instance` is its notification mark),
+-- with the time of its last heartbeat: one silent for long is gone.
+CREATE TABLE coordinators (
+    instance TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    started_unix_ms BIGINT NOT NULL,
+    seen_unix_ms BIGINT NOT NULL
+);
+-- Each coordinator's own view of the agents it holds or lost: rows are written only by
+-- their coordinator, so two never overwrite each other when an agent moves.
+CREATE TABLE agent_links (
+    coordinator TEXT NOT NULL,
+    host TEXT NOT NULL,
+    link TEXT NOT NULL,              -- connected | lost
+    tools TEXT NOT NULL,             -- JSON: the tools the agent reported
+    since_unix_ms BIGINT NOT NULL,
+    PRIMARY KEY (coordinator, host)
+);
+"#;
 
 /// How long a write waits for the other connection's transaction to end.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -680,6 +704,12 @@ impl Store {
     }
 
     /// The store's identity: random, made with the database.
+    /// This process's mark on the store (random per process): its notifications and its
+    /// rows in `coordinators` and `agent_links`.
+    pub fn instance(&self) -> &str {
+        &self.instance.mark
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -746,7 +776,7 @@ impl Store {
 
     /// `with` for a write transaction: its failure for the store's own reasons is the
     /// store's fault until a write commits again.
-    fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let r = self.with(f);
         match &r {
             Ok(_) => self.health.committed(),

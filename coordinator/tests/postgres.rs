@@ -73,7 +73,7 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("PostgreSQL schema at version 1 (1 migration(s) applied now)"),
+        said.contains("PostgreSQL schema at version 2 (2 migration(s) applied now)"),
         "{said}"
     );
     assert!(
@@ -121,18 +121,54 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
         log_b.contains("sending plan") && log_b.contains("h2"),
         "b sent h2's plan:\n{log_b}"
     );
-    let status_a = status(dir, port_a, &campaign);
-    let status_b = status(dir, port_b, &campaign);
-    let strip = |mut s: serde_json::Value| {
-        // Which hosts are connected differs by coordinator: each knows its own.
-        if let Some(hosts) = s.pointer_mut("/hosts").and_then(|h| h.as_array_mut()) {
-            for h in hosts {
-                h.as_object_mut().unwrap().remove("connected");
-            }
-        }
-        s
-    };
-    assert_eq!(strip(status_a), strip(status_b));
+    // Status and agents too, who is connected where included: each coordinator knows
+    // the agents it holds and, from the store, those the other holds (published within
+    // `presence::GATHER` of a change; the campaign may have ended sooner).
+    let status_a = wait_in(
+        dir,
+        "the same status from both",
+        Duration::from_secs(10),
+        || {
+            let a = status(dir, port_a, &campaign);
+            (a == status(dir, port_b, &campaign)).then_some(a)
+        },
+    );
+    let via: Vec<(&str, &str)> = status_a["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            assert_eq!(h["connected"], true, "{h}");
+            (
+                h["host"].as_str().unwrap(),
+                h["coordinator"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(via.len(), 2);
+    assert!(
+        via[0].1.ends_with(&format!(":{port_a}")),
+        "h1 via a: {via:?}"
+    );
+    assert!(
+        via[1].1.ends_with(&format!(":{port_b}")),
+        "h2 via b: {via:?}"
+    );
+    let agents_a = agents_json(dir, port_a);
+    assert_eq!(agents_a, agents_json(dir, port_b));
+    for a in agents_a.as_array().unwrap() {
+        assert_eq!(a["state"], "idle", "{a}");
+        assert!(
+            !a["tools"].as_array().unwrap().is_empty(),
+            "tools known to both: {a}"
+        );
+    }
+    let out = operator(dir, port_b).arg("agents").output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(&format!("idle via {}", via[0].1)),
+        "b says h1 is on a:\n{table}"
+    );
 }
 
 const LONG: &str = r#"

@@ -73,6 +73,11 @@ pub enum Command {
             value_parser = heartbeat_timeout
         )]
         heartbeat_timeout: u64,
+        /// This coordinator's name where several share a PostgreSQL store: `platter
+        /// agents` and `platter status` say which coordinator holds each agent [default:
+        /// HOSTNAME:PORT]
+        #[arg(long, env = "PLATTER_COORDINATOR_NAME")]
+        name: Option<String>,
         /// What submitted campaigns may ask for
         #[command(flatten)]
         limits: LimitArgs,

@@ -142,6 +142,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             tls_dir,
             dangerously_insecure: _,
             heartbeat_timeout,
+            name,
             limits,
         } => {
             let opts = ServeOptions {
@@ -150,6 +151,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 tls: tls_dir.map(TlsDir),
                 heartbeat_timeout: Duration::from_secs(heartbeat_timeout),
                 limits: limits.into(),
+                name,
             };
             serve(opts).await
         }

@@ -265,7 +265,8 @@ pub fn without_password(url: &str) -> String {
 /// PostgreSQL's schema, as migrations: the same tables, views and constraints as the
 /// SQLite schema (`store::migrations`) at its latest, in PostgreSQL's types (all integers
 /// BIGINT, so one parameter type fits every column).
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE campaigns (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -371,7 +372,9 @@ CREATE TABLE provenance (
     facts TEXT NOT NULL,
     PRIMARY KEY (plan_id, seq)
 );
-"#];
+"#,
+    crate::store::PRESENCE_SCHEMA,
+];
 
 /// Brings the schema to the latest migration; several coordinators starting at once take
 /// turns (an advisory lock), and each migration commits with its version. Returns the

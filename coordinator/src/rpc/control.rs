@@ -201,6 +201,7 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                     current_step: h.current_step,
                     elapsed_ms: h.elapsed_ms,
                     refused: h.refused,
+                    coordinator: h.coordinator,
                 })
                 .collect(),
             created_unix_ms: s.created_unix_ms,
@@ -410,8 +411,10 @@ impl Control for ControlService {
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let store = self.store.clone();
-        let rows: Vec<pb::AgentInfo> = blocking(move || {
-            store.read(|c| {
+        let hub = self.hub.clone();
+        let (rows, fleet): (Vec<pb::AgentInfo>, _) = blocking(move || {
+            let fleet = hub.fleet().map_err(store_status)?;
+            let rows = store.read(|c| {
                                 let rows = c.query_map("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
                                       (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
                                         ORDER BY p.queued_seq LIMIT 1)
@@ -428,6 +431,7 @@ impl Control for ControlService {
                                 state: String::new(),
                                 current_campaign: r.get::<Option<String>>(6)?.unwrap_or_default(),
                                 tools: Vec::new(),
+                                coordinator: String::new(),
                             },
                             r.get::<String>(4)?,
                             r.get::<String>(5)?,
@@ -442,12 +446,15 @@ impl Control for ControlService {
                     })
                     .collect()
             })
-            .map_err(store_status)
+            .map_err(store_status)?;
+            Ok((rows, fleet))
         })
         .await?;
         let agents = rows.into_iter().map(|mut a| {
-            a.tools = self.hub.tools(&a.host);
-            let presence = self.hub.presence(&a.host);
+            let w = crate::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
+            a.tools = w.tools;
+            a.coordinator = w.coordinator;
+            let presence = w.presence;
             a.connected = presence == Presence::Connected;
             a.state = match presence {
                 Presence::Connected if a.current_campaign.is_empty() => "idle",

@@ -1,0 +1,432 @@
+//! Who is connected where, fleet-wide. Coordinators sharing a PostgreSQL store each hold
+//! some of the agents' streams; each publishes which (table `agent_links`, its own rows
+//! only) and a heartbeat (table `coordinators`), so that `platter agents` and `platter
+//! status` give the same answer from any coordinator: an agent connected to another
+//! coordinator is connected, and says to which, rather than "offline".
+//!
+//! A coordinator's own hub stays the authority for the agents it holds; the store is read
+//! for the others. Rows of a coordinator whose heartbeat is older than `STALE` are
+//! ignored (it was killed, or it lost the database), and removed after `FORGET`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use platter_proto::v1 as pb;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::params;
+use crate::hub::{Hub, Presence};
+use crate::store::{now_ms, Result, Store};
+
+/// How long a coordinator gathers link changes before it publishes them (one transaction
+/// for the many agents of a reconnection storm).
+pub const GATHER: Duration = Duration::from_millis(100);
+/// How often a coordinator says it is alive, links changed or not.
+pub const HEARTBEAT: Duration = Duration::from_secs(3);
+/// A coordinator silent this long is gone: its links are not believed.
+pub const STALE: Duration = Duration::from_secs(10);
+/// Links of a coordinator gone this long are deleted.
+pub const FORGET: Duration = Duration::from_secs(3600);
+
+/// A change of one agent's link to this coordinator, to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkChange {
+    pub host: String,
+    pub presence: Presence,
+    pub tools: Vec<pb::ToolVersion>,
+}
+
+/// An agent's stream as another, live, coordinator holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteLink {
+    /// Connected, or lost (silent past that coordinator's heartbeat timeout).
+    pub presence: Presence,
+    /// The coordinator's name (`platter serve --name`).
+    pub coordinator: String,
+    pub tools: Vec<pb::ToolVersion>,
+}
+
+/// The fleet as the store has it: the links other live coordinators hold, and the names
+/// of the live coordinators (this one included).
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    pub links: HashMap<String, RemoteLink>,
+    pub coordinators: Vec<String>,
+}
+
+fn tool_json(t: &pb::ToolVersion) -> serde_json::Value {
+    serde_json::json!({ "name": t.name, "path": t.path, "version": t.version })
+}
+
+fn tools_from_json(s: &str) -> Vec<pb::ToolVersion> {
+    let v: Vec<serde_json::Value> = serde_json::from_str(s).unwrap_or_default();
+    v.iter()
+        .map(|t| pb::ToolVersion {
+            name: t["name"].as_str().unwrap_or_default().to_string(),
+            path: t["path"].as_str().unwrap_or_default().to_string(),
+            version: t["version"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect()
+}
+
+impl Store {
+    /// Says this coordinator (`name`) is alive and publishes its link changes, in one
+    /// transaction. An agent now offline here loses its row.
+    pub fn publish_links(&self, name: &str, changes: &[LinkChange]) -> Result<()> {
+        let me = self.instance().to_string();
+        let now = now_ms();
+        self.write(|c| {
+            let tx = c.write_transaction()?;
+            tx.execute(
+                "INSERT INTO coordinators (instance, name, started_unix_ms, seen_unix_ms) VALUES (?1, ?2, ?3, ?3)
+                 ON CONFLICT (instance) DO UPDATE SET name = excluded.name, seen_unix_ms = excluded.seen_unix_ms",
+                params![me, name, now],
+            )?;
+            for ch in changes {
+                match ch.presence {
+                    Presence::Offline => {
+                        tx.execute(
+                            "DELETE FROM agent_links WHERE coordinator = ?1 AND host = ?2",
+                            params![me, ch.host],
+                        )?;
+                    }
+                    Presence::Connected | Presence::Lost => {
+                        let link = if ch.presence == Presence::Connected { "connected" } else { "lost" };
+                        let tools = serde_json::Value::from(
+                            ch.tools.iter().map(tool_json).collect::<Vec<_>>(),
+                        )
+                        .to_string();
+                        tx.execute(
+                            "INSERT INTO agent_links (coordinator, host, link, tools, since_unix_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT (coordinator, host) DO UPDATE SET link = excluded.link, tools = excluded.tools,
+                             since_unix_ms = excluded.since_unix_ms",
+                            params![me, ch.host, link, tools, now],
+                        )?;
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Deletes what coordinators gone for longer than `FORGET` left behind.
+    pub fn forget_gone_coordinators(&self) -> Result<u64> {
+        let before = now_ms() - FORGET.as_millis() as i64;
+        self.write(|c| {
+            let tx = c.write_transaction()?;
+            tx.execute(
+                "DELETE FROM agent_links WHERE coordinator IN (SELECT instance FROM coordinators WHERE seen_unix_ms < ?1)",
+                [before],
+            )?;
+            let n = tx.execute("DELETE FROM coordinators WHERE seen_unix_ms < ?1", [before])?;
+            tx.commit()?;
+            Ok(n)
+        })
+    }
+
+    /// The links other live coordinators hold, and the live coordinators' names. When two
+    /// claim an agent (it is moving), the later claim wins.
+    pub fn fleet(&self) -> Result<Fleet> {
+        let me = self.instance().to_string();
+        let since = now_ms() - STALE.as_millis() as i64;
+        self.read(|c| {
+            let mut fleet = Fleet {
+                coordinators: c.query_map(
+                    "SELECT name FROM coordinators WHERE seen_unix_ms >= ?1 ORDER BY name",
+                    [since],
+                    |r| r.get(0),
+                )?,
+                ..Fleet::default()
+            };
+            let rows = c.query_map(
+                "SELECT l.host, l.link, l.tools, c.name FROM agent_links l JOIN coordinators c ON c.instance = l.coordinator
+                 WHERE c.seen_unix_ms >= ?1 AND c.instance != ?2 ORDER BY l.since_unix_ms",
+                params![since, me],
+                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?)),
+            )?;
+            for (host, link, tools, coordinator) in rows {
+                let presence = if link == "connected" { Presence::Connected } else { Presence::Lost };
+                let new = RemoteLink { presence, coordinator, tools: tools_from_json(&tools) };
+                // A connected claim beats a lost one; of two alike, the later (rows come
+                // oldest first).
+                match fleet.links.get(&host) {
+                    Some(old) if old.presence == Presence::Connected && presence == Presence::Lost => {}
+                    _ => {
+                        fleet.links.insert(host, new);
+                    }
+                }
+            }
+            Ok(fleet)
+        })
+    }
+}
+
+/// Where an agent is, as this coordinator answers `platter agents` and `platter status`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Whereabouts {
+    pub presence: Presence,
+    /// The coordinator holding its stream (or that lost it), when the store is shared;
+    /// "" otherwise.
+    pub coordinator: String,
+    pub tools: Vec<pb::ToolVersion>,
+}
+
+/// `host` as seen from this coordinator (its hub) and, when the store is shared, the
+/// others (`fleet`): its stream here first, then another coordinator's, then lost here,
+/// else offline.
+pub fn whereabouts(hub: &Hub, fleet: Option<&Fleet>, host: &str) -> Whereabouts {
+    let here = hub.presence(host);
+    let me = hub.name().unwrap_or_default().to_string();
+    let remote = fleet.and_then(|f| f.links.get(host));
+    match (here, remote) {
+        (Presence::Connected, _) => Whereabouts {
+            presence: here,
+            coordinator: me,
+            tools: hub.tools(host),
+        },
+        (_, Some(r)) if r.presence == Presence::Connected || here != Presence::Lost => {
+            Whereabouts {
+                presence: r.presence,
+                coordinator: r.coordinator.clone(),
+                tools: r.tools.clone(),
+            }
+        }
+        (Presence::Lost, _) => Whereabouts {
+            presence: here,
+            coordinator: me,
+            tools: hub.tools(host),
+        },
+        _ => Whereabouts {
+            presence: Presence::Offline,
+            coordinator: String::new(),
+            tools: hub.tools(host),
+        },
+    }
+}
+
+/// Publishes this coordinator's link changes as they come (gathered for `GATHER`) and a
+/// heartbeat every `HEARTBEAT`, until `shutdown`; on the way out it says its agents are gone (they
+/// reconnect elsewhere and are claimed there). Changes a failed publish could not store
+/// are kept for the next.
+pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: CancellationToken) {
+    tracing::info!(coordinator = %name, "publishing which agents this coordinator holds, for the others on the store");
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    let mut forgot = false;
+    loop {
+        let stopping = tokio::select! {
+            _ = beat.tick() => false,
+            _ = hub.links_changed.notified() => {
+                tokio::time::sleep(GATHER).await;
+                false
+            }
+            _ = shutdown.cancelled() => true,
+        };
+        let mut changes = hub.take_link_changes();
+        if stopping {
+            // Everything held here is about to be dropped.
+            changes = hub
+                .held_hosts()
+                .into_iter()
+                .map(|host| LinkChange {
+                    host,
+                    presence: Presence::Offline,
+                    tools: Vec::new(),
+                })
+                .collect();
+        }
+        let (store2, name2) = (store.clone(), name.clone());
+        let sent = changes.clone();
+        let r = tokio::task::spawn_blocking(move || store2.publish_links(&name2, &sent)).await;
+        match r {
+            Ok(Ok(())) => {
+                if !forgot {
+                    let store = store.clone();
+                    let _ =
+                        tokio::task::spawn_blocking(move || store.forget_gone_coordinators()).await;
+                    forgot = true;
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "could not publish agent links; trying again");
+                hub.requeue_link_changes(changes);
+                // Not at once: the store is failing.
+                tokio::time::sleep(HEARTBEAT).await;
+            }
+            Err(_) => hub.requeue_link_changes(changes),
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::stores;
+
+    fn tool(name: &str) -> pb::ToolVersion {
+        pb::ToolVersion {
+            name: name.into(),
+            path: format!("/usr/bin/{name}"),
+            version: "1.0".into(),
+        }
+    }
+
+    fn change(host: &str, presence: Presence, tools: &[&str]) -> LinkChange {
+        LinkChange {
+            host: host.into(),
+            presence,
+            tools: tools.iter().map(|t| tool(t)).collect(),
+        }
+    }
+
+    /// Two coordinators on one store (two `Store`s, two instances): each sees the
+    /// other's agents, never its own through the store.
+    #[test]
+    fn a_coordinator_sees_the_agents_another_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        for a in stores(dir.path()) {
+            let b = Store::open_at(a.location()).unwrap();
+            a.publish_links(
+                "coord-a",
+                &[
+                    change("h1", Presence::Connected, &["fio"]),
+                    change("h2", Presence::Lost, &[]),
+                ],
+            )
+            .unwrap();
+            b.publish_links("coord-b", &[change("h3", Presence::Connected, &[])])
+                .unwrap();
+
+            let seen_by_b = b.fleet().unwrap();
+            assert_eq!(seen_by_b.coordinators, vec!["coord-a", "coord-b"]);
+            assert_eq!(seen_by_b.links.len(), 2, "{:?}", seen_by_b.links);
+            let h1 = &seen_by_b.links["h1"];
+            assert_eq!(
+                (h1.presence, h1.coordinator.as_str()),
+                (Presence::Connected, "coord-a")
+            );
+            assert_eq!(h1.tools, vec![tool("fio")]);
+            assert_eq!(seen_by_b.links["h2"].presence, Presence::Lost);
+            let seen_by_a = a.fleet().unwrap();
+            assert_eq!(seen_by_a.links.keys().collect::<Vec<_>>(), vec!["h3"]);
+
+            // h1 leaves a and connects to b: a's row goes, b's comes; either order.
+            b.publish_links(
+                "coord-b",
+                &[change("h1", Presence::Connected, &["fio", "dd"])],
+            )
+            .unwrap();
+            a.publish_links("coord-a", &[change("h1", Presence::Offline, &[])])
+                .unwrap();
+            let h1 = &a.fleet().unwrap().links["h1"];
+            assert_eq!(
+                (h1.presence, h1.coordinator.as_str()),
+                (Presence::Connected, "coord-b")
+            );
+            assert_eq!(h1.tools.len(), 2);
+            assert!(!b.fleet().unwrap().links.contains_key("h1"));
+        }
+    }
+
+    /// While an agent moves, two coordinators claim it: a connected claim beats a lost
+    /// one, and of two connected claims the later wins.
+    #[test]
+    fn the_later_connected_claim_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        for a in stores(dir.path()) {
+            let b = Store::open_at(a.location()).unwrap();
+            let c = Store::open_at(a.location()).unwrap();
+            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
+                .unwrap();
+            b.publish_links("coord-b", &[change("h1", Presence::Lost, &[])])
+                .unwrap();
+            assert_eq!(c.fleet().unwrap().links["h1"].coordinator, "coord-a");
+            std::thread::sleep(Duration::from_millis(5));
+            b.publish_links("coord-b", &[change("h1", Presence::Connected, &[])])
+                .unwrap();
+            assert_eq!(c.fleet().unwrap().links["h1"].coordinator, "coord-b");
+        }
+    }
+
+    /// A coordinator that stopped saying it is alive (killed, or cut off from the
+    /// database) is not believed: its agents are not connected anywhere, as far as the
+    /// store knows; after `FORGET` its rows are deleted.
+    #[test]
+    fn a_silent_coordinators_agents_are_not_believed() {
+        let dir = tempfile::tempdir().unwrap();
+        for a in stores(dir.path()) {
+            let b = Store::open_at(a.location()).unwrap();
+            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
+                .unwrap();
+            assert!(b.fleet().unwrap().links.contains_key("h1"));
+            let silent_since = now_ms() - STALE.as_millis() as i64 - 1000;
+            let set_seen = |at: i64| {
+                a.write(|c| {
+                    c.execute(
+                        "UPDATE coordinators SET seen_unix_ms = ?1 WHERE instance = ?2",
+                        params![at, a.instance()],
+                    )
+                })
+                .unwrap()
+            };
+            assert_eq!(set_seen(silent_since), 1);
+            let fleet = b.fleet().unwrap();
+            assert!(fleet.links.is_empty(), "{:?}", fleet.links);
+            assert!(fleet.coordinators.is_empty());
+            // Not yet forgotten; then past FORGET, forgotten.
+            assert_eq!(b.forget_gone_coordinators().unwrap(), 0);
+            set_seen(now_ms() - FORGET.as_millis() as i64 - 1000);
+            assert_eq!(b.forget_gone_coordinators().unwrap(), 1);
+            let rows: i64 = b
+                .read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.get(0)))
+                .unwrap();
+            assert_eq!(rows, 0);
+            // Publishing again brings it back.
+            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
+                .unwrap();
+            assert!(b.fleet().unwrap().links.contains_key("h1"));
+        }
+    }
+
+    /// The hub's changes: the latest per host, connected ones with their tools; a
+    /// failed publish's changes come back unless newer ones arrived meanwhile.
+    #[test]
+    fn the_hub_keeps_the_latest_change_of_each_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("p.db")).unwrap();
+        let hub = Hub::new(store);
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        // Not publishing: nothing is kept.
+        hub.connect("h0", tx.clone(), Vec::new());
+        assert!(hub.take_link_changes().is_empty());
+        hub.publish_links("me".into());
+        hub.set_tools("h1", vec![tool("fio")]);
+        let c1 = hub.connect("h1", tx.clone(), Vec::new());
+        let c2 = hub.connect("h2", tx.clone(), Vec::new());
+        hub.disconnect("h2", c2, true);
+        let mut changes = hub.take_link_changes();
+        changes.sort_by(|a, b| a.host.cmp(&b.host));
+        assert_eq!(
+            changes,
+            vec![
+                change("h1", Presence::Connected, &["fio"]),
+                change("h2", Presence::Lost, &[])
+            ]
+        );
+        assert!(hub.take_link_changes().is_empty());
+        // A failed publish of h1's link comes back; h1 has gone offline since: kept.
+        hub.disconnect("h1", c1, false);
+        hub.requeue_link_changes(vec![change("h1", Presence::Connected, &["fio"])]);
+        assert_eq!(
+            hub.take_link_changes(),
+            vec![change("h1", Presence::Offline, &[])]
+        );
+        let mut held = hub.held_hosts();
+        held.sort();
+        assert_eq!(held, vec!["h0"]);
+    }
+}
