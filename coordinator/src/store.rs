@@ -703,13 +703,13 @@ impl Store {
             });
     }
 
-    /// The store's identity: random, made with the database.
     /// This process's mark on the store (random per process): its notifications and its
     /// rows in `coordinators` and `agent_links`.
     pub fn instance(&self) -> &str {
         &self.instance.mark
     }
 
+    /// The store's identity: random, made with the database.
     pub fn id(&self) -> &str {
         &self.id
     }

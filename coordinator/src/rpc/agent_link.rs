@@ -78,21 +78,35 @@ impl AgentLink for AgentLinkService {
         // Plans the agent holds that this store never made (it was replaced or lost while
         // the agent ran them) can store nothing here: the agent is told to cancel them,
         // so they neither hold the host nor run for nobody.
-        let unknown = {
+        // Plans cancelled while the agent was away (also through another coordinator
+        // sharing the store) before it accepted them are no host's current plan any
+        // more, so no dispatch would name them: the agent is told here.
+        let (unknown, cancelled) = {
             let (store, held) = (self.store.clone(), hello.held_plan_ids.clone());
-            tokio::task::spawn_blocking(move || store.unknown_plans(&held))
-                .await
-                .map_err(|e| Status::internal(e.to_string()))?
-                .map_err(|e| Status::unavailable(e.to_string()))?
+            tokio::task::spawn_blocking(move || {
+                let unknown = store.unknown_plans(&held)?;
+                let cancelled = store.cancelled_plans(&held)?;
+                Ok::<_, crate::store::StoreError>((unknown, cancelled))
+            })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::unavailable(e.to_string()))?
         };
         let held: Vec<String> = hello
             .held_plan_ids
             .into_iter()
-            .filter(|id| !unknown.contains(id))
+            .filter(|id| !unknown.contains(id) && !cancelled.contains(id))
             .collect();
         let (tx, rx) = mpsc::channel(256);
-        for plan_id in unknown {
+        let mut cancelled: Vec<String> = cancelled.into_iter().collect();
+        cancelled.sort();
+        for plan_id in &unknown {
             tracing::warn!(agent = %host, plan = %plan_id, "the agent holds a plan this store never made; cancelling it");
+        }
+        for plan_id in &cancelled {
+            tracing::info!(agent = %host, plan = %plan_id, "the agent holds a plan cancelled while it was away; cancelling it");
+        }
+        for plan_id in unknown.into_iter().chain(cancelled) {
             let cancel = pb::CoordinatorMessage {
                 kind: Some(pb::coordinator_message::Kind::Cancel(pb::Cancel {
                     plan_id,
