@@ -69,16 +69,7 @@ async fn fill(store: &Store) -> String {
 async fn agent(url: String, i: usize, stop: CancellationToken, dropped: Arc<AtomicUsize>) {
     let mut client = AgentLinkClient::connect(url).await.unwrap();
     let (tx, rx) = mpsc::channel(4);
-    let hello = pb::Hello {
-        host: format!("f{i:03}"),
-        boot_id: format!("boot-{i}"),
-        agent_version: "test".into(),
-        held_plan_ids: Vec::new(),
-        next_seq: 1,
-        devices: Vec::new(),
-        labels: Default::default(),
-        tools: Vec::new(),
-    };
+    let hello = common::fake_hello(&format!("f{i:03}"), &format!("boot-{i}"), Vec::new());
     tx.send(pb::AgentMessage {
         kind: Some(pb::agent_message::Kind::Hello(hello)),
     })

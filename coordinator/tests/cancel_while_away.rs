@@ -3,6 +3,8 @@
 //! holding it is told to cancel it in answer to its hello. (Before, it heard nothing and
 //! ran the plan of a cancelled campaign.)
 
+mod common;
+
 use std::time::Duration;
 
 use pb::agent_link_client::AgentLinkClient;
@@ -23,16 +25,7 @@ async fn connect(
 ) {
     let mut client = AgentLinkClient::connect(url.to_string()).await.unwrap();
     let (tx, rx) = mpsc::channel(4);
-    let hello = pb::Hello {
-        host: "h".into(),
-        boot_id: "boot".into(),
-        agent_version: "test".into(),
-        held_plan_ids: held,
-        next_seq: 1,
-        devices: Vec::new(),
-        labels: Default::default(),
-        tools: Vec::new(),
-    };
+    let hello = common::fake_hello("h", "boot", held);
     tx.send(pb::AgentMessage {
         kind: Some(pb::agent_message::Kind::Hello(hello)),
     })

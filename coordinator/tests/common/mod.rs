@@ -461,6 +461,21 @@ pub fn measured(
     }
 }
 
+/// The hello of a fake agent (a test speaking AgentLink itself): host `host` holding
+/// `held`, no devices, labels or tools.
+pub fn fake_hello(host: &str, boot_id: &str, held: Vec<String>) -> platter_proto::v1::Hello {
+    platter_proto::v1::Hello {
+        host: host.into(),
+        boot_id: boot_id.into(),
+        agent_version: "test".into(),
+        held_plan_ids: held,
+        next_seq: 1,
+        devices: Vec::new(),
+        labels: Default::default(),
+        tools: Vec::new(),
+    }
+}
+
 /// A user of this host made for a test (`useradd`, no home: the campaign names one), removed
 /// when dropped. Needs root.
 pub struct TestUser(pub String);
