@@ -32,8 +32,10 @@ use crate::planner::PlannedCampaign;
 pub enum StoreError {
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    /// Not the error's `source`: its words are PostgreSQL's own, already in the message
+    /// (tokio-postgres's would repeat them as "db error: FATAL: …").
     #[error("PostgreSQL: {}", pg_words(.0))]
-    Pg(#[from] tokio_postgres::Error),
+    Pg(tokio_postgres::Error),
     #[error("stored data cannot be read: {0}")]
     Decode(String),
     #[error("the query returned no row")]
@@ -53,6 +55,12 @@ pub enum StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
+        StoreError::Pg(e)
+    }
+}
 
 /// PostgreSQL's own words for an error: its message (and detail) rather than tokio-postgres's
 /// "db error".

@@ -770,3 +770,40 @@ fn report_compare_and_campaigns_find_the_store_platter_run_left() {
             "no platter-data/platter.db here (`platter run` writes it in the directory it runs in)",
         ));
 }
+
+/// `platter db migrate`: an SQLite store's directory is made as `serve` makes it; a
+/// PostgreSQL store it cannot reach is named (password hidden) with the reason said once.
+#[test]
+fn db_migrate_makes_the_directory_and_names_the_store_it_cannot_reach() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("new/dir/platter.db");
+    platter()
+        .args(["db", "migrate", "--db"])
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("SQLite schema at version"));
+    assert!(db.exists());
+    // Nothing listens on port 1.
+    let out = platter()
+        .args([
+            "db",
+            "migrate",
+            "--db",
+            "postgres://platter:s3cret@127.0.0.1:1/platter",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("migrating the store postgres://platter:***@127.0.0.1:1/platter"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+    assert_eq!(
+        err.matches("Connection refused").count(),
+        1,
+        "said once: {err}"
+    );
+}

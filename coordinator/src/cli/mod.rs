@@ -115,10 +115,28 @@ pub fn main() -> i32 {
     match rt.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("platter: {e:#}");
+            eprintln!("platter: {}", error_chain(&e));
             1
         }
     }
+}
+
+/// An error and its causes on one line, "what failed: why: why", leaving out a cause
+/// whose words are already there (our errors name their cause in their own message,
+/// and the cause is also their `source`).
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let words = cause.to_string();
+        if out.contains(&words) {
+            continue;
+        }
+        if !out.is_empty() {
+            out += ": ";
+        }
+        out += &words;
+    }
+    out
 }
 
 async fn run(command: Command) -> anyhow::Result<i32> {
@@ -218,7 +236,17 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             })
         }
         Command::Db(DbCommand::Migrate { db }) => {
-            let said = tokio::task::spawn_blocking(move || crate::store::migrate(&db)).await??;
+            let said = tokio::task::spawn_blocking(move || {
+                if let crate::db::Location::Sqlite(path) = &db {
+                    // As `serve` does: the store's directory is made if missing.
+                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(dir)
+                            .with_context(|| format!("making {}", dir.display()))?;
+                    }
+                }
+                crate::store::migrate(&db).with_context(|| format!("migrating the store {db}"))
+            })
+            .await??;
             println!("{said}");
             Ok(0)
         }
