@@ -111,6 +111,12 @@ impl ClientArgs {
         let (url, transport) = self.resolve()?;
         connect(&url, &transport).await
     }
+
+    /// `connect`'s channel, for a service other than Control (health).
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        let (url, transport) = self.resolve()?;
+        channel(&url, &transport).await
+    }
 }
 
 /// A client of the coordinator at `url`. A plaintext client first checks that the
@@ -118,6 +124,14 @@ impl ClientArgs {
 /// every call would otherwise fail with "h2 protocol error: frame with invalid size" or
 /// "connection closed", which says nothing of TLS.
 pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<ControlClient<Channel>> {
+    // A report of a million samples is a few hundred MB of JSON; tonic's default
+    // 4 MiB limit made any report past ~25,000 samples fail through a coordinator.
+    Ok(ControlClient::new(channel(url, transport).await?)
+        .max_decoding_message_size(MAX_RESPONSE_BYTES))
+}
+
+/// A channel to the coordinator at `url`, checked as `connect` says.
+pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel> {
     use platter_proto::tls::{self, PlaintextAnswer};
     let endpoint = transport.endpoint(url)?;
     if *transport == Transport::Plaintext {
@@ -137,9 +151,7 @@ pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<Control
                 None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
             }
         })?;
-    // A report of a million samples is a few hundred MB of JSON; tonic's default
-    // 4 MiB limit made any report past ~25,000 samples fail through a coordinator.
-    Ok(ControlClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES))
+    Ok(channel)
 }
 
 /// The largest answer an operator command accepts from the coordinator (a report).

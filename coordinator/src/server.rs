@@ -85,6 +85,35 @@ async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: Cancel
     }
 }
 
+/// How often the health service looks at the store.
+const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The standard gRPC health service (grpc.health.v1, service ""): SERVING while the store
+/// commits, NOT_SERVING while it cannot (a full disk, PostgreSQL unreachable), so a load
+/// balancer in front of several coordinators sends operators elsewhere meanwhile.
+async fn report_health(
+    store: Store,
+    health: tonic_health::server::HealthReporter,
+    shutdown: CancellationToken,
+) {
+    use tonic_health::ServingStatus;
+    let mut last = None;
+    loop {
+        let status = match store.fault() {
+            None => ServingStatus::Serving,
+            Some(_) => ServingStatus::NotServing,
+        };
+        if last != Some(status) {
+            health.set_service_status("", status).await;
+            last = Some(status);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(HEALTH_INTERVAL) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
 /// This machine's name, as the kernel has it.
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -159,9 +188,12 @@ impl Coordinator {
             .unwrap_or(usize::MAX)
             .saturating_add(64 << 10)
             .max(4 << 20);
+        let (health, health_service) = tonic_health::server::health_reporter();
+        tasks.spawn(report_health(store.clone(), health, shutdown.clone()));
         let stop = shutdown.clone();
         tasks.spawn(async move {
             let router = tonic::transport::Server::builder()
+                .add_service(health_service)
                 .add_service(AgentLinkServer::new(agent_link))
                 .add_service(ControlServer::new(control).max_decoding_message_size(max_request));
             let r = match tls {

@@ -113,6 +113,23 @@ fn fault_shows_then_recovers(
             .unwrap_or_default(),
         fault["reason"].as_str().unwrap()
     );
+    // The standard health check says so too (within its 1 s poll), for load balancers.
+    wait_in(
+        dir,
+        "health to say NOT serving",
+        Duration::from_secs(5),
+        || {
+            let out = operator(dir, port).arg("health").output().unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            (out.status.code() == Some(1)).then_some(said)
+        },
+    )
+    .contains(&format!(
+        "NOT serving: its store cannot commit: {}",
+        fault["reason"].as_str().unwrap()
+    ))
+    .then_some(())
+    .expect("health names the store's fault");
     // Nothing commits meanwhile, and the campaign is not over.
     let stuck = wall_samples(dir);
     std::thread::sleep(Duration::from_millis(1500));
@@ -138,6 +155,10 @@ fn fault_shows_then_recovers(
                 .then_some(())
         },
     );
+    wait_in(dir, "health to say serving", Duration::from_secs(5), || {
+        let out = operator(dir, port).arg("health").output().unwrap();
+        out.status.success().then_some(())
+    });
     took
 }
 

@@ -125,6 +125,13 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Whether the coordinator serves: exit status 0 when it answers and its store
+    /// commits, 1 otherwise (for load balancers, monitoring and scripts; it asks the
+    /// standard gRPC health service, grpc.health.v1, which other probes can ask too).
+    Health {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Cancel a campaign: queued plans are dropped, running steps are killed, storage is
     /// torn down.
     Cancel {

@@ -250,6 +250,40 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             println!("{said}");
             Ok(0)
         }
+        Command::Health { client } => {
+            use tonic_health::pb::health_check_response::ServingStatus;
+            let (url, _) = client.resolve()?;
+            let mut health =
+                tonic_health::pb::health_client::HealthClient::new(client.channel().await?);
+            let status = health
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .map_err(|s| crate::operator::call_error("asking the coordinator's health", s))?
+                .into_inner()
+                .status();
+            if status == ServingStatus::Serving {
+                println!("{url}: serving");
+                return Ok(0);
+            }
+            // Why, in the coordinator's words: its store's fault.
+            let why = match client
+                .connect()
+                .await?
+                .list_agents(pb::ListAgentsRequest {})
+                .await
+            {
+                Ok(r) => r.into_inner().store_fault.map(|f| f.reason),
+                Err(s) => Some(s.message().to_string()),
+            };
+            println!(
+                "{url}: NOT serving{}",
+                why.map(|w| format!(": its store cannot commit: {w}"))
+                    .unwrap_or_default()
+            );
+            Ok(1)
+        }
         Command::Agents { client, output } => {
             let agents = client
                 .connect()
