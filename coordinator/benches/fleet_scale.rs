@@ -1855,6 +1855,20 @@ fn run() -> anyhow::Result<bool> {
             fleet.count(C::DialFailures),
             fleet.count(C::Pauses)
         );
+        // How the reconnects spread over time: one count per second after the kill.
+        let mut per_second: Vec<usize> = Vec::new();
+        for &x in &s.lat {
+            let k = x as usize;
+            if per_second.len() <= k {
+                per_second.resize(k + 1, 0);
+            }
+            per_second[k] += 1;
+        }
+        let per_second: Vec<String> = per_second.iter().map(usize::to_string).collect();
+        println!(
+            "| failover: connected to B in each second after the kill (0–1 s, 1–2 s, …) | {} |",
+            per_second.join(", ")
+        );
         let mut why: Vec<(String, usize)> = fleet
             .redial_errors
             .lock()
