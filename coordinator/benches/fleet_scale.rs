@@ -14,7 +14,9 @@
 //! run or accept plans.
 //!
 //! Prints the coordinator's RSS, peak RSS, threads and CPU per phase (from /proc), the
-//! connect time and the plan fan-out times. Exits non-zero when something broke (the
+//! connect time, how long after it `platter agents` lists every agent (a stream is open
+//! before its hello is stored) and the plan fan-out times; also the CPU that other
+//! processes used meanwhile (on 2 shared cores it skews every figure). Exits non-zero when something broke (the
 //! coordinator died, agents could not connect or were dropped, plans went missing, to the
 //! wrong agents or twice to one, an agent could not reconnect after a failover), not when a
 //! target is missed.
@@ -44,8 +46,11 @@
 //! * `FLEET_CONCURRENCY` — handshakes in flight at once while connecting, per agent
 //!   process (default 200; not applied to reconnects after a failover).
 //! * `FLEET_DEVICES` — devices in each hello's inventory (default 0).
-//! * `FLEET_KEEPALIVE=0` — no HTTP/2 keep-alive pings from the agents (real agents ping
-//!   every 10 s; by default the fake ones do too).
+//! * `FLEET_KEEPALIVE=0` — no HTTP/2 keep-alive pings from the agents (by default the
+//!   fake ones ping every 10 s with a 20 s timeout, as real agents did until
+//!   agent/src/link.rs's `PING_INTERVAL` and `PING_TIMEOUT` became 5 s: kept so the idle
+//!   figures stay comparable; a coordinator that is SIGKILLed closes its connections, so
+//!   the failover does not depend on it).
 //! * `FLEET_DIR` — where the PKI, database and coordinator log go (default: a temporary
 //!   directory on the disk of `TMPDIR`, removed at the end unless `FLEET_KEEP=1`).
 //! * `PLATTER_BENCH_POSTGRES` — a PostgreSQL server URL: the coordinators' store is a new
