@@ -833,6 +833,9 @@ impl Drop for AgentProcess {
 /// A coordinator child; killed on drop so a failing bench leaves nothing behind.
 struct Coordinator {
     name: &'static str,
+    /// The name it goes by on the store (`PLATTER_COORDINATOR_NAME`, where `platter serve`
+    /// reads one): fleet-a, fleet-b.
+    id: String,
     child: Child,
     pid: u32,
     url: String,
@@ -848,12 +851,14 @@ impl Coordinator {
         tls_dir: &Path,
         log: PathBuf,
     ) -> anyhow::Result<Coordinator> {
+        let id = format!("fleet-{}", name.to_lowercase());
         let child = Command::new(bin)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--db")
             .arg(db)
             .arg("--tls-dir")
             .arg(tls_dir)
+            .env("PLATTER_COORDINATOR_NAME", &id)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
             .spawn()
@@ -861,6 +866,7 @@ impl Coordinator {
         let pid = child.id();
         let mut c = Coordinator {
             name,
+            id,
             child,
             pid,
             url: String::new(),
@@ -1234,16 +1240,18 @@ fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Agents the coordinator reports as connected (`platter agents --output json`).
+/// Agents the coordinator reports as connected to itself (`platter agents --output json`;
+/// where coordinators on one store list each other's agents too, each agent names its
+/// coordinator: those of others are not counted).
 fn connected_per_coordinator(
     bin: &Path,
-    url: &str,
+    c: &Coordinator,
     operator: &Path,
 ) -> anyhow::Result<(usize, usize, Duration)> {
     let t = Instant::now();
     let out = Command::new(bin)
         .args(["agents", "--output", "json"])
-        .env("PLATTER_COORDINATOR", url)
+        .env("PLATTER_COORDINATOR", &c.url)
         .env("PLATTER_TLS_DIR", operator)
         .output()?;
     let took = t.elapsed();
@@ -1257,6 +1265,7 @@ fn connected_per_coordinator(
     let connected = v
         .iter()
         .filter(|a| matches!(a["state"].as_str(), Some("idle" | "busy")))
+        .filter(|a| a["coordinator"].as_str().is_none_or(|n| n == c.id))
         .count();
     Ok((connected, v.len(), took))
 }
@@ -1520,7 +1529,7 @@ fn run() -> anyhow::Result<bool> {
     while listed_after.is_none() {
         seen.clear();
         for c in &coords {
-            seen.push(connected_per_coordinator(&bin, &c.url, &operator)?);
+            seen.push(connected_per_coordinator(&bin, c, &operator)?);
         }
         let listed: usize = seen.iter().map(|s| s.0).sum();
         let waited = m_connected.t.elapsed();
@@ -1620,7 +1629,7 @@ fn run() -> anyhow::Result<bool> {
     let m_end = mark(&coords, agent_process.as_ref());
     let mut still_connected = Vec::new();
     for c in &coords {
-        still_connected.push(connected_per_coordinator(&bin, &c.url, &operator)?.0);
+        still_connected.push(connected_per_coordinator(&bin, c, &operator)?.0);
     }
     let coordinators_ok: Vec<bool> = coords.iter_mut().map(|c| c.alive()).collect();
     let unexpected_after_fanout = fleet.count(C::Unexpected);
@@ -1684,7 +1693,7 @@ fn run() -> anyhow::Result<bool> {
         std::thread::sleep(Duration::from_secs(2));
         let b_alive = coords[1].alive();
         let b_says = if b_alive {
-            connected_per_coordinator(&bin, &coords[1].url, &operator)?.0
+            connected_per_coordinator(&bin, &coords[1], &operator)?.0
         } else {
             0
         };
