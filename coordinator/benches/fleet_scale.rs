@@ -1,5 +1,6 @@
 //! Fleet scale: can one coordinator on 2 cores hold N connected agents in under 1 GiB and
-//! hand plans to M of them within a second?
+//! hand plans to M of them within a second? And with two coordinators on one PostgreSQL
+//! store: a campaign to agents on both, and what it costs when one of them dies.
 //!
 //! Run: `cargo bench -p platter --bench fleet_scale -- [N] [M]` (defaults 10000 1000).
 //!
@@ -8,31 +9,65 @@
 //! process, each on its own TCP+TLS connection with its own agent certificate, like real
 //! agents (same HTTP/2 keep-alive settings, a heartbeat every 5 s). The first M agents say
 //! `wave=one` in their hello; a campaign selecting that label is submitted with
-//! `platter submit` and the bench waits until each of the M streams has received its plan.
-//! The fake agents do not run or accept plans.
+//! `platter submit` and the bench waits until each of the M streams has received its plan
+//! (the fan-out's "all" is the moment the last of them arrived). The fake agents do not
+//! run or accept plans.
 //!
 //! Prints the coordinator's RSS, peak RSS, threads and CPU per phase (from /proc), the
-//! connect time and the plan fan-out times. Exits non-zero when something broke (the
-//! coordinator died, agents could not connect or were dropped, plans went missing or to
-//! the wrong agents), not when a target is missed.
+//! connect time, how long after it `platter agents` lists every agent (a stream is open
+//! before its hello is stored) and the plan fan-out times; also the CPU that other
+//! processes used meanwhile (on 2 shared cores it skews every figure). Exits non-zero when something broke (the
+//! coordinator died, agents could not connect or were dropped, plans went missing, to the
+//! wrong agents or twice to one, an agent could not reconnect after a failover), not when a
+//! target is missed.
+//!
+//! Two coordinators (both need `PLATTER_BENCH_POSTGRES`: only PostgreSQL is shared):
+//! * `FLEET_COORDINATORS=2` — coordinators A and B on one new schema, same PKI, each on a
+//!   port of its own; N agents connect to A (from this process) and N to B (from a second
+//!   process running this bench's binary: one process may hold at most `RLIMIT_NOFILE`
+//!   connections, 20,000 in the container this was written in, and its hard limit cannot
+//!   be raised there without `CAP_SYS_RESOURCE`). Agent names are a00000 … for A's,
+//!   a{N} … for B's; the first M of *each* coordinator carry `wave=one`, so the campaign,
+//!   submitted through A, has 2·M hosts and B learns of its plans by `NOTIFY`. Agents are
+//!   given both addresses (their own coordinator first).
+//! * `FLEET_FAILOVER=1` — A and B on one store, the N agents given both addresses (A
+//!   first) all connect to A; after the idle window and the fan-out through A, A is
+//!   SIGKILLed and the bench times until every agent that was on A has its stream to B
+//!   open (B read its hello and answered with the response headers, as `platter-agent`
+//!   counts itself connected). The fake agents move like `platter-agent` (agent/src/link.rs:
+//!   the next coordinator at once when a stream ends, jittered exponential backoff
+//!   100 ms … 5 s only after a whole round of them failed; no limit on dials in flight;
+//!   the plan they hold named in the new hello). Prints first / median / p90 / last
+//!   reconnect after the kill and B's CPU, RSS and PostgreSQL connections during the storm.
 //!
 //! Environment:
 //! * `PLATTER_BIN` — the `platter` binary (default: the one built with this bench).
 //! * `FLEET_IDLE_SECS` — the idle window (default 30).
-//! * `FLEET_CONCURRENCY` — handshakes in flight at once (default 200).
+//! * `FLEET_CONCURRENCY` — handshakes in flight at once while connecting, per agent
+//!   process (default 200; not applied to reconnects after a failover).
 //! * `FLEET_DEVICES` — devices in each hello's inventory (default 0).
-//! * `FLEET_KEEPALIVE=0` — no HTTP/2 keep-alive pings from the agents (real agents ping
-//!   every 10 s; by default the fake ones do too).
+//! * `FLEET_KEEPALIVE=0` — no HTTP/2 keep-alive pings from the agents (by default the
+//!   fake ones ping every 10 s with a 20 s timeout, as real agents did until
+//!   agent/src/link.rs's `PING_INTERVAL` and `PING_TIMEOUT` became 5 s: kept so the idle
+//!   figures stay comparable; a coordinator that is SIGKILLed closes its connections, so
+//!   the failover does not depend on it).
 //! * `FLEET_DIR` — where the PKI, database and coordinator log go (default: a temporary
 //!   directory on the disk of `TMPDIR`, removed at the end unless `FLEET_KEEP=1`).
-//! * `PLATTER_BENCH_POSTGRES` — a PostgreSQL server URL: the coordinator's store is a new
-//!   schema there instead of an SQLite file.
+//! * `PLATTER_BENCH_POSTGRES` — a PostgreSQL server URL: the coordinators' store is a new
+//!   schema there instead of an SQLite file. Each coordinator's connections carry the
+//!   `application_name` fleet-a / fleet-b, and the bench samples their number from
+//!   `pg_stat_activity` (with `psql`, when it is installed) against `max_connections`.
+//! * `FLEET_COORDINATORS=2`, `FLEET_FAILOVER=1` — see above.
 //! * `FLEET_PERF` — a directory: record a `perf record -e cpu-clock -g` profile of the
-//!   coordinator per phase (connect.data, idle.data, fanout.data) there.
+//!   coordinator (A) per phase (connect.data, idle.data, fanout.data) there.
+//!
+//! File descriptors: the bench raises its soft `RLIMIT_NOFILE` to the hard limit (children
+//! inherit it); a process needs one per agent connection and some 20 more.
 
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,6 +83,15 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 const HEARTBEAT: Duration = platter_proto::protocol::HEARTBEAT_INTERVAL;
 const CONNECT_ATTEMPTS: u32 = 3;
 const PLAN_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the agents of a killed coordinator may take to be connected to another.
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(300);
+/// `platter-agent`'s reconnect pacing (agent/src/link.rs: `BACKOFF_FIRST`, `BACKOFF_MAX`,
+/// `HELD`).
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+const HELD: Duration = HEARTBEAT;
+/// Set in the second agent process (`FLEET_COORDINATORS=2`): what it runs.
+const CHILD_ENV: &str = "FLEET_AGENT_PROCESS";
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -57,7 +101,12 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 fn main() {
-    match run() {
+    let r = if std::env::var_os(CHILD_ENV).is_some() {
+        agent_process()
+    } else {
+        run()
+    };
+    match r {
         Ok(true) => std::process::exit(0),
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -67,27 +116,96 @@ fn main() {
     }
 }
 
-/// What the fake agents share with the bench's main task.
+/// CLOCK_MONOTONIC in nanoseconds: one clock for this process and the agent process.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the local struct; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The fleet's counters (an agent process reports its own; the bench adds them up).
+#[derive(Clone, Copy)]
+enum C {
+    /// First connections made.
+    Connected,
+    /// Agents that could not make their first connection.
+    Failed,
+    /// Streams that ended, other than by the bench's kill.
+    Dropped,
+    /// Streams that ended because the bench killed their coordinator.
+    Cut,
+    /// Agents connected again after their stream ended.
+    Moved,
+    /// Redials that failed.
+    DialFailures,
+    /// Backoff pauses taken (a whole round of coordinators failed).
+    Pauses,
+    /// Agents that received a plan.
+    Plans,
+    /// Plans that went to an agent the campaign did not select, or a second time to one.
+    Unexpected,
+    Heartbeats,
+}
+const COUNTERS: usize = 10;
+
+/// What the fake agents share with the bench's main thread. Indexed by agent number
+/// across all agent processes.
 struct Fleet {
-    epoch: Instant,
-    /// Nanoseconds since `epoch` + 1 when agent i's stream was open; 0 = not (yet).
+    epoch_ns: u64,
+    /// Nanoseconds since `epoch_ns` + 1 when agent i's first stream was open; 0 = not (yet).
     connected_at: Vec<AtomicU64>,
-    /// Nanoseconds since `epoch` + 1 when agent i received its (first) plan; 0 = none.
+    /// Nanoseconds since `epoch_ns` + 1 when agent i received its (first) plan; 0 = none.
     plan_at: Vec<AtomicU64>,
-    connected: AtomicUsize,
-    failed: AtomicUsize,
-    /// Streams that ended after they were open.
-    dropped: AtomicUsize,
-    plans: AtomicUsize,
-    /// Plans received by agents that the campaign did not select.
-    unexpected_plans: AtomicUsize,
-    heartbeats: AtomicU64,
+    plan_count: Vec<AtomicU32>,
+    /// Nanoseconds since `epoch_ns` + 1 when agent i had a stream open again after its
+    /// first one ended; 0 = not (yet).
+    moved_at: Vec<AtomicU64>,
+    /// The coordinator (index + 1) agent i has a stream open to; 0 = none.
+    on: Vec<AtomicUsize>,
+    counters: [AtomicU64; COUNTERS],
+    /// The second agent process's counters, as it last reported them.
+    remote: [AtomicU64; COUNTERS],
+    /// The coordinator (index + 1) the bench killed: its streams' ends are expected.
+    killed: AtomicUsize,
     first_error: Mutex<Option<String>>,
+    /// Why redials failed, and how often (this process's agents).
+    redial_errors: Mutex<std::collections::HashMap<String, usize>>,
 }
 
 impl Fleet {
+    fn new(epoch_ns: u64, agents: usize) -> Fleet {
+        let zeros = |_| AtomicU64::new(0);
+        Fleet {
+            epoch_ns,
+            connected_at: (0..agents).map(zeros).collect(),
+            plan_at: (0..agents).map(zeros).collect(),
+            plan_count: (0..agents).map(|_| AtomicU32::new(0)).collect(),
+            moved_at: (0..agents).map(zeros).collect(),
+            on: (0..agents).map(|_| AtomicUsize::new(0)).collect(),
+            counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            remote: std::array::from_fn(|_| AtomicU64::new(0)),
+            killed: AtomicUsize::new(0),
+            first_error: Mutex::new(None),
+            redial_errors: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
     fn since_epoch(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64 + 1
+        mono_ns().saturating_sub(self.epoch_ns) + 1
+    }
+
+    fn add(&self, c: C) {
+        self.counters[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// This process's count and the agent process's.
+    fn count(&self, c: C) -> usize {
+        (self.counters[c as usize].load(Ordering::Relaxed)
+            + self.remote[c as usize].load(Ordering::Relaxed)) as usize
     }
 
     fn error(&self, i: usize, e: String) {
@@ -95,6 +213,23 @@ impl Fleet {
         if first.is_none() {
             *first = Some(format!("agent {}: {e}", host_name(i)));
         }
+    }
+
+    /// Seconds from `from_ns` (since the epoch) to each nonzero time in `times`, sorted.
+    fn latencies(
+        &self,
+        times: &[AtomicU64],
+        range: std::ops::Range<usize>,
+        from_ns: u64,
+    ) -> Vec<f64> {
+        let mut v: Vec<f64> = times[range]
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .filter(|&t| t > 0)
+            .map(|t| t.saturating_sub(from_ns) as f64 / 1e9)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
     }
 }
 
@@ -104,7 +239,9 @@ fn host_name(i: usize) -> String {
 
 struct AgentSpec {
     i: usize,
-    url: String,
+    /// The coordinators to dial, in order (index, URL); the first connection is to the
+    /// first.
+    targets: Arc<[(usize, String)]>,
     ca_pem: Arc<str>,
     cert_pem: String,
     key_pem: String,
@@ -113,24 +250,33 @@ struct AgentSpec {
     keepalive: bool,
 }
 
-/// One fake agent: connect (a few attempts), keep the stream, heartbeat, note plans.
+/// One fake agent: connect to its first coordinator (a few attempts: that is setup), keep
+/// the stream, heartbeat, note plans; when the stream ends and it was given more than one
+/// coordinator, dial the others as `platter-agent` does.
 async fn agent(spec: AgentSpec, fleet: Arc<Fleet>, gate: Arc<Semaphore>, stop: CancellationToken) {
     let i = spec.i;
-    let permit = gate.acquire().await.expect("gate");
+    let permit = tokio::select! {
+        p = gate.acquire() => p.expect("gate"),
+        _ = stop.cancelled() => return,
+    };
     let mut attempt = 0;
-    let (tx, mut inbound) = loop {
+    let mut opened = loop {
         attempt += 1;
-        let r = tokio::time::timeout(Duration::from_secs(60), open(&spec)).await;
+        let r = tokio::time::timeout(
+            Duration::from_secs(60),
+            open(&spec, &spec.targets[0].1, &[]),
+        )
+        .await;
         match r {
             Ok(Ok(s)) => break s,
             Ok(Err(e)) if attempt >= CONNECT_ATTEMPTS => {
                 fleet.error(i, e);
-                fleet.failed.fetch_add(1, Ordering::Relaxed);
+                fleet.add(C::Failed);
                 return;
             }
             Err(_) if attempt >= CONNECT_ATTEMPTS => {
                 fleet.error(i, "connect + hello took over 60 s".into());
-                fleet.failed.fetch_add(1, Ordering::Relaxed);
+                fleet.add(C::Failed);
                 return;
             }
             _ => tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await,
@@ -138,7 +284,71 @@ async fn agent(spec: AgentSpec, fleet: Arc<Fleet>, gate: Arc<Semaphore>, stop: C
     };
     drop(permit);
     fleet.connected_at[i].store(fleet.since_epoch(), Ordering::Relaxed);
-    fleet.connected.fetch_add(1, Ordering::Relaxed);
+    fleet.add(C::Connected);
+    let mut rotation = Rotation::default();
+    rotation.connected();
+    let mut at = 0;
+    let mut held: Vec<String> = Vec::new();
+    loop {
+        let coordinator = spec.targets[at].0;
+        fleet.on[i].store(coordinator + 1, Ordering::Relaxed);
+        let ended = session(&spec, &fleet, opened, &mut held, &stop).await;
+        fleet.on[i].store(0, Ordering::Relaxed);
+        let Some(why) = ended else { return };
+        if fleet.killed.load(Ordering::Relaxed) == coordinator + 1 {
+            fleet.add(C::Cut);
+        } else {
+            fleet.error(i, why);
+            fleet.add(C::Dropped);
+        }
+        if spec.targets.len() < 2 {
+            return;
+        }
+        // As agent/src/link.rs: the next coordinator at once; a pause only after a whole
+        // round failed.
+        opened = loop {
+            if let Some(pause) = rotation.ended(spec.targets.len()) {
+                fleet.add(C::Pauses);
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = stop.cancelled() => return,
+                }
+            }
+            at = rotation.at % spec.targets.len();
+            let r = tokio::select! {
+                r = open(&spec, &spec.targets[at].1, &held) => r,
+                _ = stop.cancelled() => return,
+            };
+            match r {
+                Ok(o) => break o,
+                Err(e) => {
+                    fleet.add(C::DialFailures);
+                    let e: String = e.chars().take(160).collect();
+                    *fleet.redial_errors.lock().unwrap().entry(e).or_default() += 1;
+                }
+            }
+        };
+        rotation.connected();
+        let now = fleet.since_epoch();
+        if fleet.moved_at[i]
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            fleet.add(C::Moved);
+        }
+    }
+}
+
+/// Serves one open stream until it ends: heartbeats out, plans noted (and held, as a real
+/// agent journals them). None when the bench stopped it, otherwise why it ended.
+async fn session(
+    spec: &AgentSpec,
+    fleet: &Fleet,
+    (tx, mut inbound): Opened,
+    held: &mut Vec<String>,
+    stop: &CancellationToken,
+) -> Option<String> {
+    let i = spec.i;
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -147,43 +357,79 @@ async fn agent(spec: AgentSpec, fleet: Arc<Fleet>, gate: Arc<Semaphore>, stop: C
         tokio::select! {
             m = inbound.message() => match m {
                 Ok(Some(pb::CoordinatorMessage { kind: Some(Kind::Plan(p)) })) => {
-                    if fleet.plan_at[i]
-                        .compare_exchange(0, fleet.since_epoch(), Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        fleet.plans.fetch_add(1, Ordering::Relaxed);
+                    let n = fleet.plan_count[i].fetch_add(1, Ordering::Relaxed) + 1;
+                    if n == 1 {
+                        fleet.plan_at[i].store(fleet.since_epoch(), Ordering::Relaxed);
+                        fleet.add(C::Plans);
+                    } else {
+                        fleet.add(C::Unexpected);
+                        fleet.error(i, format!("a plan again ({n} received; this one {})", p.id));
                     }
                     if !spec.wave || p.host != host_name(i) {
-                        fleet.unexpected_plans.fetch_add(1, Ordering::Relaxed);
+                        fleet.add(C::Unexpected);
                         fleet.error(i, format!("unexpected plan {} for {}", p.id, p.host));
+                    }
+                    if !held.contains(&p.id) {
+                        held.push(p.id);
                     }
                 }
                 Ok(Some(_)) => {}
-                Ok(None) => {
-                    fleet.error(i, "the coordinator closed the stream".into());
-                    fleet.dropped.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
+                Ok(None) => return Some("the coordinator closed the stream".into()),
                 Err(s) => {
-                    if !stop.is_cancelled() {
-                        fleet.error(i, format!("stream ended: {}: {}", s.code(), s.message()));
-                        fleet.dropped.fetch_add(1, Ordering::Relaxed);
+                    if stop.is_cancelled() {
+                        return None;
                     }
-                    return;
+                    return Some(format!("stream ended: {}: {}", s.code(), s.message()));
                 }
             },
             _ = heartbeat.tick() => {
                 let hb = pb::Heartbeat { current_plan_id: String::new(), current_step_index: 0 };
                 let m = pb::AgentMessage { kind: Some(pb::agent_message::Kind::Heartbeat(hb)) };
                 if tx.send(m).await.is_err() {
-                    fleet.error(i, "outbound stream closed".into());
-                    fleet.dropped.fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return Some("outbound stream closed".into());
                 }
-                fleet.heartbeats.fetch_add(1, Ordering::Relaxed);
+                fleet.add(C::Heartbeats);
             }
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => return None,
         }
+    }
+}
+
+/// agent/src/link.rs's `Rotation`: which coordinator to dial next, and when to pause.
+#[derive(Default)]
+struct Rotation {
+    at: usize,
+    tried: usize,
+    failures: u32,
+    connected_at: Option<Instant>,
+}
+
+impl Rotation {
+    fn connected(&mut self) {
+        self.failures = 0;
+        self.connected_at = Some(Instant::now());
+    }
+
+    fn ended(&mut self, targets: usize) -> Option<Duration> {
+        if self
+            .connected_at
+            .take()
+            .is_some_and(|at| at.elapsed() >= HELD)
+        {
+            self.tried = 0;
+        }
+        self.tried += 1;
+        self.at = self.at.wrapping_add(1);
+        if self.tried < targets {
+            return None;
+        }
+        self.tried = 0;
+        self.failures = self.failures.saturating_add(1);
+        let exp = BACKOFF_FIRST
+            .saturating_mul(1u32 << self.failures.min(16))
+            .min(BACKOFF_MAX);
+        let half = exp / 2;
+        Some(half + half.mul_f64(rand::random::<f64>()))
     }
 }
 
@@ -192,12 +438,12 @@ type Opened = (
     tonic::Streaming<pb::CoordinatorMessage>,
 );
 
-/// Dials like `platter-agent` does (agent/src/link.rs) and says hello.
-async fn open(spec: &AgentSpec) -> Result<Opened, String> {
+/// Dials `url` like `platter-agent` does (agent/src/link.rs) and says hello.
+async fn open(spec: &AgentSpec, url: &str, held: &[String]) -> Result<Opened, String> {
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(spec.ca_pem.as_bytes()))
         .identity(Identity::from_pem(&spec.cert_pem, &spec.key_pem));
-    let mut endpoint = Endpoint::from_shared(spec.url.clone())
+    let mut endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| e.to_string())?
         .tls_config(tls)
         .map_err(|e| e.to_string())?
@@ -222,7 +468,7 @@ async fn open(spec: &AgentSpec) -> Result<Opened, String> {
         host: host.clone(),
         boot_id: format!("boot-{host}"),
         agent_version: "fleet-bench".into(),
-        held_plan_ids: Vec::new(),
+        held_plan_ids: held.to_vec(),
         next_seq: 1,
         devices: devices(&host, spec.devices),
         labels,
@@ -324,20 +570,6 @@ fn machine_ticks() -> u64 {
         .sum()
 }
 
-/// Cores' worth of CPU that processes other than the coordinator and this bench used
-/// between two points.
-fn others_cores(
-    m0: u64,
-    m1: u64,
-    c: (ProcSnap, ProcSnap),
-    me: (ProcSnap, ProcSnap),
-    wall: f64,
-) -> f64 {
-    let ours =
-        c.1.cpu_ticks.saturating_sub(c.0.cpu_ticks) + me.1.cpu_ticks.saturating_sub(me.0.cpu_ticks);
-    m1.saturating_sub(m0).saturating_sub(ours) as f64 / clk_tck() / wall
-}
-
 fn clk_tck() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -382,22 +614,301 @@ fn raise_nofile() -> libc::rlim_t {
     r.rlim_cur
 }
 
-/// The coordinator child; killed on drop so a failing bench leaves nothing behind.
-struct Coordinator {
+/// The second agent process (`FLEET_COORDINATORS=2`): runs agents `FLEET_AGENT_PROCESS`
+/// = "FIRST,END,PER,M" (agent i carries `wave=one` when i % PER < M) of the coordinators
+/// in `FLEET_AGENT_TARGETS` ("INDEX=URL,INDEX=URL"), with the CA in `FLEET_AGENT_PKI`;
+/// says `ready` on stdout once its certificates are issued, starts on a `go` line on stdin
+/// and stops at its end; meanwhile reports on stdout every 50 ms what changed (`a` lines:
+/// an agent's times, `n`: the counters, `e`: the first error), times relative to
+/// `FLEET_EPOCH_NS` (CLOCK_MONOTONIC).
+fn agent_process() -> anyhow::Result<bool> {
+    let spec = std::env::var(CHILD_ENV)?;
+    let v: Vec<usize> = spec
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{CHILD_ENV}={spec}"))?;
+    let &[first, end, per, m] = v.as_slice() else {
+        bail!("{CHILD_ENV}={spec}: want FIRST,END,PER,M");
+    };
+    let targets: Arc<[(usize, String)]> = std::env::var("FLEET_AGENT_TARGETS")?
+        .split(',')
+        .map(|t| {
+            let (i, url) = t.split_once('=').context("FLEET_AGENT_TARGETS")?;
+            Ok((i.parse()?, url.to_string()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into();
+    let pki_dir = PathBuf::from(std::env::var("FLEET_AGENT_PKI")?);
+    let epoch_ns: u64 = std::env::var("FLEET_EPOCH_NS")?.parse()?;
+    let concurrency: usize = env_or("FLEET_CONCURRENCY", 200);
+    let n_devices: usize = env_or("FLEET_DEVICES", 0);
+    let keepalive = env_or("FLEET_KEEPALIVE", 1) != 0;
+    raise_nofile();
+    let ca = Ca {
+        cert_pem: std::fs::read_to_string(pki_dir.join("ca/ca.pem"))?,
+        key_pem: std::fs::read_to_string(pki_dir.join("ca/ca-key.pem"))?,
+    };
+    let certs = issue_agents(&ca, first..end)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    let stop = CancellationToken::new();
+    let (go_tx, go_rx) = std::sync::mpsc::channel();
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                match line {
+                    Ok(l) if l == "go" => {
+                        let _ = go_tx.send(());
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            stop.cancel();
+        });
+    }
+    if go_rx.recv().is_err() {
+        return Ok(true);
+    }
+    let fleet = Arc::new(Fleet::new(epoch_ns, end));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let gate = Arc::new(Semaphore::new(concurrency));
+    let ca_pem: Arc<str> = Arc::from(ca.cert_pem.as_str());
+    for (i, (cert_pem, key_pem)) in (first..end).zip(certs) {
+        let spec = AgentSpec {
+            i,
+            targets: targets.clone(),
+            ca_pem: ca_pem.clone(),
+            cert_pem,
+            key_pem,
+            wave: i % per < m,
+            devices: n_devices,
+            keepalive,
+        };
+        rt.spawn(agent(spec, fleet.clone(), gate.clone(), stop.clone()));
+    }
+    // What was last reported per agent: connected_at, plan_at, plan_count, moved_at, on.
+    let mut sent = vec![[0u64; 5]; end - first];
+    let mut error_sent = false;
+    loop {
+        let stopping = stop.is_cancelled();
+        for (k, last) in sent.iter_mut().enumerate() {
+            let i = first + k;
+            let now = [
+                fleet.connected_at[i].load(Ordering::Relaxed),
+                fleet.plan_at[i].load(Ordering::Relaxed),
+                u64::from(fleet.plan_count[i].load(Ordering::Relaxed)),
+                fleet.moved_at[i].load(Ordering::Relaxed),
+                fleet.on[i].load(Ordering::Relaxed) as u64,
+            ];
+            if now != *last {
+                writeln!(
+                    out,
+                    "a {i} {} {} {} {} {}",
+                    now[0], now[1], now[2], now[3], now[4]
+                )?;
+                *last = now;
+            }
+        }
+        write!(out, "n")?;
+        for c in &fleet.counters {
+            write!(out, " {}", c.load(Ordering::Relaxed))?;
+        }
+        writeln!(out)?;
+        if !error_sent {
+            if let Some(e) = fleet.first_error.lock().unwrap().as_ref() {
+                writeln!(out, "e {}", e.replace('\n', " "))?;
+                error_sent = true;
+            }
+        }
+        if out.flush().is_err() || stopping {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rt.shutdown_timeout(Duration::from_secs(5));
+    Ok(true)
+}
+
+/// The bench's side of the second agent process: its reports go into the bench's `Fleet`.
+struct AgentProcess {
     child: Child,
+    stdin: Option<ChildStdin>,
     pid: u32,
 }
 
+impl AgentProcess {
+    /// Starts it and waits until its certificates are issued.
+    fn start(
+        range: std::ops::Range<usize>,
+        per: usize,
+        m: usize,
+        targets: &[(usize, String)],
+        pki_dir: &Path,
+        fleet: &Arc<Fleet>,
+    ) -> anyhow::Result<AgentProcess> {
+        let exe = std::env::current_exe()?;
+        let targets: Vec<String> = targets.iter().map(|(i, u)| format!("{i}={u}")).collect();
+        let mut child = Command::new(exe)
+            .env(
+                CHILD_ENV,
+                format!("{},{},{per},{m}", range.start, range.end),
+            )
+            .env("FLEET_AGENT_TARGETS", targets.join(","))
+            .env("FLEET_AGENT_PKI", pki_dir)
+            .env("FLEET_EPOCH_NS", fleet.epoch_ns.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the second agent process")?;
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let mut lines = std::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
+        match lines.next() {
+            Some(Ok(l)) if l == "ready" => {}
+            other => bail!("the second agent process did not start: {other:?}"),
+        }
+        let fleet = fleet.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut w = line.split(' ');
+                match w.next() {
+                    Some("a") => {
+                        let v: Vec<u64> = w.filter_map(|x| x.parse().ok()).collect();
+                        if let &[i, connected, plan, count, moved, on] = v.as_slice() {
+                            let i = i as usize;
+                            fleet.connected_at[i].store(connected, Ordering::Relaxed);
+                            fleet.plan_at[i].store(plan, Ordering::Relaxed);
+                            fleet.plan_count[i].store(count as u32, Ordering::Relaxed);
+                            fleet.moved_at[i].store(moved, Ordering::Relaxed);
+                            fleet.on[i].store(on as usize, Ordering::Relaxed);
+                        }
+                    }
+                    Some("n") => {
+                        for (c, v) in fleet.remote.iter().zip(w) {
+                            c.store(v.parse().unwrap_or(0), Ordering::Relaxed);
+                        }
+                    }
+                    Some("e") => {
+                        let mut first = fleet.first_error.lock().unwrap();
+                        if first.is_none() {
+                            *first = Some(line[2..].to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        });
+        Ok(AgentProcess { child, stdin, pid })
+    }
+
+    fn go(&mut self) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().context("stdin")?;
+        writeln!(stdin, "go")?;
+        stdin.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        // The end of its stdin stops it.
+        self.stdin.take();
+        for _ in 0..200 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A coordinator child; killed on drop so a failing bench leaves nothing behind.
+struct Coordinator {
+    name: &'static str,
+    /// The name it goes by on the store (`PLATTER_COORDINATOR_NAME`, where `platter serve`
+    /// reads one): fleet-a, fleet-b.
+    id: String,
+    child: Child,
+    pid: u32,
+    url: String,
+    log: PathBuf,
+}
+
 impl Coordinator {
+    /// `platter serve` on a free port of 127.0.0.1; returns once it listens.
+    fn start(
+        bin: &Path,
+        name: &'static str,
+        db: &std::ffi::OsStr,
+        tls_dir: &Path,
+        log: PathBuf,
+    ) -> anyhow::Result<Coordinator> {
+        let id = format!("fleet-{}", name.to_lowercase());
+        let child = Command::new(bin)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--db")
+            .arg(db)
+            .arg("--tls-dir")
+            .arg(tls_dir)
+            .env("PLATTER_COORDINATOR_NAME", &id)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let pid = child.id();
+        let mut c = Coordinator {
+            name,
+            id,
+            child,
+            pid,
+            url: String::new(),
+            log,
+        };
+        let t = Instant::now();
+        let port = loop {
+            if let Some(port) = announced_port(&c.log) {
+                break port;
+            }
+            if !c.alive() || t.elapsed() > Duration::from_secs(10) {
+                bail!(
+                    "coordinator {name} did not start:\n{}",
+                    log_tail(&c.log, 20)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        c.url = format!("https://127.0.0.1:{port}");
+        Ok(c)
+    }
+
     fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn kill9(&mut self) {
+        if self.alive() {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        }
+        let _ = self.child.wait();
     }
 }
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
+        if !self.alive() {
+            return;
+        }
         // SIGTERM first: the coordinator finishes in-flight writes and exits.
-        // SAFETY: signalling our own child.
+        // SAFETY: signalling our own child, not yet reaped.
         unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
         for _ in 0..100 {
             if !self.alive() {
@@ -407,6 +918,191 @@ impl Drop for Coordinator {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The processes' state at one point: each coordinator (None once dead), this bench with
+/// its agent process, the machine.
+struct Mark {
+    t: Instant,
+    coords: Vec<Option<ProcSnap>>,
+    me: ProcSnap,
+    machine: u64,
+}
+
+fn mark(coords: &[Coordinator], agents: Option<&AgentProcess>) -> Mark {
+    let mut me = snap(std::process::id()).unwrap_or_default();
+    if let Some(a) = agents {
+        let s = snap(a.pid).unwrap_or_default();
+        me.cpu_ticks += s.cpu_ticks;
+        me.rss_kib += s.rss_kib;
+    }
+    Mark {
+        t: Instant::now(),
+        coords: coords.iter().map(|c| snap(c.pid).ok()).collect(),
+        me,
+        machine: machine_ticks(),
+    }
+}
+
+impl Mark {
+    /// Coordinator c's CPU seconds from `self` to `later`.
+    fn cpu(&self, later: &Mark, c: usize) -> f64 {
+        match (self.coords[c], later.coords[c]) {
+            (Some(a), Some(b)) => cpu_secs(a, b),
+            _ => f64::NAN,
+        }
+    }
+
+    fn me_cpu(&self, later: &Mark) -> f64 {
+        cpu_secs(self.me, later.me)
+    }
+
+    /// Cores' worth of CPU that processes other than the coordinators and this bench (with
+    /// its agent process) used from `self` to `later`. A coordinator killed in between
+    /// counts as other load (its CPU after `self` cannot be read any more).
+    fn others_cores(&self, later: &Mark) -> f64 {
+        let mut ours = later.me.cpu_ticks.saturating_sub(self.me.cpu_ticks);
+        for (a, b) in self.coords.iter().zip(&later.coords) {
+            if let (Some(a), Some(b)) = (a, b) {
+                ours += b.cpu_ticks.saturating_sub(a.cpu_ticks);
+            }
+        }
+        let wall = later.t.duration_since(self.t).as_secs_f64();
+        later
+            .machine
+            .saturating_sub(self.machine)
+            .saturating_sub(ours) as f64
+            / clk_tck()
+            / wall
+    }
+
+    fn rss(&self, c: usize) -> String {
+        self.coords[c].map_or("-".into(), |s| format!("{:.1}", mib(s.rss_kib)))
+    }
+}
+
+/// Samples, every 100 ms, how many connections each coordinator holds to PostgreSQL
+/// (`pg_stat_activity` by `application_name`, through `psql`) and how many sessions the
+/// database has seen (`pg_stat_database.sessions`: connections opened, whoever opened them).
+struct PgSampler {
+    samples: Arc<Mutex<Vec<PgSample>>>,
+    /// None without psql or PostgreSQL.
+    max_connections: Option<usize>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[derive(Clone, Copy)]
+struct PgSample {
+    /// Nanoseconds since the fleet's epoch.
+    t: u64,
+    /// Connections of A and of B.
+    held: [usize; 2],
+    /// Sessions opened in the database so far (each sample's psql is one).
+    sessions: u64,
+}
+
+impl PgSampler {
+    fn start(server: Option<&str>, fleet: &Arc<Fleet>) -> PgSampler {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let psql = |server: &str, sql: &str| -> Option<String> {
+            let out = Command::new("psql")
+                .arg(server)
+                .args(["-XAtc", sql])
+                .stderr(Stdio::null())
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        let Some(server) = server else {
+            return PgSampler {
+                samples,
+                max_connections: None,
+                stop,
+            };
+        };
+        let max_connections =
+            psql(server, "SHOW max_connections").and_then(|s| s.trim().parse().ok());
+        if max_connections.is_some() {
+            let (samples, stop, fleet, server) = (
+                samples.clone(),
+                stop.clone(),
+                fleet.clone(),
+                server.to_string(),
+            );
+            std::thread::spawn(move || {
+                const SQL: &str = "SELECT application_name, count(*) FROM pg_stat_activity \
+                    WHERE application_name IN ('fleet-a', 'fleet-b') GROUP BY 1 \
+                    UNION ALL SELECT 'sessions', sessions FROM pg_stat_database \
+                    WHERE datname = current_database()";
+                while !stop.load(Ordering::Relaxed) {
+                    let t = fleet.since_epoch();
+                    if let Some(out) = psql(&server, SQL) {
+                        let mut sample = PgSample {
+                            t,
+                            held: [0, 0],
+                            sessions: 0,
+                        };
+                        for l in out.lines() {
+                            match l.split_once('|') {
+                                Some(("fleet-a", n)) => sample.held[0] = n.parse().unwrap_or(0),
+                                Some(("fleet-b", n)) => sample.held[1] = n.parse().unwrap_or(0),
+                                Some(("sessions", n)) => sample.sessions = n.parse().unwrap_or(0),
+                                _ => {}
+                            }
+                        }
+                        samples.lock().unwrap().push(sample);
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+        PgSampler {
+            samples,
+            max_connections,
+            stop,
+        }
+    }
+
+    /// "peak A / peak B (max_connections), sessions opened" between two times since the
+    /// epoch.
+    fn peak(&self, from_ns: u64, to_ns: u64) -> String {
+        let Some(max) = self.max_connections else {
+            return "not sampled".into();
+        };
+        let s = self.samples.lock().unwrap();
+        let within: Vec<&PgSample> = s
+            .iter()
+            .filter(|p| (from_ns..=to_ns).contains(&p.t))
+            .collect();
+        let (a, b) = within
+            .iter()
+            .fold((0, 0), |(a, b), p| (a.max(p.held[0]), b.max(p.held[1])));
+        // Sessions opened from the last sample before the window to the last within it,
+        // less the samples' own.
+        let before = s.iter().rev().find(|p| p.t < from_ns);
+        let opened = match (before, within.last()) {
+            (Some(b), Some(l)) => {
+                let samples = within.len() as u64;
+                format!(
+                    ", {} sessions opened in the database",
+                    l.sessions
+                        .saturating_sub(b.sessions)
+                        .saturating_sub(samples)
+                )
+            }
+            _ => String::new(),
+        };
+        format!("{a} / {b} (max_connections {max}){opened}")
+    }
+}
+
+impl Drop for PgSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -490,16 +1186,17 @@ fn certs(bin: &Path, args: &[&str], dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Agent certificates for a00000 … on all cores.
-fn issue_agents(ca: &Ca, n: usize) -> anyhow::Result<Vec<(String, String)>> {
+/// Agent certificates for the agents in `range` (a00000 …) on all cores.
+fn issue_agents(ca: &Ca, range: std::ops::Range<usize>) -> anyhow::Result<Vec<(String, String)>> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let validity = Validity::days(2);
     let chunks: Vec<anyhow::Result<Vec<(String, String)>>> = std::thread::scope(|s| {
-        let per = n.div_ceil(threads).max(1);
-        let handles: Vec<_> = (0..n)
+        let per = range.len().div_ceil(threads).max(1);
+        let handles: Vec<_> = range
+            .clone()
             .step_by(per)
             .map(|start| {
-                let end = (start + per).min(n);
+                let end = (start + per).min(range.end);
                 s.spawn(move || {
                     (start..end)
                         .map(|i| {
@@ -512,7 +1209,7 @@ fn issue_agents(ca: &Ca, n: usize) -> anyhow::Result<Vec<(String, String)>> {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let mut all = Vec::with_capacity(n);
+    let mut all = Vec::with_capacity(range.len());
     for c in chunks {
         all.extend(c?);
     }
@@ -543,16 +1240,18 @@ fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Agents the coordinator reports as connected (`platter agents --output json`).
+/// Agents the coordinator reports as connected to itself (`platter agents --output json`;
+/// where coordinators on one store list each other's agents too, each agent names its
+/// coordinator: those of others are not counted).
 fn connected_per_coordinator(
     bin: &Path,
-    url: &str,
+    c: &Coordinator,
     operator: &Path,
 ) -> anyhow::Result<(usize, usize, Duration)> {
     let t = Instant::now();
     let out = Command::new(bin)
         .args(["agents", "--output", "json"])
-        .env("PLATTER_COORDINATOR", url)
+        .env("PLATTER_COORDINATOR", &c.url)
         .env("PLATTER_TLS_DIR", operator)
         .output()?;
     let took = t.elapsed();
@@ -566,6 +1265,7 @@ fn connected_per_coordinator(
     let connected = v
         .iter()
         .filter(|a| matches!(a["state"].as_str(), Some("idle" | "busy")))
+        .filter(|a| a["coordinator"].as_str().is_none_or(|n| n == c.id))
         .count();
     Ok((connected, v.len(), took))
 }
@@ -581,6 +1281,25 @@ fn run() -> anyhow::Result<bool> {
     let concurrency: usize = env_or("FLEET_CONCURRENCY", 200);
     let n_devices: usize = env_or("FLEET_DEVICES", 0);
     let keepalive = env_or("FLEET_KEEPALIVE", 1) != 0;
+    let failover = env_or("FLEET_FAILOVER", 0) != 0;
+    let two = match env_or("FLEET_COORDINATORS", 1) {
+        1 => false,
+        2 => true,
+        k => bail!("FLEET_COORDINATORS={k}: 1 or 2"),
+    };
+    if two && failover {
+        bail!("FLEET_COORDINATORS=2 and FLEET_FAILOVER=1 are separate runs (after a failover one coordinator would hold 2·N agents)");
+    }
+    let postgres = std::env::var("PLATTER_BENCH_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if (two || failover) && postgres.is_none() {
+        bail!("FLEET_COORDINATORS=2 and FLEET_FAILOVER=1 need PLATTER_BENCH_POSTGRES: coordinators share a store only on PostgreSQL");
+    }
+    let n_coords = if two || failover { 2 } else { 1 };
+    // Agents of A are 0..n; with FLEET_COORDINATORS=2, B's are n..2n (another process).
+    let total = if two { 2 * n } else { n };
+    let waves = if two { 2 * m } else { m };
     let nofile = raise_nofile();
     if nofile < n as libc::rlim_t + 256 {
         eprintln!("warning: RLIMIT_NOFILE is {nofile}: too few descriptors for {n} agents");
@@ -609,8 +1328,20 @@ fn run() -> anyhow::Result<bool> {
     };
     let keep = std::env::var_os("FLEET_DIR").is_some() || std::env::var_os("FLEET_KEEP").is_some();
     let pki_dir = dir.join("pki");
+    let mode = if two {
+        "two coordinators, N agents each"
+    } else if failover {
+        "failover: two coordinators, N agents on A"
+    } else {
+        "one coordinator"
+    };
     eprintln!(
-        "fleet_scale: N={n} M={m}, {} cores, RLIMIT_NOFILE {nofile}, dir {}{}",
+        "fleet_scale: N={n} M={m}, {mode}, {}, {} cores, RLIMIT_NOFILE {nofile}, dir {}{}",
+        if postgres.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         dir.display(),
         if keep { " (kept)" } else { "" }
@@ -631,89 +1362,106 @@ fn run() -> anyhow::Result<bool> {
         key_pem: std::fs::read_to_string(pki_dir.join("ca/ca-key.pem"))?,
     };
     let t = Instant::now();
-    let agent_certs = issue_agents(&ca, n)?;
+    let agent_certs = issue_agents(&ca, 0..n)?;
     let issue_time = t.elapsed();
     eprintln!(
         "issued {n} agent certificates in {:.2} s",
         issue_time.as_secs_f64()
     );
 
-    // 2. The coordinator.
+    // 2. The coordinators, on one store.
     let db = dir.join("db");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
-    let log = dir.join("coordinator.log");
-    // PLATTER_BENCH_POSTGRES=postgres://…: the coordinator's store is a new schema there.
-    let db: std::ffi::OsString = match std::env::var("PLATTER_BENCH_POSTGRES") {
-        Ok(url) if !url.is_empty() => match platter::store::testing::fresh_postgres(&url) {
-            platter::db::Location::Postgres(u) => u.into(),
-            platter::db::Location::Sqlite(p) => p.into(),
-        },
-        _ => db.into(),
-    };
-    let child = Command::new(&bin)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .arg("--db")
-        .arg(&db)
-        .arg("--tls-dir")
-        .arg(pki_dir.join("coordinator"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let pid = child.id();
-    let mut coord = Coordinator { child, pid };
-    let t = Instant::now();
-    let port = loop {
-        if let Some(port) = announced_port(&log) {
-            break port;
+    // PLATTER_BENCH_POSTGRES=postgres://…: the store is a new schema there.
+    let pg_url =
+        postgres
+            .as_deref()
+            .map(|url| match platter::store::testing::fresh_postgres(url) {
+                platter::db::Location::Postgres(u) => u,
+                platter::db::Location::Sqlite(p) => p.display().to_string(),
+            });
+    let names = ["A", "B"];
+    let mut coords = Vec::new();
+    for (k, &name) in names.iter().take(n_coords).enumerate() {
+        let db: std::ffi::OsString = match &pg_url {
+            // fresh_postgres's URL always has a query (search_path).
+            Some(u) => format!("{u}&application_name=fleet-{}", name.to_lowercase()).into(),
+            None => db.clone().into(),
+        };
+        let log = if n_coords == 1 {
+            dir.join("coordinator.log")
+        } else {
+            dir.join(format!("coordinator-{}.log", name.to_lowercase()))
+        };
+        coords.push(Coordinator::start(
+            &bin,
+            name,
+            &db,
+            &pki_dir.join("coordinator"),
+            log,
+        )?);
+        if k == 0 {
+            // B is started after A has made the schema.
+            std::thread::sleep(Duration::from_millis(200));
         }
-        if !coord.alive() || t.elapsed() > Duration::from_secs(10) {
-            bail!("the coordinator did not start:\n{}", log_tail(&log, 20));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let url = format!("https://127.0.0.1:{port}");
+    }
     std::thread::sleep(Duration::from_millis(200));
-    let s_start = snap(pid)?;
-    eprintln!(
-        "coordinator pid {pid} on {url}: RSS {:.1} MiB, {} threads",
-        mib(s_start.rss_kib),
-        s_start.threads
-    );
+    let m_start = mark(&coords, None);
+    for (k, c) in coords.iter().enumerate() {
+        eprintln!(
+            "coordinator {} pid {} on {}: RSS {} MiB",
+            c.name,
+            c.pid,
+            c.url,
+            m_start.rss(k)
+        );
+    }
+    let url_a = coords[0].url.clone();
+    let targets_a: Arc<[(usize, String)]> = coords
+        .iter()
+        .enumerate()
+        .map(|(k, c)| (k, c.url.clone()))
+        .collect::<Vec<_>>()
+        .into();
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let fleet = Arc::new(Fleet {
-        epoch: Instant::now(),
-        connected_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        plan_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        connected: AtomicUsize::new(0),
-        failed: AtomicUsize::new(0),
-        dropped: AtomicUsize::new(0),
-        plans: AtomicUsize::new(0),
-        unexpected_plans: AtomicUsize::new(0),
-        heartbeats: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-    });
+    let fleet = Arc::new(Fleet::new(mono_ns(), total));
+    let pg = PgSampler::start(postgres.as_deref(), &fleet);
+    // A first sample before anything is measured.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut agent_process = if two {
+        let t = Instant::now();
+        let targets_b = [(1, coords[1].url.clone()), (0, url_a.clone())];
+        let p = AgentProcess::start(n..2 * n, n, m, &targets_b, &pki_dir, &fleet)?;
+        eprintln!(
+            "second agent process pid {} ready ({n} certificates) in {:.2} s",
+            p.pid,
+            t.elapsed().as_secs_f64()
+        );
+        Some(p)
+    } else {
+        None
+    };
     let stop = CancellationToken::new();
     let gate = Arc::new(Semaphore::new(concurrency));
     let ca_pem: Arc<str> = Arc::from(ca.cert_pem.as_str());
     let operator = pki_dir.join("operator-bench");
 
-    // 3. Connect N agents, `concurrency` handshakes at a time.
-    let perf = Perf::start(pid, "connect");
-    let s_before_connect = snap(pid)?;
-    let me_before_connect = snap(std::process::id())?;
-    let m_before_connect = machine_ticks();
-    let t_connect = Instant::now();
+    // 3. Connect the agents, `concurrency` handshakes at a time per agent process.
+    let perf = Perf::start(coords[0].pid, "connect");
+    let m_before_connect = mark(&coords, agent_process.as_ref());
     let connect_start_ns = fleet.since_epoch();
+    if let Some(p) = &mut agent_process {
+        p.go()?;
+    }
     for (i, (cert_pem, key_pem)) in agent_certs.into_iter().enumerate() {
         let spec = AgentSpec {
             i,
-            url: url.clone(),
+            targets: targets_a.clone(),
             ca_pem: ca_pem.clone(),
             cert_pem,
             key_pem,
@@ -725,46 +1473,44 @@ fn run() -> anyhow::Result<bool> {
     }
     let mut last_report = Instant::now();
     loop {
-        let c = fleet.connected.load(Ordering::Relaxed);
-        let f = fleet.failed.load(Ordering::Relaxed);
-        if c + f >= n {
+        let c = fleet.count(C::Connected);
+        let f = fleet.count(C::Failed);
+        if c + f >= total {
             break;
         }
-        if !coord.alive() {
+        if let Some(dead) = coords
+            .iter_mut()
+            .find_map(|c| (!c.alive()).then_some(c.name))
+        {
+            let c = coords.iter().find(|c| c.name == dead).unwrap();
             bail!(
-                "the coordinator died while agents connected:\n{}",
-                log_tail(&log, 20)
+                "coordinator {dead} died while agents connected:\n{}",
+                log_tail(&c.log, 20)
             );
         }
         if last_report.elapsed() > Duration::from_secs(5) {
-            let s = snap(pid)?;
+            let now = mark(&coords, None);
+            let rss: Vec<String> = (0..n_coords)
+                .map(|k| format!("{} {} MiB", names[k], now.rss(k)))
+                .collect();
             eprintln!(
-                "  {:5.1} s: {c} connected, {f} failed; coordinator RSS {:.0} MiB, {} threads",
-                t_connect.elapsed().as_secs_f64(),
-                mib(s.rss_kib),
-                s.threads
+                "  {:5.1} s: {c} connected, {f} failed; coordinator RSS {}",
+                m_before_connect.t.elapsed().as_secs_f64(),
+                rss.join(", ")
             );
             last_report = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let connect_time = t_connect.elapsed();
-    let s_connected = snap(pid)?;
-    let me_connected = snap(std::process::id())?;
-    let m_connected = machine_ticks();
+    let m_connected = mark(&coords, agent_process.as_ref());
+    let connect_end_ns = fleet.since_epoch();
+    let connect_time = m_connected.t.duration_since(m_before_connect.t);
     perf.stop();
-    let connected = fleet.connected.load(Ordering::Relaxed);
-    let failed = fleet.failed.load(Ordering::Relaxed);
-    let mut connect_lat: Vec<f64> = fleet
-        .connected_at
-        .iter()
-        .map(|a| a.load(Ordering::Relaxed))
-        .filter(|&t| t > 0)
-        .map(|t| (t - connect_start_ns) as f64 / 1e9)
-        .collect();
-    connect_lat.sort_by(f64::total_cmp);
+    let connected = fleet.count(C::Connected);
+    let failed = fleet.count(C::Failed);
+    let connect_lat = fleet.latencies(&fleet.connected_at, 0..total, connect_start_ns);
     eprintln!(
-        "connected {connected} of {n} in {:.2} s ({failed} failed){}",
+        "connected {connected} of {total} in {:.2} s ({failed} failed){}",
         connect_time.as_secs_f64(),
         fleet
             .first_error
@@ -775,108 +1521,216 @@ fn run() -> anyhow::Result<bool> {
             .unwrap_or_default()
     );
 
-    // 4. Verify through the operator API, then an idle window: heartbeats only.
-    let (seen_connected, seen_total, agents_call) =
-        connected_per_coordinator(&bin, &url, &operator)?;
-    eprintln!(
-        "coordinator says {seen_connected} connected of {seen_total} known (`platter agents` took {:.2} s)",
-        agents_call.as_secs_f64()
-    );
+    // 4. Verify through the operator API, then an idle window: heartbeats only. A stream
+    // is open before its hello is stored (the listing reads the store's agents), so ask
+    // until every connected agent is listed, for up to a minute.
+    let mut seen = Vec::new();
+    let mut listed_after = None;
+    while listed_after.is_none() {
+        seen.clear();
+        for c in &coords {
+            seen.push(connected_per_coordinator(&bin, c, &operator)?);
+        }
+        let listed: usize = seen.iter().map(|s| s.0).sum();
+        let waited = m_connected.t.elapsed();
+        if listed >= connected {
+            listed_after = Some(waited);
+        } else if waited > Duration::from_secs(60) {
+            break;
+        } else {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for (c, (seen_connected, seen_total, took)) in coords.iter().zip(&seen) {
+        eprintln!(
+            "coordinator {} says {seen_connected} connected of {seen_total} known (`platter agents` took {:.2} s)",
+            c.name,
+            took.as_secs_f64()
+        );
+    }
+    let seen_connected: usize = seen.iter().map(|s| s.0).sum();
     std::thread::sleep(Duration::from_secs(2));
-    let perf = Perf::start(pid, "idle");
-    let hb0 = fleet.heartbeats.load(Ordering::Relaxed);
-    let s_idle0 = snap(pid)?;
-    let me_idle0 = snap(std::process::id())?;
-    let m_idle0 = machine_ticks();
-    let t_idle = Instant::now();
+    let perf = Perf::start(coords[0].pid, "idle");
+    let hb0 = fleet.count(C::Heartbeats);
+    let m_idle0 = mark(&coords, agent_process.as_ref());
     std::thread::sleep(Duration::from_secs(idle_secs));
-    let s_idle1 = snap(pid)?;
-    let me_idle1 = snap(std::process::id())?;
-    let m_idle1 = machine_ticks();
-    let idle_wall = t_idle.elapsed().as_secs_f64();
-    let hb = fleet.heartbeats.load(Ordering::Relaxed) - hb0;
+    let m_idle1 = mark(&coords, agent_process.as_ref());
+    let idle_wall = m_idle1.t.duration_since(m_idle0.t).as_secs_f64();
+    let hb = fleet.count(C::Heartbeats) - hb0;
     perf.stop();
-    let idle_cpu = cpu_secs(s_idle0, s_idle1);
-    eprintln!(
-        "idle {idle_wall:.0} s: {hb} heartbeats, coordinator CPU {:.2} s ({:.1}% of one core), RSS {:.1} MiB",
-        idle_cpu,
-        100.0 * idle_cpu / idle_wall,
-        mib(s_idle1.rss_kib)
-    );
-    let dropped_before_submit = fleet.dropped.load(Ordering::Relaxed);
+    for (k, name) in names.iter().enumerate().take(n_coords) {
+        let cpu = m_idle0.cpu(&m_idle1, k);
+        eprintln!(
+            "idle {idle_wall:.0} s: {hb} heartbeats, coordinator {name} CPU {cpu:.2} s ({:.1}% of one core), RSS {} MiB",
+            100.0 * cpu / idle_wall,
+            m_idle1.rss(k)
+        );
+    }
+    let dropped_before_submit = fleet.count(C::Dropped);
 
-    // 5. Submit a campaign for the M agents labelled wave=one; wait for their plans.
+    // 5. Submit a campaign (through A) for the agents labelled wave=one; wait for their
+    // plans.
     let campaign = dir.join("fleet.yaml");
     std::fs::write(
         &campaign,
         "name: fleet-scale\nhosts: { labels: { wave: one } }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
     )?;
-    let perf = Perf::start(pid, "fanout");
-    let s_fan0 = snap(pid)?;
-    let me_fan0 = snap(std::process::id())?;
-    let m_fan0 = machine_ticks();
+    let perf = Perf::start(coords[0].pid, "fanout");
+    let m_fan0 = mark(&coords, agent_process.as_ref());
     let submit_start_ns = fleet.since_epoch();
-    let t_submit = Instant::now();
     let mut submit = Command::new(&bin)
         .arg("submit")
         .arg(&campaign)
-        .env("PLATTER_COORDINATOR", &url)
+        .env("PLATTER_COORDINATOR", &url_a)
         .env("PLATTER_TLS_DIR", &operator)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
     let mut submit_done: Option<(Duration, std::process::ExitStatus)> = None;
-    let mut all_plans: Option<Duration> = None;
     let mut timed_out = false;
-    while submit_done.is_none() || all_plans.is_none() {
+    loop {
         if submit_done.is_none() {
             if let Some(status) = submit.try_wait()? {
-                submit_done = Some((t_submit.elapsed(), status));
+                submit_done = Some((m_fan0.t.elapsed(), status));
                 if !status.success() {
                     break;
                 }
             }
         }
-        if all_plans.is_none() && fleet.plans.load(Ordering::Relaxed) >= m {
-            all_plans = Some(t_submit.elapsed());
+        if submit_done.is_some() && fleet.count(C::Plans) >= waves {
+            break;
         }
-        if t_submit.elapsed() > PLAN_TIMEOUT {
+        if m_fan0.t.elapsed() > PLAN_TIMEOUT {
             timed_out = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    let s_fan1 = snap(pid)?;
-    let me_fan1 = snap(std::process::id())?;
-    let m_fan1 = machine_ticks();
-    let fan_wall = t_submit.elapsed().as_secs_f64();
+    // The agent process reports every 50 ms: let its last plans' times come in.
+    if two {
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let m_fan1 = mark(&coords, agent_process.as_ref());
+    let fan_end_ns = fleet.since_epoch();
     perf.stop();
     let submit_out = submit.wait_with_output()?;
-    let mut plan_lat: Vec<f64> = fleet
-        .plan_at
-        .iter()
-        .map(|a| a.load(Ordering::Relaxed))
-        .filter(|&t| t > 0)
-        .map(|t| t.saturating_sub(submit_start_ns) as f64 / 1e9)
-        .collect();
-    plan_lat.sort_by(f64::total_cmp);
-    let plans = fleet.plans.load(Ordering::Relaxed);
+    let plan_lat = fleet.latencies(&fleet.plan_at, 0..total, submit_start_ns);
+    let plans = fleet.count(C::Plans);
+    // The moment the last of the M (2·M) plans arrived, from the submission's start.
+    let all_plans = (plans >= waves).then(|| plan_lat.last().copied().unwrap_or(f64::NAN));
+    let side_all = |range: std::ops::Range<usize>| {
+        fleet
+            .latencies(&fleet.plan_at, range, submit_start_ns)
+            .last()
+            .copied()
+    };
     // A moment for stray plans to show up.
     std::thread::sleep(Duration::from_millis(500));
-    let s_end = snap(pid)?;
-    let (still_connected, _, _) = connected_per_coordinator(&bin, &url, &operator)?;
-    let coordinator_ok = coord.alive();
+    let m_end = mark(&coords, agent_process.as_ref());
+    let mut still_connected = Vec::new();
+    for c in &coords {
+        still_connected.push(connected_per_coordinator(&bin, c, &operator)?.0);
+    }
+    let coordinators_ok: Vec<bool> = coords.iter_mut().map(|c| c.alive()).collect();
+    let unexpected_after_fanout = fleet.count(C::Unexpected);
+    let dropped_before_failover = fleet.count(C::Dropped);
 
-    // 6. The table.
+    // 6. Failover: SIGKILL A; every agent that was on A must get to B.
+    struct Storm {
+        on_a: usize,
+        moved: usize,
+        cut: usize,
+        wall: f64,
+        lat: Vec<f64>,
+        m0: Mark,
+        m1: Mark,
+        b_says: usize,
+        pg: String,
+        timed_out: bool,
+        b_alive: bool,
+    }
+    let storm = if failover {
+        std::thread::sleep(Duration::from_secs(1));
+        let on_a = fleet.on[..n]
+            .iter()
+            .filter(|o| o.load(Ordering::Relaxed) == 1)
+            .count();
+        let m0 = mark(&coords, None);
+        let kill_ns = fleet.since_epoch();
+        fleet.killed.store(1, Ordering::Relaxed);
+        coords[0].kill9();
+        let mut last_report = Instant::now();
+        let mut timed_out = false;
+        loop {
+            if fleet.count(C::Moved) >= on_a {
+                break;
+            }
+            if !coords[1].alive() {
+                break;
+            }
+            if m0.t.elapsed() > FAILOVER_TIMEOUT {
+                timed_out = true;
+                break;
+            }
+            if last_report.elapsed() > Duration::from_secs(5) {
+                let now = mark(&coords, None);
+                eprintln!(
+                    "  {:5.1} s after the kill: {} of {on_a} on B, {} pauses, {} failed dials; B RSS {} MiB",
+                    m0.t.elapsed().as_secs_f64(),
+                    fleet.count(C::Moved),
+                    fleet.count(C::Pauses),
+                    fleet.count(C::DialFailures),
+                    now.rss(1)
+                );
+                last_report = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let m1 = mark(&coords, None);
+        let end_ns = fleet.since_epoch();
+        let lat = fleet.latencies(&fleet.moved_at, 0..n, kill_ns);
+        // Late plans (a second one to an agent that held its plan) would show up now.
+        std::thread::sleep(Duration::from_secs(2));
+        let b_alive = coords[1].alive();
+        let b_says = if b_alive {
+            connected_per_coordinator(&bin, &coords[1], &operator)?.0
+        } else {
+            0
+        };
+        Some(Storm {
+            on_a,
+            moved: fleet.count(C::Moved),
+            cut: fleet.count(C::Cut),
+            wall: m1.t.duration_since(m0.t).as_secs_f64(),
+            lat,
+            m0,
+            m1,
+            b_says,
+            pg: pg.peak(kill_ns, end_ns),
+            timed_out,
+            b_alive,
+        })
+    } else {
+        None
+    };
+
+    // 7. The table.
     let f = |x: f64| format!("{x:.3} s");
-    let idle_pct = 100.0 * idle_cpu / idle_wall;
-    let per_agent_kib =
-        (s_connected.rss_kib as f64 - s_start.rss_kib as f64) / connected.max(1) as f64;
-    let submit_secs = submit_done.map(|(d, _)| d.as_secs_f64());
-    let fan_cpu = cpu_secs(s_fan0, s_fan1);
+    let co = |k: usize| {
+        if n_coords == 1 {
+            "coordinator".to_string()
+        } else {
+            format!("coordinator {}", names[k])
+        }
+    };
     println!();
     println!(
-        "fleet_scale: N={n} M={m}, coordinator {} (pid {pid})",
+        "fleet_scale: N={n} M={m}, {mode}, {}, coordinator {}",
+        if postgres.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        },
         bin.display()
     );
     println!("| what | value |");
@@ -886,65 +1740,196 @@ fn run() -> anyhow::Result<bool> {
         std::thread::available_parallelism().map_or(2, |n| n.get()),
         issue_time.as_secs_f64()
     );
-    println!("| agents connected (bench / coordinator says) | {connected} / {seen_connected} of {n} ({failed} failed) |");
+    let per_coordinator: Vec<String> = seen
+        .iter()
+        .enumerate()
+        .map(|(k, s)| format!("{} {}", names[k], s.0))
+        .collect();
     println!(
-        "| connect time, all (p50 / p99 of each stream's open time) | {} ({} / {}), {concurrency} handshakes in flight |",
+        "| agents connected (bench / coordinators say) | {connected} / {} of {total} ({failed} failed) |",
+        per_coordinator.join(", ")
+    );
+    println!(
+        "| all connected agents listed by `platter agents` (hellos stored), after the last connected | {} |",
+        listed_after.map_or("not within 60 s".into(), |d| f(d.as_secs_f64()))
+    );
+    println!(
+        "| connect time, all (p50 / p99 of each stream's open time) | {} ({} / {}), {concurrency} handshakes in flight per agent process |",
         f(connect_time.as_secs_f64()),
         f(percentile(&connect_lat, 0.5)),
         f(percentile(&connect_lat, 0.99))
     );
+    for k in 0..n_coords {
+        let per_agent_kib = match (m_start.coords[k], m_connected.coords[k]) {
+            (Some(a), Some(b)) => {
+                (b.rss_kib as f64 - a.rss_kib as f64) / (connected / n_coords).max(1) as f64
+            }
+            _ => f64::NAN,
+        };
+        let c = co(k);
+        println!(
+            "| CPU while connecting: {c} | {:.2} s |",
+            m_before_connect.cpu(&m_connected, k)
+        );
+        println!(
+            "| {c} RSS: started / all connected / after idle / after fan-out | {} / {} / {} / {} MiB |",
+            m_start.rss(k),
+            m_connected.rss(k),
+            m_idle1.rss(k),
+            m_end.rss(k)
+        );
+        println!("| {c} RSS per connected agent | {per_agent_kib:.1} KiB |");
+        if let Some(s) = m_end.coords[k] {
+            println!("| {c} VmHWM (peak RSS) | {:.1} MiB |", mib(s.hwm_kib));
+        }
+        if let Some(s) = m_connected.coords[k] {
+            println!(
+                "| {c} threads / open fds (connected) | {} / {} |",
+                s.threads, s.fds
+            );
+        }
+        let idle_cpu = m_idle0.cpu(&m_idle1, k);
+        println!(
+            "| idle {idle_wall:.0} s: {c} CPU | {idle_cpu:.2} s = {:.1}% of one core |",
+            100.0 * idle_cpu / idle_wall
+        );
+        println!(
+            "| {c} CPU during fan-out | {:.2} s |",
+            m_fan0.cpu(&m_fan1, k)
+        );
+    }
     println!(
-        "| CPU while connecting: coordinator / this bench (the agents' side) | {:.2} s / {:.2} s |",
-        cpu_secs(s_before_connect, s_connected),
-        cpu_secs(me_before_connect, me_connected)
+        "| CPU while connecting: this bench (the agents' side{}) | {:.2} s |",
+        if two { ", both agent processes" } else { "" },
+        m_before_connect.me_cpu(&m_connected)
+    );
+    println!("| idle {idle_wall:.0} s: heartbeats sent | {hb} |");
+    println!(
+        "| this bench's RSS / CPU in the idle window (agents' side) | {:.0} MiB / {:.2} s |",
+        mib(m_idle1.me.rss_kib),
+        m_idle0.me_cpu(&m_idle1)
     );
     println!(
-        "| coordinator RSS: started / all connected / after idle / after fan-out | {:.1} / {:.1} / {:.1} / {:.1} MiB |",
-        mib(s_start.rss_kib),
-        mib(s_connected.rss_kib),
-        mib(s_idle1.rss_kib),
-        mib(s_end.rss_kib)
-    );
-    println!("| coordinator RSS per connected agent | {per_agent_kib:.1} KiB |");
-    println!(
-        "| coordinator VmHWM (peak RSS) | {:.1} MiB |",
-        mib(s_end.hwm_kib)
+        "| PostgreSQL connections, peak A / B: connect / fan-out | {} / {} |",
+        pg.peak(connect_start_ns, connect_end_ns),
+        pg.peak(submit_start_ns, fan_end_ns)
     );
     println!(
-        "| coordinator threads / open fds (connected) | {} / {} |",
-        s_connected.threads, s_connected.fds
+        "| `platter submit` (to A) returned (submit RPC incl. dispatch) | {} |",
+        submit_done.map_or("-".into(), |(d, _)| f(d.as_secs_f64()))
     );
     println!(
-        "| idle {idle_wall:.0} s: heartbeats sent / coordinator CPU | {hb} / {idle_cpu:.2} s = {idle_pct:.1}% of one core |"
+        "| plans received | {plans} of {waves} ({} unexpected or doubled) |",
+        fleet.count(C::Unexpected)
     );
     println!(
-        "| this bench's RSS / CPU in the idle window (N agents' side) | {:.0} MiB / {:.2} s |",
-        mib(me_idle1.rss_kib),
-        cpu_secs(me_idle0, me_idle1)
-    );
-    println!(
-        "| `platter submit` returned (submit RPC incl. dispatch to all) | {} |",
-        submit_secs.map_or("-".into(), f)
-    );
-    println!(
-        "| plans received | {plans} of {m} ({} unexpected) |",
-        fleet.unexpected_plans.load(Ordering::Relaxed)
-    );
-    println!(
-        "| plan fan-out to M, from submit start: first / p50 / p90 / all | {} / {} / {} / {} |",
+        "| plan fan-out, from submit start: first / p50 / p90 / all {waves} | {} / {} / {} / {} |",
         f(percentile(&plan_lat, 0.0)),
         f(percentile(&plan_lat, 0.5)),
         f(percentile(&plan_lat, 0.9)),
-        all_plans.map_or_else(|| "not all".into(), |d| f(d.as_secs_f64()))
+        all_plans.map_or_else(|| "not all".into(), f)
     );
-    println!("| coordinator CPU during fan-out | {fan_cpu:.2} s |");
-    println!("| agents connected at the end (coordinator says) | {still_connected} |");
+    if two {
+        println!(
+            "| fan-out, last plan on A's agents / on B's (by NOTIFY) | {} / {} |",
+            side_all(0..n).map_or("-".into(), f),
+            side_all(n..2 * n).map_or("-".into(), f)
+        );
+    }
+    let still: Vec<String> = still_connected
+        .iter()
+        .enumerate()
+        .map(|(k, s)| format!("{} {s}", names[k]))
+        .collect();
+    println!(
+        "| agents connected after the fan-out (coordinators say) | {} |",
+        still.join(", ")
+    );
     println!(
         "| other processes' CPU on this machine: connect / idle / fan-out | {:.2} / {:.2} / {:.2} cores |",
-        others_cores(m_before_connect, m_connected, (s_before_connect, s_connected), (me_before_connect, me_connected), connect_time.as_secs_f64()),
-        others_cores(m_idle0, m_idle1, (s_idle0, s_idle1), (me_idle0, me_idle1), idle_wall),
-        others_cores(m_fan0, m_fan1, (s_fan0, s_fan1), (me_fan0, me_fan1), fan_wall),
+        m_before_connect.others_cores(&m_connected),
+        m_idle0.others_cores(&m_idle1),
+        m_fan0.others_cores(&m_fan1),
     );
+    if let Some(s) = &storm {
+        println!(
+            "| failover: agents on A when it was SIGKILLed / streams cut / connected to B | {} / {} / {} |",
+            s.on_a, s.cut, s.moved
+        );
+        println!(
+            "| failover: connected to B after the kill: first / p50 / p90 / p99 / last | {} / {} / {} / {} / {} |",
+            f(percentile(&s.lat, 0.0)),
+            f(percentile(&s.lat, 0.5)),
+            f(percentile(&s.lat, 0.9)),
+            f(percentile(&s.lat, 0.99)),
+            s.lat.last().map_or("-".into(), |&x| f(x))
+        );
+        println!(
+            "| failover: redials that failed / backoff pauses (whole rounds failed) | {} / {} |",
+            fleet.count(C::DialFailures),
+            fleet.count(C::Pauses)
+        );
+        // How the reconnects spread over time: one count per second after the kill.
+        let mut per_second: Vec<usize> = Vec::new();
+        for &x in &s.lat {
+            let k = x as usize;
+            if per_second.len() <= k {
+                per_second.resize(k + 1, 0);
+            }
+            per_second[k] += 1;
+        }
+        let per_second: Vec<String> = per_second.iter().map(usize::to_string).collect();
+        println!(
+            "| failover: connected to B in each second after the kill (0–1 s, 1–2 s, …) | {} |",
+            per_second.join(", ")
+        );
+        let mut why: Vec<(String, usize)> = fleet
+            .redial_errors
+            .lock()
+            .unwrap()
+            .clone()
+            .into_iter()
+            .collect();
+        why.sort_by_key(|w| std::cmp::Reverse(w.1));
+        for (e, k) in why.iter().take(4) {
+            println!(
+                "| failover: a redial failed ({k}×) | {} |",
+                e.replace('|', "/")
+            );
+        }
+        let b_cpu = s.m0.cpu(&s.m1, 1);
+        println!(
+            "| failover: B's CPU during the storm | {b_cpu:.2} s in {:.2} s = {:.0}% of one core |",
+            s.wall,
+            100.0 * b_cpu / s.wall
+        );
+        if let (Some(b0), Some(b1)) = (s.m0.coords[1], s.m1.coords[1]) {
+            println!(
+                "| failover: B's RSS before / after the storm, VmHWM / threads / fds after | {:.1} / {:.1} MiB, {:.1} MiB / {} / {} |",
+                mib(b0.rss_kib),
+                mib(b1.rss_kib),
+                mib(b1.hwm_kib),
+                b1.threads,
+                b1.fds
+            );
+        }
+        println!(
+            "| failover: this bench's CPU during the storm (the agents' reconnects) | {:.2} s |",
+            s.m0.me_cpu(&s.m1)
+        );
+        println!(
+            "| failover: PostgreSQL connections, peak A / B | {} |",
+            s.pg
+        );
+        println!(
+            "| failover: B says connected (2 s after the last) | {} |",
+            s.b_says
+        );
+        println!(
+            "| failover: other processes' CPU (A's death counts here) | {:.2} cores |",
+            s.m0.others_cores(&s.m1)
+        );
+    }
 
     // What broke, if anything.
     let mut ok = true;
@@ -952,21 +1937,26 @@ fn run() -> anyhow::Result<bool> {
         println!("BROKE: {what}");
         ok = false;
     };
-    if !coordinator_ok {
-        broke(format!("the coordinator exited:\n{}", log_tail(&log, 20)));
+    for (k, c) in coords.iter().enumerate() {
+        if !coordinators_ok[k] {
+            broke(format!(
+                "coordinator {} exited:\n{}",
+                c.name,
+                log_tail(&c.log, 20)
+            ));
+        }
     }
-    if connected < n {
-        broke(format!("{} agents could not connect", n - connected));
+    if connected < total {
+        broke(format!("{} agents could not connect", total - connected));
     }
     if seen_connected < connected {
         broke(format!(
-            "the coordinator listed only {seen_connected} of {connected} connected agents"
+            "the coordinators listed only {seen_connected} of {connected} connected agents"
         ));
     }
-    let dropped = fleet.dropped.load(Ordering::Relaxed);
-    if dropped > 0 {
+    if dropped_before_failover > 0 {
         broke(format!(
-            "{dropped} streams ended ({dropped_before_submit} before the submission)"
+            "{dropped_before_failover} streams ended ({dropped_before_submit} before the submission)"
         ));
     }
     match submit_done {
@@ -977,21 +1967,55 @@ fn run() -> anyhow::Result<bool> {
         )),
         None => broke("platter submit did not return".into()),
     }
-    if timed_out || plans < m.min(connected) {
+    if timed_out || plans < waves.min(connected) {
         broke(format!(
-            "only {plans} of {m} plans arrived within {} s",
+            "only {plans} of {waves} plans arrived within {} s",
             PLAN_TIMEOUT.as_secs()
         ));
     }
-    if fleet.unexpected_plans.load(Ordering::Relaxed) > 0 {
-        broke("plans went to agents the campaign did not select".into());
+    if unexpected_after_fanout > 0 {
+        broke("plans went to agents the campaign did not select, or twice to one".into());
+    }
+    if let Some(s) = &storm {
+        if !s.b_alive {
+            broke(format!(
+                "coordinator B exited during the failover:\n{}",
+                log_tail(&coords[1].log, 20)
+            ));
+        }
+        if s.timed_out || s.moved < s.on_a {
+            broke(format!(
+                "only {} of {} agents were connected to B within {} s of the kill",
+                s.moved,
+                s.on_a,
+                FAILOVER_TIMEOUT.as_secs()
+            ));
+        }
+        if s.b_says < s.on_a {
+            broke(format!(
+                "B listed only {} of {} agents as connected",
+                s.b_says, s.on_a
+            ));
+        }
+        let dropped = fleet.count(C::Dropped) - dropped_before_failover;
+        if dropped > 0 {
+            broke(format!("{dropped} streams to B ended during the failover"));
+        }
+        let late = fleet.count(C::Unexpected) - unexpected_after_fanout;
+        if late > 0 {
+            broke(format!(
+                "{late} plans arrived again after the failover (doubled)"
+            ));
+        }
     }
     if let Some(e) = fleet.first_error.lock().unwrap().as_ref() {
         println!("first agent error: {e}");
     }
 
     stop.cancel();
-    drop(coord);
+    drop(agent_process);
+    drop(coords);
+    drop(pg);
     rt.shutdown_timeout(Duration::from_secs(5));
     if keep {
         if let Some(t) = tmp {
