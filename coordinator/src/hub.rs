@@ -350,6 +350,28 @@ impl Hub {
     }
 
     /// Dispatches to every connected host (after a campaign resumes).
+    /// Dispatches to the connected hosts that have plans queued: after another
+    /// coordinator sharing the store queued plans or freed a host, one read finds them
+    /// (visiting every connected host was a read each: 10,000 for one campaign).
+    pub fn dispatch_queued(&self) {
+        let queued = match self.store.hosts_with_queued_plans() {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading which hosts have plans queued failed; dispatching to every connected host");
+                return self.dispatch_all();
+            }
+        };
+        let hosts: Vec<String> = self
+            .conns
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .filter(|h| queued.contains(*h))
+            .cloned()
+            .collect();
+        self.dispatch_to(&hosts);
+    }
+
     pub fn dispatch_all(&self) {
         let hosts: Vec<String> = self
             .conns

@@ -78,7 +78,7 @@ async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: Cancel
         remote.borrow_and_update();
         let hub = hub.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            hub.dispatch_all();
+            hub.dispatch_queued();
             hub.cancel_cancelled();
         })
         .await;

@@ -251,6 +251,9 @@ CREATE TABLE coordinators (
     started_unix_ms BIGINT NOT NULL,
     seen_unix_ms BIGINT NOT NULL
 );
+-- The hosts with plans waiting: what a coordinator told of new plans by another
+-- dispatches to, without a read per connected host.
+CREATE INDEX plans_queued ON plans (host) WHERE state = 'queued';
 -- Each coordinator's own view of the agents it holds or lost: rows are written only by
 -- their coordinator, so two never overwrite each other when an agent moves.
 CREATE TABLE agent_links (
@@ -464,8 +467,21 @@ pub fn is_store_fault(e: &StoreError) -> bool {
     }
 }
 
-/// Read connections kept for reuse; more are opened when all are in use.
+/// Read connections kept for reuse; more are opened when all are in use, up to
+/// `MAX_READERS`.
 const MAX_IDLE_READERS: usize = 4;
+/// Read connections open at once, at most; a read waits for one beyond that. Without a
+/// bound, a storm of hellos (10,000 agents failing over) opened a PostgreSQL connection
+/// per blocking thread, ran the server out of connections ("sorry, too many clients
+/// already") and refused hundreds of hellos.
+const MAX_READERS: usize = 16;
+
+/// The read connections: idle ones, and how many are open (idle or in use).
+#[derive(Default)]
+struct Readers {
+    idle: Vec<Conn>,
+    open: usize,
+}
 
 /// The runtime that drives PostgreSQL connections; shut down without waiting when the
 /// last handle goes (dropping a runtime may not block inside another one).
@@ -542,7 +558,7 @@ pub struct Store {
     opener: Opener,
     conn: Arc<Mutex<Conn>>,
     /// Idle read connections (`read`).
-    readers: Arc<Mutex<Vec<Conn>>>,
+    readers: Arc<(Mutex<Readers>, std::sync::Condvar)>,
     health: Arc<Health>,
     writer: mpsc::Sender<Batch>,
     changed: watch::Sender<u64>,
@@ -624,7 +640,7 @@ impl Store {
             id: id.into(),
             opener: opener.clone(),
             conn: Arc::new(Mutex::new(conn)),
-            readers: Arc::new(Mutex::new(Vec::new())),
+            readers: Arc::default(),
             health: health.clone(),
             writer: tx,
             changed: changed.clone(),
@@ -732,6 +748,18 @@ impl Store {
                 }
             }
             Ok(unknown)
+        })
+    }
+
+    /// The hosts that have plans queued.
+    pub fn hosts_with_queued_plans(&self) -> Result<std::collections::HashSet<String>> {
+        self.read(|c| {
+            let hosts = c.query_map(
+                "SELECT DISTINCT host FROM plans WHERE state = 'queued'",
+                (),
+                |r| r.get(0),
+            )?;
+            Ok(hosts.into_iter().collect())
         })
     }
 
@@ -1062,17 +1090,46 @@ impl Store {
     /// long read — a report over a million samples — holds up no other read or write.
     /// Blocking: from async code, call it inside `spawn_blocking`.
     pub fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
-        let idle = self.readers.lock().expect("readers lock").pop();
-        let conn = match idle {
-            Some(c) if !c.is_broken() => c,
-            _ => self.opener.reader()?,
+        let (lock, freed) = &*self.readers;
+        let mut readers = lock.lock().expect("readers lock");
+        let idle = loop {
+            match readers.idle.pop() {
+                Some(c) if c.is_broken() => readers.open -= 1,
+                Some(c) => break Some(c),
+                None if readers.open < MAX_READERS => {
+                    readers.open += 1;
+                    break None;
+                }
+                None => readers = freed.wait(readers).expect("readers lock"),
+            }
         };
-        let r = f(&conn);
-        let mut readers = self.readers.lock().expect("readers lock");
-        if readers.len() < MAX_IDLE_READERS && !conn.is_broken() {
-            readers.push(conn);
+        drop(readers);
+        // Handed back (or its place given up) however `f` ends, a panic included.
+        struct Lease<'a> {
+            readers: &'a (Mutex<Readers>, std::sync::Condvar),
+            conn: Option<Conn>,
         }
-        r
+        impl Drop for Lease<'_> {
+            fn drop(&mut self) {
+                let (lock, freed) = self.readers;
+                let mut readers = lock.lock().unwrap_or_else(|p| p.into_inner());
+                match self.conn.take() {
+                    Some(c) if !c.is_broken() && readers.idle.len() < MAX_IDLE_READERS => {
+                        readers.idle.push(c)
+                    }
+                    _ => readers.open -= 1,
+                }
+                freed.notify_one();
+            }
+        }
+        let mut lease = Lease {
+            readers: &self.readers,
+            conn: idle,
+        };
+        if lease.conn.is_none() {
+            lease.conn = Some(self.opener.reader()?);
+        }
+        f(lease.conn.as_ref().expect("leased"))
     }
 
     /// PostgreSQL: tells the other coordinators, when `tx` commits, what changed.
@@ -2262,6 +2319,45 @@ mod tests {
             stop.cancel();
             assert!(hammer.await.unwrap() > 0, "the writer was busy meanwhile");
             assert!(store.plan_for_host("h").unwrap().is_none());
+        }
+    }
+
+    /// Reads from many threads at once share at most `MAX_READERS` connections: the
+    /// others wait for one, and every read is answered.
+    #[test]
+    fn reads_at_once_use_a_bounded_number_of_connections() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        for store in testing::stores(dir.path()) {
+            let (now, most, done) = (
+                AtomicUsize::new(0),
+                AtomicUsize::new(0),
+                AtomicUsize::new(0),
+            );
+            std::thread::scope(|s| {
+                for _ in 0..MAX_READERS * 3 {
+                    s.spawn(|| {
+                        store
+                            .read(|c| {
+                                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                                most.fetch_max(n, Ordering::SeqCst);
+                                std::thread::sleep(Duration::from_millis(30));
+                                let one: i64 = c.query_row("SELECT 1", (), |r| r.get(0))?;
+                                now.fetch_sub(1, Ordering::SeqCst);
+                                done.fetch_add(one as usize, Ordering::SeqCst);
+                                Ok(())
+                            })
+                            .unwrap()
+                    });
+                }
+            });
+            assert_eq!(done.load(Ordering::SeqCst), MAX_READERS * 3);
+            let most = most.load(Ordering::SeqCst);
+            assert!(most <= MAX_READERS, "{most} reads at once");
+            assert!(most > 1, "reads run side by side: {most}");
+            let (lock, _) = &*store.readers;
+            let readers = lock.lock().unwrap();
+            assert!(readers.open <= MAX_IDLE_READERS && readers.idle.len() == readers.open);
         }
     }
 }
