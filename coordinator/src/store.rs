@@ -892,14 +892,18 @@ impl Store {
                     now_ms()
                 ],
             )?;
-            for cell in &p.cells {
-                tx.execute(
-                    "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
-                )?;
-            }
-            for plan in &p.plans {
-                queue_plan(&tx, plan)?;
+            if let Some(pg) = tx.as_postgres() {
+                insert_cells_and_plans_pg(pg, p)?;
+            } else {
+                for cell in &p.cells {
+                    tx.execute(
+                        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
+                    )?;
+                }
+                for plan in &p.plans {
+                    queue_plan(&tx, plan)?;
+                }
             }
             self.notify(&tx, Change::Plans)?;
             tx.commit()?;
@@ -1202,6 +1206,76 @@ fn writer_loop(
             }
         }
     }
+}
+
+/// A campaign's cells and plans (queued in order, after every plan queued so far) on
+/// PostgreSQL: two statements over arrays, where SQLite takes a statement per row
+/// (in-process, cheap). One round trip per row made a campaign on 10,000 hosts take
+/// seconds to submit.
+fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign) -> Result<()> {
+    let n = p.cells.len();
+    let (mut id, mut host, mut idx, mut params, mut point, mut device) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for cell in &p.cells {
+        id.push(cell.id.as_str());
+        host.push(cell.host.as_str());
+        idx.push(cell.index as i64);
+        params.push(serde_json::to_string(&cell.params)?);
+        point.push(cell.point as i64);
+        device.push(cell.device.as_deref());
+    }
+    let campaign = vec![p.id.as_str(); n];
+    pg.query_typed(
+        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::int8[], $7::text[])",
+        &[&id, &campaign, &host, &idx, &params, &point, &device],
+    )?;
+    let seq: i64 = pg
+        .query("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", &[])?
+        .first()
+        .map(|r| r.try_get(0))
+        .transpose()?
+        .unwrap_or(0);
+    let n = p.plans.len();
+    let (mut id, mut campaign, mut host, mut body, mut steps, mut queued, mut warmups) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (i, plan) in p.plans.iter().enumerate() {
+        let warmup: Vec<u32> = plan
+            .steps
+            .iter()
+            .filter(|s| s.warmup)
+            .map(|s| s.index)
+            .collect();
+        id.push(plan.id.as_str());
+        campaign.push(plan.campaign_id.as_str());
+        host.push(plan.host.as_str());
+        body.push(serde_json::to_string(plan)?);
+        steps.push(plan.steps.len() as i64);
+        queued.push(seq + 1 + i as i64);
+        warmups.push(serde_json::to_string(&warmup)?);
+    }
+    pg.query_typed(
+        "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
+         SELECT u.id, u.campaign_id, u.host, u.body, u.steps_total, 'queued', u.queued_seq, u.warmup_steps
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::text[])
+              AS u(id, campaign_id, host, body, steps_total, queued_seq, warmup_steps)
+         ON CONFLICT DO NOTHING",
+        &[&id, &campaign, &host, &body, &steps, &queued, &warmups],
+    )?;
+    Ok(())
 }
 
 /// Queues `plan` after every plan queued so far.
