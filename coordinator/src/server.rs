@@ -85,6 +85,24 @@ async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: Cancel
     }
 }
 
+/// Connections waiting to be accepted, at most (the kernel caps it at
+/// net.core.somaxconn). tokio's `bind` asks for 1,024: when a coordinator died and its
+/// 10,000 agents dialled this one at once, the connections past that were dropped and
+/// their SYNs resent after 1, 3 and 7 s.
+const LISTEN_BACKLOG: u32 = 8192;
+
+/// A listener on `addr` with `LISTEN_BACKLOG` (and SO_REUSEADDR, as `bind` sets it).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// How often the health service looks at the store.
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -135,9 +153,8 @@ impl Coordinator {
         let tls = opts.tls.as_ref().map(tls::server_config).transpose()?;
         let store =
             Store::open_at(&opts.db).with_context(|| format!("opening store {}", opts.db))?;
-        let listener = TcpListener::bind(opts.listen)
-            .await
-            .with_context(|| format!("listening on {}", opts.listen))?;
+        let listener =
+            listen(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
         let addr = listener.local_addr()?;
         let hub = Arc::new(Hub::new(store.clone()));
         let tasks = TaskTracker::new();
