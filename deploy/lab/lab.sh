@@ -774,7 +774,8 @@ states = {}
 for line in sys.stdin:
     name, agents = line.split(" ", 1)
     for a in json.loads(agents):
-        # An agent connected to the other coordinator is "offline" on this one.
+        # Both coordinators list every agent (the one holding it names itself); one that
+        # answers while the other is down still counts.
         if a["state"] in ("idle", "busy") or a["host"] not in states:
             states[a["host"]] = a["state"]
 print(" ".join(h + ":" + states.get(h, "unknown") for h in sys.argv[1:]))
