@@ -274,14 +274,14 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 .list_agents(pb::ListAgentsRequest {})
                 .await
             {
-                Ok(r) => r.into_inner().store_fault.map(|f| f.reason),
-                Err(s) => Some(s.message().to_string()),
+                Ok(r) => r
+                    .into_inner()
+                    .store_fault
+                    .map(|f| format!(": its store cannot commit: {}", f.reason)),
+                // The store cannot even be read: the coordinator's own words.
+                Err(s) => Some(format!(": {}", s.message())),
             };
-            println!(
-                "{url}: NOT serving{}",
-                why.map(|w| format!(": its store cannot commit: {w}"))
-                    .unwrap_or_default()
-            );
+            println!("{url}: NOT serving{}", why.unwrap_or_default());
             Ok(1)
         }
         Command::Agents { client, output } => {
