@@ -371,8 +371,10 @@ impl Report {
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
             // Steps are found through their plans (the steps table is indexed by plan only).
             let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
-            // Each row is folded in as it is read (a million of them need not be held).
-            c.query_each("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns
+            let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
+            // Each row is folded in as it is read (a million of them need not be held); the
+            // histograms come with their samples rather than by a second pass over them.
+            c.query_each("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
                  FROM plans p JOIN steps st ON st.plan_id = p.id
                  JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
                  ORDER BY st.cell, st.started_unix_ns, st.repetition", [campaign_id], |r| {
@@ -383,7 +385,11 @@ impl Report {
                     attempt: r.get(6)?,
                     started_unix_ns: r.get(7)?,
                 };
-                let by_metric = values.entry(r.get::<i64>(0)?).or_insert_with(|| {
+                let cell = r.get::<i64>(0)?;
+                if let Some(h) = r.get::<Option<Vec<u8>>>(8)? {
+                    histograms.entry(cell).or_default().push(h);
+                }
+                let by_metric = values.entry(cell).or_insert_with(|| {
                     COMMAND_METRICS
                         .iter()
                         .map(|m| (m.to_string(), Gathered { unit: "s".into(), ..Default::default() }))
@@ -421,12 +427,6 @@ impl Report {
                 failed.insert(cell, n);
             }
             let mut notes = how_measured(c, campaign_id)?;
-            let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-            c.query_each("SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL AND st.warmup = 0", [campaign_id], |r| {
-                histograms.entry(r.get::<i64>(0)?).or_default().push(r.get::<Vec<u8>>(1)?);
-                Ok(())
-            })?;
             let (yaml, file): (String, String) =
                 c.query_row("SELECT yaml, file_name FROM campaigns WHERE id = ?1", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             // The stored YAML was valid when it was submitted; settings of a campaign from
