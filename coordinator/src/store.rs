@@ -1676,6 +1676,14 @@ fn commit(
     let tx = conn.write_transaction()?;
     let mut outcomes = Vec::with_capacity(batches.len());
     for b in batches {
+        if b.records.is_empty() {
+            // A hello or an inventory: no record to fail alone, so no savepoint (two round
+            // trips per agent on PostgreSQL when a fleet connects at once). Its failure
+            // fails the commit, as it would after the savepoint.
+            store_agent(&tx, b)?;
+            outcomes.push(BatchOutcome::default());
+            continue;
+        }
         let mut outcome = BatchOutcome::default();
         let whole = {
             let sp = tx.savepoint()?;
