@@ -345,8 +345,7 @@ pub fn without_password(url: &str) -> String {
 
 /// PostgreSQL's schema, as migrations: the same tables, views and constraints as the
 /// SQLite schema (`store::migrations`) at its latest, in PostgreSQL's types (all integers
-/// BIGINT, so one parameter type fits every column), except `samples.step`'s foreign key
-/// (dropped by the second migration, see there).
+/// BIGINT, so one parameter type fits every column).
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE campaigns (
@@ -454,15 +453,7 @@ CREATE TABLE provenance (
     facts TEXT NOT NULL,
     PRIMARY KEY (plan_id, seq)
 );
-"#,
-    // `samples.step REFERENCES steps(n)` checked each sample with a query of its own that
-    // also locks its step's row (PostgreSQL's foreign keys are per-row triggers): 40% of
-    // the server's time storing samples (BENCHMARKS.md). It guards nothing the writer can
-    // break: samples are inserted only under the row numbers the same transaction's step
-    // insert returned, and no statement deletes steps. SQLite's check is in-process and
-    // stays.
-    "ALTER TABLE samples DROP CONSTRAINT IF EXISTS samples_step_fkey;",
-];
+"#];
 
 /// Brings the schema to the latest migration; several coordinators starting at once take
 /// turns (an advisory lock), and each migration commits with its version. Returns the
