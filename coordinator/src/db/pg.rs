@@ -346,8 +346,7 @@ pub fn without_password(url: &str) -> String {
 /// PostgreSQL's schema, as migrations: the same tables, views and constraints as the
 /// SQLite schema (`store::migrations`) at its latest, in PostgreSQL's types (all integers
 /// BIGINT, so one parameter type fits every column).
-pub const MIGRATIONS: &[&str] = &[
-    r#"
+pub const MIGRATIONS: &[&str] = &[r#"
 CREATE TABLE campaigns (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
