@@ -24,10 +24,10 @@ use platter_proto::model::{Plan, Record, RecordKind};
 use rusqlite::Connection;
 use rusqlite_migration::{Migrations, M};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::db::{self, params, Conn, Location};
 use crate::planner::PlannedCampaign;
-use tokio_postgres::types::{ToSql, Type};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
