@@ -24,6 +24,7 @@ use platter_proto::model::{Plan, Record, RecordKind};
 use rusqlite::Connection;
 use rusqlite_migration::{Migrations, M};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::db::{self, params, Conn, Location};
 use crate::planner::PlannedCampaign;
@@ -295,14 +296,8 @@ pub fn migrate(location: &Location) -> Result<String> {
             Ok(format!("{location}: SQLite schema at version {version}"))
         }
         Location::Postgres(url) => {
-            let rt = PgRuntime(Some(
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                    .map_err(|e| StoreError::Commit(format!("starting a runtime: {e}")))?,
-            ));
-            let c = db::pg::connect(url, rt.0.as_ref().expect("just made").handle(), None)?;
+            let rt = db::pg::PgRuntime::new()?;
+            let c = db::pg::connect(url, rt.handle(), None)?;
             let applied = db::pg::migrate(&c)?;
             let version = db::pg::MIGRATIONS.len();
             Ok(format!(
@@ -483,31 +478,18 @@ struct Readers {
     open: usize,
 }
 
-/// The runtime that drives PostgreSQL connections; shut down without waiting when the
-/// last handle goes (dropping a runtime may not block inside another one).
-struct PgRuntime(Option<tokio::runtime::Runtime>);
-
-impl Drop for PgRuntime {
-    fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
 /// Opens connections to the store's database.
 #[derive(Clone)]
 struct Opener {
     location: Location,
     busy_timeout: Duration,
-    pg: Option<Arc<PgRuntime>>,
+    pg: Option<Arc<db::pg::PgRuntime>>,
 }
 
 impl Opener {
     fn handle(&self) -> &tokio::runtime::Handle {
         self.pg
             .as_ref()
-            .and_then(|rt| rt.0.as_ref())
             .expect("a PostgreSQL store has its runtime")
             .handle()
     }
@@ -602,16 +584,7 @@ impl Store {
 
     fn open_engine(location: Location, busy_timeout: Duration) -> Result<Store> {
         let pg = match location {
-            Location::Postgres(_) => Some(Arc::new(PgRuntime(Some(
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("store-pg")
-                    .enable_all()
-                    .build()
-                    .map_err(|e| {
-                        StoreError::Commit(format!("starting the store's runtime: {e}"))
-                    })?,
-            )))),
+            Location::Postgres(_) => Some(Arc::new(db::pg::PgRuntime::new()?)),
             Location::Sqlite(_) => None,
         };
         let opener = Opener {
@@ -892,17 +865,18 @@ impl Store {
                     now_ms()
                 ],
             )?;
-            if let Some(pg) = tx.as_postgres() {
-                insert_cells_and_plans_pg(pg, p)?;
-            } else {
-                for cell in &p.cells {
-                    tx.execute(
-                        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
-                    )?;
-                }
-                for plan in &p.plans {
-                    queue_plan(&tx, plan)?;
+            match tx.as_postgres() {
+                Some(pg) => insert_cells_and_plans_pg(pg, p)?,
+                None => {
+                    for cell in &p.cells {
+                        tx.execute(
+                            "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                            params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
+                        )?;
+                    }
+                    for plan in &p.plans {
+                        queue_plan(&tx, plan)?;
+                    }
                 }
             }
             self.notify(&tx, Change::Plans)?;
@@ -956,14 +930,11 @@ impl Store {
         hosts: &[String],
         mark: bool,
     ) -> Result<Option<Vec<(String, Plan, bool)>>> {
+        if let Some(pg) = c.as_postgres() {
+            return Self::dispatch_pass_pg(pg, hosts, mark);
+        }
         let mut out = Vec::new();
         for host in hosts {
-            if mark && c.is_postgres() {
-                // Coordinators sharing a PostgreSQL store take turns per host, so a host
-                // runs one plan at a time fleet-wide: the next pass sees the plan marked
-                // sent by another coordinator's committed pass.
-                c.execute("SELECT pg_advisory_xact_lock(hashtext(?1))", [host])?;
-            }
             match Self::next_plan(c, host)? {
                 Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
                 Some(Next::Queued(id, plan)) if mark => {
@@ -973,6 +944,70 @@ impl Store {
                 Some(Next::Queued(..)) => return Ok(None),
                 None => {}
             }
+        }
+        Ok(Some(out))
+    }
+
+    /// PostgreSQL: `dispatch_pass` in a few statements for all hosts at once, not a few
+    /// round trips per host (a fan-out to 1,000 hosts took 1.6 s that way; BENCHMARKS.md).
+    fn dispatch_pass_pg(
+        pg: &db::pg::PgConn,
+        hosts: &[String],
+        mark: bool,
+    ) -> Result<Option<Vec<(String, Plan, bool)>>> {
+        let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        if mark {
+            // Coordinators sharing a PostgreSQL store take turns per host, so a host runs
+            // one plan at a time fleet-wide: the read below sees the plans another
+            // coordinator's committed pass marked sent. Every pass takes its locks in the
+            // order of their keys, so two passes over some of the same hosts wait for each
+            // other rather than deadlock.
+            pg.query_typed(
+                "SELECT pg_advisory_xact_lock(k)
+                   FROM (SELECT DISTINCT hashtext(h) AS k FROM unnest($1::text[]) AS h ORDER BY k) AS keys",
+                &[&names],
+            )?;
+        }
+        // Per host, the plan it runs, else its next queued one (false sorts first).
+        let rows = pg.query_typed(
+            "SELECT DISTINCT ON (host) host, id, state = 'queued', body FROM plans
+              WHERE host = ANY($1::text[]) AND state IN ('sent', 'accepted', 'queued')
+              ORDER BY host, state = 'queued', queued_seq",
+            &[&names],
+        )?;
+        let mut next = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let host: &str = row.try_get(0)?;
+            let queued: bool = row.try_get(2)?;
+            if queued && !mark {
+                return Ok(None);
+            }
+            next.insert(
+                host,
+                (
+                    row.try_get::<_, &str>(1)?,
+                    queued,
+                    row.try_get::<_, &str>(3)?,
+                ),
+            );
+        }
+        let mut out = Vec::with_capacity(next.len());
+        let mut sent = Vec::new();
+        for host in hosts {
+            // A host named twice is answered once.
+            let Some((id, queued, body)) = next.remove(host.as_str()) else {
+                continue;
+            };
+            if queued {
+                sent.push(id);
+            }
+            out.push((host.clone(), serde_json::from_str(body)?, queued));
+        }
+        if !sent.is_empty() {
+            pg.query_typed(
+                "UPDATE plans SET state = 'sent' WHERE id = ANY($1::text[])",
+                &[&sent],
+            )?;
         }
         Ok(Some(out))
     }
@@ -1208,76 +1243,6 @@ fn writer_loop(
     }
 }
 
-/// A campaign's cells and plans (queued in order, after every plan queued so far) on
-/// PostgreSQL: two statements over arrays, where SQLite takes a statement per row
-/// (in-process, cheap). One round trip per row made a campaign on 10,000 hosts take
-/// seconds to submit.
-fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign) -> Result<()> {
-    let n = p.cells.len();
-    let (mut id, mut host, mut idx, mut params, mut point, mut device) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for cell in &p.cells {
-        id.push(cell.id.as_str());
-        host.push(cell.host.as_str());
-        idx.push(cell.index as i64);
-        params.push(serde_json::to_string(&cell.params)?);
-        point.push(cell.point as i64);
-        device.push(cell.device.as_deref());
-    }
-    let campaign = vec![p.id.as_str(); n];
-    pg.query_typed(
-        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::int8[], $7::text[])",
-        &[&id, &campaign, &host, &idx, &params, &point, &device],
-    )?;
-    let seq: i64 = pg
-        .query("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", &[])?
-        .first()
-        .map(|r| r.try_get(0))
-        .transpose()?
-        .unwrap_or(0);
-    let n = p.plans.len();
-    let (mut id, mut campaign, mut host, mut body, mut steps, mut queued, mut warmups) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for (i, plan) in p.plans.iter().enumerate() {
-        let warmup: Vec<u32> = plan
-            .steps
-            .iter()
-            .filter(|s| s.warmup)
-            .map(|s| s.index)
-            .collect();
-        id.push(plan.id.as_str());
-        campaign.push(plan.campaign_id.as_str());
-        host.push(plan.host.as_str());
-        body.push(serde_json::to_string(plan)?);
-        steps.push(plan.steps.len() as i64);
-        queued.push(seq + 1 + i as i64);
-        warmups.push(serde_json::to_string(&warmup)?);
-    }
-    pg.query_typed(
-        "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
-         SELECT u.id, u.campaign_id, u.host, u.body, u.steps_total, 'queued', u.queued_seq, u.warmup_steps
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::text[])
-              AS u(id, campaign_id, host, body, steps_total, queued_seq, warmup_steps)
-         ON CONFLICT DO NOTHING",
-        &[&id, &campaign, &host, &body, &steps, &queued, &warmups],
-    )?;
-    Ok(())
-}
-
 /// Queues `plan` after every plan queued so far.
 pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
     let seq: i64 = c.query_row("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", (), |r| {
@@ -1301,6 +1266,62 @@ pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
         seq + 1,
         serde_json::to_string(&warmup)?
         ],
+    )?;
+    Ok(())
+}
+
+/// PostgreSQL: a submitted campaign's cells and plans as two statements (arrays
+/// `unnest`ed), not two or three round trips per plan: a campaign for 1,000 hosts is
+/// stored before its fan-out starts. Plans are queued after every plan queued so far, in
+/// their order, as `queue_plan` queues them one by one.
+fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign) -> Result<()> {
+    let mut params = Vec::with_capacity(p.cells.len());
+    for cell in &p.cells {
+        params.push(serde_json::to_string(&cell.params)?);
+    }
+    let ids: Vec<&str> = p.cells.iter().map(|c| c.id.as_str()).collect();
+    let hosts: Vec<&str> = p.cells.iter().map(|c| c.host.as_str()).collect();
+    let idx: Vec<i64> = p.cells.iter().map(|c| c.index as i64).collect();
+    let points: Vec<i64> = p.cells.iter().map(|c| c.point as i64).collect();
+    let devices: Vec<Option<&str>> = p.cells.iter().map(|c| c.device.as_deref()).collect();
+    pg.query_typed(
+        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device)
+         SELECT c.id, $2, c.host, c.idx, c.params, c.point, c.device
+           FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int8[], $7::text[])
+                AS c (id, host, idx, params, point, device)",
+        &[
+            &ids,
+            &p.id.as_str(),
+            &hosts,
+            &idx,
+            &params,
+            &points,
+            &devices,
+        ],
+    )?;
+    let (mut bodies, mut warmups) = (Vec::new(), Vec::new());
+    for plan in &p.plans {
+        bodies.push(serde_json::to_string(plan)?);
+        let warmup: Vec<u32> = plan
+            .steps
+            .iter()
+            .filter(|s| s.warmup)
+            .map(|s| s.index)
+            .collect();
+        warmups.push(serde_json::to_string(&warmup)?);
+    }
+    let ids: Vec<&str> = p.plans.iter().map(|pl| pl.id.as_str()).collect();
+    let campaigns: Vec<&str> = p.plans.iter().map(|pl| pl.campaign_id.as_str()).collect();
+    let hosts: Vec<&str> = p.plans.iter().map(|pl| pl.host.as_str()).collect();
+    let steps: Vec<i64> = p.plans.iter().map(|pl| pl.steps.len() as i64).collect();
+    pg.query_typed(
+        "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
+         SELECT q.id, q.campaign_id, q.host, q.body, q.steps_total, 'queued',
+                (SELECT COALESCE(MAX(queued_seq), 0) FROM plans) + q.k, q.warmup
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[])
+                WITH ORDINALITY AS q (id, campaign_id, host, body, steps_total, warmup, k)
+         ON CONFLICT DO NOTHING",
+        &[&ids, &campaigns, &hosts, &bodies, &steps, &warmups],
     )?;
     Ok(())
 }
@@ -1452,6 +1473,10 @@ fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
             "UPDATE agents SET devices = ?2 WHERE host = ?1",
             params![b.host, devices],
         )?;
+    }
+    if b.records.is_empty() && b.hello.is_some() {
+        // The hello set when it was seen; there is no record to count.
+        return Ok(());
     }
     let last_seq = b.records.iter().map(|r| r.seq).max().unwrap_or(0);
     c.execute(
@@ -1667,7 +1692,21 @@ fn insert_steps_pg(
     if run.is_empty() {
         return Ok(());
     }
-    let n = run.len();
+    // A record twice in one run is stored once: the first is kept.
+    let mut place: std::collections::HashMap<(&str, i64, i64, &str), usize> =
+        std::collections::HashMap::with_capacity(run.len());
+    for (i, (e, _, _)) in run.iter().enumerate() {
+        let key = (
+            e.plan_id.as_str(),
+            i64::from(e.step_index),
+            i64::from(e.attempt),
+            e.state.as_str(),
+        );
+        place.entry(key).or_insert(i);
+    }
+    let mut firsts: Vec<usize> = place.values().copied().collect();
+    firsts.sort_unstable();
+    let n = firsts.len();
     let (mut plan_id, mut index, mut attempt, mut state, mut kind) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -1687,7 +1726,8 @@ fn insert_steps_pg(
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
-    for (e, c, w) in run.iter() {
+    for &i in &firsts {
+        let (e, c, w) = &run[i];
         plan_id.push(e.plan_id.as_str());
         index.push(i64::from(e.step_index));
         attempt.push(i64::from(e.attempt));
@@ -1703,68 +1743,79 @@ fn insert_steps_pg(
         warmup.push(i64::from(*w));
     }
     let hosts = vec![host; n];
+    // Resent records (already stored) are skipped on the one key that says so, not on
+    // every unique index of `steps` (`ON CONFLICT DO NOTHING` without a target probes each
+    // of them once more per row: 1.3× the time). Any other conflict (an end the step has
+    // already under another state; another coordinator storing the same record at this
+    // moment) fails the agent's savepoint, and its batch is stored record by record with
+    // `INSERT OR IGNORE` (`commit`), as on SQLite.
     let inserted = pg.query_typed(
         "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
                             started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
          SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
                               $7::int8[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::text[],
                               $13::text[], $14::int8[])
-         ON CONFLICT DO NOTHING
+         ON CONFLICT (plan_id, step_index, attempt, state) DO NOTHING
          RETURNING n, plan_id, step_index, attempt, state",
         &[
             &plan_id, &index, &attempt, &state, &kind, &cell, &repetition, &hosts, &started,
             &finished, &exit, &stderr, &error, &warmup,
         ],
     )?;
-    let mut by_key = std::collections::HashMap::with_capacity(inserted.len());
+    let mut step_of: Vec<Option<i64>> = vec![None; run.len()];
     for row in &inserted {
-        let key: (String, i64, i64, String) = (
-            row.try_get(1)?,
-            row.try_get(2)?,
-            row.try_get(3)?,
-            row.try_get(4)?,
-        );
-        by_key.insert(key, row.try_get::<_, i64>(0)?);
-    }
-    let (mut step, mut metric, mut value, mut unit, mut hist, mut missing) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
-    for (e, _, _) in run.iter() {
         let key = (
-            e.plan_id.to_string(),
-            i64::from(e.step_index),
-            i64::from(e.attempt),
-            e.state.as_str().to_string(),
+            row.try_get::<_, &str>(1)?,
+            row.try_get::<_, i64>(2)?,
+            row.try_get::<_, i64>(3)?,
+            row.try_get::<_, &str>(4)?,
         );
-        // Taken: a record twice in one run stores its samples once.
-        let Some(n) = by_key.remove(&key) else {
-            continue;
-        };
-        for s in &e.samples {
-            let gone = !s.missing.is_empty();
-            step.push(n);
-            metric.push(s.metric.as_str());
-            value.push((!gone).then_some(s.value));
-            unit.push(s.unit.as_str());
-            hist.push((!s.histogram.is_empty()).then_some(s.histogram.as_slice()));
-            missing.push(gone.then_some(s.missing.as_str()));
+        if let Some(&i) = place.get(&key) {
+            step_of[i] = Some(row.try_get(0)?);
         }
     }
-    if !step.is_empty() {
-        pg.query_typed(
-            "INSERT INTO samples (step, metric, value, unit, histogram, missing)
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::float8[], $4::text[], $5::bytea[], $6::text[])",
-            &[&step, &metric, &value, &unit, &hist, &missing],
+    // The samples of steps this statement inserted cannot be stored yet (their step's row
+    // is new), so they are copied in without a conflict check: `COPY` took half the time
+    // of the same rows through a staging table and `INSERT … ON CONFLICT DO NOTHING`
+    // (BENCHMARKS.md). A record with two samples of one metric breaks the key and fails its
+    // agent's savepoint, as it would fail an INSERT.
+    let samples = run
+        .iter()
+        .zip(&step_of)
+        .filter_map(|((e, _, _), n)| Some((e, n.as_ref()?)))
+        .flat_map(|(e, n)| e.samples.iter().map(move |s| (n, s)));
+    let mut rows = samples
+        .map(|(n, s)| -> [&(dyn ToSql + Sync); 6] {
+            let gone = !s.missing.is_empty();
+            [
+                n,
+                &s.metric,
+                if gone { &NULL_F64 } else { &s.value },
+                &s.unit,
+                if s.histogram.is_empty() {
+                    &NULL_BYTES
+                } else {
+                    &s.histogram
+                },
+                if gone { &s.missing } else { &NULL_TEXT },
+            ]
+        })
+        .peekable();
+    if rows.peek().is_some() {
+        pg.copy_in(
+            "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
+            &[Type::INT8, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::BYTEA, Type::TEXT],
+            rows,
         )?;
     }
     run.clear();
     Ok(())
 }
+
+/// NULLs of the sample columns' types, for `COPY`.
+const NULL_F64: Option<f64> = None;
+const NULL_BYTES: Option<&[u8]> = None;
+const NULL_TEXT: Option<&str> = None;
 
 /// Commits `batches` in one transaction. Each agent's batch is applied in a savepoint of
 /// its own: a record that can never be stored (it breaks a constraint) does not fail the
@@ -1781,6 +1832,14 @@ fn commit(
     let tx = conn.write_transaction()?;
     let mut outcomes = Vec::with_capacity(batches.len());
     for b in batches {
+        if b.records.is_empty() {
+            // A hello or an inventory: no record to fail alone, so no savepoint (two round
+            // trips per agent on PostgreSQL when a fleet connects at once). Its failure
+            // fails the commit, as it would after the savepoint.
+            store_agent(&tx, b)?;
+            outcomes.push(BatchOutcome::default());
+            continue;
+        }
         let mut outcome = BatchOutcome::default();
         let whole = {
             let sp = tx.savepoint()?;
@@ -1883,18 +1942,33 @@ pub mod testing {
     }
 
     /// A new, empty PostgreSQL database for one test: a schema of its own on the test
-    /// server (`search_path` in the URL), so tests run side by side.
+    /// server (`search_path` in the URL), so tests run side by side. Its name says when it
+    /// was made (`t_<unix seconds>_<random>`): schemas of tests that are over an hour old
+    /// are dropped here, so the test server does not fill up with them.
     pub fn fresh_postgres(url: &str) -> Location {
-        let schema = format!("t_{:016x}", rand::random::<u64>());
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        const KEPT_SECS: u64 = 3600;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let schema = format!("t_{now}_{:08x}", rand::random::<u32>());
+        let rt = db::pg::PgRuntime::new().unwrap();
         let c = db::pg::connect(url, rt.handle(), None).expect("the test PostgreSQL server");
         c.batch(&format!("CREATE SCHEMA {schema}")).unwrap();
+        let old = c
+            .query(
+                "SELECT nspname FROM pg_namespace WHERE nspname ~ '^t_[0-9]+_[0-9a-f]{8}$'",
+                &[],
+            )
+            .unwrap_or_default();
+        for row in old {
+            let name: String = row.get(0);
+            let made: u64 = name[2..name.len() - 9].parse().unwrap_or(u64::MAX);
+            if made.saturating_add(KEPT_SECS) < now {
+                // Another test may be dropping it too.
+                let _ = c.batch(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
+            }
+        }
         drop(c);
-        rt.shutdown_background();
         let sep = if url.contains('?') { '&' } else { '?' };
         Location::Postgres(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
     }

@@ -73,7 +73,7 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("PostgreSQL schema at version 2 (2 migration(s) applied now)"),
+        said.contains("PostgreSQL schema at version 3 (3 migration(s) applied now)"),
         "{said}"
     );
     assert!(

@@ -235,6 +235,25 @@ impl Row<'_> {
     }
 }
 
+impl Row<'_> {
+    /// Column `i`, text, to `f` as it lies in the row (nothing copied).
+    pub fn text<R>(&self, i: usize, f: impl FnOnce(&str) -> R) -> Result<R> {
+        let v = match &self.0 {
+            RowInner::Lite(r) => borrowed(r.get_ref(i)?),
+            RowInner::Pg(r) => {
+                if i >= r.len() {
+                    return Err(StoreError::Decode(format!("no column {i}")));
+                }
+                pg::value(r, i)?
+            }
+        };
+        match &v {
+            Value::Text(t) => Ok(f(t)),
+            v => mismatch(v, "text"),
+        }
+    }
+}
+
 /// SQLite's value as one of ours, text and bytes borrowed.
 fn borrowed(v: rusqlite::types::ValueRef<'_>) -> Value<'_> {
     use rusqlite::types::ValueRef as L;
@@ -431,22 +450,33 @@ impl Conn {
         p: impl Params,
         mut f: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.query_each(sql, p, |r| {
+            out.push(f(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Each row to `f` as it is read, none kept: what a report over a million samples
+    /// reads with, so that it holds only what it makes of them.
+    pub fn query_each(
+        &self,
+        sql: &str,
+        p: impl Params,
+        mut f: impl FnMut(&Row<'_>) -> Result<()>,
+    ) -> Result<()> {
         let values = p.values();
         match &self.engine {
             Engine::Lite(c) => {
                 let mut stmt = c.prepare_cached(sql)?;
                 let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
-                let mut out = Vec::new();
                 while let Some(r) = rows.next()? {
-                    out.push(f(&Row(RowInner::Lite(r)))?);
+                    f(&Row(RowInner::Lite(r)))?;
                 }
-                Ok(out)
+                Ok(())
             }
-            Engine::Pg(c) => c
-                .query(sql, &values)?
-                .iter()
-                .map(|r| f(&Row(RowInner::Pg(r))))
-                .collect(),
+            Engine::Pg(c) => c.for_each(sql, &values, |r| f(&Row(RowInner::Pg(r)))),
         }
     }
 

@@ -7,8 +7,10 @@ use std::error::Error as StdError;
 
 use bytes::BytesMut;
 use futures::executor::block_on;
+use futures::StreamExt;
 use std::sync::mpsc;
 use tokio::runtime::Handle;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
@@ -18,6 +20,36 @@ use crate::store::{Result, StoreError};
 /// The prefix of the channel coordinators tell each other of changes on
 /// (`NOTIFY platter_<store id>, '…'`).
 pub const CHANNEL: &str = "platter";
+
+/// The runtime that drives a store's PostgreSQL connections: one worker thread (the
+/// store's work is waited on with `block_on` from its own threads; the runtime only moves
+/// bytes). Shut down without waiting when dropped (dropping a runtime may not block
+/// inside another one).
+pub struct PgRuntime(Option<tokio::runtime::Runtime>);
+
+impl PgRuntime {
+    pub fn new() -> Result<PgRuntime> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("store-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Commit(format!("starting the store's runtime: {e}")))?;
+        Ok(PgRuntime(Some(rt)))
+    }
+
+    pub fn handle(&self) -> &Handle {
+        self.0.as_ref().expect("taken only when dropped").handle()
+    }
+}
+
+impl Drop for PgRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
 
 /// A connection; its messages are driven by a task on the store's runtime.
 pub struct PgConn {
@@ -100,6 +132,54 @@ impl PgConn {
         Ok(block_on(self.client.query(&stmt, &refs))?)
     }
 
+    /// Each row to `f` as it arrives, never all rows at once: a report reads a million,
+    /// and collecting them first held 680 MiB and decoded nothing until the server was done
+    /// (BENCHMARKS.md). The connection reads the socket only as fast as rows are taken
+    /// (tokio-postgres hands rows over a channel of one message), so memory stays flat.
+    pub fn for_each(
+        &self,
+        sql: &str,
+        values: &[Value<'_>],
+        mut f: impl FnMut(&tokio_postgres::Row) -> Result<()>,
+    ) -> Result<()> {
+        let stmt = self.statement(sql)?;
+        let rows = block_on(self.client.query_raw(&stmt, values.iter()))?;
+        let mut rows = std::pin::pin!(rows);
+        // Every row is read even after `f` fails: the statement must finish before the
+        // connection takes the next one.
+        let mut failed = None;
+        while let Some(row) = block_on(rows.next()) {
+            let row = row?;
+            if failed.is_none() {
+                if let Err(e) = f(&row) {
+                    failed = Some(e);
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// `COPY … FROM STDIN (FORMAT binary)` of `rows`, each its columns of `types`; the
+    /// number of rows copied.
+    pub fn copy_in<'a, const N: usize>(
+        &self,
+        sql: &str,
+        types: &[Type; N],
+        rows: impl Iterator<Item = [&'a (dyn ToSql + Sync); N]>,
+    ) -> Result<u64> {
+        let stmt = self.statement(sql)?;
+        block_on(async {
+            let sink = self.client.copy_in(&stmt).await?;
+            let writer = BinaryCopyInWriter::new(sink, types);
+            let mut writer = std::pin::pin!(writer);
+            for row in rows {
+                writer.as_mut().write(&row).await?;
+            }
+            writer.finish().await
+        })
+        .map_err(Into::into)
+    }
+
     /// A statement in PostgreSQL's own dialect with typed parameters (arrays for bulk
     /// inserts), its rows as tokio-postgres gives them.
     pub fn query_typed(
@@ -116,8 +196,9 @@ impl PgConn {
     }
 }
 
-/// Column `i` of `row` as a [`Value`], by its PostgreSQL type.
-pub(super) fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'static>> {
+/// Column `i` of `row` as a [`Value`], by its PostgreSQL type; text and bytes borrowed
+/// from the row.
+pub(super) fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'_>> {
     let ty = row.columns()[i].type_();
     let v = match *ty {
         Type::INT8 => row.try_get::<_, Option<i64>>(i)?.map(Value::Int),
@@ -141,10 +222,10 @@ pub(super) fn value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'static
             .try_get::<_, Option<Numeric>>(i)?
             .map(|n| Value::Real(n.0)),
         Type::BYTEA => row
-            .try_get::<_, Option<Vec<u8>>>(i)?
+            .try_get::<_, Option<&[u8]>>(i)?
             .map(|b| Value::Blob(b.into())),
         _ => row
-            .try_get::<_, Option<String>>(i)?
+            .try_get::<_, Option<&str>>(i)?
             .map(|t| Value::Text(t.into())),
     };
     Ok(v.unwrap_or(Value::Null))
@@ -264,7 +345,8 @@ pub fn without_password(url: &str) -> String {
 
 /// PostgreSQL's schema, as migrations: the same tables, views and constraints as the
 /// SQLite schema (`store::migrations`) at its latest, in PostgreSQL's types (all integers
-/// BIGINT, so one parameter type fits every column).
+/// BIGINT, so one parameter type fits every column), except `samples.step`'s foreign key
+/// (dropped by the third migration, see there).
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE campaigns (
@@ -374,6 +456,14 @@ CREATE TABLE provenance (
 );
 "#,
     crate::store::PRESENCE_SCHEMA,
+    // `samples.step REFERENCES steps(n)` checked each sample with a query of its own that
+    // also locks its step's row (PostgreSQL's foreign keys are per-row triggers): 40% of
+    // the server's time storing samples (perf on the backend during store_write; COPY of
+    // 1.6M samples in psql took 10.8 s with it, 2.1–3.3 s without). It guards nothing
+    // the writer can break: samples are inserted only under the row numbers the same
+    // transaction's step insert returned, and no statement deletes steps. SQLite's check
+    // is in-process and stays.
+    "ALTER TABLE samples DROP CONSTRAINT IF EXISTS samples_step_fkey;",
 ];
 
 /// Brings the schema to the latest migration; several coordinators starting at once take

@@ -371,35 +371,42 @@ impl Report {
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
             // Steps are found through their plans (the steps table is indexed by plan only).
             let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
-                        let rows = c.query_map("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns
+            let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
+            // Each row is folded in as it is read (a million of them need not be held); the
+            // histograms come with their samples rather than by a second pass over them.
+            c.query_each("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
                  FROM plans p JOIN steps st ON st.plan_id = p.id
                  JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
                  ORDER BY st.cell, st.started_unix_ns, st.repetition", [campaign_id], |r| {
-                Ok((
-                    r.get::<i64>(0)?,
-                    r.get::<String>(1)?,
-                    r.get::<String>(2)?,
-                    RawSample {
-                        value: r.get::<Option<f64>>(3)?,
-                        missing: r.get(4)?,
-                        repetition: r.get(5)?,
-                        attempt: r.get(6)?,
-                        started_unix_ns: r.get(7)?,
-                    },
-                ))
-            })?;
-            for row in rows {
-                let (cell, metric, unit, raw) = row;
+                let raw = RawSample {
+                    value: r.get::<Option<f64>>(3)?,
+                    missing: r.get(4)?,
+                    repetition: r.get(5)?,
+                    attempt: r.get(6)?,
+                    started_unix_ns: r.get(7)?,
+                };
+                let cell = r.get::<i64>(0)?;
+                if let Some(h) = r.get::<Option<Vec<u8>>>(8)? {
+                    histograms.entry(cell).or_default().push(h);
+                }
                 let by_metric = values.entry(cell).or_insert_with(|| {
                     COMMAND_METRICS
                         .iter()
                         .map(|m| (m.to_string(), Gathered { unit: "s".into(), ..Default::default() }))
                         .collect()
                 });
-                let g = by_metric.entry(metric).or_default();
+                let at = r.text(1, |metric| match by_metric.get_index_of(metric) {
+                    Some(at) => at,
+                    None => by_metric.insert_full(metric.to_string(), Gathered::default()).0,
+                })?;
+                let g = &mut by_metric[at];
                 // A value the tool could not measure has no unit: keep the measured ones'.
                 if raw.value.is_some() || g.unit.is_empty() {
-                    g.unit = unit;
+                    r.text(2, |unit| {
+                        if g.unit != unit {
+                            g.unit = unit.to_string();
+                        }
+                    })?;
                 }
                 match raw.value {
                     Some(v) => g.values.push(v),
@@ -409,7 +416,8 @@ impl Report {
                     }
                 }
                 g.raw.push(raw);
-            }
+                Ok(())
+            })?;
             let mut failed: HashMap<i64, u32> = HashMap::new();
                         for row in c.query_map("SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
                  WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
@@ -419,12 +427,6 @@ impl Report {
                 failed.insert(cell, n);
             }
             let mut notes = how_measured(c, campaign_id)?;
-            let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-                        for row in c.query_map("SELECT st.cell, sa.histogram FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND sa.histogram IS NOT NULL AND st.warmup = 0", [campaign_id], |r| Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?)))? {
-                let (cell, h) = row;
-                histograms.entry(cell).or_default().push(h);
-            }
             let (yaml, file): (String, String) =
                 c.query_row("SELECT yaml, file_name FROM campaigns WHERE id = ?1", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             // The stored YAML was valid when it was submitted; settings of a campaign from
