@@ -40,9 +40,11 @@ pub struct Hub {
     /// The tools each agent last reported since this coordinator started (`platter
     /// agents`); kept in memory only: an agent reports them at every connection.
     tools: Mutex<HashMap<String, Vec<pb::ToolVersion>>>,
-    /// Links that changed since `crate::presence::publish` last took them (only while it
-    /// runs: `publish_links`); the latest change of each host.
-    link_changes: Mutex<HashMap<String, Presence>>,
+    /// Hosts whose link changed since `crate::presence::publish` last took them (only
+    /// while it runs: `publish_links`). Only the names: their presence is read when
+    /// taken, so a reconnect's `connect` and the old stream's late `disconnect` cannot
+    /// be published in the wrong order.
+    link_changes: Mutex<HashSet<String>>,
     publishing: AtomicBool,
     /// Woken when a link changes (while publishing).
     pub(crate) links_changed: tokio::sync::Notify,
@@ -69,7 +71,7 @@ impl Hub {
             retry: Mutex::new(HashSet::new()),
             full: Mutex::new(HashSet::new()),
             tools: Mutex::new(HashMap::new()),
-            link_changes: Mutex::new(HashMap::new()),
+            link_changes: Mutex::new(HashSet::new()),
             publishing: AtomicBool::new(false),
             name: std::sync::OnceLock::new(),
             links_changed: tokio::sync::Notify::new(),
@@ -92,45 +94,47 @@ impl Hub {
     /// The other coordinators' agents, from the store, when it is shared; None otherwise
     /// (this coordinator holds every agent there is).
     pub fn fleet(&self) -> Result<Option<crate::presence::Fleet>, StoreError> {
-        if self.name().is_none() {
-            return Ok(None);
+        match self.name() {
+            Some(name) => self.store.fleet(name).map(Some),
+            None => Ok(None),
         }
-        self.store.fleet().map(Some)
     }
 
-    fn link_changed(&self, host: &str, presence: Presence) {
+    fn link_changed(&self, host: &str) {
         if self.publishing.load(Ordering::Relaxed) {
             self.link_changes
                 .lock()
                 .expect("hub links")
-                .insert(host.to_string(), presence);
+                .insert(host.to_string());
             self.links_changed.notify_one();
         }
     }
 
-    /// The links that changed since the last call, with each connected agent's tools.
+    /// The links that changed since the last call, as they are now, with each connected
+    /// agent's tools.
     pub fn take_link_changes(&self) -> Vec<crate::presence::LinkChange> {
-        let changes = std::mem::take(&mut *self.link_changes.lock().expect("hub links"));
-        changes
+        let hosts = std::mem::take(&mut *self.link_changes.lock().expect("hub links"));
+        hosts
             .into_iter()
-            .map(|(host, presence)| crate::presence::LinkChange {
-                tools: if presence == Presence::Offline {
-                    Vec::new()
-                } else {
-                    self.tools(&host)
-                },
-                host,
-                presence,
+            .map(|host| {
+                let presence = self.presence(&host);
+                crate::presence::LinkChange {
+                    tools: if presence == Presence::Offline {
+                        Vec::new()
+                    } else {
+                        self.tools(&host)
+                    },
+                    host,
+                    presence,
+                }
             })
             .collect()
     }
 
-    /// Puts back changes a publish could not store, unless the host changed again since.
+    /// Puts back changes a publish could not store (the next take reads them afresh).
     pub fn requeue_link_changes(&self, changes: Vec<crate::presence::LinkChange>) {
         let mut pending = self.link_changes.lock().expect("hub links");
-        for c in changes {
-            pending.entry(c.host).or_insert(c.presence);
-        }
+        pending.extend(changes.into_iter().map(|c| c.host));
     }
 
     /// The hosts whose streams this coordinator holds now.
@@ -152,7 +156,7 @@ impl Hub {
             .insert(host.to_string(), tools.clone())
             .is_none_or(|old| old != tools);
         if changed && self.is_connected(host) {
-            self.link_changed(host, Presence::Connected);
+            self.link_changed(host);
         }
     }
 
@@ -171,7 +175,7 @@ impl Hub {
             .expect("hub lock")
             .insert(host.to_string(), Conn { id, tx, held });
         self.lost.lock().expect("hub lock").remove(host);
-        self.link_changed(host, Presence::Connected);
+        self.link_changed(host);
         if old.is_some() {
             tracing::info!(agent = %host, "agent reconnected; dropping its older stream");
         }
@@ -187,14 +191,7 @@ impl Hub {
                 self.lost.lock().expect("hub lock").insert(host.to_string());
             }
             drop(conns);
-            self.link_changed(
-                host,
-                if lost {
-                    Presence::Lost
-                } else {
-                    Presence::Offline
-                },
-            );
+            self.link_changed(host);
         }
     }
 
@@ -350,11 +347,13 @@ impl Hub {
     }
 
     /// Dispatches to every connected host (after a campaign resumes).
-    /// Dispatches to the connected hosts that have plans queued: after another
-    /// coordinator sharing the store queued plans or freed a host, one read finds them
-    /// (visiting every connected host was a read each: 10,000 for one campaign).
-    pub fn dispatch_queued(&self) {
-        let queued = match self.store.hosts_with_queued_plans() {
+    /// Dispatches to the connected hosts that have plans queued, or sent but perhaps not
+    /// received (another coordinator marked a plan sent on a stream of the agent's that was
+    /// already dead, the agent being here): after another coordinator sharing the store
+    /// queued plans or freed a host, one read finds them (visiting every connected host
+    /// was a read each: 10,000 for one campaign).
+    pub fn dispatch_waiting(&self) {
+        let queued = match self.store.hosts_with_waiting_plans() {
             Ok(q) => q,
             Err(e) => {
                 tracing::warn!(error = %e, "reading which hosts have plans queued failed; dispatching to every connected host");
@@ -499,6 +498,37 @@ mod tests {
         }
         hub.cancel_cancelled();
         assert!(rx.try_recv().is_err(), "told once");
+    }
+
+    /// Coordinators sharing a store: the agent moved to b while a still had its old,
+    /// dead stream; a marks the agent's new plan sent on that stream. Told by
+    /// notification, b sends it: a plan sent but not accepted is dispatched again
+    /// (dispatching only to hosts with queued plans left the host idle for good).
+    #[tokio::test]
+    async fn a_plan_sent_on_anothers_dead_stream_reaches_the_agent() {
+        let Some(url) = crate::store::testing::postgres_url() else {
+            return;
+        };
+        let location = crate::store::testing::fresh_postgres(&url);
+        let a = Store::open_at(&location).unwrap();
+        let b = Store::open_at(&location).unwrap();
+        let (hub_a, hub_b) = (Hub::new(a.clone()), Hub::new(b.clone()));
+        let (dead_tx, dead_rx) = mpsc::channel(8);
+        drop(dead_rx);
+        hub_a.connect("h", dead_tx, Vec::new());
+        let (tx, mut rx) = mpsc::channel(8);
+        hub_b.connect("h", tx, Vec::new());
+        let planned = crate::store::test_campaign("h", 1);
+        a.insert_campaign(&planned, "t.yaml", "").unwrap();
+        hub_a.dispatch("h");
+        assert!(rx.try_recv().is_err(), "not yet");
+        hub_b.dispatch_waiting();
+        match rx.try_recv().expect("b sends the plan").unwrap().kind {
+            Some(pb::coordinator_message::Kind::Plan(p)) => {
+                assert_eq!(p.id, planned.plans[0].id.as_str())
+            }
+            other => panic!("expected the plan, got {other:?}"),
+        }
     }
 
     /// One agent that does not read its stream does not hold up the others' plans.

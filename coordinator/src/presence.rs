@@ -70,14 +70,31 @@ fn tools_from_json(s: &str) -> Vec<pb::ToolVersion> {
         .collect()
 }
 
+/// The database's clock, in ms since the epoch: coordinators on several machines judge
+/// each other's heartbeats by one clock, not each by its own. (SQLite is one machine's.)
+fn db_now_ms(c: &crate::db::Conn) -> Result<i64> {
+    match c.as_postgres() {
+        Some(pg) => Ok(pg
+            .query(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                &[],
+            )?
+            .first()
+            .map(|r| r.try_get(0))
+            .transpose()?
+            .unwrap_or_else(now_ms)),
+        None => Ok(now_ms()),
+    }
+}
+
 impl Store {
     /// Says this coordinator (`name`) is alive and publishes its link changes, in one
     /// transaction. An agent now offline here loses its row.
     pub fn publish_links(&self, name: &str, changes: &[LinkChange]) -> Result<()> {
         let me = self.instance().to_string();
-        let now = now_ms();
         self.write(|c| {
             let tx = c.write_transaction()?;
+            let now = db_now_ms(&tx)?;
             tx.execute(
                 "INSERT INTO coordinators (instance, name, started_unix_ms, seen_unix_ms) VALUES (?1, ?2, ?3, ?3)
                  ON CONFLICT (instance) DO UPDATE SET name = excluded.name, seen_unix_ms = excluded.seen_unix_ms",
@@ -111,30 +128,52 @@ impl Store {
         })
     }
 
-    /// Deletes what coordinators gone for longer than `FORGET` left behind.
-    pub fn forget_gone_coordinators(&self) -> Result<u64> {
-        let before = now_ms() - FORGET.as_millis() as i64;
+    /// This coordinator leaves the store: its row and its links go (it is stopping; its
+    /// agents reconnect elsewhere and are claimed there).
+    pub fn withdraw(&self) -> Result<()> {
+        let me = self.instance().to_string();
         self.write(|c| {
             let tx = c.write_transaction()?;
+            tx.execute("DELETE FROM agent_links WHERE coordinator = ?1", [&me])?;
+            tx.execute("DELETE FROM coordinators WHERE instance = ?1", [&me])?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Deletes what coordinators gone for longer than `FORGET` left behind, and at once
+    /// what this coordinator's predecessors of the same `name` left (a restarted
+    /// coordinator: its agents are reconnecting, not connected to it).
+    pub fn forget_gone_coordinators(&self, name: &str) -> Result<u64> {
+        let me = self.instance().to_string();
+        self.write(|c| {
+            let tx = c.write_transaction()?;
+            let before = db_now_ms(&tx)? - FORGET.as_millis() as i64;
+            let gone = "SELECT instance FROM coordinators WHERE seen_unix_ms < ?1 OR (name = ?2 AND instance != ?3)";
             tx.execute(
-                "DELETE FROM agent_links WHERE coordinator IN (SELECT instance FROM coordinators WHERE seen_unix_ms < ?1)",
-                [before],
+                &format!("DELETE FROM agent_links WHERE coordinator IN ({gone})"),
+                params![before, name, me],
             )?;
-            let n = tx.execute("DELETE FROM coordinators WHERE seen_unix_ms < ?1", [before])?;
+            let n = tx.execute(
+                &format!("DELETE FROM coordinators WHERE instance IN ({gone})"),
+                params![before, name, me],
+            )?;
             tx.commit()?;
             Ok(n)
         })
     }
 
-    /// The links other live coordinators hold, and the live coordinators' names. When two
-    /// claim an agent (it is moving), the later claim wins.
-    pub fn fleet(&self) -> Result<Fleet> {
+    /// The links other live coordinators hold, and the live coordinators' names, as
+    /// coordinator `name` (this one) sees them: its own rows, and those of a predecessor
+    /// of the same name, do not count (its hub knows its agents). When two claim an agent
+    /// (it is moving), the later claim wins.
+    pub fn fleet(&self, name: &str) -> Result<Fleet> {
         let me = self.instance().to_string();
-        let since = now_ms() - STALE.as_millis() as i64;
         self.read(|c| {
+            let since = db_now_ms(c)? - STALE.as_millis() as i64;
             let mut fleet = Fleet {
                 coordinators: c.query_map(
-                    "SELECT name FROM coordinators WHERE seen_unix_ms >= ?1 ORDER BY name",
+                    "SELECT DISTINCT name FROM coordinators WHERE seen_unix_ms >= ?1 ORDER BY name",
                     [since],
                     |r| r.get(0),
                 )?,
@@ -142,8 +181,8 @@ impl Store {
             };
             let rows = c.query_map(
                 "SELECT l.host, l.link, l.tools, c.name FROM agent_links l JOIN coordinators c ON c.instance = l.coordinator
-                 WHERE c.seen_unix_ms >= ?1 AND c.instance != ?2 ORDER BY l.since_unix_ms",
-                params![since, me],
+                 WHERE c.seen_unix_ms >= ?1 AND c.instance != ?2 AND c.name != ?3 ORDER BY l.since_unix_ms",
+                params![since, me, name],
                 |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?)),
             )?;
             for (host, link, tools, coordinator) in rows {
@@ -223,19 +262,16 @@ pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: Cancel
             }
             _ = shutdown.cancelled() => true,
         };
-        let mut changes = hub.take_link_changes();
         if stopping {
-            // Everything held here is about to be dropped.
-            changes = hub
-                .held_hosts()
-                .into_iter()
-                .map(|host| LinkChange {
-                    host,
-                    presence: Presence::Offline,
-                    tools: Vec::new(),
-                })
-                .collect();
+            // Everything held here is about to be dropped: this coordinator and its
+            // links leave the store at once, rather than being believed for `STALE`.
+            let store = store.clone();
+            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || store.withdraw()).await {
+                tracing::debug!(error = %e, "could not withdraw this coordinator's links; others ignore them within {STALE:?}");
+            }
+            return;
         }
+        let changes = hub.take_link_changes();
         let (store2, name2) = (store.clone(), name.clone());
         let sent = changes.clone();
         let r = tokio::task::spawn_blocking(move || store2.publish_links(&name2, &sent)).await;
@@ -243,8 +279,10 @@ pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: Cancel
             Ok(Ok(())) => {
                 if !forgot {
                     let store = store.clone();
+                    let name = name.clone();
                     let _ =
-                        tokio::task::spawn_blocking(move || store.forget_gone_coordinators()).await;
+                        tokio::task::spawn_blocking(move || store.forget_gone_coordinators(&name))
+                            .await;
                     forgot = true;
                 }
             }
@@ -252,12 +290,12 @@ pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: Cancel
                 tracing::debug!(error = %e, "could not publish agent links; trying again");
                 hub.requeue_link_changes(changes);
                 // Not at once: the store is failing.
-                tokio::time::sleep(HEARTBEAT).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(HEARTBEAT) => {}
+                    _ = shutdown.cancelled() => {}
+                }
             }
             Err(_) => hub.requeue_link_changes(changes),
-        }
-        if stopping {
-            return;
         }
     }
 }
@@ -301,7 +339,7 @@ mod tests {
             b.publish_links("coord-b", &[change("h3", Presence::Connected, &[])])
                 .unwrap();
 
-            let seen_by_b = b.fleet().unwrap();
+            let seen_by_b = b.fleet("coord-b").unwrap();
             assert_eq!(seen_by_b.coordinators, vec!["coord-a", "coord-b"]);
             assert_eq!(seen_by_b.links.len(), 2, "{:?}", seen_by_b.links);
             let h1 = &seen_by_b.links["h1"];
@@ -311,7 +349,7 @@ mod tests {
             );
             assert_eq!(h1.tools, vec![tool("fio")]);
             assert_eq!(seen_by_b.links["h2"].presence, Presence::Lost);
-            let seen_by_a = a.fleet().unwrap();
+            let seen_by_a = a.fleet("coord-a").unwrap();
             assert_eq!(seen_by_a.links.keys().collect::<Vec<_>>(), vec!["h3"]);
 
             // h1 leaves a and connects to b: a's row goes, b's comes; either order.
@@ -322,13 +360,18 @@ mod tests {
             .unwrap();
             a.publish_links("coord-a", &[change("h1", Presence::Offline, &[])])
                 .unwrap();
-            let h1 = &a.fleet().unwrap().links["h1"];
+            let h1 = &a.fleet("coord-a").unwrap().links["h1"];
             assert_eq!(
                 (h1.presence, h1.coordinator.as_str()),
                 (Presence::Connected, "coord-b")
             );
             assert_eq!(h1.tools.len(), 2);
-            assert!(!b.fleet().unwrap().links.contains_key("h1"));
+            assert!(!b.fleet("coord-b").unwrap().links.contains_key("h1"));
+            // b stops: it and its links leave the store at once.
+            b.withdraw().unwrap();
+            let fleet = a.fleet("coord-a").unwrap();
+            assert!(fleet.links.is_empty(), "{:?}", fleet.links);
+            assert_eq!(fleet.coordinators, vec!["coord-a"]);
         }
     }
 
@@ -344,11 +387,17 @@ mod tests {
                 .unwrap();
             b.publish_links("coord-b", &[change("h1", Presence::Lost, &[])])
                 .unwrap();
-            assert_eq!(c.fleet().unwrap().links["h1"].coordinator, "coord-a");
+            assert_eq!(
+                c.fleet("coord-c").unwrap().links["h1"].coordinator,
+                "coord-a"
+            );
             std::thread::sleep(Duration::from_millis(5));
             b.publish_links("coord-b", &[change("h1", Presence::Connected, &[])])
                 .unwrap();
-            assert_eq!(c.fleet().unwrap().links["h1"].coordinator, "coord-b");
+            assert_eq!(
+                c.fleet("coord-c").unwrap().links["h1"].coordinator,
+                "coord-b"
+            );
         }
     }
 
@@ -362,7 +411,7 @@ mod tests {
             let b = Store::open_at(a.location()).unwrap();
             a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
                 .unwrap();
-            assert!(b.fleet().unwrap().links.contains_key("h1"));
+            assert!(b.fleet("coord-b").unwrap().links.contains_key("h1"));
             let silent_since = now_ms() - STALE.as_millis() as i64 - 1000;
             let set_seen = |at: i64| {
                 a.write(|c| {
@@ -374,13 +423,13 @@ mod tests {
                 .unwrap()
             };
             assert_eq!(set_seen(silent_since), 1);
-            let fleet = b.fleet().unwrap();
+            let fleet = b.fleet("coord-b").unwrap();
             assert!(fleet.links.is_empty(), "{:?}", fleet.links);
             assert!(fleet.coordinators.is_empty());
             // Not yet forgotten; then past FORGET, forgotten.
-            assert_eq!(b.forget_gone_coordinators().unwrap(), 0);
+            assert_eq!(b.forget_gone_coordinators("coord-b").unwrap(), 0);
             set_seen(now_ms() - FORGET.as_millis() as i64 - 1000);
-            assert_eq!(b.forget_gone_coordinators().unwrap(), 1);
+            assert_eq!(b.forget_gone_coordinators("coord-b").unwrap(), 1);
             let rows: i64 = b
                 .read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.get(0)))
                 .unwrap();
@@ -388,12 +437,32 @@ mod tests {
             // Publishing again brings it back.
             a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
                 .unwrap();
-            assert!(b.fleet().unwrap().links.contains_key("h1"));
+            assert!(b.fleet("coord-b").unwrap().links.contains_key("h1"));
         }
     }
 
-    /// The hub's changes: the latest per host, connected ones with their tools; a
-    /// failed publish's changes come back unless newer ones arrived meanwhile.
+    /// A coordinator restarted under the same name: its predecessor's agents are not its
+    /// own (they are reconnecting), and once it has published, nobody believes them.
+    #[test]
+    fn a_restarted_coordinator_disowns_its_predecessors_agents() {
+        let dir = tempfile::tempdir().unwrap();
+        for a in stores(dir.path()) {
+            let b = Store::open_at(a.location()).unwrap();
+            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
+                .unwrap();
+            let again = Store::open_at(a.location()).unwrap();
+            assert!(again.fleet("coord-a").unwrap().links.is_empty());
+            assert!(b.fleet("coord-b").unwrap().links.contains_key("h1"));
+            again.publish_links("coord-a", &[]).unwrap();
+            assert_eq!(again.forget_gone_coordinators("coord-a").unwrap(), 1);
+            let fleet = b.fleet("coord-b").unwrap();
+            assert!(fleet.links.is_empty(), "{:?}", fleet.links);
+            assert_eq!(fleet.coordinators, vec!["coord-a"]);
+        }
+    }
+
+    /// The hub's changes: each host as it is when taken, connected ones with their
+    /// tools; a failed publish's hosts come back.
     #[test]
     fn the_hub_keeps_the_latest_change_of_each_link() {
         let dir = tempfile::tempdir().unwrap();
@@ -418,15 +487,26 @@ mod tests {
             ]
         );
         assert!(hub.take_link_changes().is_empty());
-        // A failed publish of h1's link comes back; h1 has gone offline since: kept.
+        // A failed publish of h1's link comes back, as h1 is when taken again: gone
+        // offline since.
         hub.disconnect("h1", c1, false);
         hub.requeue_link_changes(vec![change("h1", Presence::Connected, &["fio"])]);
         assert_eq!(
             hub.take_link_changes(),
             vec![change("h1", Presence::Offline, &[])]
         );
+        // A quick reconnect whose old stream ends after the new one began: connected,
+        // whatever order the two were noted in.
+        let old = hub.connect("h3", tx.clone(), Vec::new());
+        hub.take_link_changes();
+        let _new = hub.connect("h3", tx.clone(), Vec::new());
+        hub.disconnect("h3", old, false);
+        assert_eq!(
+            hub.take_link_changes(),
+            vec![change("h3", Presence::Connected, &[])]
+        );
         let mut held = hub.held_hosts();
         held.sort();
-        assert_eq!(held, vec!["h0"]);
+        assert_eq!(held, vec!["h0", "h3"]);
     }
 }

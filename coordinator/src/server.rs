@@ -78,7 +78,7 @@ async fn follow_other_coordinators(store: Store, hub: Arc<Hub>, shutdown: Cancel
         remote.borrow_and_update();
         let hub = hub.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            hub.dispatch_queued();
+            hub.dispatch_waiting();
             hub.cancel_cancelled();
         })
         .await;
@@ -127,7 +127,11 @@ async fn report_health(
         }
         tokio::select! {
             _ = tokio::time::sleep(HEALTH_INTERVAL) => {}
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => {
+                // Draining: a load balancer sends operators elsewhere from now on.
+                health.set_service_status("", ServingStatus::NotServing).await;
+                return;
+            }
         }
     }
 }

@@ -302,8 +302,9 @@ pg_context() {
 # The newest PostgreSQL server installed here, e.g. /usr/lib/postgresql/15.
 pg_home() {
   local v
-  v=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n1)
-  [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ] && printf '/usr/lib/postgresql/%s' "$v"
+  # The newest version with a server (a newer client-only one may sit beside it).
+  v=$(for d in /usr/lib/postgresql/*/bin/postgres; do [ -x "$d" ] && basename "$(dirname "$(dirname "$d")")"; done | sort -V | tail -n1)
+  [ -n "$v" ] && printf '/usr/lib/postgresql/%s' "$v"
 }
 
 cmd_build() {
@@ -755,7 +756,7 @@ for line in sys.stdin:
     name, agents = line.split(" ", 1)
     for a in json.loads(agents):
         if a["state"] in ("idle", "busy"):
-            where[a["host"]] = name
+            where[a["host"]] = (a.get("coordinator") or name).split(":")[0]
 print(" ".join(h + "\u2192" + where.get(h, "none") for h in sys.argv[1:]))
 ' "${AGENTS[@]}"
 }
@@ -774,10 +775,13 @@ states = {}
 for line in sys.stdin:
     name, agents = line.split(" ", 1)
     for a in json.loads(agents):
-        # Both coordinators list every agent (the one holding it names itself); one that
-        # answers while the other is down still counts.
-        if a["state"] in ("idle", "busy") or a["host"] not in states:
-            states[a["host"]] = a["state"]
+        # Both coordinators list every agent, naming the one that holds it; an agent
+        # counts as connected only by the word of the coordinator holding it (another
+        # may still believe a killed one for a few seconds).
+        held_here = (a.get("coordinator") or name).split(":")[0] == name
+        state = a["state"] if held_here else "elsewhere"
+        if state in ("idle", "busy") or a["host"] not in states:
+            states[a["host"]] = state
 print(" ".join(h + ":" + states.get(h, "unknown") for h in sys.argv[1:]))
 sys.exit(0 if all(states.get(h) in ("idle", "busy") for h in sys.argv[1:]) else 1)
 ' "${AGENTS[@]}") && return 0
@@ -1048,10 +1052,13 @@ pg_snapshot() {
   local file=$1 t json=$faults_dir/pg-tables.jsonl
   : >"$json"
   for t in campaigns plans cells steps refused_records sample_rows; do
-    # One JSON array per table; psql prints it unquoted (-A -t).
+    # The table's columns (also when it has no rows), then its rows as one JSON array;
+    # psql prints both unquoted (-A -t).
     printf '%s ' "$t" >>"$json"
     docker exec "$(service_id postgres)" psql -h /tmp -U platter -d platter -v ON_ERROR_STOP=1 -Atc \
-      "SELECT COALESCE(json_agg(t), '[]') FROM $t t" | tr -d '\n' >>"$json"
+      "SELECT json_build_object('columns', (SELECT json_agg(column_name ORDER BY ordinal_position)
+         FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '$t'),
+         'rows', (SELECT COALESCE(json_agg(t), '[]') FROM $t t))" | tr -d '\n' >>"$json"
     printf '\n' >>"$json"
   done
   rm -f "$file"
@@ -1059,13 +1066,9 @@ pg_snapshot() {
 import json, sqlite3, sys
 con = sqlite3.connect(sys.argv[2])
 for line in open(sys.argv[1]):
-    table, rows = line.split(" ", 1)
-    rows = json.loads(rows)
-    if not rows:
-        # No rows, no columns to learn: the checks only need the table to exist.
-        con.execute(f"CREATE TABLE {table} (plan_id, campaign_id)")
-        continue
-    cols = list(rows[0])
+    table, data = line.split(" ", 1)
+    data = json.loads(data)
+    cols, rows = data["columns"], data["rows"]
     quoted = ", ".join('"' + c + '"' for c in cols)
     con.execute(f"CREATE TABLE {table} ({quoted})")
     con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(cols))})",
