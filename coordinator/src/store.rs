@@ -2484,6 +2484,38 @@ mod tests {
         }
     }
 
+    /// Two coordinators dispatch to the same 20 hosts at once, one naming them in the
+    /// other's reverse order: their passes take the hosts' locks in key order, so they
+    /// wait for each other rather than deadlock, and every host gets one plan, sent once.
+    #[test]
+    fn overlapping_dispatch_passes_do_not_deadlock() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let location = testing::fresh_postgres(&url);
+        let (a, b) = (
+            Store::open_at(&location).unwrap(),
+            Store::open_at(&location).unwrap(),
+        );
+        let hosts: Vec<String> = (1..=20).map(|i| format!("h{i:02}")).collect();
+        let reversed: Vec<String> = hosts.iter().rev().cloned().collect();
+        for round in 1..=5 {
+            a.insert_campaign(&test_campaign(&hosts.join(", "), round), "t.yaml", "")
+                .unwrap();
+            let (ra, rb) = std::thread::scope(|s| {
+                let ta = s.spawn(|| a.plans_for_hosts(&hosts).unwrap());
+                let tb = s.spawn(|| b.plans_for_hosts(&reversed).unwrap());
+                (ta.join().unwrap(), tb.join().unwrap())
+            });
+            assert_eq!((ra.len(), rb.len()), (20, 20), "round {round}");
+            let new = ra.iter().chain(&rb).filter(|(_, _, new)| *new).count();
+            assert_eq!(new, 20, "each host's plan sent once, round {round}");
+            // End them, so the next round's plans are next.
+            a.write(|c| c.execute("UPDATE plans SET state = 'done' WHERE state = 'sent'", ()))
+                .unwrap();
+        }
+    }
+
     /// Reads from many threads at once share at most `MAX_READERS` PostgreSQL
     /// connections: the others wait for one, and every read is answered.
     #[test]
