@@ -27,6 +27,11 @@ pub(crate) use platter_proto::{model, tls, wire};
 
 pub use probes::inventory::InventoryError;
 
+/// The agent's reconnect pacing over several coordinators, for the fleet benchmark's fake
+/// agents (coordinator/benches/fleet_scale.rs) to move exactly as agents do.
+#[doc(hidden)]
+pub use link::Rotation;
+
 /// The programs plans may run on this host, found in PATH, with their versions, as an
 /// agent reports them.
 pub fn scan_tools() -> Vec<platter_proto::inventory::ToolVersion> {

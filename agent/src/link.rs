@@ -410,7 +410,7 @@ fn msg(kind: pb::agent_message::Kind) -> pb::AgentMessage {
 /// session's end or a failed dial is followed by the backoff, as it was before there could
 /// be several.
 #[derive(Debug, Default)]
-struct Rotation {
+pub struct Rotation {
     /// Tries since the agent started; the next target is `at` modulo the round's length.
     at: usize,
     /// Tries in this round.
@@ -428,16 +428,22 @@ impl Rotation {
     }
 
     fn pick<'t>(&self, targets: &'t [Target]) -> &'t Target {
-        &targets[self.at % targets.len()]
+        &targets[self.next(targets.len())]
     }
 
-    fn connected(&mut self) {
+    /// A session began (the coordinator answered the hello).
+    pub fn connected(&mut self) {
         self.failures = 0;
         self.connected_at = Some(Instant::now());
     }
 
+    /// Which of `targets` targets to dial next.
+    pub fn next(&self, targets: usize) -> usize {
+        self.at % targets
+    }
+
     /// A try ended; the pause before the next one if that ended a round.
-    fn ended(&mut self, targets: usize) -> Option<Duration> {
+    pub fn ended(&mut self, targets: usize) -> Option<Duration> {
         if self
             .connected_at
             .take()

@@ -85,11 +85,6 @@ const CONNECT_ATTEMPTS: u32 = 3;
 const PLAN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long the agents of a killed coordinator may take to be connected to another.
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(300);
-/// `platter-agent`'s reconnect pacing (agent/src/link.rs: `BACKOFF_FIRST`, `BACKOFF_MAX`,
-/// `HELD`).
-const BACKOFF_FIRST: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-const HELD: Duration = HEARTBEAT;
 /// Set in the second agent process (`FLEET_COORDINATORS=2`): what it runs.
 const CHILD_ENV: &str = "FLEET_AGENT_PROCESS";
 
@@ -285,7 +280,8 @@ async fn agent(spec: AgentSpec, fleet: Arc<Fleet>, gate: Arc<Semaphore>, stop: C
     drop(permit);
     fleet.connected_at[i].store(fleet.since_epoch(), Ordering::Relaxed);
     fleet.add(C::Connected);
-    let mut rotation = Rotation::default();
+    // Which coordinator next, and when to pause: platter-agent's own pacing.
+    let mut rotation = platter_agent::Rotation::default();
     rotation.connected();
     let mut at = 0;
     let mut held: Vec<String> = Vec::new();
@@ -314,7 +310,7 @@ async fn agent(spec: AgentSpec, fleet: Arc<Fleet>, gate: Arc<Semaphore>, stop: C
                     _ = stop.cancelled() => return,
                 }
             }
-            at = rotation.at % spec.targets.len();
+            at = rotation.next(spec.targets.len());
             let r = tokio::select! {
                 r = open(&spec, &spec.targets[at].1, &held) => r,
                 _ = stop.cancelled() => return,
@@ -392,44 +388,6 @@ async fn session(
             }
             _ = stop.cancelled() => return None,
         }
-    }
-}
-
-/// agent/src/link.rs's `Rotation`: which coordinator to dial next, and when to pause.
-#[derive(Default)]
-struct Rotation {
-    at: usize,
-    tried: usize,
-    failures: u32,
-    connected_at: Option<Instant>,
-}
-
-impl Rotation {
-    fn connected(&mut self) {
-        self.failures = 0;
-        self.connected_at = Some(Instant::now());
-    }
-
-    fn ended(&mut self, targets: usize) -> Option<Duration> {
-        if self
-            .connected_at
-            .take()
-            .is_some_and(|at| at.elapsed() >= HELD)
-        {
-            self.tried = 0;
-        }
-        self.tried += 1;
-        self.at = self.at.wrapping_add(1);
-        if self.tried < targets {
-            return None;
-        }
-        self.tried = 0;
-        self.failures = self.failures.saturating_add(1);
-        let exp = BACKOFF_FIRST
-            .saturating_mul(1u32 << self.failures.min(16))
-            .min(BACKOFF_MAX);
-        let half = exp / 2;
-        Some(half + half.mul_f64(rand::random::<f64>()))
     }
 }
 

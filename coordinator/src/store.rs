@@ -1257,17 +1257,22 @@ fn writer_loop(
     }
 }
 
+/// The indexes of `plan`'s warm-up steps (stored with the plan, so the writer marks
+/// their steps).
+fn warmup_steps(plan: &Plan) -> Vec<u32> {
+    plan.steps
+        .iter()
+        .filter(|s| s.warmup)
+        .map(|s| s.index)
+        .collect()
+}
+
 /// Queues `plan` after every plan queued so far.
 pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
     let seq: i64 = c.query_row("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", (), |r| {
         r.get(0)
     })?;
-    let warmup: Vec<u32> = plan
-        .steps
-        .iter()
-        .filter(|s| s.warmup)
-        .map(|s| s.index)
-        .collect();
+    let warmup = warmup_steps(plan);
     c.execute(
         "INSERT OR IGNORE INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
          VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7)",
@@ -1316,13 +1321,7 @@ fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign) -> Result
     let (mut bodies, mut warmups) = (Vec::new(), Vec::new());
     for plan in &p.plans {
         bodies.push(serde_json::to_string(plan)?);
-        let warmup: Vec<u32> = plan
-            .steps
-            .iter()
-            .filter(|s| s.warmup)
-            .map(|s| s.index)
-            .collect();
-        warmups.push(serde_json::to_string(&warmup)?);
+        warmups.push(serde_json::to_string(&warmup_steps(plan))?);
     }
     let ids: Vec<&str> = p.plans.iter().map(|pl| pl.id.as_str()).collect();
     let campaigns: Vec<&str> = p.plans.iter().map(|pl| pl.campaign_id.as_str()).collect();
@@ -2141,18 +2140,23 @@ mod tests {
         }
     }
 
+    /// Two stores on one new PostgreSQL database, as two coordinators sharing it have;
+    /// None without a test server.
+    fn two_on_postgres() -> Option<(Store, Store)> {
+        let location = testing::fresh_postgres(&testing::postgres_url()?);
+        Some((
+            Store::open_at(&location).unwrap(),
+            Store::open_at(&location).unwrap(),
+        ))
+    }
+
     /// Two coordinators on one PostgreSQL store dispatch to the same host at once, again
     /// and again: the host never holds two plans, and every plan is sent exactly once.
     #[test]
     fn coordinators_sharing_postgres_never_give_a_host_two_plans() {
-        let Some(url) = testing::postgres_url() else {
+        let Some((a, b)) = two_on_postgres() else {
             return;
         };
-        let location = testing::fresh_postgres(&url);
-        let (a, b) = (
-            Store::open_at(&location).unwrap(),
-            Store::open_at(&location).unwrap(),
-        );
         const PLANS: u32 = 30;
         for generation in 1..=PLANS {
             a.insert_campaign(&test_campaign("h", generation), "t.yaml", "")
@@ -2218,14 +2222,9 @@ mod tests {
     /// PostgreSQL store (NOTIFY), which then dispatches it to the hosts connected to it.
     #[test]
     fn another_coordinator_hears_of_new_plans() {
-        let Some(url) = testing::postgres_url() else {
+        let Some((a, b)) = two_on_postgres() else {
             return;
         };
-        let location = testing::fresh_postgres(&url);
-        let (a, b) = (
-            Store::open_at(&location).unwrap(),
-            Store::open_at(&location).unwrap(),
-        );
         let mut heard = b.subscribe_remote_plans();
         let mut own = a.subscribe_remote_plans();
         // The listeners connect on threads of their own: give them a moment.
@@ -2489,14 +2488,9 @@ mod tests {
     /// wait for each other rather than deadlock, and every host gets one plan, sent once.
     #[test]
     fn overlapping_dispatch_passes_do_not_deadlock() {
-        let Some(url) = testing::postgres_url() else {
+        let Some((a, b)) = two_on_postgres() else {
             return;
         };
-        let location = testing::fresh_postgres(&url);
-        let (a, b) = (
-            Store::open_at(&location).unwrap(),
-            Store::open_at(&location).unwrap(),
-        );
         let hosts: Vec<String> = (1..=20).map(|i| format!("h{i:02}")).collect();
         let reversed: Vec<String> = hosts.iter().rev().cloned().collect();
         for round in 1..=5 {
