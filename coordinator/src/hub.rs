@@ -137,16 +137,6 @@ impl Hub {
         pending.extend(changes.into_iter().map(|c| c.host));
     }
 
-    /// The hosts whose streams this coordinator holds now.
-    pub fn held_hosts(&self) -> Vec<String> {
-        self.conns
-            .lock()
-            .expect("hub lock")
-            .keys()
-            .cloned()
-            .collect()
-    }
-
     /// Keeps what `host`'s agent reported of its tools (none from an older agent).
     pub fn set_tools(&self, host: &str, tools: Vec<pb::ToolVersion>) {
         let changed = self
