@@ -2,7 +2,11 @@
 //! WAL) when many agents stream at once. Run: `cargo bench -p platter --bench store_write`.
 //! Prints one line: agents, records, samples, seconds, samples/s. With
 //! `PLATTER_BENCH_POSTGRES=postgres://…` the same records go to a new schema on that
-//! PostgreSQL server instead (`synchronous_commit` as the server has it: on by default).
+//! PostgreSQL server instead (`synchronous_commit` as the server has it: on by default),
+//! and then, side by side, the same rows go into another new schema of that server with
+//! nothing of platter in between (`reference`): each agent's batches as transactions of two
+//! binary `COPY`s, on as many connections as the store has writers. The ratio of the two
+//! is what platter's writer costs over what the server itself takes for these rows.
 
 use std::time::Instant;
 
@@ -110,16 +114,22 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // PostgreSQL: `PLATTER_DB_WRITERS` writers, as `platter serve --db-writers` has them.
+    let writers = std::env::var("PLATTER_DB_WRITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(platter::store::DEFAULT_PG_WRITERS);
     let store = match std::env::var("PLATTER_BENCH_POSTGRES") {
         Ok(url) if !url.is_empty() => {
-            Store::open_at(&platter::store::testing::fresh_postgres(&url)).unwrap()
+            Store::open_with_writers(&platter::store::testing::fresh_postgres(&url), writers)
+                .unwrap()
         }
         _ => Store::open(&path).unwrap(),
     };
     let engine = if store.location().is_postgres() {
-        "PostgreSQL"
+        format!("PostgreSQL, {writers} writers")
     } else {
-        "SQLite"
+        "SQLite".to_string()
     };
     store
         .insert_campaign(&campaign(), "bench.yaml", "")
@@ -165,7 +175,146 @@ fn main() {
         "store_write ({engine}): {AGENTS} agents, {records} records, {samples} samples in {secs:.2} s = {:.0} samples/s",
         samples as f64 / secs
     );
+    if let Ok(url) = std::env::var("PLATTER_BENCH_POSTGRES") {
+        if !url.is_empty() {
+            drop(store);
+            let floor = reference(&url, writers);
+            println!(
+                "reference (PostgreSQL, {writers} connections, two COPYs per batch): {samples} samples in {floor:.2} s = {:.0} samples/s; platter / reference: {:.2}× the time",
+                samples as f64 / floor,
+                secs / floor
+            );
+        }
+    }
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
+}
+
+/// The same rows stored with nothing of platter in between: a new schema migrated as the
+/// store's, then each agent's batches, one transaction each (`COPY` of its steps with their
+/// keys chosen here, `COPY` of their samples), agents spread over `connections`
+/// connections as the store spreads hosts over its writers. Returns the seconds taken.
+fn reference(url: &str, connections: usize) -> f64 {
+    use platter::db::pg;
+    use tokio_postgres::types::{ToSql, Type};
+    let location = platter::store::testing::fresh_postgres(url);
+    let schema_url = match &location {
+        platter::db::Location::Postgres(u) => u.clone(),
+        platter::db::Location::Sqlite(_) => unreachable!(),
+    };
+    let store = Store::open_at(&location).unwrap();
+    store
+        .insert_campaign(&campaign(), "bench.yaml", "")
+        .unwrap();
+    let cells: std::collections::HashMap<String, i64> = store
+        .read(|c| {
+            c.query_map("SELECT id, n FROM cells", (), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+        })
+        .unwrap()
+        .into_iter()
+        .collect();
+    drop(store);
+    // Every row is built before the clock starts, as for the store above.
+    type Row = (i64, StepEvent, i64);
+    let mut work: Vec<Vec<(String, Vec<Row>)>> = vec![Vec::new(); connections];
+    for agent in 0..AGENTS {
+        for b in 0..BATCHES_PER_AGENT {
+            let rows = (b * RECORDS_PER_BATCH + 1..=(b + 1) * RECORDS_PER_BATCH)
+                .map(|seq| {
+                    let RecordKind::Step(e) = record(agent, seq as u64).kind else {
+                        unreachable!("the bench sends step records")
+                    };
+                    let cell = cells[e.cell_id.as_str()];
+                    ((agent as i64) << 32 | seq as i64, e, cell)
+                })
+                .collect();
+            work[agent % connections].push((format!("agent-{agent}"), rows));
+        }
+    }
+    let started = Instant::now();
+    let threads: Vec<_> = work
+        .into_iter()
+        .map(|batches| {
+            let url = schema_url.clone();
+            std::thread::spawn(move || {
+                let rt = pg::PgRuntime::new().unwrap();
+                let c = pg::connect(&url, rt.handle(), None).unwrap();
+                let (zero, no) = (0i64, String::new());
+                let (no_bytes, no_text): (Option<&[u8]>, Option<&str>) = (None, None);
+                let (no_bytes, no_text) = (&no_bytes, &no_text);
+                for (host, rows) in &batches {
+                    let texts: Vec<[&str; 2]> = rows
+                        .iter()
+                        .map(|(_, e, _)| [e.plan_id.as_str(), e.state.as_str()])
+                        .collect();
+                    let ints: Vec<[i64; 3]> = rows
+                        .iter()
+                        .map(|(_, e, _)| {
+                            [
+                                i64::from(e.step_index),
+                                i64::from(e.attempt),
+                                i64::from(e.repetition),
+                            ]
+                        })
+                        .collect();
+                    c.batch("BEGIN").unwrap();
+                    c.copy_in(
+                        "COPY steps (n, plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+                         FROM STDIN (FORMAT binary)",
+                        &[
+                            Type::INT8, Type::TEXT, Type::INT8, Type::INT8, Type::TEXT, Type::TEXT,
+                            Type::INT8, Type::INT8, Type::TEXT, Type::INT8, Type::INT8, Type::INT8,
+                            Type::TEXT, Type::TEXT, Type::INT8,
+                        ],
+                        rows.iter().zip(&ints).zip(&texts).map(|(((n, e, cell), [index, attempt, repetition]), [plan_id, state])| {
+                            [
+                                n as &(dyn ToSql + Sync),
+                                plan_id,
+                                index,
+                                attempt,
+                                state,
+                                &e.kind,
+                                cell,
+                                repetition,
+                                host,
+                                &e.started_unix_ns,
+                                &e.finished_unix_ns,
+                                &zero,
+                                &no,
+                                &no,
+                                &zero,
+                            ]
+                        }),
+                    )
+                    .unwrap();
+                    c.copy_in(
+                        "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
+                        &[Type::INT8, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::BYTEA, Type::TEXT],
+                        rows.iter().flat_map(|(n, e, _)| {
+                            e.samples.iter().map(move |s| {
+                                [
+                                    n as &(dyn ToSql + Sync),
+                                    &s.metric,
+                                    &s.value,
+                                    &s.unit,
+                                    no_bytes,
+                                    no_text,
+                                ]
+                            })
+                        }),
+                    )
+                    .unwrap();
+                    c.batch("COMMIT").unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    started.elapsed().as_secs_f64()
 }

@@ -42,6 +42,8 @@ pub struct ServeOptions {
     /// The name other coordinators on a shared store know this one by
     /// (`crate::presence`); None: HOSTNAME:PORT.
     pub name: Option<String>,
+    /// PostgreSQL: how many connections store agents' records at once.
+    pub db_writers: usize,
 }
 
 impl ServeOptions {
@@ -54,6 +56,7 @@ impl ServeOptions {
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             limits: crate::spec::Limits::default(),
             name: None,
+            db_writers: crate::store::DEFAULT_PG_WRITERS,
         }
     }
 }
@@ -155,8 +158,8 @@ impl Coordinator {
         shutdown: CancellationToken,
     ) -> anyhow::Result<Coordinator> {
         let tls = opts.tls.as_ref().map(tls::server_config).transpose()?;
-        let store =
-            Store::open_at(&opts.db).with_context(|| format!("opening store {}", opts.db))?;
+        let store = Store::open_with_writers(&opts.db, opts.db_writers)
+            .with_context(|| format!("opening store {}", opts.db))?;
         let listener =
             listen(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
         let addr = listener.local_addr()?;

@@ -352,6 +352,9 @@ pub struct BatchOutcome {
     pub refused: std::collections::BTreeMap<String, u32>,
     /// The refused records' sequence numbers and reasons, for the agent.
     pub refusals: Vec<(u64, String)>,
+    /// Plans that ended or were refused: their campaigns may have ended
+    /// (`finish_campaigns_if_ended`, once the transaction's records are in).
+    ended_plans: Vec<String>,
 }
 
 struct Batch {
@@ -546,7 +549,9 @@ pub struct Store {
     /// Idle read connections (`read`).
     readers: Arc<(Mutex<Readers>, std::sync::Condvar)>,
     health: Arc<Health>,
-    writer: mpsc::Sender<Batch>,
+    /// The writers' queues: one on SQLite, several on PostgreSQL; a host's batches
+    /// always go to the same one (`writer_of`), so its records are stored in order.
+    writers: Arc<[mpsc::Sender<Batch>]>,
     changed: watch::Sender<u64>,
     /// Bumped when another coordinator queued or cancelled plans (PostgreSQL only).
     remote_plans: watch::Sender<u64>,
@@ -574,19 +579,24 @@ impl Store {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        Store::open_engine(Location::Sqlite(path.to_path_buf()), busy_timeout)
+        Store::open_engine(Location::Sqlite(path.to_path_buf()), busy_timeout, 1)
     }
 
     /// Opens the store at `location`: an SQLite file, or a PostgreSQL database (migrated
     /// to the latest schema first, which several coordinators starting at once do in turn).
     pub fn open_at(location: &Location) -> Result<Store> {
+        Store::open_with_writers(location, DEFAULT_PG_WRITERS)
+    }
+
+    /// `open_at` with `writers` writers on PostgreSQL (at least one; SQLite has one).
+    pub fn open_with_writers(location: &Location, writers: usize) -> Result<Store> {
         if let Location::Sqlite(path) = location {
             return Store::open(path);
         }
-        Store::open_engine(location.clone(), BUSY_TIMEOUT)
+        Store::open_engine(location.clone(), BUSY_TIMEOUT, writers.max(1))
     }
 
-    fn open_engine(location: Location, busy_timeout: Duration) -> Result<Store> {
+    fn open_engine(location: Location, busy_timeout: Duration, writers: usize) -> Result<Store> {
         let pg = match location {
             Location::Postgres(_) => Some(Arc::new(db::pg::PgRuntime::new()?)),
             Location::Sqlite(_) => None,
@@ -604,8 +614,6 @@ impl Store {
             }
         }
         let id: String = conn.query_row("SELECT id FROM store_identity", (), |r| r.get(0))?;
-        let writer_conn = opener.writer()?;
-        let (tx, rx) = mpsc::channel(1024);
         let (changed, _) = watch::channel(0u64);
         let (remote_plans, _) = watch::channel(0u64);
         let health = Arc::new(Health::default());
@@ -613,24 +621,38 @@ impl Store {
             mark: format!("{:016x}", rand::random::<u64>()),
             channel: format!("{}_{id}", db::pg::CHANNEL),
         });
+        let count = if opener.location.is_postgres() {
+            writers
+        } else {
+            1
+        };
+        let mut writers = Vec::with_capacity(count);
+        for n in 0..count {
+            let writer_conn = opener.writer()?;
+            let (tx, rx) = mpsc::channel(1024);
+            writers.push(tx);
+            let (opener, changed, health, instance) = (
+                opener.clone(),
+                changed.clone(),
+                health.clone(),
+                instance.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("store-writer-{n}"))
+                .spawn(move || writer_loop(writer_conn, &opener, rx, changed, &health, &instance))
+                .map_err(|e| StoreError::Commit(format!("starting the store's writer: {e}")))?;
+        }
         let store = Store {
             id: id.into(),
-            opener: opener.clone(),
+            opener,
             conn: Arc::new(Mutex::new(conn)),
             readers: Arc::default(),
-            health: health.clone(),
-            writer: tx,
-            changed: changed.clone(),
+            health,
+            writers: writers.into(),
+            changed,
             remote_plans,
-            instance: instance.clone(),
+            instance,
         };
-        let writer_opener = opener.clone();
-        std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || {
-                writer_loop(writer_conn, &writer_opener, rx, changed, &health, &instance)
-            })
-            .map_err(|e| StoreError::Commit(format!("starting the store's writer: {e}")))?;
         if store.opener.location.is_postgres() {
             store.listen();
         }
@@ -820,7 +842,7 @@ impl Store {
             records,
             done,
         };
-        self.writer
+        self.writers[writer_of(host, self.writers.len())]
             .send(batch)
             .await
             .map_err(|_| StoreError::WriterGone)?;
@@ -1206,8 +1228,35 @@ fn notify(c: &Conn, instance: &Instance, what: Change) -> Result<()> {
     Ok(())
 }
 
-/// The single writer of records. Takes whatever batches are waiting, commits them in one
-/// transaction, then answers each.
+/// Whether `e` is PostgreSQL undoing a transaction that collided with another (a deadlock
+/// or a serialization failure, SQLSTATE class 40): the same transaction tried again can
+/// commit.
+fn is_transient(e: &StoreError) -> bool {
+    matches!(e, StoreError::Pg(e) if db::pg::sqlstate_class(e).as_deref() == Some("40"))
+}
+
+/// How many writers a PostgreSQL store has unless told (`platter serve --db-writers`).
+/// One PostgreSQL backend stores a transaction on one core of the server; several, each
+/// with hosts of their own, use several. (SQLite takes one writer at a time, so its store
+/// has one.)
+pub const DEFAULT_PG_WRITERS: usize = 4;
+
+/// The writer that stores `host`'s batches, of `count`: the same for the life of the
+/// process, so a host's batches are committed in the order they came.
+fn writer_of(host: &str, count: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    if count == 1 {
+        return 0;
+    }
+    // FNV-1a would do as well; `DefaultHasher::new()` has fixed keys, so it is stable
+    // within a process, which is all this needs.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    host.hash(&mut h);
+    (h.finish() % count as u64) as usize
+}
+
+/// A writer of records (one per `writer_of` shard). Takes whatever batches of its hosts
+/// are waiting, commits them in one transaction, then answers each.
 fn writer_loop(
     mut conn: Conn,
     opener: &Opener,
@@ -1235,7 +1284,21 @@ fn writer_loop(
                 Err(e) => tracing::debug!(error = %e, "reconnecting the store's writer failed"),
             }
         }
-        match commit(&conn, &mut cells, &mut plans, &batches, instance) {
+        // Two writers (of this coordinator or another) that end plans of the same two
+        // campaigns at once lock the campaigns' rows in opposite orders: PostgreSQL
+        // breaks the deadlock by failing one, which is tried again at once rather than
+        // failing its agents' batches (and the store's health) for it.
+        let mut tries = 0;
+        let committed = loop {
+            tries += 1;
+            match commit(&conn, &mut cells, &mut plans, &batches, instance) {
+                Err(e) if tries < 3 && is_transient(&e) => {
+                    tracing::debug!(error = %e, "storing records collided with another writer; trying again");
+                }
+                r => break r,
+            }
+        };
+        match committed {
             Ok(outcomes) => {
                 health.committed();
                 changed.send_modify(|n| *n += 1);
@@ -1395,24 +1458,36 @@ impl CellKeys {
     }
 }
 
-/// The campaign of `plan_id` has ended when none of its plans is left to run.
-fn finish_campaign_if_ended(c: &Conn, plan_id: &str) -> Result<()> {
-    if c.is_postgres() {
-        // Coordinators sharing the store may end a campaign's last two plans at once:
-        // each locks the campaign's row first, so the later one sees the other's end
-        // (READ COMMITTED: its next statement reads what committed meanwhile).
+/// The campaigns of `plans` that have ended (none of their plans left to run) are marked
+/// done. Called once per transaction, after its records: on PostgreSQL each campaign's row
+/// is locked first, since coordinators (and a coordinator's writers) sharing the store may
+/// end a campaign's last two plans at once and the later must see the other's end (READ
+/// COMMITTED: its next statement reads what committed meanwhile); taking those locks in
+/// the campaigns' order, once each, keeps two such transactions from deadlocking.
+fn finish_campaigns_if_ended(c: &Conn, plans: &[&str]) -> Result<()> {
+    if plans.is_empty() {
+        return Ok(());
+    }
+    let mut campaigns = std::collections::BTreeSet::new();
+    for plan_id in plans {
+        let campaign: Option<String> = c.query_opt(
+            "SELECT campaign_id FROM plans WHERE id = ?1",
+            [*plan_id],
+            |r| r.get(0),
+        )?;
+        campaigns.extend(campaign);
+    }
+    for id in &campaigns {
+        if c.is_postgres() {
+            c.execute("SELECT 1 FROM campaigns WHERE id = ?1 FOR UPDATE", [id])?;
+        }
         c.execute(
-            "SELECT 1 FROM campaigns WHERE id = (SELECT campaign_id FROM plans WHERE id = ?1) FOR UPDATE",
-            [plan_id],
+            "UPDATE campaigns SET state = 'done' WHERE state = 'running' AND id = ?1
+               AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.campaign_id = campaigns.id
+                               AND p.state NOT IN ('done', 'cancelled', 'refused'))",
+            [id],
         )?;
     }
-    c.execute(
-        "UPDATE campaigns SET state = 'done' WHERE state = 'running'
-           AND id = (SELECT campaign_id FROM plans WHERE id = ?1)
-           AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.campaign_id = campaigns.id
-                           AND p.state NOT IN ('done', 'cancelled', 'refused'))",
-        [plan_id],
-    )?;
     Ok(())
 }
 
@@ -1613,7 +1688,7 @@ fn store_record(
             if n > 0 {
                 outcome.hosts_freed.push(host.to_string());
             }
-            finish_campaign_if_ended(c, plan_id)?;
+            outcome.ended_plans.push(plan_id.to_string());
         }
         RecordKind::PlanFinished { plan_id, cancelled } => {
             let state = if *cancelled { "cancelled" } else { "done" };
@@ -1631,7 +1706,7 @@ fn store_record(
                 }
                 outcome.hosts_freed.push(host.to_string());
             }
-            finish_campaign_if_ended(c, plan_id)?;
+            outcome.ended_plans.push(plan_id.to_string());
         }
     }
     Ok(())
@@ -1900,6 +1975,7 @@ fn commit(
                                     Ok(()) => {
                                         sp.commit()?;
                                         outcome.hosts_freed.extend(ignored.hosts_freed);
+                                        outcome.ended_plans.extend(ignored.ended_plans);
                                     }
                                     Err(e) if is_the_records_fault(&e) => {}
                                     Err(e) => return Err(e),
@@ -1914,6 +1990,11 @@ fn commit(
         }
         outcomes.push(outcome);
     }
+    let ended: Vec<&str> = outcomes
+        .iter()
+        .flat_map(|o| o.ended_plans.iter().map(String::as_str))
+        .collect();
+    finish_campaigns_if_ended(&tx, &ended)?;
     if outcomes.iter().any(|o| !o.hosts_freed.is_empty()) {
         notify(&tx, instance, Change::Plans)?;
     } else if batches.iter().any(|b| !b.records.is_empty()) {
@@ -2216,6 +2297,138 @@ mod tests {
             i64::from(PLANS),
             "each campaign ended once its plan did"
         );
+    }
+
+    /// Text sorts by its bytes on both engines (SQLite's only order; PostgreSQL's columns
+    /// are `COLLATE "C"` whatever the database's locale), so lists come out the same.
+    #[test]
+    fn text_sorts_by_its_bytes_on_both_engines() {
+        let dir = tempfile::tempdir().unwrap();
+        for store in testing::stores(dir.path()) {
+            store
+                .insert_campaign(&test_campaign("ab, a9z, a-c, a1", 1), "t.yaml", "")
+                .unwrap();
+            let hosts: Vec<String> = store
+                .read(|c| {
+                    c.query_map("SELECT DISTINCT host FROM plans ORDER BY host", (), |r| {
+                        r.get(0)
+                    })
+                })
+                .unwrap();
+            assert_eq!(hosts, ["a-c", "a1", "a9z", "ab"], "{}", store.location());
+            if let Some(pg) = store.conn.lock().unwrap().as_postgres() {
+                let other = pg
+                    .query(
+                        "SELECT table_name || '.' || column_name FROM information_schema.columns
+                          WHERE table_schema = current_schema() AND data_type = 'text'
+                            AND collation_name IS DISTINCT FROM 'C'",
+                        &[],
+                    )
+                    .unwrap();
+                let other: Vec<String> = other.iter().map(|r| r.get(0)).collect();
+                assert!(
+                    other.is_empty(),
+                    "text columns not in byte order: {other:?}"
+                );
+            }
+        }
+    }
+
+    /// A host's batches always go to the same writer (so they are stored in the order they
+    /// came), and a fleet's hosts are spread over all of them.
+    #[test]
+    fn hosts_are_spread_over_the_writers_each_always_to_the_same() {
+        let hosts: Vec<String> = (0..1000).map(|i| format!("host-{i}")).collect();
+        let mut per_writer = [0usize; 4];
+        for h in &hosts {
+            let w = writer_of(h, 4);
+            assert_eq!(writer_of(h, 4), w);
+            per_writer[w] += 1;
+        }
+        assert!(per_writer.iter().all(|&n| n > 150), "{per_writer:?}");
+        assert!(hosts.iter().all(|h| writer_of(h, 1) == 0));
+    }
+
+    /// A PostgreSQL store's writers each store the batches of hosts of their own. Two of
+    /// them ending plans of the same two campaigns at once, in opposite orders, must not
+    /// deadlock (each locks the campaigns' rows once, in the campaigns' order, after its
+    /// records; and a transaction PostgreSQL fails as a deadlock is tried again): every
+    /// batch is stored, every campaign ends, and none of it reaches the agents as a
+    /// failure. (Before either, 20 rounds failed in their first.)
+    #[test]
+    fn writers_ending_plans_of_two_campaigns_in_opposite_orders_all_commit() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let store = Store::open_at(&testing::fresh_postgres(&url)).unwrap();
+        let writers = store.writers.len();
+        assert!(writers >= 2, "a PostgreSQL store has several writers");
+        // Three hosts of writer 0 and three of writer 1.
+        let pick = |w: usize| {
+            (0..)
+                .map(|i| format!("h{i}"))
+                .filter(|h| writer_of(h, writers) == w)
+                .take(3)
+                .collect::<Vec<_>>()
+        };
+        let (zero, one) = (pick(0), pick(1));
+        let hosts = [zero.clone(), one.clone()].concat().join(", ");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        const ROUNDS: u32 = 20;
+        for round in 0..ROUNDS {
+            let (c1, c2) = (
+                test_campaign(&hosts, 2 * round + 1),
+                test_campaign(&hosts, 2 * round + 2),
+            );
+            store.insert_campaign(&c1, "t.yaml", "").unwrap();
+            store.insert_campaign(&c2, "t.yaml", "").unwrap();
+            let plan_of = |c: &PlannedCampaign, host: &str| {
+                c.plans.iter().find(|p| p.host == host).unwrap().id.clone()
+            };
+            let finished = |seq: u64, plan_id: platter_proto::model::PlanId| Record {
+                seq,
+                kind: RecordKind::PlanFinished {
+                    plan_id,
+                    cancelled: false,
+                },
+            };
+            let seq = u64::from(round) * 2;
+            let results = rt.block_on(async {
+                let mut tasks = Vec::new();
+                for host in zero.iter().chain(&one) {
+                    // Writer 0's hosts end c1's plan first, writer 1's c2's.
+                    let (first, second) = if zero.contains(host) {
+                        (&c1, &c2)
+                    } else {
+                        (&c2, &c1)
+                    };
+                    let batch = vec![
+                        finished(seq + 1, plan_of(first, host)),
+                        finished(seq + 2, plan_of(second, host)),
+                    ];
+                    let (store, host) = (store.clone(), host.clone());
+                    tasks.push(tokio::spawn(async move {
+                        store.write_records(&host, batch).await
+                    }));
+                }
+                let mut out = Vec::new();
+                for t in tasks {
+                    out.push(t.await.unwrap());
+                }
+                out
+            });
+            for r in results {
+                r.expect("every batch is stored");
+            }
+            for c in [&c1, &c2] {
+                assert_eq!(
+                    store.campaign_state(&c.id).unwrap(),
+                    "done",
+                    "round {round}"
+                );
+            }
+        }
+        assert!(store.fault().is_none(), "the store never reported a fault");
     }
 
     /// A campaign submitted through one coordinator is heard of by another sharing its

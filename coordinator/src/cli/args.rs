@@ -78,6 +78,16 @@ pub enum Command {
         /// HOSTNAME:PORT]
         #[arg(long, env = "PLATTER_COORDINATOR_NAME")]
         name: Option<String>,
+        /// PostgreSQL: how many connections store agents' records at once, each for
+        /// agents of its own (one server backend uses one core). An SQLite store has
+        /// one writer
+        #[arg(
+            long,
+            env = "PLATTER_DB_WRITERS",
+            default_value_t = crate::store::DEFAULT_PG_WRITERS as u16,
+            value_parser = clap::value_parser!(u16).range(1..=64)
+        )]
+        db_writers: u16,
         /// What submitted campaigns may ask for
         #[command(flatten)]
         limits: LimitArgs,

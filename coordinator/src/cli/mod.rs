@@ -161,6 +161,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             dangerously_insecure: _,
             heartbeat_timeout,
             name,
+            db_writers,
             limits,
         } => {
             let opts = ServeOptions {
@@ -170,6 +171,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 heartbeat_timeout: Duration::from_secs(heartbeat_timeout),
                 limits: limits.into(),
                 name,
+                db_writers: usize::from(db_writers),
             };
             serve(opts).await
         }
