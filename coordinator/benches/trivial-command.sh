@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Per-run wall time of trivial commands as platter measures them (platter run, release
 # build) next to hyperfine -N. Needs hyperfine (apt install hyperfine) and release
-# binaries: cargo build --release --bins
+# binaries: cargo build --release --bins. Issue 12's per-run target (1000 × /bin/true,
+# store and journal on tmpfs, platter's median over hyperfine's in alternating rounds) has
+# its own script: per-run-median.sh.
 set -euo pipefail
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 runs=${1:-300}
