@@ -4,10 +4,13 @@
  * in a preallocated, pre-touched array. Prints the monotonic time around the loop in ns.
  *
  * Build: gcc -O2 -o /tmp/loop c/loop.c
- * Usage: /tmp/loop FILE [COUNT [untimed]]   (COUNT defaults to 200000)
+ * Usage: /tmp/loop FILE [COUNT [untimed|tsc]]   (COUNT defaults to 200000)
  *
  * With `untimed`, the loop reads no clock per operation: only pwrite + fdatasync, the
- * floor any loop that times each operation is measured against.
+ * floor any loop that times each operation is measured against. With `tsc` (x86-64), it
+ * does what platter's loop does where the clocksource is the TSC: one `rdtsc` per
+ * operation, each latency ending where the next begins, stored in the array: what timing
+ * every operation costs at the least.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -17,6 +20,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -31,6 +37,7 @@ int main(int argc, char **argv) {
     }
     long count = argc > 2 ? atol(argv[2]) : 200000;
     int untimed = argc > 3 && strcmp(argv[3], "untimed") == 0;
+    int tsc = argc > 3 && strcmp(argv[3], "tsc") == 0;
     if (count < 1) {
         fprintf(stderr, "COUNT must be >= 1\n");
         return 2;
@@ -73,6 +80,36 @@ int main(int argc, char **argv) {
         printf("%llu 0\n", (unsigned long long)total);
         return 0;
     }
+#if defined(__x86_64__)
+    if (tsc) {
+        uint64_t t0 = __rdtsc();
+        for (long i = 0; i < count; i++) {
+            if (pwrite(fd, buf, size, 0) != (ssize_t)size) {
+                perror("pwrite");
+                return 1;
+            }
+            if (fdatasync(fd) != 0) {
+                perror("fdatasync");
+                return 1;
+            }
+            uint64_t t1 = __rdtsc();
+            lat[i] = t1 - t0;
+            t0 = t1;
+        }
+        uint64_t total = now_ns() - start;
+        uint64_t sum = 0;
+        for (long i = 0; i < count; i++)
+            sum += lat[i];
+        close(fd);
+        printf("%llu %llu\n", (unsigned long long)total, (unsigned long long)(sum / count));
+        return 0;
+    }
+#else
+    if (tsc) {
+        fprintf(stderr, "tsc: x86-64 only\n");
+        return 2;
+    }
+#endif
     for (long i = 0; i < count; i++) {
         uint64_t t0 = now_ns();
         if (pwrite(fd, buf, size, 0) != (ssize_t)size) {

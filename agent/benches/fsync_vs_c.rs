@@ -42,11 +42,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         advance: false,
     };
 
-    let c_run = |untimed: bool| -> Result<u64, Box<dyn Error>> {
+    // `mode`: "" (two clock_gettime per operation), "untimed" or "tsc" (fsync-loop.c).
+    let c_run = |mode: &str| -> Result<u64, Box<dyn Error>> {
         let mut cmd = Command::new(&c_loop);
         cmd.arg(&c_file).arg(count.to_string());
-        if untimed {
-            cmd.arg("untimed");
+        if !mode.is_empty() {
+            cmd.arg(mode);
         }
         let out = cmd.output()?;
         if !out.status.success() {
@@ -64,6 +65,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             .parse()?)
     };
     let (mut rust_ns, mut c_ns, mut bare_ns) = (Vec::new(), Vec::new(), Vec::new());
+    // The C loop with one `rdtsc` per operation, as platter's (x86-64 only): what timing
+    // every operation costs at the least, next to the untimed floor.
+    let mut tsc_ns = Vec::new();
+    let tsc = cfg!(target_arch = "x86_64");
     let per_op = |ns: u64| {
         format!(
             "{:.1} ms ({:.0} ns/op)",
@@ -71,16 +76,37 @@ fn main() -> Result<(), Box<dyn Error>> {
             ns as f64 / count as f64
         )
     };
+    // The loops take turns in a rotating order (rust first in one round, second in the
+    // next, …): whichever runs right after another loop finds the CPU's caches and the
+    // binary's pages as that one left them, so a fixed order would favour one side.
+    let kinds = if tsc { 4 } else { 3 };
+    let mut paired = Vec::with_capacity(runs);
     for i in 0..runs {
-        let r = run(&params)?;
-        let rust = r.total.as_nanos() as u64;
+        let (mut rust, mut c, mut bare, mut one) = (0, 0, 0, 0);
+        for k in 0..kinds {
+            match (i + k) % kinds {
+                0 => rust = run(&params)?.total.as_nanos() as u64,
+                1 => c = c_run("")?,
+                2 => bare = c_run("untimed")?,
+                _ => one = c_run("tsc")?,
+            }
+        }
         rust_ns.push(rust);
-        let c = c_run(false)?;
         c_ns.push(c);
-        let bare = c_run(true)?;
         bare_ns.push(bare);
+        paired.push([
+            rust as f64 / c as f64,
+            rust as f64 / bare as f64,
+            one as f64 / bare as f64,
+        ]);
+        let one = if tsc {
+            tsc_ns.push(one);
+            format!("   C one rdtsc {}", per_op(one))
+        } else {
+            String::new()
+        };
         println!(
-            "run {i}: rust {}   C {}   C untimed {}",
+            "run {i}: rust {}   C {}   C untimed {}{one}",
             per_op(rust),
             per_op(c),
             per_op(bare)
@@ -105,6 +131,28 @@ fn main() -> Result<(), Box<dyn Error>> {
         rust / c,
         rust / bare
     );
+    // Each round's own ratios: the three ran within a second of each other, so a round
+    // that was slow for all (another process, the slower of the VM's CPUs) cancels out.
+    let mut per_round: [Vec<u64>; 3] = Default::default();
+    for ratios in &paired {
+        for (all, r) in per_round.iter_mut().zip(ratios) {
+            all.push((r * 1e6) as u64);
+        }
+    }
+    println!(
+        "median of the rounds' ratios: rust/C {:.3}   rust/C untimed {:.3}",
+        median(&mut per_round[0]) / 1e6,
+        median(&mut per_round[1]) / 1e6
+    );
+    if tsc {
+        println!(
+            "C with one rdtsc per operation / C untimed: median {:.1} ms / {:.1} ms = {:.3}, median of the rounds' ratios {:.3}",
+            median(&mut tsc_ns) / 1e6,
+            bare / 1e6,
+            median(&mut tsc_ns) / bare,
+            median(&mut per_round[2]) / 1e6
+        );
+    }
     // Run-to-run noise on a shared VM is several percent; the best run of each side (the
     // seed's "best time") is a steadier second view of the same comparison.
     let (rust_min, c_min, bare_min) = (rust_ns[0] as f64, c_ns[0] as f64, bare_ns[0] as f64);
