@@ -99,7 +99,7 @@ pub fn cell_values(c: &Conn, campaign_id: &str, cell: i64, metric: &str) -> Resu
     let values = c.query_map("SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
             AND sa.metric = ?3 AND sa.value IS NOT NULL
-          ORDER BY st.repetition", params![campaign_id, cell, metric], |r| r.get(0))?;
+          ORDER BY st.repetition, st.n", params![campaign_id, cell, metric], |r| r.get(0))?;
     Ok(values)
 }
 

@@ -2334,6 +2334,44 @@ mod tests {
         }
     }
 
+    /// A step's samples are read in the same order from both engines (its metrics' byte
+    /// order): a report lists a cell's metrics the same way whichever store it came from,
+    /// not in the order PostgreSQL happened to keep the rows (which was the order the tool
+    /// printed them).
+    #[tokio::test]
+    async fn a_reports_metrics_come_in_the_same_order_from_both_engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut orders = Vec::new();
+        for store in testing::stores(dir.path()) {
+            let planned = test_campaign("h", 1);
+            store.insert_campaign(&planned, "t.yaml", "").unwrap();
+            let plan = &planned.plans[0];
+            let mut record = end(1, plan, 0, 1, 1.0);
+            if let RecordKind::Step(e) = &mut record.kind {
+                let sample = e.samples[0].clone();
+                e.samples = ["zeta", "alpha", "mid"]
+                    .into_iter()
+                    .map(|m| Sample {
+                        metric: m.into(),
+                        ..sample.clone()
+                    })
+                    .collect();
+            }
+            store.write_records("h", vec![record]).await.unwrap();
+            let report = crate::report::Report::load(&store, &planned.id).unwrap();
+            let metrics: Vec<String> = report.cells[0]
+                .metrics
+                .iter()
+                .filter(|m| ["zeta", "alpha", "mid"].contains(&m.metric.as_str()))
+                .map(|m| m.metric.clone())
+                .collect();
+            assert_eq!(metrics, ["alpha", "mid", "zeta"], "{}", store.location());
+            orders.push(metrics);
+        }
+        orders.dedup();
+        assert_eq!(orders.len(), 1);
+    }
+
     /// A host's batches always go to the same writer (so they are stored in the order they
     /// came), and a fleet's hosts are spread over all of them.
     #[test]

@@ -377,7 +377,7 @@ impl Report {
             c.query_each("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
                  FROM plans p JOIN steps st ON st.plan_id = p.id
                  JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
-                 ORDER BY st.cell, st.started_unix_ns, st.repetition", [campaign_id], |r| {
+                 ORDER BY st.cell, st.started_unix_ns, st.repetition, st.n, sa.metric", [campaign_id], |r| {
                 let raw = RawSample {
                     value: r.get::<Option<f64>>(3)?,
                     missing: r.get(4)?,
@@ -598,7 +598,7 @@ fn warmup_values(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, 
     let rows = c.query_map("SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
            JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.warmup = 1 AND sa.value IS NOT NULL
-          ORDER BY st.cell, st.repetition", [campaign_id], |r| {
+          ORDER BY st.cell, st.repetition, st.n, sa.metric", [campaign_id], |r| {
         Ok((
             r.get::<i64>(0)?,
             r.get::<String>(1)?,
