@@ -2334,10 +2334,9 @@ mod tests {
         }
     }
 
-    /// A step's samples are read in the same order from both engines (its metrics' byte
-    /// order): a report lists a cell's metrics the same way whichever store it came from,
-    /// not in the order PostgreSQL happened to keep the rows (which was the order the tool
-    /// printed them).
+    /// A report lists a cell's metrics in one order whichever engine its store is (by
+    /// name after the command's own): SQLite returns a step's samples by name, PostgreSQL
+    /// in the order they were stored, which is the order the tool printed them.
     #[tokio::test]
     async fn a_reports_metrics_come_in_the_same_order_from_both_engines() {
         let dir = tempfile::tempdir().unwrap();

@@ -377,7 +377,7 @@ impl Report {
             c.query_each("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
                  FROM plans p JOIN steps st ON st.plan_id = p.id
                  JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
-                 ORDER BY st.cell, st.started_unix_ns, st.repetition, st.n, sa.metric", [campaign_id], |r| {
+                 ORDER BY st.cell, st.started_unix_ns, st.repetition", [campaign_id], |r| {
                 let raw = RawSample {
                     value: r.get::<Option<f64>>(3)?,
                     missing: r.get(4)?,
@@ -446,7 +446,11 @@ impl Report {
             })?;
             for row in rows {
                 let (n, cell_id, host, params) = row;
-                let by_metric = values.remove(&n).unwrap_or_default();
+                let mut by_metric = values.remove(&n).unwrap_or_default();
+                // One order whatever order a step's samples came in (SQLite returns them by
+                // name, PostgreSQL as stored; sorting them in SQL cost 20–30% of the query):
+                // the command's own metrics first, then by name.
+                by_metric.sort_by(|a, _, b, _| metric_rank(a).cmp(&metric_rank(b)));
                 let mut warnings: Vec<String> = by_metric
                     .get("wall")
                     .map(|g| stats::warnings(&g.values).iter().map(|w| format!("wall: {}", w.advice())).collect())
@@ -592,13 +596,20 @@ impl Report {
     }
 }
 
-/// Per cell (`cells.n`), its warm-up runs' values, metric by metric in first-seen order.
+/// Where `metric` goes in a cell's list: the command's own metrics (`COMMAND_METRICS`)
+/// first, in that order, then the others by name (byte order, as on both engines).
+fn metric_rank(metric: &str) -> (usize, &str) {
+    let own = COMMAND_METRICS.iter().position(|m| *m == metric);
+    (own.unwrap_or(COMMAND_METRICS.len()), metric)
+}
+
+/// Per cell (`cells.n`), its warm-up runs' values, metric by metric by name.
 fn warmup_values(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, Vec<Warmup>>> {
     let mut out: HashMap<i64, Vec<Warmup>> = HashMap::new();
     let rows = c.query_map("SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
            JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.warmup = 1 AND sa.value IS NOT NULL
-          ORDER BY st.cell, st.repetition, st.n, sa.metric", [campaign_id], |r| {
+          ORDER BY st.cell, st.repetition", [campaign_id], |r| {
         Ok((
             r.get::<i64>(0)?,
             r.get::<String>(1)?,
@@ -618,6 +629,10 @@ fn warmup_values(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, 
                 ratio_to_counted: None,
             }),
         }
+    }
+    // A step's samples come by name from SQLite, as stored from PostgreSQL: by name from both.
+    for list in out.values_mut() {
+        list.sort_by(|a, b| a.metric.cmp(&b.metric));
     }
     Ok(out)
 }
