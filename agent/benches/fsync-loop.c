@@ -30,6 +30,29 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* One operation: pwrite of `size` bytes at offset 0, then fdatasync; exits on failure. */
+static inline void write_and_sync(int fd, const char *buf, size_t size) {
+    if (pwrite(fd, buf, size, 0) != (ssize_t)size) {
+        perror("pwrite");
+        exit(1);
+    }
+    if (fdatasync(fd) != 0) {
+        perror("fdatasync");
+        exit(1);
+    }
+}
+
+/* Prints the loop's total and the mean latency (using the samples, so the stores cannot
+ * be optimized away). */
+static int report(int fd, uint64_t total, const uint64_t *lat, long count) {
+    uint64_t sum = 0;
+    for (long i = 0; i < count; i++)
+        sum += lat[i];
+    close(fd);
+    printf("%llu %llu\n", (unsigned long long)total, (unsigned long long)(sum / count));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s FILE [COUNT]\n", argv[0]);
@@ -66,14 +89,7 @@ int main(int argc, char **argv) {
     uint64_t start = now_ns();
     if (untimed) {
         for (long i = 0; i < count; i++) {
-            if (pwrite(fd, buf, size, 0) != (ssize_t)size) {
-                perror("pwrite");
-                return 1;
-            }
-            if (fdatasync(fd) != 0) {
-                perror("fdatasync");
-                return 1;
-            }
+            write_and_sync(fd, buf, size);
         }
         uint64_t total = now_ns() - start;
         close(fd);
@@ -84,25 +100,12 @@ int main(int argc, char **argv) {
     if (tsc) {
         uint64_t t0 = __rdtsc();
         for (long i = 0; i < count; i++) {
-            if (pwrite(fd, buf, size, 0) != (ssize_t)size) {
-                perror("pwrite");
-                return 1;
-            }
-            if (fdatasync(fd) != 0) {
-                perror("fdatasync");
-                return 1;
-            }
+            write_and_sync(fd, buf, size);
             uint64_t t1 = __rdtsc();
             lat[i] = t1 - t0;
             t0 = t1;
         }
-        uint64_t total = now_ns() - start;
-        uint64_t sum = 0;
-        for (long i = 0; i < count; i++)
-            sum += lat[i];
-        close(fd);
-        printf("%llu %llu\n", (unsigned long long)total, (unsigned long long)(sum / count));
-        return 0;
+        return report(fd, now_ns() - start, lat, count);
     }
 #else
     if (tsc) {
@@ -112,23 +115,8 @@ int main(int argc, char **argv) {
 #endif
     for (long i = 0; i < count; i++) {
         uint64_t t0 = now_ns();
-        if (pwrite(fd, buf, size, 0) != (ssize_t)size) {
-            perror("pwrite");
-            return 1;
-        }
-        if (fdatasync(fd) != 0) {
-            perror("fdatasync");
-            return 1;
-        }
+        write_and_sync(fd, buf, size);
         lat[i] = now_ns() - t0;
     }
-    uint64_t total = now_ns() - start;
-
-    /* Use the samples so the stores cannot be optimized away. */
-    uint64_t sum = 0;
-    for (long i = 0; i < count; i++)
-        sum += lat[i];
-    close(fd);
-    printf("%llu %llu\n", (unsigned long long)total, (unsigned long long)(sum / count));
-    return 0;
+    return report(fd, now_ns() - start, lat, count);
 }
