@@ -42,8 +42,8 @@ static inline void write_and_sync(int fd, const char *buf, size_t size) {
     }
 }
 
-/* Prints the loop's total and the mean latency (using the samples, so the stores cannot
- * be optimized away). */
+/* Prints the loop's total in ns and the mean latency (in ns, or TSC ticks for `tsc`),
+ * which uses the samples so that their stores cannot be optimized away. */
 static int report(int fd, uint64_t total, const uint64_t *lat, long count) {
     uint64_t sum = 0;
     for (long i = 0; i < count; i++)
@@ -55,7 +55,7 @@ static int report(int fd, uint64_t total, const uint64_t *lat, long count) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s FILE [COUNT]\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE [COUNT [untimed|tsc]]\n", argv[0]);
         return 2;
     }
     long count = argc > 2 ? atol(argv[2]) : 200000;

@@ -178,6 +178,11 @@ fn main() {
     if let Ok(url) = std::env::var("PLATTER_BENCH_POSTGRES") {
         if !url.is_empty() {
             drop(store);
+            let mut hosts = vec![0; writers];
+            for a in 0..AGENTS {
+                hosts[platter::store::writer_of(&format!("agent-{a}"), writers)] += 1;
+            }
+            println!("agents per writer: {hosts:?}");
             let floor = reference(&url, writers);
             println!(
                 "reference (PostgreSQL, {writers} connections, two COPYs per batch): {samples} samples in {floor:.2} s = {:.0} samples/s; platter / reference: {:.2}× the time",
@@ -217,7 +222,9 @@ fn reference(url: &str, connections: usize) -> f64 {
         .into_iter()
         .collect();
     drop(store);
-    // Every row is built before the clock starts, as for the store above.
+    // Every row is built before the clock starts, as for the store above; each agent's
+    // batches go on the connection of the writer the store gives its host, so both runs
+    // share the same imbalance.
     type Row = (i64, StepEvent, i64);
     let mut work: Vec<Vec<(String, Vec<Row>)>> = vec![Vec::new(); connections];
     for agent in 0..AGENTS {
@@ -231,7 +238,9 @@ fn reference(url: &str, connections: usize) -> f64 {
                     ((agent as i64) << 32 | seq as i64, e, cell)
                 })
                 .collect();
-            work[agent % connections].push((format!("agent-{agent}"), rows));
+            let host = format!("agent-{agent}");
+            // The connection the store's writers would use for this host.
+            work[platter::store::writer_of(&host, connections)].push((host, rows));
         }
     }
     let started = Instant::now();

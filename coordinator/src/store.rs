@@ -391,34 +391,52 @@ pub struct StoreFault {
     pub since_unix_ms: i64,
 }
 
-/// The store's current fault, shared by the writer thread and the other writes.
+/// The store's current faults, by where they happened: a record writer (its index in
+/// `Store::writers`) or `WRITES` (`Store::write`: submissions, dispatch and the rest).
+/// With several writers, one that cannot commit (its connection, a lock) is a fault while
+/// the others commit: each writer's fault ends with its own commit only (its agents'
+/// batches are retried until then), so health does not flap between them. A fault of
+/// `WRITES` ends with any commit, as nothing retries those writes by itself.
 #[derive(Default)]
-struct Health(Mutex<Option<StoreFault>>);
+struct Health(Mutex<std::collections::HashMap<usize, StoreFault>>);
+
+/// `Health`'s key for the writes outside the record writers.
+const WRITES: usize = usize::MAX;
 
 impl Health {
-    /// A write failed with `e`: starts an episode (logged once) or continues one.
-    fn failed(&self, e: &StoreError) {
-        let mut fault = self.0.lock().expect("health lock");
-        if fault.is_none() {
+    /// A write of `source` failed with `e`: starts an episode (logged once) or continues one.
+    fn failed(&self, source: usize, e: &StoreError) {
+        let mut faults = self.0.lock().expect("health lock");
+        if faults.is_empty() {
             tracing::error!(error = %e, "the store cannot commit; agents' records wait, unacked, and are retried every second");
-            *fault = Some(StoreFault {
-                reason: reason(e),
-                since_unix_ms: now_ms(),
-            });
         }
+        faults.entry(source).or_insert_with(|| StoreFault {
+            reason: reason(e),
+            since_unix_ms: now_ms(),
+        });
     }
 
-    /// A write committed: ends an episode.
-    fn committed(&self) {
-        let ended = self.0.lock().expect("health lock").take();
-        if let Some(f) = ended {
+    /// A write of `source` committed: ends its fault (and that of `WRITES`), and the
+    /// episode when no other is left.
+    fn committed(&self, source: usize) {
+        let mut faults = self.0.lock().expect("health lock");
+        if faults.is_empty() {
+            return;
+        }
+        let ended = [faults.remove(&source), faults.remove(&WRITES)]
+            .into_iter()
+            .flatten()
+            .min_by_key(|f| f.since_unix_ms);
+        if let (Some(f), true) = (ended, faults.is_empty()) {
             let secs = (now_ms() - f.since_unix_ms) as f64 / 1000.0;
             tracing::info!(after_s = format!("{secs:.1}"), was = %f.reason, "the store commits again");
         }
     }
 
+    /// The oldest fault not ended yet.
     fn get(&self) -> Option<StoreFault> {
-        self.0.lock().expect("health lock").clone()
+        let faults = self.0.lock().expect("health lock");
+        faults.values().min_by_key(|f| f.since_unix_ms).cloned()
     }
 }
 
@@ -549,6 +567,10 @@ pub struct Store {
     /// Idle read connections (`read`).
     readers: Arc<(Mutex<Readers>, std::sync::Condvar)>,
     health: Arc<Health>,
+    /// Commits the writers tried again after PostgreSQL failed them as a collision
+    /// (`is_transient`): each cost a deadlock timeout. Tests read it to show none did.
+    #[cfg_attr(not(test), allow(dead_code))]
+    retried: Arc<std::sync::atomic::AtomicU64>,
     /// The writers' queues: one on SQLite, several on PostgreSQL; a host's batches
     /// always go to the same one (`writer_of`), so its records are stored in order.
     writers: Arc<[mpsc::Sender<Batch>]>,
@@ -626,20 +648,23 @@ impl Store {
         } else {
             1
         };
+        let retried = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut writers = Vec::with_capacity(count);
         for n in 0..count {
             let writer_conn = opener.writer()?;
             let (tx, rx) = mpsc::channel(1024);
             writers.push(tx);
-            let (opener, changed, health, instance) = (
-                opener.clone(),
-                changed.clone(),
-                health.clone(),
-                instance.clone(),
-            );
+            let w = Writer {
+                me: n,
+                opener: opener.clone(),
+                changed: changed.clone(),
+                health: health.clone(),
+                instance: instance.clone(),
+                retried: retried.clone(),
+            };
             std::thread::Builder::new()
                 .name(format!("store-writer-{n}"))
-                .spawn(move || writer_loop(writer_conn, &opener, rx, changed, &health, &instance))
+                .spawn(move || writer_loop(w, writer_conn, rx))
                 .map_err(|e| StoreError::Commit(format!("starting the store's writer: {e}")))?;
         }
         let store = Store {
@@ -648,6 +673,7 @@ impl Store {
             conn: Arc::new(Mutex::new(conn)),
             readers: Arc::default(),
             health,
+            retried,
             writers: writers.into(),
             changed,
             remote_plans,
@@ -814,8 +840,8 @@ impl Store {
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let r = self.with(f);
         match &r {
-            Ok(_) => self.health.committed(),
-            Err(e) if is_store_fault(e) => self.health.failed(e),
+            Ok(_) => self.health.committed(WRITES),
+            Err(e) if is_store_fault(e) => self.health.failed(WRITES, e),
             Err(_) => {}
         }
         r
@@ -1231,7 +1257,7 @@ fn notify(c: &Conn, instance: &Instance, what: Change) -> Result<()> {
 /// Whether `e` is PostgreSQL undoing a transaction that collided with another (a deadlock
 /// or a serialization failure, SQLSTATE class 40): the same transaction tried again can
 /// commit.
-fn is_transient(e: &StoreError) -> bool {
+pub(crate) fn is_transient(e: &StoreError) -> bool {
     matches!(e, StoreError::Pg(e) if db::pg::sqlstate_class(e).as_deref() == Some("40"))
 }
 
@@ -1243,7 +1269,8 @@ pub const DEFAULT_PG_WRITERS: usize = 4;
 
 /// The writer that stores `host`'s batches, of `count`: the same for the life of the
 /// process, so a host's batches are committed in the order they came.
-fn writer_of(host: &str, count: usize) -> usize {
+#[doc(hidden)] // and for store_write's reference run
+pub fn writer_of(host: &str, count: usize) -> usize {
     use std::hash::{Hash, Hasher};
     if count == 1 {
         return 0;
@@ -1255,16 +1282,28 @@ fn writer_of(host: &str, count: usize) -> usize {
     (h.finish() % count as u64) as usize
 }
 
+/// What a writer shares with the store: its place among the writers (`Health`'s key) and
+/// the store's own handles.
+struct Writer {
+    me: usize,
+    opener: Opener,
+    changed: watch::Sender<u64>,
+    health: Arc<Health>,
+    instance: Arc<Instance>,
+    retried: Arc<std::sync::atomic::AtomicU64>,
+}
+
 /// A writer of records (one per `writer_of` shard). Takes whatever batches of its hosts
 /// are waiting, commits them in one transaction, then answers each.
-fn writer_loop(
-    mut conn: Conn,
-    opener: &Opener,
-    mut rx: mpsc::Receiver<Batch>,
-    changed: watch::Sender<u64>,
-    health: &Health,
-    instance: &Instance,
-) {
+fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
+    let Writer {
+        me,
+        opener,
+        changed,
+        health,
+        instance,
+        retried,
+    } = w;
     /// Upper bound on batches per transaction, to bound latency of the first ack.
     const MAX_BATCHES: usize = 256;
     let mut cells = CellKeys::default();
@@ -1291,8 +1330,9 @@ fn writer_loop(
         let mut tries = 0;
         let committed = loop {
             tries += 1;
-            match commit(&conn, &mut cells, &mut plans, &batches, instance) {
+            match commit(&conn, &mut cells, &mut plans, &batches, &instance) {
                 Err(e) if tries < 3 && is_transient(&e) => {
+                    retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::debug!(error = %e, "storing records collided with another writer; trying again");
                 }
                 r => break r,
@@ -1300,7 +1340,7 @@ fn writer_loop(
         };
         match committed {
             Ok(outcomes) => {
-                health.committed();
+                health.committed(me);
                 changed.send_modify(|n| *n += 1);
                 for (b, o) in batches.into_iter().zip(outcomes) {
                     let _ = b.done.send(Ok(o));
@@ -1309,7 +1349,7 @@ fn writer_loop(
             Err(e) => {
                 // Logged once per episode by `health`; each attempt at debug level.
                 tracing::debug!(error = %e, "storing records failed; they are retried");
-                health.failed(&e);
+                health.failed(me, &e);
                 changed.send_modify(|n| *n += 1);
                 let reason = reason(&e);
                 for b in batches {
@@ -1479,7 +1519,14 @@ fn finish_campaigns_if_ended(c: &Conn, plans: &[&str]) -> Result<()> {
     }
     for id in &campaigns {
         if c.is_postgres() {
-            c.execute("SELECT 1 FROM campaigns WHERE id = ?1 FOR UPDATE", [id])?;
+            // Not `FOR UPDATE`: that conflicts with the `FOR KEY SHARE` lock a new plan's
+            // foreign key takes on its campaign, so two writers each queuing an adaptive
+            // campaign's next round would deadlock here. `FOR NO KEY UPDATE` still
+            // serializes the ends (it conflicts with itself and with `UPDATE`).
+            c.execute(
+                "SELECT 1 FROM campaigns WHERE id = ?1 FOR NO KEY UPDATE",
+                [id],
+            )?;
         }
         c.execute(
             "UPDATE campaigns SET state = 'done' WHERE state = 'running' AND id = ?1
@@ -2371,6 +2418,110 @@ mod tests {
         assert_eq!(orders.len(), 1);
     }
 
+    /// With several writers, one that cannot commit stays the store's fault while the
+    /// others commit (health does not flap); a failure of the other writes ends with any
+    /// commit.
+    #[test]
+    fn a_writers_fault_ends_with_its_own_commit() {
+        let health = Health::default();
+        let full = StoreError::Commit("database or disk is full".into());
+        health.failed(0, &full);
+        let since = health.get().expect("a fault").since_unix_ms;
+        health.committed(1);
+        assert_eq!(
+            health.get().map(|f| f.since_unix_ms),
+            Some(since),
+            "writer 0 still fails"
+        );
+        health.failed(WRITES, &StoreError::Commit("later".into()));
+        health.committed(0);
+        assert_eq!(
+            health.get(),
+            None,
+            "writer 0 commits again, and so does the rest"
+        );
+        health.failed(WRITES, &full);
+        health.committed(3);
+        assert_eq!(health.get(), None);
+    }
+
+    /// Hosts of one adaptive campaign on two writers end their rounds at once: each writer's
+    /// transaction queues the host's next round (its plan's foreign key locks the campaign's
+    /// row `FOR KEY SHARE`), then checks whether the campaign ended. That check's lock must
+    /// not conflict with the other's key share (`FOR UPDATE` did: a deadlock each round).
+    #[tokio::test]
+    async fn writers_queuing_next_rounds_of_one_campaign_do_not_deadlock() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let store = Store::open_at(&testing::fresh_postgres(&url)).unwrap();
+        let writers = store.writers.len();
+        let pick = |w: usize| {
+            (0..)
+                .map(|i| format!("h{i}"))
+                .filter(|h| writer_of(h, writers) == w)
+                .take(3)
+                .collect::<Vec<_>>()
+        };
+        let hosts = [pick(0), pick(1)].concat();
+        let yaml = format!(
+            "name: t\nhosts: {{ names: [{}] }}\nworkload: {{ command: {{ run: x }} }}\n\
+             repeat: {{ min: 2, max: 6, until: {{ metric: wall, ci: 1% }} }}\n",
+            hosts.join(", ")
+        );
+        let c = crate::spec::parse("t.yaml", &yaml).unwrap();
+        let planned = planner::plan(&c, &yaml, "test", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", &yaml).unwrap();
+        let mut seq = 0;
+        for round in 0..3 {
+            let mut tasks = Vec::new();
+            for host in &hosts {
+                let (plan, _) = store.plan_for_host(host).unwrap().expect("a plan");
+                let mut batch = Vec::new();
+                for (i, s) in plan.steps.iter().enumerate() {
+                    if matches!(s.kind, platter_proto::model::StepKind::Measure(_)) {
+                        seq += 1;
+                        // Far apart, so no cell's interval is ever narrow enough to stop.
+                        batch.push(end(seq, &plan, i as u32, 1, 1.0 + 4.0 * (seq % 2) as f64));
+                    }
+                }
+                seq += 1;
+                batch.push(Record {
+                    seq,
+                    kind: RecordKind::PlanFinished {
+                        plan_id: plan.id.clone(),
+                        cancelled: false,
+                    },
+                });
+                let (store, host) = (store.clone(), host.clone());
+                tasks.push(tokio::spawn(async move {
+                    store.write_records(&host, batch).await
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap().expect("every batch is stored");
+            }
+            for host in &hosts {
+                let queued: i64 = store
+                    .read(|c| {
+                        c.query_row(
+                            "SELECT COUNT(*) FROM plans WHERE host = ?1 AND state = 'queued'",
+                            [host],
+                            |r| r.get(0),
+                        )
+                    })
+                    .unwrap();
+                assert_eq!(queued, 1, "round {round}: {host}'s next round is queued");
+            }
+        }
+        assert_eq!(
+            store.retried.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "no transaction deadlocked"
+        );
+        assert!(store.fault().is_none());
+    }
+
     /// A host's batches always go to the same writer (so they are stored in the order they
     /// came), and a fleet's hosts are spread over all of them.
     #[test]
@@ -2466,6 +2617,11 @@ mod tests {
             }
         }
         assert!(store.fault().is_none(), "the store never reported a fault");
+        assert_eq!(
+            store.retried.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "no transaction deadlocked"
+        );
     }
 
     /// A campaign submitted through one coordinator is heard of by another sharing its

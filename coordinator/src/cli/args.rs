@@ -79,13 +79,15 @@ pub enum Command {
         #[arg(long, env = "PLATTER_COORDINATOR_NAME")]
         name: Option<String>,
         /// PostgreSQL: how many connections store agents' records at once, each for
-        /// agents of its own (one server backend uses one core). An SQLite store has
+        /// agents of its own (one server backend uses one core), 1 to 16; a coordinator
+        /// also opens up to 24 for reads and 2 more, so mind the server's
+        /// `max_connections` (100 by default) across coordinators. An SQLite store has
         /// one writer
         #[arg(
             long,
             env = "PLATTER_DB_WRITERS",
             default_value_t = crate::store::DEFAULT_PG_WRITERS as u16,
-            value_parser = clap::value_parser!(u16).range(1..=64)
+            value_parser = clap::value_parser!(u16).range(1..=16)
         )]
         db_writers: u16,
         /// What submitted campaigns may ask for

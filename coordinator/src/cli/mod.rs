@@ -189,7 +189,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             output,
         } => {
             if let Some(db) = local_store(db, &client)? {
-                let store = crate::store::Store::open_at(&crate::db::Location::from_arg(&db))?;
+                let store = open_local(&db)?;
                 // No agent is connected to a store read from a file: hosts show as offline.
                 let hub = crate::hub::Hub::new(store.clone());
                 use crate::status::CampaignStatus;
@@ -346,8 +346,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let render = async |format: Format| -> anyhow::Result<(String, u32)> {
                 Ok(match &db {
                     Some(db) => {
-                        let store =
-                            crate::store::Store::open_at(&crate::db::Location::from_arg(db))?;
+                        let store = open_local(db)?;
                         let r = crate::report::Report::load(&store, &campaign)?;
                         (format.exporter().render(&r), r.problems())
                     }
@@ -358,7 +357,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 // From the store: written as it is rendered, never held whole (a JSON
                 // report of every sample can be larger than the report's data).
                 Some(db) if format != Format::Table => {
-                    let store = crate::store::Store::open_at(&crate::db::Location::from_arg(db))?;
+                    let store = open_local(db)?;
                     let r = crate::report::Report::load(&store, &campaign)?;
                     emit_with(output.as_deref(), |out| format.exporter().write(&r, out))?;
                     r.problems()
@@ -392,7 +391,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let compared = match local_store(db, &client)? {
                 Some(db) => {
                     use crate::report::judge::{check_side_host, compare_sides, split_side};
-                    let store = crate::store::Store::open_at(&crate::db::Location::from_arg(&db))?;
+                    let store = open_local(&db)?;
                     let ((a_ref, a_host), (b_ref, b_host)) = (split_side(&a), split_side(&b));
                     let (ra, rb) = (
                         crate::report::Report::load(&store, a_ref)?,
@@ -629,4 +628,11 @@ fn local_store(
          runs in) and no coordinator named; pass --db FILE, or --coordinator URL \
          (PLATTER_COORDINATOR, or `coordinator = \"…\"` in ~/.config/platter/client.toml)"
     )
+}
+
+/// A store a command opens to read it (status, reports): one record writer, since no
+/// agent's records come through it (a PostgreSQL store's several would be connections and
+/// threads for nothing).
+fn open_local(db: &std::path::Path) -> crate::store::Result<crate::store::Store> {
+    crate::store::Store::open_with_writers(&crate::db::Location::from_arg(db), 1)
 }

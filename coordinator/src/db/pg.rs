@@ -464,37 +464,46 @@ CREATE TABLE provenance (
     // transaction's step insert returned, and no statement deletes steps. SQLite's check
     // is in-process and stays.
     "ALTER TABLE samples DROP CONSTRAINT IF EXISTS samples_step_fkey;",
-    // Every text column compares bytes (`COLLATE "C"`), as SQLite's do: the same order
-    // from both engines whatever locale the database was created with, and keys compared
-    // with `memcmp` rather than the locale's `strcoll` (in psql, 410k steps went into
-    // their four indexes in 3.4 s instead of 5.1–5.5 s on a `C.UTF-8` database). Views
-    // are dropped and made again around it (a column a view uses cannot change); a
-    // collation alone does not rewrite a table, but its indexes are rebuilt (~5 s for a
-    // store of 1.6M samples here).
+    // Every text column of platter's tables compares bytes (`COLLATE "C"`), as SQLite's
+    // do: the same order from both engines whatever locale the database was created with,
+    // and keys compared with `memcmp` rather than the locale's `strcoll` (in psql, 410k
+    // steps went into their four indexes in 3.4 s instead of 5.1–5.5 s on a `C.UTF-8`
+    // database). Only platter's own tables and its two views are touched (the schema may
+    // hold others'): the views are dropped and made again around it (a column a view uses
+    // cannot change), with the privileges granted on them; a view of someone else's on
+    // them makes the migration fail, undone, rather than be dropped. The tables are locked
+    // first, in one order; a collation alone does not rewrite a table, but its indexes are
+    // rebuilt (~2–5 s for a store of 1.6M samples here).
     r#"
+LOCK TABLE campaigns, cells, plans, steps, samples, agents, store_identity, refused_records,
+           provenance, coordinators, agent_links IN ACCESS EXCLUSIVE MODE;
+CREATE TEMP TABLE platter_view_grants ON COMMIT DROP AS
+    SELECT c.relname::text AS view, a.grantee, a.privilege_type
+      FROM pg_class c, aclexplode(c.relacl) a
+     WHERE c.oid IN (to_regclass('sample_rows'), to_regclass('warmup_rows')) AND a.grantee <> c.relowner;
 DO $$
 DECLARE
-    v record;
     t record;
-    names text[] := '{}';
-    defs text[] := '{}';
+    g record;
+    sample_def text := pg_get_viewdef('sample_rows'::regclass);
+    warmup_def text := pg_get_viewdef('warmup_rows'::regclass);
 BEGIN
-    FOR v IN SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema() LOOP
-        names := names || v.viewname::text;
-        defs := defs || v.definition;
-        EXECUTE format('DROP VIEW %I', v.viewname);
-    END LOOP;
+    DROP VIEW sample_rows;
+    DROP VIEW warmup_rows;
     FOR t IN SELECT c.table_name,
                     string_agg(format('ALTER COLUMN %I TYPE text COLLATE "C"', c.column_name), ', ') AS alters
                FROM information_schema.columns c
-               JOIN information_schema.tables x
-                 ON x.table_schema = c.table_schema AND x.table_name = c.table_name AND x.table_type = 'BASE TABLE'
-              WHERE c.table_schema = current_schema() AND c.data_type = 'text'
-              GROUP BY c.table_name LOOP
+              WHERE c.table_schema = current_schema() AND c.data_type = 'text' AND c.domain_name IS NULL
+                AND c.table_name IN ('campaigns', 'cells', 'plans', 'steps', 'samples', 'agents', 'store_identity',
+                                     'refused_records', 'provenance', 'coordinators', 'agent_links')
+              GROUP BY c.table_name ORDER BY c.table_name LOOP
         EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters);
     END LOOP;
-    FOR i IN 1 .. coalesce(array_length(names, 1), 0) LOOP
-        EXECUTE format('CREATE VIEW %I AS %s', names[i], defs[i]);
+    EXECUTE 'CREATE VIEW sample_rows AS ' || sample_def;
+    EXECUTE 'CREATE VIEW warmup_rows AS ' || warmup_def;
+    FOR g IN SELECT * FROM platter_view_grants LOOP
+        EXECUTE format('GRANT %s ON %I TO %s', g.privilege_type, g.view,
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
     END LOOP;
 END $$;
 "#,
@@ -504,6 +513,21 @@ END $$;
 /// turns (an advisory lock), and each migration commits with its version. Returns the
 /// migrations applied.
 pub fn migrate(c: &PgConn) -> Result<usize> {
+    // A migration that locks tables coordinators of the previous version are writing can
+    // be chosen as a deadlock's victim: it is tried again (it was undone whole).
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match migrate_once(c) {
+            Err(e) if tries < 3 && crate::store::is_transient(&e) => {
+                tracing::info!(error = %e, "migrating the PostgreSQL store collided with its users; trying again");
+            }
+            r => return r,
+        }
+    }
+}
+
+fn migrate_once(c: &PgConn) -> Result<usize> {
     c.batch(
         "BEGIN; SELECT pg_advisory_xact_lock(7461);
          CREATE TABLE IF NOT EXISTS platter_schema (version BIGINT NOT NULL);",
