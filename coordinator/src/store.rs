@@ -2445,6 +2445,15 @@ mod tests {
         assert_eq!(health.get(), None);
     }
 
+    /// `n` host names (`h0`, `h1`, …) whose batches go to writer `w` of `writers`.
+    fn hosts_of_writer(w: usize, writers: usize, n: usize) -> Vec<String> {
+        (0..)
+            .map(|i| format!("h{i}"))
+            .filter(|h| writer_of(h, writers) == w)
+            .take(n)
+            .collect()
+    }
+
     /// Hosts of one adaptive campaign on two writers end their rounds at once: each writer's
     /// transaction queues the host's next round (its plan's foreign key locks the campaign's
     /// row `FOR KEY SHARE`), then checks whether the campaign ended. That check's lock must
@@ -2456,13 +2465,7 @@ mod tests {
         };
         let store = Store::open_at(&testing::fresh_postgres(&url)).unwrap();
         let writers = store.writers.len();
-        let pick = |w: usize| {
-            (0..)
-                .map(|i| format!("h{i}"))
-                .filter(|h| writer_of(h, writers) == w)
-                .take(3)
-                .collect::<Vec<_>>()
-        };
+        let pick = |w| hosts_of_writer(w, writers, 3);
         let hosts = [pick(0), pick(1)].concat();
         let yaml = format!(
             "name: t\nhosts: {{ names: [{}] }}\nworkload: {{ command: {{ run: x }} }}\n\
@@ -2552,13 +2555,7 @@ mod tests {
         let writers = store.writers.len();
         assert!(writers >= 2, "a PostgreSQL store has several writers");
         // Three hosts of writer 0 and three of writer 1.
-        let pick = |w: usize| {
-            (0..)
-                .map(|i| format!("h{i}"))
-                .filter(|h| writer_of(h, writers) == w)
-                .take(3)
-                .collect::<Vec<_>>()
-        };
+        let pick = |w| hosts_of_writer(w, writers, 3);
         let (zero, one) = (pick(0), pick(1));
         let hosts = [zero.clone(), one.clone()].concat().join(", ");
         let rt = tokio::runtime::Runtime::new().unwrap();
