@@ -618,6 +618,7 @@ impl Store {
         Store::open_engine(location.clone(), BUSY_TIMEOUT, writers.max(1))
     }
 
+    /// `writers`: 1 for SQLite (`open_with`), as many as asked for PostgreSQL.
     fn open_engine(location: Location, busy_timeout: Duration, writers: usize) -> Result<Store> {
         let pg = match location {
             Location::Postgres(_) => Some(Arc::new(db::pg::PgRuntime::new()?)),
@@ -643,12 +644,8 @@ impl Store {
             mark: format!("{:016x}", rand::random::<u64>()),
             channel: format!("{}_{id}", db::pg::CHANNEL),
         });
-        let count = if opener.location.is_postgres() {
-            writers
-        } else {
-            1
-        };
         let retried = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = writers;
         let mut writers = Vec::with_capacity(count);
         for n in 0..count {
             let writer_conn = opener.writer()?;
