@@ -17,7 +17,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use platter_proto::inventory::Device;
 use platter_proto::model::{Plan, Record, RecordKind};
@@ -433,6 +433,11 @@ impl Health {
         }
     }
 
+    /// Whether `source` has a fault not ended yet.
+    fn has(&self, source: usize) -> bool {
+        self.0.lock().expect("health lock").contains_key(&source)
+    }
+
     /// The oldest fault not ended yet.
     fn get(&self) -> Option<StoreFault> {
         let faults = self.0.lock().expect("health lock");
@@ -567,9 +572,8 @@ pub struct Store {
     /// Idle read connections (`read`).
     readers: Arc<(Mutex<Readers>, std::sync::Condvar)>,
     health: Arc<Health>,
-    /// Commits the writers tried again after PostgreSQL failed them as a collision
-    /// (`is_transient`): each cost a deadlock timeout. Tests read it to show none did.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Transactions (the writers' commits, cancels) tried again after PostgreSQL failed
+    /// them as a collision (`is_transient`): each cost a deadlock timeout. Tests read it.
     retried: Arc<std::sync::atomic::AtomicU64>,
     /// The writers' queues: one on SQLite, several on PostgreSQL; a host's batches
     /// always go to the same one (`writer_of`), so its records are stored in order.
@@ -1152,25 +1156,51 @@ impl Store {
     /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that
     /// agents hold now (they must be told to stop).
     pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
+        // The campaign's row, then its plans'; a record writer ending one of its plans
+        // locks them the other way round: PostgreSQL fails one of the two, and if it is
+        // this one, it is tried again rather than failing the operator's cancel.
         let r = self.write(|c| {
-            let tx = c.write_transaction()?;
-            let n = tx.execute("UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'", [campaign_id])?;
-            if n == 0 {
-                let exists: bool = tx.query_row("SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1", [campaign_id], |r| r.get(0))?;
-                if !exists {
-                    return Err(StoreError::NoCampaign(campaign_id.to_string()));
-                }
-            }
-            let held = tx.query_map("SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            // A plan sent but never accepted (it may never have arrived) no longer holds
-            // its host: the agent is still told to cancel it, in case it holds it.
-            tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state IN ('queued', 'sent')", [campaign_id])?;
-            self.notify(&tx, Change::Plans)?;
-            tx.commit()?;
-            Ok(held)
+            retrying_collisions(
+                || self.cancel_once(c, campaign_id),
+                |e| {
+                    self.retried
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(error = %e, "cancelling collided with a writer; trying again");
+                },
+            )
         })?;
         self.bump();
         Ok(r)
+    }
+
+    /// One try of `cancel_campaign`, a transaction of its own.
+    fn cancel_once(&self, c: &Conn, campaign_id: &str) -> Result<Vec<(String, String)>> {
+        let tx = c.write_transaction()?;
+        let n = tx.execute(
+            "UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'",
+            [campaign_id],
+        )?;
+        if n == 0 {
+            let exists: bool = tx.query_row(
+                "SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1",
+                [campaign_id],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Err(StoreError::NoCampaign(campaign_id.to_string()));
+            }
+        }
+        let held = tx.query_map(
+            "SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')",
+            [campaign_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        // A plan sent but never accepted (it may never have arrived) no longer holds
+        // its host: the agent is still told to cancel it, in case it holds it.
+        tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state IN ('queued', 'sent')", [campaign_id])?;
+        self.notify(&tx, Change::Plans)?;
+        tx.commit()?;
+        Ok(held)
     }
 
     pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
@@ -1258,6 +1288,23 @@ pub(crate) fn is_transient(e: &StoreError) -> bool {
     matches!(e, StoreError::Pg(e) if db::pg::sqlstate_class(e).as_deref() == Some("40"))
 }
 
+/// Runs the transaction `f`, and again, up to 3 times in all, while it fails as a
+/// deadlock's victim or a serialization failure (`is_transient`: PostgreSQL undid it whole,
+/// so it can be tried again as it was); `again` hears of each such failure first.
+pub(crate) fn retrying_collisions<T>(
+    mut f: impl FnMut() -> Result<T>,
+    mut again: impl FnMut(&StoreError),
+) -> Result<T> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match f() {
+            Err(e) if tries < 3 && is_transient(&e) => again(&e),
+            r => return r,
+        }
+    }
+}
+
 /// How many writers a PostgreSQL store has unless told (`platter serve --db-writers`).
 /// One PostgreSQL backend stores a transaction on one core of the server; several, each
 /// with hosts of their own, use several. (SQLite takes one writer at a time, so its store
@@ -1305,7 +1352,35 @@ fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
     const MAX_BATCHES: usize = 256;
     let mut cells = CellKeys::default();
     let mut plans = KnownPlans::default();
-    while let Some(first) = rx.blocking_recv() {
+    loop {
+        // A writer whose last commit failed has its agents' batches resent every second;
+        // if none come (its agents went to another coordinator, or away), nothing would
+        // end its fault, and the coordinator would say NOT_SERVING for good. So it waits
+        // only so long, then commits a write of its own to see.
+        let first = if health.has(me) {
+            match recv_within(&mut rx, PROBE_WHEN_IDLE) {
+                Received::Batch(b) => b,
+                Received::Closed => break,
+                Received::Nothing => {
+                    if conn.is_broken() {
+                        match opener.writer() {
+                            Ok(c) => conn = c,
+                            Err(_) => continue,
+                        }
+                    }
+                    if probe(&conn).is_ok() {
+                        health.committed(me);
+                        changed.send_modify(|n| *n += 1);
+                    }
+                    continue;
+                }
+            }
+        } else {
+            match rx.blocking_recv() {
+                Some(b) => b,
+                None => break,
+            }
+        };
         let mut batches = vec![first];
         while batches.len() < MAX_BATCHES {
             match rx.try_recv() {
@@ -1324,17 +1399,13 @@ fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
         // campaigns at once lock the campaigns' rows in opposite orders: PostgreSQL
         // breaks the deadlock by failing one, which is tried again at once rather than
         // failing its agents' batches (and the store's health) for it.
-        let mut tries = 0;
-        let committed = loop {
-            tries += 1;
-            match commit(&conn, &mut cells, &mut plans, &batches, &instance) {
-                Err(e) if tries < 3 && is_transient(&e) => {
-                    retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::debug!(error = %e, "storing records collided with another writer; trying again");
-                }
-                r => break r,
-            }
-        };
+        let committed = retrying_collisions(
+            || commit(&conn, &mut cells, &mut plans, &batches, &instance),
+            |e| {
+                retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(error = %e, "storing records collided with another writer; trying again");
+            },
+        );
         match committed {
             Ok(outcomes) => {
                 health.committed(me);
@@ -1355,6 +1426,41 @@ fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
             }
         }
     }
+}
+
+/// How long a writer with a fault waits for a batch before it commits a write of its own
+/// to learn whether it can again (agents resend every second).
+const PROBE_WHEN_IDLE: Duration = Duration::from_secs(2);
+
+enum Received {
+    Batch(Batch),
+    Nothing,
+    Closed,
+}
+
+/// The next batch if one comes within `wait`. Polled: the writer is a thread of its own
+/// and a SQLite store has no runtime to time a wait with, and this runs only while the
+/// writer has a fault.
+fn recv_within(rx: &mut mpsc::Receiver<Batch>, wait: Duration) -> Received {
+    let until = Instant::now() + wait;
+    loop {
+        match rx.try_recv() {
+            Ok(b) => return Received::Batch(b),
+            Err(mpsc::error::TryRecvError::Disconnected) => return Received::Closed,
+            Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= until => {
+                return Received::Nothing
+            }
+            Err(mpsc::error::TryRecvError::Empty) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A write that changes nothing but is committed as a record's would be (the store's one
+/// identity row, set to itself): whether this connection can commit now.
+fn probe(conn: &Conn) -> Result<()> {
+    let tx = conn.write_transaction()?;
+    conn.execute("UPDATE store_identity SET id = id", ())?;
+    tx.commit()
 }
 
 /// The indexes of `plan`'s warm-up steps (stored with the plan, so the writer marks
@@ -2832,6 +2938,78 @@ mod tests {
             store.plan_for_host("h").unwrap().unwrap().1,
             "sent once free"
         );
+    }
+
+    /// An operator's cancel and a record writer lock a campaign's row and its plans' in
+    /// opposite orders. When PostgreSQL breaks that deadlock by failing the cancel, the
+    /// cancel is tried again instead of failing. (Another connection here takes the
+    /// writer's part: a plan's row, then the campaign's; the cancel waits first, so its
+    /// deadlock check runs first and it is the one failed.)
+    #[test]
+    fn a_cancel_failed_as_a_deadlocks_victim_is_tried_again() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let store = Store::open_at(&testing::fresh_postgres(&url)).unwrap();
+        let planned = test_campaign("h", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let campaign = planned.id.clone();
+        let writer = store.opener.writer().unwrap();
+        let writer = writer.as_postgres().unwrap();
+        writer
+            .batch(&format!(
+                "SET deadlock_timeout = '10s'; BEGIN; \
+                 UPDATE plans SET queued_seq = queued_seq WHERE campaign_id = '{campaign}'"
+            ))
+            .unwrap();
+        let cancel = {
+            let (store, campaign) = (store.clone(), campaign.clone());
+            std::thread::spawn(move || store.cancel_campaign(&campaign))
+        };
+        // The cancel holds the campaign's row and waits for the plan's.
+        std::thread::sleep(Duration::from_millis(300));
+        writer
+            .batch(&format!(
+                "SELECT 1 FROM campaigns WHERE id = '{campaign}' FOR NO KEY UPDATE; COMMIT"
+            ))
+            .unwrap();
+        let held = cancel.join().unwrap().expect("the cancel, tried again");
+        assert!(held.is_empty(), "no plan was sent: {held:?}");
+        assert_eq!(store.campaign_state(&campaign).unwrap(), "cancelled");
+        assert_eq!(
+            store.retried.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "once failed as the deadlock's victim"
+        );
+    }
+
+    /// A writer whose commit failed and to which no batch comes again (its agents went
+    /// elsewhere) ends its fault by committing a write of its own once the store can
+    /// commit, not never; while it cannot, the fault stays.
+    #[tokio::test]
+    async fn an_idle_writers_fault_ends_when_the_store_can_commit_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = Store::open_with(&path, Duration::from_millis(50)).unwrap();
+        let locker = Connection::open(&path).unwrap();
+        locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        assert!(store.write_records("h", Vec::new()).await.is_err());
+        let fault = store.fault().expect("the writer cannot commit");
+        // Past the writer's wait for a batch: its own write fails too.
+        tokio::time::sleep(PROBE_WHEN_IDLE + Duration::from_secs(1)).await;
+        assert_eq!(store.fault(), Some(fault), "still locked: still a fault");
+        locker.execute_batch("COMMIT").unwrap();
+        let t0 = Instant::now();
+        while store.fault().is_some() {
+            assert!(
+                t0.elapsed() < PROBE_WHEN_IDLE * 3,
+                "the fault outlived the lock by {:?}",
+                t0.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // And the writer still takes batches.
+        store.write_records("h", Vec::new()).await.unwrap();
     }
 
     /// Dispatching (read the queue, then mark a plan sent) while the writer commits other

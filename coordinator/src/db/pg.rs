@@ -515,16 +515,10 @@ END $$;
 pub fn migrate(c: &PgConn) -> Result<usize> {
     // A migration that locks tables coordinators of the previous version are writing can
     // be chosen as a deadlock's victim: it is tried again (it was undone whole).
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match migrate_once(c) {
-            Err(e) if tries < 3 && crate::store::is_transient(&e) => {
-                tracing::info!(error = %e, "migrating the PostgreSQL store collided with its users; trying again");
-            }
-            r => return r,
-        }
-    }
+    crate::store::retrying_collisions(
+        || migrate_once(c),
+        |e| tracing::info!(error = %e, "migrating the PostgreSQL store collided with its users; trying again"),
+    )
 }
 
 fn migrate_once(c: &PgConn) -> Result<usize> {
