@@ -5,14 +5,18 @@
 # indexes (text `COLLATE "C"`, no foreign key on samples, as after migration 4); then the
 # same samples as one row per step with arrays, the layout that would take fewer rows.
 #
-#   coordinator/benches/pg-copy-floor.sh postgres://USER:PASSWORD@HOST:5432/DB [ROUNDS=2]
+#   coordinator/benches/pg-copy-floor.sh postgres://USER:PASSWORD@HOST:5432/DB [ROUNDS=2] [SESSIONS=1]
 #
-# Prints each copy's wall time and samples/s for both layouts. Makes and drops its own
-# schema (platter_copy_floor); needs psql and awk. See BENCHMARKS.md (issue 15).
+# With SESSIONS > 1, each file is split in that many parts, copied by as many psql
+# sessions at once (one backend each). Prints each copy's wall time (psql's connection
+# included) and samples/s for both layouts. Makes and drops its own schema
+# (platter_copy_floor: one run at a time per database); needs psql, awk, bc and split.
+# See BENCHMARKS.md (issue 15).
 set -euo pipefail
 shopt -s inherit_errexit
 url=${1:?usage: pg-copy-floor.sh POSTGRES_URL [ROUNDS]}
 rounds=${2:-2}
+sessions=${3:-1}
 steps=409600
 samples=$((steps * 4))
 dir=$(mktemp -d)
@@ -53,19 +57,27 @@ CREATE TABLE step_samples (step BIGINT PRIMARY KEY, metric TEXT[] COLLATE "C" NO
     missing TEXT[] COLLATE "C");
 SQL
 
+for f in steps samples arrays; do
+  split -n "l/$sessions" -d "$dir/$f.tsv" "$dir/$f.part."
+done
+
 copy() { # TABLE FILE: prints seconds
-  local t0 t1
+  local t0 t1 part pids=()
   t0=$(date +%s.%N)
-  psql -q -v ON_ERROR_STOP=1 "$url" -c "\\copy platter_copy_floor.$1 from $2"
+  for part in "$dir/$2".part.*; do
+    psql -q -v ON_ERROR_STOP=1 "$url" -c "\\copy platter_copy_floor.$1 from $part" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc
 }
 
 for r in $(seq 1 "$rounds"); do
   psql -q -v ON_ERROR_STOP=1 "$url" -f "$dir/schema.sql" >/dev/null
-  st=$(copy steps "$dir/steps.tsv")
-  sa=$(copy samples "$dir/samples.tsv")
-  ar=$(copy step_samples "$dir/arrays.tsv")
-  printf 'round %d: steps %.2f s, samples %.2f s, arrays %.2f s; samples/s: rows %.0f, arrays %.0f\n' \
-    "$r" "$st" "$sa" "$ar" "$(echo "$samples / ($st + $sa)" | bc -l)" "$(echo "$samples / ($st + $ar)" | bc -l)"
+  st=$(copy steps steps)
+  sa=$(copy samples samples)
+  ar=$(copy step_samples arrays)
+  printf 'round %d, %d session(s): steps %.2f s, samples %.2f s, arrays %.2f s; samples/s: rows %.0f, arrays %.0f\n' \
+    "$r" "$sessions" "$st" "$sa" "$ar" "$(echo "$samples / ($st + $sa)" | bc -l)" "$(echo "$samples / ($st + $ar)" | bc -l)"
 done

@@ -1365,12 +1365,20 @@ fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
                     if conn.is_broken() {
                         match opener.writer() {
                             Ok(c) => conn = c,
-                            Err(_) => continue,
+                            Err(e) => {
+                                tracing::debug!(error = %e, "reconnecting the store's idle writer failed");
+                                continue;
+                            }
                         }
                     }
-                    if probe(&conn).is_ok() {
-                        health.committed(me);
-                        changed.send_modify(|n| *n += 1);
+                    match probe(&conn) {
+                        Ok(()) => {
+                            health.committed(me);
+                            changed.send_modify(|n| *n += 1);
+                        }
+                        Err(e) => {
+                            tracing::debug!(error = %e, "the store's idle writer still cannot commit")
+                        }
                     }
                     continue;
                 }
@@ -1455,11 +1463,19 @@ fn recv_within(rx: &mut mpsc::Receiver<Batch>, wait: Duration) -> Received {
     }
 }
 
-/// A write that changes nothing but is committed as a record's would be (the store's one
-/// identity row, set to itself): whether this connection can commit now.
+/// Whether this connection can commit now: a transaction that changes no table but is
+/// committed as a batch's would be. On PostgreSQL it takes a transaction id, so its
+/// commit is written to the WAL and flushed (as `synchronous_commit` says) without a
+/// row, a table privilege or a replica identity; SQLite sets the store's one identity row
+/// to itself. It says the store commits again, not that the next batch will be stored:
+/// that batch says so itself.
 fn probe(conn: &Conn) -> Result<()> {
     let tx = conn.write_transaction()?;
-    conn.execute("UPDATE store_identity SET id = id", ())?;
+    if conn.is_postgres() {
+        conn.query_row("SELECT txid_current()", (), |r| r.get::<i64>(0))?;
+    } else {
+        conn.execute("UPDATE store_identity SET id = id", ())?;
+    }
     tx.commit()
 }
 
@@ -2944,7 +2960,8 @@ mod tests {
     /// opposite orders. When PostgreSQL breaks that deadlock by failing the cancel, the
     /// cancel is tried again instead of failing. (Another connection here takes the
     /// writer's part: a plan's row, then the campaign's; the cancel waits first, so its
-    /// deadlock check runs first and it is the one failed.)
+    /// deadlock check, `deadlock_timeout` after it began to wait, runs first and it is the
+    /// one failed.)
     #[test]
     fn a_cancel_failed_as_a_deadlocks_victim_is_tried_again() {
         let Some(url) = testing::postgres_url() else {
@@ -2958,16 +2975,35 @@ mod tests {
         let writer = writer.as_postgres().unwrap();
         writer
             .batch(&format!(
-                "SET deadlock_timeout = '10s'; BEGIN; \
-                 UPDATE plans SET queued_seq = queued_seq WHERE campaign_id = '{campaign}'"
+                "BEGIN; UPDATE plans SET queued_seq = queued_seq WHERE campaign_id = '{campaign}'"
             ))
             .unwrap();
         let cancel = {
             let (store, campaign) = (store.clone(), campaign.clone());
             std::thread::spawn(move || store.cancel_campaign(&campaign))
         };
-        // The cancel holds the campaign's row and waits for the plan's.
-        std::thread::sleep(Duration::from_millis(300));
+        // Until the cancel holds the campaign's row and waits for the plan's (asked on a
+        // connection outside the transaction, whose view of the activity would not change).
+        let watcher = store.opener.writer().unwrap();
+        let watcher = watcher.as_postgres().unwrap();
+        let t0 = std::time::Instant::now();
+        loop {
+            let waiting = watcher
+                .query(
+                    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+                        AND wait_event_type = 'Lock' AND query LIKE 'UPDATE plans SET state = ''cancelled''%'",
+                    &[],
+                )
+                .unwrap();
+            if !waiting.is_empty() {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the cancel never waited"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         writer
             .batch(&format!(
                 "SELECT 1 FROM campaigns WHERE id = '{campaign}' FOR NO KEY UPDATE; COMMIT"
