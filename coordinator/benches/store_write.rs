@@ -6,7 +6,9 @@
 //! and then, side by side, the same rows go into another new schema of that server with
 //! nothing of platter in between (`reference`): each agent's batches as transactions of two
 //! binary `COPY`s, on as many connections as the store has writers. The ratio of the two
-//! is what platter's writer costs over what the server itself takes for these rows.
+//! is what platter's writer costs over what the server itself takes for these rows. A
+//! second reference stores each step's samples as one row of arrays instead (a layout
+//! platter does not have): what fewer rows would let the server take.
 
 use std::time::Instant;
 
@@ -183,11 +185,16 @@ fn main() {
                 hosts[platter::store::writer_of(&format!("agent-{a}"), writers)] += 1;
             }
             println!("agents per writer: {hosts:?}");
-            let floor = reference(&url, writers);
+            let floor = reference(&url, writers, Layout::Rows);
             println!(
                 "reference (PostgreSQL, {writers} connections, two COPYs per batch): {samples} samples in {floor:.2} s = {:.0} samples/s; platter / reference: {:.2}× the time",
                 samples as f64 / floor,
                 secs / floor
+            );
+            let arrays = reference(&url, writers, Layout::Arrays);
+            println!(
+                "reference with a step's samples as one row of arrays (not platter's layout): {samples} samples in {arrays:.2} s = {:.0} samples/s",
+                samples as f64 / arrays
             );
         }
     }
@@ -196,11 +203,21 @@ fn main() {
     }
 }
 
+/// How the reference stores samples.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// As platter does: a row per sample, keyed by (step, metric).
+    Rows,
+    /// A row per step, its samples' columns as arrays (`step_samples`, made for the
+    /// reference only): what a layout with fewer rows would let the server do.
+    Arrays,
+}
+
 /// The same rows stored with nothing of platter in between: a new schema migrated as the
 /// store's, then each agent's batches, one transaction each (`COPY` of its steps with their
 /// keys chosen here, `COPY` of their samples), agents spread over `connections`
 /// connections as the store spreads hosts over its writers. Returns the seconds taken.
-fn reference(url: &str, connections: usize) -> f64 {
+fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
     use platter::db::pg;
     use tokio_postgres::types::{ToSql, Type};
     let location = platter::store::testing::fresh_postgres(url);
@@ -222,6 +239,16 @@ fn reference(url: &str, connections: usize) -> f64 {
         .into_iter()
         .collect();
     drop(store);
+    if let Layout::Arrays = layout {
+        let rt = pg::PgRuntime::new().unwrap();
+        let c = pg::connect(&schema_url, rt.handle(), None).unwrap();
+        c.batch(
+            "CREATE TABLE step_samples (step BIGINT PRIMARY KEY, metric TEXT[] COLLATE \"C\" NOT NULL,
+                 value DOUBLE PRECISION[], unit TEXT[] COLLATE \"C\" NOT NULL, histogram BYTEA[],
+                 missing TEXT[] COLLATE \"C\")",
+        )
+        .unwrap();
+    }
     // Every row is built before the clock starts, as for the store above; each agent's
     // batches go on the connection of the writer the store gives its host, so both runs
     // share the same imbalance.
@@ -300,22 +327,56 @@ fn reference(url: &str, connections: usize) -> f64 {
                         }),
                     )
                     .unwrap();
-                    c.copy_in(
-                        "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
-                        &[Type::INT8, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::BYTEA, Type::TEXT],
-                        rows.iter().flat_map(|(n, e, _)| {
-                            e.samples.iter().map(move |s| {
-                                [
-                                    n as &(dyn ToSql + Sync),
-                                    &s.metric,
-                                    &s.value,
-                                    &s.unit,
-                                    no_bytes,
-                                    no_text,
-                                ]
-                            })
-                        }),
-                    )
+                    match layout {
+                        Layout::Rows => c.copy_in(
+                            "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
+                            &[Type::INT8, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::BYTEA, Type::TEXT],
+                            rows.iter().flat_map(|(n, e, _)| {
+                                e.samples.iter().map(move |s| {
+                                    [
+                                        n as &(dyn ToSql + Sync),
+                                        &s.metric,
+                                        &s.value,
+                                        &s.unit,
+                                        no_bytes,
+                                        no_text,
+                                    ]
+                                })
+                            }),
+                        ),
+                        Layout::Arrays => {
+                            type Arrays<'a> = (
+                                Vec<&'a str>,
+                                Vec<f64>,
+                                Vec<&'a str>,
+                                Vec<Option<&'a [u8]>>,
+                                Vec<Option<&'a str>>,
+                            );
+                            let arrays: Vec<Arrays<'_>> = rows
+                                .iter()
+                                .map(|(_, e, _)| {
+                                    let s = &e.samples;
+                                    (
+                                        s.iter().map(|s| s.metric.as_str()).collect(),
+                                        s.iter().map(|s| s.value).collect(),
+                                        s.iter().map(|s| s.unit.as_str()).collect(),
+                                        vec![None; s.len()],
+                                        vec![None; s.len()],
+                                    )
+                                })
+                                .collect();
+                            c.copy_in(
+                                "COPY step_samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
+                                &[
+                                    Type::INT8, Type::TEXT_ARRAY, Type::FLOAT8_ARRAY, Type::TEXT_ARRAY,
+                                    Type::BYTEA_ARRAY, Type::TEXT_ARRAY,
+                                ],
+                                rows.iter().zip(&arrays).map(|((n, _, _), (m, v, u, h, x))| {
+                                    [n as &(dyn ToSql + Sync), m, v, u, h, x]
+                                }),
+                            )
+                        }
+                    }
                     .unwrap();
                     c.batch("COMMIT").unwrap();
                 }
