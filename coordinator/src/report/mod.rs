@@ -597,10 +597,20 @@ impl Report {
 }
 
 /// Where `metric` goes in a cell's list: the command's own metrics (`COMMAND_METRICS`)
-/// first, in that order, then the others by name (byte order, as on both engines).
+/// first, in that order, then the built-in fsync loop's in its own order (`FSYNC`: the
+/// mean, the percentiles up to the maximum, the minimum, throughput, …, not by name,
+/// which put `latency.max` before `latency.mean`), then the others by name (byte order,
+/// as on both engines).
 fn metric_rank(metric: &str) -> (usize, &str) {
-    let own = COMMAND_METRICS.iter().position(|m| *m == metric);
-    (own.unwrap_or(COMMAND_METRICS.len()), metric)
+    let fsync = &crate::spec::FSYNC_METRICS;
+    let rank = match COMMAND_METRICS.iter().position(|m| *m == metric) {
+        Some(own) => own,
+        None => match fsync.iter().position(|m| *m == metric) {
+            Some(loop_rank) => COMMAND_METRICS.len() + loop_rank,
+            None => COMMAND_METRICS.len() + fsync.len(),
+        },
+    };
+    (rank, metric)
 }
 
 /// Per cell (`cells.n`), its warm-up runs' values, metric by metric by name.
@@ -1186,6 +1196,40 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cells_metrics_are_the_commands_then_the_fsync_loops_then_by_name() {
+        let mut metrics = vec![
+            "total",
+            "latency.max",
+            "disk.writes",
+            "latency.p50",
+            "sys",
+            "latency.mean",
+            "wall",
+            "ops_per_s",
+            "a.tool.metric",
+            "latency.p99.9",
+            "latency",
+        ];
+        metrics.sort_by(|a, b| metric_rank(a).cmp(&metric_rank(b)));
+        assert_eq!(
+            metrics,
+            [
+                "wall",
+                "sys",
+                "latency.mean",
+                "latency.p50",
+                "latency.p99.9",
+                "latency.max",
+                "ops_per_s",
+                "total",
+                "latency",
+                "a.tool.metric",
+                "disk.writes",
+            ]
+        );
+    }
 
     #[test]
     fn human_units() {
