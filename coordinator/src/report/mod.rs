@@ -814,7 +814,7 @@ pub fn human(value: f64, unit: &str) -> String {
     }
 }
 
-/// One unit for values read side by side (a table row): seconds as s, ms or µs and bytes as
+/// One unit for values read side by side (a table row): seconds as s, ms, µs or ns and bytes as
 /// B, KiB, MiB or GiB, chosen by a typical value of them (`factor` is the unit's size: 1e-3
 /// for ms); other units as `human` writes them. So `0 s` never sits next to `µs`.
 pub(crate) struct Scale {
@@ -830,7 +830,9 @@ impl Scale {
         let (factor, suffix, decimals) = match unit {
             "s" if typical >= 1.0 || typical == 0.0 => (1.0, "s", 3),
             "s" if typical >= 1e-3 => (1e-3, "ms", 2),
-            "s" => (1e-6, "µs", 1),
+            "s" if typical >= 1e-6 => (1e-6, "µs", 1),
+            // A write into the page cache or tmpfs: "345 ns", not "0.3 µs".
+            "s" => (1e-9, "ns", 0),
             "B" if typical >= 1024.0 * 1024.0 * 1024.0 => (1024.0 * 1024.0 * 1024.0, "GiB", 2),
             "B" if typical >= 1024.0 * 1024.0 => (1024.0 * 1024.0, "MiB", 2),
             "B" if typical >= 1024.0 => (1024.0, "KiB", 2),
@@ -1236,6 +1238,8 @@ mod tests {
         assert_eq!(human(1.5, "s"), "1.500 s");
         assert_eq!(human(0.0123, "s"), "12.30 ms");
         assert_eq!(human(0.0000123, "s"), "12.3 µs");
+        assert_eq!(human(0.000_000_345, "s"), "345 ns");
+        assert_eq!(human(0.000_001, "s"), "1.0 µs");
         assert_eq!(human(2048.0, "B"), "2.00 KiB");
         assert_eq!(human(300.0, "1"), "300");
         assert_eq!(human(2822.0695, "op/s"), "2822.1 op/s");
