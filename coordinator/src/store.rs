@@ -1362,16 +1362,7 @@ fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
                 Received::Batch(b) => b,
                 Received::Closed => break,
                 Received::Nothing => {
-                    if conn.is_broken() {
-                        match opener.writer() {
-                            Ok(c) => conn = c,
-                            Err(e) => {
-                                tracing::debug!(error = %e, "reconnecting the store's idle writer failed");
-                                continue;
-                            }
-                        }
-                    }
-                    match probe(&conn) {
+                    match probe(&opener, &mut conn) {
                         Ok(()) => {
                             health.committed(me);
                             changed.send_modify(|n| *n += 1);
@@ -1468,8 +1459,12 @@ fn recv_within(rx: &mut mpsc::Receiver<Batch>, wait: Duration) -> Received {
 /// commit is written to the WAL and flushed (as `synchronous_commit` says) without a
 /// row, a table privilege or a replica identity; SQLite sets the store's one identity row
 /// to itself. It says the store commits again, not that the next batch will be stored:
-/// that batch says so itself.
-fn probe(conn: &Conn) -> Result<()> {
+/// that batch says so itself. A broken connection (PostgreSQL went away) is opened again
+/// first.
+fn probe(opener: &Opener, conn: &mut Conn) -> Result<()> {
+    if conn.is_broken() {
+        *conn = opener.writer()?;
+    }
     let tx = conn.write_transaction()?;
     if conn.is_postgres() {
         conn.query_row("SELECT txid_current()", (), |r| r.get::<i64>(0))?;

@@ -488,8 +488,8 @@ impl Loop<'_> {
     /// Records each operation's latency in `clock`'s ticks. Returns the time the operations
     /// took (each batch's, from its first operation's start to its last one's end, summed:
     /// not the histogram's filling between batches) and the ns per tick, or the failing
-    /// call and its OS error. Errors
-    /// carry no path so that nothing is allocated here; the caller adds it.
+    /// call and its OS error. Errors carry no path so that nothing is allocated here; the
+    /// caller adds it.
     ///
     /// The operations are glibc's `pwrite` and `sync` (`fdatasync`, `fsync` or nothing)
     /// called directly, as a C loop calls them: std's `write_all_at` and `sync_data` wrap
