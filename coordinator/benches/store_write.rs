@@ -253,7 +253,17 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
     // batches go on the connection of the writer the store gives its host, so both runs
     // share the same imbalance.
     type Row = (i64, StepEvent, i64);
-    let mut work: Vec<Vec<(String, Vec<Row>)>> = vec![Vec::new(); connections];
+    // Layout::Arrays: per step, its samples' columns (empty for Layout::Rows).
+    type Arrays = (
+        Vec<String>,
+        Vec<f64>,
+        Vec<String>,
+        Vec<Option<Vec<u8>>>,
+        Vec<Option<String>>,
+    );
+    // An agent's batch: its host, its steps, their arrays.
+    type Batch = (String, Vec<Row>, Vec<Arrays>);
+    let mut work: Vec<Vec<Batch>> = vec![Vec::new(); connections];
     for agent in 0..AGENTS {
         for b in 0..BATCHES_PER_AGENT {
             let rows = (b * RECORDS_PER_BATCH + 1..=(b + 1) * RECORDS_PER_BATCH)
@@ -264,10 +274,26 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
                     let cell = cells[e.cell_id.as_str()];
                     ((agent as i64) << 32 | seq as i64, e, cell)
                 })
-                .collect();
+                .collect::<Vec<Row>>();
+            let arrays = match layout {
+                Layout::Rows => Vec::new(),
+                Layout::Arrays => rows
+                    .iter()
+                    .map(|(_, e, _)| {
+                        let s = &e.samples;
+                        (
+                            s.iter().map(|s| s.metric.clone()).collect(),
+                            s.iter().map(|s| s.value).collect(),
+                            s.iter().map(|s| s.unit.clone()).collect(),
+                            vec![None; s.len()],
+                            vec![None; s.len()],
+                        )
+                    })
+                    .collect(),
+            };
             let host = format!("agent-{agent}");
             // The connection the store's writers would use for this host.
-            work[platter::store::writer_of(&host, connections)].push((host, rows));
+            work[platter::store::writer_of(&host, connections)].push((host, rows, arrays));
         }
     }
     let started = Instant::now();
@@ -281,7 +307,7 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
                 let (zero, no) = (0i64, String::new());
                 let (no_bytes, no_text): (Option<&[u8]>, Option<&str>) = (None, None);
                 let (no_bytes, no_text) = (&no_bytes, &no_text);
-                for (host, rows) in &batches {
+                for (host, rows, arrays) in &batches {
                     let texts: Vec<[&str; 2]> = rows
                         .iter()
                         .map(|(_, e, _)| [e.plan_id.as_str(), e.state.as_str()])
@@ -345,33 +371,13 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
                             }),
                         ),
                         Layout::Arrays => {
-                            type Arrays<'a> = (
-                                Vec<&'a str>,
-                                Vec<f64>,
-                                Vec<&'a str>,
-                                Vec<Option<&'a [u8]>>,
-                                Vec<Option<&'a str>>,
-                            );
-                            let arrays: Vec<Arrays<'_>> = rows
-                                .iter()
-                                .map(|(_, e, _)| {
-                                    let s = &e.samples;
-                                    (
-                                        s.iter().map(|s| s.metric.as_str()).collect(),
-                                        s.iter().map(|s| s.value).collect(),
-                                        s.iter().map(|s| s.unit.as_str()).collect(),
-                                        vec![None; s.len()],
-                                        vec![None; s.len()],
-                                    )
-                                })
-                                .collect();
                             c.copy_in(
                                 "COPY step_samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
                                 &[
                                     Type::INT8, Type::TEXT_ARRAY, Type::FLOAT8_ARRAY, Type::TEXT_ARRAY,
                                     Type::BYTEA_ARRAY, Type::TEXT_ARRAY,
                                 ],
-                                rows.iter().zip(&arrays).map(|((n, _, _), (m, v, u, h, x))| {
+                                rows.iter().zip(arrays).map(|((n, _, _), (m, v, u, h, x))| {
                                     [n as &(dyn ToSql + Sync), m, v, u, h, x]
                                 }),
                             )
