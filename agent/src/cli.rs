@@ -69,6 +69,46 @@ pub struct AgentArgs {
     /// reported to the coordinator (`platter agents`) after at most this long
     #[arg(long, default_value_t = crate::DEFAULT_INVENTORY_INTERVAL.as_secs(), value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub inventory_interval: u64,
+    #[command(flatten)]
+    pub cpu: CpuArgs,
+}
+
+/// Where the agent's own threads run; see `affinity`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct CpuArgs {
+    /// The CPU the agent's own threads are kept to, so that workloads start on other
+    /// CPUs, whose caches hold no agent work: `auto` (the last CPU this process may use,
+    /// when it may use two or more), `off` (no placement), or a CPU number. Workloads,
+    /// and all else the agent starts, get every CPU the agent was started with; each
+    /// plan's provenance says which
+    #[arg(
+        long = "agent-cpu",
+        env = "PLATTER_AGENT_CPU",
+        value_name = "auto|off|CPU",
+        default_value = "auto"
+    )]
+    pub agent_cpu: crate::affinity::Placement,
+}
+
+impl CpuArgs {
+    /// Keeps this thread, and every thread started after, to the CPU chosen. Call it
+    /// before the runtime starts. `auto` that cannot be had is a warning; a CPU given by
+    /// number that cannot be had is an error.
+    pub fn apply(&self) -> anyhow::Result<()> {
+        use crate::affinity::{keep_agent, Placement};
+        match (keep_agent(self.agent_cpu), self.agent_cpu) {
+            (Ok(_), _) => Ok(()),
+            (Err(e), Placement::Cpu(c)) => Err(anyhow::anyhow!(
+                "cannot keep the agent to CPU {c} (--agent-cpu): {e}"
+            )),
+            (Err(e), _) => {
+                tracing::warn!(
+                    "the agent's threads share the workloads' CPUs: setting their affinity failed: {e}"
+                );
+                Ok(())
+            }
+        }
+    }
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {

@@ -440,7 +440,7 @@ impl Executor {
             Some(c) => self.emit(RecordKind::Provenance {
                 plan_id: plan_id.to_string().into(),
                 step_index: index,
-                facts: Provenance {
+                facts: Box::new(Provenance {
                     trigger: provenance::AT_STORAGE_SETUP.into(),
                     devices: provenance::devices(
                         &self.cfg.storage.inventory_roots,
@@ -448,7 +448,7 @@ impl Executor {
                     ),
                     storage: Some(self.cfg.storage.facts(&c)),
                     ..Provenance::default()
-                },
+                }),
             }),
             None => Ok(()),
         }
@@ -499,7 +499,7 @@ impl Executor {
         self.emit(RecordKind::Provenance {
             plan_id: plan_id.to_string().into(),
             step_index: index,
-            facts,
+            facts: Box::new(facts),
         })
     }
 

@@ -10,6 +10,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod affinity;
 pub mod cli;
 mod executor;
 #[doc(hidden)]

@@ -10,12 +10,19 @@ struct Cli {
     agent: platter_agent::cli::AgentArgs,
 }
 
-// One thread is plenty: the link is one task, and the executor has an OS thread of its own.
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
     platter_agent::cli::init_tracing("info");
     let cli = Cli::parse();
-    if let Err(e) = platter_agent::cli::run(cli.agent).await {
+    // Before the runtime: its threads, the executor's and the blocking pool's inherit it.
+    let started = cli.agent.cpu.apply().and_then(|()| {
+        // One thread is plenty: the link is one task, and the executor has an OS thread of
+        // its own.
+        Ok(tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?)
+    });
+    let result = started.and_then(|rt| rt.block_on(platter_agent::cli::run(cli.agent)));
+    if let Err(e) = result {
         eprintln!("platter-agent: {e:#}");
         std::process::exit(1);
     }

@@ -95,6 +95,8 @@ pub(crate) struct Storage {
 }
 
 fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
+    // Started with the workloads' CPUs: a daemon it leaves (gocryptfs) serves them.
+    let _all_cpus = crate::affinity::Widened::new();
     let out = Command::new(program)
         .args(args)
         .output()

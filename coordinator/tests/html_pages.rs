@@ -122,6 +122,8 @@ fn provenance(host: &str) -> Provenance {
             cpu_model: cpu.into(),
             cpu_count: 8,
             memory_bytes: 16 << 30,
+            agent_cpus: "7".into(),
+            workload_cpus: "0-7".into(),
         }),
         devices: inventory(host)
             .into_iter()
@@ -514,7 +516,7 @@ async fn store_case(dir: &Path, case: &Case) -> Report {
             kind: RecordKind::Provenance {
                 plan_id: plan.id.clone(),
                 step_index: 0,
-                facts: provenance(&plan.host),
+                facts: Box::new(provenance(&plan.host)),
             },
         }];
         let mut failed_one = false;
@@ -529,7 +531,7 @@ async fn store_case(dir: &Path, case: &Case) -> Report {
                     kind: RecordKind::Provenance {
                         plan_id: plan.id.clone(),
                         step_index: step.index,
-                        facts: storage_snapshot(&fs),
+                        facts: Box::new(storage_snapshot(&fs)),
                     },
                 });
             }

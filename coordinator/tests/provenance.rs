@@ -212,3 +212,117 @@ fn pivots_read_the_runs_snapshot_and_a_change_within_a_run_is_flagged() {
     let table = Format::Table.exporter().render(&changed);
     assert!(table.contains("CHANGED during the run on"), "{table}");
 }
+
+/// The CPUs a process may run on, as `/proc/PID/status` lists them.
+fn allowed_cpus(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list in a status file")
+        .trim()
+        .to_string()
+}
+
+/// `platter run --agent-cpu PLACEMENT` of a workload that writes down its own CPUs, its
+/// spawn helper's and every thread's of the platter process (the helper's parent), and
+/// the report's provenance: (workload, helper, platter's threads, host facts).
+fn placement(dir: &Path, placement: &str) -> (String, String, Vec<String>, serde_json::Value) {
+    let out = dir.join(placement);
+    std::fs::create_dir_all(&out).unwrap();
+    let probe = write(
+        &out,
+        "probe.sh",
+        &format!(
+            "#!/bin/sh\ncd {}\ncat /proc/self/status > workload\ncat /proc/$PPID/status > helper\n\
+             agent=$(awk '/^PPid/ {{ print $2 }}' helper)\n\
+             for t in /proc/$agent/task/*; do s=$(cat $t/status 2>/dev/null) && echo \"$s\" > thread-${{t##*/}}; done\n",
+            out.display()
+        ),
+    );
+    let mut perms = std::fs::metadata(&probe).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&probe, perms).unwrap();
+    let file = write(
+        &out,
+        "cpus.yaml",
+        &format!(
+            "name: cpus\nworkload: {{ command: {{ run: {} }} }}\nrepeat: 1\n",
+            probe.display()
+        ),
+    );
+    let run = platter()
+        .arg("run")
+        .arg(&file)
+        .args(["--format", "json", "--agent-cpu", placement, "--db"])
+        .arg(out.join("p.db"))
+        .arg("--state-dir")
+        .arg(out.join("agent"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let read = |name: &str| allowed_cpus(&std::fs::read_to_string(out.join(name)).unwrap());
+    let mut threads = Vec::new();
+    for e in std::fs::read_dir(&out).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if name.starts_with("thread-") {
+            threads.push(read(&name));
+        }
+    }
+    assert!(threads.len() >= 3, "platter run's threads: {threads:?}");
+    let host = json["provenance"][0]["facts"]["host"].clone();
+    (read("workload"), read("helper"), threads, host)
+}
+
+#[test]
+fn the_agent_keeps_its_threads_to_one_cpu_and_workloads_get_them_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ours = allowed_cpus(&std::fs::read_to_string("/proc/self/status").unwrap());
+    let last = ours.rsplit([',', '-']).next().unwrap().to_string();
+    let several = ours != last;
+
+    let (workload, helper, threads, host) = placement(tmp.path(), "auto");
+    assert_eq!(
+        workload, ours,
+        "the workload may run on every CPU platter was given"
+    );
+    assert_eq!(helper, ours);
+    let kept = if several {
+        last.as_str()
+    } else {
+        ours.as_str()
+    };
+    assert!(
+        threads.iter().all(|t| t == kept),
+        "{threads:?}, kept to {kept}"
+    );
+    assert_eq!(host["workload_cpus"], ours.as_str());
+    assert_eq!(host["agent_cpus"], if several { last.as_str() } else { "" });
+
+    let (workload, helper, threads, host) = placement(tmp.path(), "off");
+    assert_eq!(
+        (workload.as_str(), helper.as_str()),
+        (ours.as_str(), ours.as_str())
+    );
+    assert!(threads.iter().all(|t| *t == ours), "{threads:?}");
+    assert_eq!(host["agent_cpus"], "");
+    assert_eq!(host["workload_cpus"], ours.as_str());
+
+    // A CPU given by number must be one the process may use.
+    let out = platter()
+        .args(["run", "x.yaml", "--agent-cpu", "4095"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "CPU 4095 is not one this process may use ({ours})"
+        )),
+        "{stderr}"
+    );
+}

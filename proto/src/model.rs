@@ -544,7 +544,8 @@ pub enum RecordKind {
     Provenance {
         plan_id: PlanId,
         step_index: u32,
-        facts: crate::provenance::Provenance,
+        // Boxed: the largest kind by far, rare (a few per plan), and every record is this big.
+        facts: Box<crate::provenance::Provenance>,
     },
 }
 

@@ -25,6 +25,14 @@ pub struct HostFacts {
     pub cpu_model: String,
     pub cpu_count: u32,
     pub memory_bytes: u64,
+    /// The CPU the agent's own threads are kept to (`--agent-cpu`), "" when they are not
+    /// kept apart from the workloads (or an older agent did not say).
+    #[serde(default)]
+    pub agent_cpus: String,
+    /// The CPUs workloads may run on, as the kernel lists them (`0-3,6`); "" from an
+    /// older agent.
+    #[serde(default)]
+    pub workload_cpus: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -378,6 +378,8 @@ fn provenance_to_wire(plan_id: &str, step_index: u32, f: &Provenance) -> pb::Pro
             cpu_model: h.cpu_model.clone(),
             cpu_count: h.cpu_count,
             memory_bytes: h.memory_bytes,
+            agent_cpus: h.agent_cpus.clone(),
+            workload_cpus: h.workload_cpus.clone(),
         }),
         devices: f
             .devices
@@ -431,7 +433,7 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
     Ok(RecordKind::Provenance {
         plan_id: p.plan_id.into(),
         step_index: p.step_index,
-        facts: Provenance {
+        facts: Box::new(Provenance {
             trigger: p.trigger,
             host: p.host.map(|h| HostFacts {
                 agent_version: h.agent_version,
@@ -441,6 +443,8 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
                 cpu_model: h.cpu_model,
                 cpu_count: h.cpu_count,
                 memory_bytes: h.memory_bytes,
+                agent_cpus: h.agent_cpus,
+                workload_cpus: h.workload_cpus,
             }),
             devices,
             storage: p.storage.map(|s| StorageFacts {
@@ -459,7 +463,7 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
                 write_cache: s.write_cache,
             }),
             tools: p.tools.into_iter().collect(),
-        },
+        }),
     })
 }
 

@@ -41,6 +41,7 @@ pub(crate) fn host(boot_id: &str) -> HostFacts {
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024);
+    let (agent_cpus, workload_cpus) = crate::affinity::facts();
     HostFacts {
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         kernel_release: read("/proc/sys/kernel/osrelease"),
@@ -49,6 +50,8 @@ pub(crate) fn host(boot_id: &str) -> HostFacts {
         cpu_model,
         cpu_count,
         memory_bytes,
+        agent_cpus,
+        workload_cpus,
     }
 }
 

@@ -597,6 +597,9 @@ fn spawn_helper(
                 (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as _,
             ))?;
             let mut pid = 0;
+            // The helper, and so every workload it starts, gets the CPUs the agent was
+            // given, not the one its own threads are kept to (`affinity`).
+            let _all_cpus = crate::affinity::Widened::new();
             cvt(libc::posix_spawn(
                 &mut pid,
                 helper.as_ptr(),

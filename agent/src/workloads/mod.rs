@@ -204,6 +204,8 @@ fn finish(
 }
 
 fn fsync_workload(p: &FsyncParams) -> Ending {
+    // The loop runs on this (the executor's) thread: with the CPUs a spawned workload gets.
+    let _all_cpus = crate::affinity::Widened::new();
     match fsync::run(p) {
         Ok(r) => {
             let mut samples = vec![sample("wall", r.total.as_secs_f64(), "s")];

@@ -292,6 +292,8 @@ pub struct RunArgs {
     pub allow_devices: Vec<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub cpu: platter_agent::cli::CpuArgs,
 }
 
 #[derive(Debug, Clone, Copy, clap::Args)]

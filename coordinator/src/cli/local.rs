@@ -46,6 +46,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         reboot_command,
         allow_devices,
         limits,
+        cpu: _,
     } = opts;
     let limits = spec::Limits::from(limits);
     let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());

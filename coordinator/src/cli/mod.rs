@@ -105,6 +105,17 @@ pub fn main() -> i32 {
             | Command::Submit { .. }
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
+    // The commands that hold an agent keep its threads (under `run`, the coordinator's
+    // too) off the workloads' CPUs before the runtime's threads start.
+    let cpu = match &cli.command {
+        Command::Run { run, .. } => Some(run.cpu),
+        Command::Agent(args) => Some(args.cpu),
+        _ => None,
+    };
+    if let Some(Err(e)) = cpu.map(|c| c.apply()) {
+        eprintln!("platter: {}", error_chain(&e));
+        return 1;
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::db::Conn;
 use platter_proto::model::{Plan, StepKind};
-use platter_proto::provenance::{DeviceFacts, Provenance};
+use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
 use serde::Serialize;
 
 use super::human;
@@ -147,6 +147,16 @@ pub fn device_field(d: &DeviceFacts, field: &str) -> Option<String> {
     })
 }
 
+/// Where the workloads and the agent's own threads ran (`--agent-cpu`); nothing from
+/// an agent too old to say.
+fn placement(h: &HostFacts) -> String {
+    match (h.workload_cpus.as_str(), h.agent_cpus.as_str()) {
+        ("", _) => String::new(),
+        (w, "") => format!("; workloads and the agent on CPUs {w}"),
+        (w, a) => format!("; workloads on CPUs {w}, the agent's threads on CPU {a}"),
+    }
+}
+
 fn device_line(d: &DeviceFacts) -> String {
     let x = &d.device;
     let quoted = |label: &str, v: &str| {
@@ -203,7 +213,7 @@ pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
         if let Some(h) = &s.facts.host {
             push(
                 format!(
-                    "{}: Linux {} ({}), {} × {}, {} memory, platter-agent {}",
+                    "{}: Linux {} ({}), {} × {}, {} memory, platter-agent {}{}",
                     s.host,
                     h.kernel_release,
                     h.kernel_version,
@@ -214,7 +224,8 @@ pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
                     },
                     h.cpu_count,
                     human(h.memory_bytes as f64, "B"),
-                    h.agent_version
+                    h.agent_version,
+                    placement(h)
                 ),
                 &mut out,
             );
@@ -282,6 +293,8 @@ pub fn changes(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
                     ("kernel build", &base.kernel_version, &h.kernel_version),
                     ("CPU", &base.cpu_model, &h.cpu_model),
                     ("platter-agent", &base.agent_version, &h.agent_version),
+                    ("workload CPUs", &base.workload_cpus, &h.workload_cpus),
+                    ("agent CPU", &base.agent_cpus, &h.agent_cpus),
                 ] {
                     if a != b {
                         out.push(format!(
