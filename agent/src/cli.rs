@@ -76,11 +76,11 @@ pub struct AgentArgs {
 /// Where the agent's own threads run; see `affinity`.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct CpuArgs {
-    /// The CPU the agent's own threads are kept to, so that workloads start on other
-    /// CPUs, whose caches hold no agent work: `auto` (the last CPU this process may use,
-    /// when it may use two or more), `off` (no placement), or a CPU number. Workloads,
-    /// and all else the agent starts, get every CPU the agent was started with; each
-    /// plan's provenance says which
+    /// The CPU the agent's own threads (under `platter run`, the coordinator's too) are
+    /// kept to, so that workloads start on other CPUs, whose caches hold no agent work:
+    /// `auto` (the last CPU this process may use, when it may use two or more), `off` (no
+    /// placement), or a CPU number. Workloads, and all else the agent starts, get every
+    /// CPU the agent was started with; each plan's provenance says which
     #[arg(
         long = "agent-cpu",
         env = "PLATTER_AGENT_CPU",
