@@ -10,11 +10,13 @@
 //! one CPU, a workload starts on another, whose caches hold the previous workload's work
 //! (BENCHMARKS.md, "Trivial commands").
 //!
-//! The workloads are not confined: whatever the agent starts (the spawn helper and so
-//! every workload, mkfs and the other storage commands, the in-process fsync loop) runs
-//! inside [`Widened`], with the CPUs the process started with. What was chosen is in each
-//! plan's provenance ([`facts`]).
+//! The workloads are not confined: the spawn helper (and so every workload and every
+//! command a step runs), mkfs and the other storage commands (and the gocryptfs daemon),
+//! and the in-process fsync loop run inside [`Widened`], with the CPUs the process started
+//! with. Only the probes of tool versions, run for the inventory and the provenance, stay
+//! on the agent's CPU. What was chosen is in each plan's provenance ([`facts`]).
 
+use std::marker::PhantomData;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -59,15 +61,25 @@ impl FromStr for Placement {
     }
 }
 
-/// The CPUs the process started with, once [`keep_agent`] has moved its threads off
-/// them; unset when it did not.
+/// The CPUs the process started with and the one [`keep_agent`] kept its threads to;
+/// unset when it kept them nowhere.
 static GIVEN: OnceLock<(CpuSet, usize)> = OnceLock::new();
 
 /// Moves the calling thread, and so every thread it starts afterwards, to the CPU
-/// `placement` names. Call it first thing in `main`, before any runtime or other thread
-/// exists: threads started before keep their CPUs. Returns the CPU chosen, `None` when
-/// the threads stay unpinned (`off`, or `auto` with a single CPU).
+/// `placement` names. Call it once, first thing in `main`, before any runtime or other
+/// thread exists: threads started before keep their CPUs. Returns the CPU chosen, `None`
+/// when the threads stay unpinned (`off`, or `auto` with a single CPU).
+///
+/// `auto` takes the last CPU, a plain choice: on a machine with SMT it is usually the
+/// second thread of a core whose first thread a workload may then share caches with
+/// (`--agent-cpu N` picks another). The CPUs "given" are read here, once: CPUs a cpuset
+/// gains later reach workloads after a restart of the agent.
 pub fn keep_agent(placement: Placement) -> std::io::Result<Option<usize>> {
+    if GIVEN.get().is_some() {
+        return Err(std::io::Error::other(
+            "the agent's threads are already kept to a CPU",
+        ));
+    }
     let given = sched_getaffinity(None)?;
     let cpu = match placement {
         Placement::Off => return Ok(None),
@@ -87,30 +99,21 @@ pub fn keep_agent(placement: Placement) -> std::io::Result<Option<usize>> {
 
 /// The calling thread with the CPUs the process started with, until dropped; then the
 /// CPUs it had. Does nothing when [`keep_agent`] pinned nothing, or the thread already
-/// has them (a thread of a test, say).
+/// has them (a thread of a test, say). Silent: it is made inside the measured window,
+/// where the agent writes nothing; [`facts`], read between steps, says what a widened
+/// thread really gets. Not `Send`: it must be dropped on the thread it widened.
 #[must_use = "the thread is widened only while this lives"]
-pub(crate) struct Widened(Option<CpuSet>);
+pub(crate) struct Widened(Option<CpuSet>, PhantomData<*const ()>);
 
 impl Widened {
     pub(crate) fn new() -> Widened {
-        let Some((given, _)) = GIVEN.get() else {
-            return Widened(None);
-        };
-        let Ok(now) = sched_getaffinity(None) else {
-            return Widened(None);
-        };
-        if now == *given {
-            return Widened(None);
-        }
-        match sched_setaffinity(None, given) {
-            Ok(()) => Widened(Some(now)),
-            Err(e) => {
-                // A cpuset shrunk since start: the workload gets the agent's CPU, and the
-                // provenance (read then) says which CPUs the process had.
-                tracing::warn!("cannot give a workload the agent's CPUs back: {e}");
-                Widened(None)
-            }
-        }
+        let before = GIVEN.get().and_then(|(given, _)| {
+            let now = sched_getaffinity(None).ok()?;
+            // The kernel trims the set to the CPUs the thread's cpuset allows now; it
+            // fails only when none of them is left (then the thread stays where it is).
+            (now != *given && sched_setaffinity(None, given).is_ok()).then_some(now)
+        });
+        Widened(before, PhantomData)
     }
 }
 
@@ -123,17 +126,27 @@ impl Drop for Widened {
 }
 
 /// `(agent_cpus, workload_cpus)` for the provenance: the CPU the agent's threads are
-/// kept to ("" when they are not), and the CPUs workloads may run on, as lists
-/// (`0-3,6`).
+/// kept to ("" when they are not), and the CPUs workloads may run on (what a widened
+/// thread gets now), as lists (`0-3,6`). Call it from an agent thread, between steps.
 pub(crate) fn facts() -> (String, String) {
+    let current = || {
+        sched_getaffinity(None)
+            .map(|s| cpu_list(&s))
+            .unwrap_or_default()
+    };
     match GIVEN.get() {
-        Some((given, cpu)) => (cpu.to_string(), cpu_list(given)),
-        None => (
-            String::new(),
-            sched_getaffinity(None)
-                .map(|s| cpu_list(&s))
-                .unwrap_or_default(),
-        ),
+        Some((given, cpu)) => {
+            let _wide = Widened::new();
+            let workload = current();
+            if workload == cpu.to_string() && given.count() > 1 {
+                tracing::warn!(
+                    "workloads cannot be given the CPUs the agent started with ({}): they run on CPU {cpu}, the agent's",
+                    cpu_list(given)
+                );
+            }
+            (cpu.to_string(), workload)
+        }
+        None => (String::new(), current()),
     }
 }
 
@@ -216,6 +229,8 @@ mod tests {
                 return;
             }
             assert_eq!(kept, Some(last));
+            let again = keep_agent(Placement::Cpu(last)).unwrap_err().to_string();
+            assert!(again.contains("already kept"), "{again}");
             let only = last.to_string();
             let cpus = || cpu_list(&sched_getaffinity(None).unwrap());
             assert_eq!(cpus(), only);

@@ -79,8 +79,9 @@ pub struct CpuArgs {
     /// The CPU the agent's own threads (under `platter run`, the coordinator's too) are
     /// kept to, so that workloads start on other CPUs, whose caches hold no agent work:
     /// `auto` (the last CPU this process may use, when it may use two or more), `off` (no
-    /// placement), or a CPU number. Workloads, and all else the agent starts, get every
-    /// CPU the agent was started with; each plan's provenance says which
+    /// placement), or a CPU number. Workloads, and the commands run for them (storage
+    /// setup, mkfs, gocryptfs), get every CPU the agent was started with; each plan's
+    /// provenance says which
     #[arg(
         long = "agent-cpu",
         env = "PLATTER_AGENT_CPU",

@@ -172,6 +172,10 @@ fn pivots_read_the_runs_snapshot_and_a_change_within_a_run_is_flagged() {
     later["trigger"] = "resume".into();
     later["host"]["kernel_release"] = "9.9.9-other".into();
     later["host"]["boot_id"] = "another-boot".into();
+    // The agent restarted with another --agent-cpu.
+    let workload_cpus = later["host"]["workload_cpus"].as_str().unwrap().to_string();
+    let agent_cpu = later["host"]["agent_cpus"].as_str().unwrap().to_string();
+    later["host"]["agent_cpus"] = if agent_cpu.is_empty() { "0" } else { "" }.into();
     for d in later["devices"].as_array_mut().unwrap() {
         if d["device"]["path"] == drive.path.as_str() {
             d["device"]["firmware"] = "FW2".into();
@@ -201,6 +205,25 @@ fn pivots_read_the_runs_snapshot_and_a_change_within_a_run_is_flagged() {
             .provenance_changes
             .iter()
             .any(|c| c.contains(&format!("{} firmware", drive.path)) && c.contains("→ FW2")),
+        "{:?}",
+        changed.provenance_changes
+    );
+    let (was, now) = if agent_cpu.is_empty() {
+        (
+            format!("workloads and the agent on CPUs {workload_cpus}"),
+            format!("workloads on CPUs {workload_cpus}, the agent's threads on CPU 0"),
+        )
+    } else {
+        (
+            format!("workloads on CPUs {workload_cpus}, the agent's threads on CPU {agent_cpu}"),
+            format!("workloads and the agent on CPUs {workload_cpus}"),
+        )
+    };
+    assert!(
+        changed
+            .provenance_changes
+            .iter()
+            .any(|c| c.ends_with(&format!(": {was} → {now} (from step 3)"))),
         "{:?}",
         changed.provenance_changes
     );

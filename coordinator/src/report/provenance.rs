@@ -147,13 +147,15 @@ pub fn device_field(d: &DeviceFacts, field: &str) -> Option<String> {
     })
 }
 
-/// Where the workloads and the agent's own threads ran (`--agent-cpu`); nothing from
-/// an agent too old to say.
-fn placement(h: &HostFacts) -> String {
+/// Where the workloads and the agent's own threads ran (`--agent-cpu`); `None` from an
+/// agent too old to say.
+fn placement(h: &HostFacts) -> Option<String> {
     match (h.workload_cpus.as_str(), h.agent_cpus.as_str()) {
-        ("", _) => String::new(),
-        (w, "") => format!("; workloads and the agent on CPUs {w}"),
-        (w, a) => format!("; workloads on CPUs {w}, the agent's threads on CPU {a}"),
+        ("", _) => None,
+        (w, "") => Some(format!("workloads and the agent on CPUs {w}")),
+        (w, a) => Some(format!(
+            "workloads on CPUs {w}, the agent's threads on CPU {a}"
+        )),
     }
 }
 
@@ -225,7 +227,7 @@ pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
                     h.cpu_count,
                     human(h.memory_bytes as f64, "B"),
                     h.agent_version,
-                    placement(h)
+                    placement(h).map(|p| format!("; {p}")).unwrap_or_default()
                 ),
                 &mut out,
             );
@@ -293,12 +295,19 @@ pub fn changes(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
                     ("kernel build", &base.kernel_version, &h.kernel_version),
                     ("CPU", &base.cpu_model, &h.cpu_model),
                     ("platter-agent", &base.agent_version, &h.agent_version),
-                    ("workload CPUs", &base.workload_cpus, &h.workload_cpus),
-                    ("agent CPU", &base.agent_cpus, &h.agent_cpus),
                 ] {
                     if a != b {
                         out.push(format!(
                             "CHANGED during the run on {host}: {what} {a} → {b} (from step {})",
+                            s.step_index
+                        ));
+                    }
+                }
+                // Not against an agent too old to say (an upgrade within the run).
+                if let (Some(a), Some(b)) = (placement(base), placement(h)) {
+                    if a != b {
+                        out.push(format!(
+                            "CHANGED during the run on {host}: {a} → {b} (from step {})",
                             s.step_index
                         ));
                     }
