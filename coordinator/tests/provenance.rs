@@ -208,15 +208,20 @@ fn pivots_read_the_runs_snapshot_and_a_change_within_a_run_is_flagged() {
         "{:?}",
         changed.provenance_changes
     );
+    let cpus = if workload_cpus.contains([',', '-']) {
+        format!("CPUs {workload_cpus}")
+    } else {
+        format!("CPU {workload_cpus}")
+    };
     let (was, now) = if agent_cpu.is_empty() {
         (
-            format!("workloads and the agent on CPUs {workload_cpus}"),
-            format!("workloads on CPUs {workload_cpus}, the agent's threads on CPU 0"),
+            format!("workloads and the agent on {cpus}"),
+            format!("workloads on {cpus}, the agent's threads on CPU 0"),
         )
     } else {
         (
-            format!("workloads on CPUs {workload_cpus}, the agent's threads on CPU {agent_cpu}"),
-            format!("workloads and the agent on CPUs {workload_cpus}"),
+            format!("workloads on {cpus}, the agent's threads on CPU {agent_cpu}"),
+            format!("workloads and the agent on {cpus}"),
         )
     };
     assert!(

@@ -150,11 +150,19 @@ pub fn device_field(d: &DeviceFacts, field: &str) -> Option<String> {
 /// Where the workloads and the agent's own threads ran (`--agent-cpu`); `None` from an
 /// agent too old to say.
 fn placement(h: &HostFacts) -> Option<String> {
+    let cpus = |list: &str| {
+        if list.contains([',', '-']) {
+            format!("CPUs {list}")
+        } else {
+            format!("CPU {list}")
+        }
+    };
     match (h.workload_cpus.as_str(), h.agent_cpus.as_str()) {
         ("", _) => None,
-        (w, "") => Some(format!("workloads and the agent on CPUs {w}")),
+        (w, "") => Some(format!("workloads and the agent on {}", cpus(w))),
         (w, a) => Some(format!(
-            "workloads on CPUs {w}, the agent's threads on CPU {a}"
+            "workloads on {}, the agent's threads on CPU {a}",
+            cpus(w)
         )),
     }
 }
