@@ -124,6 +124,8 @@ fn provenance(host: &str) -> Provenance {
             memory_bytes: 16 << 30,
             agent_cpus: "7".into(),
             workload_cpus: "0-7".into(),
+            tick_hz: 250,
+            cpu_accounting: "tick".into(),
         }),
         devices: inventory(host)
             .into_iter()

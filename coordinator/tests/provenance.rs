@@ -354,3 +354,64 @@ fn the_agent_keeps_its_threads_to_one_cpu_and_workloads_get_them_all() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_user_sys_split_of_too_few_ticks_is_said_to_be_coarse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A shell loop: ~1 ms of CPU at n = 1, ~0.5 s at 600,000 (over 20 ticks of any tick).
+    let file = write(
+        dir,
+        "split.yaml",
+        "name: split\nmatrix: { n: [1, 600000] }\n\
+         workload: { command: { run: \"i=0; while [ $i -lt ${n} ]; do i=$((i+1)); done\" } }\n\
+         repeat: 3\n",
+    );
+    let out = platter()
+        .arg("run")
+        .arg(&file)
+        .args(["--format", "json", "--db"])
+        .arg(dir.join("p.db"))
+        .arg("--state-dir")
+        .arg(dir.join("agent"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let host = &json["provenance"][0]["facts"]["host"];
+    let tick = match host["tick_hz"].as_u64().unwrap() {
+        0 => "at most every 10 ms; this host's tick is unknown".to_string(),
+        hz => format!("CONFIG_HZ={hz}"),
+    };
+    let warnings = |n: &str| -> Vec<String> {
+        let cell = json["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["params"]["n"] == n)
+            .unwrap();
+        cell["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .filter(|w| w.starts_with("user, sys:"))
+            .collect()
+    };
+    if host["cpu_accounting"] == "virtual" {
+        assert!(warnings("1").is_empty());
+        return;
+    }
+    let short = warnings("1");
+    assert_eq!(short.len(), 1, "{short:?}");
+    assert!(short[0].contains(&tick), "{short:?}");
+    assert!(
+        short[0].contains("under 20 ticks: the split is coarse"),
+        "{short:?}"
+    );
+    assert_eq!(warnings("600000"), Vec::<String>::new());
+}

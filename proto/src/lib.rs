@@ -16,6 +16,10 @@ pub mod wire;
 
 /// The generated gRPC types of `platter.v1`. Only `wire`, the coordinator's `rpc` layer,
 /// and the agent's `link` use them; everything else works on the domain types.
+// prost lays out a oneof as an enum of its messages: a provenance record's host facts make
+// one variant large. These values live for one message's encoding or decoding; boxing
+// them (prost's `boxed`) would buy nothing but allocations.
+#[allow(clippy::large_enum_variant)]
 pub mod v1 {
     tonic::include_proto!("platter.v1");
 }

@@ -33,7 +33,20 @@ pub struct HostFacts {
     /// older agent.
     #[serde(default)]
     pub workload_cpus: String,
+    /// The kernel's timer tick (CONFIG_HZ), 0 when unknown.
+    #[serde(default)]
+    pub tick_hz: u32,
+    /// How the kernel splits a task's CPU time between user and system: [`TICK_ACCOUNTING`]
+    /// (by timer-tick samples: coarse for a run of a few ticks), [`VIRTUAL_ACCOUNTING`]
+    /// (measured at each switch), "" when unknown.
+    #[serde(default)]
+    pub cpu_accounting: String,
 }
+
+/// `HostFacts::cpu_accounting` of a kernel with CONFIG_TICK_CPU_ACCOUNTING.
+pub const TICK_ACCOUNTING: &str = "tick";
+/// `HostFacts::cpu_accounting` of a kernel with CONFIG_VIRT_CPU_ACCOUNTING_NATIVE.
+pub const VIRTUAL_ACCOUNTING: &str = "virtual";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceFacts {

@@ -380,6 +380,8 @@ fn provenance_to_wire(plan_id: &str, step_index: u32, f: &Provenance) -> pb::Pro
             memory_bytes: h.memory_bytes,
             agent_cpus: h.agent_cpus.clone(),
             workload_cpus: h.workload_cpus.clone(),
+            tick_hz: h.tick_hz,
+            cpu_accounting: h.cpu_accounting.clone(),
         }),
         devices: f
             .devices
@@ -445,6 +447,8 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
                 memory_bytes: h.memory_bytes,
                 agent_cpus: h.agent_cpus,
                 workload_cpus: h.workload_cpus,
+                tick_hz: h.tick_hz,
+                cpu_accounting: h.cpu_accounting,
             }),
             devices,
             storage: p.storage.map(|s| StorageFacts {

@@ -4,7 +4,9 @@
 //! step runs) and sent with the plan's records, so a report printed a year later says
 //! what its numbers were measured on. Read-only, except for asking tools their version.
 
+use std::io::Read;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use platter_proto::model::Filesystem;
 
@@ -13,7 +15,7 @@ use crate::probes::mountinfo;
 
 pub(crate) use platter_proto::provenance::{
     DeviceFacts, HostFacts, MountFacts, Provenance, StorageFacts, AT_PLAN_START, AT_RESUME,
-    AT_STORAGE_SETUP,
+    AT_STORAGE_SETUP, TICK_ACCOUNTING, VIRTUAL_ACCOUNTING,
 };
 
 fn read(path: impl AsRef<Path>) -> String {
@@ -42,6 +44,7 @@ pub(crate) fn host(boot_id: &str) -> HostFacts {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024);
     let (agent_cpus, workload_cpus) = crate::affinity::facts();
+    let (tick_hz, cpu_accounting) = kernel_config().map(timekeeping).unwrap_or_default();
     HostFacts {
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         kernel_release: read("/proc/sys/kernel/osrelease"),
@@ -52,7 +55,52 @@ pub(crate) fn host(boot_id: &str) -> HostFacts {
         memory_bytes,
         agent_cpus,
         workload_cpus,
+        tick_hz,
+        cpu_accounting,
     }
+}
+
+/// The running kernel's build configuration: `/proc/config.gz` (CONFIG_IKCONFIG_PROC), else
+/// `/boot/config-RELEASE` (Debian, Fedora, Ubuntu); read once per agent process.
+fn kernel_config() -> Option<&'static str> {
+    static CONFIG: OnceLock<Option<String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let gz = std::fs::File::open("/proc/config.gz").ok().and_then(|f| {
+                let mut text = String::new();
+                flate2::read::GzDecoder::new(f)
+                    .read_to_string(&mut text)
+                    .ok()
+                    .map(|_| text)
+            });
+            gz.or_else(|| {
+                let release = read("/proc/sys/kernel/osrelease");
+                std::fs::read_to_string(format!("/boot/config-{release}")).ok()
+            })
+        })
+        .as_deref()
+}
+
+/// `(tick_hz, cpu_accounting)` from a kernel configuration: CONFIG_HZ, and whether a
+/// task's user/system split is sampled at the tick or measured at every switch.
+fn timekeeping(config: &str) -> (u32, String) {
+    let set = |key: &str| {
+        config
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+    };
+    let hz = set("CONFIG_HZ").and_then(|v| v.parse().ok()).unwrap_or(0);
+    // VIRT_CPU_ACCOUNTING_GEN measures only on nohz_full CPUs; the others still sample.
+    let accounting = if set("CONFIG_VIRT_CPU_ACCOUNTING_NATIVE") == Some("y") {
+        VIRTUAL_ACCOUNTING
+    } else if set("CONFIG_TICK_CPU_ACCOUNTING") == Some("y")
+        || set("CONFIG_VIRT_CPU_ACCOUNTING_GEN") == Some("y")
+    {
+        TICK_ACCOUNTING
+    } else {
+        ""
+    };
+    (hz, accounting.to_string())
 }
 
 /// The devices behind `paths` (symlinks such as by-id resolved), as the inventory sees
@@ -149,6 +197,29 @@ mod tests {
         assert!(h.cpu_count >= 1);
         assert!(h.memory_bytes > 1 << 20);
         assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"));
+        // Where the kernel says how it was built (this machine's: /proc/config.gz), the
+        // tick and the accounting are read from it.
+        if let Some(config) = kernel_config() {
+            let hz = config
+                .lines()
+                .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+                .unwrap();
+            assert_eq!(h.tick_hz.to_string(), hz);
+            assert!(!h.cpu_accounting.is_empty(), "{h:?}");
+        }
+    }
+
+    #[test]
+    fn the_tick_and_the_cpu_accounting_come_from_the_kernel_configuration() {
+        let debian = "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n\
+                      CONFIG_TICK_CPU_ACCOUNTING=y\n# CONFIG_VIRT_CPU_ACCOUNTING_GEN is not set\n";
+        assert_eq!(timekeeping(debian), (250, TICK_ACCOUNTING.to_string()));
+        let nohz_full = "CONFIG_HZ=1000\nCONFIG_VIRT_CPU_ACCOUNTING_GEN=y\n";
+        assert_eq!(timekeeping(nohz_full), (1000, TICK_ACCOUNTING.to_string()));
+        let s390 = "CONFIG_HZ=100\nCONFIG_VIRT_CPU_ACCOUNTING_NATIVE=y\n";
+        assert_eq!(timekeeping(s390), (100, VIRTUAL_ACCOUNTING.to_string()));
+        // CONFIG_HZ_250=y is not CONFIG_HZ; nothing known is nothing claimed.
+        assert_eq!(timekeeping("CONFIG_HZ_250=y\n"), (0, String::new()));
     }
 
     #[test]

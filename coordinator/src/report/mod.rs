@@ -561,6 +561,10 @@ impl Report {
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.
             let snapshots = provenance::load(c, campaign_id)?;
+            for cell in &mut cells {
+                let split = provenance::cpu_split_warning(&snapshots, cell);
+                cell.warnings.extend(split);
+            }
             let device_field = |host: &str, name: &str, field: &str| -> Option<String> {
                 provenance::device_field(provenance::device(&snapshots, host, name)?, field)
             };

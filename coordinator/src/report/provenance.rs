@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::db::Conn;
 use platter_proto::model::{Plan, StepKind};
-use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
+use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance, VIRTUAL_ACCOUNTING};
 use serde::Serialize;
 
 use super::human;
@@ -145,6 +145,56 @@ pub fn device_field(d: &DeviceFacts, field: &str) -> Option<String> {
         "controller" => d.controller.join(">"),
         _ => return None,
     })
+}
+
+/// Fewer timer ticks of CPU than this in a run, and the kernel's split of it between
+/// user and system rests on too few samples to read much into (each is ≥ 5% of it).
+pub const SPLIT_TICKS: f64 = 20.0;
+
+/// What a reader must know of a cell's `user` and `sys` when the kernel samples their
+/// split at the timer tick and the median run used fewer than [`SPLIT_TICKS`] ticks of
+/// CPU: the split is coarse (a run no tick caught is all `user`), their sum is exact (the
+/// kernel scales the samples to the scheduler's own account of the run). `None` when the
+/// split is measured, or there is enough CPU time, or no `user`/`sys`.
+pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Option<String> {
+    let values = |name: &str| {
+        cell.metrics
+            .iter()
+            .find(|m| m.metric == name && m.unit == "s")
+            .map(|m| &m.values)
+    };
+    let (user, sys) = (values("user")?, values("sys")?);
+    let cpu: Vec<f64> = if user.len() == sys.len() {
+        user.iter().zip(sys).map(|(u, s)| u + s).collect()
+    } else {
+        vec![super::stats::summarize(user)?.median + super::stats::summarize(sys)?.median]
+    };
+    let cpu = super::stats::summarize(&cpu)?.median;
+    let host = snapshots
+        .iter()
+        .rev()
+        .filter(|s| s.host == cell.host)
+        .find_map(|s| s.facts.host.as_ref());
+    let (hz, accounting) = host.map_or((0, ""), |h| (h.tick_hz, h.cpu_accounting.as_str()));
+    if accounting == VIRTUAL_ACCOUNTING {
+        return None;
+    }
+    // Linux's slowest tick is 100 Hz: an unknown one is taken at its coarsest.
+    let tick = if hz > 0 { 1.0 / f64::from(hz) } else { 0.01 };
+    if cpu >= SPLIT_TICKS * tick {
+        return None;
+    }
+    let how = if hz > 0 {
+        format!("every {} here, CONFIG_HZ={hz}", human(tick, "s"))
+    } else {
+        "at most every 10 ms; this host's tick is unknown".to_string()
+    };
+    Some(format!(
+        "user, sys: the kernel splits a run's CPU time between user and system by timer-tick \
+         samples ({how}), and the median run used {} of CPU, under {SPLIT_TICKS} ticks: the \
+         split is coarse (a run no tick caught counts all of it as user); user + sys is exact",
+        human(cpu, "s")
+    ))
 }
 
 /// Where the workloads and the agent's own threads ran (`--agent-cpu`); `None` from an
