@@ -44,7 +44,7 @@ pub(crate) fn host(boot_id: &str) -> HostFacts {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024);
     let (agent_cpus, workload_cpus) = crate::affinity::facts();
-    let (tick_hz, cpu_accounting) = kernel_config().map(timekeeping).unwrap_or_default();
+    let (tick_hz, cpu_accounting) = kernel_timekeeping(&workload_cpus);
     HostFacts {
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         kernel_release: read("/proc/sys/kernel/osrelease"),
@@ -60,47 +60,79 @@ pub(crate) fn host(boot_id: &str) -> HostFacts {
     }
 }
 
-/// The running kernel's build configuration: `/proc/config.gz` (CONFIG_IKCONFIG_PROC), else
-/// `/boot/config-RELEASE` (Debian, Fedora, Ubuntu); read once per agent process.
-fn kernel_config() -> Option<&'static str> {
-    static CONFIG: OnceLock<Option<String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let gz = std::fs::File::open("/proc/config.gz").ok().and_then(|f| {
-                let mut text = String::new();
-                flate2::read::GzDecoder::new(f)
-                    .read_to_string(&mut text)
-                    .ok()
-                    .map(|_| text)
-            });
-            gz.or_else(|| {
-                let release = read("/proc/sys/kernel/osrelease");
-                std::fs::read_to_string(format!("/boot/config-{release}")).ok()
-            })
-        })
-        .as_deref()
+/// `(tick_hz, cpu_accounting)` of the running kernel, from its build configuration
+/// (`/proc/config.gz`, CONFIG_IKCONFIG_PROC, else `/boot/config-RELEASE` as Debian, Fedora
+/// and Ubuntu install it) and, for `workload_cpus`, its `nohz_full` CPUs; the
+/// configuration is read once per agent process. `(0, "")` when there is none.
+fn kernel_timekeeping(workload_cpus: &str) -> (u32, String) {
+    static CONFIG: OnceLock<Option<(u32, String, bool)>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let gz = std::fs::File::open("/proc/config.gz").ok().and_then(|f| {
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(f)
+                .read_to_string(&mut text)
+                .ok()
+                .map(|_| text)
+        });
+        let text = gz.or_else(|| {
+            let release = read("/proc/sys/kernel/osrelease");
+            std::fs::read_to_string(format!("/boot/config-{release}")).ok()
+        })?;
+        Some(timekeeping(&text))
+    });
+    match config {
+        Some((hz, accounting, gen)) => {
+            let nohz_full = read("/sys/devices/system/cpu/nohz_full");
+            (
+                *hz,
+                accounting_on(accounting, *gen, &nohz_full, workload_cpus),
+            )
+        }
+        None => (0, String::new()),
+    }
 }
 
-/// `(tick_hz, cpu_accounting)` from a kernel configuration: CONFIG_HZ, and whether a
-/// task's user/system split is sampled at the tick or measured at every switch.
-fn timekeeping(config: &str) -> (u32, String) {
+/// `(tick_hz, cpu_accounting, virt_gen)` from a kernel configuration: CONFIG_HZ, whether a
+/// task's user/system split is sampled at the tick or measured at every switch, and
+/// whether CONFIG_VIRT_CPU_ACCOUNTING_GEN may measure it on `nohz_full` CPUs.
+fn timekeeping(config: &str) -> (u32, String, bool) {
     let set = |key: &str| {
         config
             .lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
     };
     let hz = set("CONFIG_HZ").and_then(|v| v.parse().ok()).unwrap_or(0);
-    // VIRT_CPU_ACCOUNTING_GEN measures only on nohz_full CPUs; the others still sample.
+    let gen = set("CONFIG_VIRT_CPU_ACCOUNTING_GEN") == Some("y");
     let accounting = if set("CONFIG_VIRT_CPU_ACCOUNTING_NATIVE") == Some("y") {
         VIRTUAL_ACCOUNTING
-    } else if set("CONFIG_TICK_CPU_ACCOUNTING") == Some("y")
-        || set("CONFIG_VIRT_CPU_ACCOUNTING_GEN") == Some("y")
-    {
+    } else if set("CONFIG_TICK_CPU_ACCOUNTING") == Some("y") || gen {
         TICK_ACCOUNTING
     } else {
         ""
     };
-    (hz, accounting.to_string())
+    (hz, accounting.to_string(), gen)
+}
+
+/// VIRT_CPU_ACCOUNTING_GEN measures only on `nohz_full` CPUs and samples on the others:
+/// "virtual" when every CPU workloads may use is one of them, the configuration's own
+/// word otherwise.
+fn accounting_on(configured: &str, gen: bool, nohz_full: &str, workload_cpus: &str) -> String {
+    let cpus = |list: &str| -> Option<Vec<usize>> {
+        let mut out = Vec::new();
+        for part in list.split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            out.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse::<usize>().ok()?);
+        }
+        (!out.is_empty()).then_some(out)
+    };
+    match (gen, cpus(nohz_full), cpus(workload_cpus)) {
+        (true, Some(isolated), Some(workloads))
+            if workloads.iter().all(|c| isolated.contains(c)) =>
+        {
+            VIRTUAL_ACCOUNTING.to_string()
+        }
+        _ => configured.to_string(),
+    }
 }
 
 /// The devices behind `paths` (symlinks such as by-id resolved), as the inventory sees
@@ -199,7 +231,11 @@ mod tests {
         assert_eq!(h.agent_version, env!("CARGO_PKG_VERSION"));
         // Where the kernel says how it was built (this machine's: /proc/config.gz), the
         // tick and the accounting are read from it.
-        if let Some(config) = kernel_config() {
+        let mut config = String::new();
+        if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+            flate2::read::GzDecoder::new(f)
+                .read_to_string(&mut config)
+                .unwrap();
             let hz = config
                 .lines()
                 .find_map(|l| l.strip_prefix("CONFIG_HZ="))
@@ -213,13 +249,26 @@ mod tests {
     fn the_tick_and_the_cpu_accounting_come_from_the_kernel_configuration() {
         let debian = "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n\
                       CONFIG_TICK_CPU_ACCOUNTING=y\n# CONFIG_VIRT_CPU_ACCOUNTING_GEN is not set\n";
-        assert_eq!(timekeeping(debian), (250, TICK_ACCOUNTING.to_string()));
-        let nohz_full = "CONFIG_HZ=1000\nCONFIG_VIRT_CPU_ACCOUNTING_GEN=y\n";
-        assert_eq!(timekeeping(nohz_full), (1000, TICK_ACCOUNTING.to_string()));
+        let tick = TICK_ACCOUNTING.to_string();
+        assert_eq!(timekeeping(debian), (250, tick.clone(), false));
+        let gen = "CONFIG_HZ=1000\nCONFIG_VIRT_CPU_ACCOUNTING_GEN=y\n";
+        assert_eq!(timekeeping(gen), (1000, tick.clone(), true));
         let s390 = "CONFIG_HZ=100\nCONFIG_VIRT_CPU_ACCOUNTING_NATIVE=y\n";
-        assert_eq!(timekeeping(s390), (100, VIRTUAL_ACCOUNTING.to_string()));
+        assert_eq!(
+            timekeeping(s390),
+            (100, VIRTUAL_ACCOUNTING.to_string(), false)
+        );
         // CONFIG_HZ_250=y is not CONFIG_HZ; nothing known is nothing claimed.
-        assert_eq!(timekeeping("CONFIG_HZ_250=y\n"), (0, String::new()));
+        assert_eq!(timekeeping("CONFIG_HZ_250=y\n"), (0, String::new(), false));
+        // VIRT_CPU_ACCOUNTING_GEN measures on nohz_full CPUs only: workloads all on them,
+        // or not, or no nohz_full at all.
+        assert_eq!(
+            accounting_on("tick", true, "2-7", "2-3,5"),
+            VIRTUAL_ACCOUNTING
+        );
+        assert_eq!(accounting_on("tick", true, "2-7", "0-7"), "tick");
+        assert_eq!(accounting_on("tick", true, "", "0-7"), "tick");
+        assert_eq!(accounting_on("tick", false, "2-7", "3"), "tick");
     }
 
     #[test]

@@ -179,7 +179,7 @@ pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Op
     if accounting == VIRTUAL_ACCOUNTING {
         return None;
     }
-    // Linux's slowest tick is 100 Hz: an unknown one is taken at its coarsest.
+    // An unknown tick is taken as 100 Hz, the coarsest of x86's and arm64's choices.
     let tick = if hz > 0 { 1.0 / f64::from(hz) } else { 0.01 };
     if cpu >= SPLIT_TICKS * tick {
         return None;
@@ -187,12 +187,12 @@ pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Op
     let how = if hz > 0 {
         format!("every {} here, CONFIG_HZ={hz}", human(tick, "s"))
     } else {
-        "at most every 10 ms; this host's tick is unknown".to_string()
+        "this host's tick unknown, taken as 10 ms".to_string()
     };
     Some(format!(
-        "user, sys: the kernel splits a run's CPU time between user and system by timer-tick \
-         samples ({how}), and the median run used {} of CPU, under {SPLIT_TICKS} ticks: the \
-         split is coarse (a run no tick caught counts all of it as user); user + sys is exact",
+        "user, sys: the kernel splits CPU time between them by timer-tick samples ({how}) \
+         and the median run used {}, under {SPLIT_TICKS} ticks: the split is coarse (a run \
+         no tick caught is all user); user + sys is exact",
         human(cpu, "s")
     ))
 }
