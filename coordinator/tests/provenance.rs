@@ -12,10 +12,17 @@ use platter::report::{Format, Report};
 use platter::store::Store;
 
 fn run(dir: &Path, file: &Path, device: &str, format: &str) -> String {
+    run_with(dir, file, &["--format", format, "--allow-device", device])
+}
+
+/// `platter run FILE ARGS…` with its store and journal in `dir`: its stdout, once it
+/// succeeded.
+fn run_with(dir: &Path, file: &Path, args: &[&str]) -> String {
     let out = platter()
         .arg("run")
         .arg(file)
-        .args(["--format", format, "--allow-device", device, "--db"])
+        .args(args)
+        .arg("--db")
         .arg(dir.join("p.db"))
         .arg("--state-dir")
         .arg(dir.join("agent"))
@@ -278,21 +285,8 @@ fn placement(dir: &Path, placement: &str) -> (String, String, Vec<String>, serde
             probe.display()
         ),
     );
-    let run = platter()
-        .arg("run")
-        .arg(&file)
-        .args(["--format", "json", "--agent-cpu", placement, "--db"])
-        .arg(out.join("p.db"))
-        .arg("--state-dir")
-        .arg(out.join("agent"))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let run = run_with(&out, &file, &["--format", "json", "--agent-cpu", placement]);
+    let json: serde_json::Value = serde_json::from_str(&run).unwrap();
     let read = |name: &str| allowed_cpus(&std::fs::read_to_string(out.join(name)).unwrap());
     let mut threads = Vec::new();
     for e in std::fs::read_dir(&out).unwrap() {
@@ -368,21 +362,8 @@ fn a_user_sys_split_of_too_few_ticks_is_said_to_be_coarse() {
          workload: { command: { run: \"i=0; while [ $i -lt ${n} ]; do i=$((i+1)); done\" } }\n\
          repeat: 3\n",
     );
-    let out = platter()
-        .arg("run")
-        .arg(&file)
-        .args(["--format", "json", "--db"])
-        .arg(dir.join("p.db"))
-        .arg("--state-dir")
-        .arg(dir.join("agent"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&run_with(dir, &file, &["--format", "json"])).unwrap();
     let host = &json["provenance"][0]["facts"]["host"];
     let (tick, how) = match host["tick_hz"].as_u64().unwrap() {
         0 => (0.01, "this host's tick unknown, taken as 10 ms".to_string()),
