@@ -157,19 +157,6 @@ pub const SPLIT_TICKS: f64 = 20.0;
 /// kernel scales the samples to the scheduler's own account of the run). `None` when the
 /// split is measured, or there is enough CPU time, or no `user`/`sys`.
 pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Option<String> {
-    let values = |name: &str| {
-        cell.metrics
-            .iter()
-            .find(|m| m.metric == name && m.unit == "s")
-            .map(|m| &m.values)
-    };
-    let (user, sys) = (values("user")?, values("sys")?);
-    let cpu: Vec<f64> = if user.len() == sys.len() {
-        user.iter().zip(sys).map(|(u, s)| u + s).collect()
-    } else {
-        vec![super::stats::summarize(user)?.median + super::stats::summarize(sys)?.median]
-    };
-    let cpu = super::stats::summarize(&cpu)?.median;
     let host = snapshots
         .iter()
         .rev()
@@ -179,6 +166,24 @@ pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Op
     if accounting == VIRTUAL_ACCOUNTING {
         return None;
     }
+    let metric = |name: &str| {
+        cell.metrics
+            .iter()
+            .find(|m| m.metric == name && m.unit == "s")
+    };
+    let (user, sys) = (metric("user")?, metric("sys")?);
+    // Each run's own user + sys; the two medians' sum only if a run lacks one of them.
+    let cpu = if user.values.len() == sys.values.len() {
+        let mut sums: Vec<f64> = user
+            .values
+            .iter()
+            .zip(&sys.values)
+            .map(|(u, s)| u + s)
+            .collect();
+        super::stats::median_in_place(&mut sums)
+    } else {
+        user.stats.median + sys.stats.median
+    };
     // An unknown tick is taken as 100 Hz, the coarsest of x86's and arm64's choices.
     let tick = if hz > 0 { 1.0 / f64::from(hz) } else { 0.01 };
     if cpu >= SPLIT_TICKS * tick {

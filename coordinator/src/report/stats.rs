@@ -725,7 +725,7 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
 }
 
 /// Median without a full sort. Reorders `buf`.
-fn median_in_place(buf: &mut [f64]) -> f64 {
+pub(crate) fn median_in_place(buf: &mut [f64]) -> f64 {
     let n = buf.len();
     let k = n / 2;
     let (left, &mut upper, _) = buf.select_nth_unstable_by(k, f64::total_cmp);
