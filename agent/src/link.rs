@@ -321,7 +321,14 @@ impl Link {
             Transport::Plaintext if error.contains("h2 protocol error") || error.contains("connection closed") => {
                 " (the coordinator may require TLS: use https:// and --tls-dir)"
             }
-            Transport::Tls(_) if error.contains("connection closed") || error.contains("fatal alert") => {
+            // Under TLS 1.3 the client's handshake ends before the coordinator has judged its
+            // certificate: a refusal reaches us as the alert, or as whichever of the next
+            // read or write fails first on the connection it closed.
+            Transport::Tls(_)
+                if ["connection closed", "fatal alert", "broken pipe", "connection reset"]
+                    .iter()
+                    .any(|face| error.contains(face)) =>
+            {
                 " (the coordinator may have refused this host's certificate: its log says why)"
             }
             Transport::Tls(_) if error.contains("invalid peer certificate") => {
