@@ -95,6 +95,17 @@ pub struct JudgedComparison {
     /// False when no comparison could be made: the cell has no counterpart, or one side
     /// has no usable values of the metric. `text` says which; the numbers are NaN.
     pub compared: bool,
+    /// The candidate cell and the baseline cell it was compared with (ids), when both
+    /// exist: what the side-by-side view and the findings take this comparison's numbers by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cells: Option<ComparedCells>,
+}
+
+/// The two cells of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComparedCells {
+    pub candidate: String,
+    pub baseline: String,
 }
 
 /// A cell that a comparison found no counterpart for.
@@ -126,6 +137,7 @@ struct Pending {
     label: String,
     test: Option<stats::Comparison>,
     compared: bool,
+    cells: Option<ComparedCells>,
 }
 
 /// A row that stands for a comparison not made, with the reason in its text.
@@ -137,6 +149,16 @@ fn not_compared(row_of: impl FnOnce(f64, f64) -> ComparisonRow, text: String) ->
         label: String::new(),
         test: None,
         compared: false,
+        cells: None,
+    }
+}
+
+impl ComparedCells {
+    fn of(candidate: &CellReport, baseline: &CellReport) -> ComparedCells {
+        ComparedCells {
+            candidate: candidate.cell_id.clone(),
+            baseline: baseline.cell_id.clone(),
+        }
     }
 }
 
@@ -174,6 +196,7 @@ fn pending(
             label,
             test: None,
             compared: true,
+            cells: Some(ComparedCells::of(cell, base)),
         };
     }
     let Some(c) = values(base, metric)
@@ -189,6 +212,7 @@ fn pending(
         label,
         test: Some(c),
         compared: true,
+        cells: Some(ComparedCells::of(cell, base)),
     }
 }
 
@@ -210,6 +234,7 @@ fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                 label,
                 test,
                 compared,
+                cells,
             } = p;
             let Some(t) = test else {
                 return JudgedComparison {
@@ -219,6 +244,7 @@ fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                     holm_p: None,
                     family,
                     compared,
+                    cells,
                 };
             };
             let holm_p = adjusted.next().unwrap_or(1.0);
@@ -237,6 +263,7 @@ fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                 holm_p: Some(holm_p),
                 family,
                 compared,
+                cells,
             }
         })
         .collect()

@@ -557,7 +557,7 @@ impl Report {
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
             let outliers = judge::fleet_outliers(&cells, &settings);
-            let side_by_side = side::build(&cells, &settings, &outliers);
+            let side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.
             let snapshots = provenance::load(c, campaign_id)?;

@@ -1,12 +1,16 @@
 //! The cross-host view: when a campaign ran on several hosts (or on several devices of a
-//! host), each configuration once, one column per host or device, each value with its
-//! interval and its ratio to a reference — the baseline host (`report: { baseline: {
-//! host: rc66 } }`) or, without one, the median of the columns. Outliers (see
+//! host), each configuration once, one column per host or device, each median with its
+//! interval and each column's ratio to a reference — the baseline host (`report: {
+//! baseline: { host: rc66 } }`) or, without one, the first column's host — as the
+//! comparison of the two cells' runs estimates it ([`SideRatio`]: Hodges–Lehmann, its
+//! interval, marked `~` when not significant after Holm). Outliers (see
 //! `judge::fleet_outliers`) are marked, and a column without a value says why.
 //!
 //! A row is a configuration (the cell's parameters without its device); the columns are the
 //! hosts, or, when a host ran on several devices, each host's devices in the order its
 //! cells first name them (the planner orders them by the selector's matches).
+
+use std::collections::HashMap;
 
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -24,9 +28,11 @@ const DEVICE: &str = "device";
 pub struct SideBySide {
     /// One per host, or `host device` when a host ran on several devices.
     pub columns: Vec<String>,
-    /// The host ratios are against (its device in the same position, when hosts ran on
-    /// several), or `None` for the median of the columns.
+    /// The baseline host (`report: { baseline: { host } }`), if the campaign names one.
     pub baseline: Option<String>,
+    /// The host ratios are against (its device in the same position, when hosts ran on
+    /// several): the baseline, else the first column's host.
+    pub reference: String,
     pub rows: Vec<SideRow>,
 }
 
@@ -51,9 +57,9 @@ pub enum SideValue {
         #[serde(skip_serializing_if = "Option::is_none")]
         ci_level: Option<f64>,
         n: usize,
-        /// This median over the reference (the baseline column's, or the columns' median).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        ratio: Option<f64>,
+        /// This column against the reference column (none for the reference itself).
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        ratio: Option<SideRatio>,
         /// Far from the other columns (`judge::fleet_outliers`).
         outlier: bool,
     },
@@ -64,12 +70,74 @@ pub enum SideValue {
     Absent,
 }
 
+/// A column over its reference, as the comparison of the two cells' repetitions says it:
+/// the Hodges–Lehmann ratio (the median of every ratio of one run of this column over one
+/// run of the reference) with its distribution-free interval, decided by Mann–Whitney
+/// with Holm's correction over the view's ratios of the same metric. With a host baseline
+/// the ratios of the compared metric are the report's comparisons themselves, so the
+/// view and the comparison lines cannot disagree. Not the ratio of the two medians: with
+/// few, noisy runs that can be far from 1 while the runs overlap.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideRatio {
+    pub ratio: f64,
+    /// The ratio's interval, with its real coverage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_ci: Option<(f64, f64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_ci_level: Option<f64>,
+    /// Holm's adjusted p over `family` tests.
+    pub holm_p: f64,
+    pub family: usize,
+    /// `holm_p` ≤ 5%: a difference, not noise.
+    pub significant: bool,
+}
+
+impl SideRatio {
+    fn of_comparison(c: &super::judge::JudgedComparison) -> Option<SideRatio> {
+        let holm_p = c.holm_p?;
+        Some(SideRatio {
+            ratio: c.row.ratio,
+            ratio_ci: c
+                .row
+                .ci_pct
+                .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
+            ratio_ci_level: c.ci_level,
+            holm_p,
+            family: c.family,
+            significant: c.row.significant,
+        })
+    }
+
+    /// "×1.43 (1.21–1.70)", or "×1.02 (0.82–1.55) ~" when it is not significant: the one
+    /// way every text format writes a ratio.
+    pub fn text(&self) -> String {
+        let mut t = format!("×{}", ratio_digits(self.ratio));
+        if let Some((lo, hi)) = self.ratio_ci {
+            t.push_str(&format!(" ({}–{})", ratio_digits(lo), ratio_digits(hi)));
+        }
+        if !self.significant {
+            t.push_str(" ~");
+        }
+        t
+    }
+}
+
+/// A ratio with two decimals, three under 0.1 (×0.043).
+pub fn ratio_digits(r: f64) -> String {
+    if r.abs() < 0.1 {
+        format!("{r:.3}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
 /// The side-by-side view of `cells`, or `None` when they all ran in one column (one host,
 /// one device): then the per-host table says everything.
 pub fn build(
     cells: &[CellReport],
     settings: &ReportSpec,
     outliers: &[super::judge::FleetOutlier],
+    comparisons: &[super::judge::JudgedComparison],
 ) -> Option<SideBySide> {
     // Columns: the baseline host first, then hosts in order of appearance; a host's
     // devices by position.
@@ -126,16 +194,37 @@ pub fn build(
         .as_ref()
         .filter(|b| b.key == "host" && devices.contains_key(b.value.as_str()))
         .map(|b| b.value.as_str());
-    // The column each column is compared with: the baseline host's device in the same
-    // position (none past its last device).
+    // The reference: the baseline host, else the first column's host.
+    let reference_host = baseline.unwrap_or(place[0].0);
+    // The column each column is compared with: the reference host's device in the same
+    // position (none past its last device, none for the reference's own columns).
     let reference_of: Vec<Option<usize>> = place
         .iter()
-        .map(|(_, position)| {
-            let b = baseline?;
-            place.iter().position(|(h, p)| *h == b && p == position)
+        .map(|(host, position)| {
+            if *host == reference_host {
+                return None;
+            }
+            place
+                .iter()
+                .position(|(h, p)| *h == reference_host && p == position)
         })
         .collect();
+    // With a host baseline, the report's comparisons decide the pairs (devices by name,
+    // then by position) and, on their metric, the numbers.
+    let compared: HashMap<&str, &super::judge::JudgedComparison> = comparisons
+        .iter()
+        .filter(|_| baseline.is_some())
+        .filter_map(|c| Some((c.cells.as_ref()?.candidate.as_str(), c)))
+        .collect();
+    let compared_metric = if settings.metric.is_empty() {
+        "wall"
+    } else {
+        settings.metric.as_str()
+    };
+    let by_id: HashMap<&str, &CellReport> = cells.iter().map(|c| (c.cell_id.as_str(), c)).collect();
     let mut rows = Vec::new();
+    // Tests still to be decided, per metric: (row, column, test).
+    let mut tests: IndexMap<String, Vec<(usize, usize, stats::Comparison)>> = IndexMap::new();
     for (params, members) in &groups {
         let mut metrics: Vec<(&str, &str)> = Vec::new();
         for (_, c) in members {
@@ -155,26 +244,40 @@ pub fn build(
             for (col, c) in members {
                 values[*col] = value_of(c, metric, outliers);
             }
-            let medians: Vec<Option<f64>> = values
-                .iter()
-                .map(|v| match v {
-                    SideValue::Measured { median, .. } => Some(*median),
-                    _ => None,
-                })
-                .collect();
-            let present: Vec<f64> = medians.iter().flatten().copied().collect();
-            let fleet_median = (present.len() > 1)
-                .then(|| stats::summarize(&present).map(|s| s.median))
-                .flatten();
-            for (col, v) in values.iter_mut().enumerate() {
-                let reference = match baseline {
-                    Some(_) => reference_of[col].and_then(|r| medians[r]),
-                    None => fleet_median,
+            let row = rows.len();
+            for (col, c) in members {
+                let SideValue::Measured { ratio, .. } = &mut values[*col] else {
+                    continue;
                 };
-                if let (SideValue::Measured { ratio, .. }, Some(m), Some(r)) =
-                    (v, medians[col], reference)
-                {
-                    *ratio = (r != 0.0).then(|| m / r);
+                if baseline.is_some() {
+                    let Some(comparison) = compared.get(c.cell_id.as_str()) else {
+                        continue;
+                    };
+                    if metric == compared_metric {
+                        *ratio = SideRatio::of_comparison(comparison);
+                        continue;
+                    }
+                    let base = comparison
+                        .cells
+                        .as_ref()
+                        .and_then(|p| by_id.get(p.baseline.as_str()));
+                    if let Some(t) = base.and_then(|b| compare(b, c, metric)) {
+                        tests
+                            .entry(metric.to_string())
+                            .or_default()
+                            .push((row, *col, t));
+                    }
+                } else {
+                    let Some(r) = reference_of[*col] else {
+                        continue;
+                    };
+                    let base = members.iter().find(|(rc, _)| *rc == r).map(|(_, b)| *b);
+                    if let Some(t) = base.and_then(|b| compare(b, c, metric)) {
+                        tests
+                            .entry(metric.to_string())
+                            .or_default()
+                            .push((row, *col, t));
+                    }
                 }
             }
             rows.push(SideRow {
@@ -185,11 +288,44 @@ pub fn build(
             });
         }
     }
+    // Each metric's ratios are one family: "significant" anywhere in it is wrong with
+    // probability at most 5% in all (as the comparisons, which are one metric's).
+    for family in tests.into_values() {
+        let ps: Vec<f64> = family.iter().map(|(_, _, t)| t.p_value).collect();
+        let adjusted = stats::holm(&ps);
+        let size = family.len();
+        for ((row, col, t), holm_p) in family.into_iter().zip(adjusted) {
+            if let SideValue::Measured { ratio, .. } = &mut rows[row].values[col] {
+                *ratio = Some(SideRatio {
+                    ratio: t.ratio,
+                    ratio_ci: t
+                        .ci_pct
+                        .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
+                    ratio_ci_level: t.ci_level,
+                    holm_p,
+                    family: size,
+                    significant: t.significant && holm_p <= stats::ALPHA,
+                });
+            }
+        }
+    }
     Some(SideBySide {
         baseline: baseline.map(str::to_string),
+        reference: reference_host.to_string(),
         columns,
         rows,
     })
+}
+
+/// `cell`'s repetitions of `metric` against `base`'s.
+fn compare(base: &CellReport, cell: &CellReport, metric: &str) -> Option<stats::Comparison> {
+    fn values<'a>(c: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
+        c.metrics
+            .iter()
+            .find(|m| m.metric == metric)
+            .map(|m| m.values.as_slice())
+    }
+    stats::compare(values(base, metric)?, values(cell, metric)?)
 }
 
 fn value_of(c: &CellReport, metric: &str, outliers: &[super::judge::FleetOutlier]) -> SideValue {
@@ -239,13 +375,10 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
         Some(_) => "CI; its coverage per cell in the tables below".to_string(),
         None => "no CI: too few repetitions".to_string(),
     };
-    let title = match &s.baseline {
-        Some(b) if s.columns.iter().any(|c| c.contains(' ')) => {
-            format!("side by side: median ({ci}), ×ratio to {b} (its drive in the same position)")
-        }
-        Some(b) => format!("side by side: median ({ci}), ×ratio to {b}"),
-        None => format!("side by side: median ({ci}), ×ratio to the median of the columns"),
-    };
+    let title = format!(
+        "side by side: median ({ci}); ×: Hodges–Lehmann ratio to {} (interval), ~ = no significant difference (Holm)",
+        reference_words(s)
+    );
     let mut header: Vec<String> = r.params.iter().filter(|p| *p != DEVICE).cloned().collect();
     header.push("metric".into());
     header.extend(s.columns.iter().cloned());
@@ -280,7 +413,8 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
                         t.push_str(&format!(" ({} … {})", scale.bare(*lo), scale.bare(*hi)));
                     }
                     if let Some(x) = ratio {
-                        t.push_str(&format!(" ×{x:.2}"));
+                        t.push(' ');
+                        t.push_str(&x.text());
                     }
                     if *outlier {
                         t.push_str(" OUTLIER");
@@ -294,6 +428,19 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
         rows.push(cells);
     }
     (title, header, rows)
+}
+
+/// What the ratios are against: "alpha", "alpha (the first column; `report: { baseline:
+/// { host } }` chooses)", with "its drive in the same position" when hosts ran on several.
+pub fn reference_words(s: &SideBySide) -> String {
+    let mut t = s.reference.clone();
+    if s.columns.iter().any(|c| c.contains(' ')) {
+        t.push_str("'s drive in the same position");
+    }
+    if s.baseline.is_none() {
+        t.push_str(" (the first host; `report: { baseline: { host } }` chooses another)");
+    }
+    t
 }
 
 impl Scale {
@@ -357,7 +504,7 @@ mod tests {
             cell("a", None, "4k", &around(0.01)),
             cell("a", None, "1M", &around(0.02)),
         ];
-        assert_eq!(build(&cells, &ReportSpec::default(), &[]), None);
+        assert_eq!(build(&cells, &ReportSpec::default(), &[], &[]), None);
     }
 
     #[test]
@@ -378,14 +525,21 @@ mod tests {
             }),
             ..ReportSpec::default()
         };
-        let s = build(&cells, &settings, &[]).expect("two hosts");
+        let comparisons = crate::report::judge::compare_cells(&cells, &settings);
+        let s = build(&cells, &settings, &[], &comparisons).expect("two hosts");
         assert_eq!(s.columns, ["alpha", "beta"]);
         assert_eq!(s.baseline.as_deref(), Some("alpha"));
         assert_eq!(s.rows.len(), 2, "one row per configuration and metric");
-        let SideValue::Measured { ratio, .. } = &s.rows[0].values[1] else {
+        let SideValue::Measured {
+            ratio: Some(ratio), ..
+        } = &s.rows[0].values[1]
+        else {
             panic!("{:?}", s.rows[0]);
         };
-        assert!((ratio.unwrap() - 1.2).abs() < 1e-9, "{ratio:?}");
+        // The comparison's own estimate and verdict.
+        assert_eq!(ratio.ratio, comparisons[0].row.ratio);
+        assert!((ratio.ratio - 1.2).abs() < 1e-9, "{ratio:?}");
+        assert!(ratio.significant, "{ratio:?}");
         assert_eq!(s.rows[1].values[1], SideValue::Absent);
         let report = Report {
             params: vec!["bs".into()],
@@ -395,21 +549,25 @@ mod tests {
         assert!(title.contains("ratio to alpha"), "{title}");
         assert_eq!(header, ["bs", "metric", "alpha", "beta"]);
         assert!(rows[0][2].starts_with("10.02 ms ("), "{:?}", rows[0]);
-        assert!(rows[0][2].ends_with("×1.00"), "{:?}", rows[0]);
+        assert!(
+            rows[0][2].ends_with(')'),
+            "the baseline has no ratio: {:?}",
+            rows[0]
+        );
         assert!(rows[0][3].starts_with("12.03 ms ("), "{:?}", rows[0]);
-        assert!(rows[0][3].ends_with("×1.20"), "{:?}", rows[0]);
+        assert!(rows[0][3].contains(" ×1.20 (1.20–1.20)"), "{:?}", rows[0]);
         assert_eq!(rows[1][3], "—");
     }
 
     #[test]
-    fn devices_are_matched_by_position_and_ratios_go_to_the_median_of_the_columns() {
+    fn devices_are_matched_by_position_and_ratios_go_to_the_first_host() {
         let cells = [
             cell("rc66", Some("/dev/sdb"), "4k", &around(0.001)),
             cell("rc66", Some("/dev/sdc"), "4k", &around(0.002)),
             cell("flygecko", Some("/dev/nvme0n1"), "4k", &around(0.004)),
             cell("flygecko", Some("/dev/nvme1n1"), "4k", &around(0.003)),
         ];
-        let s = build(&cells, &ReportSpec::default(), &[]).expect("four drives");
+        let s = build(&cells, &ReportSpec::default(), &[], &[]).expect("four drives");
         assert_eq!(
             s.columns,
             [
@@ -420,18 +578,19 @@ mod tests {
             ]
         );
         assert_eq!(s.rows.len(), 1, "one configuration: {:?}", s.rows);
-        let ratios: Vec<f64> = s.rows[0]
+        // Without a baseline, against the first host's drive in the same position: its
+        // own drives have no ratio.
+        let ratios: Vec<Option<f64>> = s.rows[0]
             .values
             .iter()
             .map(|v| match v {
-                SideValue::Measured { ratio, .. } => ratio.unwrap(),
+                SideValue::Measured { ratio, .. } => ratio.as_ref().map(|r| r.ratio),
                 other => panic!("{other:?}"),
             })
             .collect();
-        // The median of 1, 2, 4, 3 ms (+0.25%) is 2.5 ms (+0.25%).
-        for (r, want) in ratios.iter().zip([0.4, 0.8, 1.6, 1.2]) {
-            assert!((r - want).abs() < 1e-9, "{ratios:?}");
-        }
+        assert_eq!(ratios[..2], [None, None]);
+        assert!((ratios[2].unwrap() - 4.0).abs() < 1e-9, "{ratios:?}");
+        assert!((ratios[3].unwrap() - 1.5).abs() < 1e-9, "{ratios:?}");
         let report = Report {
             params: vec!["bs".into(), "device".into()],
             ..Report::default()

@@ -111,6 +111,9 @@ impl From<pb::ComparisonRow> for JudgedComparison {
             holm_p: r.holm_p,
             family: r.family as usize,
             compared: !r.not_compared,
+            // The wire row names no cells: a campaign comparison's rows are read, not
+            // looked up.
+            cells: None,
         }
     }
 }

@@ -139,6 +139,8 @@ pub(super) struct Dot {
     pub interval: Option<(f64, f64)>,
     /// Drawn with a ring around it (an outlier, a significant difference).
     pub ring: bool,
+    /// Drawn hollow: a ratio that is no significant difference (greyed in tables).
+    pub faint: bool,
 }
 
 /// Dots with whiskers, one row per category and one colour per series: a metric per
@@ -396,7 +398,12 @@ where
     for d in dots() {
         let y = y_of(d.row, d.series);
         let c = colour(d.colour);
-        chart.draw_series(std::iter::once(Circle::new((d.value, y), 4, c.filled())))?;
+        let style = if d.faint {
+            c.stroke_width(2)
+        } else {
+            c.filled()
+        };
+        chart.draw_series(std::iter::once(Circle::new((d.value, y), 4, style)))?;
         if d.ring {
             chart.draw_series(std::iter::once(Circle::new(
                 (d.value, y),

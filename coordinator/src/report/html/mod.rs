@@ -678,10 +678,10 @@ fn median_ci(s: &super::Stats, u: &Unit, with_unit: bool) -> String {
 
 fn side_title(r: &Report, s: &SideBySide) -> String {
     let _ = r;
-    match &s.baseline {
-        Some(b) => format!("Side by side: median (CI), ×ratio to {b}"),
-        None => "Side by side: median (CI), ×ratio to the median of the columns".to_string(),
-    }
+    format!(
+        "Side by side: median (CI); ×: Hodges–Lehmann ratio to {} (interval), greyed and ~ = no significant difference (Holm)",
+        super::side::reference_words(s)
+    )
 }
 
 /// The side-by-side view as a table: a row per configuration and metric (only `keys` when
@@ -753,7 +753,15 @@ fn write_side_table(out: &mut String, v: &View<'_>, s: &SideBySide, keys: &[&str
                         ));
                     }
                     if let Some(x) = ratio {
-                        t.push_str(&format!(" ×{x:.2}"));
+                        let class = if x.significant {
+                            "ratio"
+                        } else {
+                            "ratio muted"
+                        };
+                        t.push_str(&format!(
+                            " <span class=\"{class}\">{}</span>",
+                            esc(&x.text())
+                        ));
                     }
                     if *outlier {
                         t.push_str(" OUTLIER");
@@ -963,6 +971,7 @@ fn write_forests(out: &mut String, v: &View<'_>) -> fmt::Result {
                         .ci_pct
                         .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
                     ring: false,
+                    faint: !c.row.significant,
                 })
                 .collect(),
             axis: Axis::Ratio,
@@ -1018,8 +1027,6 @@ fn write_side_forest(out: &mut String, v: &View<'_>, s: &SideBySide, metric: &st
         let mut any = false;
         for (i, x) in row.values.iter().enumerate() {
             let SideValue::Measured {
-                median,
-                ci,
                 ratio: Some(ratio),
                 outlier,
                 ..
@@ -1032,17 +1039,14 @@ fn write_side_forest(out: &mut String, v: &View<'_>, s: &SideBySide, metric: &st
                 .iter()
                 .position(|c| *c == s.columns[i])
                 .unwrap_or(i);
-            // The reference median: this median over its ratio.
-            let reference = median / ratio;
             dots.push(Dot {
                 row: labels.len(),
                 series: col,
                 colour: col,
-                value: *ratio,
-                interval: ci
-                    .filter(|_| reference > 0.0)
-                    .map(|(lo, hi)| (lo / reference, hi / reference)),
+                value: ratio.ratio,
+                interval: ratio.ratio_ci,
                 ring: *outlier,
+                faint: !ratio.significant,
             });
             any = true;
         }
@@ -1058,10 +1062,7 @@ fn write_side_forest(out: &mut String, v: &View<'_>, s: &SideBySide, metric: &st
     if dots.is_empty() {
         return Ok(());
     }
-    let reference = match &s.baseline {
-        Some(b) => format!("{b} (its drive in the same position)"),
-        None => "the median of the columns".to_string(),
-    };
+    let reference = super::side::reference_words(s);
     let plot = DotPlot {
         rows: labels,
         series: v.columns.len(),
@@ -1071,7 +1072,7 @@ fn write_side_forest(out: &mut String, v: &View<'_>, s: &SideBySide, metric: &st
     };
     writeln!(
         out,
-        "<figure id=\"side-forest-{}\"><figcaption>{}: each host/drive over {}; whiskers = its CI of the median over the reference median (the reference's own spread not included); line at 1×</figcaption>",
+        "<figure id=\"side-forest-{}\"><figcaption>{}: each host/drive over {} (Hodges–Lehmann ratio of their runs); whiskers = its interval; hollow = no significant difference after Holm; line at 1×</figcaption>",
         slug(metric),
         esc(metric),
         esc(&reference)
@@ -1173,6 +1174,7 @@ fn write_metric_chart(
                     .median_ci
                     .filter(|(lo, hi)| lo.is_finite() && hi.is_finite()),
                 ring: v.is_outlier(c, metric),
+                faint: false,
             })
             .collect(),
         axis: Axis::Values(unit),

@@ -279,6 +279,7 @@ fn a_value_axis_spans_the_data_not_zero() {
                 value: 0.0110,
                 interval: Some((0.0105, 0.0118)),
                 ring: false,
+                faint: false,
             },
             Dot {
                 row: 1,
@@ -287,6 +288,7 @@ fn a_value_axis_spans_the_data_not_zero() {
                 value: 0.0120,
                 interval: None,
                 ring: false,
+                faint: false,
             },
         ],
         axis: Axis::Values(Unit::for_values(&[0.011, 0.012], "s")),
@@ -342,6 +344,7 @@ fn a_forest_plot_has_its_line_at_one_and_ratio_ticks() {
                 value: 1.12,
                 interval: Some((1.09, 1.15)),
                 ring: false,
+                faint: false,
             },
             Dot {
                 row: 1,
@@ -350,6 +353,7 @@ fn a_forest_plot_has_its_line_at_one_and_ratio_ticks() {
                 value: 0.98,
                 interval: Some((0.95, 1.02)),
                 ring: false,
+                faint: false,
             },
         ],
         axis: Axis::Ratio,
@@ -398,6 +402,7 @@ fn a_forest_plot_has_its_line_at_one_and_ratio_ticks() {
             value: 3.0,
             interval: None,
             ring: false,
+            faint: false,
         }],
         rows: vec!["x".into()],
         ..plot
@@ -612,7 +617,7 @@ fn the_side_by_side_table_has_one_unit_per_row_and_long_lists_fold() {
         .map(|(host, wall)| cell(host, &[("bs", "4k")], vec![metric("wall", wall, true)]))
         .collect();
     let mut r = report(&["bs"], cells);
-    r.side_by_side = crate::report::side::build(&r.cells, &Default::default(), &[]);
+    r.side_by_side = crate::report::side::build(&r.cells, &Default::default(), &[], &[]);
     r.outliers = (0..8)
         .map(|i| crate::report::judge::FleetOutlier {
             host: format!("h{i}"),
@@ -640,8 +645,10 @@ fn the_side_by_side_table_has_one_unit_per_row_and_long_lists_fold() {
     let summary = &page[..page.find("</section>").unwrap()];
     assert!(summary.contains("8 outlier(s)"));
     assert!(summary.contains("<details><summary>3 more</summary>"));
-    // The forest of the columns against their median, with its line at 1×.
+    // The forest of the columns against the first host, with its line at 1×: a dot for
+    // each other host, hollow (one run each is no evidence of a difference).
     let forest = figure(&page, "side-forest-wall");
     assert_eq!(count(forest, &stroke(REFERENCE)), 1);
-    assert_eq!(dots(forest), 3);
+    assert_eq!(dots(forest), 0, "no filled dot: {forest}");
+    assert_eq!(count(forest, "<circle"), 2, "{forest}");
 }
