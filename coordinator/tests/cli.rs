@@ -55,13 +55,13 @@ fn validate_prints_cells_and_plans() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "4 cell(s) × 6 repetition(s) on 1 host(s): testhost",
+            "4 cell(s) × 6 repetition(s), after 1 warm-up run(s) on 1 host(s): testhost",
         ))
         .stdout(predicate::str::contains(
             "cell 3: bs=1M sync=fdatasync conv=fdatasync",
         ))
         .stdout(predicate::str::contains(
-            "plan for host testhost (76 steps)",
+            "plan for host testhost (88 steps)",
         ))
         .stdout(predicate::str::contains(
             "measure: dd if=/dev/zero of=platter-data/quickstart/4k-fdatasync bs=4k",

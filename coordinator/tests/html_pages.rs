@@ -658,7 +658,18 @@ async fn each_example_kind_renders_a_page_chromium_shows_with_its_charts() {
             .skip(1)
             .map(|s| s.split('"').next().unwrap())
             .collect();
-        assert_eq!(sections.first(), Some(&"summary"), "{name}: {sections:?}");
+        // The answer first: the findings (every example's matrix varies something), then
+        // the summary.
+        assert_eq!(
+            sections[..2],
+            ["findings", "summary"],
+            "{name}: {sections:?}"
+        );
+        let findings = &dom[dom.find("<section id=\"findings\"").unwrap()..summary];
+        assert!(
+            findings.contains("<li") && findings.contains(" vs "),
+            "{name}: findings say nothing: {findings}"
+        );
         for s in case.sections {
             assert!(
                 sections.contains(s),

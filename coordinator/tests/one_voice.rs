@@ -171,3 +171,259 @@ async fn the_side_by_side_ratio_is_the_comparisons_estimate_in_every_format() {
     assert!(html.contains(&format!("<span class=\"ratio\">{}</span>", real_text)));
     assert!(!html.contains("×1.43"));
 }
+
+#[tokio::test]
+async fn findings_lead_with_the_answer_and_advice_is_said_once() {
+    let r = report().await;
+    let table = Format::Table.exporter().render(&r);
+    // The findings come first, before the side-by-side view.
+    let findings = &table
+        [table.find("findings (wall)").expect("findings")..table.find("side by side").unwrap()];
+    let lines: Vec<&str> = findings
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    // Ranked by size: conv (×3–4 on both hosts) before beta's ×2.
+    assert!(
+        lines[0].starts_with("conv=fdatasync vs notrunc: ×"),
+        "{findings}"
+    );
+    assert!(
+        lines[1].starts_with("host=beta vs alpha: ×2.00 ("),
+        "{findings}"
+    );
+    // The same ratio as the side-by-side view and the comparison, noise marked.
+    assert!(
+        lines[1].contains("×1.19 (0.80–1.53) ~ at conv=notrunc"),
+        "{findings}"
+    );
+    assert_eq!(lines.len(), 2, "{findings}");
+    // JSON carries them structured.
+    let json: serde_json::Value =
+        serde_json::from_str(&Format::Json.exporter().render(&r)).unwrap();
+    assert_eq!(json["findings"]["differences"][1]["kind"], "host");
+    assert_eq!(
+        json["findings"]["differences"][1]["at"][0]["ratio"].as_f64(),
+        Some(real_ratio(&r))
+    );
+
+    // Six runs: no single run is called an outlier; the noise is said once, in one line
+    // counting the cells, and each cell's own advice is in the details and in JSON.
+    assert!(!table.contains("far from the others"), "{table}");
+    let advice: Vec<&str> = table
+        .lines()
+        .filter(|l| l.trim_start().starts_with("advice: "))
+        .collect();
+    assert_eq!(advice.len(), 1, "{advice:#?}");
+    assert!(
+        advice[0].contains("noise: in 2 of 4 cells the median's interval reaches more than ±10%"),
+        "{advice:#?}"
+    );
+    let details = &table[table.find("details: each cell's advice").expect("details")..];
+    assert_eq!(
+        details
+            .lines()
+            .filter(|l| l.contains("the median's interval reaches"))
+            .count(),
+        2,
+        "{details}"
+    );
+    let noisy: usize = json["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c["advice"]
+                .as_array()
+                .map_or(0, |a| a.iter().filter(|a| a["kind"] == "noisy").count())
+        })
+        .sum();
+    assert_eq!(noisy, 2);
+}
+
+fn real_ratio(r: &Report) -> f64 {
+    r.comparisons
+        .iter()
+        .find(|c| c.row.context.contains("conv=fdatasync"))
+        .unwrap()
+        .row
+        .ratio
+}
+
+const QUICK: &str = r#"
+name: quick
+hosts: { names: [vm] }
+matrix:
+  bs: [4k, 1M]
+  sync: [none, fdatasync]
+  include:
+    - { sync: none, conv: notrunc }
+    - { sync: fdatasync, conv: fdatasync }
+workload: { command: { run: "dd if=/dev/zero of=f bs=${bs} count=32M iflag=count_bytes conv=${conv}" } }
+repeat: 6
+"#;
+
+#[tokio::test]
+async fn a_parameter_and_the_one_include_ties_to_it_are_one_finding_and_duplicates_show_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    let campaign = platter::spec::parse("quick.yaml", QUICK).unwrap();
+    let planned = planner::plan(&campaign, "vm", "quick", 1, &Default::default()).unwrap();
+    store
+        .insert_campaign(&planned, "quick.yaml", QUICK)
+        .unwrap();
+    let plan = &planned.plans[0];
+    let mut records = Vec::new();
+    for step in plan
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::Measure(_)))
+    {
+        let cell = planned.cells.iter().find(|c| c.id == step.cell_id).unwrap();
+        // fdatasync costs ×3 at 4k and ×2 at 1M; 1M blocks take 0.8 of the time of 4k.
+        let base = if cell.params["bs"] == "4k" {
+            20.0
+        } else {
+            16.0
+        };
+        let cost = match (cell.params["bs"].as_str(), cell.params["sync"].as_str()) {
+            (_, "none") => 1.0,
+            ("4k", _) => 3.0,
+            _ => 2.0,
+        };
+        let ms = base * cost * (1.0 + 0.01 * step.repetition as f64);
+        let sample = |metric: &str| Sample {
+            metric: metric.into(),
+            value: ms / 1e3,
+            unit: "s".into(),
+            histogram: vec![],
+            missing: String::new(),
+        };
+        // `total` the very same values as `wall`, as the fsync loop reports them.
+        records.push(measured(
+            records.len() as u64 + 1,
+            &plan.id,
+            step,
+            step.repetition as i64,
+            vec![sample("wall"), sample("total")],
+        ));
+    }
+    store.write_records("vm", records).await.unwrap();
+    let r = Report::load(&store, &planned.id).unwrap();
+    let whats: Vec<&str> = r
+        .findings
+        .differences
+        .iter()
+        .map(|f| f.what.as_str())
+        .collect();
+    assert_eq!(
+        whats,
+        [
+            "sync=fdatasync vs none (conv=fdatasync vs notrunc)",
+            "bs=1M vs 4k"
+        ],
+        "{:#?}",
+        r.findings
+    );
+    let sync = &r.findings.differences[0];
+    assert_eq!(sync.at.len(), 2);
+    assert_eq!(sync.at[0].context, "bs=4k", "largest first");
+    assert!(
+        (sync.at[0].ratio.ratio - 3.0).abs() < 1e-9 && (sync.at[1].ratio.ratio - 2.0).abs() < 1e-9
+    );
+    let table = Format::Table.exporter().render(&r);
+    assert!(
+        table.contains("sync=fdatasync vs none (conv=fdatasync vs notrunc): ×3.00 (2.92–3.09) at bs=4k (62.10 ms vs 20.70 ms), ×2.00 (1.94–2.06) at bs=1M"),
+        "{table}"
+    );
+    // `total` is `wall` again: one row per cell, and JSON says which it repeats.
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" total ")).count(),
+        0,
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" wall ")).count(),
+        4,
+        "{table}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&Format::Json.exporter().render(&r)).unwrap();
+    let total = json["cells"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "total")
+        .unwrap()
+        .clone();
+    assert_eq!(total["same_as"], "wall");
+}
+
+const EIGHT: &str = r#"
+name: eight
+hosts: { names: [a, b] }
+matrix:
+  size: [1, 2, 3, 4, 5, 6, 7, 8]
+workload: { command: { run: "dd if=/dev/zero of=f bs=${size}k count=1" } }
+repeat: 5
+"#;
+
+#[tokio::test]
+async fn one_difference_in_every_configuration_is_significant_together_though_not_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    let campaign = platter::spec::parse("eight.yaml", EIGHT).unwrap();
+    let planned = planner::plan(&campaign, "", "eight", 1, &Default::default()).unwrap();
+    store
+        .insert_campaign(&planned, "eight.yaml", EIGHT)
+        .unwrap();
+    for plan in &planned.plans {
+        let factor = if plan.host == "b" { 3.0 } else { 1.0 };
+        let records = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Measure(_)))
+            .enumerate()
+            .map(|(i, step)| {
+                let wall = Sample {
+                    metric: "wall".into(),
+                    value: 0.01 * factor * (1.0 + 0.02 * step.repetition as f64),
+                    unit: "s".into(),
+                    histogram: vec![],
+                    missing: String::new(),
+                };
+                measured(i as u64 + 1, &plan.id, step, 0, vec![wall])
+            })
+            .collect();
+        store.write_records(&plan.host, records).await.unwrap();
+    }
+    let r = Report::load(&store, &planned.id).unwrap();
+    // Five runs a side: the exact test's smallest p is 2/252, over Holm's 8 tests 0.063.
+    let side = r.side_by_side.as_ref().unwrap();
+    for row in &side.rows {
+        let SideValue::Measured { ratio: Some(x), .. } = &row.values[1] else {
+            panic!("{row:?}");
+        };
+        assert!((x.ratio - 3.0).abs() < 1e-9 && !x.significant, "{x:?}");
+    }
+    // Together, eight configurations agreeing on ×3 are a finding, not "no difference".
+    let f = &r.findings.differences;
+    assert_eq!(f.len(), 1, "{:#?}", r.findings);
+    assert_eq!(f[0].what, "host=b vs a");
+    let overall = f[0].overall.as_ref().unwrap();
+    assert!(
+        overall.significant && overall.configurations == 8,
+        "{overall:?}"
+    );
+    let table = Format::Table.exporter().render(&r);
+    assert!(
+        table.contains("together significant over all 8 configurations"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("no significant difference: host=b"),
+        "{table}"
+    );
+}

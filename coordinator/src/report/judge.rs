@@ -1098,11 +1098,13 @@ mod tests {
                 not_measured: 0,
                 not_measured_reason: String::new(),
                 samples: vec![],
+                same_as: None,
             }],
             unmeasured: vec![],
             failed: 0,
             latency: None,
             warnings: vec![],
+            advice: vec![],
             warmup: vec![],
             stopped: None,
         }
@@ -1176,6 +1178,7 @@ mod tests {
                         not_measured: 0,
                         not_measured_reason: String::new(),
                         samples: vec![],
+                        same_as: None,
                     })
                     .collect();
                 c

@@ -4,7 +4,10 @@
 //! `render`. A format says only how it writes a heading, a table line and a list item
 //! (`Markup`); it decides nothing about what a report shows.
 
-use super::{notes, pivot_text, provenance, rows, Failure, Report, MAX_FAILURES_SHOWN};
+use super::{
+    details, findings_lines, findings_title, notes, pivot_text, provenance, rows, Failure, Report,
+    MAX_FAILURES_SHOWN,
+};
 
 /// What a section heading introduces.
 pub(super) enum Heading<'a> {
@@ -54,6 +57,13 @@ pub(super) trait Markup {
 
 pub(super) fn render(m: &impl Markup, r: &Report) -> String {
     let mut out = m.title(r);
+    let findings = findings_lines(r);
+    if !findings.is_empty() {
+        out.push_str(&m.heading(Heading::Pivot(&findings_title(r))));
+        for f in findings {
+            out.push_str(&m.item(&f));
+        }
+    }
     if let Some(s) = &r.side_by_side {
         let (title, header, rows) = super::side::text(r, s);
         let columns = m.columns(Grid::Pivot, &header, &rows);
@@ -107,6 +117,13 @@ pub(super) fn render(m: &impl Markup, r: &Report) -> String {
         let more = r.failures.len().saturating_sub(MAX_FAILURES_SHOWN);
         if more > 0 {
             out.push_str(&m.more_failures(more));
+        }
+    }
+    let details = details(r);
+    if !details.is_empty() {
+        out.push_str(&m.heading(Heading::Pivot("details: each cell's advice")));
+        for d in details {
+            out.push_str(&m.item(&d));
         }
     }
     out

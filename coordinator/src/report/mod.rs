@@ -1,7 +1,9 @@
 //! Reports: statistics per cell from stored samples, rendered by one exporter per format.
 //! Reads the store; never writes it.
 
+pub mod advice;
 mod csv;
+pub mod findings;
 mod html;
 mod json;
 pub mod judge;
@@ -46,6 +48,10 @@ pub struct MetricStats {
     pub values: Vec<f64>,
     /// Every sample of this metric, in run order: what the statistics were made from.
     pub samples: Vec<RawSample>,
+    /// An earlier metric of the cell with the very same values and unit (the fsync loop's
+    /// `latency` is `latency.mean`, its `total` is `wall`): kept in JSON, shown once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -104,6 +110,10 @@ pub struct CellReport {
     /// what the reader must know about how the samples came to be: repetitions not
     /// measured and why, measurements retried, preparation skipped on this platform.
     pub warnings: Vec<String>,
+    /// How the runs came out (noise, a cold first run, …): said once per report, every
+    /// one kept here and in the details section.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<advice::Advice>,
     /// Warm-up runs (`warmup:`): stored, shown apart, never in any statistic.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warmup: Vec<Warmup>,
@@ -221,6 +231,10 @@ pub struct Report {
     pub side_by_side: Option<side::SideBySide>,
     /// Cells far from the other hosts/devices with the same configuration.
     pub outliers: Vec<judge::FleetOutlier>,
+    /// The answer first: significant differences ranked by size, what was found equal.
+    pub findings: findings::Findings,
+    /// The cells' advice said once: "noise: in 3 of 4 cells …", the CPU split per host.
+    pub advice: Vec<String>,
     /// What the campaign ran on: every snapshot the agents took, in order.
     pub provenance: Vec<provenance::Snapshot>,
     /// What changed between snapshots of a host within the run (flagged in the notes).
@@ -451,11 +465,11 @@ impl Report {
                 // name, PostgreSQL as stored; sorting them in SQL cost 20–30% of the query):
                 // the command's own metrics first, then by name.
                 by_metric.sort_by(|a, _, b, _| metric_rank(a).cmp(&metric_rank(b)));
-                let mut warnings: Vec<String> = by_metric
+                let advice = by_metric
                     .get("wall")
-                    .map(|g| stats::warnings(&g.values).iter().map(|w| format!("wall: {}", w.advice())).collect())
+                    .map(|g| advice::of_runs("wall", &g.values, stats::summarize(&g.values).as_ref()))
                     .unwrap_or_default();
-                warnings.extend(notes.remove(&n).unwrap_or_default());
+                let mut warnings: Vec<String> = notes.remove(&n).unwrap_or_default();
                 let mut metrics = Vec::new();
                 let mut unmeasured = Vec::new();
                 for (metric, g) in by_metric {
@@ -485,7 +499,16 @@ impl Report {
                         not_measured_reason: g.reason,
                         values: g.values,
                         samples: g.raw,
+                        same_as: None,
                     });
+                }
+                for i in 1..metrics.len() {
+                    let (earlier, rest) = metrics.split_at_mut(i);
+                    let m = &mut rest[0];
+                    m.same_as = earlier
+                        .iter()
+                        .find(|e| e.same_as.is_none() && e.unit == m.unit && e.values == m.values && e.not_measured == m.not_measured)
+                        .map(|e| e.metric.clone());
                 }
                 let failed = failed.get(&n).copied().unwrap_or(0);
                 let latency = histograms.get(&n).and_then(|h| merged_latency(h));
@@ -509,6 +532,7 @@ impl Report {
                     failed,
                     latency,
                     warnings,
+                    advice,
                     warmup,
                     stopped: stopped.remove(&n),
                 });
@@ -558,13 +582,15 @@ impl Report {
             let verdicts = judge::qualify(&cells, &settings);
             let outliers = judge::fleet_outliers(&cells, &settings);
             let side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
+            let findings = findings::build(&cells, &settings, &comparisons, side_by_side.as_ref());
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.
             let snapshots = provenance::load(c, campaign_id)?;
             for cell in &mut cells {
-                let split = provenance::cpu_split_warning(&snapshots, cell);
-                cell.warnings.extend(split);
+                let split = provenance::cpu_split(&snapshots, cell);
+                cell.advice.extend(split);
             }
+            let advice = advice::summary(&cells);
             let device_field = |host: &str, name: &str, field: &str| -> Option<String> {
                 provenance::device_field(provenance::device(&snapshots, host, name)?, field)
             };
@@ -577,6 +603,8 @@ impl Report {
                 provenance_changes,
                 devices_used,
                 side_by_side,
+                findings,
+                advice,
                 outliers,
                 pivot,
                 comparisons,
@@ -939,6 +967,16 @@ pub(crate) fn pivot_text(report: &Report) -> Option<(String, Vec<String>, Vec<Ve
     Some((title, header, rows))
 }
 
+/// "vm bs=4k sync=none": a cell by its host and parameters.
+pub(crate) fn label_with_host(c: &CellReport) -> String {
+    let params = label(&c.params);
+    if params.is_empty() {
+        c.host.clone()
+    } else {
+        format!("{} {params}", c.host)
+    }
+}
+
 /// Lines under the tables: comparisons with the baseline, qualification, merged
 /// per-operation latency and advice, per cell.
 pub(crate) fn notes(report: &Report) -> Vec<String> {
@@ -1023,6 +1061,7 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
             ));
         }
     }
+    out.extend(report.advice.iter().map(|a| format!("advice: {a}")));
     for c in &report.cells {
         let label = {
             let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -1038,6 +1077,99 @@ pub(crate) fn notes(report: &Report) -> Vec<String> {
         out.extend(runs_notes(c).into_iter().map(|n| format!("{label}: {n}")));
     }
     out
+}
+
+/// Every cell's advice, one line each: the details the notes' "advice:" lines count.
+pub(crate) fn details(report: &Report) -> Vec<String> {
+    report
+        .cells
+        .iter()
+        .flat_map(|c| {
+            let label = label_with_host(c);
+            c.advice
+                .iter()
+                .map(move |a| format!("{label}: {}", a.text()))
+        })
+        .collect()
+}
+
+/// The findings as lines: the significant differences, largest first; what was found
+/// equal; the verdicts; and what the answer lacks (missing measurements, failed steps,
+/// refused plans, comparisons not made). Empty when there is nothing to say.
+pub(crate) fn findings_lines(report: &Report) -> Vec<String> {
+    let f = &report.findings;
+    let mut out = Vec::new();
+    for d in f.differences.iter().take(findings::DIFFERENCES_SHOWN) {
+        out.push(d.text());
+    }
+    let more = f
+        .differences
+        .len()
+        .saturating_sub(findings::DIFFERENCES_SHOWN);
+    if more > 0 {
+        out.push(format!(
+            "… and {more} more significant differences (`--format json`: findings)"
+        ));
+    }
+    // What was found equal, with its estimate (a cost too small to tell apart is still an
+    // answer); past a few, named only.
+    for x in f.no_difference.iter().take(findings::EQUAL_SHOWN) {
+        out.push(format!("no significant difference: {}", x.text()));
+    }
+    let rest: Vec<String> = f
+        .no_difference
+        .iter()
+        .skip(findings::EQUAL_SHOWN)
+        .map(|x| x.equal_text())
+        .collect();
+    if !rest.is_empty() {
+        out.push(format!(
+            "no significant difference either: {}",
+            rest.join("; ")
+        ));
+    }
+    if !report.verdicts.is_empty() {
+        let failed = report.verdicts.iter().filter(|v| !v.pass).count();
+        out.push(if failed == 0 {
+            format!("qualification: PASS ({} checks)", report.verdicts.len())
+        } else {
+            format!(
+                "qualification: FAIL ({failed} of {} checks; below)",
+                report.verdicts.len()
+            )
+        });
+    }
+    let missing = report.lost_measurements();
+    if missing > 0 {
+        out.push(format!(
+            "MISSING: {missing} of {} measurements; the answer rests on the rest",
+            report.measurements_expected
+        ));
+    }
+    if report.steps_failed > 0 {
+        out.push(format!("{} step(s) failed (below)", report.steps_failed));
+    }
+    if !report.refused.is_empty() {
+        out.push(format!(
+            "{} host(s) refused their plan (below)",
+            report.refused.len()
+        ));
+    }
+    let uncompared = report.uncompared();
+    if uncompared > 0 {
+        out.push(format!(
+            "{uncompared} comparison(s) could not be made (below)"
+        ));
+    }
+    out
+}
+
+/// The findings' heading: the metric, what × means.
+pub(crate) fn findings_title(report: &Report) -> String {
+    format!(
+        "findings ({}): × = Hodges–Lehmann ratio (its interval), ~ = not significant after Holm",
+        report.findings.metric
+    )
 }
 
 /// How a cell's runs came to be counted: why adaptive repetition stopped it, and its
@@ -1093,7 +1225,12 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
     let mut out = Vec::new();
     for cell in &report.cells {
         // Peak RSS included: it is the workload's own (see `process`), in every mode.
-        for (i, m) in cell.metrics.iter().enumerate() {
+        for (i, m) in cell
+            .metrics
+            .iter()
+            .filter(|m| m.same_as.is_none())
+            .enumerate()
+        {
             let mut row: Vec<String> = report
                 .params
                 .iter()

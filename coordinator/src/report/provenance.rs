@@ -156,7 +156,10 @@ pub const SPLIT_TICKS: f64 = 20.0;
 /// CPU: the split is coarse (a run no tick caught is all `user`), their sum is exact (the
 /// kernel scales the samples to the scheduler's own account of the run). `None` when the
 /// split is measured, or there is enough CPU time, or no `user`/`sys`.
-pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Option<String> {
+pub fn cpu_split(
+    snapshots: &[Snapshot],
+    cell: &super::CellReport,
+) -> Option<super::advice::Advice> {
     let host = snapshots
         .iter()
         .rev()
@@ -194,12 +197,18 @@ pub fn cpu_split_warning(snapshots: &[Snapshot], cell: &super::CellReport) -> Op
     } else {
         "this host's tick unknown, taken as 10 ms".to_string()
     };
-    Some(format!(
-        "user, sys: the kernel splits CPU time between them by timer-tick samples ({how}) \
-         and the median run used {}, under {SPLIT_TICKS} ticks: the split is coarse (a run \
-         no tick caught is all user); user + sys is exact",
-        human(cpu, "s")
-    ))
+    Some(super::advice::Advice::CoarseSplit {
+        cpu,
+        tick,
+        hz,
+        text: format!(
+            "user, sys: the kernel splits CPU time between them by timer-tick samples ({how}) \
+             and the median run used {} of CPU, under {SPLIT_TICKS} ticks ({}): the split is \
+             coarse (a run no tick caught is all user); user + sys is exact",
+            human(cpu, "s"),
+            human(SPLIT_TICKS * tick, "s")
+        ),
+    })
 }
 
 /// Where the workloads and the agent's own threads ran (`--agent-cpu`); `None` from an

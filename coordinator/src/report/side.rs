@@ -33,6 +33,7 @@ pub struct SideBySide {
     /// The host ratios are against (its device in the same position, when hosts ran on
     /// several): the baseline, else the first column's host.
     pub reference: String,
+
     pub rows: Vec<SideRow>,
 }
 
@@ -45,6 +46,9 @@ pub struct SideRow {
     pub unit: String,
     /// Per column, in `columns` order.
     pub values: Vec<SideValue>,
+    /// Per column, the column its ratio is against.
+    #[serde(skip)]
+    pub against: Vec<Option<usize>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -85,6 +89,8 @@ pub struct SideRatio {
     pub ratio_ci: Option<(f64, f64)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_ci_level: Option<f64>,
+    /// Mann–Whitney's two-sided p of this test alone.
+    pub p_value: f64,
     /// Holm's adjusted p over `family` tests.
     pub holm_p: f64,
     pub family: usize,
@@ -93,7 +99,7 @@ pub struct SideRatio {
 }
 
 impl SideRatio {
-    fn of_comparison(c: &super::judge::JudgedComparison) -> Option<SideRatio> {
+    pub(crate) fn of_comparison(c: &super::judge::JudgedComparison) -> Option<SideRatio> {
         let holm_p = c.holm_p?;
         Some(SideRatio {
             ratio: c.row.ratio,
@@ -102,6 +108,7 @@ impl SideRatio {
                 .ci_pct
                 .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
             ratio_ci_level: c.ci_level,
+            p_value: c.p_value.unwrap_or(1.0),
             holm_p,
             family: c.family,
             significant: c.row.significant,
@@ -221,14 +228,13 @@ pub fn build(
     } else {
         settings.metric.as_str()
     };
-    let by_id: HashMap<&str, &CellReport> = cells.iter().map(|c| (c.cell_id.as_str(), c)).collect();
     let mut rows = Vec::new();
     // Tests still to be decided, per metric: (row, column, test).
     let mut tests: IndexMap<String, Vec<(usize, usize, stats::Comparison)>> = IndexMap::new();
     for (params, members) in &groups {
         let mut metrics: Vec<(&str, &str)> = Vec::new();
         for (_, c) in members {
-            for m in &c.metrics {
+            for m in c.metrics.iter().filter(|m| m.same_as.is_none()) {
                 if !metrics.iter().any(|(n, _)| *n == m.metric) {
                     metrics.push((&m.metric, &m.unit));
                 }
@@ -245,39 +251,32 @@ pub fn build(
                 values[*col] = value_of(c, metric, outliers);
             }
             let row = rows.len();
+            let mut against = vec![None; columns.len()];
             for (col, c) in members {
                 let SideValue::Measured { ratio, .. } = &mut values[*col] else {
                     continue;
                 };
-                if baseline.is_some() {
-                    let Some(comparison) = compared.get(c.cell_id.as_str()) else {
-                        continue;
-                    };
-                    if metric == compared_metric {
-                        *ratio = SideRatio::of_comparison(comparison);
-                        continue;
-                    }
-                    let base = comparison
-                        .cells
-                        .as_ref()
-                        .and_then(|p| by_id.get(p.baseline.as_str()));
-                    if let Some(t) = base.and_then(|b| compare(b, c, metric)) {
-                        tests
-                            .entry(metric.to_string())
-                            .or_default()
-                            .push((row, *col, t));
-                    }
+                // The reference cell: the comparison's baseline cell, or the reference
+                // host's drive in the same position.
+                let comparison = compared.get(c.cell_id.as_str());
+                let base = if baseline.is_some() {
+                    comparison
+                        .and_then(|x| x.cells.as_ref())
+                        .and_then(|p| members.iter().find(|(_, b)| b.cell_id == p.baseline))
                 } else {
-                    let Some(r) = reference_of[*col] else {
-                        continue;
-                    };
-                    let base = members.iter().find(|(rc, _)| *rc == r).map(|(_, b)| *b);
-                    if let Some(t) = base.and_then(|b| compare(b, c, metric)) {
-                        tests
-                            .entry(metric.to_string())
-                            .or_default()
-                            .push((row, *col, t));
-                    }
+                    reference_of[*col].and_then(|r| members.iter().find(|(rc, _)| *rc == r))
+                };
+                let Some((base_col, base)) = base else {
+                    continue;
+                };
+                against[*col] = Some(*base_col);
+                if let (Some(comparison), true) = (comparison, metric == compared_metric) {
+                    *ratio = SideRatio::of_comparison(comparison);
+                } else if let Some(t) = compare(base, c, metric) {
+                    tests
+                        .entry(metric.to_string())
+                        .or_default()
+                        .push((row, *col, t));
                 }
             }
             rows.push(SideRow {
@@ -285,6 +284,7 @@ pub fn build(
                 metric: metric.to_string(),
                 unit: unit.to_string(),
                 values,
+                against,
             });
         }
     }
@@ -302,6 +302,7 @@ pub fn build(
                         .ci_pct
                         .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
                     ratio_ci_level: t.ci_level,
+                    p_value: t.p_value,
                     holm_p,
                     family: size,
                     significant: t.significant && holm_p <= stats::ALPHA,
@@ -482,11 +483,13 @@ mod tests {
                 not_measured_reason: String::new(),
                 values: wall.to_vec(),
                 samples: vec![],
+                same_as: None,
             }],
             unmeasured: vec![],
             failed: 0,
             latency: None,
             warnings: vec![],
+            advice: vec![],
             warmup: vec![],
             stopped: None,
         }

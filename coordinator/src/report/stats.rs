@@ -512,6 +512,35 @@ fn exact_u_cdf(m: usize, n: usize) -> Vec<f64> {
     cdf
 }
 
+/// One p for one question asked in several configurations (strata): Stouffer's
+/// combination of each test's signed z, `sign · Φ⁻¹(1 − p/2)` from its two-sided p and
+/// the direction of its effect, as `Σz / √k`; two-sided. Effects in opposite directions
+/// cancel, as they should for "is this host slower?". Each exact Mann–Whitney p is at
+/// least its discrete floor, so the combination errs on the side of "no difference".
+pub fn stouffer(tests: &[(f64, f64)]) -> Option<f64> {
+    if tests.is_empty() {
+        return None;
+    }
+    let z: f64 = tests
+        .iter()
+        .map(|(p, direction)| {
+            let p = p.clamp(1e-300, 1.0);
+            direction.signum() * -normal_quantile(p / 2.0)
+        })
+        .sum::<f64>()
+        / (tests.len() as f64).sqrt();
+    Some((2.0 * normal_cdf(-z.abs())).min(1.0))
+}
+
+/// Φ⁻¹(p).
+fn normal_quantile(p: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    Normal::new(0.0, 1.0)
+        .map(|n| n.inverse_cdf(p))
+        // The standard normal always exists.
+        .unwrap_or(0.0)
+}
+
 /// Φ(x), with erfc from statrs (accurate in the tails).
 fn normal_cdf(x: f64) -> f64 {
     0.5 * statrs::function::erf::erfc(-x / std::f64::consts::SQRT_2)

@@ -164,7 +164,7 @@ impl<'a> View<'a> {
                 }
             };
             place.push((col, cfg));
-            for m in &c.metrics {
+            for m in c.metrics.iter().filter(|m| m.same_as.is_none()) {
                 if !metrics.contains(&m.metric) {
                     metrics.push(m.metric.clone());
                 }
@@ -210,20 +210,9 @@ impl<'a> View<'a> {
     }
 }
 
-/// A workload's headline metrics, most telling first: fsync latency, fio rates and
-/// completion latency, bonnie++ block throughput, compilebench throughput.
+/// A workload's headline metrics (the findings' choice too).
 fn key_rank(m: &str) -> Option<u8> {
-    if m == "latency.mean" || m.ends_with(".iops") {
-        Some(0)
-    } else if m.ends_with(".bw") || ["put_block", "get_block", "rewrite"].contains(&m) {
-        Some(1)
-    } else if m.ends_with("clat.mean") || m == "sync.lat.mean" {
-        Some(2)
-    } else if m.ends_with(".throughput") && !m.starts_with("native") {
-        Some(3)
-    } else {
-        None
-    }
+    super::findings::headline_rank(m)
 }
 
 /// The cell's parameters without its drive, `k=v k=v` in campaign order.
@@ -259,6 +248,7 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
         r.schema_version,
     )?;
     write_nav(out, &v)?;
+    write_findings(out, r)?;
     write_summary(out, &v)?;
     write_pivot(out, r)?;
     write_forests(out, &v)?;
@@ -274,6 +264,9 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
 fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
     let r = v.r;
     let mut links = vec![("summary", "Summary")];
+    if !super::findings_lines(r).is_empty() {
+        links.insert(0, ("findings", "Findings"));
+    }
     if r.pivot.is_some() {
         links.push(("pivot", "Pivot"));
     }
@@ -292,6 +285,34 @@ fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
         .map(|(id, name)| format!("<a href=\"#{id}\">{name}</a>"))
         .collect();
     writeln!(out, "<nav>{}</nav>", links.join(" · "))
+}
+
+// ---------------------------------------------------------------------------
+// findings
+
+/// The answer first: the same lines as every text format, what is no significant
+/// difference greyed.
+fn write_findings(out: &mut String, r: &Report) -> fmt::Result {
+    let lines = super::findings_lines(r);
+    if lines.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<section id=\"findings\"><h2>Findings</h2><p class=\"muted\">{}</p><ul class=\"facts\">",
+        esc(&super::findings_title(r))
+    )?;
+    for l in lines {
+        let class = if l.starts_with("no significant difference") {
+            " class=\"muted\""
+        } else if l.starts_with("qualification: FAIL") || l.starts_with("MISSING") {
+            " class=\"fail\""
+        } else {
+            ""
+        };
+        writeln!(out, "<li{class}>{}</li>", esc(&l))?;
+    }
+    writeln!(out, "</ul></section>")
 }
 
 // ---------------------------------------------------------------------------
@@ -1450,7 +1471,10 @@ fn write_details(out: &mut String, v: &View<'_>) -> fmt::Result {
     let notes: Vec<String> = super::notes(r)
         .into_iter()
         .filter(|n| {
-            n.contains(": warning: ") || n.contains(" vs ") || n.starts_with("comparisons:")
+            n.contains(": warning: ")
+                || n.contains(" vs ")
+                || n.starts_with("comparisons:")
+                || n.starts_with("advice: ")
         })
         .collect();
     if !notes.is_empty() {
@@ -1460,7 +1484,7 @@ fn write_details(out: &mut String, v: &View<'_>) -> fmt::Result {
             notes.len()
         )?;
         for n in notes {
-            let class = if n.contains(": warning: ") {
+            let class = if n.contains(": warning: ") || n.starts_with("advice: ") {
                 " class=\"warn\""
             } else {
                 ""
@@ -1496,7 +1520,7 @@ fn write_host_table(out: &mut String, cells: &[&CellReport], order: &[String]) -
                 cell.failed
             )?;
         }
-        for m in &cell.metrics {
+        for m in cell.metrics.iter().filter(|m| m.same_as.is_none()) {
             writeln!(out, "<tr>{params}{}</tr>", metric_cells(cell, m))?;
         }
         for u in &cell.unmeasured {
@@ -1518,6 +1542,7 @@ fn write_host_table(out: &mut String, cells: &[&CellReport], order: &[String]) -
             failed
                 .into_iter()
                 .chain(c.warnings.iter().cloned())
+                .chain(c.advice.iter().map(|a| a.text().to_string()))
                 .chain(super::runs_notes(c))
                 .map(move |w| {
                     // The cell as people name it: its parameters (the table's row labels).

@@ -61,6 +61,7 @@ fn metric(name: &str, median: f64, ci: bool) -> MetricStats {
         not_measured: 0,
         not_measured_reason: String::new(),
         samples: vec![],
+        same_as: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn cell(host: &str, params: &[(&str, &str)], metrics: Vec<MetricStats>) -> CellR
         failed: 0,
         latency: None,
         warnings: vec![],
+        advice: vec![],
         warmup: vec![],
         stopped: None,
     }
