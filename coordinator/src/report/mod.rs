@@ -891,6 +891,16 @@ impl Scale {
         Scale::for_value(typical, unit)
     }
 
+    /// What a value in base units is divided by to be written in this scale (1 for units
+    /// without a scale of their own).
+    pub(crate) fn factor(&self) -> f64 {
+        if self.factor == 0.0 {
+            1.0
+        } else {
+            self.factor
+        }
+    }
+
     pub(crate) fn bare(&self, v: f64) -> String {
         if self.factor == 0.0 {
             // Units without a scale of their own: as everywhere else, number only.

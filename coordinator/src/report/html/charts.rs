@@ -235,7 +235,9 @@ fn dot_panel(
         .max()
         .unwrap_or(0)
         .min(MAX_LABEL_CHARS);
-    let label_px = label_chars as u32 * 7 + 16;
+    // 15 px sans-serif averages under 9 px a character: a label of the longest row's
+    // length fits whole.
+    let label_px = label_chars as u32 * 9 + 16;
     // Row i of the panel is centred at y = n - 1 - i (plotters counts y upwards); series
     // spread over ±0.35 of a row; the axis has 0.2 of a row more below (for the rings).
     let y_of = |row: usize, s: usize| -> f64 {
@@ -273,11 +275,13 @@ fn dot_panel(
                         Linear {
                             lo: xmin,
                             hi: xmax,
-                            keys: None,
+                            keys: Some(round_ticks(xmin, xmax, unit.scale.factor())),
                         },
                         y_range(),
                     )?;
-                let fmt = |v: &f64| unit.bare(*v);
+                // Round ticks in the axis' unit, written with the digits their step needs.
+                let step = tick_step(xmin, xmax, unit.scale.factor());
+                let fmt = |v: &f64| tick_text(*v / unit.scale.factor(), step);
                 chart
                     .configure_mesh()
                     .disable_y_mesh()
@@ -324,6 +328,52 @@ fn dot_panel(
         root.present()?;
     }
     Ok(buf)
+}
+
+/// The step of round ticks for `lo..hi` (base units) written in a unit `factor` times the
+/// base: 1, 2, 2.5 or 5 × 10^k of that unit, about six of them.
+fn tick_step(lo: f64, hi: f64, factor: f64) -> f64 {
+    let span = ((hi - lo) / factor).abs();
+    if !span.is_finite() || span == 0.0 {
+        return 1.0;
+    }
+    let raw = span / 6.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let nice = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .find(|m| m * magnitude >= raw)
+        .unwrap_or(10.0);
+    nice * magnitude
+}
+
+/// Round ticks within `lo..hi` (base units), each a multiple of the step in the unit
+/// `factor` times the base: 660, 680, 700 ms, not 667.57, 715.26.
+pub(super) fn round_ticks(lo: f64, hi: f64, factor: f64) -> Vec<f64> {
+    let step = tick_step(lo, hi, factor);
+    let (a, b) = (lo / factor, hi / factor);
+    let mut t = (a / step).ceil() * step;
+    let mut out = Vec::new();
+    while t <= b + step * 1e-9 && out.len() < 50 {
+        out.push(t * factor);
+        t += step;
+    }
+    out
+}
+
+/// A tick in its unit with as many decimals as its step needs: "660", "1.25", "0.5".
+fn tick_text(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        // 0.25 needs 2, 0.5 needs 1, 0.02 needs 2.
+        (1..=9)
+            .find(|d| {
+                let scaled = step * 10f64.powi(*d);
+                (scaled - scaled.round()).abs() < 1e-6
+            })
+            .unwrap_or(9)
+    };
+    format!("{:.*}", decimals as usize, v)
 }
 
 /// Ticks of a ratio axis: round ratios, 1× always, each at least a twelfth of the axis

@@ -890,6 +890,10 @@ fn write_legend(
     line: bool,
     ring: Option<&str>,
 ) -> fmt::Result {
+    // One host (or one line) needs no key: the caption names it.
+    if entries.len() < 2 && ring.is_none() {
+        return Ok(());
+    }
     writeln!(out, "<ul class=\"legend\">")?;
     for (colour, label) in entries {
         let class = if line { "line" } else { "swatch" };

@@ -654,3 +654,22 @@ fn the_side_by_side_table_has_one_unit_per_row_and_long_lists_fold() {
     assert_eq!(dots(forest), 0, "no filled dot: {forest}");
     assert_eq!(count(forest, "<circle"), 2, "{forest}");
 }
+
+#[test]
+fn value_axes_tick_at_round_numbers_of_their_own_unit() {
+    let ms = charts::round_ticks(0.6601, 0.7199, 1e-3);
+    let shown: Vec<String> = ms.iter().map(|t| format!("{:.3}", t / 1e-3)).collect();
+    assert_eq!(
+        shown,
+        ["670.000", "680.000", "690.000", "700.000", "710.000"]
+    );
+    // MiB/s from bytes: round in MiB, not in bytes.
+    let mib = 1048576.0;
+    let t = charts::round_ticks(667.57 * mib, 715.26 * mib, mib);
+    let shown: Vec<f64> = t.iter().map(|v| v / mib).collect();
+    assert_eq!(shown, [670.0, 680.0, 690.0, 700.0, 710.0]);
+    // A narrow span gets decimals' worth of steps.
+    let t = charts::round_ticks(1.30, 1.58, 1.0);
+    let shown: Vec<String> = t.iter().map(|v| format!("{v:.2}")).collect();
+    assert_eq!(shown, ["1.30", "1.35", "1.40", "1.45", "1.50", "1.55"]);
+}
