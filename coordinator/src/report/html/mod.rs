@@ -646,7 +646,7 @@ fn write_summary_table(out: &mut String, v: &View<'_>) -> fmt::Result {
         write!(out, "<th>{}</th>", esc(p))?;
     }
     for (k, u) in keys.iter().zip(&units) {
-        write!(out, "<th>{} [{}]</th>", esc(k), esc(&u.label))?;
+        write!(out, "<th>{}{}</th>", esc(k), unit_suffix(u))?;
     }
     writeln!(out, "</tr></thead><tbody>")?;
     for c in &v.r.cells {
@@ -703,6 +703,15 @@ fn side_title(r: &Report, s: &SideBySide) -> String {
         "Side by side: median (CI); ×: Hodges–Lehmann ratio to {} (interval), greyed and ~ = no significant difference (Holm)",
         super::side::reference_words(s)
     )
+}
+
+/// " [ms]" after a header, or nothing for a unit without a name (not "seeks []").
+fn unit_suffix(u: &Unit) -> String {
+    if u.label.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", esc(&u.label))
+    }
 }
 
 /// The side-by-side view as a table: a row per configuration and metric (only `keys` when
@@ -837,7 +846,7 @@ fn write_pivot(out: &mut String, r: &Report) -> fmt::Result {
     let title_unit = if p.unit.is_empty() {
         String::new()
     } else {
-        format!(" [{}]", esc(&whole.label))
+        unit_suffix(&whole)
     };
     writeln!(
         out,
@@ -855,7 +864,7 @@ fn write_pivot(out: &mut String, r: &Report) -> fmt::Result {
     }
     for (c, h) in p.columns.iter().enumerate() {
         match columns.get(c) {
-            Some(u) => write!(out, "<th>{} [{}]</th>", esc(h), esc(&u.label))?,
+            Some(u) => write!(out, "<th>{}{}</th>", esc(h), unit_suffix(u))?,
             None => write!(out, "<th>{}</th>", esc(h))?,
         }
     }
@@ -955,10 +964,12 @@ fn write_forests(out: &mut String, v: &View<'_>) -> fmt::Result {
     if compared.is_empty() && side.is_none() && r.comparisons.is_empty() {
         return Ok(());
     }
-    let heading = match side.and_then(|s| s.baseline.as_deref()) {
-        None if r.comparisons.is_empty() => "Against the median of the hosts".to_string(),
-        None => "Against the baseline".to_string(),
-        Some(b) => format!("Against the baseline ({b})"),
+    let heading = match (side, side.and_then(|s| s.baseline.as_deref())) {
+        (Some(s), None) if r.comparisons.is_empty() => {
+            format!("Against the first host ({})", s.reference)
+        }
+        (_, None) => "Against the baseline".to_string(),
+        (_, Some(b)) => format!("Against the baseline ({b})"),
     };
     writeln!(out, "<section id=\"forest\"><h2>{}</h2>", esc(&heading))?;
     let mut metrics: Vec<&str> = Vec::new();
