@@ -112,10 +112,16 @@ impl Finding {
     /// "sync=fdatasync vs none: ×2.61 (2.40–2.80) at bs=4k (57.19 ms vs 21.90 ms), ×2.50
     /// (…) at bs=1M".
     pub fn text(&self) -> String {
+        // "and 1 more" would take the room of the one it hides.
+        let shown = if self.at.len() == INSTANCES_SHOWN + 1 {
+            self.at.len()
+        } else {
+            INSTANCES_SHOWN
+        };
         let mut parts: Vec<String> = self
             .at
             .iter()
-            .take(INSTANCES_SHOWN)
+            .take(shown)
             .map(|i| {
                 let mut t = i.ratio.text();
                 if !i.context.is_empty() {
@@ -129,7 +135,7 @@ impl Finding {
                 t
             })
             .collect();
-        let rest = &self.at[self.at.len().min(INSTANCES_SHOWN)..];
+        let rest = &self.at[self.at.len().min(shown)..];
         if !rest.is_empty() {
             let lo = rest
                 .iter()
