@@ -1099,9 +1099,18 @@ fn write_side_forest(out: &mut String, v: &View<'_>, s: &SideBySide, metric: &st
         return Ok(());
     }
     let reference = super::side::reference_words(s);
+    // Only the columns with a ratio take a lane of a row (the reference has none): one
+    // compared host sits on its row's label, not between two.
+    let mut with_dots: Vec<usize> = dots.iter().map(|d| d.series).collect();
+    with_dots.sort_unstable();
+    with_dots.dedup();
+    for d in &mut dots {
+        d.series = with_dots.iter().position(|c| *c == d.series).unwrap_or(0);
+    }
+    let lanes = with_dots.len();
     let plot = DotPlot {
         rows: labels,
-        series: v.columns.len(),
+        series: lanes,
         dots,
         axis: Axis::Ratio,
         title: format!("{metric}: ratio"),
