@@ -425,6 +425,8 @@ matrix:
     - { variant: base, s: 0.1 }
     - { variant: same, s: 0.1 }
     - { variant: slower, s: 0.13 }
+  # `base` and `same` run the same sleep: `variant` names them.
+  labels: [variant]
 workload: { command: { run: "sleep ${s}" } }
 repeat: 6
 report: { baseline: { variant: base } }
@@ -507,7 +509,7 @@ fn a_pivot_table_lays_out_one_statistic_by_rows_and_columns() {
     let f = common::write(
         tmp.path(),
         "c.yaml",
-        "name: pivot\nmatrix: { a: [x, y], b: [1, 2] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n\
+        "name: pivot\nmatrix: { a: [x, y], b: [1, 2] }\nworkload: { command: { run: \"true ${a} ${b}\" } }\nrepeat: 2\n\
          report: { pivot: { rows: [host, a], columns: [b], metric: wall, stat: min } }\n",
     );
     let out = platter()
@@ -714,7 +716,7 @@ fn report_compare_and_campaigns_find_the_store_platter_run_left() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let yaml = |name: &str| {
-        format!("name: {name}\nmatrix: {{ n: [1, 2] }}\nworkload: {{ command: {{ run: \"true\" }} }}\nrepeat: 3\n")
+        format!("name: {name}\nmatrix: {{ n: [1, 2] }}\nworkload: {{ command: {{ run: \"true ${{n}}\" }} }}\nrepeat: 3\n")
     };
     for name in ["first", "second"] {
         let f = common::write(tmp.path(), &format!("{name}.yaml"), &yaml(name));

@@ -316,6 +316,7 @@ impl From<LimitArgs> for spec::Limits {
             max_file_bytes: a.max_file_size,
             max_steps_per_plan: a.max_steps_per_plan,
             max_total_steps: a.max_total_steps,
+            stored: false,
         }
     }
 }

@@ -159,11 +159,17 @@ pub(crate) struct MatrixSpec {
     pub exclude_pos: Pos,
     pub exclude: Vec<Pairs>,
     pub include: Vec<Pairs>,
+    /// `labels: [replicate]`: parameters that only name cells (deliberate replicates),
+    /// exempt from the rule that every parameter changes what runs; with where each is
+    /// written.
+    pub labels: Vec<(String, Pos)>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Param {
     pub name: String,
+    /// The parameter's key, for errors about the parameter as a whole.
+    pub pos: Pos,
     pub values: Vec<String>,
 }
 
@@ -624,10 +630,12 @@ fn read_matrix(e: &Entry, errs: &mut Errors) -> Option<MatrixSpec> {
         exclude_pos: e.key.pos,
         exclude: Vec::new(),
         include: Vec::new(),
+        labels: Vec::new(),
     };
     for entry in entries {
         let path = join("matrix", &entry.name);
         match entry.name.as_str() {
+            "labels" => m.labels = read_labels(&entry.value, &path, errs),
             "exclude" => {
                 m.exclude_pos = entry.key.pos;
                 m.exclude = read_pairs_list(&entry.value, &path, false, errs);
@@ -730,9 +738,45 @@ fn read_param(entry: &Entry, path: &str, errs: &mut Errors) -> Option<Param> {
         start,
         Param {
             name: name.clone(),
+            pos: entry.key.pos,
             values,
         },
     )
+}
+
+/// `matrix.labels`: a list of parameter names. Whether each names a parameter is judged
+/// once the matrix is expanded (include entries add parameters too).
+fn read_labels(node: &Node, path: &str, errs: &mut Errors) -> Vec<(String, Pos)> {
+    let what = "a list of parameter names, like `[replicate]`";
+    let Some(items) = errs.ok(seq(node, path, what)) else {
+        return Vec::new();
+    };
+    if items.is_empty() {
+        errs.push(
+            error(node.pos, path, "the list of labels is empty")
+                .hint("name the parameters that only label cells, or remove `labels`"),
+        );
+    }
+    let mut out: Vec<(String, Pos)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let item_path = format!("{path}[{i}]");
+        let Some(name) = errs.ok(string(item, &item_path, "a parameter name")) else {
+            continue;
+        };
+        if let Some((_, first)) = out.iter().find(|(n, _)| *n == name) {
+            errs.push(error(
+                item.pos,
+                &item_path,
+                format!(
+                    "`{name}` is listed twice (first at line {}, column {})",
+                    first.line, first.column
+                ),
+            ));
+            continue;
+        }
+        out.push((name, item.pos));
+    }
+    out
 }
 
 /// A matrix value: any scalar but null, kept as written (`4k`, `0.5`, `true`)
