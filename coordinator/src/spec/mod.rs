@@ -579,7 +579,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
                 .into(),
         );
     };
-    let spec = schema::read(&root)?;
+    let spec = schema::read(&root, limits.stored)?;
 
     let expansion = match &spec.matrix {
         Some(m) => matrix::expand(m)?,

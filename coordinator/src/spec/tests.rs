@@ -831,3 +831,33 @@ fn a_stored_campaign_with_a_parameter_used_nowhere_still_reads() {
     let c = parse_with("t.yaml", text, &Limits::NONE).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cells(&c), ["fs=ext4", "fs=xfs"]);
 }
+
+#[test]
+fn a_percentage_needs_its_sign_except_in_a_stored_campaign() {
+    let text = |ci: &str| {
+        format!(
+            "name: x\nworkload: {{ command: {{ run: \"true\" }} }}\n\
+             repeat: {{ min: 2, max: 9, until: {{ metric: wall, ci: {ci} }} }}\n"
+        )
+    };
+    let ci = |c: &Campaign| c.repeat.until.as_ref().map(|u| u.ci_pct);
+    assert_eq!(ci(&ok(&text("2%"))), Some(2.0));
+    assert_eq!(ci(&ok(&text("\"0.5 %\""))), Some(0.5));
+    let e = err(&text("2"));
+    assert_eq!(e.hint.as_deref(), Some("did you mean `2%`?"), "{e}");
+    let e = err(&text("0.05"));
+    assert!(
+        e.hint.as_deref().unwrap().starts_with("did you mean `5%`?"),
+        "{e}"
+    );
+    let e = err(&text("0.07"));
+    assert!(
+        e.hint.as_deref().unwrap().starts_with("did you mean `7%`?"),
+        "{e}"
+    );
+    // Out of range says so, bare or not.
+    assert!(err(&text("150")).message.contains("above 0 and below 100"));
+    // A platter that took a bare number as a percentage stored this; it ran as ±2%.
+    let stored = parse_with("t.yaml", &text("2"), &Limits::NONE).unwrap();
+    assert_eq!(ci(&stored), Some(2.0));
+}
