@@ -46,12 +46,18 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         reboot_command,
         allow_devices,
         limits,
+        set,
         cpu: _,
     } = opts;
     let limits = spec::Limits::from(limits);
     let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
-    // Invalid input is reported before anything starts.
-    let campaign = match load_spec(file, &limits) {
+    // Invalid input is reported before anything starts. The text read (with `--set`
+    // applied) is the text submitted: what the store keeps is what this run checked.
+    let text = match campaign_text(file, limits.max_file_bytes, &set) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let campaign = match load_spec(file, &text, &limits) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
@@ -108,7 +114,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
                 campaign_id,
                 resumed: true,
             },
-            None => match submit_file(&mut client, file, spec::read_file(file, limits.max_file_bytes)?, &host, !fresh).await? {
+            None => match submit_file(&mut client, file, text, &host, !fresh).await? {
                 Ok(r) => r,
                 Err(msg) => {
                     print_invalid(&msg);

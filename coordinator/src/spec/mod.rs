@@ -68,6 +68,7 @@ mod metrics;
 /// The built-in fsync loop's metrics, in its own order (reports list them so).
 pub(crate) use metrics::FSYNC as FSYNC_METRICS;
 mod schema;
+pub mod set;
 mod subst;
 pub mod threshold;
 mod tree;
