@@ -920,3 +920,93 @@ fn set_refuses_a_key_it_cannot_set_and_sets_a_device_path() {
         .success()
         .stdout(predicate::str::contains("--set <KEY=VALUE>"));
 }
+
+/// Two `platter run`s in one directory would share one campaign with two agents acting as
+/// one host; the second is refused at once, naming the first, and once the first ended a
+/// run goes ahead.
+#[test]
+fn a_second_run_in_the_same_directory_is_refused_while_the_first_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slow = common::write(
+        tmp.path(),
+        "slow.yaml",
+        "name: slow\nworkload: { command: { run: \"sleep 1.5\" } }\nrepeat: 2\n",
+    );
+    let quick = common::write(
+        tmp.path(),
+        "quick.yaml",
+        "name: quick\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&slow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first has its locks once it wrote who it is.
+    let lock = tmp.path().join("platter-data/agent.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run took no lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let started = std::time::Instant::now();
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&quick)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "platter: platter-data/platter.db (the store) is in use by `platter run {}` (pid {}, started ",
+            slow.display(),
+            first.id()
+        )))
+        .stderr(predicate::str::contains(
+            "; wait for it to end, or give this run a --db and --state-dir of its own",
+        ));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // Another store, the same agent state: refused too, for the state.
+    platter()
+        .current_dir(tmp.path())
+        .args(["run", "--db", "other.db"])
+        .arg(&quick)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "platter: platter-data/agent (the agent's state) is in use by `platter run",
+        ));
+    assert!(first.wait().unwrap().success());
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&quick)
+        .assert()
+        .success();
+    // A run killed with -9 leaves no lock behind.
+    let mut killed = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&slow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty()) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    platter()
+        .current_dir(tmp.path())
+        .args(["run", "--fresh"])
+        .arg(&quick)
+        .assert()
+        .success();
+}

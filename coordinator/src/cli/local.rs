@@ -61,6 +61,14 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
+    // Before the store is opened: a second run here must not touch what the first holds.
+    let _locks = (
+        lock::take(db, &format!("{} (the store)", db.display()))?,
+        lock::take(
+            state_dir,
+            &format!("{} (the agent's state)", state_dir.display()),
+        )?,
+    );
     let host = platter_agent::cli::hostname();
     // An unfinished run of this campaign is looked up before the agent starts: the agent
     // takes up the plan it holds at once, and may end it (a plan whose storage is gone

@@ -8,6 +8,7 @@
 mod args;
 mod inventory;
 mod local;
+mod lock;
 mod output;
 
 pub use args::*;
