@@ -838,6 +838,32 @@ fn check_params_used(
             );
         }
     }
+    // `lables: [replicate]` is read as a parameter named `lables`: that is the mistake,
+    // and the parameters it would have declared are not used nowhere because of it.
+    let misspelt: Vec<_> = m
+        .params
+        .iter()
+        .filter(|p| !used.contains_key(p.name.as_str()))
+        .filter_map(|p| {
+            Some((
+                p,
+                error::closest(&p.name, &["labels", "include", "exclude"])?,
+            ))
+        })
+        .collect();
+    for (p, word) in &misspelt {
+        errs.push(
+            spec_error(
+                p.pos,
+                &format!("matrix.{}", p.name),
+                format!("parameter `{}` is used nowhere", p.name),
+            )
+            .hint(format!("did you mean `{word}`?")),
+        );
+    }
+    if !misspelt.is_empty() {
+        return;
+    }
     for name in params {
         if used.contains_key(name.as_str()) || m.labels.iter().any(|(l, _)| l == name) {
             continue;
