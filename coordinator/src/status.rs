@@ -80,20 +80,29 @@ impl CampaignStatus {
         let mut status = store.read(|c| {
             let campaign_id = crate::store::resolve_campaign(c, campaign)?;
             let campaign_id = campaign_id.as_str();
-            let (name, state, repeat, created_unix_ms): (String, String, u32, i64) = c
-                .query_opt("SELECT name, state, repeat, submitted_unix_ms FROM campaigns WHERE id = ?1", [campaign_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            let (name, state, repeat, created_unix_ms, file, yaml): (String, String, u32, i64, String, String) = c
+                .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml FROM campaigns WHERE id = ?1", [campaign_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
                 })?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
             let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
-            // A cell is done when every repetition's measure step has ended.
-            let cells_done: u32 = c.query_row(
-                "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
-                   WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.state != 'started'
-                   GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2) AS done",
-                crate::db::params![campaign_id, repeat],
-                |r| r.get(0),
-            )?;
+            let cells_done = match adaptive(&file, &yaml) {
+                // A cell stops between its `min` and `max` (`repeat` is the max): it is done
+                // when the rule that plans the rounds says it stopped, as the report says.
+                Some(repeat) => crate::rounds::verdicts(c, campaign_id, &repeat)?
+                    .values()
+                    .filter(|v| **v != crate::rounds::Verdict::Continue)
+                    .count() as u32,
+                // A cell is done when every counted repetition's measure step has ended
+                // (warm-ups are numbered 1… too, and must not count for them).
+                None => c.query_row(
+                    "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
+                       WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.warmup = 0 AND s.state != 'started'
+                       GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2) AS done",
+                    crate::db::params![campaign_id, repeat],
+                    |r| r.get(0),
+                )?,
+            };
             let mut hosts = Vec::new();
             let (mut steps_total, mut steps_done, mut steps_failed) = (0, 0, 0);
             let plans = c.query_map(
@@ -123,6 +132,8 @@ impl CampaignStatus {
                                    AND e.attempt = s.attempt AND e.state != 'started')
                  ORDER BY s.n DESC LIMIT 1"
             );
+            // Adaptive repetition gives a host a plan per round: the host is listed once,
+            // with the steps of all its rounds.
             for (plan_id, host, total, body, refused) in plans {
                 let done: u32 = c.query_row(&ended, [&plan_id], |r| r.get(0))?;
                 steps_failed += c.query_row(&failed, [&plan_id], |r| r.get::<u32>(0))?;
@@ -137,18 +148,35 @@ impl CampaignStatus {
                 let elapsed_ms: i64 = c.query_row(elapsed, [&plan_id], |r| r.get(0))?;
                 steps_total += total;
                 steps_done += done;
-                hosts.push(HostProgress {
-                    host,
-                    connected: false,
-                    coordinator: String::new(),
-                    steps_total: total,
-                    steps_done: done,
-                    current_step,
-                    elapsed_ms: elapsed_ms.max(0) as u64,
-                    refused: refused
-                        .map(|r| if r.is_empty() { "no reason given".into() } else { r })
-                        .unwrap_or_default(),
-                });
+                let refused = refused.map(|r| if r.is_empty() { "no reason given".into() } else { r }).unwrap_or_default();
+                let h = match hosts.iter_mut().find(|h: &&mut HostProgress| h.host == host) {
+                    Some(h) => h,
+                    None => {
+                        hosts.push(HostProgress {
+                            host,
+                            connected: false,
+                            coordinator: String::new(),
+                            steps_total: 0,
+                            steps_done: 0,
+                            current_step: String::new(),
+                            elapsed_ms: 0,
+                            refused: String::new(),
+                        });
+                        hosts.last_mut().expect("just pushed")
+                    }
+                };
+                h.steps_total += total;
+                h.steps_done += done;
+                h.elapsed_ms += elapsed_ms.max(0) as u64;
+                if !current_step.is_empty() {
+                    h.current_step = current_step;
+                }
+                if !refused.is_empty() && !h.refused.contains(&refused) {
+                    if !h.refused.is_empty() {
+                        h.refused.push_str("; ");
+                    }
+                    h.refused.push_str(&refused);
+                }
             }
             Ok(CampaignStatus {
                 campaign_id: campaign_id.to_string(),
@@ -174,12 +202,28 @@ impl CampaignStatus {
     }
 }
 
-/// "measure (rep 2/3): dd if=/dev/zero …" for progress lines.
+/// The campaign's `repeat:` if it is adaptive (its stored text is parsed only if it can be).
+fn adaptive(file: &str, yaml: &str) -> Option<crate::spec::Repeat> {
+    if !yaml.contains("until") {
+        return None;
+    }
+    let c = crate::spec::parse_with(file, yaml, &crate::spec::Limits::NONE).ok()?;
+    c.repeat.is_adaptive().then_some(c.repeat)
+}
+
+/// "measure (rep 2/3): dd if=/dev/zero …" for progress lines, with what the agent fills in
+/// as it would (`${host}`, `${cell}`, `${repetition}`, and `${device}` once a storage setup
+/// chose one). `${mount}` stays: where the agent mounts is the agent's own setting.
 pub fn describe(plan: &Plan, index: u32) -> String {
     let Some(step) = plan.steps.get(index as usize) else {
         return String::new();
     };
-    let mut s = step.kind.to_string();
+    let mut s = step
+        .kind
+        .to_string()
+        .replace("${host}", &plan.host)
+        .replace("${cell}", &step.cell_id)
+        .replace("${repetition}", &step.repetition.to_string());
     // The device of the storage in effect, as the agent substitutes it.
     let storage = plan.storage_at(index);
     if let Some(d) = storage.and_then(|c| c.device) {
@@ -260,7 +304,7 @@ mod tests {
     }
 
     #[test]
-    fn progress_lines_name_the_device_the_storage_setup_chose() {
+    fn progress_lines_fill_in_the_host_cell_repetition_and_the_device_the_storage_setup_chose() {
         let storage = StorageConfig {
             device: Some("/dev/loop2".into()),
             fs: platter_proto::model::Filesystem::None,
@@ -294,6 +338,11 @@ mod tests {
                     1,
                     StepKind::Measure(Workload::Command("dd of=${device}".into())),
                 ),
+                step(
+                    3,
+                    2,
+                    StepKind::Command("echo ${host} ${cell} ${repetition} ${mount}".into()),
+                ),
             ],
             on_failure: OnFailure::Continue,
             run_as: Default::default(),
@@ -301,5 +350,8 @@ mod tests {
         assert_eq!(describe(&plan, 2), "rep 1: measure: dd of=/dev/loop2");
         // Before any storage setup there is no device to name.
         assert_eq!(describe(&plan, 0), "measure: dd of=${device}");
+        // What the agent fills in from the plan, filled in as it would; the mount point is
+        // the agent's own setting.
+        assert_eq!(describe(&plan, 3), "rep 2: command: echo h c 2 ${mount}");
     }
 }

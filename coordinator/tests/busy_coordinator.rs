@@ -29,7 +29,7 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(1);
 /// 600,000 samples, whose report takes seconds (300,000 took 1.4 s on a quiet machine,
 /// too close to the timeout this test must outlast).
 async fn fill(store: &Store) -> String {
-    let yaml = "name: big\nhosts: { names: [h] }\nmatrix: { x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] , y: [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t] }\nworkload: { command: { run: x } }\nrepeat: 600\n";
+    let yaml = "name: big\nhosts: { names: [h] }\nmatrix: { x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] , y: [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t] }\nworkload: { command: { run: \"x ${x} ${y}\" } }\nrepeat: 600\n";
     let campaign = platter::spec::parse("big.yaml", yaml).unwrap();
     let planned =
         platter::planner::plan(&campaign, "", store.id(), 1, &Default::default()).unwrap();

@@ -425,6 +425,8 @@ matrix:
     - { variant: base, s: 0.1 }
     - { variant: same, s: 0.1 }
     - { variant: slower, s: 0.13 }
+  # `base` and `same` run the same sleep: `variant` names them.
+  labels: [variant]
 workload: { command: { run: "sleep ${s}" } }
 repeat: 6
 report: { baseline: { variant: base } }
@@ -507,7 +509,7 @@ fn a_pivot_table_lays_out_one_statistic_by_rows_and_columns() {
     let f = common::write(
         tmp.path(),
         "c.yaml",
-        "name: pivot\nmatrix: { a: [x, y], b: [1, 2] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n\
+        "name: pivot\nmatrix: { a: [x, y], b: [1, 2] }\nworkload: { command: { run: \"true ${a} ${b}\" } }\nrepeat: 2\n\
          report: { pivot: { rows: [host, a], columns: [b], metric: wall, stat: min } }\n",
     );
     let out = platter()
@@ -714,7 +716,7 @@ fn report_compare_and_campaigns_find_the_store_platter_run_left() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let yaml = |name: &str| {
-        format!("name: {name}\nmatrix: {{ n: [1, 2] }}\nworkload: {{ command: {{ run: \"true\" }} }}\nrepeat: 3\n")
+        format!("name: {name}\nmatrix: {{ n: [1, 2] }}\nworkload: {{ command: {{ run: \"true ${{n}}\" }} }}\nrepeat: 3\n")
     };
     for name in ["first", "second"] {
         let f = common::write(tmp.path(), &format!("{name}.yaml"), &yaml(name));
@@ -806,4 +808,205 @@ fn db_migrate_makes_the_directory_and_names_the_store_it_cannot_reach() {
         1,
         "said once: {err}"
     );
+}
+
+/// `--set` replaces a parameter's values for this run; what the store keeps is the
+/// campaign with them, so the report and every later round of adaptive repetition run
+/// and show the values set, never the file's (here a 3 s sleep that would show).
+#[test]
+fn set_overrides_a_parameter_for_the_run_its_report_and_its_later_rounds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        "name: settable\nmatrix: { s: [3] }\nworkload: { command: { run: \"sleep ${s}\" } }\n\
+         repeat: { min: 2, max: 3, until: { metric: wall, ci: 0.001% } }\n",
+    );
+    let out = platter()
+        .current_dir(tmp.path())
+        .args([
+            "run", "--format", "json", "--set", "s=0.01", "--set", "s=0.02",
+        ])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let check = |report: &serde_json::Value| {
+        let cells = report["cells"].as_array().unwrap();
+        let s: Vec<&str> = cells
+            .iter()
+            .map(|c| c["params"]["s"].as_str().unwrap())
+            .collect();
+        assert_eq!(s, ["0.01", "0.02"], "{report}");
+        for cell in cells {
+            let wall = cell["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["metric"] == "wall")
+                .unwrap();
+            // Two rounds' worth (min 2, then one more round to max 3), all of the set
+            // sleep: a round planned from the file's text would have slept 3 s.
+            assert_eq!(wall["n"], 3, "{cell}");
+            assert!(wall["max"].as_f64().unwrap() < 1.0, "{cell}");
+            assert!(
+                cell["stopped"].as_str().unwrap().starts_with("hit max (3"),
+                "{cell}"
+            );
+        }
+    };
+    check(&serde_json::from_slice(&out.stdout).unwrap());
+    // Read again from the store, as a report a year later is.
+    let again = platter()
+        .current_dir(tmp.path())
+        .args(["report", "settable", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    check(&serde_json::from_slice(&again.stdout).unwrap());
+    let db = rusqlite::Connection::open(tmp.path().join("platter-data/platter.db")).unwrap();
+    let yaml: String = db
+        .query_row("SELECT yaml FROM campaigns", [], |r| r.get(0))
+        .unwrap();
+    assert!(yaml.contains("matrix: { s: [0.01, 0.02] }"), "{yaml}");
+    assert!(
+        yaml.ends_with("# set on the command line, and written above: --set s=0.01 --set s=0.02\n"),
+        "{yaml}"
+    );
+}
+
+/// A key `--set` cannot set is refused before anything runs, naming those it can; a
+/// device path is one of them.
+#[test]
+fn set_refuses_a_key_it_cannot_set_and_sets_a_device_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = common::write(
+        tmp.path(),
+        "d.yaml",
+        "name: on-a-drive\ndevices: { path: /dev/loop7 }\nmatrix: { bs: [4k] }\nstorage: { fs: ext4 }\n\
+         workload: { command: { run: \"dd if=/dev/zero of=${mount}/f bs=${bs} count=1\" } }\n",
+    );
+    for cmd in ["validate", "run", "submit"] {
+        platter()
+            .current_dir(tmp.path())
+            .args([cmd, "--set", "device=/dev/loop0"])
+            .arg(&f)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "error: --set device: `device` is neither a parameter of the matrix nor a field of `devices:`\n  \
+                 hint: did you mean `devices.path`? (this campaign can set `bs`, `devices.path`)",
+            ));
+    }
+    assert!(!tmp.path().join("platter-data").exists());
+    // A value `--set` writes is judged as if the file had it.
+    platter()
+        .args(["validate", "--set", "devices.path=loop0"])
+        .arg(&f)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "d.yaml:2:18: devices.path: `loop0` is not a device path",
+        ));
+    platter()
+        .arg("run")
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--set <KEY=VALUE>"));
+}
+
+/// Two `platter run`s in one directory would share one campaign with two agents acting as
+/// one host; the second is refused at once, naming the first, and once the first ended a
+/// run goes ahead.
+#[test]
+fn a_second_run_in_the_same_directory_is_refused_while_the_first_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slow = common::write(
+        tmp.path(),
+        "slow.yaml",
+        "name: slow\nworkload: { command: { run: \"sleep 1.5\" } }\nrepeat: 2\n",
+    );
+    let quick = common::write(
+        tmp.path(),
+        "quick.yaml",
+        "name: quick\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&slow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first has its locks once it wrote who it is.
+    let lock = tmp.path().join("platter-data/agent.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run took no lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let started = std::time::Instant::now();
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&quick)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(format!(
+            "platter: platter-data/platter.db (the store) is in use by `platter run {}` (pid {}, started ",
+            slow.display(),
+            first.id()
+        )))
+        .stderr(predicate::str::contains(
+            "; wait for it to end, or give this run a --db and --state-dir of its own",
+        ));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // Another store, the same agent state: refused too, for the state.
+    platter()
+        .current_dir(tmp.path())
+        .args(["run", "--db", "other.db"])
+        .arg(&quick)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "platter: platter-data/agent (the agent's state) is in use by `platter run",
+        ));
+    assert!(first.wait().unwrap().success());
+    platter()
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&quick)
+        .assert()
+        .success();
+    // A run killed with -9 leaves no lock behind.
+    let mut killed = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+        .current_dir(tmp.path())
+        .arg("run")
+        .arg(&slow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty()) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    platter()
+        .current_dir(tmp.path())
+        .args(["run", "--fresh"])
+        .arg(&quick)
+        .assert()
+        .success();
 }

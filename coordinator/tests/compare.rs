@@ -16,7 +16,7 @@ hosts: { names: [rc66, rcmonster] }
 devices: { model: "INTEL SSDSC2BW120A4" }
 matrix:
   size: [1, 4096]
-workload: { command: { run: "true" } }
+workload: { command: { run: "true ${size}" } }
 repeat: 6
 report: { baseline: { host: rc66 }, metric: wall }
 "#;
@@ -226,7 +226,7 @@ fn run(dir: &std::path::Path, name: &str, yaml: &str) -> String {
 
 fn campaign(name: &str, bs: &str) -> String {
     format!(
-        "name: {name}\nmatrix: {{ bs: [{bs}], sync: [none] }}\n\
+        "name: {name}\nmatrix: {{ bs: [{bs}], sync: [none], labels: [bs, sync] }}\n\
          workload: {{ command: {{ run: \"sleep 0.01\" }} }}\nrepeat: 3\n"
     )
 }

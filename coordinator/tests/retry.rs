@@ -257,7 +257,7 @@ fn a_reboot_that_did_not_happen_leaves_its_repetition_unmeasured() {
         r#"
 name: cold-cache
 hosts: { names: [rebooter] }
-matrix: { size: [4096] }
+matrix: { size: [4096], labels: [size] }
 workload:
   command:
     run: "cat /dev/null"

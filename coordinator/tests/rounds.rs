@@ -176,6 +176,35 @@ fn steady_cells_stop_early_noisy_ones_at_max_and_warmups_count_nowhere() {
         text.contains("kind=steady: warm-up (not counted): wall"),
         "{text}"
     );
+
+    // `platter campaigns`: both cells done (the steady one stopped at 6 of its 10), and
+    // the host once, with the steps of all five plans.
+    let listed = platter()
+        .current_dir(tmp.path())
+        .args(["campaigns", "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success());
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let c = &listed.as_array().unwrap()[0];
+    assert_eq!(
+        (&c["cells_done"], &c["cells_total"]),
+        (&2.into(), &2.into()),
+        "{c}"
+    );
+    let hosts = c["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 1, "{c}");
+    assert_eq!(hosts[0]["steps_done"], c["steps_done"], "{c}");
+    assert_eq!(hosts[0]["steps_total"], c["steps_total"], "{c}");
+    let table = platter()
+        .current_dir(tmp.path())
+        .arg("campaigns")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    let host = hosts[0]["host"].as_str().unwrap();
+    assert!(table.contains(" 2/2 "), "{table}");
+    assert!(!table.contains(&format!("{host},{host}")), "{table}");
 }
 
 #[test]

@@ -17,7 +17,7 @@ hosts: { names: [w520] }
 matrix:
   drive: [ssd, encrypted, usb]
   project: [spring, scala, gcc]
-workload: { command: { run: "make" } }
+workload: { command: { run: "make -C /mnt/${drive}/${project}" } }
 repeat: 5
 report:
   baseline: { drive: ssd }

@@ -36,6 +36,8 @@ pub enum Command {
         /// Limits when checking here; with a coordinator, its own (`platter serve`) apply
         #[command(flatten)]
         limits: LimitArgs,
+        #[command(flatten)]
+        set: SetArgs,
     },
     /// Run a coordinator for a fleet of agents: campaigns from many operators at once,
     /// one plan at a time per host, hosts in parallel.
@@ -108,6 +110,8 @@ pub enum Command {
         /// own limit, `platter serve --max-file-size`, applies too)
         #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
         max_file_size: u64,
+        #[command(flatten)]
+        set: SetArgs,
     },
     /// Campaigns and their progress: every campaign, or one with its hosts.
     #[command(visible_alias = "campaigns")]
@@ -293,7 +297,22 @@ pub struct RunArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
+    pub set: SetArgs,
+    #[command(flatten)]
     pub cpu: platter_agent::cli::CpuArgs,
+}
+
+/// `--set KEY=VALUE` of `validate`, `run` and `submit`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SetArgs {
+    /// Set a matrix parameter's values, or a field of `devices:`, instead of editing the
+    /// file: `--set devices.path=/dev/loop0`, `--set bs=4k --set bs=1M`. A parameter
+    /// given several times takes every value given, in order (a value is taken whole,
+    /// commas included); include and exclude entries about values no longer there are
+    /// dropped. What is stored (and what reports and later rounds read) is the campaign
+    /// with the values set. A key that cannot be set is an error naming those that can
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = spec::set::parse_arg)]
+    pub sets: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -316,6 +335,7 @@ impl From<LimitArgs> for spec::Limits {
             max_file_bytes: a.max_file_size,
             max_steps_per_plan: a.max_steps_per_plan,
             max_total_steps: a.max_total_steps,
+            stored: false,
         }
     }
 }

@@ -46,15 +46,29 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         reboot_command,
         allow_devices,
         limits,
+        set,
         cpu: _,
     } = opts;
     let limits = spec::Limits::from(limits);
     let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
-    // Invalid input is reported before anything starts.
-    let campaign = match load_spec(file, &limits) {
+    // Invalid input is reported before anything starts. The text read (with `--set`
+    // applied) is the text submitted: what the store keeps is what this run checked.
+    let text = match campaign_text(file, limits.max_file_bytes, &set) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let campaign = match load_spec(file, &text, &limits) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
+    // Before the store is opened: a second run here must not touch what the first holds.
+    let _locks = (
+        lock::take(db, &format!("{} (the store)", db.display()))?,
+        lock::take(
+            state_dir,
+            &format!("{} (the agent's state)", state_dir.display()),
+        )?,
+    );
     let host = platter_agent::cli::hostname();
     // An unfinished run of this campaign is looked up before the agent starts: the agent
     // takes up the plan it holds at once, and may end it (a plan whose storage is gone
@@ -108,7 +122,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
                 campaign_id,
                 resumed: true,
             },
-            None => match submit_file(&mut client, file, spec::read_file(file, limits.max_file_bytes)?, &host, !fresh).await? {
+            None => match submit_file(&mut client, file, text, &host, !fresh).await? {
                 Ok(r) => r,
                 Err(msg) => {
                     print_invalid(&msg);

@@ -8,6 +8,7 @@
 mod args;
 mod inventory;
 mod local;
+mod lock;
 mod output;
 
 pub use args::*;
@@ -158,11 +159,16 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             local_host,
             client,
             limits,
+            set,
         } => {
+            let text = match campaign_text(&file, limits.max_file_size, &set) {
+                Ok(t) => t,
+                Err(code) => return Ok(code),
+            };
             if client.coordinator.is_some() {
-                validate_remote(&file, &client, limits.max_file_size).await
+                validate_remote(&file, text, &client).await
             } else {
-                validate(&file, local_host, &limits.into())
+                validate(&file, &text, local_host, &limits.into())
             }
         }
         Command::Serve {
@@ -192,7 +198,15 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             watch,
             format,
             max_file_size,
-        } => submit(&file, &client, watch, format, max_file_size).await,
+            set,
+        } => {
+            // The file is judged here first: one too large is never sent.
+            let yaml = match campaign_text(&file, max_file_size, &set) {
+                Ok(t) => t,
+                Err(code) => return Ok(code),
+            };
+            submit(&file, yaml, &client, watch, format).await
+        }
         Command::Status {
             campaign,
             db,
@@ -449,9 +463,23 @@ async fn run(command: Command) -> anyhow::Result<i32> {
     }
 }
 
+/// The campaign file's text (read only if it is at most `max_bytes` long) with the
+/// `--set`s applied: what is validated, submitted and stored. Err: the exit status, the
+/// reason printed.
+fn campaign_text(file: &Path, max_bytes: u64, set: &SetArgs) -> Result<String, i32> {
+    let text = spec::read_file(file, max_bytes).map_err(|e| {
+        eprintln!("{e}");
+        EXIT_INVALID
+    })?;
+    spec::set::apply(&text, &set.sets).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_INVALID
+    })
+}
+
 /// Every mistake, each on its own `error:` line (at most `spec::MAX_SHOWN`).
-fn load_spec(file: &Path, limits: &spec::Limits) -> Result<spec::Campaign, i32> {
-    spec::load_with(file, limits).map_err(|e| {
+fn load_spec(file: &Path, text: &str, limits: &spec::Limits) -> Result<spec::Campaign, i32> {
+    spec::parse_with(&file.display().to_string(), text, limits).map_err(|e| {
         eprintln!("{e}");
         EXIT_INVALID
     })
@@ -467,8 +495,13 @@ fn print_invalid(message: &str) {
     }
 }
 
-fn validate(file: &Path, local_host: Option<String>, limits: &spec::Limits) -> anyhow::Result<i32> {
-    let campaign = match load_spec(file, limits) {
+fn validate(
+    file: &Path,
+    text: &str,
+    local_host: Option<String>,
+    limits: &spec::Limits,
+) -> anyhow::Result<i32> {
+    let campaign = match load_spec(file, text, limits) {
         Ok(c) => c,
         Err(code) => return Ok(code),
     };
@@ -531,18 +564,7 @@ fn validate(file: &Path, local_host: Option<String>, limits: &spec::Limits) -> a
 
 /// `platter validate --coordinator …`: the coordinator expands the campaign against its
 /// agents (labels, inventories) and returns the plan text; nothing is stored.
-async fn validate_remote(
-    file: &Path,
-    client: &ClientArgs,
-    max_file_size: u64,
-) -> anyhow::Result<i32> {
-    let yaml = match spec::read_file(file, max_file_size) {
-        Ok(y) => y,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(EXIT_INVALID);
-        }
-    };
+async fn validate_remote(file: &Path, yaml: String, client: &ClientArgs) -> anyhow::Result<i32> {
     let req = pb::SubmitRequest {
         file_name: file.display().to_string(),
         yaml,
@@ -586,19 +608,11 @@ async fn submit_file(
 
 async fn submit(
     file: &Path,
+    yaml: String,
     client: &ClientArgs,
     watch_it: bool,
     format: Format,
-    max_file_size: u64,
 ) -> anyhow::Result<i32> {
-    // The file is judged here first: one too large is never sent.
-    let yaml = match spec::read_file(file, max_file_size) {
-        Ok(y) => y,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(EXIT_INVALID);
-        }
-    };
     let mut client = client.connect().await?;
     let resp = match submit_file(&mut client, file, yaml, "", false).await? {
         Ok(r) => r,

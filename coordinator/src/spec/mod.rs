@@ -25,6 +25,7 @@
 //!   sync: [none, fdatasync]
 //!   exclude: [ { bs: 4k, sync: none } ]
 //!   include: [ { bs: 1m, sync: none } ]
+//!   labels: [replicate]        # optional; parameters that only name cells (see below)
 //! workload:
 //!   command:
 //!     setup: "mkdir -p /tmp/x"   # optional, once per cell
@@ -47,6 +48,12 @@
 //! entries that match nothing and include entries that change nothing are
 //! rejected as the typos they almost always are.
 //!
+//! Every parameter must change what its cells run: a `${param}` in the workload, a phase
+//! or `storage:` uses it. One that nothing uses (`fs: [ext4, xfs]` in a campaign without
+//! storage) is refused, unless `matrix.labels` declares it a label — deliberate
+//! replicates, or a name for what include entries set — and then nothing may use it.
+//! Report keys (pivot, baseline) do not count as uses: they only group cells.
+//!
 //! In workload and phase strings `${param}` is replaced per cell. The
 //! reserved names `${host}`, `${mount}`, `${repetition}` and `${cell}` are
 //! left as written for the agent to fill in; `$${` is a literal `${`
@@ -61,11 +68,13 @@ mod metrics;
 /// The built-in fsync loop's metrics, in its own order (reports list them so).
 pub(crate) use metrics::FSYNC as FSYNC_METRICS;
 mod schema;
+pub mod set;
 mod subst;
 pub mod threshold;
 mod tree;
 mod workload;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use indexmap::IndexMap;
@@ -407,15 +416,21 @@ pub struct Limits {
     /// Steps of all hosts' plans together: what a submission makes the coordinator hold
     /// (a few hundred bytes each) before anything runs.
     pub max_total_steps: u64,
+    /// A campaign the store holds, read again (reports, adaptive rounds): it is judged
+    /// by what it means, without the checks that only catch mistakes on the way in (a
+    /// parameter used nowhere, a bare number for a percentage), which an older platter
+    /// did not make: what it ran then must read the same now.
+    pub stored: bool,
 }
 
 impl Limits {
     /// No limit: for reading a campaign the store holds, which was held to the limits it
-    /// was submitted with (perhaps raised by flags) when it was.
+    /// was submitted with (perhaps raised by flags) when it was; [`Limits::stored`].
     pub const NONE: Limits = Limits {
         max_file_bytes: u64::MAX,
         max_steps_per_plan: u64::MAX,
         max_total_steps: u64::MAX,
+        stored: true,
     };
 }
 
@@ -434,6 +449,7 @@ impl Default for Limits {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_steps_per_plan: MAX_STEPS_PER_PLAN,
             max_total_steps: MAX_TOTAL_STEPS,
+            stored: false,
         }
     }
 }
@@ -564,7 +580,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
                 .into(),
         );
     };
-    let spec = schema::read(&root)?;
+    let spec = schema::read(&root, limits.stored)?;
 
     let expansion = match &spec.matrix {
         Some(m) => matrix::expand(m)?,
@@ -579,12 +595,34 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
     // rendered only when all are right; a cell's value (a size that is not one)
     // stops at the first cell that has a wrong one, as the rest mostly repeat it.
     let mut errs = Errors::default();
+    // Each parameter a template refers to, and the first template that does.
+    let mut used: HashMap<&str, &str> = HashMap::new();
     for t in spec.templates() {
-        errs.ok(subst::compile(t, &expansion.params));
+        for piece in errs
+            .ok(subst::compile(t, &expansion.params))
+            .unwrap_or_default()
+        {
+            if let subst::Piece::Param(name) = piece {
+                if let Some(name) = expansion.params.iter().find(|p| **p == name) {
+                    used.entry(name).or_insert(&t.path);
+                }
+            }
+        }
     }
     check_report_keys(&spec, &expansion.params, &mut errs);
+    if let Some(m) = &spec.matrix {
+        check_labels(m, &expansion.params, &mut errs);
+    }
     if !errs.is_empty() {
         return Err(errs.finish());
+    }
+    // Judged only once every template is right: a `${bss}` typo is its own mistake, not
+    // also `bs` used nowhere.
+    if let (Some(m), false) = (&spec.matrix, limits.stored) {
+        check_params_used(m, &expansion.params, &expansion.cells, &used, &mut errs);
+        if !errs.is_empty() {
+            return Err(errs.finish());
+        }
     }
 
     // Compile every template once.
@@ -754,6 +792,142 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
         max_steps_per_plan: max,
         max_total_steps: limits.max_total_steps,
     })
+}
+
+/// `matrix.labels` names parameters: each one that is none is recorded, with the closest.
+fn check_labels(m: &schema::MatrixSpec, params: &[String], errs: &mut Errors) {
+    let names: Vec<&str> = params.iter().map(String::as_str).collect();
+    for (i, (label, pos)) in m.labels.iter().enumerate() {
+        if !params.contains(label) {
+            errs.push(
+                spec_error(
+                    *pos,
+                    &format!("matrix.labels[{i}]"),
+                    format!("`{label}` is not a parameter of the matrix"),
+                )
+                .maybe_hint(error::suggest(label, &names, "parameters")),
+            );
+        }
+    }
+}
+
+/// Every parameter must change what a cell runs: `fs: [ext4, xfs]` that no template
+/// refers to makes cells that run the same thing, and a report would set "xfs" against
+/// "ext4" as if they differed. "Uses" is a `${name}` in what is executed or set up — the
+/// workload, a phase, `storage:` (the only strings that take `${…}`; `devices:`, `hosts:`
+/// and thresholds take none). A `report:` pivot or baseline key does not count: it only
+/// groups cells, and a pivot by `fs` over cells that all ran one filesystem is exactly the
+/// untruth this prevents. Deliberate replicates say so with `labels: [name]`; a label a
+/// template uses would be a false declaration, so that is refused too.
+fn check_params_used(
+    m: &schema::MatrixSpec,
+    params: &[String],
+    cells: &[matrix::Params],
+    used: &HashMap<&str, &str>,
+    errs: &mut Errors,
+) {
+    for (i, (label, pos)) in m.labels.iter().enumerate() {
+        if let Some(path) = used.get(label.as_str()) {
+            errs.push(
+                spec_error(
+                    *pos,
+                    &format!("matrix.labels[{i}]"),
+                    format!("`{label}` is declared a label, but `{path}` uses `${{{label}}}`, so its cells differ in what they run"),
+                )
+                .hint(format!("remove `{label}` from `labels`")),
+            );
+        }
+    }
+    // `lables: [replicate]` is read as a parameter named `lables`: that is the mistake,
+    // and the parameters it would have declared are not used nowhere because of it.
+    let misspelt: Vec<_> = m
+        .params
+        .iter()
+        .filter(|p| !used.contains_key(p.name.as_str()))
+        .filter_map(|p| {
+            Some((
+                p,
+                error::closest(&p.name, &["labels", "include", "exclude"])?,
+            ))
+        })
+        .collect();
+    for (p, word) in &misspelt {
+        errs.push(
+            spec_error(
+                p.pos,
+                &format!("matrix.{}", p.name),
+                format!("parameter `{}` is used nowhere", p.name),
+            )
+            .hint(format!("did you mean `{word}`?")),
+        );
+    }
+    if !misspelt.is_empty() {
+        return;
+    }
+    for name in params {
+        if used.contains_key(name.as_str()) || m.labels.iter().any(|(l, _)| l == name) {
+            continue;
+        }
+        // A matrix key, else the first include entry that adds it.
+        let (pos, path) = match m.params.iter().find(|p| p.name == *name) {
+            Some(p) => (p.pos, format!("matrix.{name}")),
+            None => match m
+                .include
+                .iter()
+                .find_map(|e| e.pairs.iter().find(|p| p.key == *name).map(|p| (e, p)))
+            {
+                Some((entry, pair)) => (pair.key_pos, format!("{}.{name}", entry.path)),
+                None => (m.pos, "matrix".to_string()),
+            },
+        };
+        let same = match twins(cells, name, used) {
+            Some((a, b)) => format!(
+                ", so {} and {} would run the same thing",
+                matrix::describe(a),
+                matrix::describe(b)
+            ),
+            None => String::new(),
+        };
+        errs.push(
+            spec_error(
+                pos,
+                &path,
+                format!(
+                    "parameter `{name}` is used nowhere: no command, phase or storage setting refers to `${{{name}}}`{same}"
+                ),
+            )
+            .hint(format!(
+                "use `${{{name}}}` where it should make a difference (the workload, a phase or `storage:`); \
+                 if it only names cells (deliberate replicates, or what its include entries set), \
+                 declare it a label: `labels: [{name}]` under `matrix:`"
+            )),
+        );
+    }
+}
+
+/// Two cells that differ in the unused parameter `name` and in no parameter a template
+/// uses: what the user would be told differ, though they run the same thing.
+fn twins<'c>(
+    cells: &'c [matrix::Params],
+    name: &str,
+    used: &HashMap<&str, &str>,
+) -> Option<(&'c matrix::Params, &'c matrix::Params)> {
+    let mut seen: HashMap<Vec<(&str, &str)>, &matrix::Params> = HashMap::new();
+    for cell in cells {
+        let key: Vec<(&str, &str)> = cell
+            .iter()
+            .filter(|(k, _)| used.contains_key(k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        match seen.get(&key) {
+            Some(first) if first.get(name) != cell.get(name) => return Some((first, cell)),
+            Some(_) => {}
+            None => {
+                seen.insert(key, cell);
+            }
+        }
+    }
+    None
 }
 
 /// `report.baseline` and `report.pivot` name parameters (or `host`, `device`): each

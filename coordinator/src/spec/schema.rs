@@ -159,11 +159,17 @@ pub(crate) struct MatrixSpec {
     pub exclude_pos: Pos,
     pub exclude: Vec<Pairs>,
     pub include: Vec<Pairs>,
+    /// `labels: [replicate]`: parameters that only name cells (deliberate replicates),
+    /// exempt from the rule that every parameter changes what runs; with where each is
+    /// written.
+    pub labels: Vec<(String, Pos)>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Param {
     pub name: String,
+    /// The parameter's key, for errors about the parameter as a whole.
+    pub pos: Pos,
     pub values: Vec<String>,
 }
 
@@ -187,7 +193,7 @@ pub(crate) struct Pair {
 /// and values: each key and list item is judged on its own, and one that is wrong
 /// does not stop the others being read. Checks between keys (`seed` needs
 /// `order: shuffled`) run only when the keys they compare are valid.
-pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
+pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecErrors> {
     let entries = map(
         root,
         "",
@@ -231,7 +237,7 @@ pub(crate) fn read(root: &Node) -> std::result::Result<Spec, SpecErrors> {
             "report" => report = read_report(v, &mut errs),
             "phases" => before_each = read_phases(v, &mut errs),
             "repeat" => {
-                if let Some((r, metric)) = read_repeat(v, &mut errs) {
+                if let Some((r, metric)) = read_repeat(v, stored, &mut errs) {
                     repeat = r;
                     repeat_pos = v.pos;
                     metric_refs_extra.extend(metric);
@@ -359,7 +365,11 @@ const UNTIL_KEYS: [&str; 2] = ["metric", "ci"];
 /// `repeat: 5`, or `repeat: { min: 5, max: 50, until: { metric: wall, ci: 2% } }`: at
 /// least `min`, at most `max` repetitions per cell, stopping a cell once the 95% interval
 /// of its `until.metric` median is within ± `ci` of the median.
-fn read_repeat(v: &Node, errs: &mut Errors) -> Option<(super::Repeat, Option<MetricRef>)> {
+fn read_repeat(
+    v: &Node,
+    stored: bool,
+    errs: &mut Errors,
+) -> Option<(super::Repeat, Option<MetricRef>)> {
     let what = "repetitions per cell";
     let max_repeat = i128::from(MAX_REPEAT);
     if !matches!(v.kind, Kind::Map(_)) {
@@ -383,7 +393,7 @@ fn read_repeat(v: &Node, errs: &mut Errors) -> Option<(super::Repeat, Option<Met
             "min" => min = errs.ok(integer(&e.value, &path, 1, max_repeat, what)),
             "max" => max = errs.ok(integer(&e.value, &path, 1, max_repeat, what)),
             "until" => {
-                if let Some((u, m)) = read_until(&e.value, &path, errs) {
+                if let Some((u, m)) = read_until(&e.value, &path, stored, errs) {
                     until = Some(u);
                     metric = Some(m);
                 }
@@ -429,7 +439,12 @@ fn read_repeat(v: &Node, errs: &mut Errors) -> Option<(super::Repeat, Option<Met
     Some((super::Repeat { min, max, until }, metric))
 }
 
-fn read_until(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Until, MetricRef)> {
+fn read_until(
+    v: &Node,
+    path: &str,
+    stored: bool,
+    errs: &mut Errors,
+) -> Option<(super::Until, MetricRef)> {
     let entries = errs.ok(map(v, path, "`{ metric: wall, ci: 2% }`"))?;
     let start = errs.count();
     let (mut metric, mut ci) = (None, None);
@@ -441,7 +456,7 @@ fn read_until(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Until, 
                     .ok(string(&e.value, &key_path, "a metric name like `wall`"))
                     .map(|m| (m, e.value.pos, key_path))
             }
-            "ci" => ci = errs.ok(percent(&e.value, &key_path)),
+            "ci" => ci = errs.ok(percent(&e.value, &key_path, stored)),
             _ => {}
         }
     }
@@ -464,8 +479,11 @@ fn read_until(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Until, 
     Some((super::Until { metric, ci_pct }, r))
 }
 
-/// A percentage above 0 and below 100: `2%`, `0.5%` (the `%` may be left out).
-fn percent(v: &Node, path: &str) -> Result<f64> {
+/// A percentage above 0 and below 100, with its sign: `2%`, `0.5%`. A bare number is
+/// refused: `ci: 0.05` was once taken as ±0.05% where the writer meant 5%, a bound a
+/// hundred times tighter that runs every cell to `max`. A stored campaign (`stored`), from
+/// a platter that read a bare number as a percentage, reads as it ran.
+fn percent(v: &Node, path: &str, stored: bool) -> Result<f64> {
     let expected = "expected a percentage above 0 and below 100, like `2%`";
     let Kind::Scalar { text, .. } = &v.kind else {
         return Err(error(
@@ -474,11 +492,31 @@ fn percent(v: &Node, path: &str) -> Result<f64> {
             format!("{expected}, found {}", v.describe()),
         ));
     };
-    let number = text.trim().strip_suffix('%').unwrap_or(text.trim()).trim();
+    let (number, signed) = match text.trim().strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (text.trim(), false),
+    };
     match number.parse::<f64>() {
+        Ok(p) if !signed && !stored && p > 0.0 && p < 100.0 => Err(error(
+            v.pos,
+            path,
+            format!("expected a percentage like `5%`, found the bare number `{text}`"),
+        )
+        .hint(bare_percent_hint(p, number))),
         Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
         _ => Err(error(v.pos, path, format!("{expected}, found `{text}`"))),
     }
+}
+
+/// "did you mean `2%`?"; below 1 the number may be a fraction (0.05 → 5%) or a small
+/// percentage, so both are offered, the fraction first.
+fn bare_percent_hint(p: f64, written: &str) -> String {
+    if p >= 1.0 {
+        return format!("did you mean `{written}%`?");
+    }
+    // ×100 in decimal, not in binary floating point (0.05 × 100 = 5.000000000000001).
+    let scaled = (p * 100.0 * 1e9).round() / 1e9;
+    format!("did you mean `{scaled}%`? ({written} as a fraction is {scaled}%; for ±{written}% write `{written}%`)")
 }
 
 fn campaign_name(v: &Node) -> Result<String> {
@@ -624,10 +662,12 @@ fn read_matrix(e: &Entry, errs: &mut Errors) -> Option<MatrixSpec> {
         exclude_pos: e.key.pos,
         exclude: Vec::new(),
         include: Vec::new(),
+        labels: Vec::new(),
     };
     for entry in entries {
         let path = join("matrix", &entry.name);
         match entry.name.as_str() {
+            "labels" => m.labels = read_labels(&entry.value, &path, errs),
             "exclude" => {
                 m.exclude_pos = entry.key.pos;
                 m.exclude = read_pairs_list(&entry.value, &path, false, errs);
@@ -730,9 +770,45 @@ fn read_param(entry: &Entry, path: &str, errs: &mut Errors) -> Option<Param> {
         start,
         Param {
             name: name.clone(),
+            pos: entry.key.pos,
             values,
         },
     )
+}
+
+/// `matrix.labels`: a list of parameter names. Whether each names a parameter is judged
+/// once the matrix is expanded (include entries add parameters too).
+fn read_labels(node: &Node, path: &str, errs: &mut Errors) -> Vec<(String, Pos)> {
+    let what = "a list of parameter names, like `[replicate]`";
+    let Some(items) = errs.ok(seq(node, path, what)) else {
+        return Vec::new();
+    };
+    if items.is_empty() {
+        errs.push(
+            error(node.pos, path, "the list of labels is empty")
+                .hint("name the parameters that only label cells, or remove `labels`"),
+        );
+    }
+    let mut out: Vec<(String, Pos)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let item_path = format!("{path}[{i}]");
+        let Some(name) = errs.ok(string(item, &item_path, "a parameter name")) else {
+            continue;
+        };
+        if let Some((_, first)) = out.iter().find(|(n, _)| *n == name) {
+            errs.push(error(
+                item.pos,
+                &item_path,
+                format!(
+                    "`{name}` is listed twice (first at line {}, column {})",
+                    first.line, first.column
+                ),
+            ));
+            continue;
+        }
+        out.push((name, item.pos));
+    }
+    out
 }
 
 /// A matrix value: any scalar but null, kept as written (`4k`, `0.5`, `true`)

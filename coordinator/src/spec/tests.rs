@@ -346,6 +346,7 @@ matrix:
     - fruit: banana
     - fruit: banana
       animal: cat
+  labels: [animal, color, shape]
 workload: { command: { run: "echo ${fruit}" } }
 "#);
     assert_eq!(c.params, ["fruit", "animal", "color", "shape"]);
@@ -378,7 +379,7 @@ matrix:
       environment: production
     - os: windows
       version: 16
-workload: { command: { run: "echo ${os}" } }
+workload: { command: { run: "echo ${os} ${version} ${environment}" } }
 "#);
     assert_eq!(c.cells.len(), 12 - 1 - 2);
     let all = cells(&c);
@@ -396,6 +397,7 @@ matrix:
   sync: [none, fdatasync]
   exclude: [ { bs: 4k, sync: none } ]
   include: [ { bs: 1m, sync: none, extra: x } ]
+  labels: [extra]
 workload: { command: { run: "dd bs=${bs} conv=${sync}" } }
 "#);
     assert_eq!(
@@ -417,6 +419,7 @@ matrix:
   include:
     - { dev: sda, fs: ext4 }
     - { dev: sdb }
+  labels: [fs]
 workload: { command: { run: "echo ${dev}" } }
 "#);
     assert_eq!(c.params, ["dev", "fs"]);
@@ -582,7 +585,7 @@ fn repeat_as_a_mapping_with_equal_bounds_is_a_plain_number() {
     assert!(!c.repeat.is_adaptive());
     // The worst case counts against the plan limit: 20 cells × (10000 + 5) × 1 step.
     let e = errs(
-        "name: x\nmatrix: { a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] }\nworkload: { command: { run: x } }\nwarmup: 5\n\
+        "name: x\nmatrix: { a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] }\nworkload: { command: { run: \"x ${a}\" } }\nwarmup: 5\n\
          repeat: { min: 5, max: 10000, until: { metric: wall, ci: 1% } }\n",
     );
     assert!(
@@ -594,7 +597,7 @@ fn repeat_as_a_mapping_with_equal_bounds_is_a_plain_number() {
 #[test]
 fn a_pivot_of_several_metrics_lays_them_out_as_columns_unless_placed() {
     let base =
-        "name: x\nworkload: { bonnie: { directory: /mnt } }\nmatrix: { fs: [ext4, btrfs] }\n";
+        "name: x\nworkload: { bonnie: { directory: \"/mnt/${fs}\" } }\nmatrix: { fs: [ext4, btrfs] }\n";
     let c = parse(
         "t.yaml",
         &format!("{base}report: {{ pivot: {{ rows: [fs], columns: [], metric: [put_block, seeks] }} }}\n"),
@@ -817,4 +820,44 @@ fn a_file_is_read_only_up_to_its_limit_even_without_a_known_size() {
             .contains("not UTF-8 text (invalid byte at offset 9)"),
         "{e}"
     );
+}
+
+#[test]
+fn a_stored_campaign_with_a_parameter_used_nowhere_still_reads() {
+    // Stored by a platter without the rule: its report must read as it did.
+    let text = "name: x\nmatrix: { fs: [ext4, xfs] }\nworkload: { command: { run: \"true\" } }\n";
+    let e = errs(text);
+    assert_eq!((e.first().line, e.first().column), (2, 11), "{e}");
+    let c = parse_with("t.yaml", text, &Limits::NONE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cells(&c), ["fs=ext4", "fs=xfs"]);
+}
+
+#[test]
+fn a_percentage_needs_its_sign_except_in_a_stored_campaign() {
+    let text = |ci: &str| {
+        format!(
+            "name: x\nworkload: {{ command: {{ run: \"true\" }} }}\n\
+             repeat: {{ min: 2, max: 9, until: {{ metric: wall, ci: {ci} }} }}\n"
+        )
+    };
+    let ci = |c: &Campaign| c.repeat.until.as_ref().map(|u| u.ci_pct);
+    assert_eq!(ci(&ok(&text("2%"))), Some(2.0));
+    assert_eq!(ci(&ok(&text("\"0.5 %\""))), Some(0.5));
+    let e = err(&text("2"));
+    assert_eq!(e.hint.as_deref(), Some("did you mean `2%`?"), "{e}");
+    let e = err(&text("0.05"));
+    assert!(
+        e.hint.as_deref().unwrap().starts_with("did you mean `5%`?"),
+        "{e}"
+    );
+    let e = err(&text("0.07"));
+    assert!(
+        e.hint.as_deref().unwrap().starts_with("did you mean `7%`?"),
+        "{e}"
+    );
+    // Out of range says so, bare or not.
+    assert!(err(&text("150")).message.contains("above 0 and below 100"));
+    // A platter that took a bare number as a percentage stored this; it ran as ±2%.
+    let stored = parse_with("t.yaml", &text("2"), &Limits::NONE).unwrap();
+    assert_eq!(ci(&stored), Some(2.0));
 }
