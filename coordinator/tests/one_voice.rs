@@ -261,7 +261,7 @@ matrix:
   include:
     - { sync: none, conv: notrunc }
     - { sync: fdatasync, conv: fdatasync }
-workload: { command: { run: "dd if=/dev/zero of=f bs=${bs} count=32M iflag=count_bytes conv=${conv}" } }
+workload: { command: { run: "dd if=/dev/zero of=f-${sync} bs=${bs} count=32M iflag=count_bytes conv=${conv}" } }
 repeat: 6
 "#;
 
