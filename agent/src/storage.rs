@@ -5,7 +5,7 @@
 //! and is safe to run twice.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 
 use crate::model::{Encryption, Filesystem, StorageConfig, WriteCacheSetting};
 use crate::probes::inventory::{self, Device, InventoryError, Transport};
@@ -97,7 +97,7 @@ pub(crate) struct Storage {
 fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
     // Started with the workloads' CPUs: a daemon it leaves (gocryptfs) serves them.
     let _all_cpus = crate::affinity::Widened::new();
-    let out = Command::new(program)
+    let out = crate::process::command(program)
         .args(args)
         .output()
         .map_err(|source| StorageError::Spawn {

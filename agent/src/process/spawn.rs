@@ -537,9 +537,10 @@ fn install_helper() -> std::io::Result<CString> {
 const HELPER_FD_MIN: RawFd = 64;
 
 /// posix_spawn (vfork + exec: the agent's memory is not copied) of the helper with the
-/// workload's stdio on fds 0–2 and the report pipe on fd 3. SIGPIPE is reset to its
-/// default (the Rust runtime ignores it, and a shell pipeline needs it) and no signal is
-/// blocked, as `std::process::Command` does.
+/// workload's stdio on fds 0–2 and the report pipe on fd 3, no signal blocked and every
+/// signal glibc lets us name at its default (SIGPIPE, which the Rust runtime ignores, and
+/// whatever the agent inherited ignored). glibc's own 32 and 33 it sets ignored whatever
+/// we ask: the helper resets those itself before it starts anything.
 fn spawn_helper(
     argv: &[&CStr],
     envp: &[&CStr],
@@ -590,7 +591,7 @@ fn spawn_helper(
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             cvt(libc::posix_spawnattr_setsigmask(&mut attr, &set))?;
-            libc::sigaddset(&mut set, libc::SIGPIPE);
+            libc::sigfillset(&mut set);
             cvt(libc::posix_spawnattr_setsigdefault(&mut attr, &set))?;
             cvt(libc::posix_spawnattr_setflags(
                 &mut attr,
@@ -898,6 +899,46 @@ mod tests {
         assert_eq!(m.status, 0, "{m:?}");
         assert_eq!(resident.one_shot.load(Ordering::Relaxed), 2);
         assert_eq!(resident.started.load(Ordering::Relaxed), 0);
+    }
+
+    /// Resident or one-shot, the helper starts a workload with every signal at its default
+    /// and none blocked, whatever the agent inherited (see `process::tests`).
+    #[test]
+    fn both_paths_start_the_workload_with_default_signals() {
+        let _inherited = super::super::tests::InheritedSignals::new();
+        let resident = Resident::new();
+        let argv = super::super::tests::signal_lines_argv();
+        let args: Vec<&OsStr> = argv[1..].iter().map(OsStr::new).collect();
+        // Too large for the resident helper's buffers: the one-shot path.
+        let padding = [(
+            "PLATTER_PAD".to_string(),
+            OsString::from("p".repeat(REQ_MAX)),
+        )];
+        for env in [&[][..], &padding[..]] {
+            let (null, mut out) = (null(), memfd());
+            let m = run_with(
+                &resident,
+                OsStr::new(&argv[0]),
+                &args,
+                env,
+                [null.as_fd(), out.as_fd(), null.as_fd()],
+                None,
+                &AtomicI32::new(0),
+            )
+            .unwrap();
+            assert_eq!(m.status, 0, "{m:?}");
+            let what = format!(
+                "{} helper",
+                if env.is_empty() {
+                    "resident"
+                } else {
+                    "one-shot"
+                }
+            );
+            super::super::tests::assert_no_blocked_or_ignored_signals(&contents(&mut out), &what);
+        }
+        assert_eq!(resident.started.load(Ordering::Relaxed), 1);
+        assert_eq!(resident.one_shot.load(Ordering::Relaxed), 1);
     }
 
     #[test]
