@@ -57,6 +57,12 @@ pub mod testing {
     pub use crate::workloads::sample::Parsed;
     pub use crate::workloads::{measure, outcome_samples};
 
+    /// Where the agent finds `program` (`process::search_path`), if it does: tests that need a
+    /// tool look for it as the agent will.
+    pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
+        crate::process::find_program(program.as_ref()).ok()
+    }
+
     /// The tool output parsers.
     pub mod parse {
         pub use crate::workloads::bonnie::parse_csv as bonnie_csv;

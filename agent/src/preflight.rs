@@ -1,8 +1,9 @@
 //! What a plan needs of its host, judged when the plan arrives, so that a plan this host
 //! cannot run is refused whole before anything of it runs: the programs its steps exec
 //! (tools, mkfs, mount, gocryptfs, write-cache tools, fstrim, a command's own program) and
-//! the users its workloads run as. It runs nothing: a program is looked up in PATH, a user
-//! in the password database. Also the two things running as a user needs: the user's
+//! the users its workloads run as. It runs nothing: a program is looked up as the agent
+//! will find it (`process::search_path`: PATH, then the sbin directories), a user in the
+//! password database. Also the two things running as a user needs: the user's
 //! account (`account`) and its home made on the storage under test (`make_home`).
 
 use std::ffi::{CStr, CString, OsStr};

@@ -78,15 +78,51 @@ pub(crate) fn program_of(script: &str) -> &str {
     argv_for(script).first().copied().unwrap_or("/bin/sh")
 }
 
-/// Where `program` is, as a workload would find it (the agent's PATH; a name with a `/`
+/// Where `program` is, as a workload would find it (in `search_path`; a name with a `/`
 /// as it is), or why it cannot be run.
 pub(crate) fn find_program(program: &OsStr) -> std::io::Result<std::path::PathBuf> {
-    spawn::resolve(program, std::env::var_os("PATH").as_deref())
+    spawn::resolve(program, Some(&search_path()))
+}
+
+/// Directories searched after the agent's PATH when it lacks them. Debian installs many of
+/// the programs plans run in sbin (bonnie++, mkfs.xfs, mkfs.btrfs, fstrim, losetup), off a
+/// normal user's PATH, though bonnie++ on a directory or mkfs of an image file need no
+/// root: an agent run by such a user found them missing ("host vm lacks: bonnie++") while
+/// `ls /usr/sbin/bonnie++` showed them. They come after PATH, so a program the user put
+/// on PATH still wins, and a root's PATH (which has them) is unchanged.
+const SBIN_DIRS: [&str; 3] = ["/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+/// The PATH programs are found in, by preflight, storage commands and tool probes, and that
+/// workloads get (unless a step sets its own): the agent's own (`execvp`'s default without
+/// one), then each of `SBIN_DIRS` it lacks.
+pub(crate) fn search_path() -> OsString {
+    let own = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    with_sbin(own)
+}
+
+fn with_sbin(mut path: OsString) -> OsString {
+    use std::os::unix::ffi::OsStrExt;
+    let missing: Vec<&str> = SBIN_DIRS
+        .into_iter()
+        .filter(|d| {
+            !path
+                .as_bytes()
+                .split(|&b| b == b':')
+                .any(|p| p == d.as_bytes())
+        })
+        .collect();
+    for dir in missing {
+        if !path.is_empty() {
+            path.push(":");
+        }
+        path.push(dir);
+    }
+    path
 }
 
 /// A `Command` for a program the agent runs itself rather than through the spawn helper
-/// (storage commands, tool and version probes): found as `find_program` finds it, started
-/// as a workload is, with every signal at its default and none blocked. (std resets SIGPIPE
+/// (storage commands, tool and version probes): found in `search_path`, and started as a
+/// workload is, with every signal at its default and none blocked. (std resets SIGPIPE
 /// only and passes on what the agent inherited ignored, SIGHUP under `nohup`; with a
 /// `pre_exec`, also the calling thread's signal mask.) The `pre_exec` makes std fork
 /// rather than vfork the agent: a few dozen such commands per plan, none of them measured.
@@ -494,6 +530,30 @@ mod tests {
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
         // Found but not executable is an exec error from the helper, still an Err.
         assert!(run("/etc/hostname", &[], &AtomicI32::new(0)).is_err());
+    }
+
+    /// Programs are found in the sbin directories after PATH (where Debian puts bonnie++
+    /// and mkfs.xfs, off a normal user's PATH), and workloads get that PATH unless a step
+    /// sets its own.
+    #[test]
+    fn programs_are_found_in_sbin_after_path() {
+        let with = |p: &str| with_sbin(p.into()).into_string().unwrap();
+        assert_eq!(
+            with("/home/u/bin:/usr/bin:/bin"),
+            "/home/u/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+        );
+        assert_eq!(
+            with("/usr/sbin:/usr/bin"),
+            "/usr/sbin:/usr/bin:/usr/local/sbin:/sbin"
+        );
+        let root = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        assert_eq!(with(root), root);
+        let argv: Vec<String> = ["sh", "-c", "printf %s \"$PATH\""].map(String::from).into();
+        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
+        assert_eq!(OsStr::new(&o.stdout), search_path(), "{o:?}");
+        let own = vec![("PATH".to_string(), OsString::from("/bin"))];
+        let o = run_argv(&argv, &own, &AtomicI32::new(0)).unwrap();
+        assert_eq!(o.stdout, "/bin", "{o:?}");
     }
 
     /// While it lives, this process has what an agent started under `nohup` from a

@@ -92,6 +92,37 @@ fn a_tool_missing_from_path_refuses_the_plan() {
     );
 }
 
+/// A normal user's PATH lacks sbin, where Debian puts bonnie++, fstrim and the mkfs tools:
+/// the agent looks there after PATH, and its workloads find them too.
+#[test]
+fn a_program_only_in_sbin_is_found_off_a_normal_users_path() {
+    let only_in_sbin = ["blkid", "losetup", "wipefs", "fstrim"]
+        .into_iter()
+        .find(|p| {
+            Path::new("/usr/sbin").join(p).is_file()
+                && !Path::new("/usr/bin").join(p).exists()
+                && !Path::new("/bin").join(p).exists()
+        });
+    let Some(program) = only_in_sbin else {
+        common::skip("needs a program in /usr/sbin only (blkid, losetup, wipefs or fstrim)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: sbin\nworkload:\n  command:\n    setup: \"command -v {program} > {}\"\n    run: {program} --version\nrepeat: 1\n",
+            dir.join("found").display()
+        ),
+    );
+    let (code, out) = run(dir, &f, &[("PATH", "/usr/local/bin:/usr/bin:/bin")]);
+    assert_eq!(code, 0, "{out}");
+    let found = std::fs::read_to_string(dir.join("found")).unwrap();
+    assert_eq!(found.trim(), format!("/usr/sbin/{program}"));
+}
+
 #[test]
 fn a_user_the_host_lacks_refuses_the_plan() {
     let tmp = tempfile::tempdir().unwrap();

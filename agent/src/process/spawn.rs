@@ -458,11 +458,18 @@ fn message(buf: &[u8; 64]) -> [i64; 8] {
     m
 }
 
-/// The agent's environment with `env` set on top, as `Command::envs` would pass it.
+/// The agent's environment with `env` set on top, as `Command::envs` would pass it, and
+/// PATH the agent's `search_path`.
 fn environment(env: &[(String, OsString)]) -> Vec<OsString> {
     let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| !env.iter().any(|(e, _)| OsStr::new(e) == k))
         .collect();
+    // The PATH programs were found in (preflight judged the plan by it), unless a step sets
+    // its own.
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        vars.retain(|(k, _)| k != "PATH");
+        vars.push(("PATH".into(), super::search_path()));
+    }
     vars.extend(env.iter().map(|(k, v)| (k.into(), v.clone())));
     vars.into_iter()
         .map(|(mut k, v)| {
