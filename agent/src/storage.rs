@@ -239,6 +239,23 @@ impl Storage {
         out
     }
 
+    /// What setting up `c` does that only root may do (a normal user can neither mount,
+    /// nor format a block device, nor set a drive's write cache): for preflight, which
+    /// refuses such a plan from an agent that is not root before it looks for programs.
+    pub(crate) fn root_needed_for(c: &StorageConfig) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if c.device.is_some() && c.write_cache != WriteCacheSetting::Keep {
+            out.push("set a drive's write cache");
+        }
+        if c.device.is_some() && !matches!(c.fs, Filesystem::None | Filesystem::Tmpfs) {
+            out.push("format a device");
+        }
+        if c.fs.is_mounted() {
+            out.push("mount");
+        }
+        out
+    }
+
     /// Err when storage `c`, set up earlier in the plan, is not mounted now: the host
     /// restarted without a planned reboot (a power loss, a crash), or something unmounted
     /// it. A step must then not run, or it would measure whatever filesystem holds the
