@@ -166,6 +166,7 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         labels: cfg.labels.clone(),
         inventory_interval: cfg.inventory_interval,
         tools: Default::default(),
+        refused: Default::default(),
         boot_id,
         shared: shared.clone(),
         plans: plan_tx,

@@ -350,6 +350,9 @@ pub struct BatchOutcome {
     pub hosts_freed: Vec<String>,
     /// Records refused (stored in `refused_records`, not in results), by plan id.
     pub refused: std::collections::BTreeMap<String, u32>,
+    /// Of those, the records refused because this store never made their plan (an agent's
+    /// journal from an older or deleted store), by plan id.
+    pub never_made: std::collections::BTreeMap<String, u32>,
     /// The refused records' sequence numbers and reasons, for the agent.
     pub refusals: Vec<(u64, String)>,
     /// Plans that ended or were refused: their campaigns may have ended
@@ -1756,7 +1759,10 @@ fn store_record(
     match owner {
         // Another store's plan (this one was replaced or lost under a running agent):
         // its results cannot belong to any campaign here.
-        None => return refuse(c, host, r, "this store never planned the plan", outcome),
+        None => {
+            *outcome.never_made.entry(plan_id.to_string()).or_default() += 1;
+            return refuse(c, host, r, "this store never planned the plan", outcome);
+        }
         Some(owner) if owner != host => {
             tracing::warn!(agent = %host, plan = %plan_id, %owner, "refused a record for another host's plan");
             return refuse(
