@@ -123,7 +123,11 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         .to_string();
     // Bad TLS files or addresses stop the agent here, before anything runs.
     let coordinators = link::Coordinators::new(&cfg.coordinators, &cfg.transport)?;
-    let (journal, state) = Journal::open(&cfg.state_dir)?;
+    // Said at ERROR as well as returned: `platter run` shows its agent's log at once, while
+    // its coordinator only sees the agent gone.
+    let (journal, state) = Journal::open(&cfg.state_dir).inspect_err(|e| {
+        tracing::error!(error = %e, "the agent cannot start: every plan and record goes through its journal; make room in or fix its state directory (--state-dir)");
+    })?;
     let shared = Arc::new(Shared::new(
         state.unacked.iter().cloned(),
         state.acked,
@@ -155,6 +159,12 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         .name("executor".into())
         .spawn(move || {
             let r = executor.run(exec_stop.clone());
+            if let Err(e) = &r {
+                // At once and at ERROR (the link takes a moment to stop): with a full or
+                // read-only state directory the agent otherwise just disappeared, and
+                // `platter run` waited for it without a word.
+                tracing::error!(error = %e, "the agent stops: its journal cannot be written, and nothing runs without it; make room in or fix its state directory (--state-dir), then start it again");
+            }
             // Whatever ended the executor ends the agent.
             exec_stop.cancel();
             r
