@@ -81,10 +81,11 @@ pub(crate) struct Refused {
 
 #[derive(Default)]
 struct RefusedTally {
-    /// Refused since this reason was last said, and the first and last of their seqs.
+    /// Refused since this reason was last said.
     unsaid: u64,
     /// Refused since the last summary.
     total: u64,
+    /// The first and last seq of the unsaid ones.
     seqs: Option<(u64, u64)>,
     /// Whether a line said this reason since the last summary.
     said: bool,
