@@ -33,6 +33,9 @@
 //!   thread), so the workload is forked and exec'd as the user; failing that it reports
 //!   `FAILED` with stage `STAGE_USER` and runs nothing.
 //!
+//! In both, the workload starts as a program started from a login shell would: every
+//! signal's disposition `SIG_DFL` and no signal blocked, whatever the agent inherited.
+//!
 //! Messages to the agent (8 native-endian i64 each, sent whole):
 //! `[STARTED, pid]`, then `[DONE, wall_ns, utime_us, stime_us, maxrss_kib, wait_status]`,
 //! or `[FAILED, errno, stage]` at any point.
@@ -100,6 +103,7 @@ mod nr {
     pub const CLOSE_RANGE: usize = 436;
     pub const SETPGID: usize = 109;
     pub const RT_SIGPROCMASK: usize = 14;
+    pub const RT_SIGACTION: usize = 13;
     pub const CLOCK_GETTIME: usize = 228;
     pub const EXIT: usize = 60;
     pub const EXIT_GROUP: usize = 231;
@@ -123,6 +127,7 @@ mod nr {
     pub const CLOSE_RANGE: usize = 436;
     pub const SETPGID: usize = 154;
     pub const RT_SIGPROCMASK: usize = 135;
+    pub const RT_SIGACTION: usize = 134;
     pub const CLOCK_GETTIME: usize = 113;
     pub const EXIT: usize = 93;
     pub const EXIT_GROUP: usize = 94;
@@ -218,6 +223,38 @@ fn now_ns() -> i64 {
     ts[0] * 1_000_000_000 + ts[1]
 }
 
+/// The kernel's `struct sigaction` (handler, flags, restorer, mask: 32 bytes on x86_64 and
+/// aarch64) with every field 0: `SIG_DFL`, no flags, an empty mask.
+static DEFAULT_ACTION: [u64; 4] = [0; 4];
+/// Signals 1 to `NSIG` (64 on Linux): every one, the real-time ones included.
+const NSIG: usize = 64;
+const SIGKILL: usize = 9;
+const SIGSTOP: usize = 19;
+
+/// Sets every signal's disposition to `SIG_DFL`, which the workload then inherits (the
+/// vfork'd child copies the helper's dispositions, and exec keeps an ignored signal
+/// ignored). What the helper was started with is not what a workload should get: a
+/// `nohup` or a background job of a non-interactive shell ignores SIGHUP, or SIGINT and
+/// SIGQUIT, in the agent and so in everything it starts, and glibc's `posix_spawn` leaves
+/// its internal signals 32 and 33 ignored (`SigIgn: 0000000180000000`; its `sigfillset`
+/// and `sigaction` refuse to name them, so only a raw system call resets them). The
+/// helper installs no handler of its own, so nothing it relies on changes.
+fn default_dispositions() {
+    for sig in 1..=NSIG {
+        if sig == SIGKILL || sig == SIGSTOP {
+            continue;
+        }
+        // SAFETY: DEFAULT_ACTION is a live, all-zero kernel sigaction; no old one is asked
+        // for. A signal the kernel refuses (EINVAL) keeps its disposition.
+        unsafe {
+            syscall(
+                nr::RT_SIGACTION,
+                [sig, DEFAULT_ACTION.as_ptr() as usize, 0, 8, 0, 0],
+            )
+        };
+    }
+}
+
 fn block_signals() {
     // SAFETY: BLOCKED is a live sigset_t of 8 bytes; no old set is asked for.
     unsafe {
@@ -234,6 +271,7 @@ unsafe extern "C" fn start(sp: *const usize) -> ! {
     let (argc, argv) = unsafe { (*sp, sp.add(1) as *const *const u8) };
     // SAFETY: envp follows argv's terminating NULL.
     let envp = unsafe { argv.add(argc + 1) };
+    default_dispositions();
     block_signals();
     // SAFETY: argv[1] exists when argc == 2 and is NUL-terminated.
     if argc == 2 && unsafe { is_serve(*argv.add(1)) } {
@@ -392,7 +430,8 @@ const _: () = {
 /// it touches nothing but registers and `c`'s `errno` and `stage`. This process sleeps
 /// until the child has exec'd (or exited); then the child's mm is its own, and the copy
 /// the exec folds into its peak RSS is this process's few dozen KiB. The child: its own
-/// process group, no blocked signals, the received fds on 0–2 (dup2 of two different
+/// process group, no blocked signals (and every disposition `SIG_DFL`, copied from this
+/// process: `default_dispositions`), the received fds on 0–2 (dup2 of two different
 /// descriptors: received ones are never below 4), the working directory, fd 3 closed,
 /// execve. Returns the pid (or -errno of clone); the child sets `errno` and `stage` if a
 /// call failed, then exits 127.

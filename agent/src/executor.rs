@@ -158,6 +158,7 @@ impl Executor {
                 host: &self.cfg.host,
                 storage: &self.cfg.storage,
                 substitute: &|script, step, storage| self.substitute_on(script, step, storage),
+                agent_uid: rustix::process::geteuid().as_raw(),
             };
             let needs = check.refusal(&plan);
             let refusal = match (storage, needs) {

@@ -18,10 +18,12 @@ const COMPACT_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum JournalError {
-    #[error("journal {path}: {source}")]
+    /// The I/O error is part of the message, not a `source`: the agent's error chain
+    /// (`{:#}`) said it twice.
+    #[error("journal {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("journal {path} line {line} is corrupt: {why}")]
     Corrupt {
@@ -313,7 +315,7 @@ fn replay(path: &Path, input: impl Read, state: &mut State) -> Result<u64, Journ
             .read_until(b'\n', &mut line)
             .map_err(|source| JournalError::Io {
                 path: path.to_path_buf(),
-                source,
+                error: source,
             })?;
         if read == 0 {
             break;
@@ -369,7 +371,7 @@ impl Journal {
         let path = dir.join(FILE);
         let io = |source| JournalError::Io {
             path: path.clone(),
-            source,
+            error: source,
         };
         std::fs::create_dir_all(dir).map_err(io)?;
         let file = OpenOptions::new()
@@ -408,7 +410,7 @@ impl Journal {
         line.push(b'\n');
         let io = |source| JournalError::Io {
             path: self.dir.join(FILE),
-            source,
+            error: source,
         };
         self.file.write_all(&line).map_err(io)?;
         self.file.sync_data().map_err(io)?;
@@ -431,7 +433,7 @@ impl Journal {
         let tmp = self.dir.join(format!("{FILE}.tmp"));
         let io = |source| JournalError::Io {
             path: tmp.clone(),
-            source,
+            error: source,
         };
         let mut buf = Vec::new();
         for e in state.snapshot() {

@@ -57,6 +57,12 @@ pub mod testing {
     pub use crate::workloads::sample::Parsed;
     pub use crate::workloads::{measure, outcome_samples};
 
+    /// Where the agent finds `program` (`process::search_path`), if it does: tests that need a
+    /// tool look for it as the agent will.
+    pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
+        crate::process::find_program(program.as_ref()).ok()
+    }
+
     /// The tool output parsers.
     pub mod parse {
         pub use crate::workloads::bonnie::parse_csv as bonnie_csv;
@@ -117,7 +123,11 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         .to_string();
     // Bad TLS files or addresses stop the agent here, before anything runs.
     let coordinators = link::Coordinators::new(&cfg.coordinators, &cfg.transport)?;
-    let (journal, state) = Journal::open(&cfg.state_dir)?;
+    // Said at ERROR as well as returned: `platter run` shows its agent's log at once, while
+    // its coordinator only sees the agent gone.
+    let (journal, state) = Journal::open(&cfg.state_dir).inspect_err(|e| {
+        tracing::error!(error = %e, "the agent cannot start: every plan and record goes through its journal; make room in or fix its state directory (--state-dir)");
+    })?;
     let shared = Arc::new(Shared::new(
         state.unacked.iter().cloned(),
         state.acked,
@@ -149,6 +159,12 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         .name("executor".into())
         .spawn(move || {
             let r = executor.run(exec_stop.clone());
+            if let Err(e) = &r {
+                // At once and at ERROR (the link takes a moment to stop): with a full or
+                // read-only state directory the agent otherwise just disappeared, and
+                // `platter run` waited for it without a word.
+                tracing::error!(error = %e, "the agent stops: its journal cannot be written, and nothing runs without it; make room in or fix its state directory (--state-dir), then start it again");
+            }
             // Whatever ended the executor ends the agent.
             exec_stop.cancel();
             r
@@ -160,6 +176,7 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
         labels: cfg.labels.clone(),
         inventory_interval: cfg.inventory_interval,
         tools: Default::default(),
+        refused: Default::default(),
         boot_id,
         shared: shared.clone(),
         plans: plan_tx,

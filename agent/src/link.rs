@@ -63,6 +63,87 @@ pub(crate) struct Link {
     /// The programs plans may run and their versions, as last probed (kept across
     /// connections: they are asked again only when a program's file changed).
     pub tools: std::sync::Mutex<ToolCache>,
+    /// Records the coordinator refused, not yet all said in the log (`Refused`).
+    pub refused: std::sync::Mutex<Refused>,
+}
+
+/// Records the coordinator refused, by reason. A store deleted under the agent refuses
+/// every record of the old store's plans the journal still holds, one ack after another:
+/// a line per record was 80 ERROR lines for one run of the quickstart. So the first of
+/// each reason is said when it comes (unless a measurement runs: then at the next ack or
+/// summary), the rest are counted and summed up when the connection ends or the agent
+/// stops. Not sent again either way: the coordinator keeps them with the reason, and
+/// stores a refused step end as that step failing.
+#[derive(Default)]
+pub(crate) struct Refused {
+    by_reason: std::collections::BTreeMap<String, RefusedTally>,
+}
+
+#[derive(Default)]
+struct RefusedTally {
+    /// Refused since this reason was last said.
+    unsaid: u64,
+    /// Refused since the last summary.
+    total: u64,
+    /// The first and last seq of the unsaid ones.
+    seqs: Option<(u64, u64)>,
+    /// Whether a line said this reason since the last summary.
+    said: bool,
+}
+
+impl Refused {
+    fn add(&mut self, seq: u64, reason: &str) {
+        let t = self.by_reason.entry(reason.to_string()).or_default();
+        t.unsaid += 1;
+        t.total += 1;
+        t.seqs = Some(t.seqs.map_or((seq, seq), |(a, b)| (a.min(seq), b.max(seq))));
+    }
+
+    /// Says each reason not said since the last summary.
+    fn say_new(&mut self) {
+        for (reason, t) in &mut self.by_reason {
+            if !t.said && t.unsaid > 0 {
+                t.say(
+                    reason,
+                    "; more refused for this reason are counted and summed up when the link ends",
+                );
+                t.said = true;
+            }
+        }
+    }
+
+    /// Says what is left unsaid, and starts again.
+    fn summary(&mut self) {
+        for (reason, t) in &mut self.by_reason {
+            if t.unsaid > 0 {
+                let more = if t.said {
+                    format!(" ({} in all on this link)", t.total)
+                } else {
+                    String::new()
+                };
+                t.say(reason, &more);
+            }
+        }
+        self.by_reason.clear();
+    }
+}
+
+impl RefusedTally {
+    fn say(&mut self, reason: &str, more: &str) {
+        let (first, last) = self.seqs.unwrap_or_default();
+        let seqs = if first == last {
+            format!("seq {first}")
+        } else {
+            format!("seq {first}–{last}")
+        };
+        tracing::warn!(
+            records = self.unsaid,
+            "the coordinator refused {} record(s) ({seqs}): {reason}{more}",
+            self.unsaid
+        );
+        self.unsaid = 0;
+        self.seqs = None;
+    }
 }
 
 /// What `probes::tools` last found, and the files it found then.
@@ -111,14 +192,18 @@ impl Link {
                     r = &mut session => r,
                     _ = shutdown.cancelled() => {
                         self.drain(session).await;
+                        self.refused.lock().expect("refused records").summary();
                         return;
                     }
                 }
             };
+            // Stay silent during a measurement: the log lines can wait for the next one.
+            let quiet = self.shared.measuring.load(Ordering::Relaxed);
+            if !quiet {
+                self.refused.lock().expect("refused records").summary();
+            }
             if let Err(e) = result {
                 let error = e.to_string();
-                // Stay silent during a measurement: the log line can wait for the next one.
-                let quiet = self.shared.measuring.load(Ordering::Relaxed);
                 // A stream that opened proves both sides speak the same transport: no
                 // probe (one of a coordinator that stopped answering would wait its 5 s
                 // before the next coordinator is dialled), no hint about TLS. Nor for a
@@ -383,10 +468,14 @@ impl Link {
                 let _ = self.plans.send(plan);
             }
             Some(Kind::Ack(a)) => {
-                // Not sent again (it cannot help); the coordinator stored a refused
-                // step end as that step failing with the reason.
-                for r in &a.refused {
-                    tracing::error!(seq = r.seq, reason = %r.reason, "the coordinator refused a record");
+                if !a.refused.is_empty() {
+                    let mut refused = self.refused.lock().expect("refused records");
+                    for r in &a.refused {
+                        refused.add(r.seq, &r.reason);
+                    }
+                    if !self.shared.measuring.load(Ordering::Relaxed) {
+                        refused.say_new();
+                    }
                 }
                 self.shared.ack(a.seq)
             }

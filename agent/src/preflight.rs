@@ -1,9 +1,11 @@
 //! What a plan needs of its host, judged when the plan arrives, so that a plan this host
 //! cannot run is refused whole before anything of it runs: the programs its steps exec
 //! (tools, mkfs, mount, gocryptfs, write-cache tools, fstrim, a command's own program) and
-//! the users its workloads run as. It runs nothing: a program is looked up in PATH, a user
-//! in the password database. Also the two things running as a user needs: the user's
-//! account (`account`) and its home made on the storage under test (`make_home`).
+//! the users its workloads run as, and whether it needs root the agent lacks (storage setup,
+//! other users). It runs nothing: a program is looked up as the agent will find it
+//! (`process::search_path`: PATH, then the sbin directories), a user in the password
+//! database. Also the two things running as a user needs: the user's account (`account`)
+//! and its home made on the storage under test (`make_home`).
 
 use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -144,11 +146,16 @@ pub(crate) struct Check<'a> {
     pub host: &'a str,
     pub storage: &'a Storage,
     pub substitute: &'a dyn Fn(&str, &Step, Option<&StorageConfig>) -> String,
+    /// The agent's effective user id (`geteuid`; tests pretend another): storage setup and
+    /// workloads of other users need root.
+    pub agent_uid: u32,
 }
 
 impl Check<'_> {
-    /// Why `plan` cannot run on this host (every missing program and user named), or None.
+    /// Why `plan` cannot run on this host (root it needs and is not given first, then every
+    /// missing program and user named), or None.
     pub(crate) fn refusal(&self, plan: &Plan) -> Option<String> {
+        let mut root_for: Vec<&str> = Vec::new();
         let mut programs = Lacks::default();
         let mut found = std::collections::HashMap::<String, bool>::new();
         let mut need = |program: &str, used_for: String| {
@@ -185,6 +192,11 @@ impl Check<'_> {
                 }
                 StepKind::Fstrim(_) => need("fstrim", "the fstrim phase".into()),
                 StepKind::StorageSetup(c) => {
+                    for what in Storage::root_needed_for(c) {
+                        if !root_for.contains(&what) {
+                            root_for.push(what);
+                        }
+                    }
                     for program in self.storage.programs(c) {
                         need(program, "storage setup".into());
                     }
@@ -194,6 +206,18 @@ impl Check<'_> {
         }
         let not_root = self.users(plan, &mut programs);
         let mut reasons = Vec::new();
+        // Said first: a user running a storage campaign unprivileged must learn that it
+        // needs root, not only that mkfs.ext4 is off its PATH (the second is true too, and
+        // still said).
+        if self.agent_uid != 0 && !root_for.is_empty() {
+            reasons.push(format!(
+                "host {}: storage setup needs root to {} (the agent runs as uid {}); run the agent \
+                 as root, or use a campaign without `storage:`",
+                self.host,
+                root_for.join(", "),
+                self.agent_uid
+            ));
+        }
         if !programs.0.is_empty() {
             reasons.push(format!("host {} lacks: {}", self.host, programs.list()));
         }
@@ -220,14 +244,11 @@ impl Check<'_> {
     /// the agent is not root.
     fn users(&self, plan: &Plan, missing: &mut Lacks) -> Option<String> {
         let first = plan.run_as.values().next()?;
-        let uid = rustix::process::geteuid();
-        if !uid.is_root() {
+        if self.agent_uid != 0 {
             return Some(format!(
                 "platter-agent on {} runs as uid {}, not root, so it cannot run workloads as user {} \
                  (workload.command.user): run the agent as root, or drop `user:`",
-                self.host,
-                uid.as_raw(),
-                first.user
+                self.host, self.agent_uid, first.user
             ));
         }
         for (cell, r) in &plan.run_as {
@@ -242,5 +263,134 @@ impl Check<'_> {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Encryption, Filesystem, OnFailure, RunAs, WriteCacheSetting};
+    use crate::probes::inventory::Roots;
+
+    const HOST: &str = "vm";
+
+    fn storage(dir: &Path) -> Storage {
+        Storage {
+            mount_dir: dir.join("mnt"),
+            state_dir: dir.to_path_buf(),
+            allowed: Vec::new(),
+            inventory_roots: Roots {
+                sys: dir.join("no-sys"),
+                dev: dir.join("no-dev"),
+                mountinfo: "/proc/self/mountinfo".into(),
+            },
+        }
+    }
+
+    fn config(device: Option<&str>, fs: Filesystem) -> StorageConfig {
+        StorageConfig {
+            device: device.map(String::from),
+            fs,
+            mkfs_options: vec![],
+            mount_options: String::new(),
+            write_cache: WriteCacheSetting::Keep,
+            ramdisk_size: None,
+            encryption: Encryption::None,
+        }
+    }
+
+    fn plan(kinds: Vec<StepKind>) -> Plan {
+        Plan {
+            id: "p".into(),
+            campaign_id: "c".into(),
+            campaign_name: "c".into(),
+            host: HOST.into(),
+            steps: kinds
+                .into_iter()
+                .enumerate()
+                .map(|(i, kind)| Step {
+                    index: i as u32,
+                    cell_id: "a".into(),
+                    repetition: 1,
+                    warmup: false,
+                    kind,
+                })
+                .collect(),
+            on_failure: OnFailure::Continue,
+            run_as: Default::default(),
+        }
+    }
+
+    fn refusal(plan: &Plan, agent_uid: u32) -> Option<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(dir.path());
+        let check = Check {
+            host: HOST,
+            storage: &storage,
+            substitute: &|script, _, _| script.to_string(),
+            agent_uid,
+        };
+        check.refusal(plan)
+    }
+
+    fn measure(script: &str) -> StepKind {
+        StepKind::Measure(Workload::Command(script.into()))
+    }
+
+    /// A plan whose storage setup mounts or formats, given to an agent that is not root, is
+    /// refused first for that (a normal user was told only "lacks mkfs.ext4"), and still
+    /// names every program the host lacks; a root agent is refused only for the programs.
+    #[test]
+    fn storage_setup_by_an_agent_that_is_not_root_is_refused_as_needing_root() {
+        let p = plan(vec![
+            StepKind::StorageSetup(config(None, Filesystem::Tmpfs)),
+            StepKind::StorageSetup(config(Some("/dev/loop7"), Filesystem::Ext4)),
+            measure("platter-no-such-tool --fast"),
+        ]);
+        let lacks = format!("host {HOST} lacks: platter-no-such-tool (for the measure of cell a)");
+        assert_eq!(
+            refusal(&p, 1000).as_deref(),
+            Some(
+                format!(
+                    "host {HOST}: storage setup needs root to mount, format a device (the agent \
+                     runs as uid 1000); run the agent as root, or use a campaign without \
+                     `storage:`; {lacks}"
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(refusal(&p, 0), Some(lacks));
+    }
+
+    /// Storage that makes nothing (a directory as it is) needs no root; neither does a plan
+    /// without storage, whose missing programs are all a normal user is told.
+    #[test]
+    fn a_plan_that_mounts_nothing_does_not_need_root() {
+        let p = plan(vec![
+            StepKind::StorageSetup(config(None, Filesystem::None)),
+            measure("true"),
+        ]);
+        assert_eq!(refusal(&p, 1000), None);
+        let p = plan(vec![measure("platter-no-such-tool")]);
+        let r = refusal(&p, 1000).unwrap();
+        assert!(!r.contains("needs root"), "{r}");
+    }
+
+    /// Workloads of another user need root too, said as such for any user named.
+    #[test]
+    fn workloads_of_another_user_by_an_agent_that_is_not_root_are_refused() {
+        let mut p = plan(vec![measure("true")]);
+        p.run_as.insert(
+            "a".into(),
+            RunAs {
+                user: "builder".into(),
+                home: String::new(),
+            },
+        );
+        let r = refusal(&p, 1000).unwrap();
+        assert!(
+            r.starts_with("platter-agent on vm runs as uid 1000, not root, so it cannot run workloads as user builder"),
+            "{r}"
+        );
     }
 }

@@ -78,10 +78,112 @@ pub(crate) fn program_of(script: &str) -> &str {
     argv_for(script).first().copied().unwrap_or("/bin/sh")
 }
 
-/// Where `program` is, as a workload would find it (the agent's PATH; a name with a `/`
+/// Where `program` is, as a workload would find it (in `search_path`; a name with a `/`
 /// as it is), or why it cannot be run.
 pub(crate) fn find_program(program: &OsStr) -> std::io::Result<std::path::PathBuf> {
-    spawn::resolve(program, std::env::var_os("PATH").as_deref())
+    spawn::resolve(program, Some(&search_path()))
+}
+
+/// Directories searched after the agent's PATH when it lacks them. Debian installs many of
+/// the programs plans run in sbin (bonnie++, mkfs.xfs, mkfs.btrfs, fstrim, losetup), off a
+/// normal user's PATH, though bonnie++ on a directory or mkfs of an image file need no
+/// root: an agent run by such a user found them missing ("host vm lacks: bonnie++") while
+/// `ls /usr/sbin/bonnie++` showed them. They come after PATH, so a program the user put
+/// on PATH still wins, and a root's PATH (which has them) is unchanged.
+const SBIN_DIRS: [&str; 3] = ["/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+/// The PATH programs are found in, by preflight, storage commands and tool probes, and that
+/// workloads get (unless a step sets its own): the agent's own (`execvp`'s default without
+/// one), then each of `SBIN_DIRS` it lacks.
+pub(crate) fn search_path() -> OsString {
+    let own = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    with_sbin(own)
+}
+
+fn with_sbin(mut path: OsString) -> OsString {
+    use std::os::unix::ffi::OsStrExt;
+    let missing: Vec<&str> = SBIN_DIRS
+        .into_iter()
+        .filter(|d| {
+            !path
+                .as_bytes()
+                .split(|&b| b == b':')
+                .any(|p| p == d.as_bytes())
+        })
+        .collect();
+    for dir in missing {
+        if !path.is_empty() {
+            path.push(":");
+        }
+        path.push(dir);
+    }
+    path
+}
+
+/// A `Command` for a program the agent runs itself rather than through the spawn helper
+/// (storage commands, tool and version probes): found in `search_path`, and started as a
+/// workload is, with every signal at its default and none blocked. (std resets SIGPIPE
+/// only and passes on what the agent inherited ignored, SIGHUP under `nohup`; with a
+/// `pre_exec`, also the calling thread's signal mask.) The `pre_exec` makes std fork
+/// rather than vfork the agent: a few dozen such commands per plan, none of them measured.
+pub(crate) fn command(program: impl AsRef<OsStr>) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let program = program.as_ref();
+    let mut c = match find_program(program) {
+        Ok(path) => {
+            let mut c = std::process::Command::new(path);
+            c.arg0(program);
+            c
+        }
+        // Not found: std's own search fails it with the error a caller reports.
+        Err(_) => std::process::Command::new(program),
+    };
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // `rt_sigaction` and `rt_sigprocmask` system calls, which are async-signal-safe; it
+    // allocates nothing and takes no lock.
+    unsafe {
+        c.pre_exec(|| {
+            default_dispositions();
+            Ok(())
+        })
+    };
+    c
+}
+
+/// Every signal's disposition `SIG_DFL` and none blocked, in a child about to exec
+/// (`agent/spawn/helper.rs` does the same for workloads). Raw system calls: glibc's
+/// `sigaction` refuses its internal signals 32 and 33, which its `posix_spawn` leaves
+/// ignored.
+fn default_dispositions() {
+    // The kernel's struct sigaction (handler, flags, restorer, mask) all zero: SIG_DFL.
+    static DEFAULT: [u64; 4] = [0; 4];
+    static EMPTY_SET: u64 = 0;
+    // SAFETY: EMPTY_SET is a live 8-byte kernel sigset; no old mask is asked for.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::c_long::from(libc::SIG_SETMASK),
+            &EMPTY_SET as *const u64,
+            std::ptr::null::<u64>(),
+            8 as libc::c_long,
+        )
+    };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: DEFAULT is a live, all-zero kernel sigaction of the size the kernel reads;
+        // no old action is asked for. A signal the kernel refuses keeps its disposition.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                libc::c_long::from(sig),
+                DEFAULT.as_ptr(),
+                std::ptr::null::<u64>(),
+                8 as libc::c_long,
+            )
+        };
+    }
 }
 
 /// Another user than the agent's to run a workload as: the spawn helper sets these groups,
@@ -430,21 +532,140 @@ mod tests {
         assert!(run("/etc/hostname", &[], &AtomicI32::new(0)).is_err());
     }
 
+    /// Programs are found in the sbin directories after PATH (where Debian puts bonnie++
+    /// and mkfs.xfs, off a normal user's PATH), and workloads get that PATH unless a step
+    /// sets its own.
+    #[test]
+    fn programs_are_found_in_sbin_after_path() {
+        let with = |p: &str| with_sbin(p.into()).into_string().unwrap();
+        assert_eq!(
+            with("/home/u/bin:/usr/bin:/bin"),
+            "/home/u/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+        );
+        assert_eq!(
+            with("/usr/sbin:/usr/bin"),
+            "/usr/sbin:/usr/bin:/usr/local/sbin:/sbin"
+        );
+        let root = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        assert_eq!(with(root), root);
+        let argv: Vec<String> = ["sh", "-c", "printf %s \"$PATH\""].map(String::from).into();
+        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
+        assert_eq!(OsStr::new(&o.stdout), search_path(), "{o:?}");
+        let own = vec![("PATH".to_string(), OsString::from("/bin"))];
+        let o = run_argv(&argv, &own, &AtomicI32::new(0)).unwrap();
+        assert_eq!(o.stdout, "/bin", "{o:?}");
+    }
+
+    /// While it lives, this process has what an agent started under `nohup` from a
+    /// background job inherits (SIGHUP, SIGINT and SIGQUIT ignored), and the thread that
+    /// made it blocks SIGUSR1 and SIGUSR2, as a program that handles signals on a thread of
+    /// its own does. Dropped, all is as before.
+    pub(super) struct InheritedSignals {
+        old: Vec<(libc::c_int, libc::sighandler_t)>,
+        old_mask: libc::sigset_t,
+    }
+
+    impl InheritedSignals {
+        pub(super) fn new() -> InheritedSignals {
+            let mut old = Vec::new();
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
+                // SAFETY: SIG_IGN installs no handler; the old disposition is kept to be
+                // restored.
+                old.push((sig, unsafe { libc::signal(sig, libc::SIG_IGN) }));
+            }
+            // SAFETY: both sets are live sigset_t values, initialised by sigemptyset before
+            // use; pthread_sigmask writes the old mask into `old_mask`.
+            let old_mask = unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                let mut old_mask: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGUSR1);
+                libc::sigaddset(&mut set, libc::SIGUSR2);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old_mask);
+                old_mask
+            };
+            InheritedSignals { old, old_mask }
+        }
+    }
+
+    impl Drop for InheritedSignals {
+        fn drop(&mut self) {
+            for (sig, handler) in &self.old {
+                // SAFETY: puts back the disposition `signal` returned for this signal.
+                unsafe { libc::signal(*sig, *handler) };
+            }
+            // SAFETY: old_mask is the mask pthread_sigmask gave back in `new`.
+            unsafe {
+                libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut())
+            };
+        }
+    }
+
+    /// The argv that prints a process's `SigBlk` and `SigIgn` lines.
+    pub(super) fn signal_lines_argv() -> Vec<String> {
+        ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]
+            .map(String::from)
+            .into()
+    }
+
+    /// Asserts that `status_lines` (`signal_lines_argv`'s output) say no signal is blocked
+    /// and none ignored, all 64 of them.
+    pub(super) fn assert_no_blocked_or_ignored_signals(status_lines: &str, what: &str) {
+        let lines: Vec<&str> = status_lines.lines().collect();
+        assert_eq!(
+            lines,
+            ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"],
+            "{what}"
+        );
+    }
+
+    /// A workload starts as from a login shell, with every signal at its default and none
+    /// blocked, whatever the agent inherited: the helper blocks SIGINT & co. for itself,
+    /// Rust ignores SIGPIPE, an agent under `nohup` ignores SIGHUP, and glibc's
+    /// `posix_spawn` leaves its internal signals 32 and 33 ignored in whatever it starts
+    /// (`SigIgn: 0000000180000000` before the helper reset them).
     #[test]
     fn the_workload_starts_with_no_blocked_or_ignored_signals() {
-        // The helper blocks SIGINT & co. for itself, and Rust ignores SIGPIPE in the agent.
-        // (glibc's posix_spawn leaves its internal signals 32 and 33 ignored, as for any
-        // `Command`, hyperfine's included; only 1-31 are checked.)
-        let argv: Vec<String> = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]
-            .map(String::from)
-            .into();
-        let o = run_argv(&argv, &[], &AtomicI32::new(0)).unwrap();
-        for line in o.stdout.lines() {
-            let (name, mask) = line.split_once(":\t").unwrap();
-            let mask = u64::from_str_radix(mask, 16).unwrap();
-            assert_eq!(mask & 0x7fff_ffff, 0, "{name}: {o:?}");
+        let _inherited = InheritedSignals::new();
+        let o = run_argv(&signal_lines_argv(), &[], &AtomicI32::new(0)).unwrap();
+        assert_no_blocked_or_ignored_signals(&o.stdout, &format!("{o:?}"));
+        // A user's workload, through the one-shot helper that drops to the user first.
+        if rustix::process::geteuid().is_root() {
+            let nobody = Credentials {
+                uid: 65534,
+                gid: 65534,
+                groups: vec![65534],
+            };
+            let o = run_as(
+                "grep -E '^Sig(Blk|Ign)' /proc/self/status >&2",
+                &[],
+                Some(&nobody),
+                &AtomicI32::new(0),
+            )
+            .unwrap();
+            assert_no_blocked_or_ignored_signals(&o.stderr_tail, &format!("as a user: {o:?}"));
         }
-        assert_eq!(o.stdout.lines().count(), 2, "{o:?}");
+    }
+
+    /// So do the programs the agent runs itself (storage commands, tool probes).
+    #[test]
+    fn the_agents_own_commands_start_with_no_blocked_or_ignored_signals() {
+        let _inherited = InheritedSignals::new();
+        let argv = signal_lines_argv();
+        let out = command(&argv[0]).args(&argv[1..]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_no_blocked_or_ignored_signals(&stdout, &format!("{out:?}"));
+        // What std alone passes on, for contrast: SIGHUP ignored (bit 0 of SigIgn).
+        let plain = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .unwrap();
+        let plain = String::from_utf8_lossy(&plain.stdout);
+        let ignored = plain
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:\t"))
+            .and_then(|m| u64::from_str_radix(m, 16).ok());
+        assert_eq!(ignored.map(|m| m & 1), Some(1), "{plain}");
     }
 
     #[test]

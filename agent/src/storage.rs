@@ -5,7 +5,7 @@
 //! and is safe to run twice.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 
 use crate::model::{Encryption, Filesystem, StorageConfig, WriteCacheSetting};
 use crate::probes::inventory::{self, Device, InventoryError, Transport};
@@ -97,7 +97,7 @@ pub(crate) struct Storage {
 fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
     // Started with the workloads' CPUs: a daemon it leaves (gocryptfs) serves them.
     let _all_cpus = crate::affinity::Widened::new();
-    let out = Command::new(program)
+    let out = crate::process::command(program)
         .args(args)
         .output()
         .map_err(|source| StorageError::Spawn {
@@ -235,6 +235,23 @@ impl Storage {
         }
         if c.encryption == Encryption::Gocryptfs {
             out.extend(["gocryptfs", "fusermount"]);
+        }
+        out
+    }
+
+    /// What setting up `c` does that only root may do (a normal user can neither mount,
+    /// nor format a block device, nor set a drive's write cache): for preflight, which
+    /// refuses such a plan from an agent that is not root before it looks for programs.
+    pub(crate) fn root_needed_for(c: &StorageConfig) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if c.device.is_some() && c.write_cache != WriteCacheSetting::Keep {
+            out.push("set a drive's write cache");
+        }
+        if c.device.is_some() && !matches!(c.fs, Filesystem::None | Filesystem::Tmpfs) {
+            out.push("format a device");
+        }
+        if c.fs.is_mounted() {
+            out.push("mount");
         }
         out
     }

@@ -350,6 +350,9 @@ pub struct BatchOutcome {
     pub hosts_freed: Vec<String>,
     /// Records refused (stored in `refused_records`, not in results), by plan id.
     pub refused: std::collections::BTreeMap<String, u32>,
+    /// Of those, the records refused because this store never made their plan (an agent's
+    /// journal from an older or deleted store), by plan id.
+    pub never_made: std::collections::BTreeMap<String, u32>,
     /// The refused records' sequence numbers and reasons, for the agent.
     pub refusals: Vec<(u64, String)>,
     /// Plans that ended or were refused: their campaigns may have ended
@@ -1756,7 +1759,10 @@ fn store_record(
     match owner {
         // Another store's plan (this one was replaced or lost under a running agent):
         // its results cannot belong to any campaign here.
-        None => return refuse(c, host, r, "this store never planned the plan", outcome),
+        None => {
+            *outcome.never_made.entry(plan_id.to_string()).or_default() += 1;
+            return refuse(c, host, r, "this store never planned the plan", outcome);
+        }
         Some(owner) if owner != host => {
             tracing::warn!(agent = %host, plan = %plan_id, %owner, "refused a record for another host's plan");
             return refuse(
@@ -2181,16 +2187,32 @@ pub mod testing {
 
     /// The PostgreSQL server tests use, when one is named: `PLATTER_TEST_POSTGRES` (a URL
     /// of a database the user may create schemas in). CI sets it
-    /// (`PLATTER_TEST_REQUIRE_ROOT=1` makes its absence a failure).
+    /// (`PLATTER_TEST_REQUIRE_ROOT=1` makes its absence a failure); elsewhere the calling
+    /// test is skipped, saying so: `SKIPPED <test>: …`.
     pub fn postgres_url() -> Option<String> {
+        postgres_url_or_skip("")
+    }
+
+    /// `postgres_url`; `part` names what is skipped when the rest of the test runs.
+    fn postgres_url_or_skip(part: &str) -> Option<String> {
         match std::env::var("PLATTER_TEST_POSTGRES") {
             Ok(url) if !url.is_empty() => Some(url),
             _ => {
+                // libtest names each test's thread after the test.
+                let current = std::thread::current();
+                let test = current.name().unwrap_or("a test");
                 assert!(
                     std::env::var("PLATTER_TEST_REQUIRE_ROOT").as_deref() != Ok("1"),
-                    "PLATTER_TEST_REQUIRE_ROOT=1 but PLATTER_TEST_POSTGRES names no PostgreSQL server"
+                    "{test}: PLATTER_TEST_REQUIRE_ROOT=1 but PLATTER_TEST_POSTGRES names no PostgreSQL server"
                 );
-                eprintln!("PLATTER_TEST_POSTGRES is not set: PostgreSQL is not tested here");
+                // Past the test harness's capture (`eprintln!` is captured), so that a
+                // passing run still shows what it left out.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED {test}{part}: needs PostgreSQL; set PLATTER_TEST_POSTGRES to a \
+                     database URL (postgres://USER:PASSWORD@HOST/DB) to include it"
+                );
                 None
             }
         }
@@ -2231,7 +2253,7 @@ pub mod testing {
     /// An SQLite store in `dir`, and a PostgreSQL one when a server is named.
     pub fn stores(dir: &Path) -> Vec<Store> {
         let mut out = vec![Store::open(&dir.join("t.db")).unwrap()];
-        if let Some(url) = postgres_url() {
+        if let Some(url) = postgres_url_or_skip(" on PostgreSQL (it ran on SQLite)") {
             out.push(Store::open_at(&fresh_postgres(&url)).unwrap());
         }
         out

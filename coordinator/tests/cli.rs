@@ -290,6 +290,53 @@ fn run_exits_non_zero_and_shows_the_error_when_a_workload_fails() {
         .stdout(predicate::str::contains("disk on fire"));
 }
 
+/// `platter run` started under `nohup` from a background job (SIGHUP, SIGINT and SIGQUIT
+/// ignored) by a program that blocks SIGUSR1 still starts its workload, its setup and its
+/// phases with every signal at its default and none blocked: they used to inherit those
+/// ignored, and glibc's internal signals 32 and 33 too (`SigIgn: 0000000180000000`).
+#[test]
+fn run_starts_commands_with_default_signals_whatever_it_inherited() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().display();
+    let grep = |to: &str| format!("grep -E '^Sig(Blk|Ign)' /proc/self/status > {dir}/{to}");
+    let f = common::write(
+        tmp.path(),
+        "c.yaml",
+        &format!(
+            "name: signals\nworkload:\n  command:\n    setup: \"{}\"\n    run: \"{}\"\n\
+             phases:\n  before_each: [{{ command: \"{}\" }}]\nrepeat: 1\n",
+            grep("setup.txt"),
+            grep("run.txt"),
+            grep("phase.txt")
+        ),
+    );
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("platter"));
+    run.current_dir(tmp.path()).arg("run").arg(&f);
+    // SAFETY: the closure runs in the forked child before exec and only calls `signal` and
+    // `sigprocmask` with SIG_IGN and a set on its stack: async-signal-safe, no allocation.
+    unsafe {
+        run.pre_exec(|| {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR1);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        })
+    };
+    Command::from_std(run).assert().success();
+    for file in ["setup.txt", "run.txt", "phase.txt"] {
+        let lines = std::fs::read_to_string(tmp.path().join(file)).unwrap();
+        assert_eq!(
+            lines, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+            "{file}"
+        );
+    }
+}
+
 #[test]
 fn run_refuses_an_invalid_campaign_before_starting_anything() {
     let tmp = tempfile::tempdir().unwrap();

@@ -125,7 +125,14 @@ fn seed_001_fsync_latency_runs_on_a_loop_device() {
 
 #[test]
 fn seed_000_002_build_times_runs_on_a_drive_encrypted_and_a_ramdisk() {
-    if !common::root_or_skip("it attaches a loop device") {
+    if !common::root_or_skip("it attaches a loop device")
+        || !common::tools_or_skip(&[
+            ("gocryptfs", "gocryptfs"),
+            ("make", "make"),
+            ("cc", "gcc"),
+            ("ccache", "ccache"),
+        ])
+    {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -92,6 +92,81 @@ fn a_tool_missing_from_path_refuses_the_plan() {
     );
 }
 
+/// A storage campaign run by a normal user is refused for needing root, which `run` says
+/// (it was told only that mkfs.ext4 was missing). As root, `platter run` is started as
+/// nobody (uid 65534) to be such a user.
+#[test]
+fn storage_setup_by_an_agent_that_is_not_root_is_refused_as_needing_root() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let marker = dir.join("setup-ran");
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: needs-root\nstorage: {{ ramdisk: {{ size: 16M }} }}\nworkload:\n  command:\n    setup: touch {}\n    run: \"true\"\nrepeat: 1\n",
+            marker.display()
+        ),
+    );
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let root = euid == 0;
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_platter"));
+    if root {
+        // nobody must reach and write the run's directory.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        run.uid(65534).gid(65534);
+    }
+    let out = run.current_dir(dir).arg("run").arg(&f).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let uid = if root { 65534 } else { euid };
+    assert!(
+        text.contains(&format!(
+            ": storage setup needs root to mount (the agent runs as uid {uid}); run the agent as root"
+        )),
+        "{text}"
+    );
+    assert!(!marker.exists(), "the setup ran");
+}
+
+/// A normal user's PATH lacks sbin, where Debian puts bonnie++, fstrim and the mkfs tools:
+/// the agent looks there after PATH, and its workloads find them too.
+#[test]
+fn a_program_only_in_sbin_is_found_off_a_normal_users_path() {
+    let only_in_sbin = ["blkid", "losetup", "wipefs", "fstrim"]
+        .into_iter()
+        .find(|p| {
+            Path::new("/usr/sbin").join(p).is_file()
+                && !Path::new("/usr/bin").join(p).exists()
+                && !Path::new("/bin").join(p).exists()
+        });
+    let Some(program) = only_in_sbin else {
+        common::skip("needs a program in /usr/sbin only (blkid, losetup, wipefs or fstrim)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = common::write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: sbin\nworkload:\n  command:\n    setup: \"command -v {program} > {}\"\n    run: {program} --version\nrepeat: 1\n",
+            dir.join("found").display()
+        ),
+    );
+    let (code, out) = run(dir, &f, &[("PATH", "/usr/local/bin:/usr/bin:/bin")]);
+    assert_eq!(code, 0, "{out}");
+    let found = std::fs::read_to_string(dir.join("found")).unwrap();
+    assert_eq!(found.trim(), format!("/usr/sbin/{program}"));
+}
+
 #[test]
 fn a_user_the_host_lacks_refuses_the_plan() {
     let tmp = tempfile::tempdir().unwrap();

@@ -37,13 +37,8 @@ fn chromium_or_skip() -> Option<PathBuf> {
             })
         });
     if found.is_none() {
-        if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-            panic!("this test needs Chromium (apt install chromium), and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
-        }
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: this test loads the pages in headless Chromium; install it (apt install chromium) to include it"
+        common::skip(
+            "loads the pages in headless Chromium; install it (apt install chromium) to include it",
         );
     }
     found

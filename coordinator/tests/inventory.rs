@@ -89,7 +89,8 @@ fn an_agents_tools_and_their_versions_reach_platter_agents_and_follow_a_change()
     let bin = dir.join("bin");
     std::fs::create_dir(&bin).unwrap();
     fake_tool(&bin, "fio", "fio-9.99-fake");
-    // Nothing but the fake: every other tool is missing, wherever the host has it.
+    // Nothing but the fake on PATH: every other tool is missing unless the host has it in
+    // sbin, where the agent also looks (compilebench is never there).
     let path = bin.display().to_string();
     let (_coordinator, port) = serve(dir);
     let tls = identity(dir, "agent", "rc66").display().to_string();

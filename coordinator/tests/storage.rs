@@ -19,7 +19,13 @@ fn platter() -> Command {
 
 #[test]
 fn every_filesystem_is_set_up_used_and_torn_down() {
-    if !common::root_or_skip("it formats loop devices") {
+    if !common::root_or_skip("it formats loop devices")
+        || !common::tools_or_skip(&[
+            ("mkfs.ext4", "e2fsprogs"),
+            ("mkfs.xfs", "xfsprogs"),
+            ("mkfs.btrfs", "btrfs-progs"),
+        ])
+    {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -313,7 +319,9 @@ fn validate_lists_every_destructive_action() {
 
 #[test]
 fn gocryptfs_gives_the_workload_an_encrypted_view_and_is_unmounted_after() {
-    if !common::root_or_skip("it attaches a loop device") {
+    if !common::root_or_skip("it attaches a loop device")
+        || !common::tools_or_skip(&[("gocryptfs", "gocryptfs")])
+    {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

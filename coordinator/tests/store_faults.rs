@@ -8,6 +8,9 @@
 //! here: remounting a filesystem read-only fails (EBUSY) while the database is open for
 //! writing, which is also why it is rare in the field; its error is classified with the
 //! same rule (`store::is_store_fault`).
+//!
+//! The agent's side: its state directory (the journal) full or read-only makes it say so
+//! at once, at ERROR, with the journal's path and the errno.
 
 mod common;
 
@@ -261,4 +264,103 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
             "{what}: stored again only {took:?} after recovery"
         );
     }
+}
+
+/// The stderr of `platter run FILE` with the agent's state in `state`, until a line holding
+/// `wanted` (or 60 s); the run is then killed: with its agent gone it would wait on
+/// (`platter run` waits for its campaign, and does not yet end when its agent does).
+fn run_until(dir: &Path, file: &Path, state: &Path, wanted: &str) -> String {
+    let mut run = Proc {
+        child: platter()
+            .current_dir(dir)
+            .arg("run")
+            .arg(file)
+            .arg("--state-dir")
+            .arg(state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        name: "run".into(),
+    };
+    let stderr = run.child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = String::new();
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains(wanted) {
+            break;
+        }
+    }
+    run.kill9();
+    seen
+}
+
+/// The agent's state directory on a full filesystem: `platter run` used to wait at
+/// "(not connected)" without a word, and again after "dropping the journal's torn tail".
+/// Now the agent says at once, at ERROR, that it stops, with the journal's path and the
+/// errno; read-only, it says so when it starts.
+#[test]
+fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
+    if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fs = Tmpfs::mount(&dir.join("state"), 1);
+    fill(&fs.0.join("filler"));
+    let file = write(
+        dir,
+        "c.yaml",
+        "name: full\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n",
+    );
+    let journal = fs.0.join("agent/journal.jsonl");
+    for _ in 0..2 {
+        let seen = run_until(dir, &file, &fs.0.join("agent"), "ERROR");
+        let error = seen
+            .lines()
+            .find(|l| l.contains("ERROR"))
+            .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
+        assert!(error.contains("the agent stops"), "{error}");
+        assert!(
+            error.contains(&format!(
+                "journal {}: No space left on device (os error 28)",
+                journal.display()
+            )),
+            "{error}"
+        );
+    }
+    let ok = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs.0)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "remounting read-only");
+    let seen = run_until(dir, &file, &fs.0.join("agent"), "ERROR");
+    let error = seen
+        .lines()
+        .find(|l| l.contains("ERROR"))
+        .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
+    assert!(error.contains("the agent cannot start"), "{error}");
+    assert!(
+        error.contains(&format!(
+            "journal {}: Read-only file system (os error 30)",
+            journal.display()
+        )),
+        "{error}"
+    );
 }

@@ -16,17 +16,27 @@ const WAIT: Duration = Duration::from_secs(20);
 
 // ---- the executor as the agent runs it ----
 
-/// Whether a test that mounts can run here; as not root it is skipped, saying so, unless
-/// `PLATTER_TEST_REQUIRE_ROOT=1` (CI) forbids skipping.
-pub(crate) fn root_or_skip(why: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
+/// Skips the calling test: prints `SKIPPED <test>: <why>` past the test harness's capture
+/// (so a passing run still shows what it left out) and returns false; with
+/// `PLATTER_TEST_REQUIRE_ROOT=1` (CI) it fails the test instead.
+pub(crate) fn skip(why: &str) -> bool {
+    // libtest names each test's thread after the test.
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
     if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("this test needs root ({why}), and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
+        panic!("{test} {why}, and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
     }
-    eprintln!("skipped: this test needs root ({why})");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
     false
+}
+
+/// Whether a test that mounts can run here; as not root it is skipped (`skip`).
+pub(crate) fn root_or_skip(why: &str) -> bool {
+    rustix::process::geteuid().is_root()
+        || skip(&format!(
+            "needs root ({why}); run the tests as root to include it"
+        ))
 }
 
 /// A state directory, by its canonical path (mount points are compared with mountinfo's).
@@ -947,11 +957,7 @@ fn a_workload_runs_as_its_user_on_encrypted_storage() {
         return;
     }
     if crate::process::find_program("gocryptfs".as_ref()).is_err() {
-        assert!(
-            std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-            "gocryptfs is missing, and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping"
-        );
-        eprintln!("skipped: gocryptfs is not installed");
+        skip("needs gocryptfs (apt install gocryptfs), which the agent cannot find");
         return;
     }
     let encrypted = StorageConfig {

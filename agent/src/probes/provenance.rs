@@ -184,7 +184,7 @@ pub(crate) fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts
 
 /// The first line a program prints for `args` (stdout, else stderr), or why there is none.
 pub(crate) fn version_of(program: &str, args: &[&str]) -> String {
-    match std::process::Command::new(program)
+    match crate::process::command(program)
         .args(args)
         .stdin(std::process::Stdio::null())
         .output()

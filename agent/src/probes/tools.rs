@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use platter_proto::inventory::ToolVersion;
@@ -96,7 +96,7 @@ fn tool(name: &str, ask: &Ask) -> ToolVersion {
 /// The first line `program args` prints (stdout, then stderr) that `wanted` takes, within
 /// `PROBE_TIMEOUT` (then it is killed), or why there is none.
 fn first_line(program: &std::path::Path, args: &[&str], wanted: impl Fn(&str) -> bool) -> String {
-    let child = Command::new(program)
+    let child = crate::process::command(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

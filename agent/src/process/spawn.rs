@@ -458,11 +458,18 @@ fn message(buf: &[u8; 64]) -> [i64; 8] {
     m
 }
 
-/// The agent's environment with `env` set on top, as `Command::envs` would pass it.
+/// The agent's environment with `env` set on top, as `Command::envs` would pass it, and
+/// PATH the agent's `search_path`.
 fn environment(env: &[(String, OsString)]) -> Vec<OsString> {
     let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| !env.iter().any(|(e, _)| OsStr::new(e) == k))
         .collect();
+    // The PATH programs were found in (preflight judged the plan by it), unless a step sets
+    // its own.
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        vars.retain(|(k, _)| k != "PATH");
+        vars.push(("PATH".into(), super::search_path()));
+    }
     vars.extend(env.iter().map(|(k, v)| (k.into(), v.clone())));
     vars.into_iter()
         .map(|(mut k, v)| {
@@ -537,9 +544,10 @@ fn install_helper() -> std::io::Result<CString> {
 const HELPER_FD_MIN: RawFd = 64;
 
 /// posix_spawn (vfork + exec: the agent's memory is not copied) of the helper with the
-/// workload's stdio on fds 0–2 and the report pipe on fd 3. SIGPIPE is reset to its
-/// default (the Rust runtime ignores it, and a shell pipeline needs it) and no signal is
-/// blocked, as `std::process::Command` does.
+/// workload's stdio on fds 0–2 and the report pipe on fd 3, no signal blocked and every
+/// signal glibc lets us name at its default (SIGPIPE, which the Rust runtime ignores, and
+/// whatever the agent inherited ignored). glibc's own 32 and 33 it sets ignored whatever
+/// we ask: the helper resets those itself before it starts anything.
 fn spawn_helper(
     argv: &[&CStr],
     envp: &[&CStr],
@@ -590,7 +598,7 @@ fn spawn_helper(
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             cvt(libc::posix_spawnattr_setsigmask(&mut attr, &set))?;
-            libc::sigaddset(&mut set, libc::SIGPIPE);
+            libc::sigfillset(&mut set);
             cvt(libc::posix_spawnattr_setsigdefault(&mut attr, &set))?;
             cvt(libc::posix_spawnattr_setflags(
                 &mut attr,
@@ -898,6 +906,46 @@ mod tests {
         assert_eq!(m.status, 0, "{m:?}");
         assert_eq!(resident.one_shot.load(Ordering::Relaxed), 2);
         assert_eq!(resident.started.load(Ordering::Relaxed), 0);
+    }
+
+    /// Resident or one-shot, the helper starts a workload with every signal at its default
+    /// and none blocked, whatever the agent inherited (see `process::tests`).
+    #[test]
+    fn both_paths_start_the_workload_with_default_signals() {
+        let _inherited = super::super::tests::InheritedSignals::new();
+        let resident = Resident::new();
+        let argv = super::super::tests::signal_lines_argv();
+        let args: Vec<&OsStr> = argv[1..].iter().map(OsStr::new).collect();
+        // Too large for the resident helper's buffers: the one-shot path.
+        let padding = [(
+            "PLATTER_PAD".to_string(),
+            OsString::from("p".repeat(REQ_MAX)),
+        )];
+        for env in [&[][..], &padding[..]] {
+            let (null, mut out) = (null(), memfd());
+            let m = run_with(
+                &resident,
+                OsStr::new(&argv[0]),
+                &args,
+                env,
+                [null.as_fd(), out.as_fd(), null.as_fd()],
+                None,
+                &AtomicI32::new(0),
+            )
+            .unwrap();
+            assert_eq!(m.status, 0, "{m:?}");
+            let what = format!(
+                "{} helper",
+                if env.is_empty() {
+                    "resident"
+                } else {
+                    "one-shot"
+                }
+            );
+            super::super::tests::assert_no_blocked_or_ignored_signals(&contents(&mut out), &what);
+        }
+        assert_eq!(resident.started.load(Ordering::Relaxed), 1);
+        assert_eq!(resident.one_shot.load(Ordering::Relaxed), 1);
     }
 
     #[test]

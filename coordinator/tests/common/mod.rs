@@ -9,25 +9,52 @@ pub fn platter() -> Command {
     Command::new(env!("CARGO_BIN_EXE_platter"))
 }
 
+/// Skips the calling test: prints `SKIPPED <test>: <why>` past the test harness's capture,
+/// so that a passing run still shows what it left out, and returns false. With
+/// `PLATTER_TEST_REQUIRE_ROOT=1`, which `.ci/run` sets, it fails the test instead: CI can
+/// never skip one quietly.
+pub fn skip(why: &str) -> bool {
+    // libtest names each test's thread after the test.
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!("{test} {why}, and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+    false
+}
+
 /// Whether a test that needs root (loop devices, mounts) can run here. As a normal user —
-/// a contributor running the README's `cargo test --workspace` — it is skipped, saying so;
-/// with `PLATTER_TEST_REQUIRE_ROOT=1`, which `.ci/run` sets, not being root fails it, so
-/// CI can never skip one quietly.
+/// a contributor running the README's `cargo test --workspace` — it is skipped, saying so
+/// (`skip`).
 pub fn root_or_skip(why: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         return true;
     }
-    if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("this test needs root ({why}), and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
+    skip(&format!(
+        "needs root ({why}); run the tests as root to include it"
+    ))
+}
+
+/// Whether each of `tools` (program, Debian package) is where the agent finds programs
+/// (PATH, then /usr/local/sbin, /usr/sbin and /sbin, where Debian puts bonnie++ and the
+/// mkfs tools); if one is not, the test is skipped naming them and their packages
+/// (`skip`).
+pub fn tools_or_skip(tools: &[(&str, &str)]) -> bool {
+    let missing: Vec<String> = tools
+        .iter()
+        .filter(|(program, _)| platter_agent::testing::find_program(program).is_none())
+        .map(|(program, package)| format!("{program} (apt install {package})"))
+        .collect();
+    if missing.is_empty() {
+        return true;
     }
-    // Past the test harness's capture, so that a passing run still shows what it left out.
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: this test needs root ({why}); run the tests as root to include it"
-    );
-    false
+    skip(&format!(
+        "needs {}, which the agent cannot find",
+        missing.join(", ")
+    ))
 }
 
 /// Kills the child on drop, so a failing test leaves no process behind.
