@@ -3029,10 +3029,13 @@ mod tests {
         let held = cancel.join().unwrap().expect("the cancel, tried again");
         assert!(held.is_empty(), "no plan was sent: {held:?}");
         assert_eq!(store.campaign_state(&campaign).unwrap(), "cancelled");
-        assert_eq!(
-            store.retried.load(std::sync::atomic::Ordering::Relaxed),
-            1,
-            "once failed as the deadlock's victim"
+        // At least once: a retry that takes the campaign's row before the transaction above
+        // does (it has yet to commit) can be the victim of the same deadlock again, which
+        // a loaded machine showed (2 retries).
+        let retried = store.retried.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            retried >= 1,
+            "failed as the deadlock's victim: {retried} retries"
         );
     }
 

@@ -478,6 +478,23 @@ pub(super) fn nines(q: f64) -> f64 {
     -(1.0 - q).log10()
 }
 
+/// The x ticks of a percentile axis whose last point is at `qmax`: p50, p90, p99, … up to
+/// it, and `qmax` itself, so the curve's last point is always labelled (p99.95, not a
+/// point past the last tick); a standard tick closer to it than half a decade gives way.
+pub(super) fn percentile_ticks(qmax: f64) -> Vec<f64> {
+    let last = nines(qmax);
+    let mut ticks: Vec<f64> = [0.5, 0.9, 0.99, 0.999, 0.9999]
+        .into_iter()
+        .map(nines)
+        .filter(|t| *t <= last + 1e-9)
+        .collect();
+    if ticks.last().is_none_or(|t| (last - t).abs() > 1e-9) {
+        ticks.retain(|t| last - t >= 0.5);
+        ticks.push(last);
+    }
+    ticks
+}
+
 /// "p50", "p99.9", "p99.99".
 pub(super) fn percentile_name(q: f64) -> String {
     let t = format!("{:.2}", q * 100.0);
@@ -520,11 +537,7 @@ pub(super) fn percentile_svg(
     };
     let qmax = all().map(|p| p.0).fold(0.5, f64::max);
     let (x0, x1) = (nines(0.5) - 0.1, nines(qmax) + 0.15);
-    let xticks: Vec<f64> = [0.5, 0.9, 0.99, 0.999, 0.9999]
-        .into_iter()
-        .filter(|q| *q <= qmax + 1e-12)
-        .map(nines)
-        .collect();
+    let xticks = percentile_ticks(qmax);
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();

@@ -673,3 +673,17 @@ fn value_axes_tick_at_round_numbers_of_their_own_unit() {
     let shown: Vec<String> = t.iter().map(|v| format!("{v:.2}")).collect();
     assert_eq!(shown, ["1.30", "1.35", "1.40", "1.45", "1.50", "1.55"]);
 }
+
+#[test]
+fn a_percentile_curve_labels_its_last_point() {
+    let names = |qmax: f64| -> Vec<String> {
+        charts::percentile_ticks(qmax)
+            .into_iter()
+            .map(|t| charts::percentile_name(1.0 - 10f64.powf(-t)))
+            .collect()
+    };
+    assert_eq!(names(0.9999), ["p50", "p90", "p99", "p99.9", "p99.99"]);
+    // p99.95 is the last point: labelled, and p99.9 (0.3 of a decade away) gives way.
+    assert_eq!(names(0.9995), ["p50", "p90", "p99", "p99.95"]);
+    assert_eq!(names(0.95), ["p50", "p95"]);
+}
