@@ -162,6 +162,14 @@ impl AgentArgs {
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
+    // One agent per state directory (two would append to one journal and run one plan
+    // twice), held until this returns; `platter run` takes the same lock for the agent it
+    // embeds, before it calls `crate::run`.
+    let _lock = platter_proto::lock::take(
+        &cfg.state_dir,
+        &format!("{} (the agent's state)", cfg.state_dir.display()),
+        "wait for it to end, or give this agent a --state-dir of its own",
+    )?;
     if cfg.transport == crate::tls::Transport::Plaintext {
         tracing::warn!(
             "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} or pose as it can run commands on this host",

@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 use crate::journal::{Entry, Journal, JournalError, State};
 use crate::model::{
     Encryption, FsyncParams, OnFailure, Plan, Record, RecordKind, RunAs, Sample, Step, StepEvent,
-    StepKind, StepState, StorageConfig, Tool, Workload, NOT_MEASURED,
+    StepKind, StepState, StorageConfig, Workload, NOT_MEASURED,
 };
 use crate::preflight;
-use crate::probes::diskstats;
 use crate::probes::provenance::{self, Provenance};
+use crate::probes::{diskstats, tools};
 use crate::process;
 use crate::shared::Shared;
 use crate::storage::Storage;
@@ -461,25 +461,20 @@ impl Executor {
     fn describe(&mut self, plan_id: &str, index: u32) -> Result<(), JournalError> {
         let progress = self.state.held(plan_id).expect("held");
         let plan = &progress.plan;
-        let mut tools = std::collections::BTreeMap::new();
+        let mut versions = std::collections::BTreeMap::new();
         for s in &plan.steps {
             match &s.kind {
                 StepKind::StorageSetup(c) if c.encryption == Encryption::Gocryptfs => {
-                    tools.insert(
-                        "gocryptfs".into(),
-                        provenance::version_of("gocryptfs", &["--version"]),
-                    );
+                    versions
+                        .entry("gocryptfs".into())
+                        .or_insert_with(|| tools::version("gocryptfs"));
                 }
-                StepKind::Measure(Workload::Tool { tool, argv }) => {
+                // Asked as the inventory asks (bonnie++ from its usage text), once per program.
+                StepKind::Measure(Workload::Tool { argv, .. }) => {
                     let program = argv.first().map(String::as_str).unwrap_or_default();
-                    let version = match tool {
-                        Tool::Fio => provenance::version_of(program, &["--version"]),
-                        // Neither prints a version on request; bonnie++ puts it in its results.
-                        Tool::Bonnie | Tool::Compilebench => {
-                            format!("{program} (version not reported by the tool)")
-                        }
-                    };
-                    tools.insert(program.to_string(), version);
+                    versions
+                        .entry(program.to_string())
+                        .or_insert_with(|| tools::version(program));
                 }
                 _ => {}
             }
@@ -494,7 +489,7 @@ impl Executor {
             host: Some(provenance::host(&self.cfg.boot_id)),
             devices: provenance::devices(&self.cfg.storage.inventory_roots, None),
             storage: None,
-            tools,
+            tools: versions,
         };
         self.described.insert(plan_id.to_string());
         self.emit(RecordKind::Provenance {

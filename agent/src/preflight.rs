@@ -2,7 +2,7 @@
 //! cannot run is refused whole before anything of it runs: the programs its steps exec
 //! (tools, mkfs, mount, gocryptfs, write-cache tools, fstrim, a command's own program) and
 //! the users its workloads run as, and whether it needs root the agent lacks (storage setup,
-//! other users). It runs nothing: a program is looked up as the agent will find it
+//! bonnie++'s memory cgroup, other users). It runs nothing: a program is looked up as the agent will find it
 //! (`process::search_path`: PATH, then the sbin directories), a user in the password
 //! database. Also the two things running as a user needs: the user's account (`account`)
 //! and its home made on the storage under test (`make_home`).
@@ -11,9 +11,10 @@ use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::model::{Plan, Step, StepKind, StorageConfig, Workload};
+use crate::model::{Filesystem, Plan, Step, StepKind, StorageConfig, Tool, Workload};
 use crate::process;
 use crate::storage::Storage;
+use crate::workloads::memlimit;
 
 /// A user of this host, as a workload running as it needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,6 +157,7 @@ impl Check<'_> {
     /// missing program and user named), or None.
     pub(crate) fn refusal(&self, plan: &Plan) -> Option<String> {
         let mut root_for: Vec<&str> = Vec::new();
+        let mut cgroups = Lacks::default();
         let mut programs = Lacks::default();
         let mut found = std::collections::HashMap::<String, bool>::new();
         let mut need = |program: &str, used_for: String| {
@@ -185,9 +187,13 @@ impl Check<'_> {
                     process::program_of(&script(s)),
                     format!("the measure of cell {cell}"),
                 ),
-                StepKind::Measure(Workload::Tool { argv, .. }) => {
+                StepKind::Measure(Workload::Tool { tool, argv }) => {
                     if let Some(program) = argv.first() {
                         need(&script(program), format!("the measure of cell {cell}"));
+                    }
+                    let argv: Vec<String> = argv.iter().map(|a| script(a)).collect();
+                    if *tool == Tool::Bonnie && self.bonnie_cgroup(&argv, storage.as_ref()) {
+                        cgroups.add("bonnie++", format!("the measure of cell {cell}"));
                     }
                 }
                 StepKind::Fstrim(_) => need("fstrim", "the fstrim phase".into()),
@@ -218,11 +224,40 @@ impl Check<'_> {
                 self.agent_uid
             ));
         }
+        // Else bonnie++'s step fails when it cannot make the cgroup, after the plan's
+        // storage and preparation ran (memlimit.rs makes one for every run sized by -r).
+        if self.agent_uid != 0 && !cgroups.0.is_empty() {
+            reasons.push(format!(
+                "host {}: {} needs root to make the memory cgroup that holds it to its -r (the \
+                 agent runs as uid {}); run the agent as root, or size bonnie++ yourself: give \
+                 `-s` of at least twice the host's RAM in `args:` and neither `memory:` nor `-r`, \
+                 so no cgroup is made",
+                self.host,
+                cgroups.list(),
+                self.agent_uid
+            ));
+        }
         if !programs.0.is_empty() {
             reasons.push(format!("host {} lacks: {}", self.host, programs.list()));
         }
         reasons.extend(not_root);
         (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// Whether bonnie++ run as `argv` (substituted) on `storage` is held in a memory cgroup,
+    /// as `workloads::measure` will decide it: its directory is judged in memory if it is on
+    /// the plan's ramdisk (not mounted yet) or on a memory filesystem now.
+    fn bonnie_cgroup(&self, argv: &[String], storage: Option<&StorageConfig>) -> bool {
+        let ramdisk = storage
+            .filter(|c| c.fs == Filesystem::Tmpfs)
+            .map(|c| self.storage.mount_point(c));
+        memlimit::bonnie_limit(argv, |dir| {
+            ramdisk
+                .as_ref()
+                .is_some_and(|m| Path::new(dir).starts_with(m))
+                || memlimit::in_memory(dir)
+        })
+        .is_some()
     }
 
     /// Whether `program` can be run: found in PATH, or (an absolute path) an executable
@@ -323,7 +358,12 @@ mod tests {
 
     fn refusal(plan: &Plan, agent_uid: u32) -> Option<String> {
         let dir = tempfile::tempdir().unwrap();
-        let storage = storage(dir.path());
+        refusal_in(dir.path(), plan, agent_uid)
+    }
+
+    /// `refusal` by an agent whose state directory is `dir`.
+    fn refusal_in(dir: &Path, plan: &Plan, agent_uid: u32) -> Option<String> {
+        let storage = storage(dir);
         let check = Check {
             host: HOST,
             storage: &storage,
@@ -374,6 +414,51 @@ mod tests {
         let p = plan(vec![measure("platter-no-such-tool")]);
         let r = refusal(&p, 1000).unwrap();
         assert!(!r.contains("needs root"), "{r}");
+    }
+
+    fn bonnie(args: &str) -> StepKind {
+        StepKind::Measure(Workload::Tool {
+            tool: Tool::Bonnie,
+            argv: args.split_whitespace().map(String::from).collect(),
+        })
+    }
+
+    /// bonnie++ sized by -r (from `memory:`, the default, or its args) runs in a memory
+    /// cgroup only root can make: an agent that is not root refuses the plan up front,
+    /// naming the cells and the way out, instead of failing at the step. Sized by -s alone,
+    /// or on a ramdisk (no cgroup there), it needs no root for that.
+    #[test]
+    fn bonnie_held_to_its_memory_by_an_agent_that_is_not_root_is_refused_as_needing_root() {
+        // The crate's own directory: on a drive (a temporary one may be tmpfs).
+        let d = env!("CARGO_MANIFEST_DIR");
+        let p = plan(vec![
+            bonnie(&format!("bonnie++ -q -d {d} -r 512 -s 1024")),
+            bonnie(&format!("bonnie++ -q -d {d} -r 512 -s 1024")),
+        ]);
+        let r = refusal(&p, 1000).unwrap();
+        assert_eq!(
+            r,
+            format!(
+                "host {HOST}: bonnie++ (for the measure of cell a) needs root to make the memory \
+                 cgroup that holds it to its -r (the agent runs as uid 1000); run the agent as \
+                 root, or size bonnie++ yourself: give `-s` of at least twice the host's RAM in \
+                 `args:` and neither `memory:` nor `-r`, so no cgroup is made"
+            )
+        );
+        assert_eq!(refusal(&p, 0), None);
+        let sized = plan(vec![bonnie(&format!("bonnie++ -q -d {d} -s 8192"))]);
+        assert_eq!(refusal(&sized, 1000), None);
+        let shm = plan(vec![bonnie("bonnie++ -q -d /dev/shm -r 64 -s 128")]);
+        assert_eq!(refusal(&shm, 1000), None);
+        // On a ramdisk the storage setup is what needs root, and only that is said.
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = storage(dir.path()).mount_point(&config(None, Filesystem::Tmpfs));
+        let ramdisk = plan(vec![
+            StepKind::StorageSetup(config(None, Filesystem::Tmpfs)),
+            bonnie(&format!("bonnie++ -q -d {} -r 64 -s 128", mnt.display())),
+        ]);
+        let r = refusal_in(dir.path(), &ramdisk, 1000).unwrap();
+        assert!(!r.contains("cgroup"), "{r}");
     }
 
     /// Workloads of another user need root too, said as such for any user named.

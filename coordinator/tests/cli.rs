@@ -1057,3 +1057,104 @@ fn a_second_run_in_the_same_directory_is_refused_while_the_first_runs() {
         .assert()
         .success();
 }
+
+/// The lock file of `what` (`PATH.lock`) once its holder wrote who it is.
+fn wait_for_lock(what: &std::path::Path) -> String {
+    let mut name = what.file_name().unwrap().to_os_string();
+    name.push(".lock");
+    let lock = what.with_file_name(name);
+    common::wait_for(
+        "the lock to be taken",
+        std::time::Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(&lock)
+                .ok()
+                .filter(|s| !s.is_empty())
+        },
+    )
+}
+
+/// Two coordinators on one SQLite file would each schedule its plans as if alone; the
+/// second `platter serve` is refused at once, naming the first. (Coordinators share a
+/// store through PostgreSQL, on purpose: no lock there.)
+#[test]
+fn a_second_coordinator_on_the_same_sqlite_store_is_refused_naming_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (mut first, _port) = common::serve(dir);
+    wait_for_lock(&dir.join("coordinator.db"));
+    let started = std::time::Instant::now();
+    let out = common::run_within(
+        &mut common::serve_command(dir, "127.0.0.1:0", &[]),
+        std::time::Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} (the store) is in use by `platter serve --listen 127.0.0.1:0",
+            dir.join("coordinator.db").display()
+        )) && stderr.contains(&format!("(pid {}, started ", first.child.id())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("give this coordinator a --db of its own"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Once the first is gone (kill -9 included), a coordinator takes the store again.
+    first.kill9();
+    let (again, _) = common::serve(dir);
+    let said = wait_for_lock(&dir.join("coordinator.db"));
+    assert!(
+        said.starts_with(&format!("{}\n", again.child.id())),
+        "{said}"
+    );
+}
+
+/// Two agents on one state directory would append to one journal and run one plan twice;
+/// the second is refused at once, naming the first.
+#[test]
+fn a_second_agent_on_the_same_state_directory_is_refused_naming_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_coordinator, port) = common::serve(dir);
+    let mut first = common::agent(dir, port, "a1", &[]);
+    wait_for_lock(&dir.join("a1.state"));
+    let args = common::agent_args(dir, port, "a1", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = std::time::Instant::now();
+    let out = common::run_within(
+        &mut common::agent_command(dir, "a1", &args),
+        std::time::Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} (the agent's state) is in use by `platter agent --coordinator",
+            dir.join("a1.state").display()
+        )) && stderr.contains(&format!("(pid {}, started ", first.child.id())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("give this agent a --state-dir of its own"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(first.exited().is_none(), "the first agent is undisturbed");
+    // Once the first is gone (kill -9 included), an agent takes the directory again.
+    first.kill9();
+    let mut again = common::agent(dir, port, "a1", &[]);
+    let mine = format!("{}\n", again.child.id());
+    common::wait_for(
+        "the new agent to hold the lock",
+        std::time::Duration::from_secs(20),
+        || {
+            let said = wait_for_lock(&dir.join("a1.state"));
+            said.starts_with(&mine).then_some(())
+        },
+    );
+    assert!(again.exited().is_none());
+}

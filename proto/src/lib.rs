@@ -2,12 +2,14 @@
 //! (`v1`, generated from `platter/v1/*.proto`), the domain model of plans and results
 //! (`model`, with its ids in `ids`), what an agent reports about its drives (`inventory`) and about what a run
 //! ran on (`provenance`), the conversions between the domain types and the wire
-//! (`wire`: the one place both meet), the constants of the protocol (`protocol`), and
-//! the client side of mutual TLS that agents and operator commands share (`tls`).
+//! (`wire`: the one place both meet), the constants of the protocol (`protocol`), the
+//! client side of mutual TLS that agents and operator commands share (`tls`), and the
+//! lock that keeps a second process off a store or an agent's state directory (`lock`).
 //! Both sides depend on this crate; neither reaches into the other.
 
 pub mod ids;
 pub mod inventory;
+pub mod lock;
 pub mod model;
 pub mod protocol;
 pub mod provenance;

@@ -8,6 +8,7 @@ use super::*;
 use std::path::Path;
 use std::sync::mpsc as std_mpsc;
 
+use crate::model::Tool;
 use crate::probes::inventory::Roots;
 
 const HOST: &str = "test-host";
@@ -817,6 +818,49 @@ fn a_cancel_while_a_measure_waits_for_its_acks_measures_nothing() {
     assert!(end.samples.is_empty(), "{:?}", end.samples);
     assert!(lines(&dir, "measured.log").is_empty(), "the workload ran");
     assert_eq!(finished(&r), [true]);
+}
+
+/// A plan's provenance names its tools' versions as the inventory has them: bonnie++,
+/// which has no version flag, by the version its usage text gives (it said "version not
+/// reported by the tool" while `platter inventory` showed 2.00a). The workload is given an
+/// option bonnie++ refuses, so it prints its usage and the step fails at once.
+#[test]
+fn a_bonnie_plan_says_which_bonnie_it_ran() {
+    if crate::process::find_program("bonnie++".as_ref()).is_err() {
+        skip("needs bonnie++ (apt install bonnie++)");
+        return;
+    }
+    let (_tmp, dir) = state_dir();
+    let bonnie = Workload::Tool {
+        tool: Tool::Bonnie,
+        argv: vec!["bonnie++".into(), "--platter-no-such-option".into()],
+    };
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![("a", 1, StepKind::Measure(bonnie))],
+    );
+    let shared = start(&dir, &[p]).wait();
+    let r = assert_outbox_is_the_journal(&dir, &shared);
+    let tools: Vec<_> = r
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RecordKind::Provenance { facts, .. } => Some(facts.tools.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools.len(), 1, "{tools:?}");
+    // This machine's bonnie++ (Debian 12's 2.00a-2), as `platter inventory` shows it.
+    assert_eq!(
+        tools[0].get("bonnie++").map(String::as_str),
+        Some("bonnie++ 2.00a"),
+        "{tools:?}"
+    );
+    assert_eq!(
+        tools[0]["bonnie++"],
+        crate::probes::tools::version("bonnie++")
+    );
+    assert_eq!(only_end(&r, 0).state, StepState::Failed);
 }
 
 // ---- what a plan needs of the host ----

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use platter_proto::model::Filesystem;
 
 use crate::probes::inventory::{self, Device, Roots};
-use crate::probes::mountinfo;
+use crate::probes::{mountinfo, tools};
 
 pub(crate) use platter_proto::provenance::{
     DeviceFacts, HostFacts, MountFacts, Provenance, StorageFacts, AT_PLAN_START, AT_RESUME,
@@ -182,37 +182,13 @@ pub(crate) fn mount_at(mountinfo: &str, mount_point: &Path) -> Option<MountFacts
         })
 }
 
-/// The first line a program prints for `args` (stdout, else stderr), or why there is none.
-pub(crate) fn version_of(program: &str, args: &[&str]) -> String {
-    match crate::process::command(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-    {
-        Ok(o) => {
-            let text = if o.stdout.iter().any(|b| !b.is_ascii_whitespace()) {
-                o.stdout
-            } else {
-                o.stderr
-            };
-            String::from_utf8_lossy(&text)
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("(no version printed)")
-                .trim()
-                .to_string()
-        }
-        Err(e) => format!("unknown: {program}: {e}"),
-    }
-}
-
-/// The program that makes filesystem `fs` and how it tells its version.
+/// The version of the program that makes filesystem `fs`, as the inventory has it.
 pub(crate) fn mkfs_version(fs: Filesystem) -> String {
     match fs {
-        Filesystem::Ext2 => version_of("mkfs.ext2", &["-V"]),
-        Filesystem::Ext4 => version_of("mkfs.ext4", &["-V"]),
-        Filesystem::Xfs => version_of("mkfs.xfs", &["-V"]),
-        Filesystem::Btrfs => version_of("mkfs.btrfs", &["--version"]),
+        Filesystem::Ext2 => tools::version("mkfs.ext2"),
+        Filesystem::Ext4 => tools::version("mkfs.ext4"),
+        Filesystem::Xfs => tools::version("mkfs.xfs"),
+        Filesystem::Btrfs => tools::version("mkfs.btrfs"),
         Filesystem::Tmpfs | Filesystem::None => String::new(),
     }
 }
@@ -288,12 +264,5 @@ mod tests {
         let m = mount_at(info, Path::new("/mnt/with space")).unwrap();
         assert_eq!(m.fs_type, "xfs");
         assert!(mount_at(info, Path::new("/nowhere")).is_none());
-    }
-
-    #[test]
-    fn versions_come_from_the_program_or_say_why_not() {
-        assert!(version_of("sh", &["-c", "echo 'tool 1.2'"]).starts_with("tool 1.2"));
-        assert!(version_of("sh", &["-c", "echo 'v 3' >&2"]).starts_with("v 3"));
-        assert!(version_of("no-such-tool-xyz", &[]).starts_with("unknown: no-such-tool-xyz"));
     }
 }

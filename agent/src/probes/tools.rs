@@ -2,7 +2,9 @@
 //! inventory (`platter agents`, `platter inventory`), so a missing tool shows before a plan
 //! is refused for it. Each version is asked for under a time limit, all at once. The link
 //! asks when it connects and again only when a program's file changed (`fingerprint`, a
-//! `stat` per program, on its rescans, which skip measurements).
+//! `stat` per program, on its rescans, which skip measurements). A run's provenance asks
+//! through `version`, the same probe keyed by program, so "ran on" and the inventory never
+//! disagree about a tool (they did: bonnie++ 2.00a in one, "version not reported" in the other).
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -81,21 +83,62 @@ fn tool(name: &str, ask: &Ask) -> ToolVersion {
             version: String::new(),
         };
     };
-    let version = match ask {
-        Ask::Nothing => "(it does not report a version)".to_string(),
-        Ask::Args(args) => first_line(&path, args, |_| true),
-        Ask::Usage(args) => first_line(&path, args, |l| l.to_lowercase().contains("version")),
-    };
     ToolVersion {
         name: name.to_string(),
+        version: say(name, &path, ask),
         path: path.display().to_string(),
-        version,
     }
+}
+
+/// The version of `program` (a name found as the agent finds it, or a path) for a run's
+/// provenance: asked the way `TOOLS` asks the program of that file name (`--version` for
+/// one it does not list), under `PROBE_TIMEOUT`, and said as the inventory says it.
+pub(crate) fn version(program: &str) -> String {
+    let name = std::path::Path::new(program)
+        .file_name()
+        .map_or(program.into(), |n| n.to_string_lossy());
+    const DEFAULT: Ask = Ask::Args(&["--version"]);
+    let ask = TOOLS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(&DEFAULT, |(_, a)| a);
+    match crate::process::find_program(program.as_ref()) {
+        Ok(path) => say(&name, &path, ask),
+        Err(e) => format!("unknown: {program}: {e}"),
+    }
+}
+
+/// What the program `name` at `path` says of its version, as one line that names it: a
+/// provenance lists the versions alone ("bonnie++ 2.00a; fio-3.33"), so a line the agent
+/// makes up (no version, an error, a usage's "Version: 2.00a") carries the name too.
+fn say(name: &str, path: &std::path::Path, ask: &Ask) -> String {
+    let line = match ask {
+        Ask::Nothing => return format!("{name} (it does not report a version)"),
+        Ask::Args(args) => first_line(path, args, |_| true),
+        Ask::Usage(args) => first_line(path, args, |l| l.to_lowercase().contains("version"))
+            .map(|l| usage_version(name, &l)),
+    };
+    line.unwrap_or_else(|why| format!("{name}: {why}"))
+}
+
+/// "bonnie++ 2.00a" from its usage's "Version: 2.00a" (any line naming a version, the
+/// label dropped); a line in another shape is kept whole after the name.
+fn usage_version(name: &str, line: &str) -> String {
+    let labelled = line
+        .get(.."version".len())
+        .filter(|l| l.eq_ignore_ascii_case("version"))
+        .map(|_| line["version".len()..].trim_start_matches([':', ' ', '\t']))
+        .filter(|v| !v.is_empty());
+    format!("{name} {}", labelled.unwrap_or(line).trim())
 }
 
 /// The first line `program args` prints (stdout, then stderr) that `wanted` takes, within
 /// `PROBE_TIMEOUT` (then it is killed), or why there is none.
-fn first_line(program: &std::path::Path, args: &[&str], wanted: impl Fn(&str) -> bool) -> String {
+fn first_line(
+    program: &std::path::Path,
+    args: &[&str],
+    wanted: impl Fn(&str) -> bool,
+) -> Result<String, String> {
     let child = crate::process::command(program)
         .args(args)
         .stdin(Stdio::null())
@@ -104,7 +147,7 @@ fn first_line(program: &std::path::Path, args: &[&str], wanted: impl Fn(&str) ->
         .spawn();
     let mut child = match child {
         Ok(c) => c,
-        Err(e) => return format!("unknown: {e}"),
+        Err(e) => return Err(format!("unknown: {e}")),
     };
     let deadline = Instant::now() + PROBE_TIMEOUT;
     loop {
@@ -114,9 +157,12 @@ fn first_line(program: &std::path::Path, args: &[&str], wanted: impl Fn(&str) ->
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return format!("unknown: no answer within {}s", PROBE_TIMEOUT.as_secs());
+                return Err(format!(
+                    "unknown: no answer within {}s",
+                    PROBE_TIMEOUT.as_secs()
+                ));
             }
-            Err(e) => return format!("unknown: {e}"),
+            Err(e) => return Err(format!("unknown: {e}")),
         }
     }
     // The program has exited: its pipes hold all it wrote (a version is a line or two).
@@ -136,8 +182,8 @@ fn first_line(program: &std::path::Path, args: &[&str], wanted: impl Fn(&str) ->
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && wanted(l))
-        .unwrap_or("(no version printed)")
-        .to_string()
+        .map(str::to_string)
+        .ok_or_else(|| "no version printed".to_string())
 }
 
 #[cfg(test)]
@@ -157,7 +203,7 @@ mod tests {
             assert_eq!(t.version.is_empty(), !found, "{t:?}");
         }
         let started = Instant::now();
-        let silent = first_line("sleep".as_ref(), &["30"], |_| true);
+        let silent = first_line("sleep".as_ref(), &["30"], |_| true).unwrap_err();
         assert!(silent.contains("no answer within"), "{silent}");
         assert!(started.elapsed() < PROBE_TIMEOUT + Duration::from_secs(2));
         let usage = first_line(
@@ -165,6 +211,71 @@ mod tests {
             &["-c", "echo usage: x; echo Version: 2.00a >&2; exit 1"],
             |l| l.to_lowercase().contains("version"),
         );
-        assert_eq!(usage, "Version: 2.00a");
+        assert_eq!(usage.as_deref(), Ok("Version: 2.00a"));
+    }
+
+    /// What `bonnie++ --version 2>&1` printed on the Debian 12 test VM (bonnie++ 2.00a-2,
+    /// /usr/sbin/bonnie++, exit status 1): it has no version flag, so it complains and
+    /// prints its usage, whose last line is the version.
+    const BONNIE_200A_USAGE: &str = "\
+bonnie++: invalid option -- '-'
+usage:
+bonnie++ [-d scratch-dir] [-c concurrency] [-s size(MiB)[:chunk-size(b)]]
+      [-n number-to-stat[:max-size[:min-size][:num-directories[:chunk-size]]]]
+      [-m machine-name] [-r ram-size-in-MiB]
+      [-x number-of-tests] [-u uid-to-use:gid-to-use] [-g gid-to-use]
+      [-q] [-f] [-b] [-p processes | -y] [-z seed | -Z random-file]
+      [-D]
+
+Version: 2.00a
+";
+
+    /// bonnie++'s usage text gives "bonnie++ 2.00a"; compilebench, which cannot say, says
+    /// so by name; a program that fails to answer is named with why.
+    #[test]
+    fn a_version_names_its_program_whatever_the_program_said() {
+        let printed = format!(
+            "printf '%s' '{}'; exit 1",
+            BONNIE_200A_USAGE.replace('\'', r"'\''")
+        );
+        let line = first_line("sh".as_ref(), &["-c", &printed], |l| {
+            l.to_lowercase().contains("version")
+        })
+        .unwrap();
+        assert_eq!(usage_version("bonnie++", &line), "bonnie++ 2.00a");
+        // The usage's `ram-size-in-MiB` lines do not say "version"; one that says it in
+        // another shape is kept whole.
+        assert_eq!(
+            usage_version("x", "x version 1.2 (2024)"),
+            "x x version 1.2 (2024)"
+        );
+        let nothing = Ask::Nothing;
+        assert_eq!(
+            say("compilebench", "/opt/compilebench".as_ref(), &nothing),
+            "compilebench (it does not report a version)"
+        );
+        let sleeper = Ask::Args(&["30"]);
+        assert_eq!(
+            say("sleep", "sleep".as_ref(), &sleeper),
+            format!(
+                "sleep: unknown: no answer within {}s",
+                PROBE_TIMEOUT.as_secs()
+            )
+        );
+        assert!(version("platter-no-such-tool").starts_with("unknown: platter-no-such-tool: "));
+    }
+
+    /// The provenance and the inventory say one thing of each program this host has.
+    #[test]
+    fn provenance_says_what_the_inventory_says() {
+        for t in probe() {
+            if t.path.is_empty() || t.version.contains("no answer within") {
+                continue;
+            }
+            assert_eq!(version(&t.name), t.version, "{t:?}");
+            if t.name == "bonnie++" {
+                assert!(t.version.starts_with("bonnie++ 2."), "{t:?}");
+            }
+        }
     }
 }

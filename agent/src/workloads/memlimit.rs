@@ -107,6 +107,22 @@ pub(crate) fn bonnie_ram(argv: &[String]) -> Option<u64> {
     n.checked_mul(scale)
 }
 
+/// The memory limit a bonnie++ run of `argv` is held to with a cgroup: its `-r`, unless its
+/// `-d` directory lives in memory (`in_memory` says; tmpfs pages cannot leave memory, so
+/// the limit would kill the run instead). Decided here for the run and for the preflight,
+/// which refuses a plan needing a cgroup an agent that is not root cannot make.
+pub(crate) fn bonnie_limit(argv: &[String], in_memory: impl Fn(&str) -> bool) -> Option<u64> {
+    let limit = bonnie_ram(argv)?;
+    let dir = bonnie_directory(argv).unwrap_or(".");
+    (!in_memory(dir)).then_some(limit)
+}
+
+/// bonnie++'s `-d` directory.
+fn bonnie_directory(argv: &[String]) -> Option<&str> {
+    let i = argv.iter().position(|a| a == "-d")?;
+    argv.get(i + 1).map(String::as_str)
+}
+
 /// Whether `dir` is on a filesystem that lives in memory (tmpfs, ramfs): its pages cannot
 /// be evicted to a drive, so a memory limit smaller than the files would kill the run.
 pub(crate) fn in_memory(dir: &str) -> bool {
@@ -139,6 +155,23 @@ mod tests {
         assert_eq!(bonnie_ram(&argv("bonnie++ -s 512M")), None);
         assert_eq!(bonnie_ram(&argv("bonnie++ -r")), None);
         assert_eq!(bonnie_ram(&argv("bonnie++ -r 5x")), None);
+    }
+
+    #[test]
+    fn a_cgroup_is_made_for_a_run_with_r_on_a_directory_not_in_memory() {
+        let on_disk = |_: &str| false;
+        assert_eq!(
+            bonnie_limit(&argv("bonnie++ -q -d /mnt/x -r 512 -s 1024"), on_disk),
+            Some(512 << 20)
+        );
+        // Sized by -s alone: bonnie++ reads the host's RAM itself, no cgroup.
+        assert_eq!(
+            bonnie_limit(&argv("bonnie++ -d /mnt/x -s 4096"), on_disk),
+            None
+        );
+        let shm = |d: &str| d == "/dev/shm";
+        assert_eq!(bonnie_limit(&argv("bonnie++ -d /dev/shm -r 64"), shm), None);
+        assert_eq!(bonnie_limit(&argv("bonnie++ -r 64"), shm), Some(64 << 20));
     }
 
     #[test]

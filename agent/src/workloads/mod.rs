@@ -114,23 +114,24 @@ pub(crate) fn measure_as(
             // Not on tmpfs, whose pages cannot leave memory: the limit would kill it.
             let program = argv[0].clone();
             let mut _cgroup = None;
-            if let (Tool::Bonnie, Some(limit)) = (tool, memlimit::bonnie_ram(&argv)) {
-                let dir = bonnie_directory(&argv).unwrap_or(".");
-                if !memlimit::in_memory(dir) {
-                    let name = format!("platter-bonnie-{}", std::process::id());
-                    match memlimit::MemoryCgroup::create(&name, limit) {
-                        Ok(cg) => {
-                            argv = cg.wrap(&argv);
-                            _cgroup = Some(cg);
-                        }
-                        Err(e) => {
-                            return Ending::error(format!(
-                                "cannot hold bonnie++ to the memory its -r gives ({limit} bytes): {e}; \
-                                 without that limit its reads come from the page cache. Run the agent \
-                                 as root where it can make cgroups, or give -s of at least twice the \
-                                 host's RAM and no -r"
-                            ))
-                        }
+            let limit = match tool {
+                Tool::Bonnie => memlimit::bonnie_limit(&argv, memlimit::in_memory),
+                _ => None,
+            };
+            if let Some(limit) = limit {
+                let name = format!("platter-bonnie-{}", std::process::id());
+                match memlimit::MemoryCgroup::create(&name, limit) {
+                    Ok(cg) => {
+                        argv = cg.wrap(&argv);
+                        _cgroup = Some(cg);
+                    }
+                    Err(e) => {
+                        return Ending::error(format!(
+                            "cannot hold bonnie++ to the memory its -r gives ({limit} bytes): {e}; \
+                             without that limit its reads come from the page cache. Run the agent \
+                             as root where it can make cgroups, or give -s of at least twice the \
+                             host's RAM and no -r"
+                        ))
                     }
                 }
             }
@@ -169,12 +170,6 @@ pub(crate) fn measure_as(
             })
         }
     }
-}
-
-/// bonnie++'s `-d` directory.
-fn bonnie_directory(argv: &[String]) -> Option<&str> {
-    let i = argv.iter().position(|a| a == "-d")?;
-    argv.get(i + 1).map(String::as_str)
 }
 
 /// A command's ending: failed on a non-zero exit, else the samples `ok` makes of it.

@@ -181,6 +181,12 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             db_writers,
             limits,
         } => {
+            // Held while the coordinator serves: a second one on this SQLite file is
+            // refused at once, naming this one.
+            let _lock = match &db {
+                crate::db::Location::Sqlite(path) => lock::take_store(path)?,
+                crate::db::Location::Postgres(_) => None,
+            };
             let opts = ServeOptions {
                 db,
                 listen,

@@ -152,7 +152,8 @@ pub fn serve_again(dir: &Path, port: u16) -> Proc {
     proc
 }
 
-fn serve_command(dir: &Path, listen: &str, extra: &[&str]) -> Command {
+/// `platter serve` on `dir/coordinator.db` with the test's coordinator identity, not started.
+pub fn serve_command(dir: &Path, listen: &str, extra: &[&str]) -> Command {
     let tls = identity(dir, "coordinator", "localhost");
     let mut c = platter();
     c.args(["serve", "--listen", listen])
@@ -200,6 +201,13 @@ pub fn spawn_listening(cmd: &mut Command, dir: &Path, log: &str) -> (Proc, u16) 
 
 /// An agent of the test's fleet: its own certificate, boot id file, state dir and log.
 pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
+    let args = agent_args(dir, port, name, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn_agent(dir, name, &args)
+}
+
+/// The arguments `agent` gives `platter agent` (all but its state directory).
+pub fn agent_args(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Vec<String> {
     let boot = dir.join(format!("{name}.boot_id"));
     if !boot.exists() {
         std::fs::write(&boot, format!("boot-of-{name}-1\n")).unwrap();
@@ -209,7 +217,7 @@ pub fn agent(dir: &Path, port: u16, name: &str, extra: &[&str]) -> Proc {
     let mut args = vec!["--coordinator", &url, "--name", name, "--tls-dir", &tls];
     args.extend(["--boot-id-file", &boot]);
     args.extend_from_slice(extra);
-    spawn_agent(dir, name, &args)
+    args.into_iter().map(String::from).collect()
 }
 
 /// `platter agent ARGS` with its state in `dir/LOG.state` and its log in `dir/LOG.log`.
@@ -219,13 +227,8 @@ pub fn spawn_agent(dir: &Path, log: &str, args: &[&str]) -> Proc {
 
 /// `spawn_agent` with `env` set for the agent.
 pub fn spawn_agent_with_env(dir: &Path, log: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-    let child = platter()
-        .arg("agent")
-        .args(args)
+    let child = agent_command(dir, log, args)
         .envs(env.iter().copied())
-        .arg("--state-dir")
-        .arg(dir.join(format!("{log}.state")))
-        .env("PLATTER_LOG", "info")
         .stdout(Stdio::null())
         .stderr(log_file(dir, log))
         .spawn()
@@ -234,6 +237,41 @@ pub fn spawn_agent_with_env(dir: &Path, log: &str, args: &[&str], env: &[(&str, 
         child,
         name: log.into(),
     }
+}
+
+/// `platter agent ARGS` with its state in `dir/LOG.state`, not started.
+pub fn agent_command(dir: &Path, log: &str, args: &[&str]) -> Command {
+    let mut c = platter();
+    c.arg("agent")
+        .args(args)
+        .arg("--state-dir")
+        .arg(dir.join(format!("{log}.state")))
+        .env("PLATTER_LOG", "info");
+    c
+}
+
+/// Runs `cmd` to its end, which must come within `limit` (else it is killed and the test
+/// fails): for a command that should stop at once, not serve.
+pub fn run_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}; it said: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }
 
 /// Polls `f` until it returns Some, or panics with `what` after `timeout`.
