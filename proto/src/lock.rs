@@ -53,13 +53,22 @@ pub fn take(what: &Path, described: &str, instead: &str) -> anyhow::Result<Optio
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
     }
-    let mut file = OpenOptions::new()
+    let writable = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .with_context(|| format!("opening the lock file {}", path.display()))?;
+        .open(&path);
+    let mut file = match writable {
+        Ok(f) => f,
+        // A read-only filesystem still locks a file opened for reading (flock needs no
+        // write access): what needs to write there says so itself, with its own path.
+        Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => File::open(&path)
+            .with_context(|| format!("opening the lock file {}", path.display()))?,
+        Err(e) => {
+            return Err(e).with_context(|| format!("opening the lock file {}", path.display()))
+        }
+    };
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
@@ -91,10 +100,19 @@ pub fn take(what: &Path, described: &str, instead: &str) -> anyhow::Result<Optio
         .collect::<Vec<_>>()
         .join(" ");
     let record = format!("{}\n{started}\n{command}\n", std::process::id());
-    file.set_len(0)
+    // Who holds it is for the message of a second taker; the lock is the flock. On a full
+    // or read-only filesystem the process goes on, holding the lock unnamed, so that what
+    // needs the space (the agent's journal) says so itself, with its own path.
+    if let Err(e) = file
+        .set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(record.as_bytes()))
-        .with_context(|| format!("writing {}", path.display()))?;
+    {
+        tracing::warn!(
+            "cannot write who holds {} ({e}); held all the same",
+            path.display()
+        );
+    }
     Ok(Some(Held { file }))
 }
 

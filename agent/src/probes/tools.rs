@@ -13,8 +13,13 @@ use std::time::{Duration, Instant};
 
 use platter_proto::inventory::ToolVersion;
 
-/// How long one program may take to say its version.
+/// How long one program may take to say its version for the inventory (rescanned every
+/// 30 s, and at connection, where a slow tool must not hold the hello up).
 pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// …and for a run's provenance, asked once at a plan's start and kept for good: a tool
+/// started cold on a loaded host took 16 s to print its version here once, and "unknown"
+/// in a report is forever.
+pub(crate) const PROVENANCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a program tells its version.
 enum Ask {
@@ -85,14 +90,14 @@ fn tool(name: &str, ask: &Ask) -> ToolVersion {
     };
     ToolVersion {
         name: name.to_string(),
-        version: say(name, &path, ask),
+        version: say(name, &path, ask, PROBE_TIMEOUT),
         path: path.display().to_string(),
     }
 }
 
 /// The version of `program` (a name found as the agent finds it, or a path) for a run's
 /// provenance: asked the way `TOOLS` asks the program of that file name (`--version` for
-/// one it does not list), under `PROBE_TIMEOUT`, and said as the inventory says it.
+/// one it does not list), under `PROVENANCE_TIMEOUT`, and said as the inventory says it.
 pub(crate) fn version(program: &str) -> String {
     let name = std::path::Path::new(program)
         .file_name()
@@ -103,7 +108,7 @@ pub(crate) fn version(program: &str) -> String {
         .find(|(n, _)| *n == name)
         .map_or(&DEFAULT, |(_, a)| a);
     match crate::process::find_program(program.as_ref()) {
-        Ok(path) => say(&name, &path, ask),
+        Ok(path) => say(&name, &path, ask, PROVENANCE_TIMEOUT),
         Err(e) => format!("unknown: {program}: {e}"),
     }
 }
@@ -111,11 +116,11 @@ pub(crate) fn version(program: &str) -> String {
 /// What the program `name` at `path` says of its version, as one line that names it: a
 /// provenance lists the versions alone ("bonnie++ 2.00a; fio-3.33"), so a line the agent
 /// makes up (no version, an error, a usage's "Version: 2.00a") carries the name too.
-fn say(name: &str, path: &std::path::Path, ask: &Ask) -> String {
+fn say(name: &str, path: &std::path::Path, ask: &Ask, limit: Duration) -> String {
     let line = match ask {
         Ask::Nothing => return format!("{name} (it does not report a version)"),
-        Ask::Args(args) => first_line(path, args, |_| true),
-        Ask::Usage(args) => first_line(path, args, |l| l.to_lowercase().contains("version"))
+        Ask::Args(args) => first_line(path, args, limit, |_| true),
+        Ask::Usage(args) => first_line(path, args, limit, |l| l.to_lowercase().contains("version"))
             .map(|l| usage_version(name, &l)),
     };
     line.unwrap_or_else(|why| format!("{name}: {why}"))
@@ -133,10 +138,11 @@ fn usage_version(name: &str, line: &str) -> String {
 }
 
 /// The first line `program args` prints (stdout, then stderr) that `wanted` takes, within
-/// `PROBE_TIMEOUT` (then it is killed), or why there is none.
+/// `limit` (then it is killed), or why there is none.
 fn first_line(
     program: &std::path::Path,
     args: &[&str],
+    limit: Duration,
     wanted: impl Fn(&str) -> bool,
 ) -> Result<String, String> {
     let child = crate::process::command(program)
@@ -149,7 +155,7 @@ fn first_line(
         Ok(c) => c,
         Err(e) => return Err(format!("unknown: {e}")),
     };
-    let deadline = Instant::now() + PROBE_TIMEOUT;
+    let deadline = Instant::now() + limit;
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
@@ -157,10 +163,7 @@ fn first_line(
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "unknown: no answer within {}s",
-                    PROBE_TIMEOUT.as_secs()
-                ));
+                return Err(format!("unknown: no answer within {}s", limit.as_secs()));
             }
             Err(e) => return Err(format!("unknown: {e}")),
         }
@@ -203,12 +206,13 @@ mod tests {
             assert_eq!(t.version.is_empty(), !found, "{t:?}");
         }
         let started = Instant::now();
-        let silent = first_line("sleep".as_ref(), &["30"], |_| true).unwrap_err();
+        let silent = first_line("sleep".as_ref(), &["30"], PROBE_TIMEOUT, |_| true).unwrap_err();
         assert!(silent.contains("no answer within"), "{silent}");
         assert!(started.elapsed() < PROBE_TIMEOUT + Duration::from_secs(2));
         let usage = first_line(
             "sh".as_ref(),
             &["-c", "echo usage: x; echo Version: 2.00a >&2; exit 1"],
+            PROBE_TIMEOUT,
             |l| l.to_lowercase().contains("version"),
         );
         assert_eq!(usage.as_deref(), Ok("Version: 2.00a"));
@@ -238,7 +242,7 @@ Version: 2.00a
             "printf '%s' '{}'; exit 1",
             BONNIE_200A_USAGE.replace('\'', r"'\''")
         );
-        let line = first_line("sh".as_ref(), &["-c", &printed], |l| {
+        let line = first_line("sh".as_ref(), &["-c", &printed], PROBE_TIMEOUT, |l| {
             l.to_lowercase().contains("version")
         })
         .unwrap();
@@ -251,12 +255,17 @@ Version: 2.00a
         );
         let nothing = Ask::Nothing;
         assert_eq!(
-            say("compilebench", "/opt/compilebench".as_ref(), &nothing),
+            say(
+                "compilebench",
+                "/opt/compilebench".as_ref(),
+                &nothing,
+                PROBE_TIMEOUT
+            ),
             "compilebench (it does not report a version)"
         );
         let sleeper = Ask::Args(&["30"]);
         assert_eq!(
-            say("sleep", "sleep".as_ref(), &sleeper),
+            say("sleep", "sleep".as_ref(), &sleeper, PROBE_TIMEOUT),
             format!(
                 "sleep: unknown: no answer within {}s",
                 PROBE_TIMEOUT.as_secs()
