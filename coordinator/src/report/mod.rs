@@ -1177,7 +1177,7 @@ pub(crate) fn findings_lines(report: &Report) -> Vec<String> {
 /// The findings' heading: the metric, what × means.
 pub(crate) fn findings_title(report: &Report) -> String {
     format!(
-        "findings ({}): × = Hodges–Lehmann ratio (its interval), ~ = not significant after Holm",
+        "findings ({}): × = Hodges–Lehmann ratio (its interval, for that comparison alone), ~ = not significant after Holm's correction over all of them",
         report.findings.metric
     )
 }
