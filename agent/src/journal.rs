@@ -33,6 +33,16 @@ pub(crate) enum JournalError {
     },
 }
 
+impl JournalError {
+    /// The I/O error's kind, when the journal could not be read or written.
+    pub(crate) fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            JournalError::Io { error, .. } => Some(error.kind()),
+            JournalError::Corrupt { .. } => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Entry {

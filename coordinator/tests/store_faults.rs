@@ -10,7 +10,8 @@
 //! same rule (`store::is_store_fault`).
 //!
 //! The agent's side: its state directory (the journal) full or read-only makes it say so
-//! at once, at ERROR, with the journal's path and the errno.
+//! at once, at ERROR, with the journal's path and the errno, and `platter run` ends with
+//! that error and what to do.
 
 mod common;
 
@@ -266,10 +267,10 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
     }
 }
 
-/// The stderr of `platter run FILE` with the agent's state in `state`, until a line holding
-/// `wanted` (or 60 s); the run is then killed: with its agent gone it would wait on
-/// (`platter run` waits for its campaign, and does not yet end when its agent does).
-fn run_until(dir: &Path, file: &Path, state: &Path, wanted: &str) -> String {
+/// How `platter run FILE` with the agent's state in `state` ended: its exit status (None
+/// when it was still running after 60 s and was killed), its stderr and how long it took.
+fn run_to_end(dir: &Path, file: &Path, state: &Path) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
     let mut run = Proc {
         child: platter()
             .current_dir(dir)
@@ -296,25 +297,34 @@ fn run_until(dir: &Path, file: &Path, state: &Path, wanted: &str) -> String {
             }
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = start + Duration::from_secs(60);
     let mut seen = String::new();
-    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains(wanted) {
-            break;
+    // Until its stderr closes (it is exiting) or the deadline.
+    let status = loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                break run.child.wait().unwrap().code();
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break None,
         }
-    }
+    };
+    let took = start.elapsed();
     run.kill9();
-    seen
+    (status, seen, took)
 }
 
 /// The agent's state directory on a full filesystem: `platter run` used to wait at
-/// "(not connected)" without a word, and again after "dropping the journal's torn tail".
-/// Now the agent says at once, at ERROR, that it stops, with the journal's path and the
-/// errno; read-only, it says so when it starts.
+/// "(not connected)" without a word, and again after "dropping the journal's torn tail";
+/// then, with the agent saying why at ERROR, it still waited (full: for ever; read-only:
+/// 20 s for the agent to connect). Now the agent says at once, at ERROR, that it stops,
+/// with the journal's path and the errno, and `platter run` ends with that error and what
+/// to do, in seconds.
 #[test]
-fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
+fn a_full_or_read_only_state_directory_ends_the_run_with_the_agents_error() {
     if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
         return;
     }
@@ -327,20 +337,38 @@ fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
         "c.yaml",
         "name: full\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n",
     );
-    let journal = fs.0.join("agent/journal.jsonl");
-    for _ in 0..2 {
-        let seen = run_until(dir, &file, &fs.0.join("agent"), "ERROR");
+    // The tmpfs itself: `platter run`'s lock of the state directory is beside it, on the
+    // test's own filesystem, so what fails here is the agent's journal.
+    let state = fs.0.clone();
+    let journal = state.join("journal.jsonl");
+    let check = |(status, seen, took): (Option<i32>, String, Duration),
+                 log: &str,
+                 why: &str,
+                 todo: &str| {
         let error = seen
             .lines()
             .find(|l| l.contains("ERROR"))
             .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
-        assert!(error.contains("the agent stops"), "{error}");
-        assert!(
-            error.contains(&format!(
-                "journal {}: No space left on device (os error 28)",
-                journal.display()
-            )),
-            "{error}"
+        assert!(error.contains(log), "{error}");
+        let fault = format!("journal {}: {why}", journal.display());
+        assert!(error.contains(&fault), "{error}");
+        assert_eq!(status, Some(1), "{seen}");
+        assert!(took < Duration::from_secs(15), "took {took:?}:\n{seen}");
+        let last = seen.lines().last().unwrap_or_default();
+        assert_eq!(
+            last,
+            format!(
+                "platter: the local agent stopped: {fault}; {todo} or give --state-dir elsewhere, then run again — nothing is lost"
+            ),
+            "{seen}"
+        );
+    };
+    for _ in 0..2 {
+        check(
+            run_to_end(dir, &file, &state),
+            "the agent stops",
+            "No space left on device (os error 28)",
+            &format!("free space in {}", state.display()),
         );
     }
     let ok = Command::new("mount")
@@ -350,17 +378,10 @@ fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
         .unwrap()
         .success();
     assert!(ok, "remounting read-only");
-    let seen = run_until(dir, &file, &fs.0.join("agent"), "ERROR");
-    let error = seen
-        .lines()
-        .find(|l| l.contains("ERROR"))
-        .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
-    assert!(error.contains("the agent cannot start"), "{error}");
-    assert!(
-        error.contains(&format!(
-            "journal {}: Read-only file system (os error 30)",
-            journal.display()
-        )),
-        "{error}"
+    check(
+        run_to_end(dir, &file, &state),
+        "the agent cannot start",
+        "Read-only file system (os error 30)",
+        &format!("make {} writable", state.display()),
     );
 }
