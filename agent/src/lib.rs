@@ -115,7 +115,8 @@ pub struct AgentConfig {
 pub const DEFAULT_INVENTORY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Runs an agent until `shutdown` is cancelled. An error means the agent cannot go on
-/// (its journal is unreadable or cannot be written).
+/// (its journal cannot be opened, is corrupt, or failed to write with an error other than
+/// a full or read-only filesystem, which the executor waits out holding its steps).
 pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let boot_id = std::fs::read_to_string(&cfg.boot_id_file)
         .with_context(|| format!("reading boot id from {}", cfg.boot_id_file.display()))?

@@ -268,8 +268,14 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
 }
 
 /// How `platter run FILE` with the agent's state in `state` ended: its exit status (None
-/// when it was still running after 60 s and was killed), its stderr and how long it took.
-fn run_to_end(dir: &Path, file: &Path, state: &Path) -> (Option<i32>, String, Duration) {
+/// when it was still running after 60 s, or a second after a line holding `until`, and
+/// was killed), its stderr and how long it took (until that line, if given).
+fn run_to_end(
+    dir: &Path,
+    file: &Path,
+    state: &Path,
+    until: Option<&str>,
+) -> (Option<i32>, String, Duration) {
     let start = Instant::now();
     let mut run = Proc {
         child: platter()
@@ -305,6 +311,13 @@ fn run_to_end(dir: &Path, file: &Path, state: &Path) -> (Option<i32>, String, Du
             Ok(line) => {
                 seen.push_str(&line);
                 seen.push('\n');
+                if until.is_some_and(|u| line.contains(u)) {
+                    let took = start.elapsed();
+                    std::thread::sleep(Duration::from_secs(1));
+                    let status = run.exited().and_then(|s| s.code());
+                    run.kill9();
+                    return (status, seen, took);
+                }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 break run.child.wait().unwrap().code();
@@ -318,13 +331,13 @@ fn run_to_end(dir: &Path, file: &Path, state: &Path) -> (Option<i32>, String, Du
 }
 
 /// The agent's state directory on a full filesystem: `platter run` used to wait at
-/// "(not connected)" without a word, and again after "dropping the journal's torn tail";
-/// then, with the agent saying why at ERROR, it still waited (full: for ever; read-only:
-/// 20 s for the agent to connect). Now the agent says at once, at ERROR, that it stops,
-/// with the journal's path and the errno, and `platter run` ends with that error and what
-/// to do, in seconds.
+/// "(not connected)" without a word, and again after "dropping the journal's torn tail".
+/// Now the agent says at once, at ERROR, that it holds its steps, with the journal's path
+/// and the errno, and waits for room (the next test frees it). A read-only one at the
+/// start makes the agent stop: `platter run` then waited 20 s for the agent to connect,
+/// and now ends at once with the agent's error and what to do.
 #[test]
-fn a_full_or_read_only_state_directory_ends_the_run_with_the_agents_error() {
+fn a_full_or_read_only_state_directory_is_said_at_once() {
     if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
         return;
     }
@@ -341,35 +354,27 @@ fn a_full_or_read_only_state_directory_ends_the_run_with_the_agents_error() {
     // test's own filesystem, so what fails here is the agent's journal.
     let state = fs.0.clone();
     let journal = state.join("journal.jsonl");
-    let check = |(status, seen, took): (Option<i32>, String, Duration),
-                 log: &str,
-                 why: &str,
-                 todo: &str| {
+    let error_line = |seen: &str, log: &str, why: &str| {
         let error = seen
             .lines()
             .find(|l| l.contains("ERROR"))
-            .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
+            .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"))
+            .to_string();
         assert!(error.contains(log), "{error}");
-        let fault = format!("journal {}: {why}", journal.display());
-        assert!(error.contains(&fault), "{error}");
-        assert_eq!(status, Some(1), "{seen}");
-        assert!(took < Duration::from_secs(15), "took {took:?}:\n{seen}");
-        let last = seen.lines().last().unwrap_or_default();
-        assert_eq!(
-            last,
-            format!(
-                "platter: the local agent stopped: {fault}; {todo} or give --state-dir elsewhere, then run again — nothing is lost"
-            ),
-            "{seen}"
+        assert!(
+            error.contains(&format!("journal {}: {why}", journal.display())),
+            "{error}"
         );
     };
     for _ in 0..2 {
-        check(
-            run_to_end(dir, &file, &state),
-            "the agent stops",
+        let (status, seen, took) = run_to_end(dir, &file, &state, Some("ERROR"));
+        error_line(
+            &seen,
+            "the agent holds its steps",
             "No space left on device (os error 28)",
-            &format!("free space in {}", state.display()),
         );
+        assert!(took < Duration::from_secs(15), "took {took:?}:\n{seen}");
+        assert_eq!(status, None, "it waits for room:\n{seen}");
     }
     let ok = Command::new("mount")
         .args(["-o", "remount,ro"])
@@ -378,10 +383,138 @@ fn a_full_or_read_only_state_directory_ends_the_run_with_the_agents_error() {
         .unwrap()
         .success();
     assert!(ok, "remounting read-only");
-    check(
-        run_to_end(dir, &file, &state),
-        "the agent cannot start",
-        "Read-only file system (os error 30)",
-        &format!("make {} writable", state.display()),
+    let (status, seen, took) = run_to_end(dir, &file, &state, None);
+    let why = "Read-only file system (os error 30)";
+    error_line(&seen, "the agent cannot start", why);
+    assert_eq!(status, Some(1), "{seen}");
+    assert!(took < Duration::from_secs(15), "took {took:?}:\n{seen}");
+    assert_eq!(
+        seen.lines().last().unwrap_or_default(),
+        format!(
+            "platter: the local agent stopped: journal {}: {why}; make {} writable or give --state-dir elsewhere, then run again — nothing is lost",
+            journal.display(),
+            state.display()
+        ),
+        "{seen}"
+    );
+}
+
+/// The agent's state directory fills up in the middle of a campaign and is freed again:
+/// the agent used to stop (and `platter run` with it). Now it holds its steps while its
+/// journal cannot be written (said once at ERROR), goes on when a write succeeds (said
+/// once), and the campaign completes with every sample stored exactly once.
+#[test]
+fn a_state_directory_full_mid_run_holds_the_steps_and_they_go_on_when_freed() {
+    if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
+        return;
+    }
+    const REPEAT: i64 = 30;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fs = Tmpfs::mount(&dir.join("state"), 1);
+    let file = write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: fills\nworkload: {{ command: {{ run: \"sleep 0.1\" }} }}\nrepeat: {REPEAT}\n"
+        ),
+    );
+    let mut run = Proc {
+        child: platter()
+            .current_dir(dir)
+            .arg("run")
+            .arg(&file)
+            .arg("--db")
+            .arg(dir.join("coordinator.db"))
+            .arg("--state-dir")
+            .arg(&fs.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        name: "run".into(),
+    };
+    let stderr = run.child.stderr.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let mut s = seen.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        })
+    };
+    let said = |what: &str| seen.lock().unwrap().contains(what);
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(
+                Instant::now() < deadline,
+                "no {what} within 30 s:\n{}",
+                seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait("3 samples", &|| wall_samples(dir) >= 3);
+    fill(&fs.0.join("filler"));
+    wait("ERROR", &|| said("ERROR"));
+    // Held: nothing more is measured while the journal cannot be written, and the run
+    // does not end.
+    std::thread::sleep(Duration::from_secs(1));
+    let before = wall_samples(dir);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(wall_samples(dir), before, "{}", seen.lock().unwrap());
+    assert!(before < REPEAT, "the campaign ended before the fault");
+    assert!(run.exited().is_none(), "{}", seen.lock().unwrap());
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = run.exited() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{}", seen.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    reader.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(0), "{seen}");
+    let errors: Vec<&str> = seen.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{seen}");
+    assert!(errors[0].contains("the agent holds its steps"), "{seen}");
+    assert!(
+        errors[0].contains(&format!(
+            "journal {}: No space left on device (os error 28)",
+            fs.0.join("journal.jsonl").display()
+        )),
+        "{seen}"
+    );
+    let resumed = seen
+        .lines()
+        .filter(|l| l.contains("the journal can be written again"))
+        .count();
+    assert_eq!(resumed, 1, "{seen}");
+    // The line the full filesystem cut short was cut off before it was written again:
+    // each line of the journal is whole (a piece followed by a line is corruption).
+    let journal = std::fs::read_to_string(fs.0.join("journal.jsonl")).unwrap();
+    for (n, line) in journal.lines().enumerate() {
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(line) {
+            panic!("journal line {}: {e}: {line}", n + 1);
+        }
+    }
+    // Exactly once: one sample per repetition, none missing, none twice.
+    assert_eq!(wall_samples(dir), REPEAT, "{seen}");
+    assert_eq!(
+        query_i64(
+            dir,
+            "SELECT COUNT(DISTINCT repetition) FROM sample_rows WHERE metric = 'wall'"
+        ),
+        REPEAT
     );
 }
