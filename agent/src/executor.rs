@@ -208,6 +208,7 @@ impl Executor {
             match self.journal.append(&mut self.state, entry.clone()) {
                 Ok(()) => {
                     if let Some(since) = held {
+                        self.shared.set_journal_fault(None);
                         tracing::warn!(
                             held_s = since.elapsed().as_secs(),
                             "the journal can be written again: the agent's steps go on"
@@ -219,6 +220,8 @@ impl Executor {
                     if held.is_none() {
                         tracing::error!(error = %e, "the agent holds its steps: nothing runs that its journal cannot record; make room in or fix its state directory (--state-dir) and they go on, nothing lost");
                         held = Some(Instant::now());
+                        // For the coordinator (`platter agents`), with the next heartbeat.
+                        self.shared.set_journal_fault(Some(e.to_string()));
                     }
                     let until = Instant::now() + JOURNAL_RETRY;
                     while Instant::now() < until {

@@ -401,8 +401,9 @@ fn a_full_or_read_only_state_directory_is_said_at_once() {
 
 /// The agent's state directory fills up in the middle of a campaign and is freed again:
 /// the agent used to stop (and `platter run` with it). Now it holds its steps while its
-/// journal cannot be written (said once at ERROR), goes on when a write succeeds (said
-/// once), and the campaign completes with every sample stored exactly once.
+/// journal cannot be written (said once at ERROR, and once by the progress), goes on
+/// when a write succeeds (said once by each), and the campaign completes with every
+/// sample stored exactly once.
 #[test]
 fn a_state_directory_full_mid_run_holds_the_steps_and_they_go_on_when_freed() {
     if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
@@ -465,6 +466,8 @@ fn a_state_directory_full_mid_run_holds_the_steps_and_they_go_on_when_freed() {
     wait("3 samples", &|| wall_samples(dir) >= 3);
     fill(&fs.0.join("filler"));
     wait("ERROR", &|| said("ERROR"));
+    // The progress says it too, from the agent's heartbeat.
+    wait("the progress to show it", &|| said("JOURNAL FAULT"));
     // Held: nothing more is measured while the journal cannot be written, and the run
     // does not end.
     std::thread::sleep(Duration::from_secs(1));
@@ -500,6 +503,22 @@ fn a_state_directory_full_mid_run_holds_the_steps_and_they_go_on_when_freed() {
         .filter(|l| l.contains("the journal can be written again"))
         .count();
     assert_eq!(resumed, 1, "{seen}");
+    let progress: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.contains("JOURNAL FAULT: the agent holds its steps"))
+        .collect();
+    assert_eq!(progress.len(), 1, "said once:\n{seen}");
+    assert!(
+        progress[0].contains("No space left on device (os error 28)"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen.lines()
+            .filter(|l| l.contains("the agent's journal can be written again"))
+            .count(),
+        1,
+        "{seen}"
+    );
     // The line the full filesystem cut short was cut off before it was written again:
     // each line of the journal is whole (a piece followed by a line is corruption).
     let journal = std::fs::read_to_string(fs.0.join("journal.jsonl")).unwrap();
@@ -516,5 +535,85 @@ fn a_state_directory_full_mid_run_holds_the_steps_and_they_go_on_when_freed() {
             "SELECT COUNT(DISTINCT repetition) FROM sample_rows WHERE metric = 'wall'"
         ),
         REPEAT
+    );
+}
+
+/// A fleet agent whose state directory fills mid-campaign: `platter agents` (and `platter
+/// status`) show it connected and holding its steps, with why ("journal fault: journal PATH: No space left
+/// on device …"; before, it said "busy" while nothing ran), and after the space is freed
+/// shows it busy again and the campaign completes, each sample stored once.
+#[test]
+fn an_agents_journal_fault_is_shown_by_platter_agents() {
+    if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // `agent` keeps a1's state in dir/a1.state.
+    let fs = Tmpfs::mount(&dir.join("a1.state"), 1);
+    let (_coordinator, port) = serve(dir);
+    let _agent = agent(dir, port, "a1", &[]);
+    wait_agents(dir, 1);
+    let file = write(dir, "c.yaml", CAMPAIGN);
+    let campaign = submit(dir, port, &file);
+    wait_in(dir, "3 samples", Duration::from_secs(60), || {
+        (wall_samples(dir) >= 3).then_some(())
+    });
+    fill(&fs.0.join("filler"));
+    let state = wait_in(
+        dir,
+        "agents to show the journal fault",
+        Duration::from_secs(30),
+        || {
+            let state = agents_json(dir, port)[0]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            state.starts_with("journal fault: ").then_some(state)
+        },
+    );
+    assert_eq!(
+        state,
+        format!(
+            "journal fault: journal {}: No space left on device (os error 28)",
+            fs.0.join("journal.jsonl").display()
+        )
+    );
+    let shown = text(dir, port, &["agents"]);
+    assert!(shown.contains(&state), "{shown}");
+    let shown = text(dir, port, &["status", &campaign]);
+    assert!(
+        shown.contains(&state.replacen("journal fault", "JOURNAL FAULT", 1)),
+        "{shown}"
+    );
+    assert!(wall_samples(dir) < 60, "the fault must come mid-campaign");
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+    wait_in(
+        dir,
+        "agents without the fault",
+        Duration::from_secs(30),
+        || {
+            let state = agents_json(dir, port)[0]["state"].clone();
+            (!state
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("journal fault"))
+            .then_some(())
+        },
+    );
+    wait_in(dir, "the campaign to end", Duration::from_secs(120), || {
+        let done = query_i64(
+            dir,
+            &format!("SELECT COUNT(*) FROM campaigns WHERE id = '{campaign}' AND state = 'done'"),
+        );
+        (done == 1).then_some(())
+    });
+    assert_eq!(wall_samples(dir), 60, "{}", store_summary(dir));
+    assert_eq!(
+        query_i64(
+            dir,
+            "SELECT COUNT(DISTINCT repetition) FROM sample_rows WHERE metric = 'wall'"
+        ),
+        60
     );
 }
