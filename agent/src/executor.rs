@@ -27,6 +27,9 @@ use crate::workloads::{self, Ending};
 
 /// A step started this many times without ending (the agent crashed each time) fails.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
+/// How often a journal that could not be written (a full or read-only state directory)
+/// is tried again while the executor holds its steps.
+pub(crate) const JOURNAL_RETRY: Duration = Duration::from_secs(1);
 /// How long a measure step waits for the coordinator to ack what was sent before it, so
 /// that storing those records does not compete with the measurement.
 pub(crate) const QUIESCE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -55,6 +58,8 @@ pub(crate) struct Executor {
     state: State,
     shared: Arc<Shared>,
     plans: mpsc::UnboundedReceiver<Plan>,
+    /// The agent's stop, given to `run`: it ends a wait for the journal.
+    stop: CancellationToken,
 }
 
 /// `/dev/loop3` → `loop3`, the name /proc/diskstats uses (symlinks such as by-id resolved).
@@ -104,12 +109,14 @@ impl Executor {
             state,
             shared,
             plans,
+            stop: CancellationToken::new(),
         }
     }
 
     /// Runs until `shutdown` is cancelled or the plan channel closes. Blocking: call it on
     /// a thread of its own.
     pub(crate) fn run(mut self, shutdown: CancellationToken) -> Result<(), JournalError> {
+        self.stop = shutdown.clone();
         loop {
             while let Ok(plan) = self.plans.try_recv() {
                 self.accept(plan)?;
@@ -174,7 +181,7 @@ impl Executor {
             }
             tracing::info!(plan = %plan.id, campaign = %plan.campaign_name, steps = plan.steps.len(), "plan received");
             let plan_id = plan.id.clone();
-            self.journal.append(&mut self.state, Entry::Plan(plan))?;
+            self.append(Entry::Plan(plan))?;
             self.publish_held();
             self.emit(RecordKind::PlanAccepted { plan_id })?;
         }
@@ -184,9 +191,49 @@ impl Executor {
     fn persist_acks(&mut self) -> Result<(), JournalError> {
         let acked = self.shared.acked();
         if acked > self.state.acked {
-            self.journal.append(&mut self.state, Entry::Acked(acked))?;
+            self.append(Entry::Acked(acked))?;
         }
         Ok(())
+    }
+
+    /// Appends `entry` to the journal. While the journal's filesystem is full or read-only
+    /// this holds the executor — no step starts or ends unjournaled, so nothing runs —
+    /// and tries again every `JOURNAL_RETRY` until a write succeeds or the agent stops.
+    /// Said once at ERROR when the hold begins and once when it ends (at WARN, so that
+    /// `platter run`, which shows warnings, says the fault is over). What was journaled
+    /// before stays, and the link goes on sending it.
+    fn append(&mut self, entry: Entry) -> Result<(), JournalError> {
+        let mut held: Option<Instant> = None;
+        loop {
+            match self.journal.append(&mut self.state, entry.clone()) {
+                Ok(()) => {
+                    if let Some(since) = held {
+                        self.shared.set_journal_fault(None);
+                        tracing::warn!(
+                            held_s = since.elapsed().as_secs(),
+                            "the journal can be written again: the agent's steps go on"
+                        );
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_full_or_read_only() && !self.stop.is_cancelled() => {
+                    if held.is_none() {
+                        tracing::error!(error = %e, "the agent holds its steps: nothing runs that its journal cannot record; make room in or fix its state directory (--state-dir) and they go on, nothing lost");
+                        held = Some(Instant::now());
+                        // For the coordinator (`platter agents`), with the next heartbeat.
+                        self.shared.set_journal_fault(Some(e.to_string()));
+                    }
+                    let until = Instant::now() + JOURNAL_RETRY;
+                    while Instant::now() < until {
+                        if self.stop.is_cancelled() {
+                            return Err(e);
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn publish_held(&self) {
@@ -205,8 +252,7 @@ impl Executor {
             seq: self.state.next_seq,
             kind,
         };
-        self.journal
-            .append(&mut self.state, Entry::Record(record.clone()))?;
+        self.append(Entry::Record(record.clone()))?;
         self.shared.push(record);
         Ok(())
     }
@@ -371,15 +417,12 @@ impl Executor {
         if cut_offs > 0 && !prep.is_empty() && progress.reruns.get(&index) != Some(&started_before)
         {
             tracing::info!(plan = %plan_id, step = index, attempt, preparation = ?prep, "the measurement was cut off: its preparation runs again");
-            return self.journal.append(
-                &mut self.state,
-                Entry::Rerun {
-                    plan_id: plan_id.to_string().into(),
-                    measure: index,
-                    started: started_before,
-                    steps: prep.collect(),
-                },
-            );
+            return self.append(Entry::Rerun {
+                plan_id: plan_id.to_string().into(),
+                measure: index,
+                started: started_before,
+                steps: prep.collect(),
+            });
         }
 
         if !self.described.contains(plan_id) {
@@ -774,15 +817,12 @@ impl Executor {
         shutdown: &CancellationToken,
     ) -> Result<Option<Ending>, JournalError> {
         let boot_id = self.cfg.boot_id.clone();
-        self.journal.append(
-            &mut self.state,
-            Entry::RebootRequested {
-                plan_id: plan_id.to_string().into(),
-                step_index: index,
-                boot_id: boot_id.clone(),
-                requested_unix_ns: started,
-            },
-        )?;
+        self.append(Entry::RebootRequested {
+            plan_id: plan_id.to_string().into(),
+            step_index: index,
+            boot_id: boot_id.clone(),
+            requested_unix_ns: started,
+        })?;
         tracing::info!(plan = %plan_id, step = index, boot_id = %boot_id, command = %self.cfg.reboot_command, "reboot requested");
         let step = self.state.held(plan_id).expect("held").plan.steps[index as usize].clone();
         let command = self.cfg.reboot_command.clone();

@@ -33,6 +33,26 @@ pub(crate) enum JournalError {
     },
 }
 
+impl JournalError {
+    /// The I/O error's kind, when the journal could not be read or written.
+    pub(crate) fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            JournalError::Io { error, .. } => Some(error.kind()),
+            JournalError::Corrupt { .. } => None,
+        }
+    }
+
+    /// A full (or over quota) or read-only filesystem: what an operator fixes while the
+    /// agent waits (space freed, a remount), unlike a corrupt journal.
+    pub(crate) fn is_full_or_read_only(&self) -> bool {
+        use std::io::ErrorKind::{QuotaExceeded, ReadOnlyFilesystem, StorageFull};
+        matches!(
+            self.io_kind(),
+            Some(StorageFull | QuotaExceeded | ReadOnlyFilesystem)
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Entry {
@@ -359,7 +379,11 @@ pub(crate) fn replay_bytes(bytes: &[u8]) -> Result<(State, u64), JournalError> {
 pub(crate) struct Journal {
     dir: PathBuf,
     file: File,
+    /// The length of the complete, fsync'd entries: what a failed append cuts back to.
     len: u64,
+    /// A failed append may have left part of its line past `len` (the truncation right
+    /// after it failed too): the next append cuts it off first.
+    torn: bool,
 }
 
 impl Journal {
@@ -399,6 +423,7 @@ impl Journal {
                 dir: dir.to_path_buf(),
                 file,
                 len: valid_len,
+                torn: false,
             },
             state,
         ))
@@ -412,8 +437,21 @@ impl Journal {
             path: self.dir.join(FILE),
             error: source,
         };
-        self.file.write_all(&line).map_err(io)?;
-        self.file.sync_data().map_err(io)?;
+        if self.torn {
+            self.file.set_len(self.len).map_err(io)?;
+            self.torn = false;
+        }
+        if let Err(error) = self
+            .file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data())
+        {
+            // A full filesystem cuts a line short; the caller may append it again once
+            // there is room, and a piece of a line followed by a whole one is corruption
+            // to replay. Nothing acted on the piece: cut it off.
+            self.torn = self.file.set_len(self.len).is_err();
+            return Err(io(error));
+        }
         self.len += line.len() as u64;
         state.apply(entry);
         Ok(())
@@ -440,10 +478,17 @@ impl Journal {
             serde_json::to_writer(&mut buf, &e).expect("journal entries always serialize");
             buf.push(b'\n');
         }
-        let mut f = File::create(&tmp).map_err(io)?;
-        f.write_all(&buf).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)?;
+        let copied = File::create(&tmp)
+            .and_then(|mut f| f.write_all(&buf).and_then(|()| f.sync_all()))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(error) = copied {
+            // Before the rename the journal is whole and still the one appended to: a
+            // compaction that finds no room (the copy needs as much space as what it
+            // keeps) is left for the next plan's end, not an error.
+            let _ = std::fs::remove_file(&tmp);
+            tracing::warn!(journal = %path.display(), %error, "the journal could not be compacted; it is kept as it is");
+            return Ok(());
+        }
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io)?;

@@ -115,7 +115,8 @@ pub struct AgentConfig {
 pub const DEFAULT_INVENTORY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Runs an agent until `shutdown` is cancelled. An error means the agent cannot go on
-/// (its journal is unreadable or cannot be written).
+/// (its journal cannot be opened, is corrupt, or failed to write with an error other than
+/// a full or read-only filesystem, which the executor waits out holding its steps).
 pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let boot_id = std::fs::read_to_string(&cfg.boot_id_file)
         .with_context(|| format!("reading boot id from {}", cfg.boot_id_file.display()))?
@@ -187,7 +188,33 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
     // is left unfinished in the journal, so it runs again from its start next time.
     let result = tokio::task::spawn_blocking(move || exec_thread.join()).await?;
     match result {
-        Ok(r) => r.context("journal"),
+        // The journal's error names the journal itself ("journal PATH: why").
+        Ok(r) => Ok(r?),
         Err(_) => anyhow::bail!("executor thread panicked"),
     }
+}
+
+/// What the state directory needs, when an agent stopped (`run`'s error) because its
+/// journal could not be opened or written: `Some(Full)` for a full filesystem (or quota),
+/// `Some(ReadOnly)` for a read-only one, `Some(Other)` for another I/O error of the
+/// journal; `None` when it stopped for something else. For `platter run` to say what to do.
+pub fn journal_fault(e: &anyhow::Error) -> Option<JournalFault> {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<journal::JournalError>())
+        .and_then(journal::JournalError::io_kind)
+        .map(|kind| match kind {
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                JournalFault::Full
+            }
+            std::io::ErrorKind::ReadOnlyFilesystem => JournalFault::ReadOnly,
+            _ => JournalFault::Other,
+        })
+}
+
+/// See [`journal_fault`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalFault {
+    Full,
+    ReadOnly,
+    Other,
 }

@@ -339,13 +339,20 @@ impl Link {
                     self.handle(m)?;
                 }
                 _ = self.shared.outbox_changed.notified() => {}
+                // The coordinator shows a journal fault (and its end) with the next
+                // heartbeat: make that one now.
+                _ = self.shared.journal_fault_changed.notified() => heartbeat.reset_immediately(),
                 _ = heartbeat.tick() => {
                     if unannounced && !self.shared.measuring.load(Ordering::Relaxed) {
                         self.announce(target, announced);
                         unannounced = false;
                     }
                     let (plan, step) = self.shared.current().unwrap_or_default();
-                    let hb = pb::Heartbeat { current_plan_id: plan.to_string(), current_step_index: step };
+                    let hb = pb::Heartbeat {
+                        current_plan_id: plan.to_string(),
+                        current_step_index: step,
+                        journal_fault: self.shared.journal_fault().unwrap_or_default(),
+                    };
                     tx.send(msg(pb::agent_message::Kind::Heartbeat(hb))).await.map_err(|_| LinkError::Closed)?;
                 }
                 // Reading /sys is cheap but not free: never while a measurement runs.

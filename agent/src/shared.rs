@@ -33,6 +33,11 @@ pub(crate) struct Shared {
     acked_cv: Condvar,
     /// True while a stream to the coordinator is open.
     pub connected: AtomicBool,
+    /// Why the executor holds its steps (its journal cannot be written), for heartbeats.
+    journal_fault: Mutex<Option<String>>,
+    /// Woken when `journal_fault` changes: the link sends a heartbeat at once, so that
+    /// the coordinator shows the fault (and its end) without waiting for the next one.
+    pub journal_fault_changed: Notify,
 }
 
 impl Shared {
@@ -47,6 +52,18 @@ impl Shared {
             next_seq: AtomicU64::new(next_seq),
             ..Shared::default()
         }
+    }
+
+    pub(crate) fn set_journal_fault(&self, fault: Option<String>) {
+        *self.journal_fault.lock().expect("journal fault lock") = fault;
+        self.journal_fault_changed.notify_one();
+    }
+
+    pub(crate) fn journal_fault(&self) -> Option<String> {
+        self.journal_fault
+            .lock()
+            .expect("journal fault lock")
+            .clone()
     }
 
     pub(crate) fn push(&self, record: Record) {

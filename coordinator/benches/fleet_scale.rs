@@ -379,7 +379,7 @@ async fn session(
                 }
             },
             _ = heartbeat.tick() => {
-                let hb = pb::Heartbeat { current_plan_id: String::new(), current_step_index: 0 };
+                let hb = pb::Heartbeat { current_plan_id: String::new(), current_step_index: 0, journal_fault: String::new() };
                 let m = pb::AgentMessage { kind: Some(pb::agent_message::Kind::Heartbeat(hb)) };
                 if tx.send(m).await.is_err() {
                     return Some("outbound stream closed".into());

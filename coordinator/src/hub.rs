@@ -26,6 +26,9 @@ struct Conn {
     tx: Outbound,
     /// Plans the agent holds (from its hello) or that were sent on this connection.
     held: Vec<String>,
+    /// Why the agent holds its steps (its journal cannot be written), from its last
+    /// heartbeat on this connection.
+    journal_fault: Option<String>,
 }
 
 pub struct Hub {
@@ -159,11 +162,15 @@ impl Hub {
     /// Registers a connection, replacing an older one of the same host (whose stream ends).
     pub fn connect(&self, host: &str, tx: Outbound, held: Vec<String>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let old = self
-            .conns
-            .lock()
-            .expect("hub lock")
-            .insert(host.to_string(), Conn { id, tx, held });
+        let old = self.conns.lock().expect("hub lock").insert(
+            host.to_string(),
+            Conn {
+                id,
+                tx,
+                held,
+                journal_fault: None,
+            },
+        );
         self.lost.lock().expect("hub lock").remove(host);
         self.link_changed(host);
         if old.is_some() {
@@ -202,6 +209,31 @@ impl Hub {
             .expect("hub lock")
             .get(host)
             .is_some_and(|c| c.id == id)
+    }
+
+    /// What connection `id` of `host` said in its last heartbeat of its journal ("" when
+    /// it can be written); a replaced connection's word is ignored.
+    pub fn set_journal_fault(&self, host: &str, id: u64, fault: String) {
+        let mut conns = self.conns.lock().expect("hub lock");
+        if let Some(c) = conns.get_mut(host).filter(|c| c.id == id) {
+            if c.journal_fault.as_deref().unwrap_or_default() != fault {
+                match fault.as_str() {
+                    "" => tracing::info!(agent = %host, "the agent's journal can be written again"),
+                    // Info: the agent says it at ERROR in its own log, and `agents`,
+                    // `status` and `watch` show it; `platter run` need not say it thrice.
+                    f => {
+                        tracing::info!(agent = %host, fault = %f, "the agent holds its steps: its journal cannot be written")
+                    }
+                }
+            }
+            c.journal_fault = (!fault.is_empty()).then_some(fault);
+        }
+    }
+
+    /// Why `host`'s agent, connected here, holds its steps, if it does.
+    pub fn journal_fault(&self, host: &str) -> Option<String> {
+        let conns = self.conns.lock().expect("hub lock");
+        conns.get(host).and_then(|c| c.journal_fault.clone())
     }
 
     pub fn is_connected(&self, host: &str) -> bool {

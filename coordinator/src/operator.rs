@@ -327,6 +327,9 @@ fn host_table(c: &pb::CampaignStatus) -> String {
             vec![
                 h.host.clone(),
                 match (h.connected, h.coordinator.as_str()) {
+                    _ if !h.journal_fault.is_empty() => {
+                        format!("JOURNAL FAULT: {}", h.journal_fault)
+                    }
                     (true, "") => "connected".into(),
                     // Several coordinators share the store: which one holds it.
                     (true, by) => format!("connected to {by}"),
@@ -431,7 +434,7 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
                 } else {
                     drives.join(", ")
                 },
-                if a.state == "idle" || a.state == "busy" {
+                if a.connected {
                     "now".into()
                 } else {
                     format!("{} ago", hms(ago))
@@ -519,8 +522,31 @@ pub async fn watch(
             }
         }
         for h in &s.hosts {
+            // An agent's journal fault, like the store's, is said when it starts and
+            // when it ends; the host's line shows it meanwhile.
+            let had = last
+                .as_ref()
+                .and_then(|l| l.hosts.iter().find(|o| o.host == h.host))
+                .map_or("", |o| o.journal_fault.as_str());
+            let said = match (had, h.journal_fault.as_str()) {
+                ("", "") => None,
+                ("", now) => Some(format!("{}: JOURNAL FAULT: the agent holds its steps: {now}; make room in or fix its state directory (--state-dir) and they go on, nothing lost", h.host)),
+                (_, "") => Some(format!("{}: the agent's journal can be written again; its steps go on", h.host)),
+                _ => None,
+            };
+            if let Some(line) = said {
+                if live {
+                    let _ = multi.println(&line);
+                } else {
+                    eprintln!("{line}");
+                }
+            }
             let eta = eta(h).map(hms).unwrap_or("?".into());
-            let link = if h.connected { "" } else { " (not connected)" };
+            let link = match (h.connected, h.journal_fault.is_empty()) {
+                (_, false) => " (JOURNAL FAULT: holding)",
+                (true, true) => "",
+                (false, true) => " (not connected)",
+            };
             let msg = format!("ETA {eta}{link}  {}", h.current_step);
             if live {
                 let bar = bars.entry(h.host.clone()).or_insert_with(|| {

@@ -19,6 +19,9 @@ pub struct HostProgress {
     pub elapsed_ms: u64,
     /// Why the host's agent refused its plan; empty if it did not.
     pub refused: String,
+    /// Why the host's agent, connected here, holds its steps (its journal cannot be
+    /// written); empty if it does not.
+    pub journal_fault: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +164,7 @@ impl CampaignStatus {
                             current_step: String::new(),
                             elapsed_ms: 0,
                             refused: String::new(),
+                            journal_fault: String::new(),
                         });
                         hosts.last_mut().expect("just pushed")
                     }
@@ -197,6 +201,7 @@ impl CampaignStatus {
             let w = crate::presence::whereabouts(hub, fleet, &h.host);
             h.connected = w.presence == crate::hub::Presence::Connected;
             h.coordinator = w.coordinator;
+            h.journal_fault = hub.journal_fault(&h.host).unwrap_or_default();
         }
         Ok(status)
     }

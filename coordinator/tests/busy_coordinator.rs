@@ -92,7 +92,7 @@ async fn agent(url: String, i: usize, stop: CancellationToken, dropped: Arc<Atom
                 }
             }
             _ = tick.tick() => {
-                let hb = pb::Heartbeat { current_plan_id: String::new(), current_step_index: 0 };
+                let hb = pb::Heartbeat { current_plan_id: String::new(), current_step_index: 0, journal_fault: String::new() };
                 let m = pb::AgentMessage { kind: Some(pb::agent_message::Kind::Heartbeat(hb)) };
                 if tx.send(m).await.is_err() {
                     dropped.fetch_add(1, Ordering::Relaxed);

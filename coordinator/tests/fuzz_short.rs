@@ -405,6 +405,7 @@ fn write_wire_seeds() {
     let heartbeat = pb::Heartbeat {
         current_plan_id: "p".into(),
         current_step_index: 3,
+        journal_fault: String::new(),
     };
     std::fs::write(
         out.join("heartbeat.bin"),

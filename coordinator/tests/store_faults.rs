@@ -10,7 +10,8 @@
 //! same rule (`store::is_store_fault`).
 //!
 //! The agent's side: its state directory (the journal) full or read-only makes it say so
-//! at once, at ERROR, with the journal's path and the errno.
+//! at once, at ERROR, with the journal's path and the errno, and `platter run` ends with
+//! that error and what to do.
 
 mod common;
 
@@ -266,10 +267,16 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
     }
 }
 
-/// The stderr of `platter run FILE` with the agent's state in `state`, until a line holding
-/// `wanted` (or 60 s); the run is then killed: with its agent gone it would wait on
-/// (`platter run` waits for its campaign, and does not yet end when its agent does).
-fn run_until(dir: &Path, file: &Path, state: &Path, wanted: &str) -> String {
+/// How `platter run FILE` with the agent's state in `state` ended: its exit status (None
+/// when it was still running after 60 s, or a second after a line holding `until`, and
+/// was killed), its stderr and how long it took (until that line, if given).
+fn run_to_end(
+    dir: &Path,
+    file: &Path,
+    state: &Path,
+    until: Option<&str>,
+) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
     let mut run = Proc {
         child: platter()
             .current_dir(dir)
@@ -296,25 +303,41 @@ fn run_until(dir: &Path, file: &Path, state: &Path, wanted: &str) -> String {
             }
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = start + Duration::from_secs(60);
     let mut seen = String::new();
-    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains(wanted) {
-            break;
+    // Until its stderr closes (it is exiting) or the deadline.
+    let status = loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                seen.push_str(&line);
+                seen.push('\n');
+                if until.is_some_and(|u| line.contains(u)) {
+                    let took = start.elapsed();
+                    std::thread::sleep(Duration::from_secs(1));
+                    let status = run.exited().and_then(|s| s.code());
+                    run.kill9();
+                    return (status, seen, took);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                break run.child.wait().unwrap().code();
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break None,
         }
-    }
+    };
+    let took = start.elapsed();
     run.kill9();
-    seen
+    (status, seen, took)
 }
 
 /// The agent's state directory on a full filesystem: `platter run` used to wait at
 /// "(not connected)" without a word, and again after "dropping the journal's torn tail".
-/// Now the agent says at once, at ERROR, that it stops, with the journal's path and the
-/// errno; read-only, it says so when it starts.
+/// Now the agent says at once, at ERROR, that it holds its steps, with the journal's path
+/// and the errno, and waits for room (the next test frees it). A read-only one at the
+/// start makes the agent stop: `platter run` then waited 20 s for the agent to connect,
+/// and now ends at once with the agent's error and what to do.
 #[test]
-fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
+fn a_full_or_read_only_state_directory_is_said_at_once() {
     if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
         return;
     }
@@ -327,21 +350,31 @@ fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
         "c.yaml",
         "name: full\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n",
     );
-    let journal = fs.0.join("agent/journal.jsonl");
-    for _ in 0..2 {
-        let seen = run_until(dir, &file, &fs.0.join("agent"), "ERROR");
+    // The tmpfs itself: `platter run`'s lock of the state directory is beside it, on the
+    // test's own filesystem, so what fails here is the agent's journal.
+    let state = fs.0.clone();
+    let journal = state.join("journal.jsonl");
+    let error_line = |seen: &str, log: &str, why: &str| {
         let error = seen
             .lines()
             .find(|l| l.contains("ERROR"))
-            .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
-        assert!(error.contains("the agent stops"), "{error}");
+            .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"))
+            .to_string();
+        assert!(error.contains(log), "{error}");
         assert!(
-            error.contains(&format!(
-                "journal {}: No space left on device (os error 28)",
-                journal.display()
-            )),
+            error.contains(&format!("journal {}: {why}", journal.display())),
             "{error}"
         );
+    };
+    for _ in 0..2 {
+        let (status, seen, took) = run_to_end(dir, &file, &state, Some("ERROR"));
+        error_line(
+            &seen,
+            "the agent holds its steps",
+            "No space left on device (os error 28)",
+        );
+        assert!(took < Duration::from_secs(15), "took {took:?}:\n{seen}");
+        assert_eq!(status, None, "it waits for room:\n{seen}");
     }
     let ok = Command::new("mount")
         .args(["-o", "remount,ro"])
@@ -350,17 +383,237 @@ fn a_full_or_read_only_state_directory_is_said_at_error_with_path_and_errno() {
         .unwrap()
         .success();
     assert!(ok, "remounting read-only");
-    let seen = run_until(dir, &file, &fs.0.join("agent"), "ERROR");
-    let error = seen
-        .lines()
-        .find(|l| l.contains("ERROR"))
-        .unwrap_or_else(|| panic!("no ERROR line:\n{seen}"));
-    assert!(error.contains("the agent cannot start"), "{error}");
+    let (status, seen, took) = run_to_end(dir, &file, &state, None);
+    let why = "Read-only file system (os error 30)";
+    error_line(&seen, "the agent cannot start", why);
+    assert_eq!(status, Some(1), "{seen}");
+    assert!(took < Duration::from_secs(15), "took {took:?}:\n{seen}");
+    assert_eq!(
+        seen.lines().last().unwrap_or_default(),
+        format!(
+            "platter: the local agent stopped: journal {}: {why}; make {} writable or give --state-dir elsewhere, then run again — nothing is lost",
+            journal.display(),
+            state.display()
+        ),
+        "{seen}"
+    );
+}
+
+/// The agent's state directory fills up in the middle of a campaign and is freed again:
+/// the agent used to stop (and `platter run` with it). Now it holds its steps while its
+/// journal cannot be written (said once at ERROR, and once by the progress), goes on
+/// when a write succeeds (said once by each), and the campaign completes with every
+/// sample stored exactly once.
+#[test]
+fn a_state_directory_full_mid_run_holds_the_steps_and_they_go_on_when_freed() {
+    if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
+        return;
+    }
+    const REPEAT: i64 = 30;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fs = Tmpfs::mount(&dir.join("state"), 1);
+    let file = write(
+        dir,
+        "c.yaml",
+        &format!(
+            "name: fills\nworkload: {{ command: {{ run: \"sleep 0.1\" }} }}\nrepeat: {REPEAT}\n"
+        ),
+    );
+    let mut run = Proc {
+        child: platter()
+            .current_dir(dir)
+            .arg("run")
+            .arg(&file)
+            .arg("--db")
+            .arg(dir.join("coordinator.db"))
+            .arg("--state-dir")
+            .arg(&fs.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        name: "run".into(),
+    };
+    let stderr = run.child.stderr.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let mut s = seen.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        })
+    };
+    let said = |what: &str| seen.lock().unwrap().contains(what);
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(
+                Instant::now() < deadline,
+                "no {what} within 30 s:\n{}",
+                seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait("3 samples", &|| wall_samples(dir) >= 3);
+    fill(&fs.0.join("filler"));
+    wait("ERROR", &|| said("ERROR"));
+    // The progress says it too, from the agent's heartbeat.
+    wait("the progress to show it", &|| said("JOURNAL FAULT"));
+    // Held: nothing more is measured while the journal cannot be written, and the run
+    // does not end.
+    std::thread::sleep(Duration::from_secs(1));
+    let before = wall_samples(dir);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(wall_samples(dir), before, "{}", seen.lock().unwrap());
+    assert!(before < REPEAT, "the campaign ended before the fault");
+    assert!(run.exited().is_none(), "{}", seen.lock().unwrap());
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = run.exited() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{}", seen.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    reader.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(0), "{seen}");
+    let errors: Vec<&str> = seen.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "{seen}");
+    assert!(errors[0].contains("the agent holds its steps"), "{seen}");
     assert!(
-        error.contains(&format!(
-            "journal {}: Read-only file system (os error 30)",
-            journal.display()
+        errors[0].contains(&format!(
+            "journal {}: No space left on device (os error 28)",
+            fs.0.join("journal.jsonl").display()
         )),
-        "{error}"
+        "{seen}"
+    );
+    let resumed = seen
+        .lines()
+        .filter(|l| l.contains("the journal can be written again"))
+        .count();
+    assert_eq!(resumed, 1, "{seen}");
+    let progress: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.contains("JOURNAL FAULT: the agent holds its steps"))
+        .collect();
+    assert_eq!(progress.len(), 1, "said once:\n{seen}");
+    assert!(
+        progress[0].contains("No space left on device (os error 28)"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen.lines()
+            .filter(|l| l.contains("the agent's journal can be written again"))
+            .count(),
+        1,
+        "{seen}"
+    );
+    // The line the full filesystem cut short was cut off before it was written again:
+    // each line of the journal is whole (a piece followed by a line is corruption).
+    let journal = std::fs::read_to_string(fs.0.join("journal.jsonl")).unwrap();
+    for (n, line) in journal.lines().enumerate() {
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(line) {
+            panic!("journal line {}: {e}: {line}", n + 1);
+        }
+    }
+    // Exactly once: one sample per repetition, none missing, none twice.
+    assert_eq!(wall_samples(dir), REPEAT, "{seen}");
+    assert_eq!(
+        query_i64(
+            dir,
+            "SELECT COUNT(DISTINCT repetition) FROM sample_rows WHERE metric = 'wall'"
+        ),
+        REPEAT
+    );
+}
+
+/// A fleet agent whose state directory fills mid-campaign: `platter agents` (and `platter
+/// status`) show it connected and holding its steps, with why ("journal fault: journal PATH: No space left
+/// on device …"; before, it said "busy" while nothing ran), and after the space is freed
+/// shows it busy again and the campaign completes, each sample stored once.
+#[test]
+fn an_agents_journal_fault_is_shown_by_platter_agents() {
+    if !common::root_or_skip("it mounts a small tmpfs for the agent's state") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // `agent` keeps a1's state in dir/a1.state.
+    let fs = Tmpfs::mount(&dir.join("a1.state"), 1);
+    let (_coordinator, port) = serve(dir);
+    let _agent = agent(dir, port, "a1", &[]);
+    wait_agents(dir, 1);
+    let file = write(dir, "c.yaml", CAMPAIGN);
+    let campaign = submit(dir, port, &file);
+    wait_in(dir, "3 samples", Duration::from_secs(60), || {
+        (wall_samples(dir) >= 3).then_some(())
+    });
+    fill(&fs.0.join("filler"));
+    let state = wait_in(
+        dir,
+        "agents to show the journal fault",
+        Duration::from_secs(30),
+        || {
+            let state = agents_json(dir, port)[0]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            state.starts_with("journal fault: ").then_some(state)
+        },
+    );
+    assert_eq!(
+        state,
+        format!(
+            "journal fault: journal {}: No space left on device (os error 28)",
+            fs.0.join("journal.jsonl").display()
+        )
+    );
+    let shown = text(dir, port, &["agents"]);
+    assert!(shown.contains(&state), "{shown}");
+    let shown = text(dir, port, &["status", &campaign]);
+    assert!(
+        shown.contains(&state.replacen("journal fault", "JOURNAL FAULT", 1)),
+        "{shown}"
+    );
+    assert!(wall_samples(dir) < 60, "the fault must come mid-campaign");
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+    wait_in(
+        dir,
+        "agents without the fault",
+        Duration::from_secs(30),
+        || {
+            let state = agents_json(dir, port)[0]["state"].clone();
+            (!state
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("journal fault"))
+            .then_some(())
+        },
+    );
+    wait_in(dir, "the campaign to end", Duration::from_secs(120), || {
+        let done = query_i64(
+            dir,
+            &format!("SELECT COUNT(*) FROM campaigns WHERE id = '{campaign}' AND state = 'done'"),
+        );
+        (done == 1).then_some(())
+    });
+    assert_eq!(wall_samples(dir), 60, "{}", store_summary(dir));
+    assert_eq!(
+        query_i64(
+            dir,
+            "SELECT COUNT(DISTINCT repetition) FROM sample_rows WHERE metric = 'wall'"
+        ),
+        60
     );
 }

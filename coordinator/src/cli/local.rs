@@ -100,7 +100,11 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         inventory_interval: platter_agent::DEFAULT_INVENTORY_INTERVAL,
     };
     let agent_stop = shutdown.child_token();
-    let agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));
+    let mut agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));
+    // Set when the agent ended before the campaign did (then it is not awaited again):
+    // the run ends at once with the agent's error instead of waiting on a host that will
+    // never connect or never finish.
+    let mut agent_ended = false;
 
     let result = async {
         let url = format!("http://{}", coordinator.addr);
@@ -115,7 +119,13 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
             if std::time::Instant::now() > deadline {
                 anyhow::bail!("the local agent did not connect within 20 s");
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::select! {
+                ended = &mut agent => {
+                    agent_ended = true;
+                    return Err(agent_stopped(ended, state_dir));
+                }
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
         }
         let resp = match unfinished {
             Some(campaign_id) => pb::SubmitResponse {
@@ -140,6 +150,10 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         );
         tokio::select! {
             r = operator::watch(&mut client, &resp.campaign_id) => { r?; }
+            ended = &mut agent => {
+                agent_ended = true;
+                return Err(agent_stopped(ended, state_dir));
+            }
             _ = tokio::signal::ctrl_c() => {
                 eprintln!("interrupted: the campaign is kept in {}; run the same command again to resume", db.display());
                 return Ok(130);
@@ -156,11 +170,39 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
     .await;
 
     agent_stop.cancel();
-    match agent.await {
-        Ok(Err(e)) => eprintln!("platter: agent: {e:#}"),
-        Err(e) => eprintln!("platter: agent task: {e}"),
-        Ok(Ok(())) => {}
+    if !agent_ended {
+        match agent.await {
+            Ok(Err(e)) => eprintln!("platter: agent: {e:#}"),
+            Err(e) => eprintln!("platter: agent task: {e}"),
+            Ok(Ok(())) => {}
+        }
     }
     coordinator.stop().await;
     result
+}
+
+/// The error of a `platter run` whose agent ended before its campaign: the agent's own
+/// error and, when it was its journal (a full or read-only state directory), what to do.
+/// Nothing is lost: what was journaled stays in `state_dir`, the campaign in the store,
+/// and the same command takes both up again.
+fn agent_stopped(
+    ended: Result<anyhow::Result<()>, tokio::task::JoinError>,
+    state_dir: &Path,
+) -> anyhow::Error {
+    let e = match ended {
+        Ok(Ok(())) => return anyhow::anyhow!("the local agent stopped"),
+        Ok(Err(e)) => e,
+        Err(e) => return anyhow::anyhow!("the local agent stopped: {e}"),
+    };
+    let dir = state_dir.display();
+    let todo = match platter_agent::journal_fault(&e) {
+        None => return anyhow::anyhow!("the local agent stopped: {}", error_chain(&e)),
+        Some(platter_agent::JournalFault::Full) => format!("free space in {dir}"),
+        Some(platter_agent::JournalFault::ReadOnly) => format!("make {dir} writable"),
+        Some(platter_agent::JournalFault::Other) => format!("fix {dir}"),
+    };
+    anyhow::anyhow!(
+        "the local agent stopped: {}; {todo} or give --state-dir elsewhere, then run again — nothing is lost",
+        error_chain(&e)
+    )
 }

@@ -212,9 +212,10 @@ async fn serve(
                 Some(Kind::Record(r)) => batch.push(
                     Record::try_from(r).map_err(|e| Status::invalid_argument(e.to_string()))?,
                 ),
-                // A heartbeat only proves the agent alive (the read timeout above); progress
-                // comes from the stored step records.
-                Some(Kind::Heartbeat(_)) => {}
+                // A heartbeat proves the agent alive (the read timeout above) and says
+                // whether it holds its steps for its journal; progress comes from the
+                // stored step records.
+                Some(Kind::Heartbeat(hb)) => hub.set_journal_fault(host, conn, hb.journal_fault),
                 // An older stream's late inventory must not overwrite a newer hello's.
                 Some(Kind::Inventory(inv)) if hub.is_current(host, conn) => {
                     hub.set_tools(host, inv.tools);

@@ -205,6 +205,7 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                     elapsed_ms: h.elapsed_ms,
                     refused: h.refused,
                     coordinator: h.coordinator,
+                    journal_fault: h.journal_fault,
                 })
                 .collect(),
             created_unix_ms: s.created_unix_ms,
@@ -459,13 +460,18 @@ impl Control for ControlService {
             a.coordinator = w.coordinator;
             let presence = w.presence;
             a.connected = presence == Presence::Connected;
-            a.state = match presence {
-                Presence::Connected if a.current_campaign.is_empty() => "idle",
-                Presence::Connected => "busy",
-                Presence::Lost => "lost",
-                Presence::Offline => "offline",
-            }
-            .to_string();
+            let fault = a
+                .connected
+                .then(|| self.hub.journal_fault(&a.host))
+                .flatten();
+            a.state = match (presence, fault) {
+                // Connected, and holding its steps: the one state that needs a person.
+                (Presence::Connected, Some(fault)) => format!("journal fault: {fault}"),
+                (Presence::Connected, None) if a.current_campaign.is_empty() => "idle".into(),
+                (Presence::Connected, None) => "busy".into(),
+                (Presence::Lost, _) => "lost".into(),
+                (Presence::Offline, _) => "offline".into(),
+            };
             a
         });
         Ok(Response::new(pb::ListAgentsResponse {
