@@ -40,41 +40,61 @@ fn runs(host: &str, conv: &str) -> [f64; 6] {
     }
 }
 
-async fn report() -> Report {
+/// `yaml` planned (for `local` as this host's name), each measure step's samples as
+/// `samples(host, cell parameters, repetition)` gives them, stored as agents send them;
+/// the report read back.
+async fn stored(
+    yaml: &str,
+    local: &str,
+    samples: impl Fn(&str, &indexmap::IndexMap<String, String>, u32) -> Vec<Sample>,
+) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("p.db")).unwrap();
-    let campaign = platter::spec::parse("one-voice.yaml", CAMPAIGN).unwrap();
-    let planned = planner::plan(&campaign, "", "voice", 1, &Default::default()).unwrap();
-    store
-        .insert_campaign(&planned, "one-voice.yaml", CAMPAIGN)
-        .unwrap();
+    let campaign = platter::spec::parse("c.yaml", yaml).unwrap();
+    let planned = planner::plan(&campaign, local, "voice", 1, &Default::default()).unwrap();
+    store.insert_campaign(&planned, "c.yaml", yaml).unwrap();
     for plan in &planned.plans {
-        let mut records = Vec::new();
-        for step in plan
+        let records = plan
             .steps
             .iter()
             .filter(|s| matches!(s.kind, StepKind::Measure(_)))
-        {
-            let cell = planned.cells.iter().find(|c| c.id == step.cell_id).unwrap();
-            let ms = runs(&plan.host, &cell.params["conv"])[step.repetition as usize - 1];
-            let wall = Sample {
-                metric: "wall".into(),
-                value: ms / 1e3,
-                unit: "s".into(),
-                histogram: vec![],
-                missing: String::new(),
-            };
-            records.push(measured(
-                records.len() as u64 + 1,
-                &plan.id,
-                step,
-                step.repetition as i64,
-                vec![wall],
-            ));
-        }
+            .enumerate()
+            .map(|(i, step)| {
+                let cell = planned.cells.iter().find(|c| c.id == step.cell_id).unwrap();
+                let samples = samples(&plan.host, &cell.params, step.repetition);
+                measured(
+                    i as u64 + 1,
+                    &plan.id,
+                    step,
+                    step.repetition as i64,
+                    samples,
+                )
+            })
+            .collect();
         store.write_records(&plan.host, records).await.unwrap();
     }
     Report::load(&store, &planned.id).unwrap()
+}
+
+/// A wall time of `seconds`.
+fn wall(metric: &str, seconds: f64) -> Sample {
+    Sample {
+        metric: metric.into(),
+        value: seconds,
+        unit: "s".into(),
+        histogram: vec![],
+        missing: String::new(),
+    }
+}
+
+async fn report() -> Report {
+    stored(CAMPAIGN, "", |host, params, rep| {
+        vec![wall(
+            "wall",
+            runs(host, &params["conv"])[rep as usize - 1] / 1e3,
+        )]
+    })
+    .await
 }
 
 #[tokio::test]
@@ -267,51 +287,19 @@ repeat: 6
 
 #[tokio::test]
 async fn a_parameter_and_the_one_include_ties_to_it_are_one_finding_and_duplicates_show_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("p.db")).unwrap();
-    let campaign = platter::spec::parse("quick.yaml", QUICK).unwrap();
-    let planned = planner::plan(&campaign, "vm", "quick", 1, &Default::default()).unwrap();
-    store
-        .insert_campaign(&planned, "quick.yaml", QUICK)
-        .unwrap();
-    let plan = &planned.plans[0];
-    let mut records = Vec::new();
-    for step in plan
-        .steps
-        .iter()
-        .filter(|s| matches!(s.kind, StepKind::Measure(_)))
-    {
-        let cell = planned.cells.iter().find(|c| c.id == step.cell_id).unwrap();
+    let r = stored(QUICK, "vm", |_, params, rep| {
         // fdatasync costs ×3 at 4k and ×2 at 1M; 1M blocks take 0.8 of the time of 4k.
-        let base = if cell.params["bs"] == "4k" {
-            20.0
-        } else {
-            16.0
-        };
-        let cost = match (cell.params["bs"].as_str(), cell.params["sync"].as_str()) {
+        let base = if params["bs"] == "4k" { 20.0 } else { 16.0 };
+        let cost = match (params["bs"].as_str(), params["sync"].as_str()) {
             (_, "none") => 1.0,
             ("4k", _) => 3.0,
             _ => 2.0,
         };
-        let ms = base * cost * (1.0 + 0.01 * step.repetition as f64);
-        let sample = |metric: &str| Sample {
-            metric: metric.into(),
-            value: ms / 1e3,
-            unit: "s".into(),
-            histogram: vec![],
-            missing: String::new(),
-        };
+        let s = base * cost * (1.0 + 0.01 * rep as f64) / 1e3;
         // `total` the very same values as `wall`, as the fsync loop reports them.
-        records.push(measured(
-            records.len() as u64 + 1,
-            &plan.id,
-            step,
-            step.repetition as i64,
-            vec![sample("wall"), sample("total")],
-        ));
-    }
-    store.write_records("vm", records).await.unwrap();
-    let r = Report::load(&store, &planned.id).unwrap();
+        vec![wall("wall", s), wall("total", s)]
+    })
+    .await;
     let whats: Vec<&str> = r
         .findings
         .differences
@@ -372,34 +360,11 @@ repeat: 5
 
 #[tokio::test]
 async fn one_difference_in_every_configuration_is_significant_together_though_not_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("p.db")).unwrap();
-    let campaign = platter::spec::parse("eight.yaml", EIGHT).unwrap();
-    let planned = planner::plan(&campaign, "", "eight", 1, &Default::default()).unwrap();
-    store
-        .insert_campaign(&planned, "eight.yaml", EIGHT)
-        .unwrap();
-    for plan in &planned.plans {
-        let factor = if plan.host == "b" { 3.0 } else { 1.0 };
-        let records = plan
-            .steps
-            .iter()
-            .filter(|s| matches!(s.kind, StepKind::Measure(_)))
-            .enumerate()
-            .map(|(i, step)| {
-                let wall = Sample {
-                    metric: "wall".into(),
-                    value: 0.01 * factor * (1.0 + 0.02 * step.repetition as f64),
-                    unit: "s".into(),
-                    histogram: vec![],
-                    missing: String::new(),
-                };
-                measured(i as u64 + 1, &plan.id, step, 0, vec![wall])
-            })
-            .collect();
-        store.write_records(&plan.host, records).await.unwrap();
-    }
-    let r = Report::load(&store, &planned.id).unwrap();
+    let r = stored(EIGHT, "", |host, _, rep| {
+        let factor = if host == "b" { 3.0 } else { 1.0 };
+        vec![wall("wall", 0.01 * factor * (1.0 + 0.02 * rep as f64))]
+    })
+    .await;
     // Five runs a side: the exact test's smallest p is 2/252, over Holm's 8 tests 0.063.
     let side = r.side_by_side.as_ref().unwrap();
     for row in &side.rows {
