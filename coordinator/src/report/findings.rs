@@ -408,7 +408,9 @@ fn parameter_effects(cells: &[CellReport], settings: &ReportSpec, metric: &str) 
                 _ => true,
             })
     };
-    let mut pending: Vec<(usize, Instance, stats::Comparison)> = Vec::new();
+    // (finding, context, medians, unit, test) until Holm's correction decides them all.
+    type Pending = (usize, String, (f64, f64), String, stats::Comparison);
+    let mut pending: Vec<Pending> = Vec::new();
     let mut findings: Vec<Finding> = Vec::new();
     for (i, p) in varied.iter().enumerate() {
         if Some(*p) == baseline_key {
@@ -488,39 +490,20 @@ fn parameter_effects(cells: &[CellReport], settings: &ReportSpec, metric: &str) 
                     context.push(host);
                 }
                 context.extend(rest.into_iter().map(|(k, v)| format!("{k}={v}")));
-                let instance = Instance {
-                    context: context.join(" "),
-                    ratio: SideRatio {
-                        ratio: t.ratio,
-                        ratio_ci: None,
-                        ratio_ci_level: None,
-                        p_value: 1.0,
-                        holm_p: 1.0,
-                        family: 0,
-                        significant: false,
-                    },
-                    medians: (mc.stats.median, mb.stats.median),
-                    unit: mc.unit.clone(),
-                };
-                pending.push((at, instance, t));
+                let medians = (mc.stats.median, mb.stats.median);
+                pending.push((at, context.join(" "), medians, mc.unit.clone(), t));
             }
         }
     }
-    let ps: Vec<f64> = pending.iter().map(|(_, _, t)| t.p_value).collect();
+    let ps: Vec<f64> = pending.iter().map(|(_, _, _, _, t)| t.p_value).collect();
     let family = ps.len();
-    for ((at, mut instance, t), holm_p) in pending.into_iter().zip(stats::holm(&ps)) {
-        instance.ratio = SideRatio {
-            ratio: t.ratio,
-            ratio_ci: t
-                .ci_pct
-                .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
-            ratio_ci_level: t.ci_level,
-            p_value: t.p_value,
-            holm_p,
-            family,
-            significant: t.significant && holm_p <= stats::ALPHA,
-        };
-        findings[at].at.push(instance);
+    for ((at, context, medians, unit, t), holm_p) in pending.into_iter().zip(stats::holm(&ps)) {
+        findings[at].at.push(Instance {
+            context,
+            ratio: SideRatio::decided(&t, holm_p, family),
+            medians,
+            unit,
+        });
     }
     findings.retain(|f| !f.at.is_empty());
     findings

@@ -99,14 +99,24 @@ pub struct SideRatio {
 }
 
 impl SideRatio {
+    /// A test's ratio decided with Holm's `holm_p` over a family of `family` tests.
+    pub(crate) fn decided(t: &stats::Comparison, holm_p: f64, family: usize) -> SideRatio {
+        SideRatio {
+            ratio: t.ratio,
+            ratio_ci: t.ci_pct.map(ratio_of_pct),
+            ratio_ci_level: t.ci_level,
+            p_value: t.p_value,
+            holm_p,
+            family,
+            significant: t.significant && holm_p <= stats::ALPHA,
+        }
+    }
+
     pub(crate) fn of_comparison(c: &super::judge::JudgedComparison) -> Option<SideRatio> {
         let holm_p = c.holm_p?;
         Some(SideRatio {
             ratio: c.row.ratio,
-            ratio_ci: c
-                .row
-                .ci_pct
-                .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
+            ratio_ci: c.row.ci_pct.map(ratio_of_pct),
             ratio_ci_level: c.ci_level,
             p_value: c.p_value.unwrap_or(1.0),
             holm_p,
@@ -127,6 +137,11 @@ impl SideRatio {
         }
         t
     }
+}
+
+/// A penalty interval in % as ratios: (−18.5, 54.9) → (0.815, 1.549).
+fn ratio_of_pct((lo, hi): (f64, f64)) -> (f64, f64) {
+    (1.0 + lo / 100.0, 1.0 + hi / 100.0)
 }
 
 /// A ratio with two decimals, three under 0.1 (×0.043).
@@ -296,17 +311,7 @@ pub fn build(
         let size = family.len();
         for ((row, col, t), holm_p) in family.into_iter().zip(adjusted) {
             if let SideValue::Measured { ratio, .. } = &mut rows[row].values[col] {
-                *ratio = Some(SideRatio {
-                    ratio: t.ratio,
-                    ratio_ci: t
-                        .ci_pct
-                        .map(|(lo, hi)| (1.0 + lo / 100.0, 1.0 + hi / 100.0)),
-                    ratio_ci_level: t.ci_level,
-                    p_value: t.p_value,
-                    holm_p,
-                    family: size,
-                    significant: t.significant && holm_p <= stats::ALPHA,
-                });
+                *ratio = Some(SideRatio::decided(&t, holm_p, size));
             }
         }
     }
