@@ -241,7 +241,7 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
     drop(store);
     if let Layout::Arrays = layout {
         let rt = pg::PgRuntime::new().unwrap();
-        let c = pg::connect(&schema_url, rt.handle(), None).unwrap();
+        let c = pg::connect(&schema_url, rt.handle(), pg::DEFAULT_DEADLINE, None).unwrap();
         c.batch(
             "CREATE TABLE step_samples (step BIGINT PRIMARY KEY, metric TEXT[] COLLATE \"C\" NOT NULL,
                  value DOUBLE PRECISION[], unit TEXT[] COLLATE \"C\" NOT NULL, histogram BYTEA[],
@@ -303,7 +303,7 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
             let url = schema_url.clone();
             std::thread::spawn(move || {
                 let rt = pg::PgRuntime::new().unwrap();
-                let c = pg::connect(&url, rt.handle(), None).unwrap();
+                let c = pg::connect(&url, rt.handle(), pg::DEFAULT_DEADLINE, None).unwrap();
                 let (zero, no) = (0i64, String::new());
                 let (no_bytes, no_text): (Option<&[u8]>, Option<&str>) = (None, None);
                 let (no_bytes, no_text) = (&no_bytes, &no_text);

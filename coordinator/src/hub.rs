@@ -192,6 +192,16 @@ impl Hub {
         }
     }
 
+    /// The hosts whose agents are connected to this coordinator now.
+    pub fn connected_hosts(&self) -> Vec<String> {
+        self.conns
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     pub fn presence(&self, host: &str) -> Presence {
         if self.is_connected(host) {
             Presence::Connected

@@ -214,7 +214,7 @@ fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
 }
 
 fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
-    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms })
+    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms, "not_answering": f.not_answering })
 }
 
 /// What an operator reads when the coordinator's store cannot commit: why, for how long,
@@ -222,7 +222,13 @@ fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
 pub fn fault_line(f: &pb::StoreFault) -> String {
     let secs = ((crate::store::now_ms() - f.since_unix_ms).max(0) / 1000) as u64;
     format!(
-        "STORE FAULT: the coordinator's store cannot commit (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
+        "STORE FAULT: the coordinator's store {} since {} (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
+        if f.not_answering {
+            "is not answering"
+        } else {
+            "cannot commit"
+        },
+        crate::store::since_clock(f.since_unix_ms),
         hms(Duration::from_secs(secs)),
         f.reason
     )

@@ -44,6 +44,14 @@ pub struct ServeOptions {
     pub name: Option<String>,
     /// PostgreSQL: how many connections store agents' records at once.
     pub db_writers: usize,
+    /// How long each request to the store waits for its answer (`store::StoreError::Timeout`).
+    pub store_deadline: Duration,
+    /// A store that is down or does not answer at start: wait for it, listening and
+    /// NOT_SERVING with the reason (`true`), or fail at once (supervisors that restart).
+    pub wait_for_store: bool,
+    /// Told the address bound once the coordinator serves, or earlier, as soon as it
+    /// waits for its store (`platter serve` prints it: scripts wait for that line).
+    pub announce: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 }
 
 impl ServeOptions {
@@ -57,6 +65,9 @@ impl ServeOptions {
             limits: crate::spec::Limits::default(),
             name: None,
             db_writers: crate::store::DEFAULT_PG_WRITERS,
+            store_deadline: crate::db::pg::DEFAULT_DEADLINE,
+            wait_for_store: false,
+            announce: None,
         }
     }
 }
@@ -106,7 +117,7 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// How often the health service looks at the store.
+/// How often the health service looks at the store (and at once when its health changes).
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The standard gRPC health service (grpc.health.v1, service ""): SERVING while the store
@@ -119,6 +130,7 @@ async fn report_health(
 ) {
     use tonic_health::ServingStatus;
     let mut last = None;
+    let mut changed = store.subscribe();
     loop {
         let status = match store.fault() {
             None => ServingStatus::Serving,
@@ -130,10 +142,181 @@ async fn report_health(
         }
         tokio::select! {
             _ = tokio::time::sleep(HEALTH_INTERVAL) => {}
+            _ = changed.changed() => {}
             _ = shutdown.cancelled() => {
                 // Draining: a load balancer sends operators elsewhere from now on.
                 health.set_service_status("", ServingStatus::NotServing).await;
                 return;
+            }
+        }
+    }
+}
+
+/// Serves gRPC on `listener` (TLS-wrapped when `tls`) until `stop`.
+async fn serve_grpc(
+    listener: TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    stop: CancellationToken,
+    router: tonic::transport::server::Router,
+) {
+    let r = match tls {
+        Some(cfg) => {
+            let incoming = tls::incoming(listener, cfg, stop.clone());
+            router
+                .serve_with_incoming_shutdown(incoming, stop.cancelled())
+                .await
+        }
+        None => {
+            // As the TLS accept loop does: without it, Nagle's algorithm holds a
+            // step's end record back until the delayed ACK of its start (~40 ms),
+            // on a third of short steps.
+            let incoming = TcpListenerStream::new(listener).map(|tcp| {
+                if let Ok(tcp) = &tcp {
+                    let _ = tcp.set_nodelay(true);
+                }
+                tcp
+            });
+            router
+                .serve_with_incoming_shutdown(incoming, stop.cancelled())
+                .await
+        }
+    };
+    if let Err(e) = r {
+        tracing::error!(error = %e, "gRPC server failed");
+    }
+}
+
+/// How often a coordinator waiting for its store tries it again: the store's return is
+/// noticed within this (or at once, when it returns during a try).
+const STORE_TRY_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest interval between two "waiting for the store" lines (they start a second
+/// apart and double).
+const STORE_WAIT_LOG_MAX: Duration = Duration::from_secs(60);
+
+/// Opens the store; while it is down or does not answer (a store fault), tries again every
+/// `STORE_TRY_INTERVAL`, saying so in the log at growing intervals and in `waiting` (what
+/// the services answer meanwhile) — unless `opts.wait_for_store` is off: then its error.
+async fn open_store(
+    opts: &ServeOptions,
+    waiting: &std::sync::Mutex<String>,
+    announce: &mut Option<(tokio::sync::oneshot::Sender<SocketAddr>, SocketAddr)>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Store> {
+    let started = std::time::Instant::now();
+    let (mut said, mut say_every) = (None::<std::time::Instant>, STORE_TRY_INTERVAL);
+    loop {
+        let (db, writers, deadline) = (opts.db.clone(), opts.db_writers, opts.store_deadline);
+        let opened =
+            tokio::task::spawn_blocking(move || Store::open_serving(&db, writers, deadline))
+                .await?;
+        let e = match opened {
+            Ok(store) => {
+                if said.is_some() {
+                    tracing::info!(store = %opts.db, waited_s = started.elapsed().as_secs(), "the store answers; serving");
+                }
+                return Ok(store);
+            }
+            Err(e) if opts.wait_for_store && crate::store::is_store_fault(&e) => e,
+            Err(e) => return Err(e).with_context(|| format!("opening store {}", opts.db)),
+        };
+        let reason = crate::store::reason(&e);
+        if let Some((tx, addr)) = announce.take() {
+            let _ = tx.send(addr);
+        }
+        *waiting.lock().expect("waiting lock") = format!(
+            "{reason} (waiting since {})",
+            crate::store::since_clock(
+                crate::store::now_ms() - started.elapsed().as_millis() as i64
+            )
+        );
+        if said.is_none_or(|t| t.elapsed() >= say_every) {
+            tracing::warn!(store = %opts.db, error = %reason, waited_s = started.elapsed().as_secs(), "waiting for the store; health says NOT_SERVING, trying again every second");
+            if said.is_some() {
+                say_every = (say_every * 2).min(STORE_WAIT_LOG_MAX);
+            }
+            said = Some(std::time::Instant::now());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(STORE_TRY_INTERVAL) => {}
+            _ = shutdown.cancelled() => anyhow::bail!("stopped while waiting for the store {}: {reason}", opts.db),
+        }
+    }
+}
+
+/// A gRPC service that exists before what it serves can: until `ready`, every call is
+/// answered UNAVAILABLE with why the coordinator is not serving yet (its store). A
+/// wrapper of our own: tonic builds its router once, before the store is open, and has
+/// no service that is swapped in later.
+struct Later<S> {
+    inner: Arc<std::sync::OnceLock<S>>,
+    waiting: Arc<std::sync::Mutex<String>>,
+}
+
+impl<S> Clone for Later<S> {
+    fn clone(&self) -> Self {
+        Later {
+            inner: self.inner.clone(),
+            waiting: self.waiting.clone(),
+        }
+    }
+}
+
+impl<S> Later<S> {
+    fn new(waiting: Arc<std::sync::Mutex<String>>) -> Later<S> {
+        Later {
+            inner: Arc::default(),
+            waiting,
+        }
+    }
+
+    fn ready(&self, service: S) {
+        let _ = self.inner.set(service);
+    }
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for Later<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> tower_service::Service<http::Request<tonic::body::Body>> for Later<S>
+where
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        match self.inner.get() {
+            Some(service) => {
+                let mut service = service.clone();
+                Box::pin(async move {
+                    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+                    service.call(request).await
+                })
+            }
+            None => {
+                let why = self.waiting.lock().expect("waiting lock").clone();
+                let status = tonic::Status::unavailable(format!(
+                    "the coordinator is waiting for its store: {why}"
+                ));
+                Box::pin(async move { Ok(status.into_http()) })
             }
         }
     }
@@ -152,17 +335,56 @@ pub const MIN_HEARTBEAT_TIMEOUT: Duration =
     Duration::from_secs(2 * platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs());
 
 impl Coordinator {
-    /// Opens the store and serves until `shutdown` is cancelled.
+    /// Listens, opens the store (waiting for it, NOT_SERVING meanwhile, if
+    /// `opts.wait_for_store`) and serves until `shutdown` is cancelled.
     pub async fn start(
-        opts: ServeOptions,
+        mut opts: ServeOptions,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Coordinator> {
         let tls = opts.tls.as_ref().map(tls::server_config).transpose()?;
-        let store = Store::open_with_writers(&opts.db, opts.db_writers)
-            .with_context(|| format!("opening store {}", opts.db))?;
         let listener =
             listen(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
         let addr = listener.local_addr()?;
+        let auth = if tls.is_some() {
+            Auth::Tls
+        } else {
+            Auth::Plaintext
+        };
+        // Serving from the start, the store or not: health answers NOT_SERVING and the
+        // other services UNAVAILABLE with the reason until the store is open.
+        let waiting = Arc::new(std::sync::Mutex::new(format!("opening {}", opts.db)));
+        let agent_link = Later::new(waiting.clone());
+        let control = Later::new(waiting.clone());
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+        // A submission carries the campaign file: room for the largest one allowed
+        // (tonic's default is 4 MiB), and the file limit is what refuses a larger one.
+        let max_request = usize::try_from(opts.limits.max_file_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(64 << 10)
+            .max(4 << 20);
+        let tasks = TaskTracker::new();
+        tasks.spawn(serve_grpc(
+            listener,
+            tls,
+            shutdown.clone(),
+            tonic::transport::Server::builder()
+                .add_service(health_service)
+                .add_service(agent_link.clone())
+                .add_service(control.clone()),
+        ));
+        let mut announce = opts.announce.take().map(|tx| (tx, addr));
+        let store = match open_store(&opts, &waiting, &mut announce, &shutdown).await {
+            Ok(store) => store,
+            Err(e) => {
+                shutdown.cancel();
+                tasks.close();
+                tasks.wait().await;
+                return Err(e);
+            }
+        };
         let hub = Arc::new(Hub::new(store.clone()));
         let tasks = TaskTracker::new();
         tasks.spawn(hub.clone().retry_failed(shutdown.clone()));
@@ -186,67 +408,30 @@ impl Coordinator {
                 shutdown.clone(),
             ));
         }
-        let auth = if tls.is_some() {
-            Auth::Tls
-        } else {
-            Auth::Plaintext
-        };
-        let agent_link = AgentLinkService {
+        agent_link.ready(AgentLinkServer::new(AgentLinkService {
             store: store.clone(),
             hub: hub.clone(),
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
             auth,
             heartbeat_timeout: opts.heartbeat_timeout,
-        };
-        let control = ControlService {
-            store: store.clone(),
-            hub,
-            shutdown: shutdown.clone(),
-            auth,
-            limits: opts.limits,
-        };
-        // A submission carries the campaign file: room for the largest one allowed
-        // (tonic's default is 4 MiB), and the file limit is what refuses a larger one.
-        let max_request = usize::try_from(opts.limits.max_file_bytes)
-            .unwrap_or(usize::MAX)
-            .saturating_add(64 << 10)
-            .max(4 << 20);
-        let (health, health_service) = tonic_health::server::health_reporter();
+        }));
+        control.ready(
+            ControlServer::new(ControlService {
+                store: store.clone(),
+                hub,
+                shutdown: shutdown.clone(),
+                auth,
+                limits: opts.limits,
+                last: Default::default(),
+            })
+            .max_decoding_message_size(max_request),
+        );
         tasks.spawn(report_health(store.clone(), health, shutdown.clone()));
-        let stop = shutdown.clone();
-        tasks.spawn(async move {
-            let router = tonic::transport::Server::builder()
-                .add_service(health_service)
-                .add_service(AgentLinkServer::new(agent_link))
-                .add_service(ControlServer::new(control).max_decoding_message_size(max_request));
-            let r = match tls {
-                Some(cfg) => {
-                    let incoming = tls::incoming(listener, cfg, stop.clone());
-                    router
-                        .serve_with_incoming_shutdown(incoming, stop.cancelled())
-                        .await
-                }
-                None => {
-                    // As the TLS accept loop does: without it, Nagle's algorithm holds a
-                    // step's end record back until the delayed ACK of its start (~40 ms),
-                    // on a third of short steps.
-                    let incoming = TcpListenerStream::new(listener).map(|tcp| {
-                        if let Ok(tcp) = &tcp {
-                            let _ = tcp.set_nodelay(true);
-                        }
-                        tcp
-                    });
-                    router
-                        .serve_with_incoming_shutdown(incoming, stop.cancelled())
-                        .await
-                }
-            };
-            if let Err(e) = r {
-                tracing::error!(error = %e, "gRPC server failed");
-            }
-        });
-        tracing::info!(%addr, db = %opts.db, tls = auth == Auth::Tls, name = name.as_deref().unwrap_or("-"), "coordinator listening");
+        tracing::info!(%addr, db = %opts.db, tls = auth == Auth::Tls, name = name.as_deref().unwrap_or("-"), "coordinator serving");
+        if let Some((tx, addr)) = announce {
+            let _ = tx.send(addr);
+        }
         Ok(Coordinator {
             addr,
             store,

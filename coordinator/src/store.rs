@@ -53,6 +53,37 @@ pub enum StoreError {
     Commit(String),
     #[error("no campaign {0}")]
     NoCampaign(String),
+    /// The database did not answer a request in time (frozen, unreachable, a lock held
+    /// too long): the request was given up, and its connection with it.
+    #[error("no answer within {} s ({what})", .after.as_secs_f64())]
+    Timeout { what: &'static str, after: Duration },
+    /// Not tried: the store is known not to answer (`Health`'s watch), so a call fails at
+    /// once with that fault rather than wait out its deadline again.
+    #[error("{}", not_answering_words(.0))]
+    NotAnswering(StoreFault),
+}
+
+/// "the store is not answering since 10:42:07 UTC, 12 s ago: no answer within 3 s (…)".
+fn not_answering_words(f: &StoreFault) -> String {
+    format!(
+        "the store is not answering since {}: {}",
+        since_words(f.since_unix_ms),
+        f.reason
+    )
+}
+
+/// A moment in the past as a UTC clock time and how long ago it was: "10:42:07 UTC, 12 s ago".
+pub fn since_words(unix_ms: i64) -> String {
+    let ago = (now_ms() - unix_ms).max(0) as f64 / 1000.0;
+    format!("{}, {ago:.0} s ago", since_clock(unix_ms))
+}
+
+/// A moment as the UTC clock time of its day: "10:42:07 UTC" (a fault is read while it
+/// lasts, so the day goes without saying).
+pub fn since_clock(unix_ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp(unix_ms.div_euclid(1000))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format!("{:02}:{:02}:{:02} UTC", t.hour(), t.minute(), t.second())
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -298,7 +329,7 @@ pub fn migrate(location: &Location) -> Result<String> {
         }
         Location::Postgres(url) => {
             let rt = db::pg::PgRuntime::new()?;
-            let c = db::pg::connect(url, rt.handle(), None)?;
+            let c = db::pg::connect(url, rt.handle(), db::pg::DEFAULT_DEADLINE, None)?;
             let applied = db::pg::migrate(&c)?;
             let version = db::pg::MIGRATIONS.len();
             Ok(format!(
@@ -392,6 +423,8 @@ enum Next {
 pub struct StoreFault {
     pub reason: String,
     pub since_unix_ms: i64,
+    /// The store does not answer at all (`Health::hung`), rather than refusing commits.
+    pub not_answering: bool,
 }
 
 /// The store's current faults, by where they happened: a record writer (its index in
@@ -400,29 +433,48 @@ pub struct StoreFault {
 /// the others commit: each writer's fault ends with its own commit only (its agents'
 /// batches are retried until then), so health does not flap between them. A fault of
 /// `WRITES` ends with any commit, as nothing retries those writes by itself.
+///
+/// Apart from those, the store may not answer at all (`hung`): a request outlived its
+/// deadline — PostgreSQL frozen, behind a dead switch, a lock held too long. Then every
+/// call fails at once with that fault instead of waiting out its own deadline, and only
+/// the store's watch (`watch_loop`), answered again, ends it.
 #[derive(Default)]
-struct Health(Mutex<std::collections::HashMap<usize, StoreFault>>);
+struct Health {
+    faults: Mutex<std::collections::HashMap<usize, StoreFault>>,
+    hung: Mutex<Option<StoreFault>>,
+}
 
 /// `Health`'s key for the writes outside the record writers.
 const WRITES: usize = usize::MAX;
+/// `Health`'s key for the store's watch (`watch_loop`), which commits a transaction of its
+/// own every second to see whether the store can.
+const WATCH: usize = usize::MAX - 1;
 
 impl Health {
     /// A write of `source` failed with `e`: starts an episode (logged once) or continues one.
     fn failed(&self, source: usize, e: &StoreError) {
-        let mut faults = self.0.lock().expect("health lock");
-        if faults.is_empty() {
+        if matches!(e, StoreError::Timeout { .. }) {
+            self.hung_on(e);
+        }
+        if matches!(e, StoreError::Timeout { .. } | StoreError::NotAnswering(_)) {
+            // `hung` is the fault, and the watch ends it.
+            return;
+        }
+        let mut faults = self.faults.lock().expect("health lock");
+        if faults.is_empty() && self.hung().is_none() {
             tracing::error!(error = %e, "the store cannot commit; agents' records wait, unacked, and are retried every second");
         }
         faults.entry(source).or_insert_with(|| StoreFault {
             reason: reason(e),
             since_unix_ms: now_ms(),
+            not_answering: false,
         });
     }
 
     /// A write of `source` committed: ends its fault (and that of `WRITES`), and the
     /// episode when no other is left.
     fn committed(&self, source: usize) {
-        let mut faults = self.0.lock().expect("health lock");
+        let mut faults = self.faults.lock().expect("health lock");
         if faults.is_empty() {
             return;
         }
@@ -438,13 +490,64 @@ impl Health {
 
     /// Whether `source` has a fault not ended yet.
     fn has(&self, source: usize) -> bool {
-        self.0.lock().expect("health lock").contains_key(&source)
+        self.faults
+            .lock()
+            .expect("health lock")
+            .contains_key(&source)
     }
 
     /// The oldest fault not ended yet.
     fn get(&self) -> Option<StoreFault> {
-        let faults = self.0.lock().expect("health lock");
-        faults.values().min_by_key(|f| f.since_unix_ms).cloned()
+        let faults = self.faults.lock().expect("health lock");
+        let hung = self.hung();
+        faults
+            .values()
+            .chain(hung.as_ref())
+            .min_by_key(|f| f.since_unix_ms)
+            .cloned()
+    }
+
+    /// A request outlived its deadline (`e`): the store is not answering, from now until
+    /// the watch is answered again. Logged once per episode.
+    fn hung_on(&self, e: &StoreError) {
+        let mut hung = self.hung.lock().expect("health lock");
+        if hung.is_none() {
+            tracing::error!(error = %e, "the store is not answering; calls fail at once until it answers again, agents' records wait unacked and are retried");
+            *hung = Some(StoreFault {
+                reason: reason(e),
+                since_unix_ms: now_ms(),
+                not_answering: true,
+            });
+        }
+    }
+
+    /// The watch was answered: the store answers again.
+    fn answered(&self) {
+        if let Some(f) = self.hung.lock().expect("health lock").take() {
+            let secs = (now_ms() - f.since_unix_ms) as f64 / 1000.0;
+            tracing::info!(after_s = format!("{secs:.1}"), was = %f.reason, "the store answers again");
+        }
+    }
+
+    /// Since when and why the store is not answering, while it is not.
+    fn hung(&self) -> Option<StoreFault> {
+        self.hung.lock().expect("health lock").clone()
+    }
+
+    /// `Err(NotAnswering)` while the store is not answering: a call fails at once.
+    fn answering(&self) -> Result<()> {
+        match self.hung() {
+            Some(f) => Err(StoreError::NotAnswering(f)),
+            None => Ok(()),
+        }
+    }
+
+    /// `r`, having noticed a request that outlived its deadline.
+    fn noticed<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e @ StoreError::Timeout { .. }) = &r {
+            self.hung_on(e);
+        }
+        r
     }
 }
 
@@ -487,7 +590,7 @@ pub fn is_store_fault(e: &StoreError) -> bool {
                     || e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
             }
         },
-        StoreError::Commit(_) => true,
+        StoreError::Commit(_) | StoreError::Timeout { .. } | StoreError::NotAnswering(_) => true,
         _ => false,
     }
 }
@@ -516,6 +619,8 @@ struct Readers {
 struct Opener {
     location: Location,
     busy_timeout: Duration,
+    /// PostgreSQL: how long a request waits for the server's answer.
+    deadline: Duration,
     pg: Option<Arc<db::pg::PgRuntime>>,
 }
 
@@ -532,7 +637,23 @@ impl Opener {
         match &self.location {
             Location::Sqlite(path) => open_conn(path, self.busy_timeout),
             Location::Postgres(url) => {
-                let c = db::pg::connect(url, self.handle(), None)?;
+                let c = db::pg::connect(url, self.handle(), self.deadline, None)?;
+                Ok(Conn::postgres(c))
+            }
+        }
+    }
+
+    /// The watch's connection: asks nothing but whether the store can commit, and waits
+    /// `PING_DEADLINE` for each answer (for SQLite, for the write lock).
+    fn watcher(&self) -> Result<Conn> {
+        match &self.location {
+            Location::Sqlite(path) => {
+                let conn = Connection::open(path)?;
+                conn.busy_timeout(PING_DEADLINE)?;
+                Ok(Conn::sqlite(conn))
+            }
+            Location::Postgres(url) => {
+                let c = db::pg::connect(url, self.handle(), PING_DEADLINE, None)?;
                 Ok(Conn::postgres(c))
             }
         }
@@ -550,7 +671,7 @@ impl Opener {
         let Location::Postgres(url) = &self.location else {
             unreachable!("only PostgreSQL stores are shared");
         };
-        let c = db::pg::connect(url, self.handle(), Some(tx))?;
+        let c = db::pg::connect(url, self.handle(), self.deadline, Some(tx))?;
         c.batch(&format!("LISTEN {channel}"))?;
         Ok(Conn::postgres(c))
     }
@@ -587,6 +708,8 @@ pub struct Store {
     /// This process's mark on its notifications, so it ignores its own, and the channel
     /// they go on.
     instance: Arc<Instance>,
+    /// Dropped with the last handle: the store's watch then ends.
+    _watching: Arc<std::sync::mpsc::Sender<()>>,
 }
 
 /// Who notifies, on which channel: `platter_<store id>`, since channels are
@@ -608,7 +731,12 @@ impl Store {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        Store::open_engine(Location::Sqlite(path.to_path_buf()), busy_timeout, 1)
+        Store::open_engine(
+            Location::Sqlite(path.to_path_buf()),
+            busy_timeout,
+            1,
+            db::pg::DEFAULT_DEADLINE,
+        )
     }
 
     /// Opens the store at `location`: an SQLite file, or a PostgreSQL database (migrated
@@ -619,14 +747,26 @@ impl Store {
 
     /// `open_at` with `writers` writers on PostgreSQL (at least one; SQLite has one).
     pub fn open_with_writers(location: &Location, writers: usize) -> Result<Store> {
+        Store::open_serving(location, writers, db::pg::DEFAULT_DEADLINE)
+    }
+
+    /// `open_with_writers`, each request to PostgreSQL waiting `deadline` for its answer.
+    /// The first connection gives up sooner (`PING_DEADLINE`): a coordinator waiting for
+    /// its store tries again every second (`server::open_store`).
+    pub fn open_serving(location: &Location, writers: usize, deadline: Duration) -> Result<Store> {
         if let Location::Sqlite(path) = location {
             return Store::open(path);
         }
-        Store::open_engine(location.clone(), BUSY_TIMEOUT, writers.max(1))
+        Store::open_engine(location.clone(), BUSY_TIMEOUT, writers.max(1), deadline)
     }
 
     /// `writers`: 1 for SQLite (`open_with`), as many as asked for PostgreSQL.
-    fn open_engine(location: Location, busy_timeout: Duration, writers: usize) -> Result<Store> {
+    fn open_engine(
+        location: Location,
+        busy_timeout: Duration,
+        writers: usize,
+        deadline: Duration,
+    ) -> Result<Store> {
         let pg = match location {
             Location::Postgres(_) => Some(Arc::new(db::pg::PgRuntime::new()?)),
             Location::Sqlite(_) => None,
@@ -634,9 +774,18 @@ impl Store {
         let opener = Opener {
             location,
             busy_timeout,
+            deadline,
             pg,
         };
-        let conn = opener.writer()?;
+        let conn = match &opener.location {
+            Location::Postgres(_) => Opener {
+                deadline: PING_DEADLINE.min(deadline),
+                ..opener.clone()
+            }
+            .writer()?,
+            Location::Sqlite(_) => opener.writer()?,
+        };
+        conn.set_deadline(deadline);
         if let Some(pg) = conn.as_postgres() {
             let applied = db::pg::migrate(pg)?;
             if applied > 0 {
@@ -671,8 +820,17 @@ impl Store {
                 .spawn(move || writer_loop(w, writer_conn, rx))
                 .map_err(|e| StoreError::Commit(format!("starting the store's writer: {e}")))?;
         }
+        let (watching, stop) = std::sync::mpsc::channel();
+        {
+            let (opener, health, changed) = (opener.clone(), health.clone(), changed.clone());
+            std::thread::Builder::new()
+                .name("store-watch".into())
+                .spawn(move || watch_loop(opener, health, changed, stop))
+                .map_err(|e| StoreError::Commit(format!("starting the store's watch: {e}")))?;
+        }
         let store = Store {
             id: id.into(),
+            _watching: Arc::new(watching),
             opener,
             conn: Arc::new(Mutex::new(conn)),
             readers: Arc::default(),
@@ -831,12 +989,18 @@ impl Store {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    /// `f` on the store's connection for writes outside the record writers; at once
+    /// `NotAnswering` while the store is not answering (also after waiting for the
+    /// connection, which a call that found the store hung may have held until its
+    /// deadline).
     fn with<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        self.health.answering()?;
         let mut conn = self.conn.lock().expect("store lock");
+        self.health.answering()?;
         if conn.is_broken() {
-            *conn = self.opener.writer()?;
+            *conn = self.health.noticed(self.opener.writer())?;
         }
-        f(&conn)
+        self.health.noticed(f(&conn))
     }
 
     /// `with` for a write transaction: its failure for the store's own reasons is the
@@ -1221,6 +1385,7 @@ impl Store {
     /// long read — a report over a million samples — holds up no other read or write.
     /// Blocking: from async code, call it inside `spawn_blocking`.
     pub fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        self.health.answering()?;
         let (lock, freed) = &*self.readers;
         let mut readers = lock.lock().expect("readers lock");
         let idle = loop {
@@ -1257,10 +1422,11 @@ impl Store {
             readers: &self.readers,
             conn: idle,
         };
+        self.health.answering()?;
         if lease.conn.is_none() {
-            lease.conn = Some(self.opener.reader()?);
+            lease.conn = Some(self.health.noticed(self.opener.reader())?);
         }
-        f(lease.conn.as_ref().expect("leased"))
+        self.health.noticed(f(lease.conn.as_ref().expect("leased")))
     }
 
     /// PostgreSQL: tells the other coordinators, when `tx` commits, what changed.
@@ -1390,6 +1556,13 @@ fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batch>) {
                 Err(_) => break,
             }
         }
+        if let Err(e) = health.answering() {
+            // Not tried: the agents resend, and the watch says when to try again.
+            for b in batches {
+                let _ = b.done.send(Err(StoreError::Commit(e.to_string())));
+            }
+            continue;
+        }
         if conn.is_broken() {
             // PostgreSQL went away: a new connection, or the batch fails (and is resent).
             match opener.writer() {
@@ -1475,6 +1648,62 @@ fn probe(opener: &Opener, conn: &mut Conn) -> Result<()> {
         conn.execute("UPDATE store_identity SET id = id", ())?;
     }
     tx.commit()
+}
+
+/// How often the store's watch asks whether the store can commit.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long the watch waits for the answer before the store counts as not answering: a
+/// hang shows in health within `WATCH_INTERVAL + PING_DEADLINE`. A coordinator's first
+/// connection waits as long (`Store::open_serving`).
+pub const PING_DEADLINE: Duration = Duration::from_secs(3);
+
+/// The store's watch, on a thread of its own: every `WATCH_INTERVAL`, a transaction that
+/// commits nothing (`ping`) on a connection of its own. Without it a store that hangs
+/// while nothing is asked of it — PostgreSQL frozen between two batches — would look
+/// healthy until the next call waited out its deadline; and it is what ends a `hung`
+/// episode, so that calls, failing at once meanwhile, are tried again. Ends with the last
+/// handle of the store (`stop` disconnected).
+fn watch_loop(
+    opener: Opener,
+    health: Arc<Health>,
+    changed: watch::Sender<u64>,
+    stop: std::sync::mpsc::Receiver<()>,
+) {
+    let mut conn = None;
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WATCH_INTERVAL) {
+        let before = health.get();
+        match ping(&opener, &mut conn) {
+            Ok(()) => {
+                health.answered();
+                health.committed(WATCH);
+            }
+            Err(e) if is_store_fault(&e) => health.failed(WATCH, &e),
+            Err(e) => tracing::debug!(error = %e, "the store's watch failed"),
+        }
+        if health.get() != before {
+            changed.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// Whether the store can commit now, waiting `PING_DEADLINE` at most: PostgreSQL commits
+/// a transaction that only takes a transaction id (`probe`'s), SQLite takes the write lock
+/// and lets it go (`BEGIN IMMEDIATE`, which waits for another process holding it, and
+/// writes nothing).
+fn ping(opener: &Opener, conn: &mut Option<Conn>) -> Result<()> {
+    if conn.as_ref().is_none_or(Conn::is_broken) {
+        *conn = None;
+        *conn = Some(opener.watcher()?);
+    }
+    let c = conn.as_ref().expect("just opened");
+    if c.is_postgres() {
+        let tx = c.write_transaction()?;
+        c.query_row("SELECT txid_current()", (), |r| r.get::<i64>(0))?;
+        tx.commit()
+    } else {
+        c.batch("BEGIN IMMEDIATE; ROLLBACK")
+    }
 }
 
 /// The indexes of `plan`'s warm-up steps (stored with the plan, so the writer marks
@@ -2229,7 +2458,8 @@ pub mod testing {
             .map_or(0, |d| d.as_secs());
         let schema = format!("t_{now}_{:08x}", rand::random::<u32>());
         let rt = db::pg::PgRuntime::new().unwrap();
-        let c = db::pg::connect(url, rt.handle(), None).expect("the test PostgreSQL server");
+        let c = db::pg::connect(url, rt.handle(), db::pg::DEFAULT_DEADLINE, None)
+            .expect("the test PostgreSQL server");
         c.batch(&format!("CREATE SCHEMA {schema}")).unwrap();
         let old = c
             .query(

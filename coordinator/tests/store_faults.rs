@@ -118,7 +118,7 @@ fn fault_shows_then_recovers(
         fault["reason"].as_str().unwrap()
     );
     // The standard health check says so too (within its 1 s poll), for load balancers.
-    wait_in(
+    let said = wait_in(
         dir,
         "health to say NOT serving",
         Duration::from_secs(5),
@@ -127,13 +127,12 @@ fn fault_shows_then_recovers(
             let said = String::from_utf8_lossy(&out.stdout).into_owned();
             (out.status.code() == Some(1)).then_some(said)
         },
-    )
-    .contains(&format!(
-        "NOT serving: its store cannot commit: {}",
-        fault["reason"].as_str().unwrap()
-    ))
-    .then_some(())
-    .expect("health names the store's fault");
+    );
+    assert!(
+        said.contains("NOT serving: its store cannot commit since ")
+            && said.contains(&format!(" UTC: {}", fault["reason"].as_str().unwrap())),
+        "health names the store's fault and since when: {said}"
+    );
     // Nothing commits meanwhile, and the campaign is not over.
     let stuck = wall_samples(dir);
     std::thread::sleep(Duration::from_millis(1500));

@@ -92,6 +92,20 @@ pub enum Command {
             value_parser = clap::value_parser!(u16).range(1..=16)
         )]
         db_writers: u16,
+        /// Seconds each request to the store waits for its answer (a statement, a row, a
+        /// commit; PostgreSQL's connect too). A store that does not answer in time counts
+        /// as in fault, as one that cannot commit: health says NOT_SERVING within a few
+        /// seconds of a hang, `status` and `agents` say since when, agents keep their
+        /// records unacked. On PostgreSQL it also sets the server's statement_timeout (6×)
+        /// and idle_in_transaction_session_timeout (3×)
+        #[arg(long, env = "PLATTER_STORE_DEADLINE", default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        store_deadline: u64,
+        /// At start, exit (status 1) if the store is down or does not answer, instead of
+        /// waiting for it: by default the coordinator listens, says NOT_SERVING with the
+        /// reason, logs "waiting for the store", and serves once it answers
+        #[arg(long)]
+        exit_without_store: bool,
         /// What submitted campaigns may ask for
         #[command(flatten)]
         limits: LimitArgs,

@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) async fn serve(opts: ServeOptions) -> anyhow::Result<i32> {
+pub(super) async fn serve(mut opts: ServeOptions) -> anyhow::Result<i32> {
     if opts.tls.is_none() {
         tracing::warn!(
             "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} can submit campaigns and command every agent",
@@ -11,9 +11,23 @@ pub(super) async fn serve(opts: ServeOptions) -> anyhow::Result<i32> {
         );
     }
     let shutdown = CancellationToken::new();
-    let coordinator = Coordinator::start(opts, shutdown.clone()).await?;
-    // For scripts and tests: the address bound, the port too with `--listen HOST:0`.
-    eprintln!("listening on {}", coordinator.addr);
+    // For scripts and tests: the address bound, the port too with `--listen HOST:0`, once
+    // it serves or, if its store is not there yet, once it listens and waits for it.
+    let (announce, listening) = tokio::sync::oneshot::channel();
+    opts.announce = Some(announce);
+    tokio::spawn(async move {
+        if let Ok(addr) = listening.await {
+            eprintln!("listening on {addr}");
+        }
+    });
+    let coordinator = tokio::select! {
+        c = Coordinator::start(opts, shutdown.clone()) => c?,
+        _ = wait_for_signal() => {
+            tracing::info!("stopped while waiting for the store");
+            shutdown.cancel();
+            return Ok(0);
+        }
+    };
     wait_for_signal().await;
     tracing::info!("shutting down; finishing in-flight writes");
     coordinator.stop().await;

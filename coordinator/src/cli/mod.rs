@@ -179,6 +179,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             heartbeat_timeout,
             name,
             db_writers,
+            store_deadline,
+            exit_without_store,
             limits,
         } => {
             // Held while the coordinator serves: a second one on this SQLite file is
@@ -195,6 +197,9 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 limits: limits.into(),
                 name,
                 db_writers: usize::from(db_writers),
+                store_deadline: Duration::from_secs(store_deadline),
+                wait_for_store: !exit_without_store,
+                announce: None,
             };
             serve(opts).await
         }
@@ -247,11 +252,19 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     .map_err(|s| call_error("status", s))?
                     .into_inner()],
                 None => {
-                    c.list_campaigns(pb::ListCampaignsRequest {})
+                    let r = c
+                        .list_campaigns(pb::ListCampaignsRequest {})
                         .await
                         .map_err(|s| call_error("status", s))?
-                        .into_inner()
-                        .campaigns
+                        .into_inner();
+                    // Each campaign carries the store's fault; with none known, say it here.
+                    if let (true, Some(f), Output::Table) =
+                        (r.campaigns.is_empty(), &r.store_fault, output)
+                    {
+                        print!("{}", operator::fault_line(f));
+                        println!("No campaign is known to this coordinator while its store cannot be read.");
+                    }
+                    r.campaigns
                 }
             };
             print!(
@@ -307,10 +320,13 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 .list_agents(pb::ListAgentsRequest {})
                 .await
             {
-                Ok(r) => r
-                    .into_inner()
-                    .store_fault
-                    .map(|f| format!(": its store cannot commit: {}", f.reason)),
+                Ok(r) => r.into_inner().store_fault.map(|f| {
+                    let since = crate::store::since_clock(f.since_unix_ms);
+                    match f.not_answering {
+                        true => format!(": its store is not answering since {since}: {}", f.reason),
+                        false => format!(": its store cannot commit since {since}: {}", f.reason),
+                    }
+                }),
                 // The store cannot even be read: the coordinator's own words.
                 Err(s) => Some(format!(": {}", s.message())),
             };

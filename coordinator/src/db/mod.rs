@@ -377,6 +377,18 @@ impl Conn {
         }
     }
 
+    /// How long a request on this connection waits for the database from now on:
+    /// PostgreSQL's answer (`pg::PgConn::set_deadline`), SQLite's lock (its busy timeout;
+    /// an SQLite file answers at once otherwise).
+    pub fn set_deadline(&self, deadline: std::time::Duration) {
+        match &self.engine {
+            Engine::Lite(c) => {
+                let _ = c.busy_timeout(deadline);
+            }
+            Engine::Pg(c) => c.set_deadline(deadline),
+        }
+    }
+
     /// The SQLite connection under this one (migrations, tests that lock the file).
     pub fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
         match &self.engine {

@@ -1,9 +1,10 @@
 //! The PostgreSQL engine: connections driven by the store's own runtime, statements
 //! translated from the SQLite dialect the store is written in, and PostgreSQL's schema.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::executor::block_on;
@@ -56,24 +57,46 @@ pub struct PgConn {
     client: Client,
     /// Prepared statements by their SQLite-dialect text.
     statements: RefCell<HashMap<String, Statement>>,
+    /// The runtime that drives the connection, whose timers time `deadline`.
+    rt: Handle,
+    /// How long one request waits for the server's answer.
+    deadline: Cell<Duration>,
+    /// A request outlived its deadline: what the server says next would answer a request
+    /// nobody waits for any more, so the connection is given up (`is_closed`).
+    timed_out: Cell<bool>,
 }
 
-/// Connects to `url`. Notifications on the connection (after `LISTEN`) go to `notify`.
-pub fn connect(url: &str, rt: &Handle, notify: Option<mpsc::Sender<String>>) -> Result<PgConn> {
+/// How long the store waits for PostgreSQL's answer to one request (a statement, a row of
+/// a streamed result, a commit, the whole start-up exchange of a connection) unless told
+/// otherwise (`PgConn::set_deadline`, `platter serve --store-deadline`). A server that is
+/// frozen (SIGSTOP, a stalled disk, a dead switch) keeps the TCP connection open — the
+/// kernel acknowledges its packets — so without a deadline a call would wait for as long
+/// as it stays frozen.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Connects to `url` within `deadline` (the TCP connect and PostgreSQL's start-up exchange
+/// together). Notifications on the connection (after `LISTEN`) go to `notify`.
+pub fn connect(
+    url: &str,
+    rt: &Handle,
+    deadline: Duration,
+    notify: Option<mpsc::Sender<String>>,
+) -> Result<PgConn> {
     let mut config: tokio_postgres::Config = url.parse()?;
-    // A server that cannot be reached must fail a commit in seconds (the records wait
-    // unacked and are retried), never hang the store's writer: bounded connects, and TCP
-    // that gives up on a peer that stopped answering.
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(std::time::Duration::from_secs(5));
-    }
-    config
-        .keepalives(true)
-        .keepalives_idle(std::time::Duration::from_secs(10))
-        .tcp_user_timeout(std::time::Duration::from_secs(15));
-    let connecting = rt.spawn(async move { config.connect(NoTls).await });
-    let (client, mut connection) = block_on(connecting)
-        .map_err(|e| StoreError::Commit(format!("connecting to PostgreSQL: {e}")))??;
+    fit_to_deadline(&mut config, deadline);
+    let connecting =
+        rt.spawn(async move { tokio::time::timeout(deadline, config.connect(NoTls)).await });
+    let (client, mut connection) = match block_on(connecting)
+        .map_err(|e| StoreError::Commit(format!("connecting to PostgreSQL: {e}")))?
+    {
+        Ok(connected) => connected?,
+        Err(_) => {
+            return Err(StoreError::Timeout {
+                what: "connecting to PostgreSQL",
+                after: deadline,
+            })
+        }
+    };
     rt.spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         use futures::StreamExt;
@@ -99,19 +122,73 @@ pub fn connect(url: &str, rt: &Handle, notify: Option<mpsc::Sender<String>>) -> 
     Ok(PgConn {
         client,
         statements: RefCell::new(HashMap::new()),
+        rt: rt.clone(),
+        deadline: Cell::new(deadline),
+        timed_out: Cell::new(false),
     })
+}
+
+/// The connection's own limits, fitted to the store's `deadline`: a connect that gives up
+/// within it; TCP keepalives and a user timeout that notice a peer gone for good soon after;
+/// and on the server's side, a statement or an idle transaction that outlives any client
+/// still waiting for it is ended (a coordinator frozen mid-transaction does not hold its
+/// locks for ever). Options the URL sets itself are kept.
+fn fit_to_deadline(config: &mut tokio_postgres::Config, deadline: Duration) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(deadline);
+    }
+    config
+        .keepalives(true)
+        .keepalives_idle(deadline.max(Duration::from_secs(2)) / 2)
+        .keepalives_interval(Duration::from_secs(2))
+        .keepalives_retries(3)
+        .tcp_user_timeout(deadline + Duration::from_secs(5));
+    let ms = |d: Duration| d.as_millis();
+    let ours = format!(
+        "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+        ms(deadline * 6),
+        ms(deadline * 3)
+    );
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.is_empty() => format!("{ours} {theirs}"),
+        _ => ours,
+    };
+    config.options(&options);
 }
 
 impl PgConn {
     pub fn is_closed(&self) -> bool {
-        self.client.is_closed()
+        self.client.is_closed() || self.timed_out.get()
+    }
+
+    /// How long each request waits for the server's answer from now on.
+    pub fn set_deadline(&self, deadline: Duration) {
+        self.deadline.set(deadline);
+    }
+
+    /// `f`'s output, or `StoreError::Timeout` when the server has not answered within the
+    /// deadline. `f` is polled here, on the caller's thread; the timer is the store
+    /// runtime's (entered for it), which `block_on` alone does not have.
+    fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> Result<T> {
+        let deadline = self.deadline.get();
+        let timed = {
+            let _runtime = self.rt.enter();
+            tokio::time::timeout(deadline, f)
+        };
+        block_on(timed).map_err(|_| {
+            self.timed_out.set(true);
+            StoreError::Timeout {
+                what: "waiting for PostgreSQL",
+                after: deadline,
+            }
+        })
     }
 
     fn statement(&self, sql: &str) -> Result<Statement> {
         if let Some(s) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
         }
-        let s = block_on(self.client.prepare(&translate(sql)))?;
+        let s = self.wait(self.client.prepare(&translate(sql)))??;
         self.statements
             .borrow_mut()
             .insert(sql.to_string(), s.clone());
@@ -122,14 +199,14 @@ impl PgConn {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        Ok(block_on(self.client.execute(&stmt, &refs))?)
+        Ok(self.wait(self.client.execute(&stmt, &refs))??)
     }
 
     pub fn query(&self, sql: &str, values: &[Value<'_>]) -> Result<Vec<tokio_postgres::Row>> {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        Ok(block_on(self.client.query(&stmt, &refs))?)
+        Ok(self.wait(self.client.query(&stmt, &refs))??)
     }
 
     /// Each row to `f` as it arrives, never all rows at once: a report reads a million,
@@ -143,12 +220,12 @@ impl PgConn {
         mut f: impl FnMut(&tokio_postgres::Row) -> Result<()>,
     ) -> Result<()> {
         let stmt = self.statement(sql)?;
-        let rows = block_on(self.client.query_raw(&stmt, values.iter()))?;
+        let rows = self.wait(self.client.query_raw(&stmt, values.iter()))??;
         let mut rows = std::pin::pin!(rows);
         // Every row is read even after `f` fails: the statement must finish before the
         // connection takes the next one.
         let mut failed = None;
-        while let Some(row) = block_on(rows.next()) {
+        while let Some(row) = self.wait(rows.next())? {
             let row = row?;
             if failed.is_none() {
                 if let Err(e) = f(&row) {
@@ -168,7 +245,7 @@ impl PgConn {
         rows: impl Iterator<Item = [&'a (dyn ToSql + Sync); N]>,
     ) -> Result<u64> {
         let stmt = self.statement(sql)?;
-        block_on(async {
+        self.wait(async {
             let sink = self.client.copy_in(&stmt).await?;
             let writer = BinaryCopyInWriter::new(sink, types);
             let mut writer = std::pin::pin!(writer);
@@ -176,7 +253,7 @@ impl PgConn {
                 writer.as_mut().write(&row).await?;
             }
             writer.finish().await
-        })
+        })?
         .map_err(Into::into)
     }
 
@@ -188,11 +265,11 @@ impl PgConn {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>> {
         let stmt = self.statement(sql)?;
-        Ok(block_on(self.client.query(&stmt, params))?)
+        Ok(self.wait(self.client.query(&stmt, params))??)
     }
 
     pub fn batch(&self, sql: &str) -> Result<()> {
-        Ok(block_on(self.client.batch_execute(sql))?)
+        Ok(self.wait(self.client.batch_execute(sql))??)
     }
 }
 

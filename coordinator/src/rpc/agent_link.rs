@@ -74,7 +74,9 @@ impl AgentLink for AgentLinkService {
             l
         };
         let devices: Vec<Device> = hello.devices.iter().cloned().map(Device::from).collect();
-        tracing::info!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent connected");
+        // "connected" is said once the hello is stored (below): a stream closed before,
+        // for a store that does not answer, is logged with its reason instead.
+        tracing::debug!(agent = %host, boot_id = %hello.boot_id, held = ?hello.held_plan_ids, "agent says hello");
         // Plans the agent holds that this store never made (it was replaced or lost while
         // the agent ran them) can store nothing here: the agent is told to cancel them,
         // so they neither hold the host nor run for nobody.
@@ -94,8 +96,9 @@ impl AgentLink for AgentLinkService {
             })
             .await
             .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(|e| Status::unavailable(e.to_string()))?
+            .map_err(|e| closing(&host, Status::unavailable(e.to_string())))?
         };
+        let held_at_hello = hello.held_plan_ids.len();
         let held: Vec<String> = hello
             .held_plan_ids
             .into_iter()
@@ -133,6 +136,7 @@ impl AgentLink for AgentLinkService {
                     store.agent_seen(&host, &seen.0, &seen.1, &devices, &labels)
                 })
                 .await?;
+                tracing::info!(agent = %host, boot_id = %seen.0, held = held_at_hello, "agent connected");
                 hub.dispatch_soon(vec![host.clone()]);
                 serve(&host, conn, &mut inbound, &tx, &store, &hub, timeout).await
             };
@@ -146,15 +150,25 @@ impl AgentLink for AgentLinkService {
                     true
                 }
                 Err(e) => {
-                    tracing::info!(agent = %host, error = %e, "agent stream ended");
+                    tracing::info!(agent = %host, reason = %e.message(), code = ?e.code(), "the agent's stream was closed");
                     false
                 }
-                Ok(()) => false,
+                Ok(()) => {
+                    tracing::info!(agent = %host, "the agent disconnected");
+                    false
+                }
             };
             hub.disconnect(&host, conn, lost);
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
+}
+
+/// `status`, logged as the reason this coordinator closes `host`'s stream (the agent's log
+/// says it too, but the operator reads the coordinator's).
+fn closing(host: &str, status: Status) -> Status {
+    tracing::warn!(agent = %host, code = ?status.code(), reason = %status.message(), "closing the agent's stream");
+    status
 }
 
 /// How often a write the store could not commit is tried again.

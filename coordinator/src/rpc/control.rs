@@ -30,6 +30,72 @@ pub struct ControlService {
     pub auth: Auth,
     /// What a submitted campaign may ask for (`platter serve --max-…`).
     pub limits: spec::Limits,
+    /// What this coordinator last read of campaigns and agents.
+    pub last: Arc<LastRead>,
+}
+
+/// What this coordinator last read from its store for `status`, `watch` and `agents`:
+/// while the store cannot be read (it does not answer), they answer with this, marked
+/// with the store's fault and since when, rather than an error — and hosts' presence,
+/// which is the coordinator's own, stays current.
+#[derive(Default)]
+pub struct LastRead {
+    /// By campaign id and by the reference asked for (a name).
+    campaigns: std::sync::Mutex<std::collections::HashMap<String, CampaignStatus>>,
+    all: std::sync::Mutex<Option<Vec<CampaignStatus>>>,
+    agents: std::sync::Mutex<Option<Vec<pb::AgentInfo>>>,
+}
+
+impl LastRead {
+    fn campaign(&self, reference: &str, s: &CampaignStatus) {
+        let mut known = self.campaigns.lock().expect("last-read lock");
+        known.insert(reference.to_string(), s.clone());
+        known.insert(s.campaign_id.clone(), s.clone());
+    }
+
+    /// `reference`'s last status, marked with `fault`, its hosts' presence as it is now.
+    fn campaign_now(
+        &self,
+        reference: &str,
+        fault: StoreFault,
+        hub: &Hub,
+    ) -> Option<CampaignStatus> {
+        let mut s = self
+            .campaigns
+            .lock()
+            .expect("last-read lock")
+            .get(reference)?
+            .clone();
+        marked(&mut s, fault, hub);
+        Some(s)
+    }
+}
+
+/// `s` as known while the store cannot be read: its fault, and its hosts' presence here
+/// now (a host connected to another coordinator sharing the store is as last read).
+fn marked(s: &mut CampaignStatus, fault: StoreFault, hub: &Hub) {
+    s.store_fault = Some(fault);
+    for h in &mut s.hosts {
+        if hub.is_connected(&h.host) {
+            h.connected = true;
+            h.coordinator = hub.name().unwrap_or_default().to_string();
+        } else if h.coordinator.is_empty() || Some(h.coordinator.as_str()) == hub.name() {
+            h.connected = false;
+        }
+        h.journal_fault = hub.journal_fault(&h.host).unwrap_or_default();
+    }
+}
+
+/// The store's fault when `e` says it cannot be read (rather than there being no such
+/// campaign): the one the store keeps, or `e`'s own.
+fn unreadable(store: &Store, e: &StoreError) -> Option<StoreFault> {
+    crate::store::is_store_fault(e).then(|| {
+        store.fault().unwrap_or_else(|| StoreFault {
+            reason: crate::store::reason(e),
+            since_unix_ms: crate::store::now_ms(),
+            not_answering: matches!(e, StoreError::Timeout { .. } | StoreError::NotAnswering(_)),
+        })
+    })
 }
 
 /// How much of a rejected campaign's error list a status carries, percent-encoded: it
@@ -45,7 +111,9 @@ fn invalid_campaign(e: &spec::SpecErrors) -> Status {
 fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NoCampaign(id) => Status::not_found(format!("no campaign {id}")),
-        e @ StoreError::Commit(_) => Status::unavailable(e.to_string()),
+        e @ (StoreError::Commit(_) | StoreError::NotAnswering(_)) => {
+            Status::unavailable(e.to_string())
+        }
         e if crate::store::is_store_fault(&e) => Status::unavailable(format!(
             "the coordinator's store failed: {}; nothing was changed, try again once it works",
             crate::store::reason(&e)
@@ -172,6 +240,7 @@ impl From<StoreFault> for pb::StoreFault {
         pb::StoreFault {
             reason: f.reason,
             since_unix_ms: f.since_unix_ms,
+            not_answering: f.not_answering,
         }
     }
 }
@@ -345,13 +414,31 @@ impl Control for ControlService {
         request: Request<pb::ListCampaignsRequest>,
     ) -> Result<Response<pb::ListCampaignsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
-        let (store, hub) = (self.store.clone(), self.hub.clone());
-        let campaigns = blocking(move || {
-            let all = CampaignStatus::load_all(&store, &hub).map_err(store_status)?;
-            Ok(all.into_iter().map(Into::into).collect())
+        let (store, hub, last) = (self.store.clone(), self.hub.clone(), self.last.clone());
+        let (all, store_fault) = blocking(move || match CampaignStatus::load_all(&store, &hub) {
+            Ok(all) => {
+                *last.all.lock().expect("last-read lock") = Some(all.clone());
+                Ok((all, store.fault()))
+            }
+            Err(e) => {
+                let fault = unreadable(&store, &e).ok_or_else(|| store_status(e))?;
+                let mut all = last
+                    .all
+                    .lock()
+                    .expect("last-read lock")
+                    .clone()
+                    .unwrap_or_default();
+                for s in &mut all {
+                    marked(s, fault.clone(), &hub);
+                }
+                Ok((all, Some(fault)))
+            }
         })
         .await?;
-        Ok(Response::new(pb::ListCampaignsResponse { campaigns }))
+        Ok(Response::new(pb::ListCampaignsResponse {
+            campaigns: all.into_iter().map(Into::into).collect(),
+            store_fault: store_fault.map(Into::into),
+        }))
     }
 
     async fn get_campaign(
@@ -360,7 +447,7 @@ impl Control for ControlService {
     ) -> Result<Response<pb::CampaignStatus>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let id = request.into_inner().campaign_id;
-        let s = load_status(&self.store, &self.hub, id).await?;
+        let s = load_status(&self.store, &self.hub, &self.last, id).await?;
         Ok(Response::new(s.into()))
     }
 
@@ -374,13 +461,16 @@ impl Control for ControlService {
         let id = request.into_inner().campaign_id;
         // Fail fast on an unknown campaign, and follow the one a name stands for now
         // (not a newer one of the same name submitted meanwhile).
-        let id = load_status(&self.store, &self.hub, id).await?.campaign_id;
+        let id = load_status(&self.store, &self.hub, &self.last, id)
+            .await?
+            .campaign_id;
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
+        let known = self.last.clone();
         let mut changed = store.subscribe();
         let stream = async_stream(move |tx| async move {
             let mut last = None;
             loop {
-                let s = match load_status(&store, &hub, id.clone()).await {
+                let s = match load_status(&store, &hub, &known, id.clone()).await {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = tx.send(Err(e)).await;
@@ -416,9 +506,11 @@ impl Control for ControlService {
         self.auth.require(&request, Role::Operator)?;
         let store = self.store.clone();
         let hub = self.hub.clone();
+        let last = self.last.clone();
         let (rows, fleet): (Vec<pb::AgentInfo>, _) = blocking(move || {
-            let fleet = hub.fleet().map_err(store_status)?;
-            let rows = store.read(|c| {
+            let read = || {
+                let fleet = hub.fleet()?;
+                let rows: Vec<pb::AgentInfo> = store.read(|c| {
                                 let rows = c.query_map("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
                                       (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
                                         ORDER BY p.queued_seq LIMIT 1)
@@ -449,9 +541,28 @@ impl Control for ControlService {
                         Ok(info)
                     })
                     .collect()
-            })
-            .map_err(store_status)?;
-            Ok((rows, fleet))
+                })?;
+                Ok((rows, fleet))
+            };
+            match read() {
+                Ok((rows, fleet)) => {
+                    *last.agents.lock().expect("last-read lock") = Some(rows.clone());
+                    Ok((rows, fleet))
+                }
+                // The store cannot be read: the agents last read, and those connected
+                // here since (their presence is this coordinator's own).
+                Err(e) => {
+                    unreadable(&store, &e).ok_or_else(|| store_status(e))?;
+                    let mut rows = last.agents.lock().expect("last-read lock").clone().unwrap_or_default();
+                    for host in hub.connected_hosts() {
+                        if !rows.iter().any(|r| r.host == host) {
+                            rows.push(pb::AgentInfo { host, ..Default::default() });
+                        }
+                    }
+                    rows.sort_by(|a, b| a.host.cmp(&b.host));
+                    Ok((rows, None))
+                }
+            }
         })
         .await?;
         let agents = rows.into_iter().map(|mut a| {
@@ -537,9 +648,25 @@ impl Control for ControlService {
 }
 
 /// A campaign's status, read off the async workers.
-async fn load_status(store: &Store, hub: &Arc<Hub>, id: String) -> Result<CampaignStatus, Status> {
-    let (store, hub) = (store.clone(), hub.clone());
-    blocking(move || CampaignStatus::load(&store, &hub, &id).map_err(store_status)).await
+/// A campaign's status, from the store or, while the store cannot be read, as this
+/// coordinator last read it (`LastRead`).
+async fn load_status(
+    store: &Store,
+    hub: &Arc<Hub>,
+    last: &Arc<LastRead>,
+    id: String,
+) -> Result<CampaignStatus, Status> {
+    let (store, hub, last) = (store.clone(), hub.clone(), last.clone());
+    blocking(move || match CampaignStatus::load(&store, &hub, &id) {
+        Ok(s) => {
+            last.campaign(&id, &s);
+            Ok(s)
+        }
+        Err(e) => unreadable(&store, &e)
+            .and_then(|fault| last.campaign_now(&id, fault, &hub))
+            .ok_or_else(|| store_status(e)),
+    })
+    .await
 }
 
 /// A stream fed by a task: the task gets the sending half of a small channel.

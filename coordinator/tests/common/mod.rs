@@ -423,6 +423,23 @@ pub fn agents_json(dir: &Path, port: u16) -> serde_json::Value {
     operator_json(dir, port, &["agents", "--output", "json"])
 }
 
+/// The campaign's report on the coordinator on `port` has `n` wall samples in every cell,
+/// none missing, no step failed: each repetition stored exactly once.
+pub fn every_repetition_once(dir: &Path, port: u16, campaign: &str, n: u64) {
+    let report = operator_json(dir, port, &["report", campaign, "--format", "json"]);
+    for cell in report["cells"].as_array().unwrap() {
+        let wall = cell["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "wall")
+            .unwrap();
+        assert_eq!(wall["n"], n, "every repetition once: {cell}");
+    }
+    assert_eq!(report["measurements_missing"], 0, "{report}");
+    assert_eq!(report["steps_failed"], 0, "{report}");
+}
+
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
