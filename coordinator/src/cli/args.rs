@@ -156,7 +156,8 @@ pub enum Command {
         client: ClientArgs,
     },
     /// The fleet's certificates: a CA, then one certificate per coordinator, agent and
-    /// operator, each in its own directory for --tls-dir.
+    /// operator, each in its own directory for --tls-dir; `certs list` shows when they
+    /// expire.
     #[command(subcommand)]
     Certs(Certs),
     /// Print the report of a campaign.
