@@ -1305,16 +1305,17 @@ fn run() -> anyhow::Result<bool> {
         if keep { " (kept)" } else { "" }
     );
 
-    // 1. PKI: CA, coordinator and operator through the CLI, agents through the library.
+    // 1. PKI: CA, coordinator and operator through the CLI (issued afresh, replacing those
+    // of a kept FLEET_DIR), agents through the library.
     if !pki_dir.join("ca/ca.pem").exists() {
         certs(&bin, &["init"], &pki_dir)?;
     }
     certs(
         &bin,
-        &["issue", "coordinator", "localhost", "127.0.0.1"],
+        &["issue", "coordinator", "localhost", "127.0.0.1", "--force"],
         &pki_dir,
     )?;
-    certs(&bin, &["issue", "operator", "bench"], &pki_dir)?;
+    certs(&bin, &["issue", "operator", "bench", "--force"], &pki_dir)?;
     let ca = Ca {
         cert_pem: std::fs::read_to_string(pki_dir.join("ca/ca.pem"))?,
         key_pem: std::fs::read_to_string(pki_dir.join("ca/ca-key.pem"))?,
@@ -1357,7 +1358,7 @@ fn run() -> anyhow::Result<bool> {
             &bin,
             name,
             &db,
-            &pki_dir.join("coordinator"),
+            &pki_dir.join("coordinator-localhost"),
             log,
         )?);
         if k == 0 {

@@ -258,7 +258,7 @@ fn with_tls_an_agent_moves_between_coordinators_dialled_by_name() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let server = pki.join("coordinator");
+    let server = pki.join("coordinator-localhost");
     let agent_tls = identity(dir, "agent", "mover").display().to_string();
     let client = Client::Tls(identity(dir, "operator", "tester"));
     let (mut a, port_a) = coordinator(dir, "a", Some(&server));

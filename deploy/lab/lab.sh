@@ -324,26 +324,34 @@ cmd_build() {
   log "image $LAB_IMAGE$([ "$LAB_HA" = 0 ] || echo " and $LAB_PG_IMAGE") built in $((SECONDS - start)) s"
 }
 
-# Certificates: a CA, the coordinator (reached as `coordinator` inside the lab network and
-# as 127.0.0.1/localhost from this machine), one agent identity per host, one operator.
+# Certificates: a CA, one identity per coordinator (`coordinator`, and `coordinator-b` of
+# LAB_HA=1, each reached by its name inside the lab network and as 127.0.0.1/localhost
+# from this machine), one agent identity per host, one operator. What exists is reused
+# (`platter certs issue` never replaces an identity unasked).
 make_pki() {
-  local a
+  local a c
   if [ "$LAB_TLS" != 1 ]; then
-    # Plaintext: the directories the compose file mounts only have to exist.
-    mkdir -p "$pki/coordinator" "${AGENTS[@]/#/$pki/agent-}"
+    # Plaintext: the directories the compose files mount only have to exist.
+    mkdir -p "$pki/coordinator-coordinator" "$pki/coordinator-coordinator-b" "${AGENTS[@]/#/$pki/agent-}"
     return
   fi
   if [ -f "$pki/ca/ca.pem" ]; then
-    log "certificates: reusing $pki"
-    return
+    log "certificates: reusing the CA in $pki"
+  else
+    run "$PLATTER_BIN" certs init --dir "$pki"
   fi
-  run "$PLATTER_BIN" certs init --dir "$pki"
-  # coordinator-b: the second coordinator of LAB_HA=1 (the same identity).
-  run "$PLATTER_BIN" certs issue coordinator coordinator coordinator-b localhost 127.0.0.1 --dir "$pki"
-  for a in "${AGENTS[@]}"; do
-    run "$PLATTER_BIN" certs issue agent "$a" --dir "$pki"
+  issue_once() { # DIR ROLE NAME…
+    local dir=$1
+    shift
+    [ -f "$pki/$dir/cert.pem" ] || run "$PLATTER_BIN" certs issue "$@" --dir "$pki"
+  }
+  for c in coordinator coordinator-b; do
+    issue_once "coordinator-$c" coordinator "$c" localhost 127.0.0.1
   done
-  run "$PLATTER_BIN" certs issue operator lab --dir "$pki"
+  for a in "${AGENTS[@]}"; do
+    issue_once "agent-$a" agent "$a"
+  done
+  issue_once operator-lab operator lab
 }
 
 # One image file and loop device per agent; lab.env records which.

@@ -55,9 +55,9 @@ pub enum Command {
             default_value = "/var/lib/platter/platter.db"
         )]
         db: crate::db::Location,
-        /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem (from `platter certs
-        /// issue coordinator DNS-NAME…`). Agents and operators must present certificates
-        /// from the same CA.
+        /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem: PKI/coordinator-NAME,
+        /// as `platter certs issue coordinator NAME [MORE-NAMES…]` writes it. Agents and
+        /// operators must present certificates from the same CA.
         #[arg(
             long,
             env = "PLATTER_TLS_DIR",
@@ -170,7 +170,8 @@ pub enum Command {
         client: ClientArgs,
     },
     /// The fleet's certificates: a CA, then one certificate per coordinator, agent and
-    /// operator, each in its own directory for --tls-dir.
+    /// operator, each in its own directory for --tls-dir; `certs list` shows when they
+    /// expire.
     #[command(subcommand)]
     Certs(Certs),
     /// Print the report of a campaign.
@@ -252,32 +253,64 @@ pub enum DbCommand {
 #[derive(Subcommand)]
 pub enum Certs {
     /// Create the fleet CA in DIR/ca (ca.pem, and ca-key.pem readable only by you). Keep
-    /// ca-key.pem offline; it signs every identity in the fleet.
+    /// ca-key.pem offline; it signs every identity in the fleet. An existing CA is never
+    /// replaced: remove DIR/ca first if you really want a new one.
     Init {
         /// The PKI directory; the CA goes to DIR/ca
         #[arg(long, default_value = "platter-pki")]
         dir: PathBuf,
-        /// How long the CA is valid
-        #[arg(long, default_value_t = 3650)]
+        /// How long the CA is valid, in days (at least 1)
+        #[arg(long, default_value_t = 3650, value_parser = lifetime_days)]
         days: u32,
     },
-    /// Issue a certificate: `coordinator DNS-NAME|IP…` (the names agents dial),
-    /// `agent HOST` (the host it may act as), `operator NAME`. Writes
-    /// DIR/coordinator, DIR/agent-HOST or DIR/operator-NAME with ca.pem, cert.pem, key.pem.
+    /// Issue a certificate: `coordinator NAME [MORE-NAMES…]` (DNS names or IP addresses
+    /// agents and operators dial), `agent HOST` (the host it may act as), `operator NAME`.
+    /// Writes DIR/coordinator-NAME, DIR/agent-HOST or DIR/operator-NAME (NAME the first
+    /// name) with ca.pem, cert.pem and key.pem: the directory to give as --tls-dir. An
+    /// identity that exists there is refused unless --force is given.
     Issue {
         #[arg(value_enum)]
         role: crate::pki::Role,
-        /// The host or operator name; for a coordinator every DNS name and IP address
-        /// agents and operators dial
+        /// The host or operator name; for a coordinator its name, then every other DNS
+        /// name and IP address agents and operators dial
         #[arg(required = true)]
         names: Vec<String>,
         /// The PKI directory made by `platter certs init`
         #[arg(long, default_value = "platter-pki")]
         dir: PathBuf,
-        /// How long the certificate is valid
-        #[arg(long, default_value_t = 825)]
+        /// How long the certificate is valid, in days (at least 1)
+        #[arg(long, default_value_t = 825, value_parser = lifetime_days)]
         days: u32,
+        /// A short-lived certificate instead, valid this many hours (tests, demonstrations)
+        #[arg(long, value_name = "N", conflicts_with = "days", value_parser = clap::value_parser!(u32).range(1..))]
+        hours: Option<u32>,
+        /// Replace the identity if the directory already holds one (whoever uses the old
+        /// certificate needs the new files)
+        #[arg(long)]
+        force: bool,
     },
+    /// The CA and every identity in DIR: role, names, expiry and days left; warns (on
+    /// stderr) for certificates expiring within 30 days and for expired ones.
+    List {
+        /// The PKI directory made by `platter certs init`
+        #[arg(long, default_value = "platter-pki")]
+        dir: PathBuf,
+        /// table for people, json for scripts
+        #[arg(long, alias = "output", value_enum, default_value_t = Output::Table)]
+        format: Output,
+    },
+}
+
+/// `--days` of `platter certs`: a certificate valid for 0 days expires at once, which is
+/// never what a fleet wants; a short-lived one is asked for with `--hours`.
+fn lifetime_days(s: &str) -> Result<u32, String> {
+    let days: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    if days == 0 {
+        return Err("a certificate valid for 0 days expires at once; \
+                    `platter certs issue --hours N` issues a short-lived one on purpose"
+            .into());
+    }
+    Ok(days)
 }
 
 /// Limits on a campaign, for the rare campaign that legitimately needs more.

@@ -3,15 +3,18 @@
 //!
 //! `args` holds the clap types; `local` runs a campaign on this machine (`platter run`)
 //! and `platter serve`; `output` writes reports and comparisons; `inventory` is `platter
-//! inventory`. This file dispatches the commands and holds validate and submit.
+//! inventory`; `certs` is `platter certs`. This file dispatches the commands and holds
+//! validate and submit.
 
 mod args;
+mod certs;
 mod inventory;
 mod local;
 mod lock;
 mod output;
 
 pub use args::*;
+use certs::certs;
 use inventory::inventory;
 use local::{run_local, serve};
 use output::{emit, emit_with, render_comparison, report};
@@ -356,31 +359,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             eprintln!("campaign {campaign} cancelled");
             Ok(0)
         }
-        Command::Certs(Certs::Init { dir, days }) => {
-            let ca = crate::pki::init(&dir, days)?;
-            println!("{}", ca.display());
-            eprintln!(
-                "fleet CA written to {}; keep ca-key.pem private (it signs every identity)",
-                ca.display()
-            );
-            Ok(0)
-        }
-        Command::Certs(Certs::Issue {
-            role,
-            names,
-            dir,
-            days,
-        }) => {
-            let out = crate::pki::issue_to_dir(&dir, role, &names, days)?;
-            println!("{}", out.display());
-            eprintln!(
-                "{} certificate for {} written to {} (use it as --tls-dir)",
-                role.as_str(),
-                names.join(", "),
-                out.display()
-            );
-            Ok(0)
-        }
+        Command::Certs(c) => certs(c),
         Command::Report {
             campaign,
             db,

@@ -96,10 +96,7 @@ pub fn identity(dir: &Path, role: &str, name: &str) -> PathBuf {
     if !pki.join("ca/ca.pem").exists() {
         certs(&["init", "--dir"], &pki);
     }
-    let out = match role {
-        "coordinator" => pki.join("coordinator"),
-        r => pki.join(format!("{r}-{name}")),
-    };
+    let out = pki.join(format!("{role}-{name}"));
     if !out.join("cert.pem").exists() {
         let names: Vec<&str> = if role == "coordinator" {
             vec![name, "127.0.0.1"]
@@ -128,7 +125,7 @@ pub fn url(port: u16) -> String {
     format!("https://127.0.0.1:{port}")
 }
 
-/// A coordinator with mutual TLS (the identity in dir/pki/coordinator) on a port of the
+/// A coordinator with mutual TLS (the identity in dir/pki/coordinator-localhost) on a port of the
 /// kernel's choosing, and that port.
 pub fn serve(dir: &Path) -> (Proc, u16) {
     serve_with(dir, &[])
