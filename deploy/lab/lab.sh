@@ -66,8 +66,9 @@
 #                   1: draw the kinds in rounds, each kind once per round in a random order,
 #                   so that a short run has every kind; 0: each fault's kind independently [0]
 #   LAB_PARTITION   seconds a network partition lasts [30]
-#   LAB_FREEZE      "MIN MAX" seconds PostgreSQL stays stopped in a db-freeze, at least as
-#                   long as its checks (up to 8 s) [5 30, or 5 LAB_PARTITION if shorter]
+#   LAB_FREEZE      "MIN MAX" seconds PostgreSQL stays stopped in a db-freeze, and as long
+#                   as its checks take (8-10 s when health never fails) [5 30, or 5
+#                   LAB_PARTITION if that is shorter]
 #   LAB_HEARTBEAT   the coordinator's --heartbeat-timeout; a SIGSTOP lasts 2-8 s more [10]
 #   LAB_GAP         "MIN MAX" seconds of pause after a fault's recovery [2 10]
 #   LAB_RECOVERY_TIMEOUT
@@ -649,6 +650,15 @@ rand() {
 
 now_ms() { printf '%s' $((${EPOCHREALTIME/./} / 1000)); }
 
+# seconds MS: milliseconds as seconds, e.g. 1.250.
+seconds() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
+
+# sleep_until MS: sleeps until now_ms reaches MS.
+sleep_until() {
+  local d=$(($1 - $(now_ms)))
+  [ "$d" -le 0 ] || sleep "$(seconds "$d")"
+}
+
 # The container of a compose service (docker-compose 1.29 and `docker compose` name them
 # differently; the labels are the same).
 service_id() {
@@ -726,15 +736,6 @@ THAW_HEALTH_MS=5000   # after SIGCONT health exits 0 (serving) again within this
 freeze_failed=0       # failed checks of db-freeze faults
 freeze_summary=()     # one line per db-freeze fault, for the summary
 
-# seconds MS: milliseconds as seconds, e.g. 1.250.
-seconds() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
-
-# sleep_until MS: sleeps until now_ms reaches MS.
-sleep_until() {
-  local d=$(($1 - $(now_ms)))
-  [ "$d" -le 0 ] || sleep "$(seconds "$d")"
-}
-
 # db_signal STOP|CONT: that signal to every process of the database container (`docker
 # top`: the server, its children, a health check's pg_isready). STOP signals the server
 # (PID 1) first, so that it forks no backend meanwhile, then sends again until the server
@@ -809,6 +810,7 @@ fault_db_freeze() {
   local n=$1 hold lo=${LAB_FREEZE% *} hi=${LAB_FREEZE#* } t0 t1 via name f probes=()
   local health status_ms status_rc said hung serving line lines=() problems=() p
   rand hold "$lo" "$hi"
+  db_frozen=1 # faults_end sends SIGCONT should the suite end meanwhile
   db_signal STOP
   t0=$(now_ms)
   flog "fault $n: postgres frozen: $db_procs processes in state T; probing coordinator and coordinator-b"
@@ -820,6 +822,7 @@ fault_db_freeze() {
   wait "${probes[@]}" || true
   db_signal CONT
   t1=$(now_ms)
+  db_frozen=
   probes=()
   for via in a b; do
     thaw_probe "$via" "$t1" "$faults_dir/thaw-$n-$via" &
@@ -842,19 +845,26 @@ fault_db_freeze() {
         problems+=("$name: health non-zero only after $(seconds "$health") s, not within $(seconds "$FREEZE_HEALTH_MS") s")
     fi
     case $status_rc in
-      0) line+=", status answered in $(seconds "$status_ms") s" ;;
-      124) line+=", status unanswered after $(seconds "$status_ms") s" ;;
-      *) line+=", status exited $status_rc after $(seconds "$status_ms") s" ;;
+      0)
+        line+=", status answered in $(seconds "$status_ms") s"
+        [ "$status_ms" -le "$FREEZE_STATUS_MS" ] ||
+          problems+=("$name: status answered only after $(seconds "$status_ms") s, not within $(seconds "$FREEZE_STATUS_MS") s")
+        if [ "$said" = 1 ]; then
+          line+=" saying the store is not answering"
+        else
+          line+=" without saying the store is \"not answering\""
+          problems+=("$name: status did not say the store is \"not answering\" ($f.status)")
+        fi
+        ;;
+      124)
+        line+=", status unanswered after $(seconds "$status_ms") s (timed out)"
+        problems+=("$name: status did not answer within $(seconds "$FREEZE_STATUS_MS") s (timed out after $(seconds "$status_ms") s)")
+        ;;
+      *)
+        line+=", status exited $status_rc after $(seconds "$status_ms") s"
+        problems+=("$name: status exited $status_rc, not 0 ($f.status)")
+        ;;
     esac
-    if [ "$status_rc" != 0 ] || [ "$status_ms" -gt "$FREEZE_STATUS_MS" ]; then
-      problems+=("$name: status did not answer within $(seconds "$FREEZE_STATUS_MS") s ($f.status)")
-    fi
-    if [ "$said" = 1 ]; then
-      line+=" saying the store is not answering"
-    else
-      line+=" without \"not answering\""
-      [ "$status_rc" != 0 ] || problems+=("$name: status did not say the store is not answering ($f.status)")
-    fi
     if [ "$serving" = - ]; then
       line+=", health not 0 (serving) within $(seconds "$THAW_HEALTH_MS") s of SIGCONT"
       problems+=("$name: health did not exit 0 (serving) within $(seconds "$THAW_HEALTH_MS") s of SIGCONT")
@@ -1198,14 +1208,14 @@ cmd_faults() {
     fi
     rec_ms=$(($(now_ms) - t1))
     over=$(((t1 - t0) / 1000))
-    flog "fault $i/$n: $kind $target: $detail; over after $over s, recovered $((rec_ms / 1000)).$(printf %03d $((rec_ms % 1000))) s later"
+    flog "fault $i/$n: $kind $target: $detail; over after $over s, recovered $(seconds "$rec_ms") s later"
     count[$kind]=$((${count[$kind]:-0} + 1))
     [ "${longest[$kind]:-0}" -ge "$rec_ms" ] || longest[$kind]=$rec_ms
   done
   : >"$faults_dir/stop"
   for kind in "${kinds[@]}"; do
     rec_ms=${longest[$kind]:-0}
-    flog "summary: $kind: ${count[$kind]:-0} fault(s), longest recovery $((rec_ms / 1000)).$(printf %03d $((rec_ms % 1000))) s"
+    flog "summary: $kind: ${count[$kind]:-0} fault(s), longest recovery $(seconds "$rec_ms") s"
   done
   for k in "${!freeze_summary[@]}"; do
     flog "summary: ${freeze_summary[k]}"
@@ -1309,6 +1319,7 @@ faults_end() {
   trap - EXIT
   set +e
   [ -z "${runner:-}" ] || kill "$runner" 2>/dev/null
+  [ -z "${db_frozen:-}" ] || (db_signal CONT)
   if [ -n "$(service_id coordinator)" ]; then
     mkdir -p "$faults_dir/logs"
     for s in coordinator "${AGENTS[@]}" $([ "$LAB_HA" = 0 ] || echo coordinator-b postgres); do
