@@ -49,7 +49,8 @@
 #   LAB_HA          1: two coordinators (coordinator, coordinator-b) on one PostgreSQL
 #                   database (service postgres, docker-compose.ha.yml), every agent given
 #                   both; `run` checks both give the same report; the fault suite kills
-#                   either coordinator and kills or pauses the database [0: one coordinator
+#                   either coordinator and kills, pauses or freezes (SIGSTOP) the database,
+#                   checking health and status while it is frozen [0: one coordinator
 #                   on SQLite]. Needs Debian's postgresql package on this machine: its files
 #                   make the database image (Dockerfile.postgres)
 #   LAB_PORT_B      coordinator-b's port on 127.0.0.1 [7462]
@@ -60,11 +61,14 @@
 #                   printed at the start and in faults.log]
 #   LAB_FAULT_KINDS the kinds to draw from [agent-kill agent-restart coordinator-kill
 #                   agent-stop partition disk-full; with LAB_HA=1: agent-kill agent-restart
-#                   coordinator-kill agent-stop partition db-kill db-pause]
+#                   coordinator-kill agent-stop partition db-kill db-pause db-freeze]
 #   LAB_FAULT_ROUNDS
 #                   1: draw the kinds in rounds, each kind once per round in a random order,
 #                   so that a short run has every kind; 0: each fault's kind independently [0]
 #   LAB_PARTITION   seconds a network partition lasts [30]
+#   LAB_FREEZE      "MIN MAX" seconds PostgreSQL stays stopped in a db-freeze, and as long
+#                   as its checks take (8-10 s when health never fails) [5 30, or 5
+#                   LAB_PARTITION if that is shorter]
 #   LAB_HEARTBEAT   the coordinator's --heartbeat-timeout; a SIGSTOP lasts 2-8 s more [10]
 #   LAB_GAP         "MIN MAX" seconds of pause after a fault's recovery [2 10]
 #   LAB_RECOVERY_TIMEOUT
@@ -97,6 +101,8 @@ LAB_FAULT_CAMPAIGN=${LAB_FAULT_CAMPAIGN:-$here/faults.yaml}
 LAB_PARTITION=${LAB_PARTITION:-30}
 LAB_HEARTBEAT=${LAB_HEARTBEAT:-10}
 LAB_GAP=${LAB_GAP:-2 10}
+# 5-30 s, at most LAB_PARTITION (not under 5) when that is shorter (CI's 10 s partitions).
+LAB_FREEZE=${LAB_FREEZE:-5 $((LAB_PARTITION < 5 ? 5 : LAB_PARTITION < 30 ? LAB_PARTITION : 30))}
 LAB_DATA_SIZE=${LAB_DATA_SIZE:-256M}
 LAB_RECOVERY_TIMEOUT=${LAB_RECOVERY_TIMEOUT:-180}
 LAB_HA=${LAB_HA:-0}
@@ -634,9 +640,10 @@ faults_dir=$LAB_WORK/faults
 faults_log=$LAB_WORK/faults.log
 FAULT_KINDS_ALL="agent-kill agent-restart coordinator-kill agent-stop partition disk-full"
 # Two coordinators on PostgreSQL (LAB_HA=1): no coordinator disk to fill; the database is
-# killed (crash recovery on restart) or paused (every process frozen: connections stay
-# open and silent) instead.
-FAULT_KINDS_HA="agent-kill agent-restart coordinator-kill agent-stop partition db-kill db-pause"
+# killed (crash recovery on restart), paused (every process frozen: connections stay
+# open and silent) or frozen by SIGSTOP (the same for the clients; health and status are
+# checked during the freeze) instead.
+FAULT_KINDS_HA="agent-kill agent-restart coordinator-kill agent-stop partition db-kill db-pause db-freeze"
 
 # A line in faults.log (UTC timestamp) and on stderr.
 flog() {
@@ -650,6 +657,15 @@ rand() {
 }
 
 now_ms() { printf '%s' $((${EPOCHREALTIME/./} / 1000)); }
+
+# seconds MS: milliseconds as seconds, e.g. 1.250.
+seconds() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
+
+# sleep_until MS: sleeps until now_ms reaches MS.
+sleep_until() {
+  local d=$(($1 - $(now_ms)))
+  [ "$d" -le 0 ] || sleep "$(seconds "$d")"
+}
 
 # The container of a compose service (docker-compose 1.29 and `docker compose` name them
 # differently; the labels are the same).
@@ -712,6 +728,165 @@ fault_db_pause() { # the database's processes frozen: connections open, nothing 
   sleep "$hold"
   run docker unpause "$(service_id postgres)" >/dev/null
   detail="docker pause postgres for $hold s, unpause"
+}
+
+# The database frozen: every process of the PostgreSQL container stopped with SIGSTOP
+# (state T) for LAB_FREEZE seconds — longer if the checks below need it — then SIGCONT.
+# Not db-pause (the cgroup freezer, whole container): signals to each process, as the
+# issue 27 run froze it. The kernel keeps acknowledging TCP for a stopped process, so no
+# keepalive or TCP user timeout ends a coordinator's wait; only its own deadlines can.
+# During the freeze each coordinator is probed at once (freeze_probe), after SIGCONT its
+# health must say serving again (thaw_probe); the outcomes go to faults.log and the
+# summary, and a failed check fails the suite once the campaigns are checked.
+FREEZE_HEALTH_MS=5000 # `platter health` exits non-zero within this of the freeze,
+FREEZE_STATUS_MS=2000 # then `platter status` answers within this, saying "not answering";
+THAW_HEALTH_MS=5000   # after SIGCONT health exits 0 (serving) again within this
+freeze_failed=0       # failed checks of db-freeze faults
+freeze_summary=()     # one line per db-freeze fault, for the summary
+
+# db_signal STOP|CONT: that signal to every process of the database container (`docker
+# top`: the server, its children, a health check's pg_isready). STOP signals the server
+# (PID 1) first, so that it forks no backend meanwhile, then sends again until the server
+# and each of its children is in state T; sets `db_procs` to their count.
+db_signal() {
+  local sig=$1 id pm pids=() pass p state left=0
+  id=$(service_id postgres)
+  pm=$(service_pid postgres)
+  [ "$sig" = CONT ] || run kill -STOP "$pm"
+  for ((pass = 1; pass <= 10; pass++)); do
+    mapfile -t pids < <(docker top "$id" -eo pid | tail -n +2)
+    [ "${#pids[@]}" != 0 ] || die "docker top lists no process of postgres"
+    log "kill -$sig ${pids[*]} (every process of postgres, pass $pass)"
+    kill "-$sig" "${pids[@]}" 2>/dev/null || true # one may have ended since
+    [ "$sig" = STOP ] || return 0
+    left=0 db_procs=0
+    for p in $pm $(pgrep -P "$pm"); do
+      state=$(sed 's/.*) \(.\).*/\1/' "/proc/$p/stat" 2>/dev/null) || continue
+      db_procs=$((db_procs + 1))
+      [ "$state" = T ] || left=$((left + 1))
+    done
+    [ "$left" != 0 ] || return 0
+    sleep 0.1
+  done
+  die "$left of postgres's $db_procs processes still not stopped (state T) after $pass tries"
+}
+
+# freeze_probe VIA T0 FILE (in the background): `platter health` on coordinator VIA
+# every 0.5 s from T0 (now_ms when the freeze was complete) until it exits non-zero, for
+# FREEZE_HEALTH_MS at most; then `platter status` once (its output in FILE.status).
+# Writes "HEALTH_MS STATUS_MS STATUS_RC SAID HUNG" to FILE: the time to the first
+# non-zero exit (- for none), how long status took, its exit status, 1 if it said "not
+# answering", how many health calls timed out (2 s) instead of answering.
+freeze_probe() {
+  local via=$1 t0=$2 file=$3 t health=- rc said=0 hung=0
+  while t=$(now_ms) && [ $((t - t0)) -lt "$FREEZE_HEALTH_MS" ]; do
+    rc=0
+    OP_VIA=$via OP_QUIET=1 OP_TIMEOUT=2 platter_op health >/dev/null 2>&1 || rc=$?
+    if [ "$rc" = 124 ]; then
+      hung=$((hung + 1))
+    elif [ "$rc" != 0 ]; then
+      health=$(($(now_ms) - t0))
+      break
+    fi
+    sleep_until $((t + 500))
+  done
+  t=$(now_ms)
+  rc=0
+  OP_VIA=$via OP_QUIET=1 OP_TIMEOUT=$((FREEZE_STATUS_MS / 1000 + 1)) platter_op status >"$file.status" 2>&1 || rc=$?
+  t=$(($(now_ms) - t))
+  ! grep -q "not answering" "$file.status" || said=1
+  printf '%s %s %s %s %s\n' "$health" "$t" "$rc" "$said" "$hung" >"$file"
+}
+
+# thaw_probe VIA T1 FILE (in the background): `platter health` on coordinator VIA every
+# 0.5 s from T1 (SIGCONT) until it exits 0, for THAW_HEALTH_MS at most; writes the time
+# that took to FILE (- for never).
+thaw_probe() {
+  local via=$1 t1=$2 file=$3 t serving=-
+  while t=$(now_ms) && [ $((t - t1)) -lt "$THAW_HEALTH_MS" ]; do
+    if OP_VIA=$via OP_QUIET=1 OP_TIMEOUT=2 platter_op health >/dev/null 2>&1; then
+      serving=$(($(now_ms) - t1))
+      break
+    fi
+    sleep_until $((t + 500))
+  done
+  printf '%s\n' "$serving" >"$file"
+}
+
+# fault_db_freeze I: the I-th fault, database frozen (see above).
+fault_db_freeze() {
+  local n=$1 hold lo=${LAB_FREEZE% *} hi=${LAB_FREEZE#* } t0 t1 via name f probes=()
+  local health status_ms status_rc said hung serving line lines=() problems=() p
+  rand hold "$lo" "$hi"
+  db_frozen=1 # faults_end sends SIGCONT should the suite end meanwhile
+  db_signal STOP
+  t0=$(now_ms)
+  flog "fault $n: postgres frozen: $db_procs processes in state T; probing coordinator and coordinator-b"
+  for via in a b; do
+    freeze_probe "$via" "$t0" "$faults_dir/freeze-$n-$via" &
+    probes+=($!)
+  done
+  sleep_until $((t0 + hold * 1000))
+  wait "${probes[@]}" || true
+  db_signal CONT
+  t1=$(now_ms)
+  db_frozen=
+  probes=()
+  for via in a b; do
+    thaw_probe "$via" "$t1" "$faults_dir/thaw-$n-$via" &
+    probes+=($!)
+  done
+  wait "${probes[@]}" || true
+  for via in a b; do
+    name=coordinator
+    [ "$via" = a ] || name=coordinator-b
+    f=$faults_dir/freeze-$n-$via
+    read -r health status_ms status_rc said hung <"$f" || health=- status_ms=0 status_rc=probe-failed said=0 hung=0
+    read -r serving <"$faults_dir/thaw-$n-$via" || serving=-
+    if [ "$health" = - ]; then
+      line="health still 0 (serving) $(seconds "$FREEZE_HEALTH_MS") s into the freeze"
+      [ "$hung" = 0 ] || line+=" ($hung call(s) unanswered within 2 s)"
+      problems+=("$name: $line")
+    else
+      line="health non-zero after $(seconds "$health") s"
+      [ "$health" -le "$FREEZE_HEALTH_MS" ] ||
+        problems+=("$name: health non-zero only after $(seconds "$health") s, not within $(seconds "$FREEZE_HEALTH_MS") s")
+    fi
+    case $status_rc in
+      0)
+        line+=", status answered in $(seconds "$status_ms") s"
+        [ "$status_ms" -le "$FREEZE_STATUS_MS" ] ||
+          problems+=("$name: status answered only after $(seconds "$status_ms") s, not within $(seconds "$FREEZE_STATUS_MS") s")
+        if [ "$said" = 1 ]; then
+          line+=" saying the store is not answering"
+        else
+          line+=" without saying the store is \"not answering\""
+          problems+=("$name: status did not say the store is \"not answering\" ($f.status)")
+        fi
+        ;;
+      124)
+        line+=", status unanswered after $(seconds "$status_ms") s (timed out)"
+        problems+=("$name: status did not answer within $(seconds "$FREEZE_STATUS_MS") s (timed out after $(seconds "$status_ms") s)")
+        ;;
+      *)
+        line+=", status exited $status_rc after $(seconds "$status_ms") s"
+        problems+=("$name: status exited $status_rc, not 0 ($f.status)")
+        ;;
+    esac
+    if [ "$serving" = - ]; then
+      line+=", health not 0 (serving) within $(seconds "$THAW_HEALTH_MS") s of SIGCONT"
+      problems+=("$name: health did not exit 0 (serving) within $(seconds "$THAW_HEALTH_MS") s of SIGCONT")
+    else
+      line+=", serving $(seconds "$serving") s after SIGCONT"
+    fi
+    lines+=("$name: $line")
+  done
+  for p in "${problems[@]}"; do
+    flog "check FAILED: fault $n db-freeze: $p"
+  done
+  freeze_failed=$((freeze_failed + ${#problems[@]}))
+  detail="SIGSTOP of postgres's $db_procs processes for $(seconds $((t1 - t0))) s (drawn: $hold s), SIGCONT; ${lines[0]}; ${lines[1]}"
+  freeze_summary+=("db-freeze (fault $n, $(seconds $((t1 - t0))) s): ${lines[0]}; ${lines[1]}$([ "${#problems[@]}" = 0 ] || echo "; ${#problems[@]} check(s) FAILED")")
 }
 
 fault_agent_stop() { # silent past the heartbeat timeout: the coordinator declares it lost
@@ -973,7 +1148,7 @@ cmd_faults() {
   mkdir -p "$faults_dir"
   : >"$faults_log"
   flog "faults: $n faults, LAB_SEED=$LAB_SEED, kinds: ${kinds[*]}$([ "${LAB_FAULT_ROUNDS:-0}" != 1 ] || echo ' in rounds'); partitions $LAB_PARTITION s," \
-    "heartbeat timeout $LAB_HEARTBEAT s, pauses $LAB_GAP s, coordinator /data tmpfs $LAB_DATA_SIZE"
+    "heartbeat timeout $LAB_HEARTBEAT s, pauses $LAB_GAP s, coordinator /data tmpfs $LAB_DATA_SIZE$([ "$LAB_HA" = 0 ] || echo ", database freezes $LAB_FREEZE s")"
   trap 'exit 130' INT TERM
   # shellcheck disable=SC2064
   trap "faults_end $start" EXIT
@@ -1028,6 +1203,7 @@ cmd_faults() {
       coordinator-kill) fault_coordinator_kill "$target" ;;
       db-kill) fault_db_kill ;;
       db-pause) fault_db_pause ;;
+      db-freeze) fault_db_freeze "$i" ;;
       agent-stop) fault_agent_stop "$target" ;;
       partition) fault_partition "$target" ;;
       disk-full) fault_disk_full ;;
@@ -1040,15 +1216,19 @@ cmd_faults() {
     fi
     rec_ms=$(($(now_ms) - t1))
     over=$(((t1 - t0) / 1000))
-    flog "fault $i/$n: $kind $target: $detail; over after $over s, recovered $((rec_ms / 1000)).$(printf %03d $((rec_ms % 1000))) s later"
+    flog "fault $i/$n: $kind $target: $detail; over after $over s, recovered $(seconds "$rec_ms") s later"
     count[$kind]=$((${count[$kind]:-0} + 1))
     [ "${longest[$kind]:-0}" -ge "$rec_ms" ] || longest[$kind]=$rec_ms
   done
   : >"$faults_dir/stop"
   for kind in "${kinds[@]}"; do
     rec_ms=${longest[$kind]:-0}
-    flog "summary: $kind: ${count[$kind]:-0} fault(s), longest recovery $((rec_ms / 1000)).$(printf %03d $((rec_ms % 1000))) s"
+    flog "summary: $kind: ${count[$kind]:-0} fault(s), longest recovery $(seconds "$rec_ms") s"
   done
+  for k in "${!freeze_summary[@]}"; do
+    flog "summary: ${freeze_summary[k]}"
+  done
+  [ "$freeze_failed" = 0 ] || flog "summary: db-freeze: $freeze_failed check(s) FAILED (the lines \"check FAILED: fault N db-freeze\" above)"
   flog "faults: $n injected in $((SECONDS - start)) s (LAB_SEED=$LAB_SEED); waiting for the campaign under way to end"
   faults_finish "$start"
 }
@@ -1137,6 +1317,8 @@ print(f"summary: {len(c)} campaigns, {s('steps')} steps ({s('reruns')} re-run at
       f"{sum(len(x['problems']) for x in c)} problems")
 EOF
   [ "$failed" = 0 ] || die "a campaign failed its check (above; $faults_log)"
+  [ "$freeze_failed" = 0 ] ||
+    die "$freeze_failed check(s) of health and status while the database was frozen failed (db-freeze, above; $faults_log)"
   flog "faults: passed in $((SECONDS - start)) s"
 }
 
@@ -1145,6 +1327,7 @@ faults_end() {
   trap - EXIT
   set +e
   [ -z "${runner:-}" ] || kill "$runner" 2>/dev/null
+  [ -z "${db_frozen:-}" ] || (db_signal CONT)
   if [ -n "$(service_id coordinator)" ]; then
     mkdir -p "$faults_dir/logs"
     for s in coordinator "${AGENTS[@]}" $([ "$LAB_HA" = 0 ] || echo coordinator-b postgres); do
