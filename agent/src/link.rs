@@ -168,6 +168,18 @@ enum LinkError {
     Wire(#[from] crate::wire::WireError),
 }
 
+impl LinkError {
+    /// What a transport failure says about certificates; `None` for the coordinator's own
+    /// answers (a status it sent has no transport error under it).
+    fn refusal(&self) -> Option<crate::tls::Refusal> {
+        match self {
+            LinkError::Connect(e) => crate::tls::Refusal::of(e),
+            LinkError::Status(s) => s.source().and_then(crate::tls::Refusal::of),
+            _ => None,
+        }
+    }
+}
+
 impl Link {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut rotation = Rotation::default();
@@ -230,7 +242,11 @@ impl Link {
                         }
                     }
                     None if !quiet && (failures < 3 || failures.is_multiple_of(20)) => {
-                        let hint = if opened { "" } else { self.hint(&error) };
+                        let hint = if opened {
+                            String::new()
+                        } else {
+                            self.hint(&e, &error)
+                        };
                         let next = if targets.len() > 1 {
                             "trying the next coordinator"
                         } else {
@@ -407,26 +423,18 @@ impl Link {
     }
 
     /// What an obscure transport error usually means, given how we dialled.
-    fn hint(&self, error: &str) -> &'static str {
+    fn hint(&self, e: &LinkError, error: &str) -> String {
         use crate::tls::Transport;
         match self.transport {
-            Transport::Plaintext if error.contains("h2 protocol error") || error.contains("connection closed") => {
-                " (the coordinator may require TLS: use https:// and --tls-dir)"
-            }
-            // Under TLS 1.3 the client's handshake ends before the coordinator has judged its
-            // certificate: a refusal reaches us as the alert, or as whichever of the next
-            // read or write fails first on the connection it closed.
-            Transport::Tls(_)
-                if ["connection closed", "fatal alert", "broken pipe", "connection reset"]
-                    .iter()
-                    .any(|face| error.contains(face)) =>
+            Transport::Plaintext
+                if error.contains("h2 protocol error") || error.contains("connection closed") =>
             {
-                " (the coordinator may have refused this host's certificate: its log says why)"
+                " (the coordinator may require TLS: use https:// and --tls-dir)".into()
             }
-            Transport::Tls(_) if error.contains("invalid peer certificate") => {
-                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the host of the address given)"
-            }
-            _ => "",
+            // The same words as an operator's: a refusal of this host's certificate, or of
+            // the coordinator's, and where only a closed connection arrives, the likely cause.
+            Transport::Tls(_) => e.refusal().map(|r| format!(" ({r})")).unwrap_or_default(),
+            _ => String::new(),
         }
     }
 

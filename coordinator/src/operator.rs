@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use platter_proto::tls::{TlsDir, Transport};
+use platter_proto::tls::{Refusal, TlsDir, Transport};
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_client::ControlClient;
 use serde::Deserialize;
@@ -148,7 +148,12 @@ pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel
             let why = tls::chain(&e);
             match tls::speaks_plaintext(url, &why) {
                 Some(plain) => anyhow::anyhow!("{plain} ({why})"),
-                None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
+                None => match Refusal::of(&e).filter(|_| *transport != Transport::Plaintext) {
+                    Some(refusal) => {
+                        anyhow::anyhow!("connecting to coordinator {url}: {refusal} — {why}")
+                    }
+                    None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
+                },
             }
         })?;
     Ok(channel)
@@ -157,19 +162,19 @@ pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel
 /// The largest answer an operator command accepts from the coordinator (a report).
 pub const MAX_RESPONSE_BYTES: usize = 2 << 30;
 
-/// A failed call as one line: the status message and, for transport failures, why.
+/// A failed call as one line: the status message and, for transport failures, why; a
+/// failure that looks like a refused certificate (or a refused coordinator's) says so
+/// first, in the words agents use.
 pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
     use std::error::Error;
     let cause = s
         .source()
         .map(|c| format!(" ({})", platter_proto::tls::chain(c)))
         .unwrap_or_default();
-    let hint = if cause.contains("connection closed") || cause.contains("fatal alert") {
-        " — the coordinator may have refused this certificate (expired, another CA's, or not an operator's); its log says which"
-    } else {
-        ""
-    };
-    anyhow::anyhow!("{what}: {}{cause}{hint}", s.message())
+    match s.source().and_then(Refusal::of) {
+        Some(refusal) => anyhow::anyhow!("{what}: {refusal} — {}{cause}", s.message()),
+        None => anyhow::anyhow!("{what}: {}{cause}", s.message()),
+    }
 }
 
 /// `table` for people, `json` for scripts.

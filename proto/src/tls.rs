@@ -199,3 +199,213 @@ pub fn validity_problem(cert_pem: &str) -> Option<String> {
         None
     }
 }
+
+/// Why a TLS client's connection to the coordinator failed, when certificates are the
+/// likely cause. Operators and agents say the same words: both classify here.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The coordinator refused this client's certificate and said why (its TLS alert).
+    ByCoordinator(AlertDescription),
+    /// The connection was closed (broken pipe, reset, end of stream) once the handshake
+    /// was done. Under TLS 1.3 the client's handshake ends before the coordinator has
+    /// judged the client's certificate, and its alert is often lost with the connection:
+    /// this is how a refusal usually looks.
+    LikelyByCoordinator,
+    /// This client refused the coordinator's certificate.
+    OfCoordinator(CertificateError),
+}
+
+pub use tokio_rustls::rustls::{AlertDescription, CertificateError};
+
+impl Refusal {
+    /// What `error` (a tonic transport error or `Status`, with its causes) says about
+    /// certificates, if anything. Only for a client that dialled with TLS: over plaintext
+    /// a closed connection means something else.
+    pub fn of(error: &(dyn std::error::Error + 'static)) -> Option<Refusal> {
+        use std::io::ErrorKind;
+        use tokio_rustls::rustls::Error as TlsError;
+        let mut closed = false;
+        for e in causes(error) {
+            if let Some(tls) = e.downcast_ref::<TlsError>() {
+                match tls {
+                    TlsError::AlertReceived(alert) => return Some(Refusal::ByCoordinator(*alert)),
+                    TlsError::InvalidCertificate(why) => {
+                        return Some(Refusal::OfCoordinator(why.clone()))
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(alert) = alert_in(&e.to_string()) {
+                return Some(Refusal::ByCoordinator(alert));
+            }
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                closed |= matches!(
+                    io.kind(),
+                    ErrorKind::BrokenPipe
+                        | ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted
+                        | ErrorKind::UnexpectedEof
+                );
+            }
+            // hyper's own words for a connection that ended under a request; it is not
+            // an io::Error.
+            closed |= e.to_string().contains("connection closed");
+        }
+        closed.then_some(Refusal::LikelyByCoordinator)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::ByCoordinator(alert) => match refused_because(*alert) {
+                Some(why) => write!(
+                    f,
+                    "the coordinator refused this certificate: {why} (TLS alert {alert:?}; its log says more)"
+                ),
+                None => write!(
+                    f,
+                    "the coordinator ended the TLS handshake with alert {alert:?} (its log says why)"
+                ),
+            },
+            Refusal::LikelyByCoordinator => f.write_str(
+                "the coordinator closed the connection right after the TLS handshake: \
+                 the coordinator may have refused this certificate: is it from this fleet's CA, \
+                 and not expired? (the coordinator's log says why)",
+            ),
+            Refusal::OfCoordinator(why) => write!(
+                f,
+                "this client refused the coordinator's certificate: {} ({why:?})",
+                coordinator_certificate_problem(why)
+            ),
+        }
+    }
+}
+
+/// The alert in rustls' words for one received ("received fatal alert: UnknownCA"). A
+/// call's error has only the words: HTTP/2 keeps an I/O error's text, not the error.
+fn alert_in(text: &str) -> Option<AlertDescription> {
+    let (_, rest) = text.split_once("received fatal alert: ")?;
+    let name: String = rest
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    (0..=u8::MAX)
+        .map(AlertDescription::from)
+        .find(|a| format!("{a:?}") == name)
+}
+
+/// The alerts a server sends about a client's certificate, in words.
+fn refused_because(alert: AlertDescription) -> Option<&'static str> {
+    Some(match alert {
+        AlertDescription::UnknownCA => "it is not from this fleet's CA",
+        AlertDescription::CertificateExpired => {
+            "it has expired or is not valid yet (is this host's clock right?)"
+        }
+        AlertDescription::CertificateRevoked => "it was revoked",
+        AlertDescription::DecryptError => "its signature does not verify against this fleet's CA",
+        AlertDescription::BadCertificate
+        | AlertDescription::UnsupportedCertificate
+        | AlertDescription::CertificateUnknown => "it is not acceptable",
+        AlertDescription::CertificateRequired => {
+            "none was presented (give --tls-dir an identity from `platter certs issue`)"
+        }
+        AlertDescription::AccessDenied => "access denied",
+        _ => return None,
+    })
+}
+
+/// What is wrong with the coordinator's certificate, as this client found it.
+fn coordinator_certificate_problem(why: &CertificateError) -> &'static str {
+    match why {
+        CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+            "it is not from the CA in this client's ca.pem (another fleet's coordinator, or another fleet's ca.pem)"
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            "it does not name the host of the address dialled (dial a name the coordinator's \
+             certificate holds, or issue it one with that name)"
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => "it has expired",
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "it is not valid yet (is this host's clock right?)"
+        }
+        CertificateError::Revoked => "it was revoked",
+        _ => "it is not acceptable",
+    }
+}
+
+/// `error` and its causes, including the error an `io::Error` wraps (which its `source()`
+/// skips: rustls' errors reach us wrapped so).
+pub fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    let mut next = Some(error);
+    let mut wrapped: Option<&'a (dyn std::error::Error + 'static)> = None;
+    std::iter::from_fn(move || {
+        if let Some(w) = wrapped.take() {
+            // The wrapped error's own causes are the io::Error's source: go on from there.
+            return Some(w);
+        }
+        let e = next?;
+        next = e.source();
+        wrapped = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|w| w as &(dyn std::error::Error + 'static));
+        Some(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+    use tokio_rustls::rustls;
+
+    #[test]
+    fn refusals_are_found_however_deep_they_are() {
+        // As an HTTP/2 call's error carries it: only the words of rustls' error.
+        let alert = Error::new(ErrorKind::InvalidData, "received fatal alert: UnknownCA");
+        let refusal = Refusal::of(&alert).unwrap();
+        assert_eq!(refusal, Refusal::ByCoordinator(AlertDescription::UnknownCA));
+        assert!(refusal.to_string().starts_with(
+            "the coordinator refused this certificate: it is not from this fleet's CA"
+        ));
+        // As a connect error carries it: rustls' error inside an io::Error.
+        let theirs = Error::new(
+            ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        assert_eq!(
+            Refusal::of(&theirs),
+            Some(Refusal::OfCoordinator(CertificateError::UnknownIssuer))
+        );
+        let pipe = Error::from(ErrorKind::BrokenPipe);
+        let likely = Refusal::of(&pipe).unwrap();
+        assert_eq!(likely, Refusal::LikelyByCoordinator);
+        assert!(likely
+            .to_string()
+            .contains("the coordinator may have refused this certificate: is it from this fleet's CA, and not expired?"));
+        // A coordinator that is not there refused nothing.
+        assert_eq!(
+            Refusal::of(&Error::from(ErrorKind::ConnectionRefused)),
+            None
+        );
+    }
+
+    #[test]
+    fn every_alert_name_reads_back() {
+        for a in [
+            AlertDescription::BadCertificate,
+            AlertDescription::CertificateExpired,
+            AlertDescription::CertificateRequired,
+            AlertDescription::DecryptError,
+        ] {
+            assert_eq!(
+                alert_in(&format!("x: received fatal alert: {a:?}: y")),
+                Some(a)
+            );
+        }
+        assert_eq!(alert_in("received fatal alert: Nonsense"), None);
+    }
+}
