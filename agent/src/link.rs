@@ -27,6 +27,9 @@ use coordinators::Target;
 pub(crate) use platter_proto::protocol::{HEARTBEAT_INTERVAL, MAX_PLAN_BYTES};
 /// How often an agent that cannot link because of a TLS/plaintext mismatch says so again.
 const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
+/// How long asking a coordinator whether it refuses this host's certificate may take
+/// (after a link failed with only a closed connection).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a stopping agent waits for the acks of what it sent.
 pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
@@ -245,7 +248,7 @@ impl Link {
                         let hint = if opened {
                             String::new()
                         } else {
-                            self.hint(&e, &error)
+                            self.hint(target, &e, &error).await
                         };
                         let next = if targets.len() > 1 {
                             "trying the next coordinator"
@@ -423,18 +426,29 @@ impl Link {
     }
 
     /// What an obscure transport error usually means, given how we dialled.
-    fn hint(&self, e: &LinkError, error: &str) -> String {
-        use crate::tls::Transport;
-        match self.transport {
+    async fn hint(&self, target: &Target, e: &LinkError, error: &str) -> String {
+        use crate::tls::{self, Refusal, Transport};
+        match &self.transport {
             Transport::Plaintext
                 if error.contains("h2 protocol error") || error.contains("connection closed") =>
             {
                 " (the coordinator may require TLS: use https:// and --tls-dir)".into()
             }
             // The same words as an operator's: a refusal of this host's certificate, or of
-            // the coordinator's, and where only a closed connection arrives, the likely cause.
-            Transport::Tls(_) => e.refusal().map(|r| format!(" ({r})")).unwrap_or_default(),
-            _ => String::new(),
+            // the coordinator's, and where only a closed connection arrives, the reason
+            // asked for once more, or the likely cause.
+            Transport::Tls(dir) => {
+                let refusal = match e.refusal() {
+                    Some(Refusal::LikelyByCoordinator) => Some(
+                        tls::refusal_probe(dir, &target.given, &target.url, PROBE_TIMEOUT)
+                            .await
+                            .unwrap_or(Refusal::LikelyByCoordinator),
+                    ),
+                    r => r,
+                };
+                refusal.map(|r| format!(" ({r})")).unwrap_or_default()
+            }
+            Transport::Plaintext => String::new(),
         }
     }
 

@@ -134,6 +134,9 @@ pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<Control
 pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel> {
     use platter_proto::tls::{self, PlaintextAnswer};
     let endpoint = transport.endpoint(url)?;
+    if let (Transport::Tls(dir), Ok(mut dialled)) = (transport, DIALLED.lock()) {
+        *dialled = Some((url.to_string(), dir.clone()));
+    }
     if *transport == Transport::Plaintext {
         let answer = tls::plaintext_answer(url, Duration::from_secs(10)).await;
         if answer == Some(PlaintextAnswer::NotHttp2) {
@@ -171,10 +174,34 @@ pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
         .source()
         .map(|c| format!(" ({})", platter_proto::tls::chain(c)))
         .unwrap_or_default();
-    match s.source().and_then(Refusal::of) {
+    let refusal = match s.source().and_then(Refusal::of) {
+        Some(Refusal::LikelyByCoordinator) => {
+            Some(ask_why_refused().unwrap_or(Refusal::LikelyByCoordinator))
+        }
+        r => r,
+    };
+    match refusal {
         Some(refusal) => anyhow::anyhow!("{what}: {refusal} — {}{cause}", s.message()),
         None => anyhow::anyhow!("{what}: {}{cause}", s.message()),
     }
+}
+
+/// The coordinator this process last dialled with TLS, and the identity it presented: a
+/// call that failed with only a closed connection asks it once more why (`call_error`).
+static DIALLED: std::sync::Mutex<Option<(String, TlsDir)>> = std::sync::Mutex::new(None);
+
+/// Why the coordinator last dialled refuses this certificate, asked on a connection of
+/// its own (`tls::refusal_probe`); `None` when it accepts it, cannot tell, or there is
+/// no multi-threaded runtime to wait in (`call_error` is not async).
+fn ask_why_refused() -> Option<Refusal> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let (url, dir) = DIALLED.lock().ok()?.clone()?;
+    let runtime = Handle::try_current().ok()?;
+    if runtime.runtime_flavor() != RuntimeFlavor::MultiThread {
+        return None;
+    }
+    let probe = platter_proto::tls::refusal_probe(&dir, &url, &url, Duration::from_secs(5));
+    tokio::task::block_in_place(|| runtime.block_on(probe))
 }
 
 /// `table` for people, `json` for scripts.

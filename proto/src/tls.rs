@@ -107,20 +107,16 @@ pub enum PlaintextAnswer {
     NotHttp2,
 }
 
+/// An HTTP/2 client's first words: the preface and an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
 /// Dials `url` (`http://HOST:PORT`), sends the HTTP/2 client preface and an empty
 /// SETTINGS frame, and reads what comes back: an HTTP/2 server's first frame is its
 /// SETTINGS, a TLS server sends an alert or closes. `None` when it cannot tell (the
 /// address is wrong, nothing listens, no answer within `timeout`).
 pub async fn plaintext_answer(url: &str, timeout: std::time::Duration) -> Option<PlaintextAnswer> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
-    let uri: tonic::codegen::http::Uri = url.parse().ok()?;
-    let host = uri
-        .host()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(80);
+    let (host, port) = host_port(url, 80)?;
     let probe = async {
         let mut stream = tokio::net::TcpStream::connect((host.as_str(), port))
             .await
@@ -140,6 +136,77 @@ pub async fn plaintext_answer(url: &str, timeout: std::time::Duration) -> Option
         } else {
             PlaintextAnswer::NotHttp2
         })
+    };
+    tokio::time::timeout(timeout, probe).await.ok().flatten()
+}
+
+/// The host (without an IPv6 address's brackets) and port of `url`.
+fn host_port(url: &str, default_port: u16) -> Option<(String, u16)> {
+    let uri: tonic::codegen::http::Uri = url.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), uri.port_u16().unwrap_or(default_port)))
+}
+
+/// Asks the coordinator at `dialled` again, with the identity in `dir` and the server name
+/// of `given`, whether it refuses this certificate, for when a call failed with only a
+/// closed connection: the client's handshake is done before the coordinator has judged
+/// the client's certificate, and a call's error keeps only the words of the alert that
+/// came after, if any. Here nothing is sent before the answer is read: the coordinator
+/// answers the HTTP/2 preface with its SETTINGS (accepted: `None`) or with its alert.
+/// `None` too when it cannot tell within `timeout`.
+pub async fn refusal_probe(
+    dir: &TlsDir,
+    given: &str,
+    dialled: &str,
+    timeout: std::time::Duration,
+) -> Option<Refusal> {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+    let f = dir.read().ok()?;
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(f.ca.as_bytes()) {
+        roots.add(c.ok()?).ok()?;
+    }
+    let chain = CertificateDer::pem_slice_iter(f.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    let key = PrivateKeyDer::from_pem_slice(f.key.as_bytes()).ok()?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .ok()?;
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let name = ServerName::try_from(host_port(given, 443)?.0).ok()?;
+    let (host, port) = host_port(dialled, 443)?;
+    let probe = async {
+        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .ok()?;
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+        let mut tls = match connector.connect(name, tcp).await {
+            Ok(s) => s,
+            Err(e) => return Refusal::of(&e),
+        };
+        if let Err(e) = async {
+            tls.write_all(PREFACE).await?;
+            tls.flush().await
+        }
+        .await
+        {
+            return Refusal::of(&e);
+        }
+        let mut head = [0u8; 9];
+        match tls.read(&mut head).await {
+            Ok(0) => Some(Refusal::LikelyByCoordinator),
+            Ok(_) => None,
+            Err(e) => Refusal::of(&e),
+        }
     };
     tokio::time::timeout(timeout, probe).await.ok().flatten()
 }
@@ -275,7 +342,7 @@ impl std::fmt::Display for Refusal {
             ),
             Refusal::OfCoordinator(why) => write!(
                 f,
-                "this client refused the coordinator's certificate: {} ({why:?})",
+                "this client refused the coordinator's certificate: {}",
                 coordinator_certificate_problem(why)
             ),
         }
