@@ -175,9 +175,9 @@ pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
         .map(|c| format!(" ({})", platter_proto::tls::chain(c)))
         .unwrap_or_default();
     let refusal = match s.source().and_then(Refusal::of) {
-        Some(Refusal::LikelyByCoordinator) => {
-            Some(ask_why_refused().unwrap_or(Refusal::LikelyByCoordinator))
-        }
+        // Over plaintext, a closed connection says nothing about certificates.
+        Some(Refusal::LikelyByCoordinator) => dialled()
+            .map(|(url, dir)| ask_why_refused(&url, &dir).unwrap_or(Refusal::LikelyByCoordinator)),
         r => r,
     };
     match refusal {
@@ -190,17 +190,20 @@ pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
 /// call that failed with only a closed connection asks it once more why (`call_error`).
 static DIALLED: std::sync::Mutex<Option<(String, TlsDir)>> = std::sync::Mutex::new(None);
 
-/// Why the coordinator last dialled refuses this certificate, asked on a connection of
-/// its own (`tls::refusal_probe`); `None` when it accepts it, cannot tell, or there is
+fn dialled() -> Option<(String, TlsDir)> {
+    DIALLED.lock().ok()?.clone()
+}
+
+/// Why the coordinator at `url` refuses the certificate in `dir`, asked on a connection
+/// of its own (`tls::refusal_probe`); `None` when it accepts it, cannot tell, or there is
 /// no multi-threaded runtime to wait in (`call_error` is not async).
-fn ask_why_refused() -> Option<Refusal> {
+fn ask_why_refused(url: &str, dir: &TlsDir) -> Option<Refusal> {
     use tokio::runtime::{Handle, RuntimeFlavor};
-    let (url, dir) = DIALLED.lock().ok()?.clone()?;
     let runtime = Handle::try_current().ok()?;
     if runtime.runtime_flavor() != RuntimeFlavor::MultiThread {
         return None;
     }
-    let probe = platter_proto::tls::refusal_probe(&dir, &url, &url, Duration::from_secs(5));
+    let probe = platter_proto::tls::refusal_probe(dir, url, url, Duration::from_secs(5));
     tokio::task::block_in_place(|| runtime.block_on(probe))
 }
 

@@ -273,11 +273,11 @@ fn a_tls_client_at_a_plaintext_coordinator_is_told_so() {
 }
 
 /// An operator whose certificate is from another CA is told, by every command, that the
-/// coordinator refused it and why,
-/// and exits 1 as for any failure to reach the coordinator. The reverse, an operator that
-/// does not trust the coordinator's CA, is told that it refused the coordinator's.
+/// coordinator refused it and why, and exits 1 as for any failure to reach the
+/// coordinator. The reverse, an operator or an agent that does not trust the
+/// coordinator's CA, is told that it refused the coordinator's certificate.
 #[test]
-fn an_operator_is_told_which_side_refused_which_certificate() {
+fn a_client_is_told_which_side_refused_which_certificate() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (_coordinator, port) = serve(dir);
@@ -292,23 +292,36 @@ fn an_operator_is_told_which_side_refused_which_certificate() {
     }
     log_says(dir, "coordinator", "not from this fleet's CA");
 
-    // Our own certificate, but another fleet's CA in ca.pem.
-    let distrustful = dir.join("distrustful");
-    let other = pki::new_ca(Validity::days(1)).unwrap();
-    write_identity(
-        &distrustful,
-        &fleet_ca(dir),
-        Role::Operator,
-        "doubter",
-        Validity::days(1),
+    // Our own certificates, but another fleet's CA in ca.pem.
+    let refused = "this client refused the coordinator's certificate: it is not from the CA in this client's ca.pem";
+    let err = failing(
+        "agents",
+        port,
+        &distrustful_identity(dir, Role::Operator, "doubter"),
     );
-    std::fs::write(distrustful.join("ca.pem"), &other.cert_pem).unwrap();
-    let err = failing("agents", port, &distrustful);
-    assert!(
-        err.contains("this client refused the coordinator's certificate: it is not from the CA in this client's ca.pem"),
-        "{err}"
-    );
+    assert!(err.contains(refused), "{err}");
     assert!(!err.contains("the coordinator refused"), "{err}");
+    let doubter = distrustful_identity(dir, Role::Agent, "doubter");
+    let doubter = doubter.display().to_string();
+    let args = [
+        "--coordinator",
+        &url(port),
+        "--name",
+        "doubter",
+        "--tls-dir",
+        &doubter,
+    ];
+    let _agent = spawn_agent(dir, "doubter", &args);
+    log_says(dir, "doubter", refused);
+}
+
+/// An identity of `role` `name` from the fleet's CA that trusts another CA instead.
+fn distrustful_identity(dir: &Path, role: Role, name: &str) -> std::path::PathBuf {
+    let out = dir.join(format!("distrustful-{}-{name}", role.as_str()));
+    write_identity(&out, &fleet_ca(dir), role, name, Validity::days(1));
+    let other = pki::new_ca(Validity::days(1)).unwrap();
+    std::fs::write(out.join("ca.pem"), &other.cert_pem).unwrap();
+    out
 }
 
 /// A peer that hangs up mid-handshake (an agent killed, a port scan) was refused nothing:
