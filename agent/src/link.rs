@@ -439,11 +439,9 @@ impl Link {
             // asked for once more, or the likely cause.
             Transport::Tls(dir) => {
                 let refusal = match e.refusal() {
-                    Some(Refusal::LikelyByCoordinator) => Some(
-                        tls::refusal_probe(dir, &target.given, &target.url, PROBE_TIMEOUT)
-                            .await
-                            .unwrap_or(Refusal::LikelyByCoordinator),
-                    ),
+                    Some(Refusal::LikelyByCoordinator) => {
+                        tls::why_closed(dir, &target.given, &target.url, PROBE_TIMEOUT).await
+                    }
                     r => r,
                 };
                 refusal.map(|r| format!(" ({r})")).unwrap_or_default()

@@ -176,8 +176,9 @@ pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
         .unwrap_or_default();
     let refusal = match s.source().and_then(Refusal::of) {
         // Over plaintext, a closed connection says nothing about certificates.
-        Some(Refusal::LikelyByCoordinator) => dialled()
-            .map(|(url, dir)| ask_why_refused(&url, &dir).unwrap_or(Refusal::LikelyByCoordinator)),
+        Some(Refusal::LikelyByCoordinator) => {
+            dialled().and_then(|(url, dir)| why_closed(&url, &dir))
+        }
         r => r,
     };
     match refusal {
@@ -194,17 +195,19 @@ fn dialled() -> Option<(String, TlsDir)> {
     DIALLED.lock().ok()?.clone()
 }
 
-/// Why the coordinator at `url` refuses the certificate in `dir`, asked on a connection
-/// of its own (`tls::refusal_probe`); `None` when it accepts it, cannot tell, or there is
-/// no multi-threaded runtime to wait in (`call_error` is not async).
-fn ask_why_refused(url: &str, dir: &TlsDir) -> Option<Refusal> {
+/// What to tell of a call to the coordinator at `url`, with the identity in `dir`, that
+/// ended with a closed connection (`tls::why_closed`). `call_error` is not async: this
+/// waits in a multi-threaded runtime, and says the likely cause without one.
+fn why_closed(url: &str, dir: &TlsDir) -> Option<Refusal> {
     use tokio::runtime::{Handle, RuntimeFlavor};
-    let runtime = Handle::try_current().ok()?;
-    if runtime.runtime_flavor() != RuntimeFlavor::MultiThread {
-        return None;
-    }
-    let probe = platter_proto::tls::refusal_probe(dir, url, url, Duration::from_secs(5));
-    tokio::task::block_in_place(|| runtime.block_on(probe))
+    let runtime = Handle::try_current()
+        .ok()
+        .filter(|r| r.runtime_flavor() == RuntimeFlavor::MultiThread);
+    let Some(runtime) = runtime else {
+        return Some(Refusal::LikelyByCoordinator);
+    };
+    let asked = platter_proto::tls::why_closed(dir, url, url, Duration::from_secs(5));
+    tokio::task::block_in_place(|| runtime.block_on(asked))
 }
 
 /// `table` for people, `json` for scripts.

@@ -147,19 +147,30 @@ fn host_port(url: &str, default_port: u16) -> Option<(String, u16)> {
     Some((host.to_string(), uri.port_u16().unwrap_or(default_port)))
 }
 
-/// Asks the coordinator at `dialled` again, with the identity in `dir` and the server name
-/// of `given`, whether it refuses this certificate, for when a call failed with only a
-/// closed connection: the client's handshake is done before the coordinator has judged
-/// the client's certificate, and a call's error keeps only the words of the alert that
-/// came after, if any. Here nothing is sent before the answer is read: the coordinator
-/// answers the HTTP/2 preface with its SETTINGS (accepted: `None`) or with its alert.
-/// `None` too when it cannot tell within `timeout`.
-pub async fn refusal_probe(
+/// What to tell a TLS client whose call failed with only a closed connection (a
+/// `Refusal::LikelyByCoordinator`): the client's handshake is done before the coordinator
+/// has judged its certificate, and a call's error keeps the words of the alert that came
+/// after only sometimes. So the coordinator at `dialled` is asked again, with the identity
+/// in `dir` and the server name of `given`, sending nothing before its answer is read: it
+/// answers the HTTP/2 preface with its SETTINGS (it accepts this certificate: `None`,
+/// the closed connection was something else) or with its alert (the refusal and why).
+/// When that cannot be told within `timeout`: the likely cause.
+pub async fn why_closed(
     dir: &TlsDir,
     given: &str,
     dialled: &str,
     timeout: std::time::Duration,
 ) -> Option<Refusal> {
+    let asked = tokio::time::timeout(timeout, ask_again(dir, given, dialled)).await;
+    match asked.ok().flatten() {
+        Some(verdict) => verdict,
+        None => Some(Refusal::LikelyByCoordinator),
+    }
+}
+
+/// `why_closed`'s question: `Some(None)` when the coordinator accepts the certificate,
+/// `Some(Some(refusal))` when it refuses it, `None` when that cannot be told.
+async fn ask_again(dir: &TlsDir, given: &str, dialled: &str) -> Option<Option<Refusal>> {
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -184,31 +195,27 @@ pub async fn refusal_probe(
     cfg.alpn_protocols = vec![b"h2".to_vec()];
     let name = ServerName::try_from(host_port(given, 443)?.0).ok()?;
     let (host, port) = host_port(dialled, 443)?;
-    let probe = async {
-        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-            .await
-            .ok()?;
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
-        let mut tls = match connector.connect(name, tcp).await {
-            Ok(s) => s,
-            Err(e) => return Refusal::of(&e),
-        };
-        if let Err(e) = async {
-            tls.write_all(PREFACE).await?;
-            tls.flush().await
-        }
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
-        {
-            return Refusal::of(&e);
-        }
-        let mut head = [0u8; 9];
-        match tls.read(&mut head).await {
-            Ok(0) => Some(Refusal::LikelyByCoordinator),
-            Ok(_) => None,
-            Err(e) => Refusal::of(&e),
-        }
+        .ok()?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let mut tls = match connector.connect(name, tcp).await {
+        Ok(s) => s,
+        Err(e) => return Refusal::of(&e).map(Some),
     };
-    tokio::time::timeout(timeout, probe).await.ok().flatten()
+    let sent = async {
+        tls.write_all(PREFACE).await?;
+        tls.flush().await
+    };
+    if let Err(e) = sent.await {
+        return Refusal::of(&e).map(Some);
+    }
+    let mut head = [0u8; 9];
+    match tls.read(&mut head).await {
+        Ok(0) => Some(Some(Refusal::LikelyByCoordinator)),
+        Ok(_) => Some(None),
+        Err(e) => Refusal::of(&e).map(Some),
+    }
 }
 
 /// The plain words for a plaintext client at a TLS coordinator.
