@@ -27,6 +27,9 @@ use coordinators::Target;
 pub(crate) use platter_proto::protocol::{HEARTBEAT_INTERVAL, MAX_PLAN_BYTES};
 /// How often an agent that cannot link because of a TLS/plaintext mismatch says so again.
 const MISMATCH_LOG_INTERVAL: Duration = Duration::from_secs(300);
+/// How long asking a coordinator whether it refuses this host's certificate may take
+/// (after a link failed with only a closed connection).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a stopping agent waits for the acks of what it sent.
 pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_FIRST: Duration = Duration::from_millis(100);
@@ -168,6 +171,18 @@ enum LinkError {
     Wire(#[from] crate::wire::WireError),
 }
 
+impl LinkError {
+    /// What a transport failure says about certificates; `None` for the coordinator's own
+    /// answers (a status it sent has no transport error under it).
+    fn refusal(&self) -> Option<crate::tls::Refusal> {
+        match self {
+            LinkError::Connect(e) => crate::tls::Refusal::of(e),
+            LinkError::Status(s) => s.source().and_then(crate::tls::Refusal::of),
+            _ => None,
+        }
+    }
+}
+
 impl Link {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut rotation = Rotation::default();
@@ -230,7 +245,11 @@ impl Link {
                         }
                     }
                     None if !quiet && (failures < 3 || failures.is_multiple_of(20)) => {
-                        let hint = if opened { "" } else { self.hint(&error) };
+                        let hint = if opened {
+                            String::new()
+                        } else {
+                            self.hint(target, &e, &error).await
+                        };
                         let next = if targets.len() > 1 {
                             "trying the next coordinator"
                         } else {
@@ -407,26 +426,27 @@ impl Link {
     }
 
     /// What an obscure transport error usually means, given how we dialled.
-    fn hint(&self, error: &str) -> &'static str {
-        use crate::tls::Transport;
-        match self.transport {
-            Transport::Plaintext if error.contains("h2 protocol error") || error.contains("connection closed") => {
-                " (the coordinator may require TLS: use https:// and --tls-dir)"
-            }
-            // Under TLS 1.3 the client's handshake ends before the coordinator has judged its
-            // certificate: a refusal reaches us as the alert, or as whichever of the next
-            // read or write fails first on the connection it closed.
-            Transport::Tls(_)
-                if ["connection closed", "fatal alert", "broken pipe", "connection reset"]
-                    .iter()
-                    .any(|face| error.contains(face)) =>
+    async fn hint(&self, target: &Target, e: &LinkError, error: &str) -> String {
+        use crate::tls::{self, Refusal, Transport};
+        match &self.transport {
+            Transport::Plaintext
+                if error.contains("h2 protocol error") || error.contains("connection closed") =>
             {
-                " (the coordinator may have refused this host's certificate: its log says why)"
+                " (the coordinator may require TLS: use https:// and --tls-dir)".into()
             }
-            Transport::Tls(_) if error.contains("invalid peer certificate") => {
-                " (the coordinator's certificate is not from the CA in ca.pem, or does not name the host of the address given)"
+            // The same words as an operator's: a refusal of this host's certificate, or of
+            // the coordinator's, and where only a closed connection arrives, the reason
+            // asked for once more, or the likely cause.
+            Transport::Tls(dir) => {
+                let refusal = match e.refusal() {
+                    Some(Refusal::LikelyByCoordinator) => {
+                        tls::why_closed(dir, &target.given, &target.url, PROBE_TIMEOUT).await
+                    }
+                    r => r,
+                };
+                refusal.map(|r| format!(" ({r})")).unwrap_or_default()
             }
-            _ => "",
+            Transport::Plaintext => String::new(),
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use platter_proto::tls::{TlsDir, Transport};
+use platter_proto::tls::{Refusal, TlsDir, Transport};
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_client::ControlClient;
 use serde::Deserialize;
@@ -134,6 +134,9 @@ pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<Control
 pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel> {
     use platter_proto::tls::{self, PlaintextAnswer};
     let endpoint = transport.endpoint(url)?;
+    if let (Transport::Tls(dir), Ok(mut dialled)) = (transport, DIALLED.lock()) {
+        *dialled = Some((url.to_string(), dir.clone()));
+    }
     if *transport == Transport::Plaintext {
         let answer = tls::plaintext_answer(url, Duration::from_secs(10)).await;
         if answer == Some(PlaintextAnswer::NotHttp2) {
@@ -148,7 +151,12 @@ pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel
             let why = tls::chain(&e);
             match tls::speaks_plaintext(url, &why) {
                 Some(plain) => anyhow::anyhow!("{plain} ({why})"),
-                None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
+                None => match Refusal::of(&e).filter(|_| *transport != Transport::Plaintext) {
+                    Some(refusal) => {
+                        anyhow::anyhow!("connecting to coordinator {url}: {refusal} — {why}")
+                    }
+                    None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
+                },
             }
         })?;
     Ok(channel)
@@ -157,19 +165,49 @@ pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel
 /// The largest answer an operator command accepts from the coordinator (a report).
 pub const MAX_RESPONSE_BYTES: usize = 2 << 30;
 
-/// A failed call as one line: the status message and, for transport failures, why.
+/// A failed call as one line: the status message and, for transport failures, why; a
+/// failure that looks like a refused certificate (or a refused coordinator's) says so
+/// first, in the words agents use.
 pub fn call_error(what: &str, s: tonic::Status) -> anyhow::Error {
     use std::error::Error;
     let cause = s
         .source()
         .map(|c| format!(" ({})", platter_proto::tls::chain(c)))
         .unwrap_or_default();
-    let hint = if cause.contains("connection closed") || cause.contains("fatal alert") {
-        " — the coordinator may have refused this certificate (expired, another CA's, or not an operator's); its log says which"
-    } else {
-        ""
+    let refusal = match s.source().and_then(Refusal::of) {
+        // Over plaintext, a closed connection says nothing about certificates.
+        Some(Refusal::LikelyByCoordinator) => {
+            dialled().and_then(|(url, dir)| why_closed(&url, &dir))
+        }
+        r => r,
     };
-    anyhow::anyhow!("{what}: {}{cause}{hint}", s.message())
+    match refusal {
+        Some(refusal) => anyhow::anyhow!("{what}: {refusal} — {}{cause}", s.message()),
+        None => anyhow::anyhow!("{what}: {}{cause}", s.message()),
+    }
+}
+
+/// The coordinator this process last dialled with TLS, and the identity it presented: a
+/// call that failed with only a closed connection asks it once more why (`call_error`).
+static DIALLED: std::sync::Mutex<Option<(String, TlsDir)>> = std::sync::Mutex::new(None);
+
+fn dialled() -> Option<(String, TlsDir)> {
+    DIALLED.lock().ok()?.clone()
+}
+
+/// What to tell of a call to the coordinator at `url`, with the identity in `dir`, that
+/// ended with a closed connection (`tls::why_closed`). `call_error` is not async: this
+/// waits in a multi-threaded runtime, and says the likely cause without one.
+fn why_closed(url: &str, dir: &TlsDir) -> Option<Refusal> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let runtime = Handle::try_current()
+        .ok()
+        .filter(|r| r.runtime_flavor() == RuntimeFlavor::MultiThread);
+    let Some(runtime) = runtime else {
+        return Some(Refusal::LikelyByCoordinator);
+    };
+    let asked = platter_proto::tls::why_closed(dir, url, url, Duration::from_secs(5));
+    tokio::task::block_in_place(|| runtime.block_on(asked))
 }
 
 /// `table` for people, `json` for scripts.

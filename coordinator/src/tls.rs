@@ -3,7 +3,8 @@
 //!
 //! The TLS accept loop is ours rather than tonic's `ServerTlsConfig` so that a refused
 //! handshake (unknown CA, expired, plaintext) becomes a log line naming the peer and the
-//! reason; tonic drops those errors silently.
+//! reason; tonic drops those errors silently. A peer that hangs up mid-handshake was not
+//! refused, and its log line says so.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,17 +95,84 @@ pub fn incoming(
             let _ = tcp.set_nodelay(true);
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                let accept = acceptor.accept(tcp).into_fallible();
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;
                     }
-                    Ok(Err(e)) => tracing::warn!(%peer, "TLS handshake refused: {}", explain(&e)),
+                    Ok(Err((e, tcp))) => match HandshakeEnd::of(&e) {
+                        HandshakeEnd::Refused => {
+                            tracing::warn!(%peer, "TLS handshake refused: {}", explain(&e));
+                            linger(tcp).await;
+                        }
+                        // An agent killed or a client interrupted mid-handshake, a port
+                        // scan: nobody was refused, and nobody is told anything.
+                        HandshakeEnd::ClosedByPeer => tracing::info!(
+                            %peer,
+                            "TLS connection closed by the peer during the handshake ({})",
+                            platter_proto::tls::chain(&e)
+                        ),
+                        HandshakeEnd::Failed => tracing::warn!(
+                            %peer,
+                            "TLS handshake failed: {}",
+                            platter_proto::tls::chain(&e)
+                        ),
+                    },
                     Err(_) => tracing::warn!(%peer, "TLS handshake timed out"),
                 }
             });
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// How a handshake that did not complete ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HandshakeEnd {
+    /// rustls found something wrong (a certificate, plaintext, a protocol error) and
+    /// sent the client an alert saying so.
+    Refused,
+    /// The peer closed or reset the connection before the handshake was done; rustls had
+    /// nothing to object to.
+    ClosedByPeer,
+    /// Anything else (a local I/O error).
+    Failed,
+}
+
+impl HandshakeEnd {
+    fn of(e: &std::io::Error) -> HandshakeEnd {
+        use std::io::ErrorKind;
+        let rustls = platter_proto::tls::causes(e).any(|c| c.is::<rustls::Error>());
+        if rustls {
+            HandshakeEnd::Refused
+        } else if matches!(
+            e.kind(),
+            ErrorKind::UnexpectedEof
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+        ) {
+            HandshakeEnd::ClosedByPeer
+        } else {
+            HandshakeEnd::Failed
+        }
+    }
+}
+
+/// At most this long, a refused client's connection is kept open for its alert to arrive.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes a refused connection so that the alert rustls wrote reaches the client. Under
+/// TLS 1.3 the client sends its first request right after its certificate, without
+/// waiting: closing a socket with that request unread makes the kernel send a reset, the
+/// client's next write fails with "broken pipe" and the alert (the reason) is never read.
+/// So: end our side, and read what the client sends until it closes, for a moment at most.
+async fn linger(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async { while let Ok(1..) = tcp.read(&mut sink).await {} };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// The rustls reason, with a hint for the usual mistakes.

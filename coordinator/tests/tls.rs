@@ -48,6 +48,35 @@ fn write_identity(out: &Path, ca: &pki::Ca, role: Role, name: &str, validity: Va
     std::fs::write(out.join("ca.pem"), &ca.cert_pem).unwrap();
 }
 
+/// `platter COMMAND` with the identity in `tls_dir`, which must fail as a connection
+/// does (exit 1); its stderr.
+fn failing(command: &str, port: u16, tls_dir: &Path) -> String {
+    let out = platter()
+        .args([command, "--coordinator", &url(port), "--tls-dir"])
+        .arg(tls_dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{command}: {err}");
+    err
+}
+
+/// What a client whose certificate is from another CA is told: the coordinator's alert
+/// reaches it, on the failed call or on the connection it makes to ask why.
+const REFUSED_FOREIGN: &str =
+    "the coordinator refused this certificate: it is not from this fleet's CA";
+
+/// An identity of `role` `name` signed by a CA of its own (not the fleet's), trusting the
+/// fleet's CA (which is public): the coordinator is the one to refuse it.
+fn foreign_identity(dir: &Path, role: Role, name: &str) -> std::path::PathBuf {
+    let out = dir.join(format!("foreign-{}-{name}", role.as_str()));
+    let other = pki::new_ca(Validity::days(1)).unwrap();
+    write_identity(&out, &other, role, name, Validity::days(1));
+    std::fs::write(out.join("ca.pem"), fleet_ca(dir).cert_pem).unwrap();
+    out
+}
+
+/// The test's fleet CA: the one place these tests know where `platter certs` keeps it.
 fn fleet_ca(dir: &Path) -> pki::Ca {
     identity(dir, "coordinator", "localhost");
     pki::Ca {
@@ -106,17 +135,8 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     }
 
     // 2. An agent with a certificate from another CA (same name as a real host).
-    let other = pki::new_ca(Validity::days(1)).unwrap();
-    write_identity(
-        &dir.join("rogue"),
-        &other,
-        Role::Agent,
-        "rcmonster",
-        Validity::days(1),
-    );
-    // It trusts the fleet's CA (which is public), so the coordinator is the one to refuse.
-    std::fs::copy(dir.join("pki/ca/ca.pem"), dir.join("rogue/ca.pem")).unwrap();
-    let rogue = dir.join("rogue").display().to_string();
+    let rogue = foreign_identity(dir, Role::Agent, "rcmonster");
+    let rogue = rogue.display().to_string();
     let _rogue = spawn_agent(
         dir,
         "rogue",
@@ -130,10 +150,12 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
         ],
     );
     log_says(dir, "coordinator", "not from this fleet's CA");
-    log_says(
+    // The same words an operator gets (the alert, when it arrives, or the likely cause).
+    wait_in(
         dir,
-        "rogue",
-        "the coordinator may have refused this host's certificate",
+        "the rogue agent to say its certificate was refused",
+        Duration::from_secs(20),
+        || log(dir, "rogue").contains(REFUSED_FOREIGN).then_some(()),
     );
 
     // 3. An agent claiming another host's name with its own (valid) certificate.
@@ -189,13 +211,7 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
         not_after: time::OffsetDateTime::now_utc() - day,
     };
     write_identity(&dir.join("expired-op"), &ca, Role::Operator, "old", past);
-    let out = platter()
-        .args(["agents", "--coordinator", &url(port), "--tls-dir"])
-        .arg(dir.join("expired-op"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = failing("agents", port, &dir.join("expired-op"));
     assert!(err.to_lowercase().contains("expired"), "{err}");
     log_says(dir, "coordinator", "certificate expired");
 
@@ -254,4 +270,116 @@ fn a_tls_client_at_a_plaintext_coordinator_is_told_so() {
     assert!(err.starts_with(&format!("platter: {says}")), "{err}");
     let _agent = agent(dir, port, "rc66", &[]);
     log_says(dir, "rc66", &says);
+}
+
+/// An operator whose certificate is from another CA is told, by every command, that the
+/// coordinator refused it and why, and exits 1 as for any failure to reach the
+/// coordinator. The reverse, an operator or an agent that does not trust the
+/// coordinator's CA, is told that it refused the coordinator's certificate.
+#[test]
+fn a_client_is_told_which_side_refused_which_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_coordinator, port) = serve(dir);
+    let foreign = foreign_identity(dir, Role::Operator, "stranger");
+    for command in ["status", "agents", "health"] {
+        // The alert on the call, or a closed connection and the alert when asked again:
+        // a few tries each, all explained.
+        for _ in 0..3 {
+            let err = failing(command, port, &foreign);
+            assert!(err.contains(REFUSED_FOREIGN), "{command}: {err}");
+        }
+    }
+    log_says(dir, "coordinator", "not from this fleet's CA");
+
+    // Our own certificates, but another fleet's CA in ca.pem.
+    let refused = "this client refused the coordinator's certificate: it is not from the CA in this client's ca.pem";
+    let err = failing(
+        "agents",
+        port,
+        &distrustful_identity(dir, Role::Operator, "doubter"),
+    );
+    assert!(err.contains(refused), "{err}");
+    assert!(!err.contains("the coordinator refused"), "{err}");
+    let doubter = distrustful_identity(dir, Role::Agent, "doubter");
+    let doubter = doubter.display().to_string();
+    let args = [
+        "--coordinator",
+        &url(port),
+        "--name",
+        "doubter",
+        "--tls-dir",
+        &doubter,
+    ];
+    let _agent = spawn_agent(dir, "doubter", &args);
+    log_says(dir, "doubter", refused);
+}
+
+/// An identity of `role` `name` from the fleet's CA that trusts another CA instead.
+fn distrustful_identity(dir: &Path, role: Role, name: &str) -> std::path::PathBuf {
+    let out = dir.join(format!("distrustful-{}-{name}", role.as_str()));
+    write_identity(&out, &fleet_ca(dir), role, name, Validity::days(1));
+    let other = pki::new_ca(Validity::days(1)).unwrap();
+    std::fs::write(out.join("ca.pem"), &other.cert_pem).unwrap();
+    out
+}
+
+/// A peer that hangs up mid-handshake (an agent killed, a port scan) was refused nothing:
+/// the coordinator says it closed, at info level, and names no refusal.
+#[test]
+fn a_handshake_cut_off_by_the_peer_is_not_a_refusal() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_coordinator, port) = serve(dir);
+    // Nothing at all, then the first bytes of a ClientHello (a handshake record header
+    // announcing more than follows), then a reset (SO_LINGER 0) after the same.
+    drop(std::net::TcpStream::connect(("127.0.0.1", port)).unwrap());
+    let partial: &[u8] = &[
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+    ];
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(partial).unwrap();
+    drop(half);
+    let mut reset = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    reset.write_all(partial).unwrap();
+    abort_on_close(&reset);
+    drop(reset);
+    wait_in(
+        dir,
+        "three closed handshakes in the log",
+        Duration::from_secs(20),
+        || {
+            (log(dir, "coordinator")
+                .matches("closed by the peer during the handshake")
+                .count()
+                >= 3)
+                .then_some(())
+        },
+    );
+    let text = log(dir, "coordinator");
+    assert!(!text.contains("refused"), "{text}");
+    assert!(!text.contains("WARN"), "{text}");
+}
+
+/// SO_LINGER 0: closing `stream` sends a reset instead of a FIN, as a killed peer's
+/// kernel may.
+fn abort_on_close(stream: &std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the fd is open for the call (`stream` is borrowed), and the option's value
+    // is a live `linger` of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
 }

@@ -107,20 +107,16 @@ pub enum PlaintextAnswer {
     NotHttp2,
 }
 
+/// An HTTP/2 client's first words: the preface and an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
 /// Dials `url` (`http://HOST:PORT`), sends the HTTP/2 client preface and an empty
 /// SETTINGS frame, and reads what comes back: an HTTP/2 server's first frame is its
 /// SETTINGS, a TLS server sends an alert or closes. `None` when it cannot tell (the
 /// address is wrong, nothing listens, no answer within `timeout`).
 pub async fn plaintext_answer(url: &str, timeout: std::time::Duration) -> Option<PlaintextAnswer> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
-    let uri: tonic::codegen::http::Uri = url.parse().ok()?;
-    let host = uri
-        .host()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(80);
+    let (host, port) = host_port(url, 80)?;
     let probe = async {
         let mut stream = tokio::net::TcpStream::connect((host.as_str(), port))
             .await
@@ -142,6 +138,84 @@ pub async fn plaintext_answer(url: &str, timeout: std::time::Duration) -> Option
         })
     };
     tokio::time::timeout(timeout, probe).await.ok().flatten()
+}
+
+/// The host (without an IPv6 address's brackets) and port of `url`.
+fn host_port(url: &str, default_port: u16) -> Option<(String, u16)> {
+    let uri: tonic::codegen::http::Uri = url.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), uri.port_u16().unwrap_or(default_port)))
+}
+
+/// What to tell a TLS client whose call failed with only a closed connection (a
+/// `Refusal::LikelyByCoordinator`): the client's handshake is done before the coordinator
+/// has judged its certificate, and a call's error keeps the words of the alert that came
+/// after only sometimes. So the coordinator at `dialled` is asked again, with the identity
+/// in `dir` and the server name of `given`, sending nothing before its answer is read: it
+/// answers the HTTP/2 preface with its SETTINGS (it accepts this certificate: `None`,
+/// the closed connection was something else) or with its alert (the refusal and why).
+/// When that cannot be told within `timeout`: the likely cause.
+pub async fn why_closed(
+    dir: &TlsDir,
+    given: &str,
+    dialled: &str,
+    timeout: std::time::Duration,
+) -> Option<Refusal> {
+    let asked = tokio::time::timeout(timeout, ask_again(dir, given, dialled)).await;
+    match asked.ok().flatten() {
+        Some(verdict) => verdict,
+        None => Some(Refusal::LikelyByCoordinator),
+    }
+}
+
+/// `why_closed`'s question: `Some(None)` when the coordinator accepts the certificate,
+/// `Some(Some(refusal))` when it refuses it, `None` when that cannot be told.
+async fn ask_again(dir: &TlsDir, given: &str, dialled: &str) -> Option<Option<Refusal>> {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+    let f = dir.read().ok()?;
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(f.ca.as_bytes()) {
+        roots.add(c.ok()?).ok()?;
+    }
+    let chain = CertificateDer::pem_slice_iter(f.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    let key = PrivateKeyDer::from_pem_slice(f.key.as_bytes()).ok()?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .ok()?;
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let name = ServerName::try_from(host_port(given, 443)?.0).ok()?;
+    let (host, port) = host_port(dialled, 443)?;
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .ok()?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let mut tls = match connector.connect(name, tcp).await {
+        Ok(s) => s,
+        Err(e) => return Refusal::of(&e).map(Some),
+    };
+    let sent = async {
+        tls.write_all(PREFACE).await?;
+        tls.flush().await
+    };
+    if let Err(e) = sent.await {
+        return Refusal::of(&e).map(Some);
+    }
+    let mut head = [0u8; 9];
+    match tls.read(&mut head).await {
+        Ok(0) => Some(Some(Refusal::LikelyByCoordinator)),
+        Ok(_) => Some(None),
+        Err(e) => Refusal::of(&e).map(Some),
+    }
 }
 
 /// The plain words for a plaintext client at a TLS coordinator.
@@ -197,5 +271,215 @@ pub fn validity_problem(cert_pem: &str) -> Option<String> {
         ))
     } else {
         None
+    }
+}
+
+/// Why a TLS client's connection to the coordinator failed, when certificates are the
+/// likely cause. Operators and agents say the same words: both classify here.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The coordinator refused this client's certificate and said why (its TLS alert).
+    ByCoordinator(AlertDescription),
+    /// The connection was closed (broken pipe, reset, end of stream) once the handshake
+    /// was done. Under TLS 1.3 the client's handshake ends before the coordinator has
+    /// judged the client's certificate, and its alert is often lost with the connection:
+    /// this is how a refusal usually looks.
+    LikelyByCoordinator,
+    /// This client refused the coordinator's certificate.
+    OfCoordinator(CertificateError),
+}
+
+pub use tokio_rustls::rustls::{AlertDescription, CertificateError};
+
+impl Refusal {
+    /// What `error` (a tonic transport error or `Status`, with its causes) says about
+    /// certificates, if anything. Only for a client that dialled with TLS: over plaintext
+    /// a closed connection means something else.
+    pub fn of(error: &(dyn std::error::Error + 'static)) -> Option<Refusal> {
+        use std::io::ErrorKind;
+        use tokio_rustls::rustls::Error as TlsError;
+        let mut closed = false;
+        for e in causes(error) {
+            if let Some(tls) = e.downcast_ref::<TlsError>() {
+                match tls {
+                    TlsError::AlertReceived(alert) => return Some(Refusal::ByCoordinator(*alert)),
+                    TlsError::InvalidCertificate(why) => {
+                        return Some(Refusal::OfCoordinator(why.clone()))
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(alert) = alert_in(&e.to_string()) {
+                return Some(Refusal::ByCoordinator(alert));
+            }
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                closed |= matches!(
+                    io.kind(),
+                    ErrorKind::BrokenPipe
+                        | ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted
+                        | ErrorKind::UnexpectedEof
+                );
+            }
+            // hyper's own words for a connection that ended under a request; it is not
+            // an io::Error.
+            closed |= e.to_string().contains("connection closed");
+        }
+        closed.then_some(Refusal::LikelyByCoordinator)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::ByCoordinator(alert) => match refused_because(*alert) {
+                Some(why) => write!(
+                    f,
+                    "the coordinator refused this certificate: {why} (TLS alert {alert:?}; its log says more)"
+                ),
+                None => write!(
+                    f,
+                    "the coordinator ended the TLS handshake with alert {alert:?} (its log says why)"
+                ),
+            },
+            Refusal::LikelyByCoordinator => f.write_str(
+                "the coordinator closed the connection right after the TLS handshake: \
+                 the coordinator may have refused this certificate: is it from this fleet's CA, \
+                 and not expired? (the coordinator's log says why)",
+            ),
+            Refusal::OfCoordinator(why) => write!(
+                f,
+                "this client refused the coordinator's certificate: {}",
+                coordinator_certificate_problem(why)
+            ),
+        }
+    }
+}
+
+/// The alert in rustls' words for one received ("received fatal alert: UnknownCA"). A
+/// call's error has only the words: HTTP/2 keeps an I/O error's text, not the error.
+fn alert_in(text: &str) -> Option<AlertDescription> {
+    let (_, rest) = text.split_once("received fatal alert: ")?;
+    let name: String = rest
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    (0..=u8::MAX)
+        .map(AlertDescription::from)
+        .find(|a| format!("{a:?}") == name)
+}
+
+/// The alerts a server sends about a client's certificate, in words.
+fn refused_because(alert: AlertDescription) -> Option<&'static str> {
+    Some(match alert {
+        AlertDescription::UnknownCA => "it is not from this fleet's CA",
+        AlertDescription::CertificateExpired => {
+            "it has expired or is not valid yet (is this host's clock right?)"
+        }
+        AlertDescription::CertificateRevoked => "it was revoked",
+        AlertDescription::DecryptError => "its signature does not verify against this fleet's CA",
+        AlertDescription::BadCertificate
+        | AlertDescription::UnsupportedCertificate
+        | AlertDescription::CertificateUnknown => "it is not acceptable",
+        AlertDescription::CertificateRequired => {
+            "none was presented (give --tls-dir an identity from `platter certs issue`)"
+        }
+        AlertDescription::AccessDenied => "access denied",
+        _ => return None,
+    })
+}
+
+/// What is wrong with the coordinator's certificate, as this client found it.
+fn coordinator_certificate_problem(why: &CertificateError) -> &'static str {
+    match why {
+        CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+            "it is not from the CA in this client's ca.pem (another fleet's coordinator, or another fleet's ca.pem)"
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            "it does not name the host of the address dialled (dial a name the coordinator's \
+             certificate holds, or issue it one with that name)"
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => "it has expired",
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "it is not valid yet (is this host's clock right?)"
+        }
+        CertificateError::Revoked => "it was revoked",
+        _ => "it is not acceptable",
+    }
+}
+
+/// `error` and its causes, including the error an `io::Error` wraps (which its `source()`
+/// skips: rustls' errors reach us wrapped so).
+pub fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    let mut next = Some(error);
+    let mut wrapped: Option<&'a (dyn std::error::Error + 'static)> = None;
+    std::iter::from_fn(move || {
+        if let Some(w) = wrapped.take() {
+            // The wrapped error's own causes are the io::Error's source: go on from there.
+            return Some(w);
+        }
+        let e = next?;
+        next = e.source();
+        wrapped = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|w| w as &(dyn std::error::Error + 'static));
+        Some(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+    use tokio_rustls::rustls;
+
+    #[test]
+    fn refusals_are_found_however_deep_they_are() {
+        // As an HTTP/2 call's error carries it: only the words of rustls' error.
+        let alert = Error::new(ErrorKind::InvalidData, "received fatal alert: UnknownCA");
+        let refusal = Refusal::of(&alert).unwrap();
+        assert_eq!(refusal, Refusal::ByCoordinator(AlertDescription::UnknownCA));
+        assert!(refusal.to_string().starts_with(
+            "the coordinator refused this certificate: it is not from this fleet's CA"
+        ));
+        // As a connect error carries it: rustls' error inside an io::Error.
+        let theirs = Error::new(
+            ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        assert_eq!(
+            Refusal::of(&theirs),
+            Some(Refusal::OfCoordinator(CertificateError::UnknownIssuer))
+        );
+        let pipe = Error::from(ErrorKind::BrokenPipe);
+        let likely = Refusal::of(&pipe).unwrap();
+        assert_eq!(likely, Refusal::LikelyByCoordinator);
+        assert!(likely
+            .to_string()
+            .contains("the coordinator may have refused this certificate: is it from this fleet's CA, and not expired?"));
+        // A coordinator that is not there refused nothing.
+        assert_eq!(
+            Refusal::of(&Error::from(ErrorKind::ConnectionRefused)),
+            None
+        );
+    }
+
+    #[test]
+    fn every_alert_name_reads_back() {
+        for a in [
+            AlertDescription::BadCertificate,
+            AlertDescription::CertificateExpired,
+            AlertDescription::CertificateRequired,
+            AlertDescription::DecryptError,
+        ] {
+            assert_eq!(
+                alert_in(&format!("x: received fatal alert: {a:?}: y")),
+                Some(a)
+            );
+        }
+        assert_eq!(alert_in("received fatal alert: Nonsense"), None);
     }
 }
