@@ -9,6 +9,13 @@
 //! (disk full, read-only, I/O) is kept as the store's `fault` until one succeeds again:
 //! `status`, `watch` and `agents` show it.
 //!
+//! A store may also hang rather than fail (PostgreSQL frozen, behind a dead switch, a lock
+//! held too long): every PostgreSQL request waits at most the store's deadline, and a
+//! watch thread commits an empty transaction every `WATCH_INTERVAL` (within
+//! `PING_DEADLINE`), so a hang is a fault within seconds even while nothing else is asked.
+//! While the store does not answer, calls fail at once (`StoreError::NotAnswering`) until
+//! the watch is answered again.
+//!
 //! Two connections write: the writer's and the one behind `with`. Every write
 //! transaction therefore begins IMMEDIATE (takes the write lock first, waiting up to the
 //! busy timeout): a deferred one that read first and then wrote would fail at once with
@@ -1650,13 +1657,15 @@ fn probe(opener: &Opener, conn: &mut Conn) -> Result<()> {
     tx.commit()
 }
 
-/// How often the store's watch asks whether the store can commit.
-const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the store's watch asks whether the store can commit (a transaction id on
+/// PostgreSQL, the write lock on SQLite: next to nothing).
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long the watch waits for the answer before the store counts as not answering: a
-/// hang shows in health within `WATCH_INTERVAL + PING_DEADLINE`. A coordinator's first
-/// connection waits as long (`Store::open_serving`).
-pub const PING_DEADLINE: Duration = Duration::from_secs(3);
+/// hang shows in health within `WATCH_INTERVAL + PING_DEADLINE` (3 s; health is told at
+/// once). Long enough that a loaded but working server is not taken for a hung one; a
+/// coordinator's first connection waits as long (`Store::open_serving`).
+pub const PING_DEADLINE: Duration = Duration::from_millis(2500);
 
 /// The store's watch, on a thread of its own: every `WATCH_INTERVAL`, a transaction that
 /// commits nothing (`ping`) on a connection of its own. Without it a store that hangs
