@@ -1703,7 +1703,14 @@ fn watch_loop(
 fn ping(opener: &Opener, conn: &mut Option<Conn>) -> Result<()> {
     if conn.as_ref().is_none_or(Conn::is_broken) {
         *conn = None;
-        *conn = Some(opener.watcher()?);
+        // A connection slow to open (a loaded server forks a backend for it) is a fault,
+        // but not a store that does not answer: only a request on an open connection that
+        // outlives its deadline makes calls fail at once (`Health::hung_on`).
+        let opened = opener.watcher().map_err(|e| match e {
+            StoreError::Timeout { .. } => StoreError::Commit(e.to_string()),
+            e => e,
+        });
+        *conn = Some(opened?);
     }
     let c = conn.as_ref().expect("just opened");
     if c.is_postgres() {

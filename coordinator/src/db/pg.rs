@@ -590,17 +590,26 @@ END $$;
 /// turns (an advisory lock), and each migration commits with its version. Returns the
 /// migrations applied.
 pub fn migrate(c: &PgConn) -> Result<usize> {
+    // A migration may rewrite a large table, or wait for another coordinator's: it is not
+    // held to the store's deadline (nor the server's statement_timeout, below), which is
+    // for the requests of a running coordinator.
+    let deadline = c.deadline.replace(MIGRATION_DEADLINE);
     // A migration that locks tables coordinators of the previous version are writing can
     // be chosen as a deadlock's victim: it is tried again (it was undone whole).
-    crate::store::retrying_collisions(
+    let migrated = crate::store::retrying_collisions(
         || migrate_once(c),
         |e| tracing::info!(error = %e, "migrating the PostgreSQL store collided with its users; trying again"),
-    )
+    );
+    c.set_deadline(deadline);
+    migrated
 }
+
+/// How long one step of a migration may wait for the server.
+const MIGRATION_DEADLINE: Duration = Duration::from_secs(3600);
 
 fn migrate_once(c: &PgConn) -> Result<usize> {
     c.batch(
-        "BEGIN; SELECT pg_advisory_xact_lock(7461);
+        "BEGIN; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(7461);
          CREATE TABLE IF NOT EXISTS platter_schema (version BIGINT NOT NULL);",
     )?;
     let applied = (|| {
