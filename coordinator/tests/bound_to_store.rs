@@ -183,7 +183,7 @@ fn an_old_journal_refused_by_a_new_store_is_said_in_a_few_lines() {
     );
     let db = dir.join("platter.db");
     let run = || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_platter"));
+        let mut c = platter();
         c.arg("run")
             .arg(&file)
             .arg("--db")

@@ -222,7 +222,7 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
 
     // Every sample, as JSON through the coordinator: ~100 MB, far past gRPC's default
     // 4 MiB message limit that made such reports fail.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let out = common::platter()
         .args([
             "report",
             &campaign,

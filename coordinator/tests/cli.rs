@@ -2,12 +2,9 @@
 
 mod common;
 
-use assert_cmd::Command;
+use assert_cmd::prelude::*;
+use common::platter;
 use predicates::prelude::*;
-
-fn platter() -> Command {
-    Command::cargo_bin("platter").unwrap()
-}
 
 fn corpus(kind: &str) -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -311,7 +308,7 @@ fn run_starts_commands_with_default_signals_whatever_it_inherited() {
             grep("phase.txt")
         ),
     );
-    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("platter"));
+    let mut run = platter();
     run.current_dir(tmp.path()).arg("run").arg(&f);
     // SAFETY: the closure runs in the forked child before exec and only calls `signal` and
     // `sigprocmask` with SIG_IGN and a set on its stack: async-signal-safe, no allocation.
@@ -327,7 +324,7 @@ fn run_starts_commands_with_default_signals_whatever_it_inherited() {
             Ok(())
         })
     };
-    Command::from_std(run).assert().success();
+    run.assert().success();
     for file in ["setup.txt", "run.txt", "phase.txt"] {
         let lines = std::fs::read_to_string(tmp.path().join(file)).unwrap();
         assert_eq!(
@@ -367,7 +364,7 @@ fn run_resumes_an_interrupted_campaign() {
         "c.yaml",
         "name: slow\nworkload: { command: { run: sleep 0.3 } }\nrepeat: 4\n",
     );
-    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let mut first = platter()
         .current_dir(tmp.path())
         .arg("run")
         .arg(&f)
@@ -647,7 +644,7 @@ fn a_closed_stdout_ends_printing_quietly() {
             n.join(", ")
         ),
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let mut child = platter()
         .args(["validate", "--local-host", "t"])
         .arg(&f)
         .env("RUST_BACKTRACE", "1")
@@ -681,7 +678,7 @@ fn run_ends_quietly_when_nobody_reads_the_report() {
         "c.yaml",
         "name: unread\nworkload: { command: { run: 'true' } }\nrepeat: 2\n",
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let mut child = platter()
         .current_dir(tmp.path())
         .arg("run")
         .arg(&f)
@@ -703,12 +700,13 @@ fn run_ends_quietly_when_nobody_reads_the_report() {
 fn serve_refuses_a_heartbeat_timeout_below_two_heartbeats() {
     let tmp = tempfile::tempdir().unwrap();
     for bad in ["0", "9"] {
-        platter()
+        let mut serve = platter();
+        serve
             .args(["serve", "--dangerously-insecure", "--listen", "127.0.0.1:0"])
             .arg("--db")
             .arg(tmp.path().join("p.db"))
-            .args(["--heartbeat-timeout", bad])
-            .timeout(std::time::Duration::from_secs(10))
+            .args(["--heartbeat-timeout", bad]);
+        common::run_within(&mut serve, std::time::Duration::from_secs(10))
             .assert()
             .code(2)
             .stderr(predicate::str::contains(format!(
@@ -984,7 +982,7 @@ fn a_second_run_in_the_same_directory_is_refused_while_the_first_runs() {
         "quick.yaml",
         "name: quick\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
     );
-    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let mut first = platter()
         .current_dir(tmp.path())
         .arg("run")
         .arg(&slow)
@@ -1037,7 +1035,7 @@ fn a_second_run_in_the_same_directory_is_refused_while_the_first_runs() {
         .assert()
         .success();
     // A run killed with -9 leaves no lock behind.
-    let mut killed = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let mut killed = platter()
         .current_dir(tmp.path())
         .arg("run")
         .arg(&slow)

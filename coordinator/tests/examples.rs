@@ -6,13 +6,10 @@ mod common;
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use assert_cmd::prelude::*;
+use common::platter;
 use common::Loop;
 use predicates::prelude::*;
-
-fn platter() -> Command {
-    Command::cargo_bin("platter").unwrap()
-}
 
 fn examples() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")

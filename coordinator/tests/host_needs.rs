@@ -113,7 +113,7 @@ fn storage_setup_by_an_agent_that_is_not_root_is_refused_as_needing_root() {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     let root = euid == 0;
-    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_platter"));
+    let mut run = platter();
     if root {
         // nobody must reach and write the run's directory.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();

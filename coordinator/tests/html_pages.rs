@@ -24,7 +24,7 @@ const HOSTS: [&str; 3] = ["rc66", "rcmonster", "flygecko"];
 const SHOT_WIDTH: u32 = 1200;
 const SHOT_HEIGHT: u32 = 1800;
 
-/// Chromium, or `None` (saying so) when it is not installed. `PLATTER_TEST_REQUIRE_ROOT=1`
+/// Chromium, or `None` (saying so) when it is not installed. `PLATTER_TEST_STRICT=1`
 /// (CI, which installs it) makes a missing Chromium a failure, never a quiet skip.
 fn chromium_or_skip() -> Option<PathBuf> {
     let found = ["chromium", "chromium-browser", "google-chrome"]

@@ -107,7 +107,7 @@ fn filled(head: &str, item: &str, tail: &str, size: usize) -> String {
 )]
 fn peak_rss(dir: &Path, args: &[&str]) -> (i32, String, i64) {
     let err = dir.join("stderr");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_platter"))
+    let child = platter()
         .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use assert_cmd::Command as AssertCommand;
+use assert_cmd::prelude::*;
 use common::*;
 
 /// Rows of `sql` as strings joined by spaces, one per row.
@@ -306,10 +306,6 @@ repeat: 2
     }
 }
 
-fn platter_run() -> AssertCommand {
-    AssertCommand::cargo_bin("platter").unwrap()
-}
-
 #[test]
 fn platter_run_exits_non_zero_when_a_preparation_failed() {
     let tmp = tempfile::tempdir().unwrap();
@@ -319,7 +315,7 @@ fn platter_run_exits_non_zero_when_a_preparation_failed() {
         "name: no-reboot\nworkload: { command: { run: \"true\" } }\n\
          phases: { before_each: [reboot] }\nrepeat: 1\n",
     );
-    let out = platter_run()
+    let out = platter()
         .current_dir(tmp.path())
         .args(["run", "--reboot-command", "false"])
         .arg(&f)
@@ -346,7 +342,7 @@ fn fstrim_on_a_ramdisk_is_skipped_with_its_reason_and_the_measurement_stands() {
         "name: trim\nstorage: { ramdisk: { size: 16M } }\nworkload: { command: { run: \"true\" } }\n\
          phases: { before_each: [{ fstrim: \"${mount}\" }] }\nrepeat: 3\n",
     );
-    let out = platter_run()
+    let out = platter()
         .current_dir(tmp.path())
         .args(["run", "--format", "json"])
         .arg(&f)
@@ -410,7 +406,7 @@ fn storage_lost_under_the_plan_is_never_measured_on_another_filesystem() {
          phases: { before_each: [sync] }\nrepeat: 3\n",
     );
     let run = || {
-        platter_run()
+        platter()
             .current_dir(dir)
             .args(["run", "--format", "json"])
             .arg(&f)

@@ -10,12 +10,9 @@ use std::path::{Path, PathBuf};
 use common::Loop;
 use std::process::Command as Process;
 
-use assert_cmd::Command;
+use assert_cmd::prelude::*;
+use common::platter;
 use predicates::prelude::*;
-
-fn platter() -> Command {
-    Command::cargo_bin("platter").unwrap()
-}
 
 #[test]
 fn every_filesystem_is_set_up_used_and_torn_down() {

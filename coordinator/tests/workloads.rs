@@ -4,12 +4,9 @@
 
 mod common;
 
-use assert_cmd::Command;
+use assert_cmd::prelude::*;
+use common::platter;
 use predicates::prelude::*;
-
-fn platter() -> Command {
-    Command::cargo_bin("platter").unwrap()
-}
 
 /// Runs `yaml` with `platter run --format json` in `dir` and returns the report.
 fn run_json(dir: &std::path::Path, yaml: &str) -> serde_json::Value {

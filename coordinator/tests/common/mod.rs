@@ -9,20 +9,44 @@ pub fn platter() -> Command {
     Command::new(env!("CARGO_BIN_EXE_platter"))
 }
 
+/// Whether every test must run: `PLATTER_TEST_STRICT=1`, which `.ci/run` sets, says root,
+/// PostgreSQL (`PLATTER_TEST_POSTGRES`), Chromium and the workload tools are all here, so a
+/// test that would skip fails instead.
+pub fn strict() -> bool {
+    let set = |name| std::env::var_os(name).is_some_and(|v| v == "1");
+    // The variable's old name, which said only "root" though it always meant all of it.
+    set("PLATTER_TEST_STRICT") || set("PLATTER_TEST_REQUIRE_ROOT")
+}
+
 /// Skips the calling test: prints `SKIPPED <test>: <why>` past the test harness's capture,
 /// so that a passing run still shows what it left out, and returns false. With
-/// `PLATTER_TEST_REQUIRE_ROOT=1`, which `.ci/run` sets, it fails the test instead: CI can
-/// never skip one quietly.
+/// `PLATTER_TEST_STRICT=1` (`strict`) it fails the test instead: CI can never skip one
+/// quietly.
 pub fn skip(why: &str) -> bool {
     // libtest names each test's thread after the test.
     let current = std::thread::current();
     let test = current.name().unwrap_or("a test");
-    if std::env::var_os("PLATTER_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("{test} {why}, and PLATTER_TEST_REQUIRE_ROOT=1 forbids skipping it");
+    if strict() {
+        panic!("{test} {why}, and PLATTER_TEST_STRICT=1 forbids skipping it");
     }
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
     false
+}
+
+/// The PostgreSQL server the tests may make schemas on, `PLATTER_TEST_POSTGRES` (CI starts
+/// one); without it the test is skipped, saying so (`skip`).
+pub fn postgres_or_skip() -> Option<String> {
+    match std::env::var("PLATTER_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            skip(
+                "needs PostgreSQL; set PLATTER_TEST_POSTGRES to a database URL \
+                 (postgres://USER:PASSWORD@HOST/DB) to include it",
+            );
+            None
+        }
+    }
 }
 
 /// Whether a test that needs root (loop devices, mounts) can run here. As a normal user —
@@ -112,12 +136,20 @@ pub fn identity(dir: &Path, role: &str, name: &str) -> PathBuf {
 }
 
 fn certs(args: &[&str], pki: &Path) {
-    let out = platter().arg("certs").args(args).arg(pki).output().unwrap();
+    run_ok(platter().arg("certs").args(args).arg(pki));
+}
+
+/// Runs `cmd` to its end and returns what it printed; panics, showing the command and its
+/// stderr, unless it succeeded.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
-        "platter certs {args:?}: {}",
+        "{cmd:?} failed ({}): {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    out
 }
 
 /// The coordinator's address for clients.
@@ -381,16 +413,7 @@ pub fn query_i64(dir: &Path, sql: &str) -> i64 {
 
 /// Submits a campaign file through the CLI and returns its id.
 pub fn submit(dir: &Path, port: u16, file: &Path) -> String {
-    let out = operator(dir, port)
-        .arg("submit")
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(operator(dir, port).arg("submit").arg(file));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
@@ -406,12 +429,7 @@ pub fn operator(dir: &Path, port: u16) -> Command {
 
 /// `platter ARGS` as an operator, its stdout parsed as JSON; panics if the command fails.
 pub fn operator_json(dir: &Path, port: u16, args: &[&str]) -> serde_json::Value {
-    let out = operator(dir, port).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "platter {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(operator(dir, port).args(args));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
