@@ -47,7 +47,7 @@ pub fn scan_inventory() -> Result<Vec<platter_proto::inventory::Device>, Invento
 
 /// What the workspace's tests and benchmarks reach inside the agent for: the parsers and
 /// measurements the coordinator's metric catalogue is pinned to, the journal's entry type,
-/// the spawn path and the fsync loop. Not an API.
+/// the spawn path, the fsync loop and whether tests may skip. Not an API.
 #[doc(hidden)]
 pub mod testing {
     pub use crate::journal::Entry;
@@ -56,6 +56,15 @@ pub mod testing {
     pub use crate::workloads::fsync::{deserialize_histogram, run as run_fsync};
     pub use crate::workloads::sample::Parsed;
     pub use crate::workloads::{measure, outcome_samples};
+
+    /// Whether every test must run: `PLATTER_TEST_STRICT=1`, which `.ci/run` sets, says root,
+    /// PostgreSQL (`PLATTER_TEST_POSTGRES`), Chromium and the workload tools are all here, so
+    /// a test that would skip fails instead.
+    pub fn strict() -> bool {
+        let set = |name| std::env::var_os(name).is_some_and(|v| v == "1");
+        // The variable's old name, which said only "root" though it always meant all of it.
+        set("PLATTER_TEST_STRICT") || set("PLATTER_TEST_REQUIRE_ROOT")
+    }
 
     /// Where the agent finds `program` (`process::search_path`), if it does: tests that need a
     /// tool look for it as the agent will.

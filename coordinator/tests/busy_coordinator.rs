@@ -222,21 +222,16 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
 
     // Every sample, as JSON through the coordinator: ~100 MB, far past gRPC's default
     // 4 MiB message limit that made such reports fail.
-    let out = common::platter()
-        .args([
-            "report",
-            &campaign,
-            "--format",
-            "json",
-            "--dangerously-insecure",
-        ])
-        .args(["--coordinator", &url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::run_ok(
+        common::platter()
+            .args([
+                "report",
+                &campaign,
+                "--format",
+                "json",
+                "--dangerously-insecure",
+            ])
+            .args(["--coordinator", &url]),
     );
     eprintln!(
         "json report through the coordinator: {} bytes",

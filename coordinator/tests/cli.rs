@@ -867,18 +867,13 @@ fn set_overrides_a_parameter_for_the_run_its_report_and_its_later_rounds() {
         "name: settable\nmatrix: { s: [3] }\nworkload: { command: { run: \"sleep ${s}\" } }\n\
          repeat: { min: 2, max: 3, until: { metric: wall, ci: 0.001% } }\n",
     );
-    let out = platter()
-        .current_dir(tmp.path())
-        .args([
-            "run", "--format", "json", "--set", "s=0.01", "--set", "s=0.02",
-        ])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::run_ok(
+        platter()
+            .current_dir(tmp.path())
+            .args([
+                "run", "--format", "json", "--set", "s=0.01", "--set", "s=0.02",
+            ])
+            .arg(&f),
     );
     let check = |report: &serde_json::Value| {
         let cells = report["cells"].as_array().unwrap();

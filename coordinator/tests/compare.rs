@@ -209,16 +209,11 @@ async fn a_baseline_by_host_pairs_devices_named_differently_and_lists_the_rest()
 /// Runs `yaml` with `platter run` into the shared database of `dir`; its campaign id.
 fn run(dir: &std::path::Path, name: &str, yaml: &str) -> String {
     let f = common::write(dir, name, yaml);
-    let out = common::platter()
-        .current_dir(dir)
-        .args(["run", "--fresh", "--format", "json", "--db", "p.db"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "platter run {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::run_ok(
+        common::platter()
+            .current_dir(dir)
+            .args(["run", "--fresh", "--format", "json", "--db", "p.db"])
+            .arg(&f),
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     report["campaign_id"].as_str().unwrap().to_string()

@@ -202,12 +202,7 @@ fn a_cancel_while_the_agent_is_down_reaches_it_when_it_returns() {
         (ended("succeeded") >= 1).then_some(())
     });
     drop(first); // SIGKILL: the plan stays held in the agent's journal
-    let out = operator(dir, port).args(["cancel", &id]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(operator(dir, port).args(["cancel", &id]));
 
     let _second = agent(dir, port, "h1", &[]);
     wait_in(dir, "the plan to end", Duration::from_secs(30), || {

@@ -58,16 +58,11 @@ fn every_example_validates_and_lists_what_it_would_erase() {
 #[test]
 fn the_adaptive_example_stops_each_cell_within_its_bounds() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = platter()
-        .current_dir(tmp.path())
-        .args(["run", "--format", "json"])
-        .arg(examples().join("adaptive-repeat.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::run_ok(
+        platter()
+            .current_dir(tmp.path())
+            .args(["run", "--format", "json"])
+            .arg(examples().join("adaptive-repeat.yaml")),
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["state"], "done");

@@ -178,15 +178,10 @@ fn an_agent_moves_to_the_next_coordinator_within_seconds_when_its_own_is_killed(
         "after-move.yaml",
         "name: after-move\nhosts: { names: [mover] }\nworkload:\n  command:\n    run: \"true\"\nrepeat: 1\n",
     );
-    let out = platter()
-        .args(["submit", "--dangerously-insecure", "--coordinator", &url_b])
-        .arg(&campaign)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::run_ok(
+        platter()
+            .args(["submit", "--dangerously-insecure", "--coordinator", &url_b])
+            .arg(&campaign),
     );
     let b = dir.join("b");
     let done = "SELECT COUNT(*) FROM campaigns WHERE state = 'done'";
@@ -251,12 +246,7 @@ fn with_tls_an_agent_moves_between_coordinators_dialled_by_name() {
         &["certs", "init", "--dir"][..],
         &["certs", "issue", "coordinator", "localhost", "--dir"][..],
     ] {
-        let out = platter().args(args).arg(&pki).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::run_ok(platter().args(args).arg(&pki));
     }
     let server = pki.join("coordinator-localhost");
     let agent_tls = identity(dir, "agent", "mover").display().to_string();

@@ -49,15 +49,7 @@ fn a_plan_over_4_mib_is_delivered_and_cancel_frees_its_host() {
             .then_some(())
         },
     );
-    let out = operator(dir, port)
-        .args(["cancel", &big_id])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(operator(dir, port).args(["cancel", &big_id]));
     // The host is free again: the queued campaign runs to its end.
     wait_in(
         dir,
@@ -233,15 +225,7 @@ fn a_campaign_file_over_the_size_limit_is_refused_before_it_is_parsed() {
     }
     assert!(!dir.join("p.db").exists(), "nothing started");
     // Raised, it is read and judged: the same file is valid.
-    let out = platter()
-        .args(["validate", "--max-file-size", "2M", &file_s])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(platter().args(["validate", "--max-file-size", "2M", &file_s]));
 
     // A coordinator holds submissions to its own limit, whatever the client allows.
     let (_coordinator, port) = serve_with(
@@ -299,12 +283,7 @@ fn a_campaign_file_over_the_size_limit_is_refused_before_it_is_parsed() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(over), "the coordinator's limit: {stderr}");
-    let out = platter().args(["validate"]).arg(&small).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(platter().args(["validate"]).arg(&small));
 }
 
 /// The steps of all hosts' plans together are limited too, checked host by host before
@@ -333,12 +312,7 @@ fn steps_across_hosts_are_limited() {
         ),
         "{stderr}"
     );
-    let out = platter().arg("validate").arg(&f).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(platter().arg("validate").arg(&f));
 }
 
 /// Every mistake of an invalid campaign crosses gRPC as readable lines, in file order,

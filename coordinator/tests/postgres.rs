@@ -62,15 +62,7 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     // `platter db migrate` first, as an operator upgrading a shared store would.
-    let out = platter()
-        .args(["db", "migrate", "--db", &db])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::run_ok(platter().args(["db", "migrate", "--db", &db]));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains(&format!(

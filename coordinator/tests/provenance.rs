@@ -18,20 +18,15 @@ fn run(dir: &Path, file: &Path, device: &str, format: &str) -> String {
 /// `platter run FILE ARGS…` with its store and journal in `dir`: its stdout, once it
 /// succeeded.
 fn run_with(dir: &Path, file: &Path, args: &[&str]) -> String {
-    let out = platter()
-        .arg("run")
-        .arg(file)
-        .args(args)
-        .arg("--db")
-        .arg(dir.join("p.db"))
-        .arg("--state-dir")
-        .arg(dir.join("agent"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::run_ok(
+        platter()
+            .arg("run")
+            .arg(file)
+            .args(args)
+            .arg("--db")
+            .arg(dir.join("p.db"))
+            .arg("--state-dir")
+            .arg(dir.join("agent")),
     );
     String::from_utf8(out.stdout).unwrap()
 }

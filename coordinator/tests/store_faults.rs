@@ -74,8 +74,7 @@ fn status(dir: &Path, port: u16, campaign: &str) -> serde_json::Value {
 }
 
 fn text(dir: &Path, port: u16, args: &[&str]) -> String {
-    let out = operator(dir, port).args(args).output().unwrap();
-    assert!(out.status.success(), "platter {args:?}: {out:?}");
+    let out = run_ok(operator(dir, port).args(args));
     String::from_utf8(out.stdout).unwrap()
 }
 

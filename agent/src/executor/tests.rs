@@ -19,15 +19,12 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// Skips the calling test: prints `SKIPPED <test>: <why>` past the test harness's capture
 /// (so a passing run still shows what it left out) and returns false; with
-/// `PLATTER_TEST_STRICT=1` (CI: root and the workload tools are all here) it fails the test
-/// instead.
+/// `PLATTER_TEST_STRICT=1` (`testing::strict`) it fails the test instead.
 pub(crate) fn skip(why: &str) -> bool {
     // libtest names each test's thread after the test.
     let current = std::thread::current();
     let test = current.name().unwrap_or("a test");
-    let set = |name| std::env::var_os(name).is_some_and(|v| v == "1");
-    // PLATTER_TEST_REQUIRE_ROOT: the old name, which said only "root" though it meant all.
-    if set("PLATTER_TEST_STRICT") || set("PLATTER_TEST_REQUIRE_ROOT") {
+    if crate::testing::strict() {
         panic!("{test} {why}, and PLATTER_TEST_STRICT=1 forbids skipping it");
     }
     use std::io::Write;

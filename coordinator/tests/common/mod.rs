@@ -9,24 +9,15 @@ pub fn platter() -> Command {
     Command::new(env!("CARGO_BIN_EXE_platter"))
 }
 
-/// Whether every test must run: `PLATTER_TEST_STRICT=1`, which `.ci/run` sets, says root,
-/// PostgreSQL (`PLATTER_TEST_POSTGRES`), Chromium and the workload tools are all here, so a
-/// test that would skip fails instead.
-pub fn strict() -> bool {
-    let set = |name| std::env::var_os(name).is_some_and(|v| v == "1");
-    // The variable's old name, which said only "root" though it always meant all of it.
-    set("PLATTER_TEST_STRICT") || set("PLATTER_TEST_REQUIRE_ROOT")
-}
-
 /// Skips the calling test: prints `SKIPPED <test>: <why>` past the test harness's capture,
 /// so that a passing run still shows what it left out, and returns false. With
-/// `PLATTER_TEST_STRICT=1` (`strict`) it fails the test instead: CI can never skip one
-/// quietly.
+/// `PLATTER_TEST_STRICT=1` (`platter_agent::testing::strict`), which `.ci/run` sets, it
+/// fails the test instead: CI can never skip one quietly.
 pub fn skip(why: &str) -> bool {
     // libtest names each test's thread after the test.
     let current = std::thread::current();
     let test = current.name().unwrap_or("a test");
-    if strict() {
+    if platter_agent::testing::strict() {
         panic!("{test} {why}, and PLATTER_TEST_STRICT=1 forbids skipping it");
     }
     use std::io::Write;
