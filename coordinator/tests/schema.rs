@@ -1,6 +1,6 @@
 //! One schema, two dialects: a fresh SQLite store and a fresh PostgreSQL store (`platter db
-//! migrate`, the binary, on each) have the same tables, columns, types, NOT NULLs, keys,
-//! indexes and views, read from each engine's own catalog. Where the engines must differ,
+//! migrate`, the binary, on each) have the same tables, columns, types, NOT NULLs, defaults,
+//! keys, indexes and views, read from each engine's own catalog. Where the engines must differ,
 //! `DIFFERENCES` below says so and why; the comparison forgives nothing else.
 //!
 //! Columns are compared in order, not as a set: SQLite can only append a column
@@ -419,10 +419,11 @@ fn table_drift(name: &str, s: &Table, p: &Table, out: &mut Vec<String>) {
 fn read_sqlite(path: &Path) -> Schema {
     let c = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .unwrap();
-    let strings = |sql: &str, arg: &str| -> Vec<Vec<String>> {
+    // Each row's columns as text: the catalog's rows for `sql` with `args`.
+    let strings = |sql: &str, args: &[&str]| -> Vec<Vec<String>> {
         let mut stmt = c.prepare(sql).unwrap();
         let n = stmt.column_count();
-        stmt.query_map([arg], |r| {
+        stmt.query_map(rusqlite::params_from_iter(args), |r| {
             (0..n)
                 .map(|i| {
                     Ok(match r.get_ref(i)? {
@@ -441,15 +442,15 @@ fn read_sqlite(path: &Path) -> Schema {
     let mut schema = Schema::default();
     let relations = strings(
         "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view') \
-         AND name NOT LIKE 'sqlite_%' AND ?1 = ?1 ORDER BY name",
-        "",
+         AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        &[],
     );
     for rel in relations {
         let (kind, name) = (&rel[0], &rel[1]);
         let info = strings(
             "SELECT name, type, \"notnull\", pk, dflt_value FROM pragma_table_info(?1) \
              ORDER BY cid",
-            name,
+            &[name],
         );
         if kind == "view" {
             let columns = info.iter().map(|c| (c[0].clone(), c[1].clone())).collect();
@@ -458,12 +459,12 @@ fn read_sqlite(path: &Path) -> Schema {
         }
         let index_list = strings(
             "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?1)",
-            name,
+            &[name],
         );
         let index_columns = |index: &str| -> Vec<String> {
             strings(
                 "SELECT name FROM pragma_index_info(?1) ORDER BY seqno",
-                index,
+                &[index],
             )
             .into_iter()
             .map(|r| r[0].clone())
@@ -511,12 +512,11 @@ fn read_sqlite(path: &Path) -> Schema {
                 _ => {}
             }
         }
-        // id, seq, table, from, to
         let mut keys: BTreeMap<String, (String, Vec<String>, Vec<String>)> = BTreeMap::new();
         for f in strings(
             "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) \
              ORDER BY id, seq",
-            name,
+            &[name],
         ) {
             let k = keys.entry(f[0].clone()).or_default();
             k.0 = f[1].clone();
