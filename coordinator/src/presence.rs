@@ -15,8 +15,8 @@ use std::time::Duration;
 use platter_proto::v1 as pb;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::params;
 use crate::hub::{Hub, Presence};
+use crate::store::db::params;
 use crate::store::{now_ms, Result, Store};
 
 /// How long a coordinator gathers link changes before it publishes them (one transaction
@@ -72,7 +72,7 @@ fn tools_from_json(s: &str) -> Vec<pb::ToolVersion> {
 
 /// The database's clock, in ms since the epoch: coordinators on several machines judge
 /// each other's heartbeats by one clock, not each by its own. (SQLite is one machine's.)
-fn db_now_ms(c: &crate::db::Conn) -> Result<i64> {
+fn db_now_ms(c: &crate::store::db::Conn) -> Result<i64> {
     match c.as_postgres() {
         Some(pg) => Ok(pg
             .query(

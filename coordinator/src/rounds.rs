@@ -15,14 +15,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::db::{params, Conn};
+use crate::store::db::{params, Conn};
 use indexmap::IndexMap;
 use platter_proto::model::{Plan, StepKind, StepState};
 
 use crate::planner::PlannedCell;
 use crate::report::stats;
 use crate::spec::{self, Repeat};
-use crate::store::Result;
+use crate::store::error::Result;
 
 /// Why a cell of an adaptive campaign stopped, or that it goes on.
 #[derive(Debug, Clone, Copy, PartialEq)]

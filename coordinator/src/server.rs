@@ -31,7 +31,7 @@ pub struct Coordinator {
 
 /// How a coordinator serves.
 pub struct ServeOptions {
-    pub db: crate::db::Location,
+    pub db: crate::store::db::Location,
     pub listen: SocketAddr,
     /// Mutual TLS with the coordinator identity in this directory; plaintext when None.
     pub tls: Option<TlsDir>,
@@ -58,14 +58,14 @@ impl ServeOptions {
     /// Plaintext on `listen`: the loopback link inside `platter run`, and tests.
     pub fn plaintext(db: &Path, listen: SocketAddr) -> ServeOptions {
         ServeOptions {
-            db: crate::db::Location::Sqlite(db.to_path_buf()),
+            db: crate::store::db::Location::Sqlite(db.to_path_buf()),
             listen,
             tls: None,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             limits: crate::spec::Limits::default(),
             name: None,
             db_writers: crate::store::DEFAULT_PG_WRITERS,
-            store_deadline: crate::db::pg::DEFAULT_DEADLINE,
+            store_deadline: crate::store::db::pg::DEFAULT_DEADLINE,
             wait_for_store: false,
             announce: None,
         }

@@ -102,7 +102,7 @@ impl CampaignStatus {
                     "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
                        WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.warmup = 0 AND s.state != 'started'
                        GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2) AS done",
-                    crate::db::params![campaign_id, repeat],
+                    crate::store::db::params![campaign_id, repeat],
                     |r| r.get(0),
                 )?,
             };
