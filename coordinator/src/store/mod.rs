@@ -8,7 +8,7 @@
 //! the rest: `error` (what fails and in whose words), `schema` and `db::pg_schema` (both
 //! engines' migrations), `db` (the SQL interface), `connect`, `health` (faults and the
 //! watch), `notify` (LISTEN/NOTIFY), `writer` (record batches), `plans`, and the `impl
-//! Store` blocks by aggregate: `campaigns`, `dispatch` (with cancel), `agents`.
+//! Store` blocks by aggregate: `campaigns`, `dispatch` (with cancel), `agents`, `presence`.
 //!
 //! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
 //! pool, so a long report never holds up a dispatch or another read (WAL readers see a
@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-mod agents;
+pub mod agents;
 mod campaigns;
 mod connect;
 pub mod db;
@@ -44,6 +44,7 @@ pub mod error;
 mod health;
 mod notify;
 mod plans;
+pub mod presence;
 mod schema;
 /// Stores for tests of the store and what reads it, so each runs against both engines.
 #[doc(hidden)]
