@@ -1,13 +1,29 @@
 //! Agents: their hellos, device lists and records go to the writers (`to_writer`); their
-//! labels and inventories are read for planning.
+//! labels and inventories are read for planning, their rows for `platter agents`.
+
+use std::collections::HashMap;
 
 use platter_proto::inventory::Device;
 use platter_proto::model::Record;
 use tokio::sync::oneshot;
 
 use super::error::{Result, StoreError};
+
 use super::writer::{writer_of, AgentRow, Batch, BatchOutcome};
 use super::Store;
+
+/// An agent as its last hello left it, with the campaign of the plan it holds (sent or
+/// accepted), if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAgent {
+    pub host: String,
+    pub boot_id: String,
+    pub version: String,
+    pub last_seen_unix_ms: i64,
+    pub devices: Vec<Device>,
+    pub labels: HashMap<String, String>,
+    pub current_campaign: Option<String>,
+}
 
 impl Store {
     /// Stores records durably; resolves once they are committed.
@@ -89,6 +105,46 @@ impl Store {
             })?;
             rows.into_iter()
                 .map(|(h, d)| Ok((h, serde_json::from_str(&d)?)))
+                .collect()
+        })
+    }
+
+    /// Every agent the store has heard from, by host.
+    pub fn agents(&self) -> Result<Vec<StoredAgent>> {
+        self.read(|c| {
+            let rows = c.query_map(
+                "SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
+                        (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
+                          ORDER BY p.queued_seq LIMIT 1)
+                   FROM agents a ORDER BY a.host",
+                (),
+                |r| {
+                    Ok((
+                        r.get::<String>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<i64>(3)?,
+                        r.get::<String>(4)?,
+                        r.get::<String>(5)?,
+                        r.get::<Option<String>>(6)?,
+                    ))
+                },
+            )?;
+            rows.into_iter()
+                .map(
+                    |(host, boot_id, version, last_seen_unix_ms, devices, labels, current_campaign)| {
+                        let devices: Vec<Device> = serde_json::from_str(&devices)?;
+                        Ok(StoredAgent {
+                            host,
+                            boot_id,
+                            version,
+                            last_seen_unix_ms,
+                            devices,
+                            labels: serde_json::from_str(&labels)?,
+                            current_campaign,
+                        })
+                    },
+                )
                 .collect()
         })
     }
