@@ -45,6 +45,7 @@ mod health;
 mod notify;
 mod plans;
 pub mod presence;
+pub mod rounds;
 mod schema;
 /// Stores for tests of the store and what reads it, so each runs against both engines.
 #[doc(hidden)]
