@@ -7,8 +7,10 @@
 //! This module is the `Store` handle (open, the read pool, `with`/`write`); its wing holds
 //! the rest: `error` (what fails and in whose words), `schema` and `db::pg_schema` (both
 //! engines' migrations), `db` (the SQL interface), `connect`, `health` (faults and the
-//! watch), `notify` (LISTEN/NOTIFY), `writer` (record batches), `plans`, and the `impl
-//! Store` blocks by aggregate: `campaigns`, `dispatch` (with cancel), `agents`, `presence`.
+//! watch), `notify` (LISTEN/NOTIFY), `writer` (record batches), `plans`, `rounds` (what
+//! adaptive repetition reads, on the caller's connection), and the `impl Store` blocks by
+//! aggregate: `campaigns`, `dispatch` (with cancel), `agents`, `presence`, `progress` (what
+//! `status` reads of a campaign).
 //!
 //! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
 //! pool, so a long report never holds up a dispatch or another read (WAL readers see a
@@ -45,6 +47,7 @@ mod health;
 mod notify;
 mod plans;
 pub mod presence;
+pub mod progress;
 pub mod rounds;
 mod schema;
 /// Stores for tests of the store and what reads it, so each runs against both engines.
