@@ -213,7 +213,6 @@ pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: Cancel
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::db::params;
     use crate::store::now_ms;
     use crate::store::testing::stores;
 
@@ -327,15 +326,7 @@ mod tests {
                 .links
                 .contains_key("h1"));
             let silent_since = now_ms() - STALE.as_millis() as i64 - 1000;
-            let set_seen = |at: i64| {
-                a.write(|c| {
-                    c.execute(
-                        "UPDATE coordinators SET seen_unix_ms = ?1 WHERE instance = ?2",
-                        params![at, a.instance()],
-                    )
-                })
-                .unwrap()
-            };
+            let set_seen = |at: i64| a.set_seen(at).unwrap();
             assert_eq!(set_seen(silent_since), 1);
             let fleet = super::fleet(&b, "coord-b").unwrap();
             assert!(fleet.links.is_empty(), "{:?}", fleet.links);
@@ -344,10 +335,7 @@ mod tests {
             assert_eq!(forget_gone_coordinators(&b, "coord-b").unwrap(), 0);
             set_seen(now_ms() - FORGET.as_millis() as i64 - 1000);
             assert_eq!(forget_gone_coordinators(&b, "coord-b").unwrap(), 1);
-            let rows: i64 = b
-                .read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.get(0)))
-                .unwrap();
-            assert_eq!(rows, 0);
+            assert_eq!(b.agent_links().unwrap(), 0);
             // Publishing again brings it back.
             publish_links(&a, "coord-a", &[change("h1", Presence::Connected, &[])]).unwrap();
             assert!(super::fleet(&b, "coord-b")

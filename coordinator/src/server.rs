@@ -77,7 +77,7 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
     Duration::from_secs(3 * platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs());
 
 /// Coordinators sharing a PostgreSQL store: plans queued or cancelled through another
-/// coordinator (it says so with `NOTIFY`, `Store::listen`) may be for hosts connected
+/// coordinator (it says so with `NOTIFY`, `store::notify::listen`) may be for hosts connected
 /// here, so every host connected here is dispatched to again, and told to stop plans it
 /// was sent that were cancelled meanwhile. Notifications that arrive
 /// while a dispatch runs are taken together by the next one.

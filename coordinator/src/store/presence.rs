@@ -193,3 +193,23 @@ impl Store {
         })
     }
 }
+
+#[cfg(test)]
+impl Store {
+    /// Tests: sets this coordinator's last heartbeat to `at` (ms since the epoch), as if it
+    /// fell silent then; the rows changed.
+    pub(crate) fn set_seen(&self, at: i64) -> Result<u64> {
+        let me = self.instance().to_string();
+        self.write(|c| {
+            c.execute(
+                "UPDATE coordinators SET seen_unix_ms = ?1 WHERE instance = ?2",
+                params![at, me],
+            )
+        })
+    }
+
+    /// Tests: how many agent links the store holds, of every coordinator.
+    pub(crate) fn agent_links(&self) -> Result<i64> {
+        self.read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.get(0)))
+    }
+}
