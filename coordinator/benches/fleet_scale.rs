@@ -1338,8 +1338,8 @@ fn run() -> anyhow::Result<bool> {
         postgres
             .as_deref()
             .map(|url| match platter::store::testing::fresh_postgres(url) {
-                platter::db::Location::Postgres(u) => u,
-                platter::db::Location::Sqlite(p) => p.display().to_string(),
+                platter::store::db::Location::Postgres(u) => u,
+                platter::store::db::Location::Sqlite(p) => p.display().to_string(),
             });
     let names = ["A", "B"];
     let mut coords = Vec::new();

@@ -199,7 +199,7 @@ fn main() {
         _ => {
             let db = dir.join("report-scale.db");
             let _ = std::fs::remove_file(&db);
-            platter::db::Location::Sqlite(db)
+            platter::store::db::Location::Sqlite(db)
         }
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -223,8 +223,8 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     let db_arg = match &location {
-        platter::db::Location::Sqlite(p) => p.display().to_string(),
-        platter::db::Location::Postgres(url) => url.clone(),
+        platter::store::db::Location::Sqlite(p) => p.display().to_string(),
+        platter::store::db::Location::Postgres(url) => url.clone(),
     };
     for f in &a.formats {
         let (took, rss) = timed(&bin, &["report", &first, "--db", &db_arg, "--format", f]);

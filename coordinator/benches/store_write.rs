@@ -218,12 +218,12 @@ enum Layout {
 /// keys chosen here, `COPY` of their samples), agents spread over `connections`
 /// connections as the store spreads hosts over its writers. Returns the seconds taken.
 fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
-    use platter::db::pg;
+    use platter::store::db::pg;
     use tokio_postgres::types::{ToSql, Type};
     let location = platter::store::testing::fresh_postgres(url);
     let schema_url = match &location {
-        platter::db::Location::Postgres(u) => u.clone(),
-        platter::db::Location::Sqlite(_) => unreachable!(),
+        platter::store::db::Location::Postgres(u) => u.clone(),
+        platter::store::db::Location::Sqlite(_) => unreachable!(),
     };
     let store = Store::open_at(&location).unwrap();
     store

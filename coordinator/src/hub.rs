@@ -98,7 +98,7 @@ impl Hub {
     /// (this coordinator holds every agent there is).
     pub fn fleet(&self) -> Result<Option<crate::presence::Fleet>, StoreError> {
         match self.name() {
-            Some(name) => self.store.fleet(name).map(Some),
+            Some(name) => crate::presence::fleet(&self.store, name).map(Some),
             None => Ok(None),
         }
     }

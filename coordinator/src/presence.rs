@@ -15,9 +15,9 @@ use std::time::Duration;
 use platter_proto::v1 as pb;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::params;
 use crate::hub::{Hub, Presence};
-use crate::store::{now_ms, Result, Store};
+use crate::store::presence::{Link, LinkRow};
+use crate::store::{Result, Store};
 
 /// How long a coordinator gathers link changes before it publishes them (one transaction
 /// for the many agents of a reconnection storm).
@@ -55,151 +55,60 @@ pub struct Fleet {
     pub coordinators: Vec<String>,
 }
 
-fn tool_json(t: &pb::ToolVersion) -> serde_json::Value {
-    serde_json::json!({ "name": t.name, "path": t.path, "version": t.version })
-}
-
-fn tools_from_json(s: &str) -> Vec<pb::ToolVersion> {
-    let v: Vec<serde_json::Value> = serde_json::from_str(s).unwrap_or_default();
-    v.iter()
-        .map(|t| pb::ToolVersion {
-            name: t["name"].as_str().unwrap_or_default().to_string(),
-            path: t["path"].as_str().unwrap_or_default().to_string(),
-            version: t["version"].as_str().unwrap_or_default().to_string(),
+/// Publishes this coordinator's (`name`) link changes, and that it is alive, in one
+/// transaction (`Store::publish_links`). An agent now offline here loses its row.
+pub fn publish_links(store: &Store, name: &str, changes: &[LinkChange]) -> Result<()> {
+    let rows: Vec<LinkRow<'_>> = changes
+        .iter()
+        .map(|ch| LinkRow {
+            host: &ch.host,
+            link: match ch.presence {
+                Presence::Connected => Some(Link::Connected),
+                Presence::Lost => Some(Link::Lost),
+                Presence::Offline => None,
+            },
+            tools: &ch.tools,
         })
-        .collect()
+        .collect();
+    store.publish_links(name, &rows)
 }
 
-/// The database's clock, in ms since the epoch: coordinators on several machines judge
-/// each other's heartbeats by one clock, not each by its own. (SQLite is one machine's.)
-fn db_now_ms(c: &crate::db::Conn) -> Result<i64> {
-    match c.as_postgres() {
-        Some(pg) => Ok(pg
-            .query(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-                &[],
-            )?
-            .first()
-            .map(|r| r.try_get(0))
-            .transpose()?
-            .unwrap_or_else(now_ms)),
-        None => Ok(now_ms()),
-    }
+/// Deletes what coordinators gone for longer than `FORGET` left behind, and at once what
+/// this coordinator's predecessors of the same `name` left.
+pub fn forget_gone_coordinators(store: &Store, name: &str) -> Result<u64> {
+    store.forget_gone_coordinators(name, FORGET)
 }
 
-impl Store {
-    /// Says this coordinator (`name`) is alive and publishes its link changes, in one
-    /// transaction. An agent now offline here loses its row.
-    pub fn publish_links(&self, name: &str, changes: &[LinkChange]) -> Result<()> {
-        let me = self.instance().to_string();
-        self.write(|c| {
-            let tx = c.write_transaction()?;
-            let now = db_now_ms(&tx)?;
-            tx.execute(
-                "INSERT INTO coordinators (instance, name, started_unix_ms, seen_unix_ms) VALUES (?1, ?2, ?3, ?3)
-                 ON CONFLICT (instance) DO UPDATE SET name = excluded.name, seen_unix_ms = excluded.seen_unix_ms",
-                params![me, name, now],
-            )?;
-            for ch in changes {
-                match ch.presence {
-                    Presence::Offline => {
-                        tx.execute(
-                            "DELETE FROM agent_links WHERE coordinator = ?1 AND host = ?2",
-                            params![me, ch.host],
-                        )?;
-                    }
-                    Presence::Connected | Presence::Lost => {
-                        let link = if ch.presence == Presence::Connected { "connected" } else { "lost" };
-                        let tools = serde_json::Value::from(
-                            ch.tools.iter().map(tool_json).collect::<Vec<_>>(),
-                        )
-                        .to_string();
-                        tx.execute(
-                            "INSERT INTO agent_links (coordinator, host, link, tools, since_unix_ms) VALUES (?1, ?2, ?3, ?4, ?5)
-                             ON CONFLICT (coordinator, host) DO UPDATE SET link = excluded.link, tools = excluded.tools,
-                             since_unix_ms = excluded.since_unix_ms",
-                            params![me, ch.host, link, tools, now],
-                        )?;
-                    }
-                }
+/// The links other live coordinators hold, and the live coordinators' names, as
+/// coordinator `name` (this one) sees them: its own rows, and those of a predecessor
+/// of the same name, do not count (its hub knows its agents). When two claim an agent
+/// (it is moving), the later claim wins.
+pub fn fleet(store: &Store, name: &str) -> Result<Fleet> {
+    let rows = store.fleet_rows(name, STALE)?;
+    let mut fleet = Fleet {
+        coordinators: rows.coordinators,
+        ..Fleet::default()
+    };
+    for row in rows.links {
+        let presence = match row.link {
+            Link::Connected => Presence::Connected,
+            Link::Lost => Presence::Lost,
+        };
+        let new = RemoteLink {
+            presence,
+            coordinator: row.coordinator,
+            tools: row.tools,
+        };
+        // A connected claim beats a lost one; of two alike, the later (rows come
+        // oldest first).
+        match fleet.links.get(&row.host) {
+            Some(old) if old.presence == Presence::Connected && presence == Presence::Lost => {}
+            _ => {
+                fleet.links.insert(row.host, new);
             }
-            tx.commit()?;
-            Ok(())
-        })
+        }
     }
-
-    /// This coordinator leaves the store: its row and its links go (it is stopping; its
-    /// agents reconnect elsewhere and are claimed there).
-    pub fn withdraw(&self) -> Result<()> {
-        let me = self.instance().to_string();
-        self.write(|c| {
-            let tx = c.write_transaction()?;
-            tx.execute("DELETE FROM agent_links WHERE coordinator = ?1", [&me])?;
-            tx.execute("DELETE FROM coordinators WHERE instance = ?1", [&me])?;
-            tx.commit()?;
-            Ok(())
-        })
-    }
-
-    /// Deletes what coordinators gone for longer than `FORGET` left behind, and at once
-    /// what this coordinator's predecessors of the same `name` left (a restarted
-    /// coordinator: its agents are reconnecting, not connected to it).
-    pub fn forget_gone_coordinators(&self, name: &str) -> Result<u64> {
-        let me = self.instance().to_string();
-        self.write(|c| {
-            let tx = c.write_transaction()?;
-            let before = db_now_ms(&tx)? - FORGET.as_millis() as i64;
-            let gone = "SELECT instance FROM coordinators WHERE seen_unix_ms < ?1 OR (name = ?2 AND instance != ?3)";
-            tx.execute(
-                &format!("DELETE FROM agent_links WHERE coordinator IN ({gone})"),
-                params![before, name, me],
-            )?;
-            let n = tx.execute(
-                &format!("DELETE FROM coordinators WHERE instance IN ({gone})"),
-                params![before, name, me],
-            )?;
-            tx.commit()?;
-            Ok(n)
-        })
-    }
-
-    /// The links other live coordinators hold, and the live coordinators' names, as
-    /// coordinator `name` (this one) sees them: its own rows, and those of a predecessor
-    /// of the same name, do not count (its hub knows its agents). When two claim an agent
-    /// (it is moving), the later claim wins.
-    pub fn fleet(&self, name: &str) -> Result<Fleet> {
-        let me = self.instance().to_string();
-        self.read(|c| {
-            let since = db_now_ms(c)? - STALE.as_millis() as i64;
-            let mut fleet = Fleet {
-                coordinators: c.query_map(
-                    "SELECT DISTINCT name FROM coordinators WHERE seen_unix_ms >= ?1 ORDER BY name",
-                    [since],
-                    |r| r.get(0),
-                )?,
-                ..Fleet::default()
-            };
-            let rows = c.query_map(
-                "SELECT l.host, l.link, l.tools, c.name FROM agent_links l JOIN coordinators c ON c.instance = l.coordinator
-                 WHERE c.seen_unix_ms >= ?1 AND c.instance != ?2 AND c.name != ?3 ORDER BY l.since_unix_ms",
-                params![since, me, name],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?)),
-            )?;
-            for (host, link, tools, coordinator) in rows {
-                let presence = if link == "connected" { Presence::Connected } else { Presence::Lost };
-                let new = RemoteLink { presence, coordinator, tools: tools_from_json(&tools) };
-                // A connected claim beats a lost one; of two alike, the later (rows come
-                // oldest first).
-                match fleet.links.get(&host) {
-                    Some(old) if old.presence == Presence::Connected && presence == Presence::Lost => {}
-                    _ => {
-                        fleet.links.insert(host, new);
-                    }
-                }
-            }
-            Ok(fleet)
-        })
-    }
+    Ok(fleet)
 }
 
 /// Where an agent is, as this coordinator answers `platter agents` and `platter status`.
@@ -274,15 +183,16 @@ pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: Cancel
         let changes = hub.take_link_changes();
         let (store2, name2) = (store.clone(), name.clone());
         let sent = changes.clone();
-        let r = tokio::task::spawn_blocking(move || store2.publish_links(&name2, &sent)).await;
+        let r = tokio::task::spawn_blocking(move || publish_links(&store2, &name2, &sent)).await;
         match r {
             Ok(Ok(())) => {
                 if !forgot {
                     let store = store.clone();
                     let name = name.clone();
-                    let _ =
-                        tokio::task::spawn_blocking(move || store.forget_gone_coordinators(&name))
-                            .await;
+                    let _ = tokio::task::spawn_blocking(move || {
+                        forget_gone_coordinators(&store, &name)
+                    })
+                    .await;
                     forgot = true;
                 }
             }
@@ -303,6 +213,7 @@ pub async fn publish(store: Store, hub: Arc<Hub>, name: String, shutdown: Cancel
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::now_ms;
     use crate::store::testing::stores;
 
     fn tool(name: &str) -> pb::ToolVersion {
@@ -328,7 +239,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for a in stores(dir.path()) {
             let b = Store::open_at(a.location()).unwrap();
-            a.publish_links(
+            publish_links(
+                &a,
                 "coord-a",
                 &[
                     change("h1", Presence::Connected, &["fio"]),
@@ -336,10 +248,9 @@ mod tests {
                 ],
             )
             .unwrap();
-            b.publish_links("coord-b", &[change("h3", Presence::Connected, &[])])
-                .unwrap();
+            publish_links(&b, "coord-b", &[change("h3", Presence::Connected, &[])]).unwrap();
 
-            let seen_by_b = b.fleet("coord-b").unwrap();
+            let seen_by_b = super::fleet(&b, "coord-b").unwrap();
             assert_eq!(seen_by_b.coordinators, vec!["coord-a", "coord-b"]);
             assert_eq!(seen_by_b.links.len(), 2, "{:?}", seen_by_b.links);
             let h1 = &seen_by_b.links["h1"];
@@ -349,27 +260,30 @@ mod tests {
             );
             assert_eq!(h1.tools, vec![tool("fio")]);
             assert_eq!(seen_by_b.links["h2"].presence, Presence::Lost);
-            let seen_by_a = a.fleet("coord-a").unwrap();
+            let seen_by_a = super::fleet(&a, "coord-a").unwrap();
             assert_eq!(seen_by_a.links.keys().collect::<Vec<_>>(), vec!["h3"]);
 
             // h1 leaves a and connects to b: a's row goes, b's comes; either order.
-            b.publish_links(
+            publish_links(
+                &b,
                 "coord-b",
                 &[change("h1", Presence::Connected, &["fio", "dd"])],
             )
             .unwrap();
-            a.publish_links("coord-a", &[change("h1", Presence::Offline, &[])])
-                .unwrap();
-            let h1 = &a.fleet("coord-a").unwrap().links["h1"];
+            publish_links(&a, "coord-a", &[change("h1", Presence::Offline, &[])]).unwrap();
+            let h1 = &super::fleet(&a, "coord-a").unwrap().links["h1"];
             assert_eq!(
                 (h1.presence, h1.coordinator.as_str()),
                 (Presence::Connected, "coord-b")
             );
             assert_eq!(h1.tools.len(), 2);
-            assert!(!b.fleet("coord-b").unwrap().links.contains_key("h1"));
+            assert!(!super::fleet(&b, "coord-b")
+                .unwrap()
+                .links
+                .contains_key("h1"));
             // b stops: it and its links leave the store at once.
             b.withdraw().unwrap();
-            let fleet = a.fleet("coord-a").unwrap();
+            let fleet = super::fleet(&a, "coord-a").unwrap();
             assert!(fleet.links.is_empty(), "{:?}", fleet.links);
             assert_eq!(fleet.coordinators, vec!["coord-a"]);
         }
@@ -383,19 +297,16 @@ mod tests {
         for a in stores(dir.path()) {
             let b = Store::open_at(a.location()).unwrap();
             let c = Store::open_at(a.location()).unwrap();
-            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
-                .unwrap();
-            b.publish_links("coord-b", &[change("h1", Presence::Lost, &[])])
-                .unwrap();
+            publish_links(&a, "coord-a", &[change("h1", Presence::Connected, &[])]).unwrap();
+            publish_links(&b, "coord-b", &[change("h1", Presence::Lost, &[])]).unwrap();
             assert_eq!(
-                c.fleet("coord-c").unwrap().links["h1"].coordinator,
+                super::fleet(&c, "coord-c").unwrap().links["h1"].coordinator,
                 "coord-a"
             );
             std::thread::sleep(Duration::from_millis(5));
-            b.publish_links("coord-b", &[change("h1", Presence::Connected, &[])])
-                .unwrap();
+            publish_links(&b, "coord-b", &[change("h1", Presence::Connected, &[])]).unwrap();
             assert_eq!(
-                c.fleet("coord-c").unwrap().links["h1"].coordinator,
+                super::fleet(&c, "coord-c").unwrap().links["h1"].coordinator,
                 "coord-b"
             );
         }
@@ -409,35 +320,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for a in stores(dir.path()) {
             let b = Store::open_at(a.location()).unwrap();
-            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
-                .unwrap();
-            assert!(b.fleet("coord-b").unwrap().links.contains_key("h1"));
-            let silent_since = now_ms() - STALE.as_millis() as i64 - 1000;
-            let set_seen = |at: i64| {
-                a.write(|c| {
-                    c.execute(
-                        "UPDATE coordinators SET seen_unix_ms = ?1 WHERE instance = ?2",
-                        params![at, a.instance()],
-                    )
-                })
+            publish_links(&a, "coord-a", &[change("h1", Presence::Connected, &[])]).unwrap();
+            assert!(super::fleet(&b, "coord-b")
                 .unwrap()
-            };
+                .links
+                .contains_key("h1"));
+            let silent_since = now_ms() - STALE.as_millis() as i64 - 1000;
+            let set_seen = |at: i64| a.set_seen(at).unwrap();
             assert_eq!(set_seen(silent_since), 1);
-            let fleet = b.fleet("coord-b").unwrap();
+            let fleet = super::fleet(&b, "coord-b").unwrap();
             assert!(fleet.links.is_empty(), "{:?}", fleet.links);
             assert!(fleet.coordinators.is_empty());
             // Not yet forgotten; then past FORGET, forgotten.
-            assert_eq!(b.forget_gone_coordinators("coord-b").unwrap(), 0);
+            assert_eq!(forget_gone_coordinators(&b, "coord-b").unwrap(), 0);
             set_seen(now_ms() - FORGET.as_millis() as i64 - 1000);
-            assert_eq!(b.forget_gone_coordinators("coord-b").unwrap(), 1);
-            let rows: i64 = b
-                .read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.get(0)))
-                .unwrap();
-            assert_eq!(rows, 0);
+            assert_eq!(forget_gone_coordinators(&b, "coord-b").unwrap(), 1);
+            assert_eq!(b.agent_links().unwrap(), 0);
             // Publishing again brings it back.
-            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
-                .unwrap();
-            assert!(b.fleet("coord-b").unwrap().links.contains_key("h1"));
+            publish_links(&a, "coord-a", &[change("h1", Presence::Connected, &[])]).unwrap();
+            assert!(super::fleet(&b, "coord-b")
+                .unwrap()
+                .links
+                .contains_key("h1"));
         }
     }
 
@@ -448,14 +352,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for a in stores(dir.path()) {
             let b = Store::open_at(a.location()).unwrap();
-            a.publish_links("coord-a", &[change("h1", Presence::Connected, &[])])
-                .unwrap();
+            publish_links(&a, "coord-a", &[change("h1", Presence::Connected, &[])]).unwrap();
             let again = Store::open_at(a.location()).unwrap();
-            assert!(again.fleet("coord-a").unwrap().links.is_empty());
-            assert!(b.fleet("coord-b").unwrap().links.contains_key("h1"));
-            again.publish_links("coord-a", &[]).unwrap();
-            assert_eq!(again.forget_gone_coordinators("coord-a").unwrap(), 1);
-            let fleet = b.fleet("coord-b").unwrap();
+            assert!(super::fleet(&again, "coord-a").unwrap().links.is_empty());
+            assert!(super::fleet(&b, "coord-b")
+                .unwrap()
+                .links
+                .contains_key("h1"));
+            publish_links(&again, "coord-a", &[]).unwrap();
+            assert_eq!(forget_gone_coordinators(&again, "coord-a").unwrap(), 1);
+            let fleet = super::fleet(&b, "coord-b").unwrap();
             assert!(fleet.links.is_empty(), "{:?}", fleet.links);
             assert_eq!(fleet.coordinators, vec!["coord-a"]);
         }

@@ -15,14 +15,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::db::{params, Conn};
-use indexmap::IndexMap;
-use platter_proto::model::{Plan, StepKind, StepState};
+use platter_proto::model::{Plan, StepKind};
 
 use crate::planner::PlannedCell;
 use crate::report::stats;
 use crate::spec::{self, Repeat};
-use crate::store::Result;
+
+use crate::store::db::Conn;
+use crate::store::error::Result;
+use crate::store::rounds::{self as stored, CellMeasured, PlanCampaign, StoredCell};
 
 /// Why a cell of an adaptive campaign stopped, or that it goes on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -94,28 +95,20 @@ pub fn judge(values: &[f64], planned: u32, repeat: &Repeat) -> Verdict {
     Verdict::Continue
 }
 
-/// Every counted value of `metric` measured for cell `cell` (`cells.n`) of `campaign_id`.
-pub fn cell_values(c: &Conn, campaign_id: &str, cell: i64, metric: &str) -> Result<Vec<f64>> {
-    let values = c.query_map("SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
-          WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
-            AND sa.metric = ?3 AND sa.value IS NOT NULL
-          ORDER BY st.repetition, st.n", params![campaign_id, cell, metric], |r| r.get(0))?;
-    Ok(values)
-}
-
 /// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
 /// transaction that records it: the next round's plan for its host, if any cell of the
 /// plan goes on.
 pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
     // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
     // parsed or the plan read (this runs in the store's writer at every plan's end).
-    let row: Option<(String, String, String, String, String)> = c.query_opt(
-        "SELECT p.campaign_id, p.host, ca.state, ca.file_name, ca.yaml
-           FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
-        [plan_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-    )?;
-    let Some((campaign_id, host, state, file, yaml)) = row else {
+    let Some(PlanCampaign {
+        campaign_id,
+        host,
+        state,
+        file_name: file,
+        yaml,
+    }) = stored::plan_campaign(c, plan_id)?
+    else {
         return Ok(None);
     };
     if state != "running" || !yaml.contains("until") {
@@ -134,19 +127,12 @@ pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
         return Ok(None);
     };
     if campaign.on_failure == spec::OnFailure::Abort {
-        let failed: bool = c.query_row(
-            "SELECT COUNT(*) > 0 FROM steps WHERE plan_id = ?1 AND state = 'failed'",
-            [plan_id],
-            |r| r.get(0),
-        )?;
+        let failed = stored::plan_failed(c, plan_id)?;
         if failed {
             return Ok(None);
         }
     }
-    let body: String = c.query_row("SELECT body FROM plans WHERE id = ?1", [plan_id], |r| {
-        r.get(0)
-    })?;
-    let plan: Plan = serde_json::from_str(&body)?;
+    let plan = stored::plan_body(c, plan_id)?;
     // The cells this round ran and the repetition it brought them to.
     let mut ran: BTreeMap<String, u32> = BTreeMap::new();
     for s in &plan.steps {
@@ -158,13 +144,13 @@ pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
     let Some(&repetition) = ran.values().max() else {
         return Ok(None);
     };
-    let cells = host_cells(c, &campaign_id, &host)?;
+    let cells = stored::host_cells(c, &campaign_id, &host)?;
     let mut active = Vec::new();
-    for (i, (n, cell)) in cells.iter().enumerate() {
+    for (i, StoredCell { n, cell }) in cells.iter().enumerate() {
         if !ran.contains_key(&cell.id) {
             continue;
         }
-        let values = cell_values(c, &campaign_id, *n, &until.metric)?;
+        let values = stored::cell_values(c, &campaign_id, *n, &until.metric)?;
         if judge(&values, repetition, repeat) == Verdict::Continue {
             active.push(i);
         }
@@ -172,7 +158,7 @@ pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
     if active.is_empty() {
         return Ok(None);
     }
-    let cells: Vec<PlannedCell> = cells.into_iter().map(|(_, c)| c).collect();
+    let cells: Vec<PlannedCell> = cells.into_iter().map(|s| s.cell).collect();
     let next = crate::planner::next_round(
         &campaign,
         &campaign_id,
@@ -185,63 +171,29 @@ pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
     Ok(Some(next))
 }
 
-/// The host's cells of a campaign as the planner made them, with their `cells.n`.
-fn host_cells(c: &Conn, campaign_id: &str, host: &str) -> Result<Vec<(i64, PlannedCell)>> {
-    let rows = c.query_map(
-        "SELECT n, id, idx, params, COALESCE(point, 0), device FROM cells
-          WHERE campaign_id = ?1 AND host = ?2 ORDER BY idx",
-        params![campaign_id, host],
-        |r| {
-            Ok((
-                r.get::<i64>(0)?,
-                r.get::<String>(1)?,
-                r.get::<i64>(2)?,
-                r.get::<String>(3)?,
-                r.get::<i64>(4)?,
-                r.get::<Option<String>>(5)?,
-            ))
-        },
-    )?;
-    rows.into_iter()
-        .map(|(n, id, idx, params, point, device)| {
-            let params: IndexMap<String, String> = serde_json::from_str(&params)?;
-            Ok((
-                n,
-                PlannedCell {
-                    id,
-                    host: host.to_string(),
-                    index: idx as usize,
-                    params,
-                    point: point as usize,
-                    device,
-                },
-            ))
-        })
-        .collect()
-}
-
 /// Per cell id of an adaptive campaign: why it stopped (or that it still runs).
 pub fn verdicts(
     c: &Conn,
     campaign_id: &str,
     repeat: &Repeat,
 ) -> Result<std::collections::HashMap<i64, Verdict>> {
-    let mut out = std::collections::HashMap::new();
     let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
-        return Ok(out);
+        return Ok(Default::default());
     };
-    let planned = c.query_map(
-        "SELECT st.cell, MAX(st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
-          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?2
-          GROUP BY st.cell",
-        params![campaign_id, StepState::Started.as_str()],
-        |r| Ok((r.get::<i64>(0)?, r.get::<u32>(1)?)),
-    )?;
-    for (cell, n) in planned {
-        let values = cell_values(c, campaign_id, cell, &until.metric)?;
-        out.insert(cell, judge(&values, n, repeat));
-    }
-    Ok(out)
+    let measured = stored::cells_measured(c, campaign_id, &until.metric)?;
+    Ok(verdicts_of(&measured, repeat))
+}
+
+/// Per cell (`cells.n`): why it stopped (or that it still runs), judged from what was
+/// measured (`Store::cells_measured`, of `repeat.until.metric`).
+pub fn verdicts_of(
+    measured: &[CellMeasured],
+    repeat: &Repeat,
+) -> std::collections::HashMap<i64, Verdict> {
+    measured
+        .iter()
+        .map(|m| (m.cell, judge(&m.values, m.repetitions, repeat)))
+        .collect()
 }
 
 #[cfg(test)]

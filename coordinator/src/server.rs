@@ -31,7 +31,7 @@ pub struct Coordinator {
 
 /// How a coordinator serves.
 pub struct ServeOptions {
-    pub db: crate::db::Location,
+    pub db: crate::store::db::Location,
     pub listen: SocketAddr,
     /// Mutual TLS with the coordinator identity in this directory; plaintext when None.
     pub tls: Option<TlsDir>,
@@ -58,14 +58,14 @@ impl ServeOptions {
     /// Plaintext on `listen`: the loopback link inside `platter run`, and tests.
     pub fn plaintext(db: &Path, listen: SocketAddr) -> ServeOptions {
         ServeOptions {
-            db: crate::db::Location::Sqlite(db.to_path_buf()),
+            db: crate::store::db::Location::Sqlite(db.to_path_buf()),
             listen,
             tls: None,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             limits: crate::spec::Limits::default(),
             name: None,
             db_writers: crate::store::DEFAULT_PG_WRITERS,
-            store_deadline: crate::db::pg::DEFAULT_DEADLINE,
+            store_deadline: crate::store::db::pg::DEFAULT_DEADLINE,
             wait_for_store: false,
             announce: None,
         }
@@ -77,7 +77,7 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration =
     Duration::from_secs(3 * platter_proto::protocol::HEARTBEAT_INTERVAL.as_secs());
 
 /// Coordinators sharing a PostgreSQL store: plans queued or cancelled through another
-/// coordinator (it says so with `NOTIFY`, `Store::listen`) may be for hosts connected
+/// coordinator (it says so with `NOTIFY`, `store::notify::listen`) may be for hosts connected
 /// here, so every host connected here is dispatched to again, and told to stop plans it
 /// was sent that were cancelled meanwhile. Notifications that arrive
 /// while a dispatch runs are taken together by the next one.

@@ -3,7 +3,8 @@
 use platter_proto::model::Plan;
 
 use crate::hub::Hub;
-use crate::store::{Result, Store, StoreError, StoreFault};
+use crate::store::progress::CampaignProgress;
+use crate::store::{Result, Store, StoreFault};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostProgress {
@@ -41,10 +42,9 @@ pub struct CampaignStatus {
     pub store_fault: Option<StoreFault>,
 }
 
-/// SQL condition on a `steps s` row: no later attempt of the same step exists (the
-/// latest attempt of a step is what counts).
-pub const LATEST: &str = "NOT EXISTS (SELECT 1 FROM steps l WHERE l.plan_id = s.plan_id \
-     AND l.step_index = s.step_index AND l.attempt > s.attempt)";
+/// The condition on a `steps s` row that it is its step's latest attempt, for the reports
+/// until their SQL moves into the store.
+pub use crate::store::progress::LATEST;
 
 impl CampaignStatus {
     pub fn ended(&self) -> bool {
@@ -53,14 +53,7 @@ impl CampaignStatus {
 
     /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
     pub fn load_all(store: &Store, hub: &Hub) -> Result<Vec<CampaignStatus>> {
-        let ids: Vec<String> = store.read(|c| {
-            let ids = c.query_map(
-                "SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id",
-                (),
-                |r| r.get(0),
-            )?;
-            Ok(ids)
-        })?;
+        let ids = store.campaign_ids()?;
         let fleet = hub.fleet()?;
         ids.iter()
             .map(|id| CampaignStatus::load_in(store, hub, fleet.as_ref(), id))
@@ -80,122 +73,97 @@ impl CampaignStatus {
         fleet: Option<&crate::presence::Fleet>,
         campaign: &str,
     ) -> Result<CampaignStatus> {
-        let mut status = store.read(|c| {
-            let campaign_id = crate::store::resolve_campaign(c, campaign)?;
-            let campaign_id = campaign_id.as_str();
-            let (name, state, repeat, created_unix_ms, file, yaml): (String, String, u32, i64, String, String) = c
-                .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml FROM campaigns WHERE id = ?1", [campaign_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-                })?
-                .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
-            let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
-            let cells_done = match adaptive(&file, &yaml) {
-                // A cell stops between its `min` and `max` (`repeat` is the max): it is done
-                // when the rule that plans the rounds says it stopped, as the report says.
-                Some(repeat) => crate::rounds::verdicts(c, campaign_id, &repeat)?
+        let CampaignProgress {
+            campaign,
+            cells_total,
+            plans,
+        } = store.campaign_progress(campaign)?;
+        let cells_done = match adaptive(&campaign.file_name, &campaign.yaml) {
+            // A cell stops between its `min` and `max` (`repeat` is the max): it is done
+            // when the rule that plans the rounds says it stopped, as the report says.
+            Some(repeat) => {
+                let measured = match &repeat.until {
+                    Some(until) => store.cells_measured(&campaign.id, &until.metric)?,
+                    None => Vec::new(),
+                };
+                crate::rounds::verdicts_of(&measured, &repeat)
                     .values()
                     .filter(|v| **v != crate::rounds::Verdict::Continue)
-                    .count() as u32,
-                // A cell is done when every counted repetition's measure step has ended
-                // (warm-ups are numbered 1… too, and must not count for them).
-                None => c.query_row(
-                    "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
-                       WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.warmup = 0 AND s.state != 'started'
-                       GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2) AS done",
-                    crate::db::params![campaign_id, repeat],
-                    |r| r.get(0),
-                )?,
-            };
-            let mut hosts = Vec::new();
-            let (mut steps_total, mut steps_done, mut steps_failed) = (0, 0, 0);
-            let plans = c.query_map(
-                "SELECT id, host, steps_total, body, CASE WHEN state = 'refused' THEN COALESCE(error, '') END FROM plans WHERE campaign_id = ?1 ORDER BY host",
-                [campaign_id],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<u32>(2)?, r.get::<String>(3)?, r.get::<Option<String>>(4)?)),
-            )?;
-            // A step that ran again (its measure was cut off, so its preparation runs anew)
-            // has a row per attempt: each step counts once, as its latest attempt says.
-            let ended = format!(
-                "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state != 'started' AND {LATEST}"
-            );
-            // A step that never started (skipped after an abort or a cancel) is stored
-            // with start 0 and took no time. Both times are non-negative, so a difference
-            // cannot overflow; each is in ms before the sum, and the sum is in floating
-            // point (SUM of a few `finished - 0` overflowed i64 and failed every status).
-            let elapsed = "SELECT CAST(COALESCE(SUM(CAST((finished_unix_ns - started_unix_ns) / 1000000 AS REAL)), 0) AS BIGINT) FROM steps
-                   WHERE plan_id = ?1 AND state != 'started' AND started_unix_ns > 0
-                     AND finished_unix_ns >= started_unix_ns";
-            let failed = format!(
-                "SELECT COUNT(DISTINCT step_index) FROM steps s WHERE plan_id = ?1 AND state = 'failed' AND {LATEST}"
-            );
-            // The running step: the latest start with no end record of its attempt.
-            let running = format!(
-                "SELECT s.step_index FROM steps s WHERE s.plan_id = ?1 AND s.state = 'started' AND {LATEST}
-                   AND NOT EXISTS (SELECT 1 FROM steps e WHERE e.plan_id = s.plan_id AND e.step_index = s.step_index
-                                   AND e.attempt = s.attempt AND e.state != 'started')
-                 ORDER BY s.n DESC LIMIT 1"
-            );
-            // Adaptive repetition gives a host a plan per round: the host is listed once,
-            // with the steps of all its rounds.
-            for (plan_id, host, total, body, refused) in plans {
-                let done: u32 = c.query_row(&ended, [&plan_id], |r| r.get(0))?;
-                steps_failed += c.query_row(&failed, [&plan_id], |r| r.get::<u32>(0))?;
-                let current: Option<u32> = c.query_opt(&running, [&plan_id], |r| r.get(0))?;
-                let current_step = match current {
-                    Some(i) => {
-                        let plan: Plan = serde_json::from_str(&body)?;
-                        plan.steps.get(i as usize).map(|s| describe(&plan, s.index)).unwrap_or_default()
-                    }
-                    None => String::new(),
-                };
-                let elapsed_ms: i64 = c.query_row(elapsed, [&plan_id], |r| r.get(0))?;
-                steps_total += total;
-                steps_done += done;
-                let refused = refused.map(|r| if r.is_empty() { "no reason given".into() } else { r }).unwrap_or_default();
-                let h = match hosts.iter_mut().find(|h: &&mut HostProgress| h.host == host) {
-                    Some(h) => h,
-                    None => {
-                        hosts.push(HostProgress {
-                            host,
-                            connected: false,
-                            coordinator: String::new(),
-                            steps_total: 0,
-                            steps_done: 0,
-                            current_step: String::new(),
-                            elapsed_ms: 0,
-                            refused: String::new(),
-                            journal_fault: String::new(),
-                        });
-                        hosts.last_mut().expect("just pushed")
-                    }
-                };
-                h.steps_total += total;
-                h.steps_done += done;
-                h.elapsed_ms += elapsed_ms.max(0) as u64;
-                if !current_step.is_empty() {
-                    h.current_step = current_step;
-                }
-                if !refused.is_empty() && !h.refused.contains(&refused) {
-                    if !h.refused.is_empty() {
-                        h.refused.push_str("; ");
-                    }
-                    h.refused.push_str(&refused);
-                }
+                    .count() as u32
             }
-            Ok(CampaignStatus {
-                campaign_id: campaign_id.to_string(),
-                name,
-                state,
-                cells_total,
-                cells_done,
-                steps_total,
-                steps_done,
-                steps_failed,
-                hosts,
-                created_unix_ms,
-                store_fault: None,
-            })
-        })?;
+            // A cell is done when every counted repetition's measure step has ended.
+            None => store.cells_done(&campaign.id, campaign.repeat)?,
+        };
+        let mut hosts: Vec<HostProgress> = Vec::new();
+        let (mut steps_total, mut steps_done, mut steps_failed) = (0, 0, 0);
+        // Adaptive repetition gives a host a plan per round: the host is listed once,
+        // with the steps of all its rounds.
+        for p in plans {
+            let current_step = match &p.running {
+                Some(r) => r
+                    .plan
+                    .steps
+                    .get(r.index as usize)
+                    .map(|s| describe(&r.plan, s.index))
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            steps_failed += p.steps_failed;
+            steps_total += p.steps_total;
+            steps_done += p.steps_done;
+            let refused = p
+                .refused
+                .map(|r| {
+                    if r.is_empty() {
+                        "no reason given".into()
+                    } else {
+                        r
+                    }
+                })
+                .unwrap_or_default();
+            let h = match hosts.iter_mut().find(|h| h.host == p.host) {
+                Some(h) => h,
+                None => {
+                    hosts.push(HostProgress {
+                        host: p.host,
+                        connected: false,
+                        coordinator: String::new(),
+                        steps_total: 0,
+                        steps_done: 0,
+                        current_step: String::new(),
+                        elapsed_ms: 0,
+                        refused: String::new(),
+                        journal_fault: String::new(),
+                    });
+                    hosts.last_mut().expect("just pushed")
+                }
+            };
+            h.steps_total += p.steps_total;
+            h.steps_done += p.steps_done;
+            h.elapsed_ms += p.elapsed_ms.max(0) as u64;
+            if !current_step.is_empty() {
+                h.current_step = current_step;
+            }
+            if !refused.is_empty() && !h.refused.contains(&refused) {
+                if !h.refused.is_empty() {
+                    h.refused.push_str("; ");
+                }
+                h.refused.push_str(&refused);
+            }
+        }
+        let mut status = CampaignStatus {
+            campaign_id: campaign.id,
+            name: campaign.name,
+            state: campaign.state,
+            cells_total,
+            cells_done,
+            steps_total,
+            steps_done,
+            steps_failed,
+            hosts,
+            created_unix_ms: campaign.submitted_unix_ms,
+            store_fault: None,
+        };
         status.store_fault = store.fault();
         for h in &mut status.hosts {
             let w = crate::presence::whereabouts(hub, fleet, &h.host);

@@ -41,7 +41,7 @@ fn status(dir: &Path, port: u16, campaign: &str) -> serde_json::Value {
 fn fresh_store() -> Option<String> {
     let server = platter::store::testing::postgres_url()?;
     match platter::store::testing::fresh_postgres(&server) {
-        platter::db::Location::Postgres(url) => Some(url),
+        platter::store::db::Location::Postgres(url) => Some(url),
         other => unreachable!("{other:?}"),
     }
 }
@@ -67,7 +67,7 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
     assert!(
         said.contains(&format!(
             "PostgreSQL schema at version {0} ({0} migration(s) applied now)",
-            platter::db::pg::MIGRATIONS.len()
+            platter::store::db::pg_schema::MIGRATIONS.len()
         )),
         "{said}"
     );

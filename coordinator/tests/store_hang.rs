@@ -41,7 +41,7 @@ repeat: 40
 fn fresh_store() -> Option<(String, String)> {
     let server = platter::store::testing::postgres_url()?;
     match platter::store::testing::fresh_postgres(&server) {
-        platter::db::Location::Postgres(url) => Some((url, server)),
+        platter::store::db::Location::Postgres(url) => Some((url, server)),
         other => unreachable!("{other:?}"),
     }
 }

@@ -54,7 +54,7 @@ pub enum Command {
             env = "PLATTER_DB",
             default_value = "/var/lib/platter/platter.db"
         )]
-        db: crate::db::Location,
+        db: crate::store::db::Location,
         /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem: PKI/coordinator-NAME,
         /// as `platter certs issue coordinator NAME [MORE-NAMES…]` writes it. Agents and
         /// operators must present certificates from the same CA.
@@ -246,7 +246,7 @@ pub enum DbCommand {
     Migrate {
         /// An SQLite file, or `postgres://USER:PASSWORD@HOST:PORT/DBNAME`
         #[arg(long, env = "PLATTER_DB")]
-        db: crate::db::Location,
+        db: crate::store::db::Location,
     },
 }
 

@@ -189,8 +189,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             // Held while the coordinator serves: a second one on this SQLite file is
             // refused at once, naming this one.
             let _lock = match &db {
-                crate::db::Location::Sqlite(path) => lock::take_store(path)?,
-                crate::db::Location::Postgres(_) => None,
+                crate::store::db::Location::Sqlite(path) => lock::take_store(path)?,
+                crate::store::db::Location::Postgres(_) => None,
             };
             let opts = ServeOptions {
                 db,
@@ -286,7 +286,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         }
         Command::Db(DbCommand::Migrate { db }) => {
             let said = tokio::task::spawn_blocking(move || {
-                if let crate::db::Location::Sqlite(path) = &db {
+                if let crate::store::db::Location::Sqlite(path) = &db {
                     // As `serve` does: the store's directory is made if missing.
                     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                         std::fs::create_dir_all(dir)
@@ -660,5 +660,5 @@ fn local_store(
 /// agent's records come through it (a PostgreSQL store's several would be connections and
 /// threads for nothing).
 fn open_local(db: &std::path::Path) -> crate::store::Result<crate::store::Store> {
-    crate::store::Store::open_with_writers(&crate::db::Location::from_arg(db), 1)
+    crate::store::Store::open_with_writers(&crate::store::db::Location::from_arg(db), 1)
 }

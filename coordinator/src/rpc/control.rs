@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use platter_proto::inventory::Device;
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_server::Control;
 use tokio_util::sync::CancellationToken;
@@ -510,38 +509,23 @@ impl Control for ControlService {
         let (rows, fleet): (Vec<pb::AgentInfo>, _) = blocking(move || {
             let read = || {
                 let fleet = hub.fleet()?;
-                let rows: Vec<pb::AgentInfo> = store.read(|c| {
-                                let rows = c.query_map("SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
-                                      (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
-                                        ORDER BY p.queued_seq LIMIT 1)
-                               FROM agents a ORDER BY a.host", (), |r| {
-                        Ok((
-                            pb::AgentInfo {
-                                host: r.get(0)?,
-                                connected: false,
-                                boot_id: r.get(1)?,
-                                agent_version: r.get(2)?,
-                                last_seen_unix_ms: r.get(3)?,
-                                devices: Vec::new(),
-                                labels: Default::default(),
-                                state: String::new(),
-                                current_campaign: r.get::<Option<String>>(6)?.unwrap_or_default(),
-                                tools: Vec::new(),
-                                coordinator: String::new(),
-                            },
-                            r.get::<String>(4)?,
-                            r.get::<String>(5)?,
-                        ))
-                    })?;
-                rows.into_iter()
-                    .map(|(mut info, devices, labels)| {
-                        let devices: Vec<Device> = serde_json::from_str(&devices)?;
-                        info.labels = serde_json::from_str(&labels)?;
-                        info.devices = devices.iter().map(pb::Device::from).collect();
-                        Ok(info)
+                let rows: Vec<pb::AgentInfo> = store
+                    .agents()?
+                    .into_iter()
+                    .map(|a| pb::AgentInfo {
+                        host: a.host,
+                        connected: false,
+                        boot_id: a.boot_id,
+                        agent_version: a.version,
+                        last_seen_unix_ms: a.last_seen_unix_ms,
+                        devices: a.devices.iter().map(pb::Device::from).collect(),
+                        labels: a.labels,
+                        state: String::new(),
+                        current_campaign: a.current_campaign.unwrap_or_default(),
+                        tools: Vec::new(),
+                        coordinator: String::new(),
                     })
-                    .collect()
-                })?;
+                    .collect();
                 Ok((rows, fleet))
             };
             match read() {
@@ -553,10 +537,18 @@ impl Control for ControlService {
                 // here since (their presence is this coordinator's own).
                 Err(e) => {
                     unreadable(&store, &e).ok_or_else(|| store_status(e))?;
-                    let mut rows = last.agents.lock().expect("last-read lock").clone().unwrap_or_default();
+                    let mut rows = last
+                        .agents
+                        .lock()
+                        .expect("last-read lock")
+                        .clone()
+                        .unwrap_or_default();
                     for host in hub.connected_hosts() {
                         if !rows.iter().any(|r| r.host == host) {
-                            rows.push(pb::AgentInfo { host, ..Default::default() });
+                            rows.push(pb::AgentInfo {
+                                host,
+                                ..Default::default()
+                            });
                         }
                     }
                     rows.sort_by(|a, b| a.host.cmp(&b.host));

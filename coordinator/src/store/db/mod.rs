@@ -3,7 +3,7 @@
 //! shared by several coordinators). The store, the reports and the status speak to a
 //! [`Conn`] in SQLite's dialect with `?N` parameters; for PostgreSQL the few differences
 //! are translated once per statement (`pg::translate`), and the schema is PostgreSQL's own
-//! (`pg::MIGRATIONS`).
+//! (`pg_schema::MIGRATIONS`).
 //!
 //! Both engines are used synchronously, as the store always was: its writer runs on a
 //! thread of its own, reads run in `spawn_blocking`. PostgreSQL's client is async
@@ -14,6 +14,8 @@
 //! rewriting every query and the store's batching writer.
 
 pub mod pg;
+pub mod pg_schema;
+mod value;
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -21,7 +23,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::store::{Result, StoreError};
+use crate::store::error::{Result, StoreError};
+pub use value::Value;
 
 /// Where the store lives: an SQLite file, or a PostgreSQL database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,18 +84,6 @@ impl fmt::Display for Location {
             Location::Postgres(url) => f.write_str(&pg::without_password(url)),
         }
     }
-}
-
-/// A value going into or coming out of a statement, in SQLite's five storage classes.
-/// Text and bytes going in are borrowed from the caller's values: the store's writer binds
-/// millions of them, and copying each cost a third of its throughput.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value<'a> {
-    Null,
-    Int(i64),
-    Real(f64),
-    Text(Cow<'a, str>),
-    Blob(Cow<'a, [u8]>),
 }
 
 /// What can be a statement's parameter.
@@ -205,7 +196,7 @@ impl<T: ToValue, const N: usize> Params for [T; N] {
 #[macro_export]
 macro_rules! db_params {
     ($($e:expr),* $(,)?) => {
-        &[$(&$e as &dyn $crate::db::ToValue),*] as &[&dyn $crate::db::ToValue]
+        &[$(&$e as &dyn $crate::store::db::ToValue),*] as &[&dyn $crate::store::db::ToValue]
     };
 }
 pub use db_params as params;
@@ -641,20 +632,6 @@ impl Drop for Savepoint<'_> {
                 .conn
                 .batch(&format!("ROLLBACK TO {n}; RELEASE {n}", n = self.name));
         }
-    }
-}
-
-/// Bound as it is, borrowed.
-impl rusqlite::ToSql for Value<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        use rusqlite::types::{ToSqlOutput, ValueRef};
-        Ok(ToSqlOutput::Borrowed(match self {
-            Value::Null => ValueRef::Null,
-            Value::Int(i) => ValueRef::Integer(*i),
-            Value::Real(f) => ValueRef::Real(*f),
-            Value::Text(t) => ValueRef::Text(t.as_bytes()),
-            Value::Blob(b) => ValueRef::Blob(b),
-        }))
     }
 }
 

@@ -1,0 +1,151 @@
+//! Agents: their hellos, device lists and records go to the writers (`to_writer`); their
+//! labels and inventories are read for planning, their rows for `platter agents`.
+
+use std::collections::HashMap;
+
+use platter_proto::inventory::Device;
+use platter_proto::model::Record;
+use tokio::sync::oneshot;
+
+use super::error::{Result, StoreError};
+
+use super::writer::{writer_of, AgentRow, Batch, BatchOutcome};
+use super::Store;
+
+/// An agent as its last hello left it, with the campaign of the plan it holds (sent or
+/// accepted), if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredAgent {
+    pub host: String,
+    pub boot_id: String,
+    pub version: String,
+    pub last_seen_unix_ms: i64,
+    pub devices: Vec<Device>,
+    pub labels: HashMap<String, String>,
+    pub current_campaign: Option<String>,
+}
+
+impl Store {
+    /// Stores records durably; resolves once they are committed.
+    pub async fn write_records(&self, host: &str, records: Vec<Record>) -> Result<BatchOutcome> {
+        self.to_writer(host, None, None, records).await
+    }
+
+    /// Hands one batch to the writer and waits for its commit.
+    async fn to_writer(
+        &self,
+        host: &str,
+        hello: Option<AgentRow>,
+        inventory: Option<String>,
+        records: Vec<Record>,
+    ) -> Result<BatchOutcome> {
+        let (done, rx) = oneshot::channel();
+        let batch = Batch {
+            host: host.to_string(),
+            hello,
+            inventory,
+            records,
+            done,
+        };
+        self.writers[writer_of(host, self.writers.len())]
+            .send(batch)
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Stores an agent's hello (boot id, version, inventory, labels); resolves once committed.
+    pub async fn agent_seen(
+        &self,
+        host: &str,
+        boot_id: &str,
+        version: &str,
+        devices: &[Device],
+        labels: &[(String, String)],
+    ) -> Result<()> {
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        let row = AgentRow {
+            boot_id: boot_id.to_string(),
+            version: version.to_string(),
+            devices: serde_json::to_string(devices)?,
+            labels: serde_json::to_string(&labels)?,
+        };
+        self.to_writer(host, Some(row), None, Vec::new()).await?;
+        Ok(())
+    }
+
+    /// Stores a connected agent's new device list; resolves once committed.
+    pub async fn agent_devices(&self, host: &str, devices: &[Device]) -> Result<()> {
+        let devices = serde_json::to_string(devices)?;
+        self.to_writer(host, None, Some(devices), Vec::new())
+            .await?;
+        Ok(())
+    }
+
+    /// Every agent's labels from its last hello.
+    pub fn labels(&self) -> Result<crate::spec::AgentLabels> {
+        self.read(|c| {
+            let rows = c.query_map("SELECT host, labels FROM agents ORDER BY host", (), |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+            })?;
+            rows.into_iter()
+                .map(|(h, l)| Ok((h, serde_json::from_str(&l)?)))
+                .collect()
+        })
+    }
+
+    /// Every agent's devices from its last hello.
+    pub fn inventories(&self) -> Result<crate::planner::Inventories> {
+        self.read(|c| {
+            let rows = c.query_map("SELECT host, devices FROM agents", (), |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+            })?;
+            rows.into_iter()
+                .map(|(h, d)| Ok((h, serde_json::from_str(&d)?)))
+                .collect()
+        })
+    }
+
+    /// Every agent the store has heard from, by host.
+    pub fn agents(&self) -> Result<Vec<StoredAgent>> {
+        self.read(|c| {
+            let rows = c.query_map(
+                "SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
+                        (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
+                          ORDER BY p.queued_seq LIMIT 1)
+                   FROM agents a ORDER BY a.host",
+                (),
+                |r| {
+                    Ok((
+                        r.get::<String>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<i64>(3)?,
+                        r.get::<String>(4)?,
+                        r.get::<String>(5)?,
+                        r.get::<Option<String>>(6)?,
+                    ))
+                },
+            )?;
+            rows.into_iter()
+                .map(
+                    |(host, boot_id, version, last_seen_unix_ms, devices, labels, current_campaign)| {
+                        let devices: Vec<Device> = serde_json::from_str(&devices)?;
+                        Ok(StoredAgent {
+                            host,
+                            boot_id,
+                            version,
+                            last_seen_unix_ms,
+                            devices,
+                            labels: serde_json::from_str(&labels)?,
+                            current_campaign,
+                        })
+                    },
+                )
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,136 @@
+//! Campaigns: submitting one (its cells and plans, all or nothing), finding one to resume,
+//! its generation and state.
+
+use super::db::{self, params};
+use super::error::{now_ms, Result, StoreError};
+use super::notify::Change;
+use super::plans::{queue_plan, warmup_steps};
+use super::Store;
+use crate::planner::PlannedCampaign;
+
+impl Store {
+    /// An unfinished campaign with this content, if any.
+    pub fn resumable(&self, content_hash: &str) -> Result<Option<String>> {
+        self.read(|c| {
+            c.query_opt(
+                "SELECT id FROM campaigns WHERE content_hash = ?1 AND state = 'running' ORDER BY generation DESC LIMIT 1",
+                [content_hash],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    /// The generation a new campaign with this content gets (1 for the first).
+    pub fn next_generation(&self, content_hash: &str) -> Result<u32> {
+        self.with(|c| {
+            let g: Option<u32> = c.query_row(
+                "SELECT MAX(generation) FROM campaigns WHERE content_hash = ?1",
+                [content_hash],
+                |r| r.get(0),
+            )?;
+            Ok(g.unwrap_or(0) + 1)
+        })
+    }
+
+    /// Stores a planned campaign and queues its plans, all or nothing.
+    pub fn insert_campaign(&self, p: &PlannedCampaign, file_name: &str, yaml: &str) -> Result<()> {
+        self.write(|c| {
+            let tx = c.write_transaction()?;
+            tx.execute(
+                "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)",
+                params![
+                    p.id,
+                    p.name,
+                    p.content_hash,
+                    p.generation,
+                    file_name,
+                    yaml,
+                    serde_json::to_string(&p.params)?,
+                    p.repeat,
+                    now_ms()
+                ],
+            )?;
+            match tx.as_postgres() {
+                Some(pg) => insert_cells_and_plans_pg(pg, p)?,
+                None => {
+                    for cell in &p.cells {
+                        tx.execute(
+                            "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                            params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
+                        )?;
+                    }
+                    for plan in &p.plans {
+                        queue_plan(&tx, plan)?;
+                    }
+                }
+            }
+            self.notify(&tx, Change::Plans)?;
+            tx.commit()?;
+            Ok(())
+        })?;
+        self.bump();
+        Ok(())
+    }
+
+    pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
+        self.read(|c| {
+            c.query_opt(
+                "SELECT state FROM campaigns WHERE id = ?1",
+                [campaign_id],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
+        })
+    }
+}
+
+/// PostgreSQL: a submitted campaign's cells and plans as two statements (arrays
+/// `unnest`ed), not two or three round trips per plan: a campaign for 1,000 hosts is
+/// stored before its fan-out starts. Plans are queued after every plan queued so far, in
+/// their order, as `queue_plan` queues them one by one.
+pub(super) fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign) -> Result<()> {
+    let mut params = Vec::with_capacity(p.cells.len());
+    for cell in &p.cells {
+        params.push(serde_json::to_string(&cell.params)?);
+    }
+    let ids: Vec<&str> = p.cells.iter().map(|c| c.id.as_str()).collect();
+    let hosts: Vec<&str> = p.cells.iter().map(|c| c.host.as_str()).collect();
+    let idx: Vec<i64> = p.cells.iter().map(|c| c.index as i64).collect();
+    let points: Vec<i64> = p.cells.iter().map(|c| c.point as i64).collect();
+    let devices: Vec<Option<&str>> = p.cells.iter().map(|c| c.device.as_deref()).collect();
+    pg.query_typed(
+        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device)
+         SELECT c.id, $2, c.host, c.idx, c.params, c.point, c.device
+           FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int8[], $7::text[])
+                AS c (id, host, idx, params, point, device)",
+        &[
+            &ids,
+            &p.id.as_str(),
+            &hosts,
+            &idx,
+            &params,
+            &points,
+            &devices,
+        ],
+    )?;
+    let (mut bodies, mut warmups) = (Vec::new(), Vec::new());
+    for plan in &p.plans {
+        bodies.push(serde_json::to_string(plan)?);
+        warmups.push(serde_json::to_string(&warmup_steps(plan))?);
+    }
+    let ids: Vec<&str> = p.plans.iter().map(|pl| pl.id.as_str()).collect();
+    let campaigns: Vec<&str> = p.plans.iter().map(|pl| pl.campaign_id.as_str()).collect();
+    let hosts: Vec<&str> = p.plans.iter().map(|pl| pl.host.as_str()).collect();
+    let steps: Vec<i64> = p.plans.iter().map(|pl| pl.steps.len() as i64).collect();
+    pg.query_typed(
+        "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
+         SELECT q.id, q.campaign_id, q.host, q.body, q.steps_total, 'queued',
+                (SELECT COALESCE(MAX(queued_seq), 0) FROM plans) + q.k, q.warmup
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[])
+                WITH ORDINALITY AS q (id, campaign_id, host, body, steps_total, warmup, k)
+         ON CONFLICT DO NOTHING",
+        &[&ids, &campaigns, &hosts, &bodies, &steps, &warmups],
+    )?;
+    Ok(())
+}

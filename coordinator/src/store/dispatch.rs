@@ -1,0 +1,270 @@
+//! Dispatch and cancel: which plan each host runs (at most one at a time, fleet-wide on a
+//! shared store), marking plans sent, cancelling a campaign, and which plans are known,
+//! waiting or cancelled.
+
+use platter_proto::model::Plan;
+
+use super::db::{self, Conn};
+use super::error::{retrying_collisions, Result, StoreError};
+use super::notify::Change;
+use super::Store;
+
+/// What a host should run: the plan it has (sent or accepted), or its next queued one.
+pub(super) enum Next {
+    Active(Plan),
+    Queued(String, Plan),
+}
+
+impl Store {
+    /// Of `plan_ids`, those this store never planned.
+    pub fn unknown_plans(&self, plan_ids: &[String]) -> Result<Vec<String>> {
+        self.read(|c| {
+            let mut unknown = Vec::new();
+            for id in plan_ids {
+                if !c.exists("SELECT 1 FROM plans WHERE id = ?1", [id])? {
+                    unknown.push(id.clone());
+                }
+            }
+            Ok(unknown)
+        })
+    }
+
+    /// The hosts that have plans queued, or sent and not yet accepted.
+    pub fn hosts_with_waiting_plans(&self) -> Result<std::collections::HashSet<String>> {
+        self.read(|c| {
+            let hosts = c.query_map(
+                "SELECT DISTINCT host FROM plans WHERE state IN ('queued', 'sent')",
+                (),
+                |r| r.get(0),
+            )?;
+            Ok(hosts.into_iter().collect())
+        })
+    }
+
+    /// Of `plan_ids`, those cancelled.
+    pub fn cancelled_plans(
+        &self,
+        plan_ids: &[String],
+    ) -> Result<std::collections::HashSet<String>> {
+        self.read(|c| {
+            let mut out = std::collections::HashSet::new();
+            for id in plan_ids {
+                if c.exists(
+                    "SELECT 1 FROM plans WHERE id = ?1 AND state = 'cancelled'",
+                    [id],
+                )? {
+                    out.insert(id.clone());
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// The plan a host is running (sent or accepted), else the next queued one, marked sent.
+    /// Returns the plan and whether it was newly dispatched.
+    #[cfg(test)]
+    pub fn plan_for_host(&self, host: &str) -> Result<Option<(Plan, bool)>> {
+        let mut r = self.plans_for_hosts(&[host.to_string()])?;
+        Ok(r.pop().map(|(_, plan, new)| (plan, new)))
+    }
+
+    /// Each host's plan: the one it is running (sent or accepted), else its next queued
+    /// one, marked sent (then `true`: newly dispatched). Hosts with nothing to run are left
+    /// out. One transaction for all: a fan-out to a thousand hosts is one commit, not a
+    /// thousand (BENCHMARKS.md, fleet scale).
+    pub fn plans_for_hosts(&self, hosts: &[String]) -> Result<Vec<(String, Plan, bool)>> {
+        if hosts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let r = self.write(|c| {
+            // Most dispatches change nothing (the host runs a plan already, or has none
+            // queued): they are answered by reads and take no write lock.
+            let read = c.read_transaction()?;
+            if let Some(out) = Self::dispatch_pass(&read, hosts, false)? {
+                return Ok(out);
+            }
+            drop(read);
+            let tx = c.write_transaction()?;
+            let out = Self::dispatch_pass(&tx, hosts, true)?.expect("a marking pass answers");
+            tx.commit()?;
+            Ok(out)
+        })?;
+        if r.iter().any(|(_, _, new)| *new) {
+            self.bump();
+        }
+        Ok(r)
+    }
+
+    /// Each host's plan: the one it runs (not new), else its next queued one, marked sent
+    /// when `mark` (new). Without `mark`, None as soon as a host has a queued plan: the
+    /// caller must mark it under the write lock.
+    fn dispatch_pass(
+        c: &Conn,
+        hosts: &[String],
+        mark: bool,
+    ) -> Result<Option<Vec<(String, Plan, bool)>>> {
+        if let Some(pg) = c.as_postgres() {
+            return Self::dispatch_pass_pg(pg, hosts, mark);
+        }
+        let mut out = Vec::new();
+        for host in hosts {
+            match Self::next_plan(c, host)? {
+                Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
+                Some(Next::Queued(id, plan)) if mark => {
+                    c.execute("UPDATE plans SET state = 'sent' WHERE id = ?1", [&id])?;
+                    out.push((host.clone(), plan, true));
+                }
+                Some(Next::Queued(..)) => return Ok(None),
+                None => {}
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// PostgreSQL: `dispatch_pass` in a few statements for all hosts at once, not a few
+    /// round trips per host (a fan-out to 1,000 hosts took 1.6 s that way; BENCHMARKS.md).
+    fn dispatch_pass_pg(
+        pg: &db::pg::PgConn,
+        hosts: &[String],
+        mark: bool,
+    ) -> Result<Option<Vec<(String, Plan, bool)>>> {
+        let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        if mark {
+            // Coordinators sharing a PostgreSQL store take turns per host, so a host runs
+            // one plan at a time fleet-wide: the read below sees the plans another
+            // coordinator's committed pass marked sent. Every pass takes its locks in the
+            // order of their keys, so two passes over some of the same hosts wait for each
+            // other rather than deadlock.
+            pg.query_typed(
+                "SELECT pg_advisory_xact_lock(k)
+                   FROM (SELECT DISTINCT hashtext(h) AS k FROM unnest($1::text[]) AS h ORDER BY k) AS keys",
+                &[&names],
+            )?;
+        }
+        // Per host, the plan it runs, else its next queued one (false sorts first).
+        let rows = pg.query_typed(
+            "SELECT DISTINCT ON (host) host, id, state = 'queued', body FROM plans
+              WHERE host = ANY($1::text[]) AND state IN ('sent', 'accepted', 'queued')
+              ORDER BY host, state = 'queued', queued_seq",
+            &[&names],
+        )?;
+        let mut next = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let host: &str = row.try_get(0)?;
+            let queued: bool = row.try_get(2)?;
+            if queued && !mark {
+                return Ok(None);
+            }
+            next.insert(
+                host,
+                (
+                    row.try_get::<_, &str>(1)?,
+                    queued,
+                    row.try_get::<_, &str>(3)?,
+                ),
+            );
+        }
+        let mut out = Vec::with_capacity(next.len());
+        let mut sent = Vec::new();
+        for host in hosts {
+            // A host named twice is answered once.
+            let Some((id, queued, body)) = next.remove(host.as_str()) else {
+                continue;
+            };
+            if queued {
+                sent.push(id);
+            }
+            out.push((host.clone(), serde_json::from_str(body)?, queued));
+        }
+        if !sent.is_empty() {
+            // Only plans still queued: a cancel through another coordinator (which takes
+            // no host lock) may have committed since the read; such a plan stays
+            // cancelled and is not sent.
+            let marked: std::collections::HashSet<String> = pg
+                .query_typed(
+                    "UPDATE plans SET state = 'sent' WHERE id = ANY($1::text[]) AND state = 'queued' RETURNING id",
+                    &[&sent],
+                )?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<std::result::Result<_, _>>()?;
+            out.retain(|(_, plan, new): &(String, Plan, bool)| {
+                !*new || marked.contains(plan.id.as_str())
+            });
+        }
+        Ok(Some(out))
+    }
+
+    /// The plan `host` runs, else its next queued one; reads only.
+    fn next_plan(c: &Conn, host: &str) -> Result<Option<Next>> {
+        // Statements are cached per connection: a fan-out asks this once per host, and
+        // preparing them anew was a third of its CPU (BENCHMARKS.md, fleet scale).
+        let active: Option<String> = c.query_opt(
+            "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
+            [host],
+            |r| r.get(0),
+        )?;
+        if let Some(body) = active {
+            return Ok(Some(Next::Active(serde_json::from_str(&body)?)));
+        }
+        let next: Option<(String, String)> = c.query_opt(
+            "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
+            [host],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        match next {
+            Some((id, body)) => Ok(Some(Next::Queued(id, serde_json::from_str(&body)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that
+    /// agents hold now (they must be told to stop).
+    pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
+        // The campaign's row, then its plans'; a record writer ending one of its plans
+        // locks them the other way round: PostgreSQL fails one of the two, and if it is
+        // this one, it is tried again rather than failing the operator's cancel.
+        let r = self.write(|c| {
+            retrying_collisions(
+                || self.cancel_once(c, campaign_id),
+                |e| {
+                    self.retried
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(error = %e, "cancelling collided with a writer; trying again");
+                },
+            )
+        })?;
+        self.bump();
+        Ok(r)
+    }
+
+    /// One try of `cancel_campaign`, a transaction of its own.
+    fn cancel_once(&self, c: &Conn, campaign_id: &str) -> Result<Vec<(String, String)>> {
+        let tx = c.write_transaction()?;
+        let n = tx.execute(
+            "UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'",
+            [campaign_id],
+        )?;
+        if n == 0 {
+            let exists: bool = tx.query_row(
+                "SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1",
+                [campaign_id],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Err(StoreError::NoCampaign(campaign_id.to_string()));
+            }
+        }
+        let held = tx.query_map(
+            "SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')",
+            [campaign_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        // A plan sent but never accepted (it may never have arrived) no longer holds
+        // its host: the agent is still told to cancel it, in case it holds it.
+        tx.execute("UPDATE plans SET state = 'cancelled' WHERE campaign_id = ?1 AND state IN ('queued', 'sent')", [campaign_id])?;
+        self.notify(&tx, Change::Plans)?;
+        tx.commit()?;
+        Ok(held)
+    }
+}

@@ -1,0 +1,140 @@
+//! What adaptive repetition (`crate::rounds`) reads, as typed rows: the plan that just
+//! ended and its campaign, the host's cells, and each cell's measured values. Reads on
+//! the caller's connection, so the writer's round decision sees its own transaction.
+//! The rule that judges them is `crate::rounds`'s; nothing here decides.
+
+use indexmap::IndexMap;
+use platter_proto::model::{Plan, StepState};
+
+use super::db::{params, Conn};
+use super::error::Result;
+use crate::planner::PlannedCell;
+
+/// A plan's campaign as submitted: whether it still runs, and its text to parse again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanCampaign {
+    pub campaign_id: String,
+    pub host: String,
+    /// running | done | cancelled
+    pub state: String,
+    pub file_name: String,
+    pub yaml: String,
+}
+
+/// A cell of a campaign as the planner made it, with its row number (`cells.n`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCell {
+    pub n: i64,
+    pub cell: PlannedCell,
+}
+
+/// A cell's counted repetitions that ended, and its measured values of one metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellMeasured {
+    /// `cells.n`
+    pub cell: i64,
+    /// The highest counted repetition whose measure step ended.
+    pub repetitions: u32,
+    pub values: Vec<f64>,
+}
+
+/// The campaign of plan `plan_id` and its host, if the plan exists.
+pub fn plan_campaign(c: &Conn, plan_id: &str) -> Result<Option<PlanCampaign>> {
+    c.query_opt(
+        "SELECT p.campaign_id, p.host, ca.state, ca.file_name, ca.yaml
+           FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
+        [plan_id],
+        |r| {
+            Ok(PlanCampaign {
+                campaign_id: r.get(0)?,
+                host: r.get(1)?,
+                state: r.get(2)?,
+                file_name: r.get(3)?,
+                yaml: r.get(4)?,
+            })
+        },
+    )
+}
+
+/// Whether a step of plan `plan_id` failed.
+pub fn plan_failed(c: &Conn, plan_id: &str) -> Result<bool> {
+    c.query_row(
+        "SELECT COUNT(*) > 0 FROM steps WHERE plan_id = ?1 AND state = 'failed'",
+        [plan_id],
+        |r| r.get(0),
+    )
+}
+
+/// Plan `plan_id` as it was sent.
+pub fn plan_body(c: &Conn, plan_id: &str) -> Result<Plan> {
+    let body: String = c.query_row("SELECT body FROM plans WHERE id = ?1", [plan_id], |r| {
+        r.get(0)
+    })?;
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// The host's cells of a campaign as the planner made them, in their order.
+pub fn host_cells(c: &Conn, campaign_id: &str, host: &str) -> Result<Vec<StoredCell>> {
+    let rows = c.query_map(
+        "SELECT n, id, idx, params, COALESCE(point, 0), device FROM cells
+          WHERE campaign_id = ?1 AND host = ?2 ORDER BY idx",
+        params![campaign_id, host],
+        |r| {
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<String>(1)?,
+                r.get::<i64>(2)?,
+                r.get::<String>(3)?,
+                r.get::<i64>(4)?,
+                r.get::<Option<String>>(5)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(n, id, idx, params, point, device)| {
+            let params: IndexMap<String, String> = serde_json::from_str(&params)?;
+            Ok(StoredCell {
+                n,
+                cell: PlannedCell {
+                    id,
+                    host: host.to_string(),
+                    index: idx as usize,
+                    params,
+                    point: point as usize,
+                    device,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Every counted value of `metric` measured for cell `cell` (`cells.n`) of `campaign_id`.
+pub fn cell_values(c: &Conn, campaign_id: &str, cell: i64, metric: &str) -> Result<Vec<f64>> {
+    let values = c.query_map("SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
+          WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
+            AND sa.metric = ?3 AND sa.value IS NOT NULL
+          ORDER BY st.repetition, st.n", params![campaign_id, cell, metric], |r| r.get(0))?;
+    Ok(values)
+}
+
+/// Per cell of `campaign_id` with a counted measure step that ended: how many
+/// repetitions ended, and its values of `metric`.
+pub fn cells_measured(c: &Conn, campaign_id: &str, metric: &str) -> Result<Vec<CellMeasured>> {
+    let planned = c.query_map(
+        "SELECT st.cell, MAX(st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?2
+          GROUP BY st.cell",
+        params![campaign_id, StepState::Started.as_str()],
+        |r| Ok((r.get::<i64>(0)?, r.get::<u32>(1)?)),
+    )?;
+    planned
+        .into_iter()
+        .map(|(cell, repetitions)| {
+            Ok(CellMeasured {
+                cell,
+                repetitions,
+                values: cell_values(c, campaign_id, cell, metric)?,
+            })
+        })
+        .collect()
+}

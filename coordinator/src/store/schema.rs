@@ -1,0 +1,194 @@
+//! The SQLite schema, as migrations (rusqlite_migration), and the presence tables both
+//! engines share. PostgreSQL's schema is `db::pg_schema`.
+
+use rusqlite_migration::{Migrations, M};
+
+pub(super) fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![
+        M::up(
+            r#"
+        CREATE TABLE campaigns (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            file_name TEXT NOT NULL,
+            yaml TEXT NOT NULL,
+            params TEXT NOT NULL,          -- JSON list of parameter names, matrix order
+            repeat INTEGER NOT NULL,
+            state TEXT NOT NULL,           -- running | done | cancelled
+            submitted_unix_ms INTEGER NOT NULL,
+            UNIQUE (content_hash, generation)
+        );
+        -- `n` is the compact key steps and samples refer to: integers in submission order
+        -- keep their indexes append-mostly, which doubles the writer's throughput over
+        -- the random 16-hex-digit cell ids.
+        CREATE TABLE cells (
+            n INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+            host TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            params TEXT NOT NULL           -- JSON object, parameter -> value
+        );
+        CREATE INDEX cells_campaign ON cells (campaign_id);
+        CREATE TABLE plans (
+            id TEXT PRIMARY KEY,
+            campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+            host TEXT NOT NULL,
+            body TEXT NOT NULL,            -- JSON of the plan
+            steps_total INTEGER NOT NULL,
+            state TEXT NOT NULL,           -- queued | sent | accepted | done | cancelled | refused
+            queued_seq INTEGER NOT NULL,
+            error TEXT                     -- why the agent refused it
+        );
+        CREATE INDEX plans_host_state ON plans (host, state, queued_seq);
+        CREATE INDEX plans_campaign ON plans (campaign_id);
+        -- Rows are appended in arrival order; every index below grows at a handful of
+        -- points (one per running plan), which keeps the writer fast.
+        CREATE TABLE steps (
+            n INTEGER PRIMARY KEY,
+            plan_id TEXT NOT NULL,
+            step_index INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            state TEXT NOT NULL,           -- started | succeeded | failed | skipped
+            kind TEXT NOT NULL,
+            cell INTEGER NOT NULL,         -- cells.n
+            repetition INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            started_unix_ns INTEGER NOT NULL,
+            finished_unix_ns INTEGER NOT NULL,
+            exit_status INTEGER NOT NULL,
+            stderr_tail TEXT NOT NULL,
+            error TEXT NOT NULL,
+            UNIQUE (plan_id, step_index, attempt, state)
+        );
+        -- A step ends once: a second end record (a resend) is ignored, and so are its
+        -- samples. Samples are therefore unique per (cell, repetition, metric).
+        CREATE UNIQUE INDEX steps_one_end ON steps (plan_id, step_index) WHERE state != 'started';
+        CREATE TABLE samples (
+            step INTEGER NOT NULL REFERENCES steps(n),   -- the measure step's end record
+            metric TEXT NOT NULL,
+            value REAL,                    -- NULL when missing
+            unit TEXT NOT NULL,
+            histogram BLOB,
+            missing TEXT,                  -- why the tool could not measure it (bonnie++ `+++++`)
+            PRIMARY KEY (step, metric)
+        ) WITHOUT ROWID;
+        -- Samples with the step they came from, for reports and ad-hoc queries.
+        CREATE VIEW sample_rows AS
+            SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+                   sa.missing AS missing
+            FROM samples sa JOIN steps st ON st.n = sa.step;
+        CREATE TABLE agents (
+            host TEXT PRIMARY KEY,
+            boot_id TEXT NOT NULL,
+            agent_version TEXT NOT NULL,
+            last_seen_unix_ms INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL DEFAULT 0,
+            devices TEXT NOT NULL DEFAULT '[]'   -- JSON: the inventory of the last hello
+        );
+        "#,
+        ),
+        M::up(
+            r#"
+        -- Operator-given labels of the last hello, JSON object (`--label rack=b12`).
+        ALTER TABLE agents ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+        "#,
+        ),
+        M::up(
+            r#"
+        -- A measure cut off by a stop of the agent runs again after its repetition's
+        -- preparation ran again: those steps end once per attempt. A resend of an end is
+        -- still ignored, and a measure step still ends once, so samples stay unique per
+        -- (cell, repetition, metric).
+        DROP INDEX steps_one_end;
+        CREATE UNIQUE INDEX steps_one_end ON steps (plan_id, step_index, attempt) WHERE state != 'started';
+        CREATE UNIQUE INDEX steps_one_measure ON steps (plan_id, step_index) WHERE state != 'started' AND kind = 'measure';
+        "#,
+        ),
+        M::up(
+            r#"
+        -- The store's identity, random, made with the database. Campaign ids (and so plan
+        -- and cell ids) include it: a new store never plans an id an agent already holds.
+        CREATE TABLE store_identity (id TEXT NOT NULL);
+        INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(4))));
+        -- Records this store refused (they belong to a plan it never made: another or a
+        -- lost store's). Acked so the agent stops resending them, but never silently.
+        CREATE TABLE refused_records (
+            host TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            plan_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            at_unix_ms INTEGER NOT NULL,
+            PRIMARY KEY (host, seq, plan_id)
+        ) WITHOUT ROWID;
+        -- What a plan ran on (the agent's provenance snapshots), JSON facts per snapshot.
+        -- Keyed by the record's sequence number, so a resend is stored once.
+        CREATE TABLE provenance (
+            plan_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            step_index INTEGER NOT NULL,
+            trigger TEXT NOT NULL,
+            facts TEXT NOT NULL,
+            PRIMARY KEY (plan_id, seq)
+        ) WITHOUT ROWID;
+        "#,
+        ),
+        M::up(
+            r#"
+        -- Warm-up runs (`warmup:`) are stored like the others and kept out of every
+        -- statistic: `sample_rows` leaves them out, `warmup_rows` has only them.
+        ALTER TABLE steps ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;
+        -- The plan's warm-up step indexes (JSON list), so the writer marks their steps.
+        ALTER TABLE plans ADD COLUMN warmup_steps TEXT NOT NULL DEFAULT '[]';
+        -- What planning a later round of adaptive repetition needs: the matrix point and
+        -- the target device's path of each cell.
+        ALTER TABLE cells ADD COLUMN point INTEGER;
+        ALTER TABLE cells ADD COLUMN device TEXT;
+        DROP VIEW sample_rows;
+        CREATE VIEW sample_rows AS
+            SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+                   sa.missing AS missing
+            FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 0;
+        CREATE VIEW warmup_rows AS
+            SELECT st.cell AS cell, st.repetition AS repetition, st.attempt AS attempt, st.plan_id AS plan_id,
+                   st.host AS host, sa.metric AS metric, sa.value AS value, sa.unit AS unit, sa.histogram AS histogram,
+                   sa.missing AS missing
+            FROM samples sa JOIN steps st ON st.n = sa.step WHERE st.warmup = 1;
+        "#,
+        ),
+        M::up(PRESENCE_SCHEMA),
+    ])
+}
+
+/// Which coordinator holds which agent's stream, for coordinators sharing a store
+/// (`crate::presence`); the same text on both engines.
+pub(crate) const PRESENCE_SCHEMA: &str = r#"
+-- Coordinators on this store, each process once (`instance` is its notification mark),
+-- with the time of its last heartbeat: one silent for long is gone.
+CREATE TABLE coordinators (
+    instance TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    started_unix_ms BIGINT NOT NULL,
+    seen_unix_ms BIGINT NOT NULL
+);
+-- The hosts with plans waiting to be sent, or sent but maybe not received (another
+-- coordinator marked them sent on a stream that was already dead): what a coordinator
+-- told of plans by another dispatches to, without a read per connected host.
+CREATE INDEX plans_waiting ON plans (host) WHERE state IN ('queued', 'sent');
+-- Each coordinator's own view of the agents it holds or lost: rows are written only by
+-- their coordinator, so two never overwrite each other when an agent moves.
+CREATE TABLE agent_links (
+    coordinator TEXT NOT NULL,
+    host TEXT NOT NULL,
+    link TEXT NOT NULL,              -- connected | lost
+    tools TEXT NOT NULL,             -- JSON: the tools the agent reported
+    since_unix_ms BIGINT NOT NULL,
+    PRIMARY KEY (coordinator, host)
+);
+"#;
