@@ -4,7 +4,7 @@ use super::*;
 
 /// The PostgreSQL server tests use, when one is named: `PLATTER_TEST_POSTGRES` (a URL
 /// of a database the user may create schemas in). CI sets it
-/// (`PLATTER_TEST_REQUIRE_ROOT=1` makes its absence a failure); elsewhere the calling
+/// (`PLATTER_TEST_STRICT=1`, `platter_agent::testing::strict`, makes its absence a failure); elsewhere the calling
 /// test is skipped, saying so: `SKIPPED <test>: …`.
 pub fn postgres_url() -> Option<String> {
     postgres_url_or_skip("")
@@ -19,8 +19,8 @@ fn postgres_url_or_skip(part: &str) -> Option<String> {
             let current = std::thread::current();
             let test = current.name().unwrap_or("a test");
             assert!(
-                std::env::var("PLATTER_TEST_REQUIRE_ROOT").as_deref() != Ok("1"),
-                "{test}: PLATTER_TEST_REQUIRE_ROOT=1 but PLATTER_TEST_POSTGRES names no PostgreSQL server"
+                !platter_agent::testing::strict(),
+                "{test}: PLATTER_TEST_STRICT=1 but PLATTER_TEST_POSTGRES names no PostgreSQL server"
             );
             // Past the test harness's capture (`eprintln!` is captured), so that a
             // passing run still shows what it left out.
