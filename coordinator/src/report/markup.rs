@@ -4,8 +4,9 @@
 //! `render`. A format says only how it writes a heading, a table line and a list item
 //! (`Markup`); it decides nothing about what a report shows.
 
+use super::notes::{notes, Note};
 use super::{
-    details, findings_lines, findings_title, notes, pivot_text, provenance, rows, Failure, Report,
+    details, findings_lines, findings_title, pivot_text, provenance, rows, Failure, Report,
     MAX_FAILURES_SHOWN,
 };
 
@@ -44,6 +45,10 @@ pub(super) trait Markup {
     fn row(&self, cells: &[String], columns: &Self::Columns) -> String;
     /// A list item: a note (warning, comparison, verdict), a failure, a line of "ran on".
     fn item(&self, text: &str) -> String;
+    /// A note under the tables.
+    fn note(&self, n: &Note<'_>) -> String {
+        self.item(&n.to_string())
+    }
     fn ran_on(&self, line: &str) -> String {
         self.item(line)
     }
@@ -102,8 +107,8 @@ pub(super) fn render(m: &impl Markup, r: &Report) -> String {
     let notes = notes(r);
     if !notes.is_empty() {
         out.push('\n');
-        for n in notes {
-            out.push_str(&m.item(&n));
+        for n in &notes {
+            out.push_str(&m.note(n));
         }
     }
     for refusal in &r.refused {
