@@ -1,10 +1,12 @@
-//! The notes under a report's tables as typed values: what each says (provenance change,
-//! missing measurements, comparison, outlier, verdict, advice, a cell's warning or runs) is
-//! its variant, and its sentence is written once, by `Display`. Exporters choose and style
-//! notes by `Note` and `Tone`, never by reading the sentence. Builds nothing of the model.
+//! A report's sentences as typed values: the findings over the tables (`FindingLine`) and
+//! the notes under them (`Note`: provenance change, missing measurements, comparison,
+//! outlier, verdict, advice, a cell's warning or runs). What a line says is its variant;
+//! its sentence is written once, by `Display`. Exporters choose and style lines by variant
+//! and `Tone`, never by reading the sentence. Builds nothing of the model.
 
 use std::fmt;
 
+use super::findings::{DIFFERENCES_SHOWN, EQUAL_SHOWN};
 use super::judge::{FleetOutlier, JudgedComparison, Verdict};
 use super::{human, label_with_host, runs_notes, stats, CampaignState, Report};
 
@@ -249,6 +251,135 @@ pub fn notes(report: &Report) -> Vec<Note<'_>> {
             cell: label.clone(),
             text,
         }));
+    }
+    out
+}
+
+/// One line of the findings, the answer first.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FindingLine {
+    /// A significant difference, as `findings` words it.
+    Difference(String),
+    /// How many more significant differences JSON lists.
+    MoreDifferences(usize),
+    /// What was found equal, with its estimate.
+    NoDifference(String),
+    /// The rest of what was found equal, named only.
+    NoDifferenceEither(Vec<String>),
+    Qualification {
+        failed: usize,
+        checks: usize,
+    },
+    /// Measurements an ended campaign lacks, of those expected.
+    Missing {
+        missing: u32,
+        expected: u32,
+    },
+    StepsFailed(u32),
+    Refused(usize),
+    Uncompared(u32),
+}
+
+impl FindingLine {
+    /// What was found equal (shown muted where a format can).
+    pub fn is_equal(&self) -> bool {
+        matches!(
+            self,
+            FindingLine::NoDifference(_) | FindingLine::NoDifferenceEither(_)
+        )
+    }
+
+    /// A failed qualification or lost measurements: the answer is not whole.
+    pub fn is_failure(&self) -> bool {
+        matches!(
+            self,
+            FindingLine::Qualification { failed: 1.., .. } | FindingLine::Missing { .. }
+        )
+    }
+}
+
+impl fmt::Display for FindingLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FindingLine::Difference(t) => f.write_str(t),
+            FindingLine::MoreDifferences(more) => write!(
+                f,
+                "… and {more} more significant differences (`--format json`: findings)"
+            ),
+            FindingLine::NoDifference(t) => write!(f, "no significant difference: {t}"),
+            FindingLine::NoDifferenceEither(rest) => {
+                write!(f, "no significant difference either: {}", rest.join("; "))
+            }
+            FindingLine::Qualification { failed, checks } => {
+                f.write_str(&qualification_line(*failed, *checks, "; below"))
+            }
+            FindingLine::Missing { missing, expected } => write!(
+                f,
+                "MISSING: {missing} of {expected} measurements; the answer rests on the rest"
+            ),
+            FindingLine::StepsFailed(n) => write!(f, "{n} step(s) failed (below)"),
+            FindingLine::Refused(n) => write!(f, "{n} host(s) refused their plan (below)"),
+            FindingLine::Uncompared(n) => {
+                write!(f, "{n} comparison(s) could not be made (below)")
+            }
+        }
+    }
+}
+
+/// The findings as lines: the significant differences, largest first; what was found
+/// equal; the verdicts; and what the answer lacks (missing measurements, failed steps,
+/// refused plans, comparisons not made). Empty when there is nothing to say.
+pub fn findings(report: &Report) -> Vec<FindingLine> {
+    let f = &report.findings;
+    let mut out: Vec<FindingLine> = f
+        .differences
+        .iter()
+        .take(DIFFERENCES_SHOWN)
+        .map(|d| FindingLine::Difference(d.text()))
+        .collect();
+    let more = f.differences.len().saturating_sub(DIFFERENCES_SHOWN);
+    if more > 0 {
+        out.push(FindingLine::MoreDifferences(more));
+    }
+    // What was found equal, with its estimate (a cost too small to tell apart is still an
+    // answer); past a few, named only.
+    out.extend(
+        f.no_difference
+            .iter()
+            .take(EQUAL_SHOWN)
+            .map(|x| FindingLine::NoDifference(x.text())),
+    );
+    let rest: Vec<String> = f
+        .no_difference
+        .iter()
+        .skip(EQUAL_SHOWN)
+        .map(|x| x.equal_text())
+        .collect();
+    if !rest.is_empty() {
+        out.push(FindingLine::NoDifferenceEither(rest));
+    }
+    if !report.verdicts.is_empty() {
+        out.push(FindingLine::Qualification {
+            failed: report.verdicts.iter().filter(|v| !v.pass).count(),
+            checks: report.verdicts.len(),
+        });
+    }
+    let missing = report.lost_measurements();
+    if missing > 0 {
+        out.push(FindingLine::Missing {
+            missing,
+            expected: report.measurements_expected,
+        });
+    }
+    if report.steps_failed > 0 {
+        out.push(FindingLine::StepsFailed(report.steps_failed));
+    }
+    if !report.refused.is_empty() {
+        out.push(FindingLine::Refused(report.refused.len()));
+    }
+    let uncompared = report.uncompared();
+    if uncompared > 0 {
+        out.push(FindingLine::Uncompared(uncompared));
     }
     out
 }

@@ -204,6 +204,18 @@ impl<'a> Columns<'a> {
         }
     }
 
+    /// Column `i`'s host.
+    pub(crate) fn host(&self, i: usize) -> &'a str {
+        self.place[i].0
+    }
+
+    /// Column `i`'s device, when the columns name devices (some host ran on several).
+    pub(crate) fn device(&self, i: usize) -> Option<&'a str> {
+        let (host, position) = self.place[i];
+        let list = &self.devices[host];
+        (self.devices.values().any(|l| l.len() > 1)).then(|| list[position])
+    }
+
     /// The column of `c`, one of `cells` these columns were made of.
     pub(crate) fn of_cell(&self, c: &CellReport) -> usize {
         self.column_of[&(c.host.as_str(), device(c))]

@@ -16,7 +16,7 @@ use std::fmt::{self, Write as _};
 use indexmap::IndexMap;
 
 use self::charts::{Axis, Dot, DotPlot, Series, Unit};
-use super::notes::{notes, MissingMeasurements, Note};
+use super::notes::{findings, notes, MissingMeasurements, Note};
 use super::side::{Columns, SideBySide, SideRatio, SideValue, ValueMarks};
 use super::{esc, CellReport, Exporter, MetricStats, Report, MAX_FAILURES_SHOWN, PER_RUN};
 
@@ -100,6 +100,10 @@ struct View<'a> {
     /// Parameter names in campaign order, then any a cell has that the campaign does not list.
     order: Vec<String>,
     columns: Vec<String>,
+    /// Per column, its host.
+    column_hosts: Vec<String>,
+    /// Per column, its device when the columns name devices (a host ran on several).
+    column_labels: Vec<Option<String>>,
     configs: Vec<String>,
     /// Per cell: (column, configuration).
     place: Vec<(usize, usize)>,
@@ -143,6 +147,12 @@ impl<'a> View<'a> {
         View {
             r,
             order,
+            column_hosts: (0..columns.names.len())
+                .map(|i| columns.host(i).to_string())
+                .collect(),
+            column_labels: (0..columns.names.len())
+                .map(|i| columns.device(i).map(str::to_string))
+                .collect(),
             columns: columns.names,
             configs,
             place,
@@ -234,7 +244,7 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
 fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
     let r = v.r;
     let mut links = vec![("summary", "Summary")];
-    if !super::findings_lines(r).is_empty() {
+    if !findings(r).is_empty() {
         links.insert(0, ("findings", "Findings"));
     }
     if r.pivot.is_some() {
@@ -263,7 +273,7 @@ fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
 /// The answer first: the same lines as every text format, what is no significant
 /// difference greyed.
 fn write_findings(out: &mut String, r: &Report) -> fmt::Result {
-    let lines = super::findings_lines(r);
+    let lines = findings(r);
     if lines.is_empty() {
         return Ok(());
     }
@@ -273,14 +283,14 @@ fn write_findings(out: &mut String, r: &Report) -> fmt::Result {
         esc(&super::findings_title(r))
     )?;
     for l in lines {
-        let class = if l.starts_with("no significant difference") {
+        let class = if l.is_equal() {
             " class=\"muted\""
-        } else if l.starts_with("qualification: FAIL") || l.starts_with("MISSING") {
+        } else if l.is_failure() {
             " class=\"fail\""
         } else {
             ""
         };
-        writeln!(out, "<li{class}>{}</li>", esc(&l))?;
+        writeln!(out, "<li{class}>{}</li>", esc(&l.to_string()))?;
     }
     writeln!(out, "</ul></section>")
 }
@@ -523,22 +533,18 @@ fn write_hosts(out: &mut String, v: &View<'_>) -> fmt::Result {
         "<h3>Hosts and drives compared</h3><table id=\"hosts\"><thead><tr><th>host</th><th>drives (columns)</th><th>ran on</th></tr></thead><tbody>"
     )?;
     for (host, _) in &hosts {
-        let prefix = format!("{host}: ");
         let facts: Vec<String> = lines
             .iter()
-            .filter_map(|l| l.strip_prefix(&prefix))
-            .map(|l| esc(l.trim_start()))
+            .filter(|l| l.host == *host)
+            .map(|l| esc(l.text.trim_start()))
             .collect();
-        let columns: Vec<String> = v
-            .columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.as_str() == *host || c.starts_with(&format!("{host} ")))
-            .map(|(i, c)| {
+        let columns: Vec<String> = (0..v.columns.len())
+            .filter(|i| v.column_hosts[*i] == *host)
+            .map(|i| {
                 format!(
                     "<span class=\"swatch\" style=\"background:{}\"></span>{}",
                     charts::hex(charts::colour(i)),
-                    esc(c.strip_prefix(&format!("{host} ")).unwrap_or(c))
+                    esc(v.column_labels[i].as_deref().unwrap_or(&v.columns[i]))
                 )
             })
             .collect();
