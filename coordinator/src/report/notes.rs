@@ -158,39 +158,50 @@ impl fmt::Display for Note<'_> {
                 "comparisons: {family} tests at once; {together} significant after Holm's correction ({alone} at 5% each; about {:.1} would be by chance alone if nothing differed)",
                 *family as f64 * stats::ALPHA
             ),
-            Note::Outlier(o) => write!(
-                f,
-                "{OUTLIER}{}{} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})",
-                o.host,
-                with_space(&o.device),
-                o.group,
-                o.metric,
-                human(o.value, &o.unit),
-                o.times_median,
-                o.score
-            ),
+            Note::Outlier(o) => f.write_str(&outlier_text(o, &human)),
             Note::Qualification { failed, checks } => {
                 f.write_str(&qualification_line(*failed, *checks, ""))
             }
-            Note::Fail(v) => {
-                let what = match v.value {
-                    Some(x) => format!("measured {}", human(x, &v.unit)),
-                    None => "not measured".into(),
-                };
-                write!(
-                    f,
-                    "{FAIL}{}{} [{}]: {} ({what})",
-                    v.host,
-                    with_space(&v.device),
-                    v.cell,
-                    v.threshold
-                )
-            }
+            Note::Fail(v) => f.write_str(&fail_text(v, &human)),
             Note::Advice(a) => write!(f, "advice: {a}"),
             Note::CellWarning { cell, warning } => write!(f, "{cell}{WARNING}{warning}"),
             Note::CellRuns { cell, text } => write!(f, "{cell}: {text}"),
         }
     }
+}
+
+/// How a line shows a value with its unit: `human` in the text formats, the HTML page
+/// in its own `Unit`.
+pub(crate) type ShowValue<'a> = &'a dyn Fn(f64, &str) -> String;
+
+/// "outlier: rc66 sdb [size=4096]: wall 1.20 s is 2.0× the median of the fleet (robust
+/// score 5.0)".
+pub(crate) fn outlier_text(o: &FleetOutlier, show: ShowValue<'_>) -> String {
+    format!(
+        "{OUTLIER}{}{} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})",
+        o.host,
+        with_space(&o.device),
+        o.group,
+        o.metric,
+        show(o.value, &o.unit),
+        o.times_median,
+        o.score
+    )
+}
+
+/// "FAIL rc66 sdb [size=4096]: latency.p99 < 20ms (measured 103.22 ms)".
+pub(crate) fn fail_text(v: &Verdict, show: ShowValue<'_>) -> String {
+    let what = match v.value {
+        Some(x) => format!("measured {}", show(x, &v.unit)),
+        None => "not measured".into(),
+    };
+    format!(
+        "{FAIL}{}{} [{}]: {} ({what})",
+        v.host,
+        with_space(&v.device),
+        v.cell,
+        v.threshold
+    )
 }
 
 /// " sdb", or nothing for no device.

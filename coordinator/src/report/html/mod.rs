@@ -16,7 +16,9 @@ use std::fmt::{self, Write as _};
 use indexmap::IndexMap;
 
 use self::charts::{Axis, Dot, DotPlot, Series, Unit};
-use super::notes::{findings, notes, MissingMeasurements, Note};
+use super::notes::{
+    fail_text, findings, notes, outlier_text, qualification_line, MissingMeasurements, Note,
+};
 use super::side::{Columns, SideBySide, SideRatio, SideValue, ValueMarks};
 use super::{esc, CellReport, Exporter, MetricStats, Report, MAX_FAILURES_SHOWN, PER_RUN};
 
@@ -342,15 +344,14 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
         if failed.is_empty() {
             writeln!(
                 out,
-                "<li class=\"pass\">qualification: PASS ({} checks)</li>",
-                r.verdicts.len()
+                "<li class=\"pass\">{}</li>",
+                qualification_line(0, r.verdicts.len(), "")
             )?;
         } else {
             writeln!(
                 out,
-                "<li class=\"fail\">qualification: FAIL ({} of {} checks)<ul>",
-                failed.len(),
-                r.verdicts.len()
+                "<li class=\"fail\">{}<ul>",
+                qualification_line(failed.len(), r.verdicts.len(), "")
             )?;
             for (i, x) in failed.iter().enumerate() {
                 if i == MAX_LISTED {
@@ -360,25 +361,7 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
                         failed.len() - MAX_LISTED
                     )?;
                 }
-                let what = match x.value {
-                    Some(val) => {
-                        format!("measured {}", Unit::for_values(&[val], &x.unit).show(val))
-                    }
-                    None => "not measured".into(),
-                };
-                let device = if x.device.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", x.device)
-                };
-                writeln!(
-                    out,
-                    "<li>FAIL {}{} [{}]: {} ({what})</li>",
-                    esc(&x.host),
-                    esc(&device),
-                    esc(&x.cell),
-                    esc(&x.threshold)
-                )?;
+                writeln!(out, "<li>{}</li>", esc(&fail_text(x, &show)))?;
             }
             if failed.len() > MAX_LISTED {
                 writeln!(out, "</ul></details></li>")?;
@@ -434,22 +417,7 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
                 r.outliers.len() - MAX_LISTED
             )?;
         }
-        let device = if o.device.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", o.device)
-        };
-        writeln!(
-            out,
-            "<li>outlier: {}{} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})</li>",
-            esc(&o.host),
-            esc(&device),
-            esc(&o.group),
-            esc(&o.metric),
-            esc(&Unit::for_values(&[o.value], &o.unit).show(o.value)),
-            o.times_median,
-            o.score
-        )?;
+        writeln!(out, "<li>{}</li>", esc(&outlier_text(o, &show)))?;
     }
     if r.outliers.len() > MAX_LISTED {
         writeln!(out, "</ul></details></li>")?;
@@ -677,6 +645,11 @@ fn unit_suffix(u: &Unit) -> String {
     } else {
         format!(" [{}]", esc(&u.label))
     }
+}
+
+/// A value in a sentence, in the unit that suits it alone.
+fn show(v: f64, unit: &str) -> String {
+    Unit::for_values(&[v], unit).show(v)
 }
 
 /// The pieces of a side-by-side value in HTML: the median bold, the interval greyed, a
