@@ -4,9 +4,9 @@
 //! `render`. A format says only how it writes a heading, a table line and a list item
 //! (`Markup`); it decides nothing about what a report shows.
 
+use super::notes::{findings, notes, Note};
 use super::{
-    details, findings_lines, findings_title, notes, pivot_text, provenance, rows, Failure, Report,
-    MAX_FAILURES_SHOWN,
+    details, findings_title, pivot_text, provenance, rows, Failure, Report, MAX_FAILURES_SHOWN,
 };
 
 /// What a section heading introduces.
@@ -44,6 +44,10 @@ pub(super) trait Markup {
     fn row(&self, cells: &[String], columns: &Self::Columns) -> String;
     /// A list item: a note (warning, comparison, verdict), a failure, a line of "ran on".
     fn item(&self, text: &str) -> String;
+    /// A note under the tables.
+    fn note(&self, n: &Note<'_>) -> String {
+        self.item(&n.to_string())
+    }
     fn ran_on(&self, line: &str) -> String {
         self.item(line)
     }
@@ -57,11 +61,11 @@ pub(super) trait Markup {
 
 pub(super) fn render(m: &impl Markup, r: &Report) -> String {
     let mut out = m.title(r);
-    let findings = findings_lines(r);
+    let findings = findings(r);
     if !findings.is_empty() {
         out.push_str(&m.heading(Heading::Pivot(&findings_title(r))));
         for f in findings {
-            out.push_str(&m.item(&f));
+            out.push_str(&m.item(&f.to_string()));
         }
     }
     if let Some(s) = &r.side_by_side {
@@ -96,14 +100,14 @@ pub(super) fn render(m: &impl Markup, r: &Report) -> String {
     if !ran_on.is_empty() {
         out.push_str(&m.heading(Heading::RanOn));
         for l in ran_on {
-            out.push_str(&m.ran_on(&l));
+            out.push_str(&m.ran_on(&l.to_string()));
         }
     }
     let notes = notes(r);
     if !notes.is_empty() {
         out.push('\n');
-        for n in notes {
-            out.push_str(&m.item(&n));
+        for n in &notes {
+            out.push_str(&m.note(n));
         }
     }
     for refusal in &r.refused {

@@ -10,6 +10,7 @@ pub mod judge;
 mod junit;
 mod markdown;
 mod markup;
+pub mod notes;
 pub mod provenance;
 pub mod side;
 pub mod stats;
@@ -122,6 +123,51 @@ pub struct CellReport {
     pub stopped: Option<String>,
 }
 
+#[cfg(test)]
+impl CellReport {
+    /// A cell for tests: its id, host, parameters and metrics, and nothing else.
+    pub(crate) fn for_test(
+        cell_id: String,
+        host: &str,
+        params: &[(&str, &str)],
+        metrics: Vec<MetricStats>,
+    ) -> CellReport {
+        CellReport {
+            cell_id,
+            host: host.into(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            metrics,
+            unmeasured: vec![],
+            failed: 0,
+            latency: None,
+            warnings: vec![],
+            advice: vec![],
+            warmup: vec![],
+            stopped: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl MetricStats {
+    /// `metric` summarized from `values`, for tests.
+    pub(crate) fn of_values(metric: &str, unit: &str, values: &[f64]) -> MetricStats {
+        MetricStats {
+            metric: metric.into(),
+            unit: unit.into(),
+            stats: stats::summarize(values).expect("values to summarize"),
+            values: values.to_vec(),
+            not_measured: 0,
+            not_measured_reason: String::new(),
+            samples: vec![],
+            same_as: None,
+        }
+    }
+}
+
 /// One metric's values of a cell's warm-up runs, in run order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Warmup {
@@ -198,7 +244,7 @@ pub struct Report {
     pub schema_version: u32,
     pub campaign_id: String,
     pub name: String,
-    pub state: String,
+    pub state: CampaignState,
     pub params: Vec<String>,
     pub repeat: u32,
     /// The repetition rule as written when it says more than `repeat` (adaptive
@@ -244,6 +290,70 @@ pub struct Report {
     pub devices_used: provenance::UsedDevices,
 }
 
+/// A campaign's state as the store names it: running until its last plan ends, then done,
+/// or cancelled. Written (title, JSON) as the store's word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CampaignState {
+    Running,
+    Done,
+    Cancelled,
+    /// A state this version does not know, kept as written.
+    Other(String),
+}
+
+impl CampaignState {
+    pub fn as_str(&self) -> &str {
+        match self {
+            CampaignState::Running => "running",
+            CampaignState::Done => "done",
+            CampaignState::Cancelled => "cancelled",
+            CampaignState::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for CampaignState {
+    fn from(s: String) -> CampaignState {
+        match s.as_str() {
+            "running" => CampaignState::Running,
+            "done" => CampaignState::Done,
+            "cancelled" => CampaignState::Cancelled,
+            _ => CampaignState::Other(s),
+        }
+    }
+}
+
+impl From<&str> for CampaignState {
+    fn from(s: &str) -> CampaignState {
+        CampaignState::from(s.to_string())
+    }
+}
+
+/// An empty state, as a report built in memory has.
+impl Default for CampaignState {
+    fn default() -> CampaignState {
+        CampaignState::Other(String::new())
+    }
+}
+
+impl PartialEq<&str> for CampaignState {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for CampaignState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CampaignState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl Report {
     /// "3"; "5–50 (until …)"; with warm-up runs, "3, after 2 warm-up run(s) not counted".
     pub fn repeat_text(&self) -> String {
@@ -268,7 +378,7 @@ impl Report {
 
     /// Measurements that should be here and are not, in a campaign that has ended.
     pub fn lost_measurements(&self) -> u32 {
-        if self.state == "running" {
+        if self.state == CampaignState::Running {
             0
         } else {
             self.measurements_missing
@@ -613,7 +723,7 @@ impl Report {
                 schema_version: 1,
                 campaign_id: campaign_id.to_string(),
                 name,
-                state,
+                state: CampaignState::from(state),
                 params: serde_json::from_str(&params)?,
                 repeat,
                 repetition: spec.as_ref().filter(|s| s.repeat.is_adaptive()).map(|s| s.repeat.to_string()).unwrap_or_default(),
@@ -987,108 +1097,6 @@ pub(crate) fn label_with_host(c: &CellReport) -> String {
     }
 }
 
-/// Lines under the tables: comparisons with the baseline, qualification, merged
-/// per-operation latency and advice, per cell.
-pub(crate) fn notes(report: &Report) -> Vec<String> {
-    let mut out = report.provenance_changes.clone();
-    if report.measurements_missing > 0 {
-        let (m, n) = (report.measurements_missing, report.measurements_expected);
-        out.push(if report.state == "running" {
-            format!(
-                "incomplete: the campaign is still running; {m} of {n} measurements not stored yet"
-            )
-        } else {
-            format!(
-                "MISSING: {m} of {n} expected measurements never reached this store \
-                 (no result, failure or skip was recorded): the summaries rest on the rest"
-            )
-        });
-    }
-    for c in &report.comparisons {
-        out.push(format!(
-            "{}: {} ({})",
-            c.row.context, c.row.text, c.row.metric
-        ));
-    }
-    if let Some(family) = report.comparisons.iter().map(|c| c.family).max() {
-        if family > 1 {
-            let alone = report
-                .comparisons
-                .iter()
-                .filter(|c| c.p_value.is_some_and(|p| p <= stats::ALPHA))
-                .count();
-            let together = report
-                .comparisons
-                .iter()
-                .filter(|c| c.row.significant)
-                .count();
-            out.push(format!(
-                "comparisons: {family} tests at once; {together} significant after Holm's correction ({alone} at 5% each; about {:.1} would be by chance alone if nothing differed)",
-                family as f64 * stats::ALPHA
-            ));
-        }
-    }
-    for o in &report.outliers {
-        let device = if o.device.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", o.device)
-        };
-        out.push(format!(
-            "outlier: {}{device} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})",
-            o.host,
-            o.group,
-            o.metric,
-            human(o.value, &o.unit),
-            o.times_median,
-            o.score
-        ));
-    }
-    if !report.verdicts.is_empty() {
-        let failed: Vec<&judge::Verdict> = report.verdicts.iter().filter(|v| !v.pass).collect();
-        out.push(if failed.is_empty() {
-            format!("qualification: PASS ({} checks)", report.verdicts.len())
-        } else {
-            format!(
-                "qualification: FAIL ({} of {} checks)",
-                failed.len(),
-                report.verdicts.len()
-            )
-        });
-        for v in failed {
-            let what = match v.value {
-                Some(x) => format!("measured {}", human(x, &v.unit)),
-                None => "not measured".into(),
-            };
-            let device = if v.device.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", v.device)
-            };
-            out.push(format!(
-                "FAIL {}{device} [{}]: {} ({what})",
-                v.host, v.cell, v.threshold
-            ));
-        }
-    }
-    out.extend(report.advice.iter().map(|a| format!("advice: {a}")));
-    for c in &report.cells {
-        let label = {
-            let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            if params.is_empty() {
-                c.host.clone()
-            } else {
-                format!("{} {}", c.host, params.join(" "))
-            }
-        };
-        for w in &c.warnings {
-            out.push(format!("{label}: warning: {w}"));
-        }
-        out.extend(runs_notes(c).into_iter().map(|n| format!("{label}: {n}")));
-    }
-    out
-}
-
 /// Every cell's advice, one line each: the details the notes' "advice:" lines count.
 pub(crate) fn details(report: &Report) -> Vec<String> {
     report
@@ -1101,77 +1109,6 @@ pub(crate) fn details(report: &Report) -> Vec<String> {
                 .map(move |a| format!("{label}: {}", a.text()))
         })
         .collect()
-}
-
-/// The findings as lines: the significant differences, largest first; what was found
-/// equal; the verdicts; and what the answer lacks (missing measurements, failed steps,
-/// refused plans, comparisons not made). Empty when there is nothing to say.
-pub(crate) fn findings_lines(report: &Report) -> Vec<String> {
-    let f = &report.findings;
-    let mut out = Vec::new();
-    for d in f.differences.iter().take(findings::DIFFERENCES_SHOWN) {
-        out.push(d.text());
-    }
-    let more = f
-        .differences
-        .len()
-        .saturating_sub(findings::DIFFERENCES_SHOWN);
-    if more > 0 {
-        out.push(format!(
-            "… and {more} more significant differences (`--format json`: findings)"
-        ));
-    }
-    // What was found equal, with its estimate (a cost too small to tell apart is still an
-    // answer); past a few, named only.
-    for x in f.no_difference.iter().take(findings::EQUAL_SHOWN) {
-        out.push(format!("no significant difference: {}", x.text()));
-    }
-    let rest: Vec<String> = f
-        .no_difference
-        .iter()
-        .skip(findings::EQUAL_SHOWN)
-        .map(|x| x.equal_text())
-        .collect();
-    if !rest.is_empty() {
-        out.push(format!(
-            "no significant difference either: {}",
-            rest.join("; ")
-        ));
-    }
-    if !report.verdicts.is_empty() {
-        let failed = report.verdicts.iter().filter(|v| !v.pass).count();
-        out.push(if failed == 0 {
-            format!("qualification: PASS ({} checks)", report.verdicts.len())
-        } else {
-            format!(
-                "qualification: FAIL ({failed} of {} checks; below)",
-                report.verdicts.len()
-            )
-        });
-    }
-    let missing = report.lost_measurements();
-    if missing > 0 {
-        out.push(format!(
-            "MISSING: {missing} of {} measurements; the answer rests on the rest",
-            report.measurements_expected
-        ));
-    }
-    if report.steps_failed > 0 {
-        out.push(format!("{} step(s) failed (below)", report.steps_failed));
-    }
-    if !report.refused.is_empty() {
-        out.push(format!(
-            "{} host(s) refused their plan (below)",
-            report.refused.len()
-        ));
-    }
-    let uncompared = report.uncompared();
-    if uncompared > 0 {
-        out.push(format!(
-            "{uncompared} comparison(s) could not be made (below)"
-        ));
-    }
-    out
 }
 
 /// The findings' heading: the metric, what × means.
@@ -1327,7 +1264,7 @@ pub(crate) fn rows(report: &Report) -> (Vec<String>, Vec<(String, Vec<String>)>)
                 "its host refused the plan".to_string()
             } else if cell.failed > 0 {
                 format!("{} failed", cell.failed)
-            } else if report.state == "running" {
+            } else if report.state == CampaignState::Running {
                 "not run yet".to_string()
             } else {
                 "no measurement arrived".to_string()

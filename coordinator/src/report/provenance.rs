@@ -274,11 +274,46 @@ fn is_used(used: &UsedDevices, s: &Snapshot, d: &DeviceFacts) -> bool {
     s.facts.storage.is_some() || used.contains(&(s.host.clone(), d.device.name.clone()))
 }
 
+/// A line of "ran on": a host's system, or one of its details (a drive, the storage, the
+/// tools) indented under it; written "rc66: Linux …", "rc66:   storage …".
+#[derive(Debug, Clone, PartialEq)]
+pub struct RanOn {
+    pub host: String,
+    /// Under the host's system line.
+    pub detail: bool,
+    pub text: String,
+}
+
+impl RanOn {
+    fn host(s: &Snapshot, text: String) -> RanOn {
+        RanOn {
+            host: s.host.clone(),
+            detail: false,
+            text,
+        }
+    }
+
+    fn detail(s: &Snapshot, text: String) -> RanOn {
+        RanOn {
+            host: s.host.clone(),
+            detail: true,
+            text,
+        }
+    }
+}
+
+impl std::fmt::Display for RanOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let indent = if self.detail { "  " } else { "" };
+        write!(f, "{}: {indent}{}", self.host, self.text)
+    }
+}
+
 /// "ran on" lines: each host's first snapshot in full, then only what later ones add.
-pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<RanOn> {
+    let mut out: Vec<RanOn> = Vec::new();
     // A line already said for this host (an identical later snapshot) is not repeated.
-    let push = |line: String, out: &mut Vec<String>| {
+    let push = |line: RanOn, out: &mut Vec<RanOn>| {
         if !out.contains(&line) {
             out.push(line);
         }
@@ -286,26 +321,28 @@ pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
     for s in snapshots {
         if let Some(h) = &s.facts.host {
             push(
-                format!(
-                    "{}: Linux {} ({}), {} × {}, {} memory, platter-agent {}{}",
-                    s.host,
-                    h.kernel_release,
-                    h.kernel_version,
-                    if h.cpu_model.is_empty() {
-                        "CPU unknown"
-                    } else {
-                        &h.cpu_model
-                    },
-                    h.cpu_count,
-                    human(h.memory_bytes as f64, "B"),
-                    h.agent_version,
-                    placement(h).map(|p| format!("; {p}")).unwrap_or_default()
+                RanOn::host(
+                    s,
+                    format!(
+                        "Linux {} ({}), {} × {}, {} memory, platter-agent {}{}",
+                        h.kernel_release,
+                        h.kernel_version,
+                        if h.cpu_model.is_empty() {
+                            "CPU unknown"
+                        } else {
+                            &h.cpu_model
+                        },
+                        h.cpu_count,
+                        human(h.memory_bytes as f64, "B"),
+                        h.agent_version,
+                        placement(h).map(|p| format!("; {p}")).unwrap_or_default()
+                    ),
                 ),
                 &mut out,
             );
         }
         for d in s.facts.devices.iter().filter(|d| is_used(used, s, d)) {
-            push(format!("{}:   {}", s.host, device_line(d)), &mut out);
+            push(RanOn::detail(s, device_line(d)), &mut out);
         }
         if let Some(st) = &s.facts.storage {
             let mounts: Vec<String> = st
@@ -319,8 +356,7 @@ pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
                 })
                 .collect();
             let mut line = format!(
-                "{}:   storage {}: {}",
-                s.host,
+                "storage {}: {}",
                 s.storage_config,
                 if mounts.is_empty() {
                     "no mount found".to_string()
@@ -332,12 +368,12 @@ pub fn lines(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
                 line.push_str(&format!("; made by {}", st.mkfs_version));
             }
             line.push_str(&format!("; write cache {}", st.write_cache));
-            push(line, &mut out);
+            push(RanOn::detail(s, line), &mut out);
         }
         if !s.facts.tools.is_empty() {
             let tools: Vec<String> = s.facts.tools.values().cloned().collect();
             push(
-                format!("{}:   tools: {}", s.host, tools.join("; ")),
+                RanOn::detail(s, format!("tools: {}", tools.join("; "))),
                 &mut out,
             );
         }

@@ -153,6 +153,80 @@ pub fn ratio_digits(r: f64) -> String {
     }
 }
 
+/// The view's columns: one per host, or `host device` when a host ran on several devices;
+/// the baseline host first, then hosts in order of appearance, a host's devices by
+/// position. The text and HTML views take their columns from here.
+pub(crate) struct Columns<'a> {
+    pub names: Vec<String>,
+    /// Each host's devices, in the order its cells name them ("" for none).
+    devices: IndexMap<&'a str, Vec<&'a str>>,
+    /// The column of each (host, device).
+    column_of: IndexMap<(&'a str, &'a str), usize>,
+    /// Each column's host and the device's position on it.
+    place: Vec<(&'a str, usize)>,
+}
+
+impl<'a> Columns<'a> {
+    pub(crate) fn of(cells: &'a [CellReport], baseline_host: Option<&'a str>) -> Columns<'a> {
+        let mut devices: IndexMap<&str, Vec<&str>> = IndexMap::new();
+        if let Some(b) = baseline_host {
+            if cells.iter().any(|c| c.host == b) {
+                devices.insert(b, Vec::new());
+            }
+        }
+        for c in cells {
+            let list = devices.entry(c.host.as_str()).or_default();
+            let d = device(c);
+            if !list.contains(&d) {
+                list.push(d);
+            }
+        }
+        let width = devices.values().map(Vec::len).max().unwrap_or(0);
+        let mut names = Vec::new();
+        let mut column_of: IndexMap<(&str, &str), usize> = IndexMap::new();
+        let mut place: Vec<(&str, usize)> = Vec::new();
+        for (host, list) in &devices {
+            for (position, d) in list.iter().enumerate() {
+                place.push((host, position));
+                column_of.insert((host, d), names.len());
+                names.push(if width > 1 {
+                    format!("{host} {d}")
+                } else {
+                    host.to_string()
+                });
+            }
+        }
+        Columns {
+            names,
+            devices,
+            column_of,
+            place,
+        }
+    }
+
+    /// Column `i`'s host.
+    pub(crate) fn host(&self, i: usize) -> &'a str {
+        self.place[i].0
+    }
+
+    /// Column `i`'s device, when the columns name devices (some host ran on several).
+    pub(crate) fn device(&self, i: usize) -> Option<&'a str> {
+        let (host, position) = self.place[i];
+        let list = &self.devices[host];
+        (self.devices.values().any(|l| l.len() > 1)).then(|| list[position])
+    }
+
+    /// The column of `c`, one of `cells` these columns were made of.
+    pub(crate) fn of_cell(&self, c: &CellReport) -> usize {
+        self.column_of[&(c.host.as_str(), device(c))]
+    }
+}
+
+/// A cell's device parameter, "" without one.
+fn device(c: &CellReport) -> &str {
+    c.params.get(DEVICE).map(String::as_str).unwrap_or("")
+}
+
 /// The side-by-side view of `cells`, or `None` when they all ran in one column (one host,
 /// one device): then the per-host table says everything.
 pub fn build(
@@ -161,37 +235,17 @@ pub fn build(
     outliers: &[super::judge::FleetOutlier],
     comparisons: &[super::judge::JudgedComparison],
 ) -> Option<SideBySide> {
-    // Columns: the baseline host first, then hosts in order of appearance; a host's
-    // devices by position.
-    let mut devices: IndexMap<&str, Vec<&str>> = IndexMap::new();
-    if let Some(b) = settings.baseline.as_ref().filter(|b| b.key == "host") {
-        if cells.iter().any(|c| c.host == b.value) {
-            devices.insert(b.value.as_str(), Vec::new());
-        }
-    }
-    for c in cells {
-        let list = devices.entry(c.host.as_str()).or_default();
-        let d = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
-        if !list.contains(&d) {
-            list.push(d);
-        }
-    }
-    let width = devices.values().map(Vec::len).max().unwrap_or(0);
-    let mut columns = Vec::new();
-    let mut column_of: IndexMap<(&str, &str), usize> = IndexMap::new();
-    // Each column's host and the device's position on it.
-    let mut place: Vec<(&str, usize)> = Vec::new();
-    for (host, list) in &devices {
-        for (position, d) in list.iter().enumerate() {
-            place.push((host, position));
-            column_of.insert((host, d), columns.len());
-            columns.push(if width > 1 {
-                format!("{host} {d}")
-            } else {
-                host.to_string()
-            });
-        }
-    }
+    let baseline_host = settings
+        .baseline
+        .as_ref()
+        .filter(|b| b.key == "host")
+        .map(|b| b.value.as_str());
+    let Columns {
+        names: columns,
+        devices,
+        column_of,
+        place,
+    } = Columns::of(cells, baseline_host);
     if columns.len() < 2 {
         return None;
     }
@@ -199,7 +253,6 @@ pub fn build(
     // their metrics.
     let mut groups: IndexMap<Configuration, Vec<(usize, &CellReport)>> = IndexMap::new();
     for c in cells {
-        let d = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
         let params: Vec<(String, String)> = c
             .params
             .iter()
@@ -209,7 +262,7 @@ pub fn build(
         groups
             .entry(params)
             .or_default()
-            .push((column_of[&(c.host.as_str(), d)], c));
+            .push((column_of[&(c.host.as_str(), device(c))], c));
     }
     let baseline = settings
         .baseline
@@ -235,7 +288,7 @@ pub fn build(
     // then by position) and, on their metric, the numbers.
     let compared: HashMap<&str, &super::judge::JudgedComparison> = comparisons
         .iter()
-        .filter(|_| baseline.is_some())
+        .filter(|c| baseline.is_some() && c.compared)
         .filter_map(|c| Some((c.cells.as_ref()?.candidate.as_str(), c)))
         .collect();
     let compared_metric = if settings.metric.is_empty() {
@@ -336,7 +389,7 @@ fn compare(base: &CellReport, cell: &CellReport, metric: &str) -> Option<stats::
 
 fn value_of(c: &CellReport, metric: &str, outliers: &[super::judge::FleetOutlier]) -> SideValue {
     if let Some(m) = c.metrics.iter().find(|m| m.metric == metric) {
-        let device = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+        let device = device(c);
         return SideValue::Measured {
             median: m.stats.median,
             ci: m.stats.median_ci,
@@ -359,6 +412,75 @@ fn value_of(c: &CellReport, metric: &str, outliers: &[super::judge::FleetOutlier
         } else {
             "no value".into()
         },
+    }
+}
+
+/// How a format writes the pieces of a value of the view; `SideValue::text` puts them
+/// together, the same way for every format.
+pub(crate) trait ValueMarks {
+    /// A median, as the format shows it.
+    fn median(&self, v: f64) -> String;
+    /// An end of the interval, as the format shows it.
+    fn bound(&self, v: f64) -> String;
+    /// The interval, "(lo … hi)".
+    fn interval(&self, text: String) -> String {
+        text
+    }
+    fn ratio(&self, r: &SideRatio) -> String {
+        r.text()
+    }
+    /// Text from the model (why a value is missing), escaped as the format needs.
+    fn words(&self, text: &str) -> String {
+        text.to_string()
+    }
+}
+
+/// Plain text in one scale.
+struct Plain<'a>(&'a Scale);
+
+impl ValueMarks for Plain<'_> {
+    fn median(&self, v: f64) -> String {
+        self.0.show(v)
+    }
+    fn bound(&self, v: f64) -> String {
+        self.0.bare(v)
+    }
+}
+
+impl SideValue {
+    /// "12.1 ms (11.9 … 12.4) ×1.43 (1.21–1.70) OUTLIER", "— (2 failed)", "—": a value of
+    /// the view, its pieces written by `marks`.
+    pub(crate) fn text(&self, marks: &impl ValueMarks) -> String {
+        match self {
+            SideValue::Measured {
+                median,
+                ci,
+                ratio,
+                outlier,
+                ..
+            } => {
+                // The median first; its interval, ratio and flag may wrap under it.
+                let mut t = marks.median(*median);
+                if let Some((lo, hi)) = ci {
+                    t.push(' ');
+                    t.push_str(&marks.interval(format!(
+                        "({} … {})",
+                        marks.bound(*lo),
+                        marks.bound(*hi)
+                    )));
+                }
+                if let Some(x) = ratio {
+                    t.push(' ');
+                    t.push_str(&marks.ratio(x));
+                }
+                if *outlier {
+                    t.push_str(" OUTLIER");
+                }
+                t
+            }
+            SideValue::NotMeasured { why } => format!("— ({})", marks.words(why)),
+            SideValue::Absent => "—".into(),
+        }
     }
 }
 
@@ -406,30 +528,7 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
         cells.push(row.metric.clone());
         let scale = Scale::for_row(row);
         for v in &row.values {
-            cells.push(match v {
-                SideValue::Measured {
-                    median,
-                    ci,
-                    ratio,
-                    outlier,
-                    ..
-                } => {
-                    let mut t = scale.show(*median);
-                    if let Some((lo, hi)) = ci {
-                        t.push_str(&format!(" ({} … {})", scale.bare(*lo), scale.bare(*hi)));
-                    }
-                    if let Some(x) = ratio {
-                        t.push(' ');
-                        t.push_str(&x.text());
-                    }
-                    if *outlier {
-                        t.push_str(" OUTLIER");
-                    }
-                    t
-                }
-                SideValue::NotMeasured { why } => format!("— ({why})"),
-                SideValue::Absent => "—".into(),
-            });
+            cells.push(v.text(&Plain(&scale)));
         }
         rows.push(cells);
     }
@@ -467,37 +566,17 @@ impl Scale {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{MetricStats, Stats};
+    use crate::report::MetricStats;
 
     fn cell(host: &str, device: Option<&str>, bs: &str, wall: &[f64]) -> CellReport {
-        let mut params = IndexMap::new();
-        params.insert("bs".to_string(), bs.to_string());
-        if let Some(d) = device {
-            params.insert(DEVICE.to_string(), d.to_string());
-        }
-        let s: Stats = stats::summarize(wall).unwrap();
-        CellReport {
-            cell_id: format!("{host}-{bs}"),
-            host: host.into(),
-            params,
-            metrics: vec![MetricStats {
-                metric: "wall".into(),
-                unit: "s".into(),
-                stats: s,
-                not_measured: 0,
-                not_measured_reason: String::new(),
-                values: wall.to_vec(),
-                samples: vec![],
-                same_as: None,
-            }],
-            unmeasured: vec![],
-            failed: 0,
-            latency: None,
-            warnings: vec![],
-            advice: vec![],
-            warmup: vec![],
-            stopped: None,
-        }
+        let mut params = vec![("bs", bs)];
+        params.extend(device.map(|d| (DEVICE, d)));
+        CellReport::for_test(
+            format!("{host}-{bs}"),
+            host,
+            &params,
+            vec![MetricStats::of_values("wall", "s", wall)],
+        )
     }
 
     const SIX: usize = 6;

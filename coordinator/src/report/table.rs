@@ -1,9 +1,13 @@
 //! Aligned plain-text table for terminals, one block per host.
 
 use super::markup::{self, Grid, Heading, Markup};
+use super::notes::{tone_of_line, Tone};
 use super::{aligned, widths, Exporter, Failure, Report};
 
 pub struct Table;
+
+/// The start of a host's heading and of a refusal: both name the host first.
+const HOST: &str = "host ";
 
 impl Exporter for Table {
     fn render(&self, r: &Report) -> String {
@@ -27,7 +31,7 @@ impl Markup for Table {
 
     fn heading(&self, h: Heading<'_>) -> String {
         match h {
-            Heading::Host(host) => format!("\nhost {host}\n"),
+            Heading::Host(host) => format!("\n{HOST}{host}\n"),
             Heading::Pivot(title) => format!("\n{title}\n"),
             Heading::RanOn => "\nran on\n".into(),
         }
@@ -59,7 +63,7 @@ impl Markup for Table {
     }
 
     fn refusal(&self, host: &str, reason: &str) -> String {
-        format!("\nhost {host} refused the plan, nothing ran: {reason}\n")
+        format!("\n{HOST}{host} refused the plan, nothing ran: {reason}\n")
     }
 
     fn failed(&self, steps: u32) -> String {
@@ -85,7 +89,9 @@ impl Markup for Table {
 
 /// Colour for a terminal: verdicts red or green, outliers and warnings yellow, host
 /// headings bold. Applied to the rendered table by the CLI, only when stdout is a terminal
-/// and NO_COLOR is unset, so files, pipes and scripts get the plain text.
+/// and NO_COLOR is unset, so files, pipes and scripts get the plain text. A coordinator
+/// sends the table rendered, so the tones are read back from the lines' openings, which
+/// `notes` and this file write from the same constants.
 pub fn colorize(text: &str) -> String {
     const RED: &str = "\x1b[31m";
     const GREEN: &str = "\x1b[32m";
@@ -94,17 +100,12 @@ pub fn colorize(text: &str) -> String {
     const RESET: &str = "\x1b[0m";
     let mut out = String::with_capacity(text.len() + 64);
     for line in text.split_inclusive('\n') {
-        let body = line.trim_start();
-        let colour = if body.starts_with("FAIL ") || body.starts_with("qualification: FAIL") {
-            Some(RED)
-        } else if body.starts_with("qualification: PASS") {
-            Some(GREEN)
-        } else if body.starts_with("outlier: ") || body.contains(": warning: ") {
-            Some(YELLOW)
-        } else if line.starts_with("host ") {
-            Some(BOLD)
-        } else {
-            None
+        let colour = match tone_of_line(line.trim_start()) {
+            Tone::Bad => Some(RED),
+            Tone::Good => Some(GREEN),
+            Tone::Caution => Some(YELLOW),
+            Tone::Plain if line.starts_with(HOST) => Some(BOLD),
+            Tone::Plain => None,
         };
         match colour {
             Some(c) => {

@@ -66,22 +66,7 @@ fn metric(name: &str, median: f64, ci: bool) -> MetricStats {
 }
 
 fn cell(host: &str, params: &[(&str, &str)], metrics: Vec<MetricStats>) -> CellReport {
-    CellReport {
-        cell_id: format!("c-{host}-{}", params.len()),
-        host: host.into(),
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        metrics,
-        unmeasured: vec![],
-        failed: 0,
-        latency: None,
-        warnings: vec![],
-        advice: vec![],
-        warmup: vec![],
-        stopped: None,
-    }
+    CellReport::for_test(format!("c-{host}-{}", params.len()), host, params, metrics)
 }
 
 fn report(params: &[&str], cells: Vec<CellReport>) -> Report {

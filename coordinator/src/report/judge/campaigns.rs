@@ -1,0 +1,172 @@
+//! `platter compare`: two campaigns (or two hosts of them) cell by cell.
+
+use serde::Serialize;
+
+use super::comparisons::{context, judge_family, pending, Compared, UnmatchedCell};
+use super::JudgedComparison;
+use crate::report::{CellReport, Report};
+
+/// `platter compare A B`: what it compared and what it could not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CampaignComparison {
+    /// Campaign A's id.
+    pub baseline: String,
+    /// Campaign B's id.
+    pub candidate: String,
+    pub metric: String,
+    /// Each cell of B that A has too, decided together with Holm's correction; a row with
+    /// `compared: false` when either side has no usable values of the metric.
+    pub rows: Vec<JudgedComparison>,
+    /// Cells of A without a cell of the same host and parameters in B, and the reverse.
+    pub only_in_a: Vec<UnmatchedCell>,
+    pub only_in_b: Vec<UnmatchedCell>,
+}
+
+impl CampaignComparison {
+    /// Cells that were not compared: without a counterpart, or without values.
+    pub fn incomplete(&self) -> usize {
+        self.only_in_a.len()
+            + self.only_in_b.len()
+            + self.rows.iter().filter(|r| !r.compared).count()
+    }
+}
+
+/// A side of `platter compare`: a campaign (id, or name for its latest run), narrowed to
+/// one host by `@HOST` (`fleet-fsync@rc66`).
+pub fn split_side(reference: &str) -> (&str, Option<&str>) {
+    match reference.rsplit_once('@') {
+        Some((campaign, host)) if !campaign.is_empty() && !host.is_empty() => {
+            (campaign, Some(host))
+        }
+        _ => (reference, None),
+    }
+}
+
+/// Checks that `host` ran cells in `report`, or says which hosts did.
+pub fn check_side_host(report: &Report, host: Option<&str>) -> Result<(), String> {
+    let Some(host) = host else { return Ok(()) };
+    if report.cells.iter().any(|c| c.host == host) {
+        return Ok(());
+    }
+    let mut hosts: Vec<&str> = report.cells.iter().map(|c| c.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    Err(format!(
+        "campaign {} ({}) ran nothing on host {host}; its hosts: {}",
+        report.name,
+        report.campaign_id,
+        hosts.join(", ")
+    ))
+}
+
+/// `platter compare A B`: every cell of `b` against the cell of `a` with the same host
+/// and parameters (the same matrix run on another day or fleet), on `metric`, decided
+/// together with Holm's correction (the verdict is in `significant` and `text`); the
+/// cells of either without a counterpart in the other are listed.
+pub fn compare_campaigns(a: &Report, b: &Report, metric: &str) -> CampaignComparison {
+    compare_sides((a, None), (b, None), metric)
+}
+
+/// `platter compare A@HOST B@HOST2`: the cells of `b` on its host against the cells of `a`
+/// on its host with the same parameters (a device matched by its position on its host, as
+/// in `report: { baseline: { host } }`) — two hosts or drives of one campaign, or of two.
+/// Without hosts, a cell faces the cell of the same host and parameters.
+pub fn compare_sides(
+    (a, a_host): (&Report, Option<&str>),
+    (b, b_host): (&Report, Option<&str>),
+    metric: &str,
+) -> CampaignComparison {
+    let by_host = a_host.is_some() || b_host.is_some();
+    let a_cells: Vec<&CellReport> = a
+        .cells
+        .iter()
+        .filter(|c| a_host.is_none_or(|h| c.host == h))
+        .collect();
+    let b_cells: Vec<&CellReport> = b
+        .cells
+        .iter()
+        .filter(|c| b_host.is_none_or(|h| c.host == h))
+        .collect();
+    // Across hosts: the parameters without the device, and the device's position on its
+    // host (its n-th drive in the order its cells name them).
+    let key = |cells: &[&CellReport], c: &CellReport| {
+        let params: Vec<(&String, &String)> =
+            c.params.iter().filter(|(k, _)| *k != "device").collect();
+        let mut devices: Vec<&str> = Vec::new();
+        for x in cells.iter().filter(|x| x.host == c.host) {
+            let d = x.params.get("device").map(String::as_str).unwrap_or("");
+            if !devices.contains(&d) {
+                devices.push(d);
+            }
+        }
+        let d = c.params.get("device").map(String::as_str).unwrap_or("");
+        let position = devices.iter().position(|x| *x == d).unwrap_or(0);
+        (
+            params
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+            position,
+        )
+    };
+    let same = |x: &CellReport, y: &CellReport| {
+        if by_host {
+            key(&a_cells, x) == key(&b_cells, y)
+        } else {
+            x.host == y.host && x.params == y.params
+        }
+    };
+    let side = |r: &Report, host: Option<&str>| match host {
+        Some(h) => format!("{}@{h}", r.campaign_id),
+        None => r.campaign_id.clone(),
+    };
+    let (a_name, b_name) = (side(a, a_host), side(b, b_host));
+    let mut rows = Vec::new();
+    let mut only_in_b = Vec::new();
+    for cell in &b_cells {
+        let Some(base) = a_cells.iter().find(|c| same(c, cell)) else {
+            only_in_b.push(UnmatchedCell::of(cell));
+            continue;
+        };
+        let label = if by_host {
+            format!(
+                "{} {} vs {} {}",
+                b_name,
+                device_of(cell),
+                a_name,
+                device_of(base)
+            )
+        } else {
+            format!("{b_name} vs {a_name}")
+        };
+        let what = Compared {
+            host: cell.host.clone(),
+            context: if by_host {
+                context(cell, "host", false)
+            } else {
+                context(cell, "", true)
+            },
+            key: if by_host { "host" } else { "campaign" }.into(),
+            baseline: a_name.clone(),
+            candidate: b_name.clone(),
+        };
+        rows.push(pending(what, base, cell, metric, label));
+    }
+    let only_in_a = a_cells
+        .iter()
+        .filter(|c| !b_cells.iter().any(|x| same(c, x)))
+        .map(|c| UnmatchedCell::of(c))
+        .collect();
+    CampaignComparison {
+        baseline: a_name,
+        candidate: b_name,
+        metric: metric.to_string(),
+        rows: judge_family(rows),
+        only_in_a,
+        only_in_b,
+    }
+}
+
+fn device_of(c: &CellReport) -> String {
+    c.params.get("device").cloned().unwrap_or_default()
+}

@@ -1,0 +1,392 @@
+use super::comparisons::pair_devices;
+use super::pivot::statistic;
+use super::*;
+use crate::report::{stats, MetricStats};
+use crate::spec::{Pivot, PivotKey, ReportSpec};
+
+fn cell(
+    host: &str,
+    device: &str,
+    cache: &str,
+    size: &str,
+    offset: &str,
+    values: &[f64],
+) -> CellReport {
+    CellReport::for_test(
+        "0000000000000001".into(),
+        host,
+        &[
+            ("device", device),
+            ("write_cache", cache),
+            ("size", size),
+            ("offset", offset),
+        ],
+        vec![MetricStats::of_values("latency.mean", "s", values)],
+    )
+}
+
+fn key(name: &str) -> PivotKey {
+    PivotKey {
+        name: name.into(),
+        line: 1,
+        column: 1,
+    }
+}
+
+#[test]
+fn seed_001_table_layout_min_over_offsets_and_repetitions() {
+    // Two hosts, each with an Intel 520 or 530, write cache on; sizes as columns; the
+    // best (min) of every repetition at offsets 0 and 512, as the seed's table shows.
+    let mut cells = Vec::new();
+    for (host, dev, base) in [("rcmonster", "sdb", 0.00044), ("rc66", "sdc", 0.0098)] {
+        for (i, size) in ["1", "1024", "4096", "8192"].iter().enumerate() {
+            let v = base * (1.0 + i as f64);
+            cells.push(cell(host, dev, "on", size, "0", &[v * 1.1, v * 1.2]));
+            cells.push(cell(host, dev, "on", size, "512", &[v, v * 1.3]));
+        }
+    }
+    let models = |host: &str, dev: &str, field: &str| -> Option<String> {
+        (field == "model").then(|| match (host, dev) {
+            ("rcmonster", "sdb") => "INTEL SSDSC2CW120A3".to_string(),
+            _ => "INTEL SSDSC2BW120A4".to_string(),
+        })
+    };
+    let settings = ReportSpec {
+        pivot: Some(Pivot {
+            rows: vec![key("host"), key("device.model"), key("write_cache")],
+            columns: vec![key("size")],
+            metric: "latency.mean".into(),
+            metrics: vec![],
+            stat: "min".into(),
+            line: 1,
+            column: 1,
+        }),
+        ..ReportSpec::default()
+    };
+    let p = pivot(&cells, &settings, &models).unwrap();
+    assert_eq!(p.columns, ["1", "1024", "4096", "8192"]);
+    assert_eq!(p.rows.len(), 2);
+    let (labels, values) = &p.rows[0];
+    assert_eq!(labels, &["rcmonster", "INTEL SSDSC2CW120A3", "on"]);
+    let want = [0.00044, 0.00088, 0.00132, 0.00176];
+    for (got, want) in values.iter().zip(want) {
+        assert!((got.unwrap() - want).abs() < 1e-12, "{got:?} vs {want}");
+    }
+    assert_eq!(p.rows[1].0[1], "INTEL SSDSC2BW120A4");
+}
+
+#[test]
+fn seed_003_table_filesystem_by_metric_each_column_in_its_unit() {
+    // bonnie++ on three filesystems: block writes in B/s and seeks in op/s.
+    let cells: Vec<CellReport> = [("ext4", 1.2e9, 900.0), ("btrfs", 0.9e9, 700.0)]
+        .iter()
+        .map(|(fs, bw, seeks)| {
+            let mut c = cell("rc66", "sdb", "on", "1", "0", &[1.0]);
+            c.params = [("fs".to_string(), fs.to_string())].into_iter().collect();
+            c.metrics = [("put_block", "B/s", *bw), ("seeks", "op/s", *seeks)]
+                .iter()
+                .map(|(m, unit, v)| MetricStats {
+                    metric: m.to_string(),
+                    unit: unit.to_string(),
+                    stats: stats::summarize(&[*v, v * 1.1]).unwrap(),
+                    values: vec![*v, v * 1.1],
+                    not_measured: 0,
+                    not_measured_reason: String::new(),
+                    samples: vec![],
+                    same_as: None,
+                })
+                .collect();
+            c
+        })
+        .collect();
+    let settings = ReportSpec {
+        pivot: Some(Pivot {
+            rows: vec![key("fs")],
+            columns: vec![key("metric")],
+            metric: "put_block".into(),
+            metrics: vec!["put_block".into(), "seeks".into()],
+            stat: "min".into(),
+            line: 1,
+            column: 1,
+        }),
+        ..ReportSpec::default()
+    };
+    let p = pivot(&cells, &settings, &|_: &str, _: &str, _: &str| None).unwrap();
+    assert_eq!(p.columns, ["put_block", "seeks"]);
+    assert_eq!(p.column_units, ["B/s", "op/s"]);
+    assert_eq!(p.unit, "");
+    assert_eq!(p.metric, "put_block, seeks");
+    assert_eq!(p.rows[0].0, ["ext4"]);
+    assert_eq!(p.rows[0].1, [Some(1.2e9), Some(900.0)]);
+    assert_eq!(p.rows[1].1, [Some(0.9e9), Some(700.0)]);
+    assert_eq!((p.unit_at(1, 0), p.unit_at(1, 1)), ("B/s", "op/s"));
+    assert_eq!(p.slot_text(0, 1, Some("900 op/s".into())), "900 op/s");
+    // A metric bonnie++ could not measure in some runs, or in every run: the slot says
+    // so, and on how many runs its value rests.
+    let mut gaps = cells.clone();
+    gaps[0].metrics[1].not_measured = 1;
+    gaps[0].metrics[1].not_measured_reason = "too fast to measure".into();
+    let seeks = gaps[1].metrics.remove(1);
+    gaps[1].unmeasured.push(crate::report::Unmeasured {
+        metric: "seeks".into(),
+        unit: String::new(),
+        count: 3,
+        reason: "too fast to measure".into(),
+        samples: vec![],
+    });
+    let p = pivot(&gaps, &settings, &|_: &str, _: &str, _: &str| None).unwrap();
+    assert_eq!(
+        p.slot_text(0, 1, Some("900 op/s".into())),
+        "900 op/s (2 of 3 runs; 1 too fast to measure)"
+    );
+    assert_eq!(p.rows[1].1[1], None);
+    assert_eq!(p.slot_text(1, 1, None), "too fast to measure");
+    assert_eq!(seeks.metric, "seeks");
+    // The metrics as rows instead: each row in its unit.
+    let mut s = settings.clone();
+    let pv = s.pivot.as_mut().unwrap();
+    (pv.rows, pv.columns) = (vec![key("metric")], vec![key("fs")]);
+    let p = pivot(&cells, &s, &|_: &str, _: &str, _: &str| None).unwrap();
+    assert_eq!(p.columns, ["ext4", "btrfs"]);
+    assert_eq!(p.row_units, ["B/s", "op/s"]);
+    assert_eq!(
+        p.rows[1],
+        (vec!["seeks".to_string()], vec![Some(900.0), Some(700.0)])
+    );
+}
+
+#[test]
+fn a_slow_drive_stands_out_in_its_fleet() {
+    // Seed 001 in miniature: the same configuration on eight drives, one of them an
+    // Intel 530 that takes 10 ms where the others take 0.2–1 ms.
+    let medians = [
+        0.00044, 0.00021, 0.0037, 0.00083, 0.0098, 0.0006, 0.0003, 0.0005,
+    ];
+    let cells: Vec<CellReport> = medians
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut c = cell(&format!("host{i}"), "sda", "on", "1", "0", &[*m, *m]);
+            c.metrics[0].stats.median = *m;
+            c
+        })
+        .collect();
+    let settings = ReportSpec {
+        metric: "latency.mean".into(),
+        ..ReportSpec::default()
+    };
+    let flagged = fleet_outliers(&cells, &settings);
+    let hosts: Vec<&str> = flagged.iter().map(|o| o.host.as_str()).collect();
+    assert!(hosts.contains(&"host4"), "{flagged:?}");
+    let slow = flagged.iter().find(|o| o.host == "host4").unwrap();
+    assert!(slow.times_median > 10.0, "{slow:?}");
+    assert_eq!(slow.group, "write_cache=on size=1 offset=0");
+    // Drives that agree raise nothing.
+    let calm: Vec<CellReport> = cells
+        .iter()
+        .filter(|c| c.host != "host4" && c.host != "host2")
+        .cloned()
+        .collect();
+    assert!(fleet_outliers(&calm, &settings).is_empty());
+}
+
+fn baseline(key: &str, value: &str) -> ReportSpec {
+    ReportSpec {
+        baseline: Some(crate::spec::Baseline {
+            key: key.into(),
+            value: value.into(),
+            line: 1,
+            column: 1,
+        }),
+        metric: "latency.mean".into(),
+        ..ReportSpec::default()
+    }
+}
+
+/// Cells of `host` on `devices` (in plan order) at sizes 1 and 4096, `scale` times a
+/// common set of repetitions.
+fn host_cells(host: &str, devices: &[&str], scale: f64) -> Vec<CellReport> {
+    let runs = [1.00, 1.02, 0.98, 1.01, 0.99, 1.03];
+    let mut out = Vec::new();
+    for d in devices {
+        for size in ["1", "4096"] {
+            let v: Vec<f64> = runs.iter().map(|r| r * scale * 1e-3).collect();
+            out.push(cell(host, d, "on", size, "0", &v));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_baseline_host_compares_the_same_cell_on_each_host_whatever_its_devices_are_called() {
+    // rc66 tests loop3 and loop4; rcmonster sdb, sdc and a third drive, sdd; flygecko
+    // only a loop4. Devices pair by name where both hosts have it, else by position.
+    let mut cells = host_cells("rc66", &["loop3", "loop4"], 1.0);
+    cells.extend(host_cells("rcmonster", &["sdb", "sdc", "sdd"], 2.0));
+    cells.extend(host_cells("flygecko", &["loop4"], 1.0));
+    let rows = compare_cells(&cells, &baseline("host", "rc66"));
+    let text = |r: &JudgedComparison| format!("{}: {}", r.row.context, r.row.text);
+    let all: Vec<String> = rows.iter().map(text).collect();
+
+    let compared: Vec<&JudgedComparison> = rows.iter().filter(|r| r.compared).collect();
+    assert_eq!(compared.len(), 6, "{all:#?}");
+    for r in compared.iter().filter(|r| r.row.host == "rcmonster") {
+        assert!((r.row.ratio - 2.0).abs() < 1e-9, "{}", text(r));
+        assert!(r.ci_level.is_some() && r.p_value.is_some(), "{r:?}");
+        assert!(!r.row.context.contains("device"), "{}", text(r));
+    }
+    for (dev, base) in [("sdb", "loop3"), ("sdc", "loop4")] {
+        for size in ["1", "4096"] {
+            let want = format!(
+                "write_cache=on size={size} offset=0: host=rcmonster {dev} vs rc66 {base} penalty 100.0%"
+            );
+            assert!(all.iter().any(|l| l.starts_with(&want)), "{want}\n{all:#?}");
+        }
+    }
+    let flygecko: Vec<&&JudgedComparison> = compared
+        .iter()
+        .filter(|r| r.row.host == "flygecko")
+        .collect();
+    assert_eq!(flygecko.len(), 2, "{all:#?}");
+    for r in flygecko {
+        assert!(r.row.context.starts_with("device=loop4 "), "{}", text(r));
+        assert!(
+            r.row.text.starts_with("host=flygecko vs rc66 penalty"),
+            "{}",
+            text(r)
+        );
+    }
+
+    // Nothing disappears: rcmonster's third drive, and rc66's loop3 on flygecko.
+    let unmatched: Vec<String> = rows.iter().filter(|r| !r.compared).map(text).collect();
+    assert_eq!(
+        unmatched,
+        [
+            "device=sdd write_cache=on size=1 offset=0: rcmonster sdd: no cell on rc66 to compare with",
+            "device=sdd write_cache=on size=4096 offset=0: rcmonster sdd: no cell on rc66 to compare with",
+            "device=loop3 write_cache=on size=1 offset=0: rc66 loop3: no cell on flygecko compared with it",
+            "device=loop3 write_cache=on size=4096 offset=0: rc66 loop3: no cell on flygecko compared with it",
+        ]
+    );
+    assert!(rows
+        .iter()
+        .filter(|r| !r.compared)
+        .all(|r| r.row.ratio.is_nan() && !r.row.significant && r.p_value.is_none()));
+    // Holm's family counts the tests made, not the cells listed as unmatched.
+    assert!(rows.iter().all(|r| r.family == 6), "{rows:?}");
+}
+
+#[test]
+fn devices_pair_by_name_first_then_by_position_among_the_rest() {
+    assert_eq!(
+        pair_devices(&["sdb", "sdc"], &["loop3", "loop4"]),
+        [("sdb", "loop3"), ("sdc", "loop4")]
+    );
+    // sdb is on both; sdc and sda pair by position among the rest; sdd has nothing.
+    assert_eq!(
+        pair_devices(&["sdc", "sdb", "sdd"], &["sdb", "sda"]),
+        [("sdb", "sdb"), ("sdc", "sda")]
+    );
+    assert_eq!(pair_devices(&[], &["sda"]), []);
+}
+
+#[test]
+fn a_cell_without_its_baseline_value_is_listed_not_dropped() {
+    // An `exclude` took write_cache=off from sdc: its `on` cell has no baseline. A
+    // cell without values of the metric is listed as not compared.
+    let mut cells = vec![
+        cell("h", "sdb", "off", "1", "0", &[1e-3, 1.1e-3, 0.9e-3]),
+        cell("h", "sdb", "on", "1", "0", &[2e-3, 2.1e-3, 1.9e-3]),
+        cell("h", "sdc", "on", "1", "0", &[2e-3, 2.1e-3, 1.9e-3]),
+        cell("h", "sdb", "off", "8", "0", &[1e-3, 1.1e-3, 0.9e-3]),
+        cell("h", "sdb", "on", "8", "0", &[2e-3, 2.1e-3, 1.9e-3]),
+    ];
+    cells[4].metrics.clear();
+    let rows = compare_cells(&cells, &baseline("write_cache", "off"));
+    let lines: Vec<(bool, String)> = rows
+        .iter()
+        .map(|r| (r.compared, format!("{}: {}", r.row.context, r.row.text)))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(
+        lines[0].0
+            && lines[0]
+                .1
+                .starts_with("h device=sdb size=1 offset=0: write_cache=on vs off penalty"),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines[1],
+        (false, "h device=sdc size=1 offset=0: write_cache=on: no cell with write_cache=off on h sdc to compare with".to_string())
+    );
+    assert_eq!(
+        lines[2],
+        (false, "h device=sdb size=8 offset=0: write_cache=on vs off: not compared: no positive values of latency.mean on both sides".to_string())
+    );
+}
+
+fn report(id: &str, cells: Vec<CellReport>) -> crate::report::Report {
+    crate::report::Report {
+        schema_version: 1,
+        campaign_id: id.into(),
+        name: id.into(),
+        state: "done".into(),
+        params: vec![],
+        repeat: 6,
+        repetition: String::new(),
+        warmup: 0,
+        cells,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn compare_campaigns_lists_the_cells_either_side_lacks() {
+    let a = report("A", host_cells("rc66", &["sdb", "sdc"], 1.0));
+    let mut b_cells = host_cells("rc66", &["sdb"], 1.5);
+    b_cells.extend(host_cells("rcmonster", &["sdb"], 1.0));
+    let b = report("B", b_cells);
+    let c = compare_campaigns(&a, &b, "latency.mean");
+    assert_eq!(c.rows.len(), 2);
+    for r in &c.rows {
+        assert!(r.compared && (r.row.ratio - 1.5).abs() < 1e-9, "{r:?}");
+        // 6 + 6 runs: the interval's real coverage, and the test behind the verdict.
+        assert!(r.ci_level.is_some_and(|l| l > 0.95), "{r:?}");
+        assert!(
+            r.p_value.is_some() && r.holm_p.is_some() && r.family == 2,
+            "{r:?}"
+        );
+        assert!(r.row.significant && r.row.text.contains("% CI"), "{r:?}");
+    }
+    let names = |cells: &[UnmatchedCell]| -> Vec<String> {
+        cells.iter().map(UnmatchedCell::describe).collect()
+    };
+    assert_eq!(
+        names(&c.only_in_a),
+        [
+            "rc66 device=sdc write_cache=on size=1 offset=0",
+            "rc66 device=sdc write_cache=on size=4096 offset=0"
+        ]
+    );
+    assert_eq!(
+        names(&c.only_in_b),
+        [
+            "rcmonster device=sdb write_cache=on size=1 offset=0",
+            "rcmonster device=sdb write_cache=on size=4096 offset=0"
+        ]
+    );
+    assert_eq!(c.incomplete(), 4);
+    let same = compare_campaigns(&a, &a, "latency.mean");
+    assert_eq!((same.rows.len(), same.incomplete()), (4, 0));
+}
+
+#[test]
+fn statistics_of_a_slot() {
+    let mut v = vec![4.0, 1.0, 3.0, 2.0];
+    assert_eq!(statistic(&mut v, "min"), Some(1.0));
+    assert_eq!(statistic(&mut v, "max"), Some(4.0));
+    assert_eq!(statistic(&mut v, "median"), Some(2.5));
+    assert_eq!(statistic(&mut v, "mean"), Some(2.5));
+    assert_eq!(statistic(&mut v, "p50"), Some(2.5));
+    assert_eq!(statistic(&mut [], "min"), None);
+}
