@@ -43,7 +43,7 @@ pub struct Hub {
     /// The tools each agent last reported since this coordinator started (`platter
     /// agents`); kept in memory only: an agent reports them at every connection.
     tools: Mutex<HashMap<String, Vec<pb::ToolVersion>>>,
-    /// Hosts whose link changed since `crate::presence::publish` last took them (only
+    /// Hosts whose link changed since the publisher on a shared store last took them (only
     /// while it runs: `publish_links`). Only the names: their presence is read when
     /// taken, so a reconnect's `connect` and the old stream's late `disconnect` cannot
     /// be published in the wrong order.
@@ -54,6 +54,15 @@ pub struct Hub {
     /// This coordinator's name on a shared store (`publish_links`).
     name: std::sync::OnceLock<String>,
     next_id: AtomicU64,
+}
+
+/// A change of one agent's link to this coordinator, for the other coordinators on a
+/// shared store to learn (`take_link_changes`, published by `crate::presence::publish`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkChange {
+    pub host: String,
+    pub presence: Presence,
+    pub tools: Vec<pb::ToolVersion>,
 }
 
 /// What `platter agents` shows for a host.
@@ -90,17 +99,13 @@ impl Hub {
     }
 
     /// This coordinator's name when it shares its store with others.
-    pub fn name(&self) -> Option<&str> {
-        self.name.get().map(String::as_str)
+    /// The store this hub dispatches from.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
-    /// The other coordinators' agents, from the store, when it is shared; None otherwise
-    /// (this coordinator holds every agent there is).
-    pub fn fleet(&self) -> Result<Option<crate::presence::Fleet>, StoreError> {
-        match self.name() {
-            Some(name) => crate::presence::fleet(&self.store, name).map(Some),
-            None => Ok(None),
-        }
+    pub fn name(&self) -> Option<&str> {
+        self.name.get().map(String::as_str)
     }
 
     fn link_changed(&self, host: &str) {
@@ -115,13 +120,13 @@ impl Hub {
 
     /// The links that changed since the last call, as they are now, with each connected
     /// agent's tools.
-    pub fn take_link_changes(&self) -> Vec<crate::presence::LinkChange> {
+    pub fn take_link_changes(&self) -> Vec<LinkChange> {
         let hosts = std::mem::take(&mut *self.link_changes.lock().expect("hub links"));
         hosts
             .into_iter()
             .map(|host| {
                 let presence = self.presence(&host);
-                crate::presence::LinkChange {
+                LinkChange {
                     tools: if presence == Presence::Offline {
                         Vec::new()
                     } else {
@@ -135,7 +140,7 @@ impl Hub {
     }
 
     /// Puts back changes a publish could not store (the next take reads them afresh).
-    pub fn requeue_link_changes(&self, changes: Vec<crate::presence::LinkChange>) {
+    pub fn requeue_link_changes(&self, changes: Vec<LinkChange>) {
         let mut pending = self.link_changes.lock().expect("hub links");
         pending.extend(changes.into_iter().map(|c| c.host));
     }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use platter_proto::v1 as pb;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::hub::LinkChange;
 use crate::hub::{Hub, Presence};
 use crate::store::presence::{Link, LinkRow};
 use crate::store::{Result, Store};
@@ -28,14 +29,6 @@ pub const HEARTBEAT: Duration = Duration::from_secs(3);
 pub const STALE: Duration = Duration::from_secs(10);
 /// Links of a coordinator gone this long are deleted.
 pub const FORGET: Duration = Duration::from_secs(3600);
-
-/// A change of one agent's link to this coordinator, to publish.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LinkChange {
-    pub host: String,
-    pub presence: Presence,
-    pub tools: Vec<pb::ToolVersion>,
-}
 
 /// An agent's stream as another, live, coordinator holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +117,15 @@ pub struct Whereabouts {
 /// `host` as seen from this coordinator (its hub) and, when the store is shared, the
 /// others (`fleet`): its stream here first, then another coordinator's, then lost here,
 /// else offline.
+/// The other coordinators' agents, from the store, when it is shared (`hub` has a name on
+/// it); None otherwise (this coordinator holds every agent there is).
+pub fn fleet_of(hub: &Hub) -> Result<Option<Fleet>> {
+    match hub.name() {
+        Some(name) => fleet(hub.store(), name).map(Some),
+        None => Ok(None),
+    }
+}
+
 pub fn whereabouts(hub: &Hub, fleet: Option<&Fleet>, host: &str) -> Whereabouts {
     let here = hub.presence(host);
     let me = hub.name().unwrap_or_default().to_string();

@@ -54,7 +54,7 @@ impl CampaignStatus {
     /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
     pub fn load_all(store: &Store, hub: &Hub) -> Result<Vec<CampaignStatus>> {
         let ids = store.campaign_ids()?;
-        let fleet = hub.fleet()?;
+        let fleet = crate::presence::fleet_of(hub)?;
         ids.iter()
             .map(|id| CampaignStatus::load_in(store, hub, fleet.as_ref(), id))
             .collect()
@@ -62,7 +62,7 @@ impl CampaignStatus {
 
     /// The progress of the campaign `campaign` names (its id, or the latest of that name).
     pub fn load(store: &Store, hub: &Hub, campaign: &str) -> Result<CampaignStatus> {
-        let fleet = hub.fleet()?;
+        let fleet = crate::presence::fleet_of(hub)?;
         CampaignStatus::load_in(store, hub, fleet.as_ref(), campaign)
     }
 

@@ -18,7 +18,7 @@
 //!   runs the median absolute deviation the flag rests on is itself a guess.
 //! * A **cold first run** (1.5× the others' median) and **too few runs** for an interval
 //!   are said as before, counted over the cells.
-//! * The **user/sys split** (`provenance::cpu_split`) depends on the host's kernel: said
+//! * The **user/sys split** (`cpu_split`) depends on the host's kernel: said
 //!   once per host, with the cells it touches counted.
 
 use serde::Serialize;
@@ -206,9 +206,70 @@ pub fn summary(cells: &[CellReport]) -> Vec<String> {
         };
         out.push(format!(
             "{host}: user and sys are split by timer ticks ({how}); in {coarse} of {total} cells a run used under {} ticks ({}) of CPU, so their split is coarse; user + sys is exact",
-            super::provenance::SPLIT_TICKS,
-            human(super::provenance::SPLIT_TICKS * tick, "s")
+            SPLIT_TICKS,
+            human(SPLIT_TICKS * tick, "s")
         ));
     }
     out
+}
+
+/// Fewer timer ticks of CPU than this in a run, and the kernel's split of it between
+/// user and system rests on too few samples to read much into (each is ≥ 5% of it).
+pub const SPLIT_TICKS: f64 = 20.0;
+
+/// What a reader must know of a cell's `user` and `sys` when the kernel samples their
+/// split at the timer tick and the median run used fewer than [`SPLIT_TICKS`] ticks of
+/// CPU: the split is coarse (a run no tick caught is all `user`), their sum is exact (the
+/// kernel scales the samples to the scheduler's own account of the run). `None` when the
+/// split is measured, or there is enough CPU time, or no `user`/`sys`.
+pub fn cpu_split(snapshots: &[super::provenance::Snapshot], cell: &CellReport) -> Option<Advice> {
+    let host = snapshots
+        .iter()
+        .rev()
+        .filter(|s| s.host == cell.host)
+        .find_map(|s| s.facts.host.as_ref());
+    let (hz, accounting) = host.map_or((0, ""), |h| (h.tick_hz, h.cpu_accounting.as_str()));
+    if accounting == platter_proto::provenance::VIRTUAL_ACCOUNTING {
+        return None;
+    }
+    let metric = |name: &str| {
+        cell.metrics
+            .iter()
+            .find(|m| m.metric == name && m.unit == "s")
+    };
+    let (user, sys) = (metric("user")?, metric("sys")?);
+    // Each run's own user + sys; the two medians' sum only if a run lacks one of them.
+    let cpu = if user.values.len() == sys.values.len() {
+        let mut sums: Vec<f64> = user
+            .values
+            .iter()
+            .zip(&sys.values)
+            .map(|(u, s)| u + s)
+            .collect();
+        stats::median_in_place(&mut sums)
+    } else {
+        user.stats.median + sys.stats.median
+    };
+    // An unknown tick is taken as 100 Hz, the coarsest of x86's and arm64's choices.
+    let tick = if hz > 0 { 1.0 / f64::from(hz) } else { 0.01 };
+    if cpu >= SPLIT_TICKS * tick {
+        return None;
+    }
+    let how = if hz > 0 {
+        format!("every {} here, CONFIG_HZ={hz}", human(tick, "s"))
+    } else {
+        "this host's tick unknown, taken as 10 ms".to_string()
+    };
+    Some(Advice::CoarseSplit {
+        cpu,
+        tick,
+        hz,
+        text: format!(
+            "user, sys: the kernel splits CPU time between them by timer-tick samples ({how}) \
+             and the median run used {} of CPU, under {SPLIT_TICKS} ticks ({}): the split is \
+             coarse (a run no tick caught is all user); user + sys is exact",
+            human(cpu, "s"),
+            human(SPLIT_TICKS * tick, "s")
+        ),
+    })
 }

@@ -697,7 +697,7 @@ impl Report {
             // inventory: a drive swapped since does not change an old report.
             let snapshots = provenance::load(c, campaign_id)?;
             for cell in &mut cells {
-                let split = provenance::cpu_split(&snapshots, cell);
+                let split = advice::cpu_split(&snapshots, cell);
                 cell.advice.extend(split);
             }
             let advice = advice::summary(&cells);

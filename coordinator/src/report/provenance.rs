@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::db::Conn;
 use platter_proto::model::{Plan, StepKind};
-use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance, VIRTUAL_ACCOUNTING};
+use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
 use serde::Serialize;
 
 use super::human;
@@ -144,70 +144,6 @@ pub fn device_field(d: &DeviceFacts, field: &str) -> Option<String> {
         "transport" => d.transport.as_str().to_string(),
         "controller" => d.controller.join(">"),
         _ => return None,
-    })
-}
-
-/// Fewer timer ticks of CPU than this in a run, and the kernel's split of it between
-/// user and system rests on too few samples to read much into (each is ≥ 5% of it).
-pub const SPLIT_TICKS: f64 = 20.0;
-
-/// What a reader must know of a cell's `user` and `sys` when the kernel samples their
-/// split at the timer tick and the median run used fewer than [`SPLIT_TICKS`] ticks of
-/// CPU: the split is coarse (a run no tick caught is all `user`), their sum is exact (the
-/// kernel scales the samples to the scheduler's own account of the run). `None` when the
-/// split is measured, or there is enough CPU time, or no `user`/`sys`.
-pub fn cpu_split(
-    snapshots: &[Snapshot],
-    cell: &super::CellReport,
-) -> Option<super::advice::Advice> {
-    let host = snapshots
-        .iter()
-        .rev()
-        .filter(|s| s.host == cell.host)
-        .find_map(|s| s.facts.host.as_ref());
-    let (hz, accounting) = host.map_or((0, ""), |h| (h.tick_hz, h.cpu_accounting.as_str()));
-    if accounting == VIRTUAL_ACCOUNTING {
-        return None;
-    }
-    let metric = |name: &str| {
-        cell.metrics
-            .iter()
-            .find(|m| m.metric == name && m.unit == "s")
-    };
-    let (user, sys) = (metric("user")?, metric("sys")?);
-    // Each run's own user + sys; the two medians' sum only if a run lacks one of them.
-    let cpu = if user.values.len() == sys.values.len() {
-        let mut sums: Vec<f64> = user
-            .values
-            .iter()
-            .zip(&sys.values)
-            .map(|(u, s)| u + s)
-            .collect();
-        super::stats::median_in_place(&mut sums)
-    } else {
-        user.stats.median + sys.stats.median
-    };
-    // An unknown tick is taken as 100 Hz, the coarsest of x86's and arm64's choices.
-    let tick = if hz > 0 { 1.0 / f64::from(hz) } else { 0.01 };
-    if cpu >= SPLIT_TICKS * tick {
-        return None;
-    }
-    let how = if hz > 0 {
-        format!("every {} here, CONFIG_HZ={hz}", human(tick, "s"))
-    } else {
-        "this host's tick unknown, taken as 10 ms".to_string()
-    };
-    Some(super::advice::Advice::CoarseSplit {
-        cpu,
-        tick,
-        hz,
-        text: format!(
-            "user, sys: the kernel splits CPU time between them by timer-tick samples ({how}) \
-             and the median run used {} of CPU, under {SPLIT_TICKS} ticks ({}): the split is \
-             coarse (a run no tick caught is all user); user + sys is exact",
-            human(cpu, "s"),
-            human(SPLIT_TICKS * tick, "s")
-        ),
     })
 }
 

@@ -508,7 +508,7 @@ impl Control for ControlService {
         let last = self.last.clone();
         let (rows, fleet): (Vec<pb::AgentInfo>, _) = blocking(move || {
             let read = || {
-                let fleet = hub.fleet()?;
+                let fleet = crate::presence::fleet_of(&hub)?;
                 let rows: Vec<pb::AgentInfo> = store
                     .agents()?
                     .into_iter()
