@@ -77,7 +77,7 @@ async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
     let repeat = (a.samples / per_measure / a.cells).max(1);
     let xs: Vec<String> = (1..=a.cells).map(|i| i.to_string()).collect();
     let yaml = format!(
-        "name: {name}\nhosts: {{ names: [h] }}\nmatrix: {{ x: [{}] }}\nworkload: {{ command: {{ run: 'true' }} }}\nrepeat: {repeat}\n",
+        "name: {name}\nhosts: {{ names: [h] }}\nmatrix: {{ x: [{}], labels: [x] }}\nworkload: {{ command: {{ run: 'true' }} }}\nrepeat: {repeat}\n",
         xs.join(", ")
     );
     let c = platter::spec::parse("synthetic.yaml", &yaml).expect("synthetic campaign");
