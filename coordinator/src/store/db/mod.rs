@@ -311,6 +311,22 @@ impl FromValue for String {
     }
 }
 
+macro_rules! id_from_value {
+    ($($t:ty),*) => {$(
+        impl FromValue for $t {
+            fn from_value(v: &Value<'_>) -> Result<$t> {
+                String::from_value(v).map(<$t>::from)
+            }
+        }
+    )*};
+}
+id_from_value!(
+    platter_proto::model::PlanId,
+    platter_proto::model::CampaignId,
+    platter_proto::model::CellId,
+    platter_proto::model::HostName
+);
+
 impl FromValue for Vec<u8> {
     fn from_value(v: &Value<'_>) -> Result<Vec<u8>> {
         match v {
