@@ -133,7 +133,7 @@ async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
         });
         if batch.len() == 4096 {
             store
-                .write_records("h", std::mem::take(&mut batch))
+                .write_records(&"h".into(), std::mem::take(&mut batch))
                 .await
                 .unwrap();
         }
@@ -146,8 +146,8 @@ async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
         },
     };
     batch.push(last);
-    store.write_records("h", batch).await.unwrap();
-    planned.id
+    store.write_records(&"h".into(), batch).await.unwrap();
+    planned.id.into_string()
 }
 
 fn platter_bin() -> PathBuf {

@@ -156,7 +156,7 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 for batch in batches {
                     store
-                        .write_records(&format!("agent-{a}"), batch)
+                        .write_records(&format!("agent-{a}").into(), batch)
                         .await
                         .unwrap();
                 }

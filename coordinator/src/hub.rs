@@ -4,50 +4,73 @@
 //! is retried every `RETRY_INTERVAL` until it succeeds: a host is never left idle with
 //! plans queued for it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use platter_proto::inventory::ToolVersion;
+use platter_proto::model::{HostName, Plan, PlanId};
 use platter_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use crate::store::{Store, StoreError};
+use crate::store::{CampaignState, Store, StoreError};
 
 /// How often hosts whose dispatch failed are tried again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 pub type Outbound = mpsc::Sender<Result<pb::CoordinatorMessage, Status>>;
 
+/// An agent's stream to this coordinator.
 struct Conn {
     id: u64,
     tx: Outbound,
     /// Plans the agent holds (from its hello) or that were sent on this connection.
-    held: Vec<String>,
+    held: Vec<PlanId>,
     /// Why the agent holds its steps (its journal cannot be written), from its last
     /// heartbeat on this connection.
     journal_fault: Option<String>,
 }
 
+/// What this coordinator knows of one host, connected or not: kept from its first
+/// connection on (in memory only; the store holds what must outlive the process).
+#[derive(Default)]
+struct HostState {
+    /// Its stream while its agent is connected here.
+    conn: Option<Conn>,
+    /// Its last stream ended by heartbeat timeout rather than by closing.
+    lost: bool,
+    /// Its last dispatch failed: `retry_failed` tries it again.
+    retry: bool,
+    /// Its outbound queue was last found full (one log line per episode).
+    full: bool,
+    /// Its link changed since the publisher on a shared store last took the changes (only
+    /// while it runs: `publish_links`). Only a mark: its presence is read when taken, so
+    /// a reconnect's `connect` and the old stream's late `disconnect` cannot be published
+    /// in the wrong order.
+    link_changed: bool,
+    /// The tools its agent last reported since this coordinator started (`platter
+    /// agents`): an agent reports them at every connection.
+    tools: Option<Vec<ToolVersion>>,
+}
+
+impl HostState {
+    fn presence(&self) -> Presence {
+        match (&self.conn, self.lost) {
+            (Some(_), _) => Presence::Connected,
+            (None, true) => Presence::Lost,
+            (None, false) => Presence::Offline,
+        }
+    }
+}
+
 pub struct Hub {
     store: Store,
-    conns: Mutex<HashMap<String, Conn>>,
-    /// Hosts whose last stream ended by heartbeat timeout rather than by closing.
-    lost: Mutex<HashSet<String>>,
-    /// Hosts whose last dispatch failed; `retry_failed` tries them again.
-    retry: Mutex<HashSet<String>>,
-    /// Hosts whose outbound queue was last found full (for one log line per episode).
-    full: Mutex<HashSet<String>>,
-    /// The tools each agent last reported since this coordinator started (`platter
-    /// agents`); kept in memory only: an agent reports them at every connection.
-    tools: Mutex<HashMap<String, Vec<pb::ToolVersion>>>,
-    /// Hosts whose link changed since the publisher on a shared store last took them (only
-    /// while it runs: `publish_links`). Only the names: their presence is read when
-    /// taken, so a reconnect's `connect` and the old stream's late `disconnect` cannot
-    /// be published in the wrong order.
-    link_changes: Mutex<HashSet<String>>,
+    /// Every host this coordinator has heard of, by name: one lock for all of it, held
+    /// only for map operations (never across a store call or an await).
+    hosts: Mutex<HashMap<HostName, HostState>>,
     publishing: AtomicBool,
     /// Woken when a link changes (while publishing).
     pub(crate) links_changed: tokio::sync::Notify,
@@ -60,9 +83,9 @@ pub struct Hub {
 /// shared store to learn (`take_link_changes`, published by `crate::presence::publish`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkChange {
-    pub host: String,
+    pub host: HostName,
     pub presence: Presence,
-    pub tools: Vec<pb::ToolVersion>,
+    pub tools: Vec<ToolVersion>,
 }
 
 /// What `platter agents` shows for a host.
@@ -78,17 +101,16 @@ impl Hub {
     pub fn new(store: Store) -> Hub {
         Hub {
             store,
-            conns: Mutex::new(HashMap::new()),
-            lost: Mutex::new(HashSet::new()),
-            retry: Mutex::new(HashSet::new()),
-            full: Mutex::new(HashSet::new()),
-            tools: Mutex::new(HashMap::new()),
-            link_changes: Mutex::new(HashSet::new()),
+            hosts: Mutex::new(HashMap::new()),
             publishing: AtomicBool::new(false),
             name: std::sync::OnceLock::new(),
             links_changed: tokio::sync::Notify::new(),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    fn hosts(&self) -> MutexGuard<'_, HashMap<HostName, HostState>> {
+        self.hosts.lock().expect("hub hosts")
     }
 
     /// From now on, keeps the links' changes for `take_link_changes`: coordinators that
@@ -98,22 +120,20 @@ impl Hub {
         self.publishing.store(true, Ordering::Relaxed);
     }
 
-    /// This coordinator's name when it shares its store with others.
     /// The store this hub dispatches from.
     pub fn store(&self) -> &Store {
         &self.store
     }
 
+    /// This coordinator's name when it shares its store with others.
     pub fn name(&self) -> Option<&str> {
         self.name.get().map(String::as_str)
     }
 
-    fn link_changed(&self, host: &str) {
+    /// Marks `state`'s link changed, for the publisher (which is woken) to take.
+    fn link_changed(&self, state: &mut HostState) {
         if self.publishing.load(Ordering::Relaxed) {
-            self.link_changes
-                .lock()
-                .expect("hub links")
-                .insert(host.to_string());
+            state.link_changed = true;
             self.links_changed.notify_one();
         }
     }
@@ -121,18 +141,19 @@ impl Hub {
     /// The links that changed since the last call, as they are now, with each connected
     /// agent's tools.
     pub fn take_link_changes(&self) -> Vec<LinkChange> {
-        let hosts = std::mem::take(&mut *self.link_changes.lock().expect("hub links"));
+        let mut hosts = self.hosts();
         hosts
-            .into_iter()
-            .map(|host| {
-                let presence = self.presence(&host);
+            .iter_mut()
+            .filter(|(_, s)| s.link_changed)
+            .map(|(host, s)| {
+                s.link_changed = false;
+                let presence = s.presence();
                 LinkChange {
-                    tools: if presence == Presence::Offline {
-                        Vec::new()
-                    } else {
-                        self.tools(&host)
+                    tools: match presence {
+                        Presence::Offline => Vec::new(),
+                        _ => s.tools.clone().unwrap_or_default(),
                     },
-                    host,
+                    host: host.clone(),
                     presence,
                 }
             })
@@ -141,43 +162,46 @@ impl Hub {
 
     /// Puts back changes a publish could not store (the next take reads them afresh).
     pub fn requeue_link_changes(&self, changes: Vec<LinkChange>) {
-        let mut pending = self.link_changes.lock().expect("hub links");
-        pending.extend(changes.into_iter().map(|c| c.host));
+        let mut hosts = self.hosts();
+        for c in changes {
+            hosts.entry(c.host).or_default().link_changed = true;
+        }
     }
 
     /// Keeps what `host`'s agent reported of its tools (none from an older agent).
-    pub fn set_tools(&self, host: &str, tools: Vec<pb::ToolVersion>) {
-        let changed = self
-            .tools
-            .lock()
-            .expect("hub tools")
-            .insert(host.to_string(), tools.clone())
-            .is_none_or(|old| old != tools);
-        if changed && self.is_connected(host) {
-            self.link_changed(host);
+    pub fn set_tools(&self, host: &HostName, tools: Vec<ToolVersion>) {
+        let mut hosts = self.hosts();
+        let state = hosts.entry(host.clone()).or_default();
+        let changed = state.tools.as_ref() != Some(&tools);
+        state.tools = Some(tools);
+        if changed && state.conn.is_some() {
+            self.link_changed(state);
         }
     }
 
     /// What `host`'s agent last reported of its tools since this coordinator started.
-    pub fn tools(&self, host: &str) -> Vec<pb::ToolVersion> {
-        let tools = self.tools.lock().expect("hub tools");
-        tools.get(host).cloned().unwrap_or_default()
+    pub fn tools(&self, host: &str) -> Vec<ToolVersion> {
+        let hosts = self.hosts();
+        hosts
+            .get(host)
+            .and_then(|s| s.tools.clone())
+            .unwrap_or_default()
     }
 
     /// Registers a connection, replacing an older one of the same host (whose stream ends).
-    pub fn connect(&self, host: &str, tx: Outbound, held: Vec<String>) -> u64 {
+    pub fn connect(&self, host: &HostName, tx: Outbound, held: Vec<PlanId>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let old = self.conns.lock().expect("hub lock").insert(
-            host.to_string(),
-            Conn {
-                id,
-                tx,
-                held,
-                journal_fault: None,
-            },
-        );
-        self.lost.lock().expect("hub lock").remove(host);
-        self.link_changed(host);
+        let mut hosts = self.hosts();
+        let state = hosts.entry(host.clone()).or_default();
+        let old = state.conn.replace(Conn {
+            id,
+            tx,
+            held,
+            journal_fault: None,
+        });
+        state.lost = false;
+        self.link_changed(state);
+        drop(hosts);
         if old.is_some() {
             tracing::info!(agent = %host, "agent reconnected; dropping its older stream");
         }
@@ -186,51 +210,48 @@ impl Hub {
 
     /// Forgets a connection that ended; `lost` when it ended by heartbeat timeout.
     pub fn disconnect(&self, host: &str, id: u64, lost: bool) {
-        let mut conns = self.conns.lock().expect("hub lock");
-        if conns.get(host).is_some_and(|c| c.id == id) {
-            conns.remove(host);
-            if lost {
-                self.lost.lock().expect("hub lock").insert(host.to_string());
+        let mut hosts = self.hosts();
+        if let Some(state) = hosts.get_mut(host) {
+            if state.conn.as_ref().is_some_and(|c| c.id == id) {
+                state.conn = None;
+                state.lost |= lost;
+                self.link_changed(state);
             }
-            drop(conns);
-            self.link_changed(host);
         }
     }
 
     /// The hosts whose agents are connected to this coordinator now.
-    pub fn connected_hosts(&self) -> Vec<String> {
-        self.conns
-            .lock()
-            .expect("hub lock")
-            .keys()
-            .cloned()
+    pub fn connected_hosts(&self) -> Vec<HostName> {
+        let hosts = self.hosts();
+        hosts
+            .iter()
+            .filter(|(_, s)| s.conn.is_some())
+            .map(|(h, _)| h.clone())
             .collect()
     }
 
     pub fn presence(&self, host: &str) -> Presence {
-        if self.is_connected(host) {
-            Presence::Connected
-        } else if self.lost.lock().expect("hub lock").contains(host) {
-            Presence::Lost
-        } else {
-            Presence::Offline
-        }
+        let hosts = self.hosts();
+        hosts
+            .get(host)
+            .map_or(Presence::Offline, HostState::presence)
     }
 
     /// Whether connection `id` is still `host`'s current one.
     pub fn is_current(&self, host: &str, id: u64) -> bool {
-        self.conns
-            .lock()
-            .expect("hub lock")
+        let hosts = self.hosts();
+        hosts
             .get(host)
+            .and_then(|s| s.conn.as_ref())
             .is_some_and(|c| c.id == id)
     }
 
     /// What connection `id` of `host` said in its last heartbeat of its journal ("" when
     /// it can be written); a replaced connection's word is ignored.
     pub fn set_journal_fault(&self, host: &str, id: u64, fault: String) {
-        let mut conns = self.conns.lock().expect("hub lock");
-        if let Some(c) = conns.get_mut(host).filter(|c| c.id == id) {
+        let mut hosts = self.hosts();
+        let conn = hosts.get_mut(host).and_then(|s| s.conn.as_mut());
+        if let Some(c) = conn.filter(|c| c.id == id) {
             if c.journal_fault.as_deref().unwrap_or_default() != fault {
                 match fault.as_str() {
                     "" => tracing::info!(agent = %host, "the agent's journal can be written again"),
@@ -247,33 +268,37 @@ impl Hub {
 
     /// Why `host`'s agent, connected here, holds its steps, if it does.
     pub fn journal_fault(&self, host: &str) -> Option<String> {
-        let conns = self.conns.lock().expect("hub lock");
-        conns.get(host).and_then(|c| c.journal_fault.clone())
+        let hosts = self.hosts();
+        hosts
+            .get(host)
+            .and_then(|s| s.conn.as_ref())
+            .and_then(|c| c.journal_fault.clone())
     }
 
     pub fn is_connected(&self, host: &str) -> bool {
-        self.conns.lock().expect("hub lock").contains_key(host)
+        let hosts = self.hosts();
+        hosts.get(host).is_some_and(|s| s.conn.is_some())
     }
 
     /// Gives `host` its current plan if it does not hold it, or its next queued one.
-    pub fn dispatch(&self, host: &str) {
-        self.dispatch_to(&[host.to_string()])
+    pub fn dispatch(&self, host: &HostName) {
+        self.dispatch_to(std::slice::from_ref(host))
     }
 
     /// Sends `plan` unless the host's connection already holds it, then a cancel if its
     /// campaign was cancelled: also when the agent came back holding the plan, since a
     /// cancel sent while it was away reached nobody.
-    fn send_plan(&self, host: &str, plan: platter_proto::model::Plan) -> Result<(), StoreError> {
+    fn send_plan(&self, host: &HostName, plan: Plan) -> Result<(), StoreError> {
         // Read before `held` changes: if the read fails, the retry finds the plan unsent.
-        let cancelled = self.store.campaign_state(&plan.campaign_id)? == "cancelled";
+        let cancelled = self.store.campaign_state(&plan.campaign_id)? == CampaignState::Cancelled;
         let (tx, conn_id, held) = {
-            let mut conns = self.conns.lock().expect("hub lock");
-            let Some(conn) = conns.get_mut(host) else {
+            let mut hosts = self.hosts();
+            let Some(conn) = hosts.get_mut(host).and_then(|s| s.conn.as_mut()) else {
                 return Ok(());
             };
-            let held = conn.held.iter().any(|h| *h == plan.id);
+            let held = conn.held.contains(&plan.id);
             if !held {
-                conn.held.push(plan.id.to_string());
+                conn.held.push(plan.id.clone());
             }
             (conn.tx.clone(), conn.id, held)
         };
@@ -283,10 +308,11 @@ impl Hub {
                 kind: Some(pb::coordinator_message::Kind::Plan(pb::Plan::from(&plan))),
             };
             if !self.offer(host, &tx, msg) {
-                let mut conns = self.conns.lock().expect("hub lock");
+                let mut hosts = self.hosts();
                 // Only the connection the plan was offered to (the agent may have
                 // reconnected meanwhile and been sent the plan anew).
-                if let Some(conn) = conns.get_mut(host).filter(|c| c.id == conn_id) {
+                let conn = hosts.get_mut(host).and_then(|s| s.conn.as_mut());
+                if let Some(conn) = conn.filter(|c| c.id == conn_id) {
                     conn.held.retain(|p| *p != plan.id);
                 }
                 return Ok(());
@@ -301,23 +327,23 @@ impl Hub {
     /// Queues `msg` for the agent without waiting: one agent that does not read its
     /// stream must not stall a fan-out. On a full queue the host is retried later (and
     /// false returned); on a closed one the agent gets everything again when it is back.
-    fn offer(&self, host: &str, tx: &Outbound, msg: pb::CoordinatorMessage) -> bool {
-        match tx.try_send(Ok(msg)) {
+    fn offer(&self, host: &HostName, tx: &Outbound, msg: pb::CoordinatorMessage) -> bool {
+        let sent = tx.try_send(Ok(msg));
+        let mut hosts = self.hosts();
+        let state = hosts.entry(host.clone()).or_default();
+        match sent {
             Ok(()) => {
-                if self.full.lock().expect("hub lock").remove(host) {
+                if std::mem::take(&mut state.full) {
                     tracing::info!(agent = %host, "the agent's queue has room again");
                 }
                 true
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 // Once per episode, not once per retry.
-                if self.full.lock().expect("hub lock").insert(host.to_string()) {
+                if !std::mem::replace(&mut state.full, true) {
                     tracing::warn!(agent = %host, "the agent's queue is full (it does not read its stream); retrying every second");
                 }
-                self.retry
-                    .lock()
-                    .expect("hub lock")
-                    .insert(host.to_string());
+                state.retry = true;
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => true,
@@ -326,13 +352,14 @@ impl Hub {
 
     /// Tells `host` to stop `plan_id`. An agent away now hears it when it reconnects
     /// (`send_plan`); a full queue is retried the same way.
-    pub fn cancel(&self, host: &str, plan_id: &str) {
-        let tx = self
-            .conns
-            .lock()
-            .expect("hub lock")
-            .get(host)
-            .map(|c| c.tx.clone());
+    pub fn cancel(&self, host: &HostName, plan_id: &PlanId) {
+        let tx = {
+            let hosts = self.hosts();
+            hosts
+                .get(host)
+                .and_then(|s| s.conn.as_ref())
+                .map(|c| c.tx.clone())
+        };
         if let Some(tx) = tx {
             let msg = pb::CoordinatorMessage {
                 kind: Some(pb::coordinator_message::Kind::Cancel(pb::Cancel {
@@ -349,17 +376,18 @@ impl Hub {
     /// accepted it is no longer any host's active plan, so dispatching again would not
     /// say it; this does. Each such plan is told once.
     pub fn cancel_cancelled(&self) {
-        let held: Vec<(String, String)> = {
-            let conns = self.conns.lock().expect("hub lock");
-            conns
+        let held: Vec<(HostName, PlanId)> = {
+            let hosts = self.hosts();
+            hosts
                 .iter()
+                .filter_map(|(h, s)| Some((h, s.conn.as_ref()?)))
                 .flat_map(|(h, c)| c.held.iter().map(move |p| (h.clone(), p.clone())))
                 .collect()
         };
         if held.is_empty() {
             return;
         }
-        let ids: Vec<String> = held.iter().map(|(_, p)| p.clone()).collect();
+        let ids: Vec<PlanId> = held.iter().map(|(_, p)| p.clone()).collect();
         let cancelled = match self.store.cancelled_plans(&ids) {
             Ok(c) => c,
             Err(e) => {
@@ -370,7 +398,8 @@ impl Hub {
         for (host, plan) in held.into_iter().filter(|(_, p)| cancelled.contains(p)) {
             tracing::info!(agent = %host, %plan, "cancelled through another coordinator; telling the agent");
             self.cancel(&host, &plan);
-            if let Some(c) = self.conns.lock().expect("hub lock").get_mut(&host) {
+            let mut hosts = self.hosts();
+            if let Some(c) = hosts.get_mut(&host).and_then(|s| s.conn.as_mut()) {
                 c.held.retain(|p| *p != plan);
             }
         }
@@ -378,12 +407,11 @@ impl Hub {
 
     /// `dispatch_to` from async code: the store work runs off the async workers (it may
     /// wait on the store's busy timeout), and the caller does not wait for it.
-    pub fn dispatch_soon(self: &Arc<Self>, hosts: Vec<String>) {
+    pub fn dispatch_soon(self: &Arc<Self>, hosts: Vec<HostName>) {
         let hub = self.clone();
         tokio::task::spawn_blocking(move || hub.dispatch_to(&hosts));
     }
 
-    /// Dispatches to every connected host (after a campaign resumes).
     /// Dispatches to the connected hosts that have plans queued, or sent but perhaps not
     /// received (another coordinator marked a plan sent on a stream of the agent's that was
     /// already dead, the agent being here): after another coordinator sharing the store
@@ -397,32 +425,20 @@ impl Hub {
                 return self.dispatch_all();
             }
         };
-        let hosts: Vec<String> = self
-            .conns
-            .lock()
-            .expect("hub lock")
-            .keys()
-            .filter(|h| queued.contains(*h))
-            .cloned()
-            .collect();
+        let mut hosts = self.connected_hosts();
+        hosts.retain(|h| queued.contains(h));
         self.dispatch_to(&hosts);
     }
 
+    /// Dispatches to every connected host (after a campaign resumes).
     pub fn dispatch_all(&self) {
-        let hosts: Vec<String> = self
-            .conns
-            .lock()
-            .expect("hub lock")
-            .keys()
-            .cloned()
-            .collect();
-        self.dispatch_to(&hosts);
+        self.dispatch_to(&self.connected_hosts());
     }
 
     /// Dispatches to these hosts, those of them that are connected; the store marks all
     /// their plans sent in one transaction.
-    pub fn dispatch_to(&self, hosts: &[String]) {
-        let connected: Vec<String> = hosts
+    pub fn dispatch_to(&self, hosts: &[HostName]) {
+        let connected: Vec<HostName> = hosts
             .iter()
             .filter(|h| self.is_connected(h))
             .cloned()
@@ -431,22 +447,30 @@ impl Hub {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(hosts = connected.len(), error = %e, "dispatch failed; retrying");
-                self.retry.lock().expect("hub lock").extend(connected);
+                self.retry_later(&connected);
                 return;
             }
         };
         for (host, plan, _new) in plans {
             if let Err(e) = self.send_plan(&host, plan) {
                 tracing::error!(agent = %host, error = %e, "dispatch failed; retrying");
-                self.retry.lock().expect("hub lock").insert(host);
+                self.retry_later(std::slice::from_ref(&host));
             }
+        }
+    }
+
+    /// Marks `hosts` for `retry_failed`.
+    fn retry_later(&self, hosts: &[HostName]) {
+        let mut all = self.hosts();
+        for h in hosts {
+            all.entry(h.clone()).or_default().retry = true;
         }
     }
 
     /// Hosts waiting for a dispatch to be retried.
     #[cfg(test)]
     pub fn retry_pending(&self) -> usize {
-        self.retry.lock().expect("hub lock").len()
+        self.hosts().values().filter(|s| s.retry).count()
     }
 
     /// Retries failed dispatches every `RETRY_INTERVAL` until `shutdown`.
@@ -458,7 +482,11 @@ impl Hub {
                 _ = tick.tick() => {}
                 _ = shutdown.cancelled() => return,
             }
-            let hosts: Vec<String> = self.retry.lock().expect("hub lock").drain().collect();
+            let hosts: Vec<HostName> = self
+                .hosts()
+                .iter_mut()
+                .filter_map(|(h, s)| std::mem::take(&mut s.retry).then(|| h.clone()))
+                .collect();
             if !hosts.is_empty() {
                 self.dispatch_soon(hosts);
             }
@@ -480,12 +508,12 @@ mod tests {
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let hub = Arc::new(Hub::new(store));
         let (tx, mut rx) = mpsc::channel(8);
-        hub.connect("h", tx, Vec::new());
+        hub.connect(&"h".into(), tx, Vec::new());
 
         // Another process holds the write lock: the dispatch fails and is remembered.
         let locker = rusqlite::Connection::open(&path).unwrap();
         locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
-        hub.dispatch("h");
+        hub.dispatch(&"h".into());
         assert_eq!(hub.retry_pending(), 1);
         assert!(rx.try_recv().is_err(), "nothing was sent");
 
@@ -516,8 +544,8 @@ mod tests {
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let hub = Arc::new(Hub::new(store.clone()));
         let (tx, mut rx) = mpsc::channel(8);
-        hub.connect("h", tx, Vec::new());
-        hub.dispatch("h");
+        hub.connect(&"h".into(), tx, Vec::new());
+        hub.dispatch(&"h".into());
         assert!(matches!(
             rx.try_recv().unwrap().unwrap().kind,
             Some(pb::coordinator_message::Kind::Plan(_))
@@ -552,12 +580,12 @@ mod tests {
         let (hub_a, hub_b) = (Hub::new(a.clone()), Hub::new(b.clone()));
         let (dead_tx, dead_rx) = mpsc::channel(8);
         drop(dead_rx);
-        hub_a.connect("h", dead_tx, Vec::new());
+        hub_a.connect(&"h".into(), dead_tx, Vec::new());
         let (tx, mut rx) = mpsc::channel(8);
-        hub_b.connect("h", tx, Vec::new());
+        hub_b.connect(&"h".into(), tx, Vec::new());
         let planned = crate::store::test_campaign("h", 1);
         a.insert_campaign(&planned, "t.yaml", "").unwrap();
-        hub_a.dispatch("h");
+        hub_a.dispatch(&"h".into());
         assert!(rx.try_recv().is_err(), "not yet");
         hub_b.dispatch_waiting();
         match rx.try_recv().expect("b sends the plan").unwrap().kind {
@@ -581,10 +609,10 @@ mod tests {
             .try_send(Err(Status::unavailable("filler")))
             .unwrap();
         let (fast_tx, mut fast_rx) = mpsc::channel(8);
-        hub.connect("slow", slow_tx, Vec::new());
-        hub.connect("fast", fast_tx, Vec::new());
+        hub.connect(&"slow".into(), slow_tx, Vec::new());
+        hub.connect(&"fast".into(), fast_tx, Vec::new());
 
-        let hosts = ["slow".to_string(), "fast".to_string()];
+        let hosts = [HostName::from("slow"), HostName::from("fast")];
         // Dispatch cannot wait (it is not async): it returns with slow's plan not sent.
         hub.dispatch_to(&hosts);
         assert!(fast_rx.try_recv().is_ok(), "fast got its plan");

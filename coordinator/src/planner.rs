@@ -4,7 +4,8 @@
 use indexmap::IndexMap;
 use platter_proto::inventory::Device;
 use platter_proto::model::{
-    CellId, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool, Workload as Measure,
+    CampaignId, CellId, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool,
+    Workload as Measure,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -151,7 +152,7 @@ pub struct PlannedCell {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedCampaign {
-    pub id: String,
+    pub id: CampaignId,
     pub name: String,
     pub content_hash: String,
     pub generation: u32,
@@ -284,7 +285,7 @@ pub fn plan(
         params.insert(0, "device".into());
     }
     Ok(PlannedCampaign {
-        id,
+        id: id.into(),
         name: campaign.name.clone(),
         content_hash,
         generation,

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use platter_proto::v1 as pb;
+use platter_proto::inventory::ToolVersion;
+use platter_proto::model::HostName;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::hub::LinkChange;
@@ -37,14 +38,14 @@ pub struct RemoteLink {
     pub presence: Presence,
     /// The coordinator's name (`platter serve --name`).
     pub coordinator: String,
-    pub tools: Vec<pb::ToolVersion>,
+    pub tools: Vec<ToolVersion>,
 }
 
 /// The fleet as the store has it: the links other live coordinators hold, and the names
 /// of the live coordinators (this one included).
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
-    pub links: HashMap<String, RemoteLink>,
+    pub links: HashMap<HostName, RemoteLink>,
     pub coordinators: Vec<String>,
 }
 
@@ -111,7 +112,7 @@ pub struct Whereabouts {
     /// The coordinator holding its stream (or that lost it), when the store is shared;
     /// "" otherwise.
     pub coordinator: String,
-    pub tools: Vec<pb::ToolVersion>,
+    pub tools: Vec<ToolVersion>,
 }
 
 /// `host` as seen from this coordinator (its hub) and, when the store is shared, the
@@ -218,8 +219,8 @@ mod tests {
     use crate::store::now_ms;
     use crate::store::testing::stores;
 
-    fn tool(name: &str) -> pb::ToolVersion {
-        pb::ToolVersion {
+    fn tool(name: &str) -> ToolVersion {
+        ToolVersion {
             name: name.into(),
             path: format!("/usr/bin/{name}"),
             version: "1.0".into(),
@@ -378,12 +379,12 @@ mod tests {
         let hub = Hub::new(store);
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         // Not publishing: nothing is kept.
-        hub.connect("h0", tx.clone(), Vec::new());
+        hub.connect(&"h0".into(), tx.clone(), Vec::new());
         assert!(hub.take_link_changes().is_empty());
         hub.publish_links("me".into());
-        hub.set_tools("h1", vec![tool("fio")]);
-        let c1 = hub.connect("h1", tx.clone(), Vec::new());
-        let c2 = hub.connect("h2", tx.clone(), Vec::new());
+        hub.set_tools(&"h1".into(), vec![tool("fio")]);
+        let c1 = hub.connect(&"h1".into(), tx.clone(), Vec::new());
+        let c2 = hub.connect(&"h2".into(), tx.clone(), Vec::new());
         hub.disconnect("h2", c2, true);
         let mut changes = hub.take_link_changes();
         changes.sort_by(|a, b| a.host.cmp(&b.host));
@@ -405,9 +406,9 @@ mod tests {
         );
         // A quick reconnect whose old stream ends after the new one began: connected,
         // whatever order the two were noted in.
-        let old = hub.connect("h3", tx.clone(), Vec::new());
+        let old = hub.connect(&"h3".into(), tx.clone(), Vec::new());
         hub.take_link_changes();
-        let _new = hub.connect("h3", tx.clone(), Vec::new());
+        let _new = hub.connect(&"h3".into(), tx.clone(), Vec::new());
         hub.disconnect("h3", old, false);
         assert_eq!(
             hub.take_link_changes(),

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use platter_proto::model::{Plan, StepKind};
+use platter_proto::model::{CampaignId, Plan, PlanId, StepKind};
 
 use crate::planner::PlannedCell;
 use crate::report::stats;
@@ -24,6 +24,7 @@ use crate::spec::{self, Repeat};
 use crate::store::db::Conn;
 use crate::store::error::Result;
 use crate::store::rounds::{self as stored, CellMeasured, PlanCampaign, StoredCell};
+use crate::store::CampaignState;
 
 /// Why a cell of an adaptive campaign stopped, or that it goes on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -98,7 +99,7 @@ pub fn judge(values: &[f64], planned: u32, repeat: &Repeat) -> Verdict {
 /// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
 /// transaction that records it: the next round's plan for its host, if any cell of the
 /// plan goes on.
-pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
+pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
     // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
     // parsed or the plan read (this runs in the store's writer at every plan's end).
     let Some(PlanCampaign {
@@ -111,7 +112,7 @@ pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
     else {
         return Ok(None);
     };
-    if state != "running" || !yaml.contains("until") {
+    if state != CampaignState::Running || !yaml.contains("until") {
         return Ok(None);
     }
     // Parsed as it was submitted; the limits were checked then (perhaps raised by flags).
@@ -174,7 +175,7 @@ pub fn next_round(c: &Conn, plan_id: &str) -> Result<Option<Plan>> {
 /// Per cell id of an adaptive campaign: why it stopped (or that it still runs).
 pub fn verdicts(
     c: &Conn,
-    campaign_id: &str,
+    campaign_id: &CampaignId,
     repeat: &Repeat,
 ) -> Result<std::collections::HashMap<i64, Verdict>> {
     let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {

@@ -1,14 +1,14 @@
 //! Progress of a campaign, from the store (and the hub for who is connected).
 
-use platter_proto::model::Plan;
+use platter_proto::model::{CampaignId, HostName, Plan};
 
 use crate::hub::Hub;
 use crate::store::progress::CampaignProgress;
-use crate::store::{Result, Store, StoreFault};
+use crate::store::{CampaignState, Result, Store, StoreFault};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostProgress {
-    pub host: String,
+    pub host: HostName,
     /// Connected to this coordinator or, on a shared store, another one.
     pub connected: bool,
     /// The coordinator holding the host's stream, on a shared store ("" otherwise).
@@ -27,10 +27,9 @@ pub struct HostProgress {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CampaignStatus {
-    pub campaign_id: String,
+    pub campaign_id: CampaignId,
     pub name: String,
-    /// running | done | cancelled
-    pub state: String,
+    pub state: CampaignState,
     pub cells_total: u32,
     pub cells_done: u32,
     pub steps_total: u32,
@@ -48,7 +47,7 @@ pub use crate::store::progress::LATEST;
 
 impl CampaignStatus {
     pub fn ended(&self) -> bool {
-        self.state != "running"
+        self.state != CampaignState::Running
     }
 
     /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
@@ -269,7 +268,7 @@ mod tests {
                 }
             })
             .collect();
-        store.write_records("h", records).await.unwrap();
+        store.write_records(&"h".into(), records).await.unwrap();
         let hub = Hub::new(store.clone());
         let status = CampaignStatus::load(&store, &hub, &planned.id).unwrap();
         assert_eq!(status.steps_done, plan.steps.len() as u32);

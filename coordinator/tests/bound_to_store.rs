@@ -269,7 +269,7 @@ async fn an_ended_campaign_without_its_measurements_says_so_and_fails() {
             },
         },
     ];
-    store.write_records("h", records).await.unwrap();
+    store.write_records(&"h".into(), records).await.unwrap();
     let report = Report::load(&store, &planned.id).unwrap();
     assert_eq!(report.state, "done");
     assert_eq!(
@@ -290,6 +290,9 @@ async fn an_ended_campaign_without_its_measurements_says_so_and_fails() {
             plan_id: "0123456789abcdef".into(),
         },
     };
-    let outcome = store.write_records("h", vec![foreign]).await.unwrap();
+    let outcome = store
+        .write_records(&"h".into(), vec![foreign])
+        .await
+        .unwrap();
     assert_eq!(outcome.refused.get("0123456789abcdef"), Some(&1));
 }

@@ -60,8 +60,8 @@ async fn fill(store: &Store) -> String {
             samples,
         ));
     }
-    store.write_records("h", records).await.unwrap();
-    planned.id
+    store.write_records(&"h".into(), records).await.unwrap();
+    planned.id.into_string()
 }
 
 /// A fake agent: says hello, then heartbeats until `stop`; counts a stream the

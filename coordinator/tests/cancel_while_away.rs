@@ -82,7 +82,7 @@ async fn an_agent_back_with_a_plan_cancelled_while_it_was_away_is_told_to_cancel
     store.cancel_campaign(&planned.id).unwrap();
     assert_eq!(
         store
-            .cancelled_plans(std::slice::from_ref(&plan_id))
+            .cancelled_plans(&[plan_id.as_str().into()])
             .unwrap()
             .len(),
         1

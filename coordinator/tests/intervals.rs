@@ -230,7 +230,7 @@ async fn latency_p99_row_and_verdict_agree_in_every_format() {
         ));
     }
     assert_eq!(records.len(), 5);
-    store.write_records("h1", records).await.unwrap();
+    store.write_records(&"h1".into(), records).await.unwrap();
     let report = Report::load(&store, &planned.id).unwrap();
 
     let cell = &report.cells[0];

@@ -112,7 +112,7 @@ async fn values_too_fast_to_measure_are_counted_and_named() {
             samples,
         ));
     }
-    store.write_records("h", records).await.unwrap();
+    store.write_records(&"h".into(), records).await.unwrap();
     let report = Report::load(&store, &planned.id).unwrap();
     let cell = &report.cells[0];
     let read = cell

@@ -78,7 +78,7 @@ async fn seed_000_table_and_penalties_from_its_numbers() {
         ));
     }
     assert_eq!(records.len(), 45);
-    store.write_records("w520", records).await.unwrap();
+    store.write_records(&"w520".into(), records).await.unwrap();
 
     let report = Report::load(&store, &planned.id).unwrap();
     // The seed's layout: a row per drive, a column per project, the mean real time.

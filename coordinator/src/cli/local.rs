@@ -143,7 +143,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         }
         let resp = match unfinished {
             Some(campaign_id) => pb::SubmitResponse {
-                campaign_id,
+                campaign_id: campaign_id.into_string(),
                 resumed: true,
             },
             None => match submit_file(&mut client, file, text, &host, !fresh).await? {

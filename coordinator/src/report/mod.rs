@@ -290,69 +290,7 @@ pub struct Report {
     pub devices_used: provenance::UsedDevices,
 }
 
-/// A campaign's state as the store names it: running until its last plan ends, then done,
-/// or cancelled. Written (title, JSON) as the store's word.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CampaignState {
-    Running,
-    Done,
-    Cancelled,
-    /// A state this version does not know, kept as written.
-    Other(String),
-}
-
-impl CampaignState {
-    pub fn as_str(&self) -> &str {
-        match self {
-            CampaignState::Running => "running",
-            CampaignState::Done => "done",
-            CampaignState::Cancelled => "cancelled",
-            CampaignState::Other(s) => s,
-        }
-    }
-}
-
-impl From<String> for CampaignState {
-    fn from(s: String) -> CampaignState {
-        match s.as_str() {
-            "running" => CampaignState::Running,
-            "done" => CampaignState::Done,
-            "cancelled" => CampaignState::Cancelled,
-            _ => CampaignState::Other(s),
-        }
-    }
-}
-
-impl From<&str> for CampaignState {
-    fn from(s: &str) -> CampaignState {
-        CampaignState::from(s.to_string())
-    }
-}
-
-/// An empty state, as a report built in memory has.
-impl Default for CampaignState {
-    fn default() -> CampaignState {
-        CampaignState::Other(String::new())
-    }
-}
-
-impl PartialEq<&str> for CampaignState {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-impl std::fmt::Display for CampaignState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for CampaignState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
+pub use crate::store::CampaignState;
 
 impl Report {
     /// "3"; "5–50 (until …)"; with warm-up runs, "3, after 2 warm-up run(s) not counted".
@@ -558,7 +496,7 @@ impl Report {
             let spec = crate::spec::parse_with(&file, &yaml, &crate::spec::Limits::NONE).ok();
             let mut warmups = warmup_values(c, campaign_id)?;
             let mut stopped = match &spec {
-                Some(s) => crate::rounds::verdicts(c, campaign_id, &s.repeat)?
+                Some(s) => crate::rounds::verdicts(c, &campaign_id.into(), &s.repeat)?
                     .into_iter()
                     .map(|(cell, v)| (cell, v.describe(&s.repeat)))
                     .collect(),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream};
-use platter_proto::inventory::Device;
-use platter_proto::model::Record;
+use platter_proto::inventory::{Device, ToolVersion};
+use platter_proto::model::{HostName, PlanId, Record};
 use platter_proto::v1 as pb;
 use platter_proto::v1::agent_link_server::AgentLink;
 use tokio::sync::mpsc;
@@ -67,7 +67,7 @@ impl AgentLink for AgentLinkService {
                 )));
             }
         }
-        let host = hello.host.clone();
+        let host = HostName::from(hello.host.clone());
         let labels: Vec<(String, String)> = {
             let mut l: Vec<_> = hello.labels.clone().into_iter().collect();
             l.sort();
@@ -88,7 +88,8 @@ impl AgentLink for AgentLinkService {
         let (unknown, cancelled) = if hello.held_plan_ids.is_empty() {
             Default::default()
         } else {
-            let (store, held) = (self.store.clone(), hello.held_plan_ids.clone());
+            let held: Vec<PlanId> = hello.held_plan_ids.iter().map(PlanId::from).collect();
+            let store = self.store.clone();
             tokio::task::spawn_blocking(move || {
                 let unknown = store.unknown_plans(&held)?;
                 let cancelled = store.cancelled_plans(&held)?;
@@ -99,13 +100,14 @@ impl AgentLink for AgentLinkService {
             .map_err(|e| closing(&host, Status::unavailable(e.to_string())))?
         };
         let held_at_hello = hello.held_plan_ids.len();
-        let held: Vec<String> = hello
+        let held: Vec<PlanId> = hello
             .held_plan_ids
             .into_iter()
+            .map(PlanId::from)
             .filter(|id| !unknown.contains(id) && !cancelled.contains(id))
             .collect();
         let (tx, rx) = mpsc::channel(256);
-        let mut cancelled: Vec<String> = cancelled.into_iter().collect();
+        let mut cancelled: Vec<PlanId> = cancelled.into_iter().collect();
         cancelled.sort();
         for plan_id in &unknown {
             tracing::warn!(agent = %host, plan = %plan_id, "the agent holds a plan this store never made; cancelling it");
@@ -116,13 +118,14 @@ impl AgentLink for AgentLinkService {
         for plan_id in unknown.into_iter().chain(cancelled) {
             let cancel = pb::CoordinatorMessage {
                 kind: Some(pb::coordinator_message::Kind::Cancel(pb::Cancel {
-                    plan_id,
+                    plan_id: plan_id.into_string(),
                 })),
             };
             // The channel is new and has room for far more than a hello's plans.
             let _ = tx.try_send(Ok(cancel));
         }
-        self.hub.set_tools(&host, hello.tools.clone());
+        let tools = hello.tools.iter().cloned().map(ToolVersion::from).collect();
+        self.hub.set_tools(&host, tools);
         let conn = self.hub.connect(&host, tx.clone(), held);
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
@@ -199,7 +202,7 @@ where
 }
 
 async fn serve(
-    host: &str,
+    host: &HostName,
     conn: u64,
     inbound: &mut Streaming<pb::AgentMessage>,
     tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
@@ -232,7 +235,7 @@ async fn serve(
                 Some(Kind::Heartbeat(hb)) => hub.set_journal_fault(host, conn, hb.journal_fault),
                 // An older stream's late inventory must not overwrite a newer hello's.
                 Some(Kind::Inventory(inv)) if hub.is_current(host, conn) => {
-                    hub.set_tools(host, inv.tools);
+                    hub.set_tools(host, inv.tools.into_iter().map(ToolVersion::from).collect());
                     let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
                     // Also mounts and write-cache changes of plans' own storage steps: debug.
                     tracing::debug!(agent = %host, drives = devices.len(), "agent's drives changed");

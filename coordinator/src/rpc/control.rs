@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
+use platter_proto::model::{CampaignId, HostName};
 use platter_proto::v1 as pb;
 use platter_proto::v1::control_server::Control;
 use tokio_util::sync::CancellationToken;
@@ -15,7 +16,7 @@ use crate::pki::Role;
 use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, UnmatchedCell};
 use crate::report::{Format, Report};
 use crate::status::CampaignStatus;
-use crate::store::{Store, StoreError, StoreFault};
+use crate::store::{CampaignState, Store, StoreError, StoreFault};
 use crate::tls::Auth;
 use crate::{planner, spec};
 
@@ -49,7 +50,7 @@ impl LastRead {
     fn campaign(&self, reference: &str, s: &CampaignStatus) {
         let mut known = self.campaigns.lock().expect("last-read lock");
         known.insert(reference.to_string(), s.clone());
-        known.insert(s.campaign_id.clone(), s.clone());
+        known.insert(s.campaign_id.to_string(), s.clone());
     }
 
     /// `reference`'s last status, marked with `fault`, its hosts' presence as it is now.
@@ -246,14 +247,14 @@ impl From<StoreFault> for pb::StoreFault {
 
 impl From<CampaignStatus> for pb::CampaignStatus {
     fn from(s: CampaignStatus) -> Self {
-        let state = match s.state.as_str() {
-            "running" => pb::CampaignState::Running,
-            "done" => pb::CampaignState::Done,
-            "cancelled" => pb::CampaignState::Cancelled,
-            _ => pb::CampaignState::Unspecified,
+        let state = match s.state {
+            CampaignState::Running => pb::CampaignState::Running,
+            CampaignState::Done => pb::CampaignState::Done,
+            CampaignState::Cancelled => pb::CampaignState::Cancelled,
+            CampaignState::Other(_) => pb::CampaignState::Unspecified,
         };
         pb::CampaignStatus {
-            campaign_id: s.campaign_id,
+            campaign_id: s.campaign_id.into_string(),
             name: s.name,
             state: state as i32,
             cells_total: s.cells_total,
@@ -265,7 +266,7 @@ impl From<CampaignStatus> for pb::CampaignStatus {
                 .hosts
                 .into_iter()
                 .map(|h| pb::HostProgress {
-                    host: h.host,
+                    host: h.host.into_string(),
                     connected: h.connected,
                     steps_total: h.steps_total,
                     steps_done: h.steps_done,
@@ -344,7 +345,7 @@ impl Control for ControlService {
                     tracing::info!(campaign = %id, "resuming unfinished campaign");
                     hub.dispatch_all();
                     return Ok(pb::SubmitResponse {
-                        campaign_id: id,
+                        campaign_id: id.into_string(),
                         resumed: true,
                     });
                 }
@@ -358,10 +359,10 @@ impl Control for ControlService {
             // Only the campaign's hosts can have a new plan: with thousands of agents
             // connected, asking the store about every one of them would cost a
             // transaction each.
-            let hosts: Vec<String> = planned.plans.iter().map(|p| p.host.to_string()).collect();
+            let hosts: Vec<HostName> = planned.plans.iter().map(|p| p.host.clone()).collect();
             hub.dispatch_to(&hosts);
             Ok(pb::SubmitResponse {
-                campaign_id: planned.id,
+                campaign_id: planned.id.into_string(),
                 resumed: false,
             })
         })
@@ -469,7 +470,7 @@ impl Control for ControlService {
         let stream = async_stream(move |tx| async move {
             let mut last = None;
             loop {
-                let s = match load_status(&store, &hub, &known, id.clone()).await {
+                let s = match load_status(&store, &hub, &known, id.to_string()).await {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = tx.send(Err(e)).await;
@@ -513,7 +514,7 @@ impl Control for ControlService {
                     .agents()?
                     .into_iter()
                     .map(|a| pb::AgentInfo {
-                        host: a.host,
+                        host: a.host.into_string(),
                         connected: false,
                         boot_id: a.boot_id,
                         agent_version: a.version,
@@ -521,7 +522,10 @@ impl Control for ControlService {
                         devices: a.devices.iter().map(pb::Device::from).collect(),
                         labels: a.labels,
                         state: String::new(),
-                        current_campaign: a.current_campaign.unwrap_or_default(),
+                        current_campaign: a
+                            .current_campaign
+                            .map(CampaignId::into_string)
+                            .unwrap_or_default(),
                         tools: Vec::new(),
                         coordinator: String::new(),
                     })
@@ -546,7 +550,7 @@ impl Control for ControlService {
                     for host in hub.connected_hosts() {
                         if !rows.iter().any(|r| r.host == host) {
                             rows.push(pb::AgentInfo {
-                                host,
+                                host: host.into_string(),
                                 ..Default::default()
                             });
                         }
@@ -559,7 +563,7 @@ impl Control for ControlService {
         .await?;
         let agents = rows.into_iter().map(|mut a| {
             let w = crate::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
-            a.tools = w.tools;
+            a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
             a.coordinator = w.coordinator;
             let presence = w.presence;
             a.connected = presence == Presence::Connected;
@@ -623,7 +627,7 @@ impl Control for ControlService {
         request: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
-        let id = request.into_inner().campaign_id;
+        let id = CampaignId::from(request.into_inner().campaign_id);
         let (store, hub) = (self.store.clone(), self.hub.clone());
         blocking(move || {
             let held = store.cancel_campaign(&id).map_err(store_status)?;

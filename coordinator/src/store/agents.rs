@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use platter_proto::inventory::Device;
-use platter_proto::model::Record;
+use platter_proto::model::{CampaignId, HostName, Record};
 use tokio::sync::oneshot;
 
 use super::error::{Result, StoreError};
@@ -16,32 +16,36 @@ use super::Store;
 /// accepted), if any.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredAgent {
-    pub host: String,
+    pub host: HostName,
     pub boot_id: String,
     pub version: String,
     pub last_seen_unix_ms: i64,
     pub devices: Vec<Device>,
     pub labels: HashMap<String, String>,
-    pub current_campaign: Option<String>,
+    pub current_campaign: Option<CampaignId>,
 }
 
 impl Store {
     /// Stores records durably; resolves once they are committed.
-    pub async fn write_records(&self, host: &str, records: Vec<Record>) -> Result<BatchOutcome> {
+    pub async fn write_records(
+        &self,
+        host: &HostName,
+        records: Vec<Record>,
+    ) -> Result<BatchOutcome> {
         self.to_writer(host, None, None, records).await
     }
 
     /// Hands one batch to the writer and waits for its commit.
     async fn to_writer(
         &self,
-        host: &str,
+        host: &HostName,
         hello: Option<AgentRow>,
         inventory: Option<String>,
         records: Vec<Record>,
     ) -> Result<BatchOutcome> {
         let (done, rx) = oneshot::channel();
         let batch = Batch {
-            host: host.to_string(),
+            host: host.clone(),
             hello,
             inventory,
             records,
@@ -57,7 +61,7 @@ impl Store {
     /// Stores an agent's hello (boot id, version, inventory, labels); resolves once committed.
     pub async fn agent_seen(
         &self,
-        host: &str,
+        host: &HostName,
         boot_id: &str,
         version: &str,
         devices: &[Device],
@@ -78,7 +82,7 @@ impl Store {
     }
 
     /// Stores a connected agent's new device list; resolves once committed.
-    pub async fn agent_devices(&self, host: &str, devices: &[Device]) -> Result<()> {
+    pub async fn agent_devices(&self, host: &HostName, devices: &[Device]) -> Result<()> {
         let devices = serde_json::to_string(devices)?;
         self.to_writer(host, None, Some(devices), Vec::new())
             .await?;
@@ -120,13 +124,13 @@ impl Store {
                 (),
                 |r| {
                     Ok((
-                        r.get::<String>(0)?,
+                        r.get::<HostName>(0)?,
                         r.get::<String>(1)?,
                         r.get::<String>(2)?,
                         r.get::<i64>(3)?,
                         r.get::<String>(4)?,
                         r.get::<String>(5)?,
-                        r.get::<Option<String>>(6)?,
+                        r.get::<Option<CampaignId>>(6)?,
                     ))
                 },
             )?;

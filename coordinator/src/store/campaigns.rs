@@ -1,6 +1,8 @@
 //! Campaigns: submitting one (its cells and plans, all or nothing), finding one to resume,
 //! its generation and state.
 
+use platter_proto::model::CampaignId;
+
 use super::db::{self, params};
 use super::error::{now_ms, Result, StoreError};
 use super::notify::Change;
@@ -10,7 +12,7 @@ use crate::planner::PlannedCampaign;
 
 impl Store {
     /// An unfinished campaign with this content, if any.
-    pub fn resumable(&self, content_hash: &str) -> Result<Option<String>> {
+    pub fn resumable(&self, content_hash: &str) -> Result<Option<CampaignId>> {
         self.read(|c| {
             c.query_opt(
                 "SELECT id FROM campaigns WHERE content_hash = ?1 AND state = 'running' ORDER BY generation DESC LIMIT 1",
@@ -73,13 +75,15 @@ impl Store {
         Ok(())
     }
 
-    pub fn campaign_state(&self, campaign_id: &str) -> Result<String> {
+    /// Whether campaign `campaign_id` runs, ended or was cancelled.
+    pub fn campaign_state(&self, campaign_id: &CampaignId) -> Result<CampaignState> {
         self.read(|c| {
             c.query_opt(
                 "SELECT state FROM campaigns WHERE id = ?1",
                 [campaign_id],
-                |r| r.get(0),
+                |r| r.get::<String>(0),
             )?
+            .map(CampaignState::from)
             .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
         })
     }
@@ -133,4 +137,68 @@ pub(super) fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign
         &[&ids, &campaigns, &hosts, &bodies, &steps, &warmups],
     )?;
     Ok(())
+}
+
+/// A campaign's state as the store names it: running until its last plan ends, then done,
+/// or cancelled. Written (title, JSON) as the store's word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CampaignState {
+    Running,
+    Done,
+    Cancelled,
+    /// A state this version does not know, kept as written.
+    Other(String),
+}
+
+impl CampaignState {
+    pub fn as_str(&self) -> &str {
+        match self {
+            CampaignState::Running => "running",
+            CampaignState::Done => "done",
+            CampaignState::Cancelled => "cancelled",
+            CampaignState::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for CampaignState {
+    fn from(s: String) -> CampaignState {
+        match s.as_str() {
+            "running" => CampaignState::Running,
+            "done" => CampaignState::Done,
+            "cancelled" => CampaignState::Cancelled,
+            _ => CampaignState::Other(s),
+        }
+    }
+}
+
+impl From<&str> for CampaignState {
+    fn from(s: &str) -> CampaignState {
+        CampaignState::from(s.to_string())
+    }
+}
+
+/// An empty state, as a report built in memory has.
+impl Default for CampaignState {
+    fn default() -> CampaignState {
+        CampaignState::Other(String::new())
+    }
+}
+
+impl PartialEq<&str> for CampaignState {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for CampaignState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for CampaignState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }

@@ -2,7 +2,9 @@
 //! shared store), marking plans sent, cancelling a campaign, and which plans are known,
 //! waiting or cancelled.
 
-use platter_proto::model::Plan;
+use std::collections::HashSet;
+
+use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 
 use super::db::{self, Conn};
 use super::error::{retrying_collisions, Result, StoreError};
@@ -12,12 +14,12 @@ use super::Store;
 /// What a host should run: the plan it has (sent or accepted), or its next queued one.
 pub(super) enum Next {
     Active(Plan),
-    Queued(String, Plan),
+    Queued(PlanId, Plan),
 }
 
 impl Store {
     /// Of `plan_ids`, those this store never planned.
-    pub fn unknown_plans(&self, plan_ids: &[String]) -> Result<Vec<String>> {
+    pub fn unknown_plans(&self, plan_ids: &[PlanId]) -> Result<Vec<PlanId>> {
         self.read(|c| {
             let mut unknown = Vec::new();
             for id in plan_ids {
@@ -30,7 +32,7 @@ impl Store {
     }
 
     /// The hosts that have plans queued, or sent and not yet accepted.
-    pub fn hosts_with_waiting_plans(&self) -> Result<std::collections::HashSet<String>> {
+    pub fn hosts_with_waiting_plans(&self) -> Result<HashSet<HostName>> {
         self.read(|c| {
             let hosts = c.query_map(
                 "SELECT DISTINCT host FROM plans WHERE state IN ('queued', 'sent')",
@@ -42,12 +44,9 @@ impl Store {
     }
 
     /// Of `plan_ids`, those cancelled.
-    pub fn cancelled_plans(
-        &self,
-        plan_ids: &[String],
-    ) -> Result<std::collections::HashSet<String>> {
+    pub fn cancelled_plans(&self, plan_ids: &[PlanId]) -> Result<HashSet<PlanId>> {
         self.read(|c| {
-            let mut out = std::collections::HashSet::new();
+            let mut out = HashSet::new();
             for id in plan_ids {
                 if c.exists(
                     "SELECT 1 FROM plans WHERE id = ?1 AND state = 'cancelled'",
@@ -64,7 +63,7 @@ impl Store {
     /// Returns the plan and whether it was newly dispatched.
     #[cfg(test)]
     pub fn plan_for_host(&self, host: &str) -> Result<Option<(Plan, bool)>> {
-        let mut r = self.plans_for_hosts(&[host.to_string()])?;
+        let mut r = self.plans_for_hosts(&[HostName::from(host)])?;
         Ok(r.pop().map(|(_, plan, new)| (plan, new)))
     }
 
@@ -72,7 +71,7 @@ impl Store {
     /// one, marked sent (then `true`: newly dispatched). Hosts with nothing to run are left
     /// out. One transaction for all: a fan-out to a thousand hosts is one commit, not a
     /// thousand (BENCHMARKS.md, fleet scale).
-    pub fn plans_for_hosts(&self, hosts: &[String]) -> Result<Vec<(String, Plan, bool)>> {
+    pub fn plans_for_hosts(&self, hosts: &[HostName]) -> Result<Vec<(HostName, Plan, bool)>> {
         if hosts.is_empty() {
             return Ok(Vec::new());
         }
@@ -100,9 +99,9 @@ impl Store {
     /// caller must mark it under the write lock.
     fn dispatch_pass(
         c: &Conn,
-        hosts: &[String],
+        hosts: &[HostName],
         mark: bool,
-    ) -> Result<Option<Vec<(String, Plan, bool)>>> {
+    ) -> Result<Option<Vec<(HostName, Plan, bool)>>> {
         if let Some(pg) = c.as_postgres() {
             return Self::dispatch_pass_pg(pg, hosts, mark);
         }
@@ -125,10 +124,10 @@ impl Store {
     /// round trips per host (a fan-out to 1,000 hosts took 1.6 s that way; BENCHMARKS.md).
     fn dispatch_pass_pg(
         pg: &db::pg::PgConn,
-        hosts: &[String],
+        hosts: &[HostName],
         mark: bool,
-    ) -> Result<Option<Vec<(String, Plan, bool)>>> {
-        let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    ) -> Result<Option<Vec<(HostName, Plan, bool)>>> {
+        let names: Vec<&str> = hosts.iter().map(HostName::as_str).collect();
         if mark {
             // Coordinators sharing a PostgreSQL store take turns per host, so a host runs
             // one plan at a time fleet-wide: the read below sees the plans another
@@ -188,7 +187,7 @@ impl Store {
                 .iter()
                 .map(|r| r.try_get(0))
                 .collect::<std::result::Result<_, _>>()?;
-            out.retain(|(_, plan, new): &(String, Plan, bool)| {
+            out.retain(|(_, plan, new): &(HostName, Plan, bool)| {
                 !*new || marked.contains(plan.id.as_str())
             });
         }
@@ -207,7 +206,7 @@ impl Store {
         if let Some(body) = active {
             return Ok(Some(Next::Active(serde_json::from_str(&body)?)));
         }
-        let next: Option<(String, String)> = c.query_opt(
+        let next: Option<(PlanId, String)> = c.query_opt(
             "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
             [host],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -220,7 +219,7 @@ impl Store {
 
     /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that
     /// agents hold now (they must be told to stop).
-    pub fn cancel_campaign(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
+    pub fn cancel_campaign(&self, campaign_id: &CampaignId) -> Result<Vec<(PlanId, HostName)>> {
         // The campaign's row, then its plans'; a record writer ending one of its plans
         // locks them the other way round: PostgreSQL fails one of the two, and if it is
         // this one, it is tried again rather than failing the operator's cancel.
@@ -239,7 +238,7 @@ impl Store {
     }
 
     /// One try of `cancel_campaign`, a transaction of its own.
-    fn cancel_once(&self, c: &Conn, campaign_id: &str) -> Result<Vec<(String, String)>> {
+    fn cancel_once(&self, c: &Conn, campaign_id: &CampaignId) -> Result<Vec<(PlanId, HostName)>> {
         let tx = c.write_transaction()?;
         let n = tx.execute(
             "UPDATE campaigns SET state = 'cancelled' WHERE id = ?1 AND state = 'running'",

@@ -35,6 +35,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use platter_proto::model::CampaignId;
 use tokio::sync::{mpsc, watch};
 
 pub mod agents;
@@ -63,6 +64,7 @@ use health::{watch_loop, Health, WRITES};
 use notify::Instance;
 use writer::{writer_loop, Batch, Writer};
 
+pub use campaigns::CampaignState;
 pub use connect::BUSY_TIMEOUT;
 pub use error::{
     is_store_fault, now_ms, reason, since_clock, since_words, Result, StoreError, StoreFault,
@@ -93,7 +95,7 @@ pub fn migrate(location: &Location) -> Result<String> {
 
 /// The id of the campaign `reference` names: its id, or else its name (the latest
 /// campaign of that name), so `platter report quickstart` works as well as the id.
-pub fn resolve_campaign(c: &Conn, reference: &str) -> Result<String> {
+pub fn resolve_campaign(c: &Conn, reference: &str) -> Result<CampaignId> {
     c.query_opt(
         "SELECT id FROM campaigns WHERE id = ?1
          UNION ALL

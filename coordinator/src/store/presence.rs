@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use platter_proto::v1 as pb;
+use platter_proto::inventory::ToolVersion;
+use platter_proto::model::HostName;
 
 use super::db::{params, Conn};
 use super::error::{now_ms, Result};
@@ -33,18 +34,18 @@ impl Link {
 /// `None` when the agent is offline here (its row goes).
 #[derive(Debug, Clone, Copy)]
 pub struct LinkRow<'a> {
-    pub host: &'a str,
+    pub host: &'a HostName,
     pub link: Option<Link>,
-    pub tools: &'a [pb::ToolVersion],
+    pub tools: &'a [ToolVersion],
 }
 
 /// An agent's link as another live coordinator (its name) holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteLinkRow {
-    pub host: String,
+    pub host: HostName,
     pub link: Link,
     pub coordinator: String,
-    pub tools: Vec<pb::ToolVersion>,
+    pub tools: Vec<ToolVersion>,
 }
 
 /// The live coordinators' names, and the links the others hold, oldest first.
@@ -54,19 +55,9 @@ pub struct FleetRows {
     pub links: Vec<RemoteLinkRow>,
 }
 
-fn tool_json(t: &pb::ToolVersion) -> serde_json::Value {
-    serde_json::json!({ "name": t.name, "path": t.path, "version": t.version })
-}
-
-fn tools_from_json(s: &str) -> Vec<pb::ToolVersion> {
-    let v: Vec<serde_json::Value> = serde_json::from_str(s).unwrap_or_default();
-    v.iter()
-        .map(|t| pb::ToolVersion {
-            name: t["name"].as_str().unwrap_or_default().to_string(),
-            path: t["path"].as_str().unwrap_or_default().to_string(),
-            version: t["version"].as_str().unwrap_or_default().to_string(),
-        })
-        .collect()
+/// A link's tools as stored (`agent_links.tools`, JSON); unreadable JSON as none.
+fn tools_from_json(s: &str) -> Vec<ToolVersion> {
+    serde_json::from_str(s).unwrap_or_default()
 }
 
 /// The database's clock, in ms since the epoch: coordinators on several machines judge
@@ -109,10 +100,7 @@ impl Store {
                     }
                     Some(link) => {
                         let link = link.word();
-                        let tools = serde_json::Value::from(
-                            ch.tools.iter().map(tool_json).collect::<Vec<_>>(),
-                        )
-                        .to_string();
+                        let tools = serde_json::to_string(ch.tools)?;
                         tx.execute(
                             "INSERT INTO agent_links (coordinator, host, link, tools, since_unix_ms) VALUES (?1, ?2, ?3, ?4, ?5)
                              ON CONFLICT (coordinator, host) DO UPDATE SET link = excluded.link, tools = excluded.tools,
@@ -178,7 +166,7 @@ impl Store {
                 "SELECT l.host, l.link, l.tools, c.name FROM agent_links l JOIN coordinators c ON c.instance = l.coordinator
                  WHERE c.seen_unix_ms >= ?1 AND c.instance != ?2 AND c.name != ?3 ORDER BY l.since_unix_ms",
                 params![since, me, name],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?)),
+                |r| Ok((r.get::<HostName>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?)),
             )?;
             let links = rows
                 .into_iter()

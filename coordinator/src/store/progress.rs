@@ -2,12 +2,12 @@
 //! per plan the steps that ended, failed, are running and the time they took. How that
 //! adds up per host is `crate::status`'s.
 
-use platter_proto::model::Plan;
+use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 
 use super::db::params;
 use super::error::{Result, StoreError};
 use super::rounds::{cells_measured, CellMeasured};
-use super::{resolve_campaign, Store};
+use super::{resolve_campaign, CampaignState, Store};
 
 /// SQL condition on a `steps s` row: no later attempt of the same step exists (the
 /// latest attempt of a step is what counts).
@@ -17,10 +17,9 @@ pub const LATEST: &str = "NOT EXISTS (SELECT 1 FROM steps l WHERE l.plan_id = s.
 /// A campaign as submitted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CampaignRow {
-    pub id: String,
+    pub id: CampaignId,
     pub name: String,
-    /// running | done | cancelled
-    pub state: String,
+    pub state: CampaignState,
     /// The repetitions asked (`repeat`; its max when adaptive).
     pub repeat: u32,
     pub submitted_unix_ms: i64,
@@ -38,7 +37,7 @@ pub struct RunningStep {
 /// One plan's progress, as its latest attempts say.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanProgress {
-    pub host: String,
+    pub host: HostName,
     pub steps_total: u32,
     pub steps_done: u32,
     pub steps_failed: u32,
@@ -59,7 +58,7 @@ pub struct CampaignProgress {
 
 impl Store {
     /// Every campaign's id, newest first.
-    pub fn campaign_ids(&self) -> Result<Vec<String>> {
+    pub fn campaign_ids(&self) -> Result<Vec<CampaignId>> {
         self.read(|c| {
             c.query_map(
                 "SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id",
@@ -73,13 +72,12 @@ impl Store {
     pub fn campaign_progress(&self, campaign: &str) -> Result<CampaignProgress> {
         self.read(|c| {
             let campaign_id = resolve_campaign(c, campaign)?;
-            let campaign_id = campaign_id.as_str();
             let campaign = c
-                .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml FROM campaigns WHERE id = ?1", [campaign_id], |r| {
+                .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml FROM campaigns WHERE id = ?1", [&campaign_id], |r| {
                     Ok(CampaignRow {
-                        id: campaign_id.to_string(),
+                        id: campaign_id.clone(),
                         name: r.get(0)?,
-                        state: r.get(1)?,
+                        state: CampaignState::from(r.get::<String>(1)?),
                         repeat: r.get(2)?,
                         submitted_unix_ms: r.get(3)?,
                         file_name: r.get(4)?,
@@ -87,11 +85,11 @@ impl Store {
                     })
                 })?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
-            let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
+            let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [&campaign_id], |r| r.get(0))?;
             let plans = c.query_map(
                 "SELECT id, host, steps_total, body, CASE WHEN state = 'refused' THEN COALESCE(error, '') END FROM plans WHERE campaign_id = ?1 ORDER BY host",
-                [campaign_id],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<u32>(2)?, r.get::<String>(3)?, r.get::<Option<String>>(4)?)),
+                [&campaign_id],
+                |r| Ok((r.get::<PlanId>(0)?, r.get::<HostName>(1)?, r.get::<u32>(2)?, r.get::<String>(3)?, r.get::<Option<String>>(4)?)),
             )?;
             // A step that ran again (its measure was cut off, so its preparation runs anew)
             // has a row per attempt: each step counts once, as its latest attempt says.
@@ -133,7 +131,7 @@ impl Store {
 
     /// How many cells of `campaign_id` ran `repeat` counted repetitions to their end (warm-ups
     /// are numbered 1… too, and do not count for them).
-    pub fn cells_done(&self, campaign_id: &str, repeat: u32) -> Result<u32> {
+    pub fn cells_done(&self, campaign_id: &CampaignId, repeat: u32) -> Result<u32> {
         self.read(|c| {
             c.query_row(
                 "SELECT COUNT(*) FROM (SELECT s.cell FROM plans p JOIN steps s ON s.plan_id = p.id
@@ -147,7 +145,11 @@ impl Store {
 
     /// Per cell of `campaign_id` with a counted measure step that ended: how many
     /// repetitions ended, and its values of `metric` (what an adaptive campaign's rule judges).
-    pub fn cells_measured(&self, campaign_id: &str, metric: &str) -> Result<Vec<CellMeasured>> {
+    pub fn cells_measured(
+        &self,
+        campaign_id: &CampaignId,
+        metric: &str,
+    ) -> Result<Vec<CellMeasured>> {
         self.read(|c| cells_measured(c, campaign_id, metric))
     }
 }

@@ -4,8 +4,9 @@
 //! The rule that judges them is `crate::rounds`'s; nothing here decides.
 
 use indexmap::IndexMap;
-use platter_proto::model::{Plan, StepState};
+use platter_proto::model::{CampaignId, HostName, Plan, PlanId, StepState};
 
+use super::campaigns::CampaignState;
 use super::db::{params, Conn};
 use super::error::Result;
 use crate::planner::PlannedCell;
@@ -13,10 +14,9 @@ use crate::planner::PlannedCell;
 /// A plan's campaign as submitted: whether it still runs, and its text to parse again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanCampaign {
-    pub campaign_id: String,
-    pub host: String,
-    /// running | done | cancelled
-    pub state: String,
+    pub campaign_id: CampaignId,
+    pub host: HostName,
+    pub state: CampaignState,
     pub file_name: String,
     pub yaml: String,
 }
@@ -39,7 +39,7 @@ pub struct CellMeasured {
 }
 
 /// The campaign of plan `plan_id` and its host, if the plan exists.
-pub fn plan_campaign(c: &Conn, plan_id: &str) -> Result<Option<PlanCampaign>> {
+pub fn plan_campaign(c: &Conn, plan_id: &PlanId) -> Result<Option<PlanCampaign>> {
     c.query_opt(
         "SELECT p.campaign_id, p.host, ca.state, ca.file_name, ca.yaml
            FROM plans p JOIN campaigns ca ON ca.id = p.campaign_id WHERE p.id = ?1",
@@ -48,7 +48,7 @@ pub fn plan_campaign(c: &Conn, plan_id: &str) -> Result<Option<PlanCampaign>> {
             Ok(PlanCampaign {
                 campaign_id: r.get(0)?,
                 host: r.get(1)?,
-                state: r.get(2)?,
+                state: CampaignState::from(r.get::<String>(2)?),
                 file_name: r.get(3)?,
                 yaml: r.get(4)?,
             })
@@ -57,7 +57,7 @@ pub fn plan_campaign(c: &Conn, plan_id: &str) -> Result<Option<PlanCampaign>> {
 }
 
 /// Whether a step of plan `plan_id` failed.
-pub fn plan_failed(c: &Conn, plan_id: &str) -> Result<bool> {
+pub fn plan_failed(c: &Conn, plan_id: &PlanId) -> Result<bool> {
     c.query_row(
         "SELECT COUNT(*) > 0 FROM steps WHERE plan_id = ?1 AND state = 'failed'",
         [plan_id],
@@ -66,7 +66,7 @@ pub fn plan_failed(c: &Conn, plan_id: &str) -> Result<bool> {
 }
 
 /// Plan `plan_id` as it was sent.
-pub fn plan_body(c: &Conn, plan_id: &str) -> Result<Plan> {
+pub fn plan_body(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
     let body: String = c.query_row("SELECT body FROM plans WHERE id = ?1", [plan_id], |r| {
         r.get(0)
     })?;
@@ -74,7 +74,7 @@ pub fn plan_body(c: &Conn, plan_id: &str) -> Result<Plan> {
 }
 
 /// The host's cells of a campaign as the planner made them, in their order.
-pub fn host_cells(c: &Conn, campaign_id: &str, host: &str) -> Result<Vec<StoredCell>> {
+pub fn host_cells(c: &Conn, campaign_id: &CampaignId, host: &HostName) -> Result<Vec<StoredCell>> {
     let rows = c.query_map(
         "SELECT n, id, idx, params, COALESCE(point, 0), device FROM cells
           WHERE campaign_id = ?1 AND host = ?2 ORDER BY idx",
@@ -109,7 +109,12 @@ pub fn host_cells(c: &Conn, campaign_id: &str, host: &str) -> Result<Vec<StoredC
 }
 
 /// Every counted value of `metric` measured for cell `cell` (`cells.n`) of `campaign_id`.
-pub fn cell_values(c: &Conn, campaign_id: &str, cell: i64, metric: &str) -> Result<Vec<f64>> {
+pub fn cell_values(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    cell: i64,
+    metric: &str,
+) -> Result<Vec<f64>> {
     let values = c.query_map("SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
             AND sa.metric = ?3 AND sa.value IS NOT NULL
@@ -119,7 +124,11 @@ pub fn cell_values(c: &Conn, campaign_id: &str, cell: i64, metric: &str) -> Resu
 
 /// Per cell of `campaign_id` with a counted measure step that ended: how many
 /// repetitions ended, and its values of `metric`.
-pub fn cells_measured(c: &Conn, campaign_id: &str, metric: &str) -> Result<Vec<CellMeasured>> {
+pub fn cells_measured(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    metric: &str,
+) -> Result<Vec<CellMeasured>> {
     let planned = c.query_map(
         "SELECT st.cell, MAX(st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
           WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?2

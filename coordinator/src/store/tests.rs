@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use platter_proto::model::{Plan, Record, RecordKind, Sample, StepEvent, StepState};
+use platter_proto::model::{HostName, Plan, Record, RecordKind, Sample, StepEvent, StepState};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -204,7 +204,7 @@ fn coordinators_sharing_postgres_never_give_a_host_two_plans() {
                 cancelled: false,
             },
         };
-        rt.block_on(ending.write_records("h", vec![finished]))
+        rt.block_on(ending.write_records(&"h".into(), vec![finished]))
             .unwrap();
     }
     sent.sort();
@@ -284,7 +284,10 @@ async fn a_reports_metrics_come_in_the_same_order_from_both_engines() {
                 })
                 .collect();
         }
-        store.write_records("h", vec![record]).await.unwrap();
+        store
+            .write_records(&"h".into(), vec![record])
+            .await
+            .unwrap();
         let report = crate::report::Report::load(&store, &planned.id).unwrap();
         let metrics: Vec<String> = report.cells[0]
             .metrics
@@ -377,7 +380,7 @@ async fn writers_queuing_next_rounds_of_one_campaign_do_not_deadlock() {
                     cancelled: false,
                 },
             });
-            let (store, host) = (store.clone(), host.clone());
+            let (store, host) = (store.clone(), HostName::from(host.as_str()));
             tasks.push(tokio::spawn(async move {
                 store.write_records(&host, batch).await
             }));
@@ -472,7 +475,7 @@ fn writers_ending_plans_of_two_campaigns_in_opposite_orders_all_commit() {
                     finished(seq + 1, plan_of(first, host)),
                     finished(seq + 2, plan_of(second, host)),
                 ];
-                let (store, host) = (store.clone(), host.clone());
+                let (store, host) = (store.clone(), HostName::from(host));
                 tasks.push(tokio::spawn(async move {
                     store.write_records(&host, batch).await
                 }));
@@ -568,7 +571,7 @@ fn cancelling_a_plan_that_was_only_sent_frees_its_host() {
         let held = store.cancel_campaign(&first.id).unwrap();
         assert_eq!(
             held,
-            [(sent.id.to_string(), "h".to_string())],
+            [(sent.id.clone(), HostName::from("h"))],
             "the agent is still told"
         );
         let (next, new) = store.plan_for_host("h").unwrap().unwrap();
@@ -593,17 +596,20 @@ async fn resent_and_repeated_records_are_stored_once() {
         assert_eq!(&dispatched, plan);
 
         store
-            .write_records("h", vec![end(1, plan, 0, 1, 1.0)])
+            .write_records(&"h".into(), vec![end(1, plan, 0, 1, 1.0)])
             .await
             .unwrap();
         // The same record again (a resend after a lost ack), and another end of the same
         // measure step (which a correct agent never sends): neither adds a sample.
         store
-            .write_records("h", vec![end(1, plan, 0, 1, 1.0), end(2, plan, 0, 2, 9.0)])
+            .write_records(
+                &"h".into(),
+                vec![end(1, plan, 0, 1, 1.0), end(2, plan, 0, 2, 9.0)],
+            )
             .await
             .unwrap();
         store
-            .write_records("h", vec![end(3, plan, 1, 1, 2.0)])
+            .write_records(&"h".into(), vec![end(3, plan, 1, 1, 2.0)])
             .await
             .unwrap();
         let values: Vec<f64> = store
@@ -625,14 +631,14 @@ async fn resent_and_repeated_records_are_stored_once() {
             },
         };
         let outcome = store
-            .write_records("h", vec![finished.clone()])
+            .write_records(&"h".into(), vec![finished.clone()])
             .await
             .unwrap();
         assert_eq!(outcome.hosts_freed, ["h"]);
         assert_eq!(store.campaign_state(&planned.id).unwrap(), "done");
         // A resent PlanFinished frees nothing twice.
         assert!(store
-            .write_records("h", vec![finished])
+            .write_records(&"h".into(), vec![finished])
             .await
             .unwrap()
             .hosts_freed
@@ -659,11 +665,11 @@ async fn a_step_run_again_ends_once_per_attempt() {
             r
         };
         store
-            .write_records("h", vec![prep(1, 1), prep(2, 2)])
+            .write_records(&"h".into(), vec![prep(1, 1), prep(2, 2)])
             .await
             .unwrap();
         store
-            .write_records("h", vec![prep(1, 1), prep(2, 2)])
+            .write_records(&"h".into(), vec![prep(1, 1), prep(2, 2)])
             .await
             .unwrap();
         let attempts: Vec<u32> = store
@@ -794,7 +800,7 @@ async fn an_idle_writers_fault_ends_when_the_store_can_commit_again() {
     let store = Store::open_with(&path, Duration::from_millis(50)).unwrap();
     let locker = Connection::open(&path).unwrap();
     locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    assert!(store.write_records("h", Vec::new()).await.is_err());
+    assert!(store.write_records(&"h".into(), Vec::new()).await.is_err());
     let fault = store.fault().expect("the writer cannot commit");
     // Past the writer's wait for a batch: its own write fails too.
     tokio::time::sleep(PROBE_WHEN_IDLE + Duration::from_secs(1)).await;
@@ -810,7 +816,7 @@ async fn an_idle_writers_fault_ends_when_the_store_can_commit_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // And the writer still takes batches.
-    store.write_records("h", Vec::new()).await.unwrap();
+    store.write_records(&"h".into(), Vec::new()).await.unwrap();
 }
 
 /// Dispatching (read the queue, then mark a plan sent) while the writer commits other
@@ -833,7 +839,7 @@ async fn dispatch_never_fails_while_the_writer_commits() {
                 let mut hellos = 0u64;
                 while !stop.is_cancelled() {
                     store
-                        .agent_seen("other", &format!("b{hellos}"), "v", &[], &[])
+                        .agent_seen(&"other".into(), &format!("b{hellos}"), "v", &[], &[])
                         .await
                         .unwrap();
                     hellos += 1;
@@ -854,7 +860,10 @@ async fn dispatch_never_fails_while_the_writer_commits() {
                     cancelled: false,
                 },
             };
-            store.write_records("h", vec![finished]).await.unwrap();
+            store
+                .write_records(&"h".into(), vec![finished])
+                .await
+                .unwrap();
         }
         stop.cancel();
         assert!(hammer.await.unwrap() > 0, "the writer was busy meanwhile");
@@ -870,8 +879,8 @@ fn overlapping_dispatch_passes_do_not_deadlock() {
     let Some((a, b)) = two_on_postgres() else {
         return;
     };
-    let hosts: Vec<String> = (1..=20).map(|i| format!("h{i:02}")).collect();
-    let reversed: Vec<String> = hosts.iter().rev().cloned().collect();
+    let hosts: Vec<HostName> = (1..=20).map(|i| format!("h{i:02}").into()).collect();
+    let reversed: Vec<HostName> = hosts.iter().rev().cloned().collect();
     for round in 1..=5 {
         a.insert_campaign(&test_campaign(&hosts.join(", "), round), "t.yaml", "")
             .unwrap();

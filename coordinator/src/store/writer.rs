@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use platter_proto::model::{Record, RecordKind};
+use platter_proto::model::{HostName, Record, RecordKind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_postgres::types::{ToSql, Type};
 
@@ -20,7 +20,7 @@ use super::plans::queue_plan;
 #[derive(Debug, Default)]
 pub struct BatchOutcome {
     /// Hosts with a plan that just ended: they may take their next plan.
-    pub hosts_freed: Vec<String>,
+    pub hosts_freed: Vec<HostName>,
     /// Records refused (stored in `refused_records`, not in results), by plan id.
     pub refused: std::collections::BTreeMap<String, u32>,
     /// Of those, the records refused because this store never made their plan (an agent's
@@ -34,7 +34,7 @@ pub struct BatchOutcome {
 }
 
 pub(super) struct Batch {
-    pub(super) host: String,
+    pub(super) host: HostName,
     /// The agent's row from its hello, stored before its records. Hellos go through the
     /// writer so that a fleet reconnecting at once (a coordinator restart) shares commits
     /// instead of paying one fsync per agent (BENCHMARKS.md, fleet scale).
@@ -524,7 +524,7 @@ pub(super) fn store_record(
                 params![plan_id, reason],
             )?;
             if n > 0 {
-                outcome.hosts_freed.push(host.to_string());
+                outcome.hosts_freed.push(HostName::from(host));
             }
             outcome.ended_plans.push(plan_id.to_string());
         }
@@ -542,7 +542,7 @@ pub(super) fn store_record(
                         queue_plan(c, &next)?;
                     }
                 }
-                outcome.hosts_freed.push(host.to_string());
+                outcome.hosts_freed.push(HostName::from(host));
             }
             outcome.ended_plans.push(plan_id.to_string());
         }
