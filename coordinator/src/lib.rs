@@ -2,21 +2,16 @@
 //! scheduler (hub), the gRPC services (rpc), reports, and the CLI that drives them.
 
 pub mod cli;
+pub mod client;
 #[doc(hidden)]
 pub mod fuzz;
-pub mod hub;
-pub mod operator;
 pub mod pki;
 pub mod plan_text;
 pub mod planner;
-pub mod presence;
 pub mod report;
 pub mod rounds;
-pub mod rpc;
-pub mod server;
+pub mod service;
 pub mod spec;
-pub mod status;
 pub mod store;
 /// `store::db` under its former name, for the reports until their SQL moves into the store.
 pub use store::db;
-pub mod tls;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use pb::agent_link_client::AgentLinkClient;
 use pb::control_client::ControlClient;
-use platter::server::{Coordinator, ServeOptions};
+use platter::service::server::{Coordinator, ServeOptions};
 use platter::store::Store;
 use platter_proto::model::{Sample, StepKind};
 use platter_proto::v1 as pb;

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use pb::agent_link_client::AgentLinkClient;
-use platter::server::{Coordinator, ServeOptions};
+use platter::service::server::{Coordinator, ServeOptions};
 use platter_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

@@ -71,7 +71,7 @@ pub enum Command {
         /// Seconds without a heartbeat after which an agent is lost (its plans wait)
         #[arg(
             long,
-            default_value_t = crate::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
+            default_value_t = crate::service::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
             value_parser = heartbeat_timeout
         )]
         heartbeat_timeout: u64,
@@ -397,7 +397,7 @@ fn file_size(s: &str) -> Result<u64, String> {
 /// `--heartbeat-timeout` in seconds, at least two heartbeat intervals.
 fn heartbeat_timeout(s: &str) -> Result<u64, String> {
     let secs: u64 = s.parse().map_err(|e| format!("{e}"))?;
-    let min = crate::server::MIN_HEARTBEAT_TIMEOUT.as_secs();
+    let min = crate::service::server::MIN_HEARTBEAT_TIMEOUT.as_secs();
     if secs < min {
         return Err(format!(
             "the minimum is {min} s (two of the agents' {} s heartbeat intervals); \

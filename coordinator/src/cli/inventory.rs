@@ -105,7 +105,7 @@ pub(super) async fn inventory(
         .map(|((host, _), t)| (host.as_str(), t.as_slice()))
         .collect();
     if !tools.is_empty() {
-        print!("\ntools:\n{}", crate::operator::tool_table(&tools));
+        print!("\ntools:\n{}", crate::client::tool_table(&tools));
     }
     Ok(0)
 }

@@ -122,7 +122,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
 
     let result = async {
         let url = format!("http://{}", coordinator.addr);
-        let mut client = operator::connect(&url, &Transport::Plaintext).await?;
+        let mut client = client::connect(&url, &Transport::Plaintext).await?;
         // The plan needs this host's inventory, which arrives with the agent's hello.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -163,7 +163,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
             campaign.repetitions_text()
         );
         tokio::select! {
-            r = operator::watch(&mut client, &resp.campaign_id) => { r?; }
+            r = client::watch(&mut client, &resp.campaign_id) => { r?; }
             ended = &mut agent => {
                 agent_ended = true;
                 return Err(agent_stopped(ended, state_dir));

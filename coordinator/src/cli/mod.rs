@@ -32,9 +32,9 @@ use platter_proto::v1::control_client::ControlClient;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-use crate::operator::{self, call_error, ClientArgs, Output};
+use crate::client::{self, call_error, ClientArgs, Output};
 use crate::report::Format;
-use crate::server::{Coordinator, ServeOptions};
+use crate::service::server::{Coordinator, ServeOptions};
 use crate::{planner, spec};
 
 /// Exit status when a step failed (the report is still printed).
@@ -230,8 +230,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             if let Some(db) = local_store(db, &client)? {
                 let store = open_local(&db)?;
                 // No agent is connected to a store read from a file: hosts show as offline.
-                let hub = crate::hub::Hub::new(store.clone());
-                use crate::status::CampaignStatus;
+                let hub = crate::service::hub::Hub::new(store.clone());
+                use crate::service::status::CampaignStatus;
                 let list: Vec<pb::CampaignStatus> = match &campaign {
                     Some(c) => vec![CampaignStatus::load(&store, &hub, c)?],
                     None => CampaignStatus::load_all(&store, &hub)?,
@@ -241,7 +241,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 .collect();
                 print!(
                     "{}",
-                    operator::render_status(&list, campaign.is_some(), output)
+                    client::render_status(&list, campaign.is_some(), output)
                 );
                 return Ok(status_exit(&list, campaign.is_some()));
             }
@@ -264,7 +264,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     if let (true, Some(f), Output::Table) =
                         (r.campaigns.is_empty(), &r.store_fault, output)
                     {
-                        print!("{}", operator::fault_line(f));
+                        print!("{}", client::fault_line(f));
                         println!("No campaign is known to this coordinator while its store cannot be read.");
                     }
                     r.campaigns
@@ -272,12 +272,12 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             };
             print!(
                 "{}",
-                operator::render_status(&list, campaign.is_some(), output)
+                client::render_status(&list, campaign.is_some(), output)
             );
             Ok(status_exit(&list, campaign.is_some()))
         }
         Command::Watch { campaign, client } => {
-            let last = operator::watch(&mut client.connect().await?, &campaign).await?;
+            let last = client::watch(&mut client.connect().await?, &campaign).await?;
             Ok(if last.steps_failed > 0 {
                 EXIT_FAILED_STEPS
             } else {
@@ -309,7 +309,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                     service: String::new(),
                 })
                 .await
-                .map_err(|s| crate::operator::call_error("asking the coordinator's health", s))?
+                .map_err(|s| crate::client::call_error("asking the coordinator's health", s))?
                 .into_inner()
                 .status();
             if status == ServingStatus::Serving {
@@ -344,7 +344,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 .await
                 .map_err(|s| call_error("agents", s))?
                 .into_inner();
-            print!("{}", operator::render_agents(&agents, output));
+            print!("{}", client::render_agents(&agents, output));
             Ok(0)
         }
         Command::Cancel { campaign, client } => {
@@ -439,7 +439,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                         .await
                         .map_err(|s| call_error("compare", s))?
                         .into_inner();
-                    crate::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
+                    crate::service::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
                 }
             };
             if format == "json" {
@@ -626,7 +626,7 @@ async fn submit(
     if !watch_it {
         return Ok(0);
     }
-    operator::watch(&mut client, &resp.campaign_id).await?;
+    client::watch(&mut client, &resp.campaign_id).await?;
     let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
     print!("{rendered}");
     Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
@@ -640,7 +640,7 @@ const LOCAL_STORE: &str = "platter-data/platter.db";
 /// here. `None` means the coordinator.
 fn local_store(
     db: Option<std::path::PathBuf>,
-    client: &operator::ClientArgs,
+    client: &client::ClientArgs,
 ) -> anyhow::Result<Option<std::path::PathBuf>> {
     if db.is_some() || client.names_a_coordinator() {
         return Ok(db);

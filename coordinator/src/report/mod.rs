@@ -22,7 +22,7 @@ use crate::db::params;
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use crate::status::LATEST;
+use crate::service::status::LATEST;
 use crate::store::{Result, Store, StoreError};
 use platter_proto::model::NOT_MEASURED;
 

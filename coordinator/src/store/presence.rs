@@ -1,7 +1,7 @@
 //! The presence tables of coordinators sharing a store (`coordinators`, `agent_links`):
 //! publishing this coordinator's links and heartbeat, withdrawing, forgetting the gone,
 //! and reading the others' as typed rows. What they mean (who holds an agent) is
-//! `crate::presence`'s.
+//! `crate::service::presence`'s.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! What `platter status` reads of a campaign, as typed rows: its row, its cell count, and
 //! per plan the steps that ended, failed, are running and the time they took. How that
-//! adds up per host is `crate::status`'s.
+//! adds up per host is `crate::service::status`'s.
 
 use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 

@@ -167,7 +167,7 @@ pub(super) fn migrations() -> Migrations<'static> {
 }
 
 /// Which coordinator holds which agent's stream, for coordinators sharing a store
-/// (`crate::presence`); the same text on both engines.
+/// (`crate::service::presence`); the same text on both engines.
 pub(crate) const PRESENCE_SCHEMA: &str = r#"
 -- Coordinators on this store, each process once (`instance` is its notification mark),
 -- with the time of its last heartbeat: one silent for long is gone.

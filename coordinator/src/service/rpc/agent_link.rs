@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::hub::Hub;
 use crate::pki::Role;
+use crate::service::hub::Hub;
+use crate::service::tls::Auth;
 use crate::store::Store;
-use crate::tls::Auth;
 
 /// Records taken off a stream before they are handed to the writer together.
 const MAX_RECORDS_PER_BATCH: usize = 1024;

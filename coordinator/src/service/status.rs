@@ -2,7 +2,7 @@
 
 use platter_proto::model::{CampaignId, HostName, Plan};
 
-use crate::hub::Hub;
+use crate::service::hub::Hub;
 use crate::store::progress::CampaignProgress;
 use crate::store::{CampaignState, Result, Store, StoreFault};
 
@@ -53,7 +53,7 @@ impl CampaignStatus {
     /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
     pub fn load_all(store: &Store, hub: &Hub) -> Result<Vec<CampaignStatus>> {
         let ids = store.campaign_ids()?;
-        let fleet = crate::presence::fleet_of(hub)?;
+        let fleet = crate::service::presence::fleet_of(hub)?;
         ids.iter()
             .map(|id| CampaignStatus::load_in(store, hub, fleet.as_ref(), id))
             .collect()
@@ -61,7 +61,7 @@ impl CampaignStatus {
 
     /// The progress of the campaign `campaign` names (its id, or the latest of that name).
     pub fn load(store: &Store, hub: &Hub, campaign: &str) -> Result<CampaignStatus> {
-        let fleet = crate::presence::fleet_of(hub)?;
+        let fleet = crate::service::presence::fleet_of(hub)?;
         CampaignStatus::load_in(store, hub, fleet.as_ref(), campaign)
     }
 
@@ -69,7 +69,7 @@ impl CampaignStatus {
     fn load_in(
         store: &Store,
         hub: &Hub,
-        fleet: Option<&crate::presence::Fleet>,
+        fleet: Option<&crate::service::presence::Fleet>,
         campaign: &str,
     ) -> Result<CampaignStatus> {
         let CampaignProgress {
@@ -165,8 +165,8 @@ impl CampaignStatus {
         };
         status.store_fault = store.fault();
         for h in &mut status.hosts {
-            let w = crate::presence::whereabouts(hub, fleet, &h.host);
-            h.connected = w.presence == crate::hub::Presence::Connected;
+            let w = crate::service::presence::whereabouts(hub, fleet, &h.host);
+            h.connected = w.presence == crate::service::hub::Presence::Connected;
             h.coordinator = w.coordinator;
             h.journal_fault = hub.journal_fault(&h.host).unwrap_or_default();
         }

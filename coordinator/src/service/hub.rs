@@ -80,7 +80,7 @@ pub struct Hub {
 }
 
 /// A change of one agent's link to this coordinator, for the other coordinators on a
-/// shared store to learn (`take_link_changes`, published by `crate::presence::publish`).
+/// shared store to learn (`take_link_changes`, published by `crate::service::presence::publish`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkChange {
     pub host: HostName,

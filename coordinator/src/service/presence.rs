@@ -16,8 +16,8 @@ use platter_proto::inventory::ToolVersion;
 use platter_proto::model::HostName;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::hub::LinkChange;
-use crate::hub::{Hub, Presence};
+pub use crate::service::hub::LinkChange;
+use crate::service::hub::{Hub, Presence};
 use crate::store::presence::{Link, LinkRow};
 use crate::store::{Result, Store};
 

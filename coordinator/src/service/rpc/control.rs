@@ -11,13 +11,13 @@ use platter_proto::v1::control_server::Control;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::hub::{Hub, Presence};
 use crate::pki::Role;
 use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, UnmatchedCell};
 use crate::report::{Format, Report};
-use crate::status::CampaignStatus;
+use crate::service::hub::{Hub, Presence};
+use crate::service::status::CampaignStatus;
+use crate::service::tls::Auth;
 use crate::store::{CampaignState, Store, StoreError, StoreFault};
-use crate::tls::Auth;
 use crate::{planner, spec};
 
 /// Watchers get at most this many updates per second.
@@ -509,7 +509,7 @@ impl Control for ControlService {
         let last = self.last.clone();
         let (rows, fleet): (Vec<pb::AgentInfo>, _) = blocking(move || {
             let read = || {
-                let fleet = crate::presence::fleet_of(&hub)?;
+                let fleet = crate::service::presence::fleet_of(&hub)?;
                 let rows: Vec<pb::AgentInfo> = store
                     .agents()?
                     .into_iter()
@@ -562,7 +562,7 @@ impl Control for ControlService {
         })
         .await?;
         let agents = rows.into_iter().map(|mut a| {
-            let w = crate::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
+            let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
             a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
             a.coordinator = w.coordinator;
             let presence = w.presence;

@@ -16,11 +16,11 @@ use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::hub::Hub;
-use crate::rpc::agent_link::AgentLinkService;
-use crate::rpc::control::ControlService;
+use crate::service::hub::Hub;
+use crate::service::rpc::agent_link::AgentLinkService;
+use crate::service::rpc::control::ControlService;
+use crate::service::tls::{self, Auth};
 use crate::store::Store;
-use crate::tls::{self, Auth};
 
 pub struct Coordinator {
     pub addr: SocketAddr,
@@ -40,7 +40,7 @@ pub struct ServeOptions {
     /// What a submitted campaign may ask for.
     pub limits: crate::spec::Limits,
     /// The name other coordinators on a shared store know this one by
-    /// (`crate::presence`); None: HOSTNAME:PORT.
+    /// (`crate::service::presence`); None: HOSTNAME:PORT.
     pub name: Option<String>,
     /// PostgreSQL: how many connections store agents' records at once.
     pub db_writers: usize,
@@ -401,7 +401,7 @@ impl Coordinator {
                 shutdown.clone(),
             ));
             hub.publish_links(name.clone());
-            tasks.spawn(crate::presence::publish(
+            tasks.spawn(crate::service::presence::publish(
                 store.clone(),
                 hub.clone(),
                 name.clone(),
