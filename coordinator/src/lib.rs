@@ -17,6 +17,4 @@ pub mod server;
 pub mod spec;
 pub mod status;
 pub mod store;
-/// `store::db` under its former name, for the reports until their SQL moves into the store.
-pub use store::db;
 pub mod tls;
