@@ -13,5 +13,3 @@ pub mod rounds;
 pub mod service;
 pub mod spec;
 pub mod store;
-/// `store::db` under its former name, for the reports until their SQL moves into the store.
-pub use store::db;

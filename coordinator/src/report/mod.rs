@@ -18,13 +18,12 @@ pub mod table;
 
 use std::collections::HashMap;
 
-use crate::db::params;
 use indexmap::IndexMap;
+use platter_proto::model::StepKind;
 use serde::Serialize;
 
-use crate::service::status::LATEST;
+use crate::store::reports;
 use crate::store::{Result, Store, StoreError};
-use platter_proto::model::NOT_MEASURED;
 
 pub use stats::Summary as Stats;
 
@@ -424,51 +423,48 @@ impl Report {
     /// campaign of that name).
     pub fn load(store: &Store, campaign: &str) -> Result<Report> {
         store.read(|c| {
-            let campaign_id = crate::store::resolve_campaign(c, campaign)?;
-            let campaign_id = campaign_id.as_str();
-            let (name, state, params, repeat): (String, String, String, u32) = c
-                .query_opt("SELECT name, state, params, repeat FROM campaigns WHERE id = ?1", [campaign_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?
+            let campaign_id = &crate::store::resolve_campaign(c, campaign)?;
+            let row = reports::campaign(c, campaign_id)?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
-            // Steps are found through their plans (the steps table is indexed by plan only).
             let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
             let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
             // Each row is folded in as it is read (a million of them need not be held); the
             // histograms come with their samples rather than by a second pass over them.
-            c.query_each("SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
-                 FROM plans p JOIN steps st ON st.plan_id = p.id
-                 JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
-                 ORDER BY st.cell, st.started_unix_ns, st.repetition", [campaign_id], |r| {
+            reports::each_sample(c, campaign_id, |s| {
                 let raw = RawSample {
-                    value: r.get::<Option<f64>>(3)?,
-                    missing: r.get(4)?,
-                    repetition: r.get(5)?,
-                    attempt: r.get(6)?,
-                    started_unix_ns: r.get(7)?,
+                    value: s.value,
+                    missing: s.missing,
+                    repetition: s.repetition,
+                    attempt: s.attempt,
+                    started_unix_ns: s.started_unix_ns,
                 };
-                let cell = r.get::<i64>(0)?;
-                if let Some(h) = r.get::<Option<Vec<u8>>>(8)? {
-                    histograms.entry(cell).or_default().push(h);
+                if let Some(h) = s.histogram {
+                    histograms.entry(s.cell).or_default().push(h);
                 }
-                let by_metric = values.entry(cell).or_insert_with(|| {
+                let by_metric = values.entry(s.cell).or_insert_with(|| {
                     COMMAND_METRICS
                         .iter()
-                        .map(|m| (m.to_string(), Gathered { unit: "s".into(), ..Default::default() }))
+                        .map(|m| {
+                            let g = Gathered {
+                                unit: "s".into(),
+                                ..Default::default()
+                            };
+                            (m.to_string(), g)
+                        })
                         .collect()
                 });
-                let at = r.text(1, |metric| match by_metric.get_index_of(metric) {
+                let at = match by_metric.get_index_of(s.metric) {
                     Some(at) => at,
-                    None => by_metric.insert_full(metric.to_string(), Gathered::default()).0,
-                })?;
+                    None => {
+                        by_metric
+                            .insert_full(s.metric.to_string(), Gathered::default())
+                            .0
+                    }
+                };
                 let g = &mut by_metric[at];
                 // A value the tool could not measure has no unit: keep the measured ones'.
-                if raw.value.is_some() || g.unit.is_empty() {
-                    r.text(2, |unit| {
-                        if g.unit != unit {
-                            g.unit = unit.to_string();
-                        }
-                    })?;
+                if (raw.value.is_some() || g.unit.is_empty()) && g.unit != s.unit {
+                    g.unit = s.unit.to_string();
                 }
                 match raw.value {
                     Some(v) => g.values.push(v),
@@ -480,34 +476,32 @@ impl Report {
                 g.raw.push(raw);
                 Ok(())
             })?;
-            let mut failed: HashMap<i64, u32> = HashMap::new();
-                        for row in c.query_map("SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
-                 WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
-                   AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
-                 GROUP BY st.cell", params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()], |r| Ok((r.get::<i64>(0)?, r.get::<u32>(1)?)))? {
-                let (cell, n) = row;
-                failed.insert(cell, n);
-            }
-            let mut notes = how_measured(c, campaign_id)?;
-            let (yaml, file): (String, String) =
-                c.query_row("SELECT yaml, file_name FROM campaigns WHERE id = ?1", [campaign_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let failed: HashMap<i64, u32> = reports::failed_repetitions(c, campaign_id)?
+                .into_iter()
+                .map(|f| (f.cell, f.repetitions))
+                .collect();
+            let plans = reports::plans(c, campaign_id)?;
+            let mut notes = how_measured(
+                reports::unusual_measures(c, campaign_id)?,
+                reports::skipped_steps(c, campaign_id)?,
+                &plans,
+            );
             // The stored YAML was valid when it was submitted; settings of a campaign from
             // an older platter that no longer parse just leave the report without them.
-            let spec = crate::spec::parse_with(&file, &yaml, &crate::spec::Limits::NONE).ok();
-            let mut warmups = warmup_values(c, campaign_id)?;
+            let spec =
+                crate::spec::parse_with(&row.file_name, &row.yaml, &crate::spec::Limits::NONE)
+                    .ok();
+            let mut warmups = warmup_values(reports::warmup_samples(c, campaign_id)?);
             let mut stopped = match &spec {
-                Some(s) => crate::rounds::verdicts(c, &campaign_id.into(), &s.repeat)?
+                Some(s) => crate::rounds::verdicts(c, campaign_id, &s.repeat)?
                     .into_iter()
                     .map(|(cell, v)| (cell, v.describe(&s.repeat)))
                     .collect(),
                 None => HashMap::new(),
             };
             let mut cells = Vec::new();
-                        let rows = c.query_map("SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx", [campaign_id], |r| {
-                Ok((r.get::<i64>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?))
-            })?;
-            for row in rows {
-                let (n, cell_id, host, params) = row;
+            for cell in reports::cells(c, campaign_id)? {
+                let n = cell.n;
                 let mut by_metric = values.remove(&n).unwrap_or_default();
                 // One order whatever order a step's samples came in (SQLite returns them by
                 // name, PostgreSQL as stored; sorting them in SQL cost 20–30% of the query):
@@ -572,9 +566,9 @@ impl Report {
                     };
                 }
                 cells.push(CellReport {
-                    cell_id,
-                    host,
-                    params: serde_json::from_str(&params)?,
+                    cell_id: cell.id.into_string(),
+                    host: cell.host.into_string(),
+                    params: cell.params,
                     metrics,
                     unmeasured,
                     failed,
@@ -585,46 +579,33 @@ impl Report {
                     stopped: stopped.remove(&n),
                 });
             }
-            // A step that ran again counts once, as its latest attempt says.
-            let steps_failed: u32 = c.query_row(
-                &format!(
-                    "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
-                     WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST}) AS failed"
-                ),
-                [campaign_id],
-                |r| r.get(0),
-            )?;
-                        let failures = c.query_map(&format!(
-                "SELECT s.host, s.kind, s.repetition, s.attempt, s.error, s.stderr_tail, ce.params
-                   FROM steps s JOIN plans p ON p.id = s.plan_id JOIN cells ce ON ce.n = s.cell
-                 WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST} ORDER BY s.finished_unix_ns"
-            ), params![campaign_id], |r| {
-                    let params: String = r.get(6)?;
-                    let params: IndexMap<String, String> = serde_json::from_str(&params).unwrap_or_default();
-                    Ok(Failure {
-                        host: r.get(0)?,
-                        cell: label(&params),
-                        step: r.get(1)?,
-                        repetition: r.get(2)?,
-                        attempt: r.get(3)?,
-                        error: r.get(4)?,
-                        stderr_tail: r.get(5)?,
-                    })
-                })?;
-            let mut measurements_expected = 0u32;
-                        for body in c.query_map("SELECT body FROM plans WHERE campaign_id = ?1 AND state != 'refused'", [campaign_id], |r| r.get::<String>(0))? {
-                let plan: platter_proto::model::Plan = serde_json::from_str(&body)?;
-                let measures = plan.steps.iter().filter(|s| matches!(s.kind, platter_proto::model::StepKind::Measure(_)));
-                measurements_expected += measures.count() as u32;
-            }
-            let measurements_ended: u32 = c.query_row(
-                "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
-                 WHERE p.campaign_id = ?1 AND p.state != 'refused' AND s.kind = 'measure' AND s.state != 'started') AS ended",
-                [campaign_id],
-                |r| r.get(0),
-            )?;
+            let steps_failed = reports::steps_failed(c, campaign_id)?;
+            let failures = reports::failed_steps(c, campaign_id)?
+                .into_iter()
+                .map(|f| Failure {
+                    host: f.host.into_string(),
+                    cell: label(&f.params),
+                    step: f.kind,
+                    repetition: f.repetition,
+                    attempt: f.attempt,
+                    error: f.error,
+                    stderr_tail: f.stderr_tail,
+                })
+                .collect();
+            let measurements_expected: u32 = plans
+                .iter()
+                .filter(|p| !p.refused)
+                .map(|p| {
+                    let measures = p.plan.steps.iter().filter(|s| matches!(s.kind, StepKind::Measure(_)));
+                    measures.count() as u32
+                })
+                .sum();
+            let measurements_ended = reports::measurements_ended(c, campaign_id)?;
             let measurements_missing = measurements_expected.saturating_sub(measurements_ended);
-                        let refused = c.query_map("SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host", [campaign_id], |r| Ok(Refusal { host: r.get(0)?, reason: r.get(1)? }))?;
+            let refused = reports::refused_plans(c, campaign_id)?
+                .into_iter()
+                .map(|r| Refusal { host: r.host.into_string(), reason: r.reason })
+                .collect();
             let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
             let verdicts = judge::qualify(&cells, &settings);
@@ -633,7 +614,7 @@ impl Report {
             let findings = findings::build(&cells, &settings, &comparisons, side_by_side.as_ref());
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.
-            let snapshots = provenance::load(c, campaign_id)?;
+            let snapshots = provenance::snapshots(&plans, reports::snapshots(c, campaign_id)?);
             for cell in &mut cells {
                 let split = advice::cpu_split(&snapshots, cell);
                 cell.advice.extend(split);
@@ -660,10 +641,10 @@ impl Report {
                 refused,
                 schema_version: 1,
                 campaign_id: campaign_id.to_string(),
-                name,
-                state: CampaignState::from(state),
-                params: serde_json::from_str(&params)?,
-                repeat,
+                name: row.name,
+                state: CampaignState::from(row.state),
+                params: row.params,
+                repeat: row.repeat,
                 repetition: spec.as_ref().filter(|s| s.repeat.is_adaptive()).map(|s| s.repeat.to_string()).unwrap_or_default(),
                 warmup: spec.as_ref().map_or(0, |s| s.warmup),
                 cells,
@@ -694,28 +675,16 @@ fn metric_rank(metric: &str) -> (usize, &str) {
 }
 
 /// Per cell (`cells.n`), its warm-up runs' values, metric by metric by name.
-fn warmup_values(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, Vec<Warmup>>> {
+fn warmup_values(samples: Vec<reports::WarmupSample>) -> HashMap<i64, Vec<Warmup>> {
     let mut out: HashMap<i64, Vec<Warmup>> = HashMap::new();
-    let rows = c.query_map("SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
-           JOIN samples sa ON sa.step = st.n
-          WHERE p.campaign_id = ?1 AND st.warmup = 1 AND sa.value IS NOT NULL
-          ORDER BY st.cell, st.repetition", [campaign_id], |r| {
-        Ok((
-            r.get::<i64>(0)?,
-            r.get::<String>(1)?,
-            r.get::<String>(2)?,
-            r.get::<f64>(3)?,
-        ))
-    })?;
-    for row in rows {
-        let (cell, metric, unit, value) = row;
-        let list = out.entry(cell).or_default();
-        match list.iter_mut().find(|w| w.metric == metric) {
-            Some(w) => w.values.push(value),
+    for s in samples {
+        let list = out.entry(s.cell).or_default();
+        match list.iter_mut().find(|w| w.metric == s.metric) {
+            Some(w) => w.values.push(s.value),
             None => list.push(Warmup {
-                metric,
-                unit,
-                values: vec![value],
+                metric: s.metric,
+                unit: s.unit,
+                values: vec![s.value],
                 ratio_to_counted: None,
             }),
         }
@@ -724,48 +693,25 @@ fn warmup_values(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, 
     for list in out.values_mut() {
         list.sort_by(|a, b| a.metric.cmp(&b.metric));
     }
-    Ok(out)
+    out
 }
 
 /// Per cell (`cells.n`), how its samples came to be where that is not the plain way: a
 /// repetition not measured because its preparation failed, a measurement that ran again
 /// after the agent stopped during it (its preparation ran again first), a preparation
 /// step skipped because the platform does not support it (fstrim on a RAM disk).
-fn how_measured(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, Vec<String>>> {
+fn how_measured(
+    unusual: Vec<reports::UnusualMeasure>,
+    skipped: Vec<reports::SkippedSteps>,
+    plans: &[reports::CampaignPlan],
+) -> HashMap<i64, Vec<String>> {
     let mut notes: HashMap<i64, Vec<String>> = HashMap::new();
-    let mut plans: HashMap<String, Option<platter_proto::model::Plan>> = HashMap::new();
-    let rows = c.query_map(
-        "SELECT st.cell, st.plan_id, st.step_index, st.repetition, st.attempt, st.state, st.error
-           FROM plans p JOIN steps st ON st.plan_id = p.id
-          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
-            AND ((st.state = 'succeeded' AND st.attempt > 1)
-                 OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
-          ORDER BY st.cell, st.repetition",
-        params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()],
-        |r| {
-            Ok((
-                r.get::<i64>(0)?,
-                r.get::<String>(1)?,
-                r.get::<u32>(2)?,
-                r.get::<u32>(3)?,
-                r.get::<u32>(4)?,
-                r.get::<String>(5)?,
-                r.get::<String>(6)?,
-            ))
-        },
-    )?;
-    for row in rows {
-        let (cell, plan_id, index, repetition, attempt, state, error) = row;
-        let note = if state == "skipped" {
-            format!("repetition {repetition} {error}")
+    for m in unusual {
+        let note = if m.skipped {
+            format!("repetition {} {}", m.repetition, m.error)
         } else {
-            let plan = plans.entry(plan_id.clone()).or_insert_with(|| {
-                c.query_row("SELECT body FROM plans WHERE id = ?1", [&plan_id], |r| {
-                    r.get::<String>(0)
-                })
-                .ok()
-                .and_then(|b| serde_json::from_str(&b).ok())
-            });
+            let plan = plans.iter().find(|p| p.id == m.plan_id).map(|p| &p.plan);
+            let index = m.step_index;
             // The index came from an agent: a plan it does not fit names no preparation.
             let prep: Vec<&str> = plan
                 .iter()
@@ -781,37 +727,19 @@ fn how_measured(c: &crate::db::Conn, campaign_id: &str) -> Result<HashMap<i64, V
                 format!("its preparation ({}) ran again first", prep.join(", "))
             };
             format!(
-                "repetition {repetition} measured on attempt {attempt}: the agent stopped during the measurement before; {again}"
+                "repetition {} measured on attempt {}: the agent stopped during the measurement before; {again}",
+                m.repetition, m.attempt
             )
         };
-        notes.entry(cell).or_default().push(note);
+        notes.entry(m.cell).or_default().push(note);
     }
-    // Cancelled and aborted plans skip steps too ("skipped: …"); those are not news here.
-    let rows = c.query_map(
-        &format!(
-            "SELECT s.cell, s.kind, s.error, COUNT(*) FROM plans p JOIN steps s ON s.plan_id = p.id
-          WHERE p.campaign_id = ?1 AND s.state = 'skipped' AND s.kind != 'measure'
-            AND substr(s.error, 1, 8) != 'skipped:' AND {LATEST}
-          GROUP BY s.cell, s.kind, s.error ORDER BY s.cell, MIN(s.n)"
-        ),
-        [campaign_id],
-        |r| {
-            Ok((
-                r.get::<i64>(0)?,
-                r.get::<String>(1)?,
-                r.get::<String>(2)?,
-                r.get::<u32>(3)?,
-            ))
-        },
-    )?;
-    for row in rows {
-        let (cell, kind, error, n) = row;
-        notes
-            .entry(cell)
-            .or_default()
-            .push(format!("{kind} skipped {n}× (not a failure): {error}"));
+    for s in skipped {
+        notes.entry(s.cell).or_default().push(format!(
+            "{} skipped {}× (not a failure): {}",
+            s.kind, s.count, s.error
+        ));
     }
-    Ok(notes)
+    notes
 }
 
 /// One exporter per output format.

@@ -5,13 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::db::Conn;
-use platter_proto::model::{Plan, StepKind};
+use crate::store::reports::{CampaignPlan, SnapshotRow};
+use platter_proto::model::StepKind;
 use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
 use serde::Serialize;
 
 use super::human;
-use crate::store::Result;
 
 /// One snapshot: which host, plan and step it describes, and what it found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,33 +27,20 @@ pub struct Snapshot {
     pub facts: Provenance,
 }
 
-/// The campaign's snapshots in the order each host took them.
-pub fn load(c: &Conn, campaign_id: &str) -> Result<Vec<Snapshot>> {
-    let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
-    for row in c.query_map(
-        "SELECT id, body FROM plans WHERE campaign_id = ?1",
-        [campaign_id],
-        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
-    )? {
-        let (id, body) = row;
-        plans.insert(id, serde_json::from_str(&body)?);
-    }
-    let rows = c.query_map("SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
-         WHERE p.campaign_id = ?1 ORDER BY pr.host, pr.plan_id, pr.seq", [campaign_id], |r| {
-        Ok((
-            r.get::<String>(0)?,
-            r.get::<String>(1)?,
-            r.get::<u32>(2)?,
-            r.get::<String>(3)?,
-        ))
-    })?;
+/// The campaign's snapshots in the order each host took them, a storage snapshot with
+/// the configuration and the cells its plan says it stood for.
+pub fn snapshots(plans: &[CampaignPlan], rows: Vec<SnapshotRow>) -> Vec<Snapshot> {
     let mut out = Vec::new();
     for row in rows {
-        let (host, plan_id, step_index, facts) = row;
-        let facts: Provenance = serde_json::from_str(&facts)?;
+        let SnapshotRow {
+            host,
+            plan_id,
+            step_index,
+            facts,
+        } = row;
         let (mut storage_config, mut cells) = (String::new(), Vec::new());
-        let plan = plans.get(&plan_id).filter(|_| facts.storage.is_some());
-        if let Some(plan) = plan {
+        let plan = plans.iter().find(|p| p.id == plan_id);
+        if let Some(plan) = plan.filter(|_| facts.storage.is_some()).map(|p| &p.plan) {
             let rest = plan.steps.get(step_index as usize..).unwrap_or_default();
             if let Some(StepKind::StorageSetup(c)) = rest.first().map(|s| &s.kind) {
                 storage_config = c.to_string();
@@ -71,15 +57,15 @@ pub fn load(c: &Conn, campaign_id: &str) -> Result<Vec<Snapshot>> {
             }
         }
         out.push(Snapshot {
-            host,
-            plan_id,
+            host: host.into_string(),
+            plan_id: plan_id.into_string(),
             step_index,
             storage_config,
             cells,
             facts,
         });
     }
-    Ok(out)
+    out
 }
 
 /// What a cell was measured on, flat, for one CSV row: the kernel, the device under

@@ -41,10 +41,6 @@ pub struct CampaignStatus {
     pub store_fault: Option<StoreFault>,
 }
 
-/// The condition on a `steps s` row that it is its step's latest attempt, for the reports
-/// until their SQL moves into the store.
-pub use crate::store::progress::LATEST;
-
 impl CampaignStatus {
     pub fn ended(&self) -> bool {
         self.state != CampaignState::Running

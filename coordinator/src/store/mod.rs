@@ -49,6 +49,7 @@ mod notify;
 mod plans;
 pub mod presence;
 pub mod progress;
+pub mod reports;
 pub mod rounds;
 mod schema;
 /// Stores for tests of the store and what reads it, so each runs against both engines.

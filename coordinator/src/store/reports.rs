@@ -1,0 +1,440 @@
+//! What a report (`crate::report`) reads, as typed rows: the campaign, its cells and
+//! plans, the counted samples (streamed, one row at a time), the warm-ups, the steps that
+//! failed or were skipped, and the agents' provenance snapshots. Every function reads on
+//! the caller's connection: `Report::load` asks them all in one read transaction, so a
+//! report is one snapshot of the store even while an agent's records are committed
+//! (its samples, counts and failures agree). What the rows mean (statistics, notes,
+//! advice) is the report's; nothing here decides.
+
+use indexmap::IndexMap;
+use platter_proto::model::{CampaignId, CellId, HostName, Plan, PlanId, NOT_MEASURED};
+use platter_proto::provenance::Provenance;
+
+use super::db::{params, Conn};
+use super::error::Result;
+use super::progress::LATEST;
+
+/// A campaign as submitted, as its report heads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportCampaign {
+    pub name: String,
+    /// running | done | cancelled
+    pub state: String,
+    /// The matrix's parameter names, in the campaign's order.
+    pub params: Vec<String>,
+    /// The repetitions asked (`repeat`; its max when adaptive).
+    pub repeat: u32,
+    pub file_name: String,
+    /// The campaign file's text, for the settings the report reads again.
+    pub yaml: String,
+}
+
+/// One counted sample with its measure step, as the statement holds it: the metric and
+/// unit are lent, not copied (a report reads a million of them).
+#[derive(Debug, PartialEq)]
+pub struct Sample<'r> {
+    /// `cells.n`
+    pub cell: i64,
+    pub metric: &'r str,
+    pub unit: &'r str,
+    /// `None` when the tool could not measure it (`missing` says why).
+    pub value: Option<f64>,
+    /// "" when measured.
+    pub missing: String,
+    pub repetition: u32,
+    pub attempt: u32,
+    /// When the measure step started (CLOCK_REALTIME, ns since the epoch).
+    pub started_unix_ns: i64,
+    /// The run's per-operation latencies (a serialized HDR histogram), if it kept them.
+    pub histogram: Option<Vec<u8>>,
+}
+
+/// A cell's counted repetitions without samples: the measure step failed, or was not
+/// run because its preparation failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellFailed {
+    /// `cells.n`
+    pub cell: i64,
+    pub repetitions: u32,
+}
+
+/// A cell of the campaign, as the planner made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignCell {
+    /// `cells.n`: how samples and steps name the cell.
+    pub n: i64,
+    pub id: CellId,
+    pub host: HostName,
+    pub params: IndexMap<String, String>,
+}
+
+/// A failed step, as its latest attempt says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedStep {
+    pub host: HostName,
+    /// The step's kind (`measure`, `storage_setup`, …).
+    pub kind: String,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub error: String,
+    pub stderr_tail: String,
+    /// Its cell's parameters; empty when they do not parse (the failure is listed all
+    /// the same).
+    pub params: IndexMap<String, String>,
+}
+
+/// A plan of the campaign as it was sent, and whether its agent refused it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignPlan {
+    pub id: PlanId,
+    pub refused: bool,
+    pub plan: Plan,
+}
+
+/// A plan an agent refused to run, and why ("" when it gave no reason).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefusedPlan {
+    pub host: HostName,
+    pub reason: String,
+}
+
+/// One measured value of a warm-up run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarmupSample {
+    /// `cells.n`
+    pub cell: i64,
+    pub metric: String,
+    pub unit: String,
+    pub value: f64,
+}
+
+/// A counted measure step whose samples did not come the plain way: measured on a later
+/// attempt (the agent stopped during an earlier one), or not measured because its
+/// preparation failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnusualMeasure {
+    /// `cells.n`
+    pub cell: i64,
+    pub plan_id: PlanId,
+    pub step_index: u32,
+    pub repetition: u32,
+    pub attempt: u32,
+    /// Not measured (`error` says why); otherwise measured on attempt `attempt`.
+    pub skipped: bool,
+    pub error: String,
+}
+
+/// Steps other than measures that a cell's plan skipped for one reason (a preparation
+/// the platform does not support), counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkippedSteps {
+    /// `cells.n`
+    pub cell: i64,
+    pub kind: String,
+    pub error: String,
+    pub count: u32,
+}
+
+/// A provenance snapshot an agent took during plan `plan_id`, at step `step_index`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotRow {
+    pub host: HostName,
+    pub plan_id: PlanId,
+    pub step_index: u32,
+    pub facts: Provenance,
+}
+
+/// Campaign `campaign_id`'s row, if it exists.
+pub fn campaign(c: &Conn, campaign_id: &CampaignId) -> Result<Option<ReportCampaign>> {
+    let row = c.query_opt(
+        "SELECT name, state, params, repeat, file_name, yaml FROM campaigns WHERE id = ?1",
+        [campaign_id],
+        |r| {
+            Ok((
+                r.get::<String>(0)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+                r.get::<u32>(3)?,
+                r.get::<String>(4)?,
+                r.get::<String>(5)?,
+            ))
+        },
+    )?;
+    row.map(|(name, state, params, repeat, file_name, yaml)| {
+        Ok(ReportCampaign {
+            name,
+            state,
+            params: serde_json::from_str(&params)?,
+            repeat,
+            file_name,
+            yaml,
+        })
+    })
+    .transpose()
+}
+
+/// Each counted sample of the campaign to `f` as it is read, none kept: by cell, then in
+/// the order the repetitions started. A step's samples come in no set order of metrics
+/// (sorting them in SQL cost 20–30% of the query).
+pub fn each_sample(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    mut f: impl FnMut(Sample<'_>) -> Result<()>,
+) -> Result<()> {
+    // Steps are found through their plans (the steps table is indexed by plan only).
+    c.query_each(
+        "SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
+           FROM plans p JOIN steps st ON st.plan_id = p.id
+           JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0
+          ORDER BY st.cell, st.started_unix_ns, st.repetition",
+        [campaign_id],
+        |r| {
+            let cell = r.get(0)?;
+            let value = r.get(3)?;
+            let missing = r.get(4)?;
+            let repetition = r.get(5)?;
+            let attempt = r.get(6)?;
+            let started_unix_ns = r.get(7)?;
+            let histogram = r.get(8)?;
+            r.text(1, |metric| {
+                r.text(2, |unit| {
+                    f(Sample {
+                        cell,
+                        metric,
+                        unit,
+                        value,
+                        missing,
+                        repetition,
+                        attempt,
+                        started_unix_ns,
+                        histogram,
+                    })
+                })?
+            })?
+        },
+    )
+}
+
+/// Per cell with any, its counted repetitions without samples.
+pub fn failed_repetitions(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CellFailed>> {
+    c.query_map(
+        "SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
+            AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
+          GROUP BY st.cell",
+        params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()],
+        |r| {
+            Ok(CellFailed {
+                cell: r.get(0)?,
+                repetitions: r.get(1)?,
+            })
+        },
+    )
+}
+
+/// The campaign's cells by host, each host's in the planner's order.
+pub fn cells(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CampaignCell>> {
+    let rows = c.query_map(
+        "SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx",
+        [campaign_id],
+        |r| {
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<CellId>(1)?,
+                r.get::<HostName>(2)?,
+                r.get::<String>(3)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(n, id, host, params)| {
+            Ok(CampaignCell {
+                n,
+                id,
+                host,
+                params: serde_json::from_str(&params)?,
+            })
+        })
+        .collect()
+}
+
+/// How many steps of the campaign failed; a step that ran again counts once, as its
+/// latest attempt says.
+pub fn steps_failed(c: &Conn, campaign_id: &CampaignId) -> Result<u32> {
+    c.query_row(
+        &format!(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
+              WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST}) AS failed"
+        ),
+        [campaign_id],
+        |r| r.get(0),
+    )
+}
+
+/// Every failed step of the campaign (its latest attempt), in the order they failed.
+pub fn failed_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<FailedStep>> {
+    c.query_map(
+        &format!(
+            "SELECT s.host, s.kind, s.repetition, s.attempt, s.error, s.stderr_tail, ce.params
+               FROM steps s JOIN plans p ON p.id = s.plan_id JOIN cells ce ON ce.n = s.cell
+              WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST} ORDER BY s.finished_unix_ns"
+        ),
+        [campaign_id],
+        |r| {
+            let params: String = r.get(6)?;
+            Ok(FailedStep {
+                host: r.get(0)?,
+                kind: r.get(1)?,
+                repetition: r.get(2)?,
+                attempt: r.get(3)?,
+                error: r.get(4)?,
+                stderr_tail: r.get(5)?,
+                params: serde_json::from_str(&params).unwrap_or_default(),
+            })
+        },
+    )
+}
+
+/// Every plan of the campaign, as sent.
+pub fn plans(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CampaignPlan>> {
+    let rows = c.query_map(
+        "SELECT id, state, body FROM plans WHERE campaign_id = ?1",
+        [campaign_id],
+        |r| {
+            Ok((
+                r.get::<PlanId>(0)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(id, state, body)| {
+            Ok(CampaignPlan {
+                id,
+                refused: state == "refused",
+                plan: serde_json::from_str(&body)?,
+            })
+        })
+        .collect()
+}
+
+/// How many measure steps of plans not refused ended (measured, failed or skipped),
+/// each counted once however often it ran.
+pub fn measurements_ended(c: &Conn, campaign_id: &CampaignId) -> Result<u32> {
+    c.query_row(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT s.plan_id, s.step_index FROM steps s JOIN plans p ON p.id = s.plan_id
+          WHERE p.campaign_id = ?1 AND p.state != 'refused' AND s.kind = 'measure' AND s.state != 'started') AS ended",
+        [campaign_id],
+        |r| r.get(0),
+    )
+}
+
+/// The campaign's plans an agent refused, by host.
+pub fn refused_plans(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<RefusedPlan>> {
+    c.query_map(
+        "SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host",
+        [campaign_id],
+        |r| {
+            Ok(RefusedPlan {
+                host: r.get(0)?,
+                reason: r.get(1)?,
+            })
+        },
+    )
+}
+
+/// The measured values of the campaign's warm-up runs, by cell and repetition.
+pub fn warmup_samples(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<WarmupSample>> {
+    c.query_map(
+        "SELECT st.cell, sa.metric, sa.unit, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id
+           JOIN samples sa ON sa.step = st.n
+          WHERE p.campaign_id = ?1 AND st.warmup = 1 AND sa.value IS NOT NULL
+          ORDER BY st.cell, st.repetition",
+        [campaign_id],
+        |r| {
+            Ok(WarmupSample {
+                cell: r.get(0)?,
+                metric: r.get(1)?,
+                unit: r.get(2)?,
+                value: r.get(3)?,
+            })
+        },
+    )
+}
+
+/// The campaign's counted measure steps measured on a later attempt or not measured, by
+/// cell and repetition.
+pub fn unusual_measures(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<UnusualMeasure>> {
+    c.query_map(
+        "SELECT st.cell, st.plan_id, st.step_index, st.repetition, st.attempt, st.state, st.error
+           FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
+            AND ((st.state = 'succeeded' AND st.attempt > 1)
+                 OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
+          ORDER BY st.cell, st.repetition",
+        params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()],
+        |r| {
+            Ok(UnusualMeasure {
+                cell: r.get(0)?,
+                plan_id: r.get(1)?,
+                step_index: r.get(2)?,
+                repetition: r.get(3)?,
+                attempt: r.get(4)?,
+                skipped: r.get::<String>(5)? == "skipped",
+                error: r.get(6)?,
+            })
+        },
+    )
+}
+
+/// Steps other than measures the campaign's plans skipped for a reason of their own
+/// (their latest attempts), counted per cell, kind and reason, in the order they were
+/// first skipped. Cancelled and aborted plans skip steps too ("skipped: …"); those are
+/// left out.
+pub fn skipped_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SkippedSteps>> {
+    c.query_map(
+        &format!(
+            "SELECT s.cell, s.kind, s.error, COUNT(*) FROM plans p JOIN steps s ON s.plan_id = p.id
+              WHERE p.campaign_id = ?1 AND s.state = 'skipped' AND s.kind != 'measure'
+                AND substr(s.error, 1, 8) != 'skipped:' AND {LATEST}
+              GROUP BY s.cell, s.kind, s.error ORDER BY s.cell, MIN(s.n)"
+        ),
+        [campaign_id],
+        |r| {
+            Ok(SkippedSteps {
+                cell: r.get(0)?,
+                kind: r.get(1)?,
+                error: r.get(2)?,
+                count: r.get(3)?,
+            })
+        },
+    )
+}
+
+/// The campaign's provenance snapshots in the order each host took them.
+pub fn snapshots(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SnapshotRow>> {
+    let rows = c.query_map(
+        "SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
+          WHERE p.campaign_id = ?1 ORDER BY pr.host, pr.plan_id, pr.seq",
+        [campaign_id],
+        |r| {
+            Ok((
+                r.get::<HostName>(0)?,
+                r.get::<PlanId>(1)?,
+                r.get::<u32>(2)?,
+                r.get::<String>(3)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(host, plan_id, step_index, facts)| {
+            Ok(SnapshotRow {
+                host,
+                plan_id,
+                step_index,
+                facts: serde_json::from_str(&facts)?,
+            })
+        })
+        .collect()
+}
