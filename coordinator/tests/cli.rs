@@ -119,12 +119,7 @@ repeat: 3
     let cells = report["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     for (cell, ms) in cells.iter().zip([0.050, 0.150]) {
-        let wall = cell["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "wall")
-            .unwrap();
+        let wall = common::wall_of(cell);
         assert_eq!(wall["n"], 3);
         let median = wall["median"].as_f64().unwrap();
         assert!(median >= ms && median < ms + 0.1, "{median} for sleep {ms}");
@@ -885,12 +880,7 @@ fn set_overrides_a_parameter_for_the_run_its_report_and_its_later_rounds() {
             .collect();
         assert_eq!(s, ["0.01", "0.02"], "{report}");
         for cell in cells {
-            let wall = cell["metrics"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["metric"] == "wall")
-                .unwrap();
+            let wall = common::wall_of(cell);
             // Two rounds' worth (min 2, then one more round to max 3), all of the set
             // sleep: a round planned from the file's text would have slept 3 s.
             assert_eq!(wall["n"], 3, "{cell}");

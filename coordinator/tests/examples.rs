@@ -67,12 +67,7 @@ fn the_adaptive_example_stops_each_cell_within_its_bounds() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["state"], "done");
     for cell in report["cells"].as_array().unwrap() {
-        let wall = cell["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "wall")
-            .unwrap();
+        let wall = common::wall_of(cell);
         let n = wall["n"].as_u64().unwrap();
         assert!((6..=30).contains(&n), "{cell}");
         let stopped = cell["stopped"].as_str().unwrap();
@@ -164,12 +159,7 @@ fn seed_000_002_build_times_runs_on_a_drive_encrypted_and_a_ramdisk() {
             .iter()
             .find(|c| c["params"]["drive"] == drive && c["params"]["ccache"] == cache)
             .unwrap();
-        let m = cell["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "wall")
-            .unwrap();
+        let m = common::wall_of(cell);
         // The warm-up build is stored and shown, and not among the counted two.
         assert_eq!(m["n"], 2, "{cell}");
         assert_eq!(cell["warmup"][0]["metric"], "wall", "{cell}");

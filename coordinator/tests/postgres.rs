@@ -99,12 +99,7 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
     let cells = report_a["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4, "2 hosts × 2 points");
     for cell in cells {
-        let wall = cell["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "wall")
-            .unwrap_or_else(|| panic!("no wall in {cell}"));
+        let wall = common::wall_of(cell);
         assert_eq!(wall["n"], 3, "3 repetitions stored once: {cell}");
     }
     let hosts: std::collections::BTreeSet<&str> =

@@ -352,12 +352,7 @@ fn fstrim_on_a_ramdisk_is_skipped_with_its_reason_and_the_measurement_stands() {
     let cell = &report["cells"][0];
     assert_eq!(cell["failed"], 0, "{report}");
     assert_eq!(report["steps_failed"], 0, "{report}");
-    let wall = cell["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["metric"] == "wall")
-        .unwrap();
+    let wall = common::wall_of(cell);
     assert_eq!(
         wall["n"], 3,
         "the measurements after the skipped fstrim stand"

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::platter;
+use common::{platter, wall_of};
 
 /// `steady`: 0.3 s every time. `noisy`: 0.02 s and 0.4 s by turns, so the interval of
 /// its median (from its lowest to its highest values) stays ±90% wide. The first run of
@@ -55,15 +55,6 @@ fn run_json(dir: &Path, file: &Path) -> (serde_json::Value, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     (serde_json::from_slice(&out.stdout).unwrap(), stderr)
-}
-
-fn wall(cell: &serde_json::Value) -> &serde_json::Value {
-    cell["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["metric"] == "wall")
-        .expect("a wall metric")
 }
 
 fn cell<'a>(report: &'a serde_json::Value, kind: &str) -> &'a serde_json::Value {
@@ -119,7 +110,7 @@ fn steady_cells_stop_early_noisy_ones_at_max_and_warmups_count_nowhere() {
     assert_eq!(report["warmup"], 1);
 
     let steady = cell(&report, "steady");
-    assert_eq!(wall(steady)["n"], 6, "{steady}");
+    assert_eq!(wall_of(steady)["n"], 6, "{steady}");
     let stopped = steady["stopped"].as_str().unwrap();
     assert!(
         stopped.starts_with("stopped after 6 repetition(s)"),
@@ -131,13 +122,13 @@ fn steady_cells_stop_early_noisy_ones_at_max_and_warmups_count_nowhere() {
     assert_eq!(warm["values"].as_array().unwrap().len(), 1);
     assert!(warm["values"][0].as_f64().unwrap() >= 1.3, "{warm}");
     assert!(warm["ratio_to_counted"].as_f64().unwrap() > 2.0, "{warm}");
-    assert!(wall(steady)["max"].as_f64().unwrap() < 1.0, "{steady}");
+    assert!(wall_of(steady)["max"].as_f64().unwrap() < 1.0, "{steady}");
 
     let noisy = cell(&report, "noisy");
-    assert_eq!(wall(noisy)["n"], 10, "{noisy}");
+    assert_eq!(wall_of(noisy)["n"], 10, "{noisy}");
     let stopped = noisy["stopped"].as_str().unwrap();
     assert!(stopped.starts_with("hit max (10 repetitions)"), "{stopped}");
-    assert!(wall(noisy)["max"].as_f64().unwrap() < 1.0, "{noisy}");
+    assert!(wall_of(noisy)["max"].as_f64().unwrap() < 1.0, "{noisy}");
 
     // One plan for the first round, then one per round of the noisy cell (7 … 10); each
     // counted repetition stored once.
@@ -236,9 +227,9 @@ fn a_run_killed_between_rounds_resumes_without_losing_or_repeating_one() {
     assert!(stderr.contains("resuming"), "{stderr}");
     assert_eq!(report["state"], "done");
     // The steady cell usually stops at 6; a busy machine may keep it a round or two.
-    let steady = wall(cell(&report, "steady"))["n"].as_i64().unwrap();
+    let steady = wall_of(cell(&report, "steady"))["n"].as_i64().unwrap();
     assert!((6..14).contains(&steady), "{report}");
-    assert_eq!(wall(cell(&report, "noisy"))["n"], 14);
+    assert_eq!(wall_of(cell(&report, "noisy"))["n"], 14);
     // Rounds 7 … 14 of the noisy cell: one plan each, never two.
     assert_eq!(query(tmp.path(), "SELECT COUNT(*) FROM plans"), 9);
     let reps = counted_repetitions(tmp.path());

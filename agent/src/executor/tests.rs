@@ -40,6 +40,15 @@ pub(crate) fn root_or_skip(why: &str) -> bool {
         ))
 }
 
+/// Whether the agent finds `program` (from Debian's `package`), as it will for a plan; a
+/// test that runs or names it is skipped without it (`skip`).
+pub(crate) fn tool_or_skip(program: &str, package: &str) -> bool {
+    crate::process::find_program(program.as_ref()).is_ok()
+        || skip(&format!(
+            "needs {program} (apt install {package}), which the agent cannot find"
+        ))
+}
+
 /// A state directory, by its canonical path (mount points are compared with mountinfo's).
 fn state_dir() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -826,8 +835,7 @@ fn a_cancel_while_a_measure_waits_for_its_acks_measures_nothing() {
 /// option bonnie++ refuses, so it prints its usage and the step fails at once.
 #[test]
 fn a_bonnie_plan_says_which_bonnie_it_ran() {
-    if crate::process::find_program("bonnie++".as_ref()).is_err() {
-        skip("needs bonnie++ (apt install bonnie++)");
+    if !tool_or_skip("bonnie++", "bonnie++") {
         return;
     }
     let (_tmp, dir) = state_dir();

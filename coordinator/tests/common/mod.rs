@@ -434,16 +434,21 @@ pub fn agents_json(dir: &Path, port: u16) -> serde_json::Value {
 pub fn every_repetition_once(dir: &Path, port: u16, campaign: &str, n: u64) {
     let report = operator_json(dir, port, &["report", campaign, "--format", "json"]);
     for cell in report["cells"].as_array().unwrap() {
-        let wall = cell["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "wall")
-            .unwrap();
+        let wall = wall_of(cell);
         assert_eq!(wall["n"], n, "every repetition once: {cell}");
     }
     assert_eq!(report["measurements_missing"], 0, "{report}");
     assert_eq!(report["steps_failed"], 0, "{report}");
+}
+
+/// A cell's `wall` metric in a report's JSON.
+pub fn wall_of(cell: &serde_json::Value) -> &serde_json::Value {
+    cell["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "wall")
+        .unwrap_or_else(|| panic!("no wall metric in {cell}"))
 }
 
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
