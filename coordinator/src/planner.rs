@@ -140,7 +140,8 @@ pub struct PlannedCell {
     pub host: String,
     /// Position among the host's cells.
     pub index: usize,
-    /// With `devices:`, the first parameter is `device` (its name, e.g. `loop3`).
+    /// With `devices:`, the first parameter is [`spec::DEVICE`] (its name, e.g. `loop3`):
+    /// the store's `cells.params` and the reports read it there.
     pub params: IndexMap<String, String>,
     /// The matrix point (index into `Campaign::cells`).
     #[serde(skip)]
@@ -224,7 +225,7 @@ pub fn plan(
             for (point, c) in campaign.cells.iter().enumerate() {
                 let mut params = IndexMap::new();
                 if let Some(d) = &device {
-                    params.insert("device".to_string(), d.name.clone());
+                    params.insert(spec::DEVICE.to_string(), d.name.clone());
                 }
                 params.extend(c.params.iter().map(|(k, v)| (k.clone(), v.clone())));
                 let path = device.as_ref().map(|d| d.path.clone());
@@ -282,7 +283,7 @@ pub fn plan(
     }
     let mut params = campaign.params.clone();
     if campaign.devices.is_some() {
-        params.insert(0, "device".into());
+        params.insert(0, spec::DEVICE.into());
     }
     Ok(PlannedCampaign {
         id: id.into(),

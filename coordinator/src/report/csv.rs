@@ -71,12 +71,8 @@ impl Exporter for Csv {
         let mut out = line(&header);
         let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
         for c in &r.cells {
-            let ran_on = super::provenance::cell_columns(
-                &r.provenance,
-                &c.host,
-                &c.cell_id,
-                c.params.get("device").map(String::as_str),
-            );
+            let ran_on =
+                super::provenance::cell_columns(&r.provenance, &c.host, &c.cell_id, c.device());
             let tail = |row: &mut Vec<String>, not_measured: u32, reason: &str| {
                 row.extend([not_measured.to_string(), reason.to_string()]);
                 row.extend(ran_on.iter().cloned());

@@ -22,6 +22,7 @@ use indexmap::IndexMap;
 use platter_proto::model::StepKind;
 use serde::Serialize;
 
+use crate::spec::DEVICE;
 use crate::store::reports;
 use crate::store::{Result, Store, StoreError};
 
@@ -120,6 +121,28 @@ pub struct CellReport {
     /// Adaptive repetition (`repeat: { until }`): why this cell stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+}
+
+/// The cell's device is read here only. It stays a parameter (the planner's first, under
+/// [`DEVICE`]) rather than a field of its own: the JSON report's `params`, the labels
+/// (`device=loop0 size=1`), the tables' columns and the store's `cells.params` all show it
+/// there, in that place.
+impl CellReport {
+    /// The name of the device the cell ran on (`loop3`); `None` without `devices:`.
+    pub fn device(&self) -> Option<&str> {
+        self.params.get(DEVICE).map(String::as_str)
+    }
+
+    /// The parameters without the device, in order: the configuration, which cells on
+    /// different drives share.
+    pub fn configuration(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.params.iter().filter(|(k, _)| *k != DEVICE)
+    }
+}
+
+/// Parameter `names` without the device's: the columns of a configuration.
+pub fn configuration_names(names: &[String]) -> impl Iterator<Item = &String> {
+    names.iter().filter(|n| *n != DEVICE)
 }
 
 #[cfg(test)]
@@ -625,7 +648,7 @@ impl Report {
             };
             let pivot = judge::pivot(&cells, &settings, &device_field);
             let devices_used: provenance::UsedDevices =
-                cells.iter().filter_map(|c| Some((c.host.clone(), c.params.get("device")?.clone()))).collect();
+                cells.iter().filter_map(|c| Some((c.host.clone(), c.device()?.to_string()))).collect();
             let provenance_changes = provenance::changes(&snapshots, &devices_used);
             Ok(Report {
                 provenance: snapshots,

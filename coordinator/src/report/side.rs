@@ -21,9 +21,6 @@ use crate::spec::ReportSpec;
 /// A cell's parameters without its device: what a row of the view stands for.
 type Configuration = Vec<(String, String)>;
 
-/// The parameter that names a cell's device; columns, not rows, tell devices apart.
-const DEVICE: &str = "device";
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SideBySide {
     /// One per host, or `host device` when a host ran on several devices.
@@ -224,7 +221,7 @@ impl<'a> Columns<'a> {
 
 /// A cell's device parameter, "" without one.
 fn device(c: &CellReport) -> &str {
-    c.params.get(DEVICE).map(String::as_str).unwrap_or("")
+    c.device().unwrap_or("")
 }
 
 /// The side-by-side view of `cells`, or `None` when they all ran in one column (one host,
@@ -254,9 +251,7 @@ pub fn build(
     let mut groups: IndexMap<Configuration, Vec<(usize, &CellReport)>> = IndexMap::new();
     for c in cells {
         let params: Vec<(String, String)> = c
-            .params
-            .iter()
-            .filter(|(k, _)| *k != DEVICE)
+            .configuration()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         groups
@@ -507,7 +502,7 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
         "side by side: median ({ci}); ×: Hodges–Lehmann ratio to {} (interval), ~ = no significant difference (Holm)",
         reference_words(s)
     );
-    let mut header: Vec<String> = r.params.iter().filter(|p| *p != DEVICE).cloned().collect();
+    let mut header: Vec<String> = super::configuration_names(&r.params).cloned().collect();
     header.push("metric".into());
     header.extend(s.columns.iter().cloned());
     let mut rows = Vec::new();
@@ -567,6 +562,7 @@ impl Scale {
 mod tests {
     use super::*;
     use crate::report::MetricStats;
+    use crate::spec::DEVICE;
 
     fn cell(host: &str, device: Option<&str>, bs: &str, wall: &[f64]) -> CellReport {
         let mut params = vec![("bs", bs)];
@@ -679,7 +675,7 @@ mod tests {
         assert!((ratios[2].unwrap() - 4.0).abs() < 1e-9, "{ratios:?}");
         assert!((ratios[3].unwrap() - 1.5).abs() < 1e-9, "{ratios:?}");
         let report = Report {
-            params: vec!["bs".into(), "device".into()],
+            params: vec!["bs".into(), DEVICE.into()],
             ..Report::default()
         };
         let (_, header, rows) = text(&report, &s);

@@ -305,6 +305,11 @@ pub struct Baseline {
     pub column: usize,
 }
 
+/// The parameter that names a cell's device (`loop3`) with `devices:`: reserved in the
+/// matrix, a key of `report.baseline` and `report.pivot`, and the planner's first parameter
+/// of each cell, so stored cells and reports carry it with the others.
+pub const DEVICE: &str = "device";
+
 /// Which devices of a host a campaign runs on. Every given field must match; `path` and
 /// `by_id` are globs (`/dev/loop*`), the others compare whole values (`controller`:
 /// any driver in the chain, e.g. `uas` or `ahci`).
@@ -935,13 +940,13 @@ fn twins<'c>(
 fn check_report_keys(spec: &schema::Spec, params: &[String], errs: &mut Errors) {
     if let Some(b) = &spec.report.baseline {
         let known = b.key == "host"
-            || (b.key == "device" && spec.devices.is_some())
+            || (b.key == DEVICE && spec.devices.is_some())
             || params.contains(&b.key);
         if !known {
             let mut names: Vec<&str> = params.iter().map(String::as_str).collect();
             names.push("host");
             if spec.devices.is_some() {
-                names.push("device");
+                names.push(DEVICE);
             }
             let pos = Pos {
                 line: b.line,
@@ -972,7 +977,7 @@ fn check_report_keys(spec: &schema::Spec, params: &[String], errs: &mut Errors) 
             });
             let known = k.name == "host"
                 || k.name == "metric"
-                || ((k.name == "device" || device_field) && spec.devices.is_some())
+                || ((k.name == DEVICE || device_field) && spec.devices.is_some())
                 || params.contains(&k.name);
             if !known {
                 let pos = Pos {

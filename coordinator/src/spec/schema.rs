@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use super::error::{error, suggest, Errors, Pos, Result, SpecError, SpecErrors, WithHint};
 use super::metrics::{MetricRef, Named};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
-use super::{OnFailure, Order};
+use super::{OnFailure, Order, DEVICE};
 
-pub(crate) const RESERVED: [&str; 5] = ["host", "mount", "device", "repetition", "cell"];
+pub(crate) const RESERVED: [&str; 5] = ["host", "mount", DEVICE, "repetition", "cell"];
 const MAX_NAME_LEN: usize = 64;
 pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;

@@ -462,7 +462,7 @@ fn unknown(key: &str, matrix: &[Entry], devices: &[Entry]) -> SetError {
     let guess = match closest(key, &names) {
         Some(c) => Some(c.to_string()),
         // `device` is what people call it.
-        None if key == "device" => names
+        None if key == super::DEVICE => names
             .iter()
             .find(|n| n.starts_with("devices."))
             .map(|n| n.to_string()),

@@ -29,8 +29,6 @@ pub struct Html;
 const LATENCY_METRICS: [&str; 2] = ["latency.mean", "latency"];
 /// The parameter used as the x axis of the latency chart.
 const SIZE_PARAM: &str = "size";
-/// The parameter that names a cell's drive: columns, not rows, tell drives apart.
-const DEVICE: &str = "device";
 /// Key metrics in the summary table, at most.
 const MAX_KEY_METRICS: usize = 4;
 /// Verdicts and outliers listed in the summary before the rest are folded.
@@ -184,7 +182,7 @@ impl<'a> View<'a> {
     }
 
     fn is_outlier(&self, c: &CellReport, metric: &str) -> bool {
-        let device = c.params.get(DEVICE).map(String::as_str).unwrap_or("");
+        let device = c.device().unwrap_or("");
         self.r
             .outliers
             .iter()
@@ -199,9 +197,7 @@ fn key_rank(m: &str) -> Option<u8> {
 
 /// The cell's parameters without its drive, `k=v k=v` in campaign order.
 fn config_label(c: &CellReport, order: &[String]) -> String {
-    let params: Vec<String> = order
-        .iter()
-        .filter(|k| *k != DEVICE)
+    let params: Vec<String> = super::configuration_names(order)
         .filter_map(|k| c.params.get(k).map(|v| format!("{k}={v}")))
         .collect();
     if params.is_empty() {
@@ -682,7 +678,7 @@ impl ValueMarks for SideMarks<'_> {
 /// The side-by-side view as a table: a row per configuration and metric (only `keys` when
 /// given), a column per host or drive, one unit per row.
 fn write_side_table(out: &mut String, v: &View<'_>, s: &SideBySide, keys: &[&str]) -> fmt::Result {
-    let params: Vec<&String> = v.order.iter().filter(|p| *p != DEVICE).collect();
+    let params: Vec<&String> = super::configuration_names(&v.order).collect();
     write!(
         out,
         "<div class=\"wide\"><table class=\"sortable side\"><thead><tr>"

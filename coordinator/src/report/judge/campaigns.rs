@@ -90,16 +90,15 @@ pub fn compare_sides(
     // Across hosts: the parameters without the device, and the device's position on its
     // host (its n-th drive in the order its cells name them).
     let key = |cells: &[&CellReport], c: &CellReport| {
-        let params: Vec<(&String, &String)> =
-            c.params.iter().filter(|(k, _)| *k != "device").collect();
+        let params: Vec<(&String, &String)> = c.configuration().collect();
         let mut devices: Vec<&str> = Vec::new();
         for x in cells.iter().filter(|x| x.host == c.host) {
-            let d = x.params.get("device").map(String::as_str).unwrap_or("");
+            let d = x.device().unwrap_or("");
             if !devices.contains(&d) {
                 devices.push(d);
             }
         }
-        let d = c.params.get("device").map(String::as_str).unwrap_or("");
+        let d = c.device().unwrap_or("");
         let position = devices.iter().position(|x| *x == d).unwrap_or(0);
         (
             params
@@ -168,5 +167,5 @@ pub fn compare_sides(
 }
 
 fn device_of(c: &CellReport) -> String {
-    c.params.get("device").cloned().unwrap_or_default()
+    c.device().unwrap_or_default().to_string()
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{merged, values};
 use crate::report::{stats, CellReport};
-use crate::spec::ReportSpec;
+use crate::spec::{ReportSpec, DEVICE};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComparisonRow {
@@ -68,10 +68,15 @@ pub(super) fn context(cell: &CellReport, key: &str, same_device: bool) -> String
     if key != "host" {
         parts.push(cell.host.clone());
     }
+    let params: Vec<(&String, &String)> = if same_device {
+        cell.params.iter().collect()
+    } else {
+        cell.configuration().collect()
+    };
     parts.extend(
-        cell.params
-            .iter()
-            .filter(|(k, _)| *k != key && (same_device || *k != "device"))
+        params
+            .into_iter()
+            .filter(|(k, _)| *k != key)
             .map(|(k, v)| format!("{k}={v}")),
     );
     parts.join(" ")
@@ -287,8 +292,8 @@ pub(super) fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
 fn devices_of<'a>(cells: &'a [CellReport], host: &str) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
     for c in cells.iter().filter(|c| c.host == host) {
-        if let Some(d) = c.params.get("device") {
-            if !out.contains(&d.as_str()) {
+        if let Some(d) = c.device() {
+            if !out.contains(&d) {
                 out.push(d);
             }
         }
@@ -314,7 +319,7 @@ pub(super) fn pair_devices<'a>(devices: &[&'a str], base: &[&'a str]) -> Vec<(&'
 
 /// `host` and, when the cell has one, its device: "rcmonster sdc".
 fn host_device(cell: &CellReport) -> String {
-    match cell.params.get("device") {
+    match cell.device() {
         Some(d) => format!("{} {d}", cell.host),
         None => cell.host.clone(),
     }
@@ -323,9 +328,7 @@ fn host_device(cell: &CellReport) -> String {
 /// Whether two cells share every parameter except `device`.
 fn same_but_device(a: &CellReport, b: &CellReport) -> bool {
     let rest = |c: &CellReport| {
-        c.params
-            .iter()
-            .filter(|(k, _)| *k != "device")
+        c.configuration()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect::<Vec<_>>()
     };
@@ -370,16 +373,14 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedC
             let pairs = pairings
                 .entry(cell.host.as_str())
                 .or_insert_with(|| pair_devices(&devices_of(cells, &cell.host), &base_devices));
-            let device = cell.params.get("device").map(String::as_str);
+            let device = cell.device();
             let base_device = match device {
                 Some(d) => pairs.iter().find(|p| p.0 == d).map(|p| Some(p.1)),
                 None => Some(None),
             };
             base_device.and_then(|bd| {
                 cells.iter().enumerate().find(|(_, c)| {
-                    c.host == b.value
-                        && c.params.get("device").map(String::as_str) == bd
-                        && same_but_device(c, cell)
+                    c.host == b.value && c.device() == bd && same_but_device(c, cell)
                 })
             })
         } else {
@@ -397,9 +398,7 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedC
                 .enumerate()
                 .filter(|(_, c)| key_of(c, &b.key).as_deref() == Some(b.value.as_str()))
                 .filter(|(_, c)| c.host == cell.host)
-                .filter(|(_, c)| {
-                    b.key == "device" || c.params.get("device") == cell.params.get("device")
-                })
+                .filter(|(_, c)| b.key == DEVICE || c.device() == cell.device())
                 .max_by_key(|(_, c)| shared(c))
         };
         let Some((i, base)) = base else {
@@ -426,7 +425,7 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedC
             continue;
         };
         used.insert((cell.host.as_str(), i));
-        let same_device = base.params.get("device") == cell.params.get("device");
+        let same_device = base.device() == cell.device();
         let label = if by_host && !same_device {
             format!("host={} vs {}", host_device(cell), host_device(base))
         } else {

@@ -38,9 +38,7 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
             continue;
         };
         let group: Vec<String> = cell
-            .params
-            .iter()
-            .filter(|(k, _)| *k != "device")
+            .configuration()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         groups
@@ -55,7 +53,7 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
             let (cell, value, unit) = &members[o.index];
             out.push(FleetOutlier {
                 host: cell.host.clone(),
-                device: cell.params.get("device").cloned().unwrap_or_default(),
+                device: cell.device().unwrap_or_default().to_string(),
                 group: group.clone(),
                 metric: metric.to_string(),
                 value: *value,

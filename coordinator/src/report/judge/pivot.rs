@@ -105,8 +105,8 @@ fn pivot_value(
         "host" => cell.host.clone(),
         k => match k.strip_prefix("device.") {
             Some(field) => {
-                let name = cell.params.get("device").cloned().unwrap_or_default();
-                device_field(&cell.host, &name, field).unwrap_or_else(|| "?".into())
+                let name = cell.device().unwrap_or_default();
+                device_field(&cell.host, name, field).unwrap_or_else(|| "?".into())
             }
             None => cell.params.get(k).cloned().unwrap_or_else(|| "-".into()),
         },

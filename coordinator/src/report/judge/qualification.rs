@@ -72,7 +72,7 @@ pub fn qualify(cells: &[CellReport], settings: &ReportSpec) -> Vec<Verdict> {
             let value = judged_value(cell, t);
             out.push(Verdict {
                 host: cell.host.clone(),
-                device: cell.params.get("device").cloned().unwrap_or_default(),
+                device: cell.device().unwrap_or_default().to_string(),
                 cell: label.join(" "),
                 threshold: t.text.clone(),
                 value,

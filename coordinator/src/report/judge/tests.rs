@@ -2,7 +2,7 @@ use super::comparisons::pair_devices;
 use super::pivot::statistic;
 use super::*;
 use crate::report::{stats, MetricStats};
-use crate::spec::{Pivot, PivotKey, ReportSpec};
+use crate::spec::{Pivot, PivotKey, ReportSpec, DEVICE};
 
 fn cell(
     host: &str,
@@ -16,7 +16,7 @@ fn cell(
         "0000000000000001".into(),
         host,
         &[
-            ("device", device),
+            (DEVICE, device),
             ("write_cache", cache),
             ("size", size),
             ("offset", offset),
