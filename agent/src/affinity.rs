@@ -24,7 +24,7 @@ use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
 /// Where the agent's own threads run (`--agent-cpu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// The last CPU the process may use, when it may use two or more.
     #[default]
     Auto,
@@ -74,7 +74,7 @@ static GIVEN: OnceLock<(CpuSet, usize)> = OnceLock::new();
 /// second thread of a core whose first thread a workload may then share caches with
 /// (`--agent-cpu N` picks another). The CPUs "given" are read here, once: CPUs a cpuset
 /// gains later reach workloads after a restart of the agent.
-pub fn keep_agent(placement: Placement) -> std::io::Result<Option<usize>> {
+pub(crate) fn keep_agent(placement: Placement) -> std::io::Result<Option<usize>> {
     if GIVEN.get().is_some() {
         return Err(std::io::Error::other(
             "the agent's threads are already kept to a CPU",

@@ -88,7 +88,7 @@ pub struct CpuArgs {
         value_name = "auto|off|CPU",
         default_value = "auto"
     )]
-    pub agent_cpu: crate::affinity::Placement,
+    pub(crate) agent_cpu: crate::affinity::Placement,
 }
 
 impl CpuArgs {
@@ -138,7 +138,7 @@ pub fn hostname() -> String {
 }
 
 impl AgentArgs {
-    pub fn config(&self) -> anyhow::Result<AgentConfig> {
+    pub(crate) fn config(&self) -> anyhow::Result<AgentConfig> {
         let transport = match &self.tls_dir {
             Some(dir) => crate::tls::Transport::Tls(crate::tls::TlsDir(dir.clone())),
             None => crate::tls::Transport::Plaintext,

@@ -3,14 +3,16 @@
 //! and streams results back exactly once. It decides how to run a step, never what to run.
 //!
 //! The public API is what the `platter` binary needs to embed an agent (`platter run`,
-//! `platter agent`, `platter inventory`): [`run`] with an [`AgentConfig`], the command line
-//! in [`cli`], and [`scan_inventory`]. The types it speaks are the contract's
-//! (`platter_proto`); everything else is the crate's own. `fuzz` and `testing` are hooks
-//! for this workspace's fuzz targets, tests and benchmarks, not an API.
+//! `platter agent`, `platter inventory`): [`run`] with an [`AgentConfig`] (and the defaults
+//! `platter run` fills it with), [`journal_fault`] for what a stopped agent's state
+//! directory needs, the command line in [`cli`], [`scan_inventory`] and [`scan_tools`].
+//! The types it speaks are the contract's (`platter_proto`); everything else is the
+//! crate's own. `fuzz`, `testing` and `Rotation` are hooks for this workspace's fuzz
+//! targets, tests and benchmarks, not an API.
 
 #![warn(unreachable_pub)]
 
-pub mod affinity;
+mod affinity;
 pub mod cli;
 mod executor;
 #[doc(hidden)]
@@ -93,6 +95,7 @@ use crate::journal::Journal;
 use crate::link::Link;
 use crate::shared::Shared;
 
+/// Where Linux keeps the boot id, which tells a reboot from a restart of the agent.
 pub const DEFAULT_BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
 
 /// Everything an agent needs to run.

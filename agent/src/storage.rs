@@ -1,8 +1,8 @@
 //! Storage setup and teardown: write cache, mkfs and mount of a device, or a tmpfs RAM
-//! disk. It owns invariant 4 ("do no harm"): a device is touched only if the operator
-//! allowed it (`--allow-device`), it is a whole disk this host's inventory knows, and it is
-//! not mounted, stacked under dm/md, or holding `/`. Teardown undoes what setup changed
-//! and is safe to run twice.
+//! disk. It owns ARCHITECTURE.md's invariant "Do no harm": a device is touched only if the
+//! operator allowed it (`--allow-device`), it is a whole disk this host's inventory knows,
+//! and it is not mounted, stacked under dm/md, or holding `/`. Teardown undoes what setup
+//! changed and is safe to run twice.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -28,7 +28,7 @@ pub(crate) enum StorageError {
         /// Trimmed.
         stderr: String,
     },
-    /// Invariant 4: the reason from [`Storage::refusal`].
+    /// "Do no harm" refused it: the reason from [`Storage::refusal`].
     #[error("refused: {0}")]
     Refused(String),
     /// `what` is the verb: "reading", "writing", "creating".

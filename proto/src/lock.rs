@@ -32,7 +32,7 @@ impl Drop for Held {
 }
 
 /// The lock file of `path` (a store file or a directory): `PATH.lock` beside it.
-pub fn lock_path(path: &Path) -> PathBuf {
+pub(crate) fn lock_path(path: &Path) -> PathBuf {
     match path.file_name() {
         Some(name) => {
             let mut name = name.to_os_string();

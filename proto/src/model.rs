@@ -165,7 +165,7 @@ impl Filesystem {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Filesystem> {
+    pub(crate) fn from_name(name: &str) -> Option<Filesystem> {
         Filesystem::ALL.into_iter().find(|f| f.name() == name)
     }
 
@@ -200,7 +200,7 @@ impl WriteCacheSetting {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<WriteCacheSetting> {
+    pub(crate) fn from_name(name: &str) -> Option<WriteCacheSetting> {
         [
             WriteCacheSetting::On,
             WriteCacheSetting::Off,
@@ -232,7 +232,7 @@ impl Encryption {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Encryption> {
+    pub(crate) fn from_name(name: &str) -> Option<Encryption> {
         [Encryption::None, Encryption::Gocryptfs]
             .into_iter()
             .find(|e| e.name() == name)
@@ -333,7 +333,7 @@ impl SyncMode {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<SyncMode> {
+    pub(crate) fn from_name(name: &str) -> Option<SyncMode> {
         SyncMode::ALL.into_iter().find(|s| s.name() == name)
     }
 }

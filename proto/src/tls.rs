@@ -254,7 +254,7 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// "expired on …" or "not valid before …" for a PEM certificate outside its validity now.
-pub fn validity_problem(cert_pem: &str) -> Option<String> {
+pub(crate) fn validity_problem(cert_pem: &str) -> Option<String> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
     let cert = pem.parse_x509().ok()?;
     let v = cert.validity();

@@ -2,7 +2,7 @@
 //! attached and whether they are in use. Reads sysfs, `/dev` and mountinfo only; it
 //! never opens a device node and never changes anything.
 //!
-//! Policy (invariant 4, "do no harm"):
+//! Policy (ARCHITECTURE.md's invariant "Do no harm"):
 //! * `ram*`, `zram*`, unused `loop*` (no backing file), `dm-*` and `md*` are not
 //!   reported: none of them is a drive, and what is not listed cannot be picked as a
 //!   raw test target. Their use still counts: a mounted dm/md device makes every disk
