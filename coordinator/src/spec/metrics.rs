@@ -340,7 +340,9 @@ fn owned(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
-fn is_merged(name: &str) -> bool {
+/// Whether `name` is one of the report's merged latencies (over every operation of every
+/// run, `report::MergedLatency`), which have no per-run interval.
+pub(crate) fn is_merged(name: &str) -> bool {
     MERGED_LATENCY.iter().any(|(n, _)| *n == name)
 }
 

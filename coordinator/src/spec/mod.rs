@@ -1,6 +1,6 @@
 //! Campaign files: YAML text → a validated, fully expanded [`Campaign`]. Owns
-//! every check that can be made before a host is touched (design invariant
-//! 6); it must not plan, schedule or run anything.
+//! every check that can be made before a host is touched (the invariant "Nothing runs
+//! for an invalid campaign"); it must not plan, schedule or run anything.
 //!
 //! ```text
 //! text ──tree──► positioned YAML nodes ──schema──► Spec (templates + positions)
@@ -70,6 +70,7 @@ pub(crate) use metrics::FSYNC as FSYNC_METRICS;
 mod schema;
 pub mod set;
 mod subst;
+mod template;
 pub mod threshold;
 mod tree;
 mod workload;
@@ -83,7 +84,8 @@ pub use error::{SpecError, SpecErrors, MAX_SHOWN};
 pub use workload::{parse_bytes, BonnieWorkload, CompilebenchWorkload, FioWorkload, FsyncWorkload};
 
 use error::{error as spec_error, Errors, Pos, WithHint};
-use schema::{PhaseSpec, Template, WorkloadSpec};
+use schema::{PhaseSpec, WorkloadSpec};
+use template::Template;
 
 /// One campaign file, validated and expanded into its cells.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,7 +151,7 @@ impl Until {
     /// What the interval is of. A report's `latency.p99` is over every operation of every
     /// run and has no interval; here it is each run's own p99 (`latency.p99 per run`).
     pub fn subject(&self) -> String {
-        if crate::report::MergedLatency::is_merged_name(&self.metric) {
+        if metrics::is_merged(&self.metric) {
             format!("{} per run", self.metric)
         } else {
             self.metric.clone()

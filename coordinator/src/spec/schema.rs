@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use super::error::{error, suggest, Errors, Pos, Result, SpecError, SpecErrors, WithHint};
 use super::metrics::{MetricRef, Named};
+use super::template::{is_identifier, Template, RESERVED};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
-use super::{OnFailure, Order, DEVICE};
+use super::{OnFailure, Order};
 
-pub(crate) const RESERVED: [&str; 5] = ["host", "mount", DEVICE, "repetition", "cell"];
 const MAX_NAME_LEN: usize = 64;
 pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;
@@ -42,15 +42,6 @@ const ALL_PHASES: [&str; 6] = [
     "fstrim",
     "command",
 ];
-
-/// A string from `workload` or `phases` that may contain `${param}`; it keeps
-/// its node's position so substitution errors can point at it.
-#[derive(Debug, Clone)]
-pub(crate) struct Template {
-    pub text: String,
-    pub pos: Pos,
-    pub path: String,
-}
 
 #[derive(Debug)]
 pub(crate) struct Spec {
@@ -687,7 +678,7 @@ fn read_matrix(e: &Entry, errs: &mut Errors) -> Option<MatrixSpec> {
 /// A parameter name must be usable as `${name}` and must not shadow a name
 /// platter fills in itself.
 fn param_name(name: &str, pos: Pos, path: &str) -> Result<()> {
-    if !super::subst::is_identifier(name) {
+    if !is_identifier(name) {
         let fixed: String = name
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

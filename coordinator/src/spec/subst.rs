@@ -4,7 +4,7 @@
 
 use super::error::{closest, error, Result, WithHint};
 use super::matrix::{describe, Params};
-use super::schema::{Template, RESERVED};
+use super::template::{is_identifier, Template, RESERVED};
 
 const ESCAPE_HINT: &str = "write `$${` for a literal `${` (e.g. `$${HOME}` for a shell variable)";
 
@@ -129,11 +129,3 @@ pub(crate) fn render(t: &Template, pieces: &[Piece], cell: &Params) -> Result<St
     Ok(out)
 }
 
-/// A name `${name}` can hold, matrix parameters' names included: a letter or `_`, then
-/// letters, digits and `_`.
-pub(crate) fn is_identifier(name: &str) -> bool {
-    name.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}

@@ -5,7 +5,7 @@
 use indexmap::IndexMap;
 
 use super::error::{closest, error, Result, WithHint};
-use super::schema::Template;
+use super::template::Template;
 
 pub(crate) const KINDS: [&str; 5] = ["command", "fsync", "fio", "bonnie", "compilebench"];
 
