@@ -12,4 +12,5 @@ pub mod report;
 pub mod rounds;
 pub mod service;
 pub mod spec;
+pub mod stats;
 pub mod store;

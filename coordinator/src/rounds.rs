@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use platter_proto::model::{CampaignId, Plan, PlanId, StepKind};
 
 use crate::planner::PlannedCell;
-use crate::report::stats;
+use crate::stats;
 use crate::spec::{self, Repeat};
 
 use crate::store::db::Conn;

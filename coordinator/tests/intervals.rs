@@ -16,7 +16,8 @@ use common::measured;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use platter::planner;
-use platter::report::{human, stats, Format, Report};
+use platter::report::{human, Format, Report};
+use platter::stats;
 use platter::store::Store;
 use platter_proto::model::{Sample, StepKind};
 

@@ -23,7 +23,8 @@
 
 use serde::Serialize;
 
-use super::{human, stats, CellReport};
+use super::{human, CellReport};
+use crate::stats;
 
 /// How far (relative to the median) the median's interval may reach before a cell is
 /// called noisy.

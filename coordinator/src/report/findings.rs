@@ -14,7 +14,8 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use super::side::{SideBySide, SideRatio, SideValue};
-use super::{judge, stats, CellReport};
+use super::{judge, CellReport};
+use crate::stats;
 use crate::spec::ReportSpec;
 
 /// What the report found on one metric.

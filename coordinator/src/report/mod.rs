@@ -13,7 +13,6 @@ mod markup;
 pub mod notes;
 pub mod provenance;
 pub mod side;
-pub mod stats;
 pub mod table;
 
 use std::collections::HashMap;
@@ -23,10 +22,11 @@ use platter_proto::model::StepKind;
 use serde::Serialize;
 
 use crate::spec::DEVICE;
+use crate::stats;
 use crate::store::reports;
 use crate::store::{Result, Store, StoreError};
 
-pub use stats::Summary as Stats;
+pub use crate::stats::Summary as Stats;
 
 /// The metrics a command workload reports, in display order.
 pub const COMMAND_METRICS: [&str; 3] = ["wall", "user", "sys"];

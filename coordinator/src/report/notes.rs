@@ -8,7 +8,8 @@ use std::fmt;
 
 use super::findings::{DIFFERENCES_SHOWN, EQUAL_SHOWN};
 use super::judge::{FleetOutlier, JudgedComparison, Verdict};
-use super::{human, label_with_host, runs_notes, stats, CampaignState, Report};
+use super::{human, label_with_host, runs_notes, CampaignState, Report};
+use crate::stats;
 
 /// How a line reads to a person skimming it: what a terminal colours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,8 @@ use std::collections::HashMap;
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use super::{stats, CellReport, Report, Scale};
+use super::{CellReport, Report, Scale};
+use crate::stats;
 use crate::spec::ReportSpec;
 
 /// A cell's parameters without its device: what a row of the view stands for.

@@ -878,12 +878,12 @@ fn coverage(levels: impl Iterator<Item = f64>) -> String {
     if high == 0.0 {
         String::new()
     } else if low == high {
-        format!("{}% ", super::stats::level_pct(low))
+        format!("{}% ", crate::stats::level_pct(low))
     } else {
         format!(
             "{}–{}% ",
-            super::stats::level_pct(low),
-            super::stats::level_pct(high)
+            crate::stats::level_pct(low),
+            crate::stats::level_pct(high)
         )
     }
 }
@@ -1559,7 +1559,7 @@ fn metric_cells(cell: &CellReport, m: &MetricStats) -> String {
         (Some((lo, hi)), Some(level)) => format!(
             "{} <span class=\"muted\">({}% CI {} … {})</span>",
             esc(&u.show(s.median)),
-            super::stats::level_pct(level),
+            crate::stats::level_pct(level),
             esc(&u.bare(lo)),
             esc(&u.bare(hi))
         ),

@@ -5,7 +5,8 @@ use plotters::style::RGBColor;
 
 use super::charts::{self, Axis, Dot, DotPlot, Unit, PALETTE, REFERENCE};
 use super::*;
-use crate::report::{stats::Summary, Failure, Refusal};
+use crate::report::{Failure, Refusal};
+use crate::stats::Summary;
 
 /// Seed 001's table: (host, disk, write_cache, seconds per write at 1, 1024, 4096, 8192 bytes).
 const SEED_001: [(&str, &str, &str, [f64; 4]); 12] = [

@@ -5,7 +5,8 @@
 use serde::Serialize;
 
 use super::{merged, values};
-use crate::report::{stats, CellReport};
+use crate::report::CellReport;
+use crate::stats;
 use crate::spec::{ReportSpec, DEVICE};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::cell_value;
-use crate::report::{stats, CellReport};
+use crate::report::CellReport;
+use crate::stats;
 use crate::spec::ReportSpec;
 
 /// A cell whose value (median, or merged per-operation latency) stands far from the

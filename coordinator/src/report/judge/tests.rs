@@ -1,7 +1,8 @@
 use super::comparisons::pair_devices;
 use super::pivot::statistic;
 use super::*;
-use crate::report::{stats, MetricStats};
+use crate::report::MetricStats;
+use crate::stats;
 use crate::spec::{Pivot, PivotKey, ReportSpec, DEVICE};
 
 fn cell(

@@ -1,7 +1,9 @@
-//! Statistics behind the reports: per-cell summaries with confidence intervals,
-//! baseline comparisons, Holm's correction, fleet outliers, run warnings and merged
-//! HDR latency histograms. Pure functions over numbers: no I/O, no formatting of
-//! tables, no knowledge of cells, agents or units.
+//! Statistics behind the reports and adaptive repetition's rule: per-cell summaries with
+//! confidence intervals, baseline comparisons, Holm's correction, fleet outliers, run
+//! warnings and merged HDR latency histograms. Pure functions over numbers: no I/O, no
+//! formatting of tables, no knowledge of cells, agents or units. At the crate's top,
+//! beneath both `report` and `planning::rounds`, so the writer's round decision and the
+//! report's "stopped after …" use one rule without either climbing to the other.
 //!
 //! Conventions (the tests pin them against `tests/stats-reference.json`):
 //! * the median of an even number of values is the mean of the two middle ones,
