@@ -81,7 +81,8 @@ async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
         xs.join(", ")
     );
     let c = platter::spec::parse("synthetic.yaml", &yaml).expect("synthetic campaign");
-    let planned = platter::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
+    let planned =
+        platter::planning::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
     store
         .insert_campaign(&planned, "synthetic.yaml", &yaml)
         .unwrap();

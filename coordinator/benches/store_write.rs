@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use indexmap::IndexMap;
-use platter::planner::{PlannedCampaign, PlannedCell};
+use platter::planning::planner::{PlannedCampaign, PlannedCell};
 use platter::store::Store;
 use platter_proto::model::{
     OnFailure, Plan, Record, RecordKind, Sample, Step, StepEvent, StepKind, StepState, Workload,

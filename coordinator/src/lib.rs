@@ -6,10 +6,8 @@ pub mod client;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod pki;
-pub mod plan_text;
-pub mod planner;
+pub mod planning;
 pub mod report;
-pub mod rounds;
 pub mod service;
 pub mod spec;
 pub mod stats;

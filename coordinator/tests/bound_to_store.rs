@@ -250,7 +250,8 @@ async fn an_ended_campaign_without_its_measurements_says_so_and_fails() {
     let yaml = "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 4\n";
     let campaign = platter::spec::parse("t.yaml", yaml).unwrap();
     let planned =
-        platter::planner::plan(&campaign, "", store.id(), 1, &Default::default()).unwrap();
+        platter::planning::planner::plan(&campaign, "", store.id(), 1, &Default::default())
+            .unwrap();
     store.insert_campaign(&planned, "t.yaml", yaml).unwrap();
     let plan_id = planned.plans[0].id.clone();
     // The plan ended, yet none of its four measurements reached the store.

@@ -32,7 +32,8 @@ async fn fill(store: &Store) -> String {
     let yaml = "name: big\nhosts: { names: [h] }\nmatrix: { x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] , y: [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t] }\nworkload: { command: { run: \"x ${x} ${y}\" } }\nrepeat: 600\n";
     let campaign = platter::spec::parse("big.yaml", yaml).unwrap();
     let planned =
-        platter::planner::plan(&campaign, "", store.id(), 1, &Default::default()).unwrap();
+        platter::planning::planner::plan(&campaign, "", store.id(), 1, &Default::default())
+            .unwrap();
     store.insert_campaign(&planned, "big.yaml", yaml).unwrap();
     let plan = &planned.plans[0];
     let mut records = Vec::new();

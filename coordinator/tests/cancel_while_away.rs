@@ -66,7 +66,8 @@ async fn an_agent_back_with_a_plan_cancelled_while_it_was_away_is_told_to_cancel
     let yaml = "name: away\nhosts: { names: [h] }\nworkload: { command: { run: x } }\n";
     let campaign = platter::spec::parse("away.yaml", yaml).unwrap();
     let planned =
-        platter::planner::plan(&campaign, "", store.id(), 1, &Default::default()).unwrap();
+        platter::planning::planner::plan(&campaign, "", store.id(), 1, &Default::default())
+            .unwrap();
     store.insert_campaign(&planned, "away.yaml", yaml).unwrap();
     let url = format!("http://{}", coordinator.addr);
 

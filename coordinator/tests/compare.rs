@@ -4,7 +4,7 @@
 
 mod common;
 
-use platter::planner::{self, Inventories};
+use platter::planning::planner::{self, Inventories};
 use platter::report::{Format, Report};
 use platter::store::Store;
 use platter_proto::inventory::Device;

@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use platter::planner::{self, Inventories};
+use platter::planning::planner::{self, Inventories};
 use platter::report::{Format, Report};
 use platter::store::Store;
 use platter_proto::inventory::Device;

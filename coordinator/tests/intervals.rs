@@ -15,7 +15,7 @@ mod common;
 use common::measured;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use hdrhistogram::Histogram;
-use platter::planner;
+use platter::planning::planner;
 use platter::report::{human, Format, Report};
 use platter::stats;
 use platter::store::Store;

@@ -33,7 +33,6 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 #[test]
-#[ignore = "coordinator/src has import circles through paths in code (issue 28): run with --ignored"]
 fn no_module_of_the_workspace_imports_itself_through_others() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let manifest: toml::Table = std::fs::read_to_string(workspace.join("Cargo.toml"))

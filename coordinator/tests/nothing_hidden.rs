@@ -77,7 +77,8 @@ async fn values_too_fast_to_measure_are_counted_and_named() {
     let yaml = "name: b\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 3\n";
     let campaign = platter::spec::parse("b.yaml", yaml).unwrap();
     let planned =
-        platter::planner::plan(&campaign, "", store.id(), 1, &Default::default()).unwrap();
+        platter::planning::planner::plan(&campaign, "", store.id(), 1, &Default::default())
+            .unwrap();
     store.insert_campaign(&planned, "b.yaml", yaml).unwrap();
     let plan = &planned.plans[0];
     let too_fast = "too fast to measure (bonnie++ printed +++++)";

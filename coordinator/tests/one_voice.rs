@@ -10,7 +10,7 @@
 mod common;
 
 use common::measured;
-use platter::planner;
+use platter::planning::planner;
 use platter::report::side::SideValue;
 use platter::report::{Format, Report};
 use platter::store::Store;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::measured;
-use platter::planner;
+use platter::planning::planner;
 use platter::report::{Format, Report};
 use platter::store::Store;
 use platter_proto::model::{Sample, StepKind};

@@ -33,9 +33,10 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 use crate::client::{self, call_error, ClientArgs, Output};
+use crate::planning::planner;
 use crate::report::Format;
 use crate::service::server::{Coordinator, ServeOptions};
-use crate::{planner, spec};
+use crate::spec;
 
 /// Exit status when a step failed (the report is still printed).
 pub const EXIT_FAILED_STEPS: i32 = 1;
@@ -559,7 +560,7 @@ fn validate(
             return Ok(EXIT_INVALID);
         }
     };
-    print!("{}", crate::plan_text::render(&campaign, &planned));
+    print!("{}", crate::planning::text::render(&campaign, &planned));
     Ok(0)
 }
 

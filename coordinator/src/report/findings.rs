@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use super::side::{SideBySide, SideRatio, SideValue};
 use super::{judge, CellReport};
-use crate::stats;
 use crate::spec::ReportSpec;
+use crate::stats;
 
 /// What the report found on one metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]

@@ -516,7 +516,7 @@ impl Report {
                     .ok();
             let mut warmups = warmup_values(reports::warmup_samples(c, campaign_id)?);
             let mut stopped = match &spec {
-                Some(s) => crate::rounds::verdicts(c, campaign_id, &s.repeat)?
+                Some(s) => crate::store::rounds::verdicts(c, campaign_id, &s.repeat)?
                     .into_iter()
                     .map(|(cell, v)| (cell, v.describe(&s.repeat)))
                     .collect(),

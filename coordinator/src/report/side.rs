@@ -16,8 +16,8 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use super::{CellReport, Report, Scale};
-use crate::stats;
 use crate::spec::ReportSpec;
+use crate::stats;
 
 /// A cell's parameters without its device: what a row of the view stands for.
 type Configuration = Vec<(String, String)>;

@@ -81,9 +81,9 @@ impl CampaignStatus {
                     Some(until) => store.cells_measured(&campaign.id, &until.metric)?,
                     None => Vec::new(),
                 };
-                crate::rounds::verdicts_of(&measured, &repeat)
+                crate::planning::rounds::verdicts_of(&measured, &repeat)
                     .values()
-                    .filter(|v| **v != crate::rounds::Verdict::Continue)
+                    .filter(|v| **v != crate::planning::rounds::Verdict::Continue)
                     .count() as u32
             }
             // A cell is done when every counted repetition's measure step has ended.
@@ -229,7 +229,8 @@ mod tests {
             "name: t\nhosts: { names: [h] }\nworkload: { command: { run: 'false' } }\nrepeat: 12\non_failure: abort\n",
         )
         .unwrap();
-        let planned = crate::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+        let planned =
+            crate::planning::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let plan = &planned.plans[0];
         let now_ns = 1_760_000_000_000_000_000_i64;

@@ -128,4 +128,3 @@ pub(crate) fn render(t: &Template, pieces: &[Piece], cell: &Params) -> Result<St
     }
     Ok(out)
 }
-

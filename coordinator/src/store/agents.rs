@@ -102,7 +102,7 @@ impl Store {
     }
 
     /// Every agent's devices from its last hello.
-    pub fn inventories(&self) -> Result<crate::planner::Inventories> {
+    pub fn inventories(&self) -> Result<crate::planning::planner::Inventories> {
         self.read(|c| {
             let rows = c.query_map("SELECT host, devices FROM agents", (), |r| {
                 Ok((r.get::<String>(0)?, r.get::<String>(1)?))

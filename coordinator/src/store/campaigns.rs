@@ -8,7 +8,7 @@ use super::error::{now_ms, Result, StoreError};
 use super::notify::Change;
 use super::plans::{queue_plan, warmup_steps};
 use super::Store;
-use crate::planner::PlannedCampaign;
+use crate::planning::planner::PlannedCampaign;
 
 impl Store {
     /// An unfinished campaign with this content, if any.

@@ -406,9 +406,12 @@ impl Store {
 
 /// A one-cell campaign on `hosts` (comma-separated), for tests of the store and the hub.
 #[cfg(test)]
-pub(crate) fn test_campaign(hosts: &str, generation: u32) -> crate::planner::PlannedCampaign {
+pub(crate) fn test_campaign(
+    hosts: &str,
+    generation: u32,
+) -> crate::planning::planner::PlannedCampaign {
     let yaml =
         format!("name: t\nhosts: {{ names: [{hosts}] }}\nworkload: {{ command: {{ run: x }} }}\n");
     let c = crate::spec::parse("t.yaml", &yaml).unwrap();
-    crate::planner::plan(&c, "", "test", generation, &Default::default()).unwrap()
+    crate::planning::planner::plan(&c, "", "test", generation, &Default::default()).unwrap()
 }

@@ -6,8 +6,9 @@ use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 
 use super::db::params;
 use super::error::{Result, StoreError};
-use super::rounds::{cells_measured, CellMeasured};
+use super::rounds::cells_measured;
 use super::{resolve_campaign, CampaignState, Store};
+use crate::planning::rounds::CellMeasured;
 
 /// SQL condition on a `steps s` row: no later attempt of the same step exists (the
 /// latest attempt of a step is what counts).

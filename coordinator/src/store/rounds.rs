@@ -1,15 +1,22 @@
-//! What adaptive repetition (`crate::rounds`) reads, as typed rows: the plan that just
-//! ended and its campaign, the host's cells, and each cell's measured values. Reads on
-//! the caller's connection, so the writer's round decision sees its own transaction.
-//! The rule that judges them is `crate::rounds`'s; nothing here decides.
+//! Adaptive repetition in the store: what it reads, as typed rows (the plan that just
+//! ended and its campaign, the host's cells, each cell's measured values), and applying
+//! the rule (`crate::planning::rounds::judge`) to them — `next_round` in the writer's
+//! transaction that records a plan's end, `verdicts` for the report. Reads on the
+//! caller's connection, so the writer's round decision sees its own transaction. The
+//! rule itself, and the planning of the next round's plan, are planning's: nothing here
+//! imports the store's callers, and planning imports nothing of the store.
+
+use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
-use platter_proto::model::{CampaignId, HostName, Plan, PlanId, StepState};
+use platter_proto::model::{CampaignId, HostName, Plan, PlanId, StepKind, StepState};
 
 use super::campaigns::CampaignState;
 use super::db::{params, Conn};
 use super::error::Result;
-use crate::planner::PlannedCell;
+use crate::planning::planner::{self, PlannedCell};
+use crate::planning::rounds::{judge, verdicts_of, CellMeasured, Verdict};
+use crate::spec::{self, Repeat};
 
 /// A plan's campaign as submitted: whether it still runs, and its text to parse again.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,16 +33,6 @@ pub struct PlanCampaign {
 pub struct StoredCell {
     pub n: i64,
     pub cell: PlannedCell,
-}
-
-/// A cell's counted repetitions that ended, and its measured values of one metric.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CellMeasured {
-    /// `cells.n`
-    pub cell: i64,
-    /// The highest counted repetition whose measure step ended.
-    pub repetitions: u32,
-    pub values: Vec<f64>,
 }
 
 /// The campaign of plan `plan_id` and its host, if the plan exists.
@@ -146,4 +143,93 @@ pub fn cells_measured(
             })
         })
         .collect()
+}
+
+/// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
+/// transaction that records it: the next round's plan for its host, if any cell of the
+/// plan goes on.
+pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
+    // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
+    // parsed or the plan read (this runs in the store's writer at every plan's end).
+    let Some(PlanCampaign {
+        campaign_id,
+        host,
+        state,
+        file_name: file,
+        yaml,
+    }) = plan_campaign(c, plan_id)?
+    else {
+        return Ok(None);
+    };
+    if state != CampaignState::Running || !yaml.contains("until") {
+        return Ok(None);
+    }
+    // Parsed as it was submitted; the limits were checked then (perhaps raised by flags).
+    let campaign = match spec::parse_with(&file, &yaml, &spec::Limits::NONE) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(campaign = %campaign_id, error = %e, "cannot plan the next round: the stored campaign no longer parses; the campaign ends here");
+            return Ok(None);
+        }
+    };
+    let repeat = &campaign.repeat;
+    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
+        return Ok(None);
+    };
+    if campaign.on_failure == spec::OnFailure::Abort {
+        let failed = plan_failed(c, plan_id)?;
+        if failed {
+            return Ok(None);
+        }
+    }
+    let plan = plan_body(c, plan_id)?;
+    // The cells this round ran and the repetition it brought them to.
+    let mut ran: BTreeMap<String, u32> = BTreeMap::new();
+    for s in &plan.steps {
+        if !s.warmup && matches!(s.kind, StepKind::Measure(_)) {
+            let r = ran.entry(s.cell_id.to_string()).or_default();
+            *r = (*r).max(s.repetition);
+        }
+    }
+    let Some(&repetition) = ran.values().max() else {
+        return Ok(None);
+    };
+    let cells = host_cells(c, &campaign_id, &host)?;
+    let mut active = Vec::new();
+    for (i, StoredCell { n, cell }) in cells.iter().enumerate() {
+        if !ran.contains_key(&cell.id) {
+            continue;
+        }
+        let values = cell_values(c, &campaign_id, *n, &until.metric)?;
+        if judge(&values, repetition, repeat) == Verdict::Continue {
+            active.push(i);
+        }
+    }
+    if active.is_empty() {
+        return Ok(None);
+    }
+    let cells: Vec<PlannedCell> = cells.into_iter().map(|s| s.cell).collect();
+    let next = planner::next_round(
+        &campaign,
+        &campaign_id,
+        &host,
+        &cells,
+        &active,
+        repetition + 1,
+    );
+    tracing::info!(campaign = %campaign_id, %host, repetition = repetition + 1, cells = active.len(), "next round of adaptive repetition");
+    Ok(Some(next))
+}
+
+/// Per cell id of an adaptive campaign: why it stopped (or that it still runs).
+pub fn verdicts(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    repeat: &Repeat,
+) -> Result<std::collections::HashMap<i64, Verdict>> {
+    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
+        return Ok(Default::default());
+    };
+    let measured = cells_measured(c, campaign_id, &until.metric)?;
+    Ok(verdicts_of(&measured, repeat))
 }

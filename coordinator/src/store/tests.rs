@@ -9,8 +9,8 @@ use tokio::sync::oneshot;
 
 use super::writer::{commit, CellKeys, KnownPlans, PROBE_WHEN_IDLE};
 use super::*;
-use crate::planner;
-use crate::planner::PlannedCampaign;
+use crate::planning::planner;
+use crate::planning::planner::PlannedCampaign;
 use tokio_util::sync::CancellationToken;
 
 fn end(seq: u64, plan: &Plan, step: u32, attempt: u32, value: f64) -> Record {

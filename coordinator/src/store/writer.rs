@@ -538,7 +538,7 @@ pub(super) fn store_record(
                 // Adaptive repetition: the next round is decided here, in the transaction
                 // that records this end, so it is decided exactly once (rounds.rs).
                 if !*cancelled {
-                    if let Some(next) = crate::rounds::next_round(c, plan_id)? {
+                    if let Some(next) = super::rounds::next_round(c, plan_id)? {
                         queue_plan(c, &next)?;
                     }
                 }

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::{merged, values};
 use crate::report::CellReport;
-use crate::stats;
 use crate::spec::{ReportSpec, DEVICE};
+use crate::stats;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComparisonRow {

@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use super::cell_value;
 use crate::report::CellReport;
-use crate::stats;
 use crate::spec::ReportSpec;
+use crate::stats;
 
 /// A cell whose value (median, or merged per-operation latency) stands far from the
 /// other hosts'/devices' for the same configuration: a robust score on the median

@@ -2,8 +2,8 @@ use super::comparisons::pair_devices;
 use super::pivot::statistic;
 use super::*;
 use crate::report::MetricStats;
-use crate::stats;
 use crate::spec::{Pivot, PivotKey, ReportSpec, DEVICE};
+use crate::stats;
 
 fn cell(
     host: &str,

@@ -12,13 +12,14 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::pki::Role;
+use crate::planning::planner;
 use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, UnmatchedCell};
 use crate::report::{Format, Report};
 use crate::service::hub::{Hub, Presence};
 use crate::service::status::CampaignStatus;
 use crate::service::tls::Auth;
+use crate::spec;
 use crate::store::{CampaignState, Store, StoreError, StoreFault};
-use crate::{planner, spec};
 
 /// Watchers get at most this many updates per second.
 const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -378,7 +379,7 @@ impl Control for ControlService {
         let (store, limits, req) = (self.store.clone(), self.limits, request.into_inner());
         let rendered = blocking(move || {
             let (campaign, planned) = expand(&store, &limits, &req, 1)?;
-            Ok(crate::plan_text::render(&campaign, &planned))
+            Ok(crate::planning::text::render(&campaign, &planned))
         })
         .await?;
         Ok(Response::new(pb::PlanResponse { rendered }))

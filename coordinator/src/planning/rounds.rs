@@ -13,18 +13,19 @@
 //! of the median, or at `max` repetitions. The report states which, with the interval's
 //! width, from the same rule ([`judge`]).
 
-use std::collections::BTreeMap;
-
-use platter_proto::model::{CampaignId, Plan, PlanId, StepKind};
-
-use crate::planner::PlannedCell;
+use crate::spec::Repeat;
 use crate::stats;
-use crate::spec::{self, Repeat};
 
-use crate::store::db::Conn;
-use crate::store::error::Result;
-use crate::store::rounds::{self as stored, CellMeasured, PlanCampaign, StoredCell};
-use crate::store::CampaignState;
+/// A cell's counted repetitions that ended, and its measured values of one metric: what
+/// the rule judges (`verdicts_of`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellMeasured {
+    /// `cells.n`
+    pub cell: i64,
+    /// The highest counted repetition whose measure step ended.
+    pub repetitions: u32,
+    pub values: Vec<f64>,
+}
 
 /// Why a cell of an adaptive campaign stopped, or that it goes on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -94,95 +95,6 @@ pub fn judge(values: &[f64], planned: u32, repeat: &Repeat) -> Verdict {
         return Verdict::HitMax { pct, n };
     }
     Verdict::Continue
-}
-
-/// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
-/// transaction that records it: the next round's plan for its host, if any cell of the
-/// plan goes on.
-pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
-    // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
-    // parsed or the plan read (this runs in the store's writer at every plan's end).
-    let Some(PlanCampaign {
-        campaign_id,
-        host,
-        state,
-        file_name: file,
-        yaml,
-    }) = stored::plan_campaign(c, plan_id)?
-    else {
-        return Ok(None);
-    };
-    if state != CampaignState::Running || !yaml.contains("until") {
-        return Ok(None);
-    }
-    // Parsed as it was submitted; the limits were checked then (perhaps raised by flags).
-    let campaign = match spec::parse_with(&file, &yaml, &spec::Limits::NONE) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(campaign = %campaign_id, error = %e, "cannot plan the next round: the stored campaign no longer parses; the campaign ends here");
-            return Ok(None);
-        }
-    };
-    let repeat = &campaign.repeat;
-    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
-        return Ok(None);
-    };
-    if campaign.on_failure == spec::OnFailure::Abort {
-        let failed = stored::plan_failed(c, plan_id)?;
-        if failed {
-            return Ok(None);
-        }
-    }
-    let plan = stored::plan_body(c, plan_id)?;
-    // The cells this round ran and the repetition it brought them to.
-    let mut ran: BTreeMap<String, u32> = BTreeMap::new();
-    for s in &plan.steps {
-        if !s.warmup && matches!(s.kind, StepKind::Measure(_)) {
-            let r = ran.entry(s.cell_id.to_string()).or_default();
-            *r = (*r).max(s.repetition);
-        }
-    }
-    let Some(&repetition) = ran.values().max() else {
-        return Ok(None);
-    };
-    let cells = stored::host_cells(c, &campaign_id, &host)?;
-    let mut active = Vec::new();
-    for (i, StoredCell { n, cell }) in cells.iter().enumerate() {
-        if !ran.contains_key(&cell.id) {
-            continue;
-        }
-        let values = stored::cell_values(c, &campaign_id, *n, &until.metric)?;
-        if judge(&values, repetition, repeat) == Verdict::Continue {
-            active.push(i);
-        }
-    }
-    if active.is_empty() {
-        return Ok(None);
-    }
-    let cells: Vec<PlannedCell> = cells.into_iter().map(|s| s.cell).collect();
-    let next = crate::planner::next_round(
-        &campaign,
-        &campaign_id,
-        &host,
-        &cells,
-        &active,
-        repetition + 1,
-    );
-    tracing::info!(campaign = %campaign_id, %host, repetition = repetition + 1, cells = active.len(), "next round of adaptive repetition");
-    Ok(Some(next))
-}
-
-/// Per cell id of an adaptive campaign: why it stopped (or that it still runs).
-pub fn verdicts(
-    c: &Conn,
-    campaign_id: &CampaignId,
-    repeat: &Repeat,
-) -> Result<std::collections::HashMap<i64, Verdict>> {
-    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
-        return Ok(Default::default());
-    };
-    let measured = stored::cells_measured(c, campaign_id, &until.metric)?;
-    Ok(verdicts_of(&measured, repeat))
 }
 
 /// Per cell (`cells.n`): why it stopped (or that it still runs), judged from what was

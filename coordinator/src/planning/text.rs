@@ -2,7 +2,7 @@
 //! The Control service's Plan call returns the same text for a campaign expanded
 //! against the live fleet.
 
-use crate::planner::PlannedCampaign;
+use crate::planning::planner::PlannedCampaign;
 use crate::spec;
 
 pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
@@ -149,7 +149,8 @@ fn later_rounds(campaign: &spec::Campaign, planned: &PlannedCampaign, host: &str
         .cloned()
         .collect();
     let all: Vec<usize> = (0..cells.len()).collect();
-    let round = crate::planner::next_round(campaign, &planned.id, host, &cells, &all, r.min + 1);
+    let round =
+        crate::planning::planner::next_round(campaign, &planned.id, host, &cells, &all, r.min + 1);
     let later = u64::from(r.max - r.min);
     let anew = if campaign.cells.iter().any(|c| c.storage.is_some()) {
         ", which makes the storage anew"
