@@ -57,8 +57,8 @@ fn campaign() -> PlannedCampaign {
     let cells = (0..AGENTS)
         .flat_map(|a| {
             (0..CELLS_PER_AGENT).map(move |c| PlannedCell {
-                id: cell_id(a, c),
-                host: format!("agent-{a}"),
+                id: cell_id(a, c).into(),
+                host: format!("agent-{a}").into(),
                 index: c as usize,
                 params: IndexMap::from([("cell".to_string(), c.to_string())]),
                 point: c as usize,

@@ -4,7 +4,7 @@
 use indexmap::IndexMap;
 use platter_proto::inventory::Device;
 use platter_proto::model::{
-    CampaignId, CellId, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool,
+    CampaignId, CellId, HostName, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool,
     Workload as Measure,
 };
 use serde::Serialize;
@@ -136,8 +136,8 @@ fn targets(
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedCell {
-    pub id: String,
-    pub host: String,
+    pub id: CellId,
+    pub host: HostName,
     /// Position among the host's cells.
     pub index: usize,
     /// With `devices:`, the first parameter is [`spec::DEVICE`] (its name, e.g. `loop3`):
@@ -236,8 +236,9 @@ pub fn plan(
                         path.as_deref().unwrap_or("").as_bytes(),
                         &point.to_le_bytes(),
                         format!("{:?}", c.params).as_bytes(),
-                    ]),
-                    host: host.clone(),
+                    ])
+                    .into(),
+                    host: host.as_str().into(),
                     index: host_cells.len(),
                     params,
                     point,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
-use platter_proto::model::{CampaignId, HostName, Plan, PlanId, StepKind, StepState};
+use platter_proto::model::{CampaignId, CellId, HostName, Plan, PlanId, StepKind, StepState};
 
 use super::campaigns::CampaignState;
 use super::db::{params, Conn};
@@ -79,7 +79,7 @@ pub fn host_cells(c: &Conn, campaign_id: &CampaignId, host: &HostName) -> Result
         |r| {
             Ok((
                 r.get::<i64>(0)?,
-                r.get::<String>(1)?,
+                r.get::<CellId>(1)?,
                 r.get::<i64>(2)?,
                 r.get::<String>(3)?,
                 r.get::<i64>(4)?,
@@ -94,7 +94,7 @@ pub fn host_cells(c: &Conn, campaign_id: &CampaignId, host: &HostName) -> Result
                 n,
                 cell: PlannedCell {
                     id,
-                    host: host.to_string(),
+                    host: host.clone(),
                     index: idx as usize,
                     params,
                     point: point as usize,
@@ -184,10 +184,10 @@ pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
     }
     let plan = plan_body(c, plan_id)?;
     // The cells this round ran and the repetition it brought them to.
-    let mut ran: BTreeMap<String, u32> = BTreeMap::new();
+    let mut ran: BTreeMap<CellId, u32> = BTreeMap::new();
     for s in &plan.steps {
         if !s.warmup && matches!(s.kind, StepKind::Measure(_)) {
-            let r = ran.entry(s.cell_id.to_string()).or_default();
+            let r = ran.entry(s.cell_id.clone()).or_default();
             *r = (*r).max(s.repetition);
         }
     }
