@@ -429,7 +429,7 @@ fn steps(campaign: &Campaign, cells: &[PlannedCell], visits: &[Visit], first: bo
     let mut push = |cell: &PlannedCell, repetition: u32, warmup: bool, kind: StepKind| {
         steps.push(Step {
             index: steps.len() as u32,
-            cell_id: cell.id.clone().into(),
+            cell_id: cell.id.clone(),
             repetition,
             warmup,
             kind,
@@ -534,7 +534,7 @@ fn run_as(campaign: &Campaign, cells: &[PlannedCell]) -> BTreeMap<CellId, RunAs>
                 home,
                 ..
             }) => Some((
-                cell.id.clone().into(),
+                cell.id.clone(),
                 RunAs {
                     user: user.clone(),
                     home: home.clone().unwrap_or_default(),
