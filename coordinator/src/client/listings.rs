@@ -1,0 +1,453 @@
+//! What operator commands print of the fleet: `status`, `agents` (with its tools table)
+//! and `watch`, as a table for people or JSON for scripts, each from the coordinator's
+//! answer on the wire.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use platter_proto::v1 as pb;
+use platter_proto::v1::control_client::ControlClient;
+use tonic::transport::Channel;
+
+use super::call_error;
+
+/// `table` for people, `json` for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+fn state_name(s: i32) -> &'static str {
+    match pb::CampaignState::try_from(s) {
+        Ok(pb::CampaignState::Running) => "running",
+        Ok(pb::CampaignState::Done) => "done",
+        Ok(pb::CampaignState::Cancelled) => "cancelled",
+        _ => "?",
+    }
+}
+
+fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
+    serde_json::json!({
+        "campaign_id": c.campaign_id,
+        "name": c.name,
+        "state": state_name(c.state),
+        "submitted_unix_ms": c.created_unix_ms,
+        "cells_total": c.cells_total,
+        "cells_done": c.cells_done,
+        "steps_total": c.steps_total,
+        "steps_done": c.steps_done,
+        "steps_failed": c.steps_failed,
+        "store_fault": c.store_fault.as_ref().map(fault_json),
+        "hosts": c.hosts.iter().map(|h| serde_json::json!({
+            "host": h.host,
+            "connected": h.connected,
+            "coordinator": (!h.coordinator.is_empty()).then_some(&h.coordinator),
+            "steps_total": h.steps_total,
+            "steps_done": h.steps_done,
+            "current_step": h.current_step,
+            "eta_s": eta(h).map(|d| d.as_secs()),
+            "refused": (!h.refused.is_empty()).then_some(&h.refused),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
+    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms, "not_answering": f.not_answering })
+}
+
+/// What an operator reads when the coordinator's store cannot commit: why, for how long,
+/// and that nothing is lost meanwhile.
+pub fn fault_line(f: &pb::StoreFault) -> String {
+    let secs = ((crate::store::now_ms() - f.since_unix_ms).max(0) / 1000) as u64;
+    format!(
+        "STORE FAULT: the coordinator's store {} since {} (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
+        if f.not_answering {
+            "is not answering"
+        } else {
+            "cannot commit"
+        },
+        crate::store::since_clock(f.since_unix_ms),
+        hms(Duration::from_secs(secs)),
+        f.reason
+    )
+}
+
+/// Time left for a host at the pace of its ended steps.
+pub fn eta(h: &pb::HostProgress) -> Option<Duration> {
+    if h.steps_done == 0 || h.steps_done >= h.steps_total {
+        return (h.steps_done >= h.steps_total).then_some(Duration::ZERO);
+    }
+    let per = h.elapsed_ms as f64 / f64::from(h.steps_done);
+    Some(Duration::from_millis(
+        (per * f64::from(h.steps_total - h.steps_done)) as u64,
+    ))
+}
+
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let widths = crate::report::widths(&header, rows);
+    let mut out = crate::report::aligned(&header, &widths, "", "  ");
+    out.push('\n');
+    for r in rows {
+        out.push_str(&crate::report::aligned(r, &widths, "", "  "));
+        out.push('\n');
+    }
+    out
+}
+
+/// `platter status [CAMPAIGN]`.
+pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output) -> String {
+    if output == Output::Json {
+        let v: Vec<_> = campaigns.iter().map(campaign_json).collect();
+        let v = if one {
+            v.into_iter().next().unwrap_or_default()
+        } else {
+            v.into()
+        };
+        return serde_json::to_string_pretty(&v).expect("json") + "\n";
+    }
+    if one {
+        let Some(c) = campaigns.first() else {
+            return String::new();
+        };
+        let mut out = c.store_fault.as_ref().map(fault_line).unwrap_or_default();
+        out += &format!(
+            "campaign {} ({}): {}, {}/{} cells, {}/{} steps, {} failed\n",
+            c.campaign_id,
+            c.name,
+            state_name(c.state),
+            c.cells_done,
+            c.cells_total,
+            c.steps_done,
+            c.steps_total,
+            c.steps_failed
+        );
+        out.push_str(&host_table(c));
+        return out;
+    }
+    // Every campaign carries the store's fault: say it once.
+    let fault = campaigns.iter().find_map(|c| c.store_fault.as_ref());
+    let rows: Vec<Vec<String>> = campaigns
+        .iter()
+        .map(|c| {
+            vec![
+                c.campaign_id.clone(),
+                c.name.clone(),
+                state_name(c.state).into(),
+                format!("{}/{}", c.cells_done, c.cells_total),
+                format!("{}/{}", c.steps_done, c.steps_total),
+                c.steps_failed.to_string(),
+                c.hosts
+                    .iter()
+                    .map(|h| h.host.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ]
+        })
+        .collect();
+    fault.map(fault_line).unwrap_or_default()
+        + &table(
+            &[
+                "campaign", "name", "state", "cells", "steps", "failed", "hosts",
+            ],
+            &rows,
+        )
+}
+
+fn host_table(c: &pb::CampaignStatus) -> String {
+    let rows: Vec<Vec<String>> = c
+        .hosts
+        .iter()
+        .map(|h| {
+            vec![
+                h.host.clone(),
+                match (h.connected, h.coordinator.as_str()) {
+                    _ if !h.journal_fault.is_empty() => {
+                        format!("JOURNAL FAULT: {}", h.journal_fault)
+                    }
+                    (true, "") => "connected".into(),
+                    // Several coordinators share the store: which one holds it.
+                    (true, by) => format!("connected to {by}"),
+                    (false, _) => "not connected".into(),
+                },
+                format!("{}/{}", h.steps_done, h.steps_total),
+                eta(h).map(hms).unwrap_or("?".into()),
+                if !h.refused.is_empty() {
+                    "refused the plan, nothing ran (below)".into()
+                } else if h.current_step.is_empty() {
+                    "-".into()
+                } else {
+                    h.current_step.clone()
+                },
+            ]
+        })
+        .collect();
+    let mut out = table(&["host", "link", "steps", "ETA", "current step"], &rows);
+    for h in c.hosts.iter().filter(|h| !h.refused.is_empty()) {
+        out += &format!(
+            "host {} refused the plan, nothing ran: {}\n",
+            h.host, h.refused
+        );
+    }
+    out
+}
+
+/// `platter agents`.
+pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> String {
+    let (agents, fault) = (&response.agents, response.store_fault.as_ref());
+    let now = crate::store::now_ms();
+    if output == Output::Json {
+        let v: Vec<_> = agents
+            .iter()
+            .map(|a| {
+                let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();
+                serde_json::json!({
+                    "host": a.host,
+                    "state": a.state,
+                    // Where several coordinators share a store: the one holding it.
+                    "coordinator": (!a.coordinator.is_empty()).then_some(&a.coordinator),
+                    "labels": labels,
+                    "last_seen_unix_ms": a.last_seen_unix_ms,
+                    "current_campaign": a.current_campaign,
+                    // Connected, but what it sends waits for the store.
+                    "waiting_for_store": fault.filter(|_| a.connected).map(|f| &f.reason),
+                    "agent_version": a.agent_version,
+                    "boot_id": a.boot_id,
+                    "drives": a.devices.iter().map(|d| serde_json::json!({
+                        "path": d.path, "model": d.model, "serial": d.serial,
+                        "size_bytes": d.size_bytes, "transport": d.transport,
+                    })).collect::<Vec<_>>(),
+                    // `path` "" for a tool the host lacks.
+                    "tools": a.tools.iter().map(|t| serde_json::json!({
+                        "name": t.name, "path": t.path, "version": t.version,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        return serde_json::to_string_pretty(&v).expect("json") + "\n";
+    }
+    let rows: Vec<Vec<String>> = agents
+        .iter()
+        .map(|a| {
+            let mut labels: Vec<String> =
+                a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.sort();
+            let drives: Vec<String> = a
+                .devices
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} {}",
+                        d.path,
+                        crate::report::human(d.size_bytes as f64, "B").replace(' ', "")
+                    )
+                })
+                .collect();
+            let ago = Duration::from_millis((now - a.last_seen_unix_ms).max(0) as u64);
+            vec![
+                a.host.clone(),
+                {
+                    // Where several coordinators share a store: which one holds it.
+                    let state = if a.coordinator.is_empty() {
+                        a.state.clone()
+                    } else {
+                        format!("{} via {}", a.state, a.coordinator)
+                    };
+                    if a.connected && fault.is_some() {
+                        format!("{state} (waiting for the store)")
+                    } else {
+                        state
+                    }
+                },
+                if labels.is_empty() {
+                    "-".into()
+                } else {
+                    labels.join(",")
+                },
+                if drives.is_empty() {
+                    "-".into()
+                } else {
+                    drives.join(", ")
+                },
+                if a.connected {
+                    "now".into()
+                } else {
+                    format!("{} ago", hms(ago))
+                },
+                if a.current_campaign.is_empty() {
+                    "-".into()
+                } else {
+                    a.current_campaign.clone()
+                },
+            ]
+        })
+        .collect();
+    let tools: Vec<(&str, &[pb::ToolVersion])> = agents
+        .iter()
+        .map(|a| (a.host.as_str(), a.tools.as_slice()))
+        .collect();
+    let mut out = fault.map(fault_line).unwrap_or_default()
+        + &table(
+            &["host", "state", "labels", "drives", "last seen", "campaign"],
+            &rows,
+        );
+    if tools.iter().any(|(_, t)| !t.is_empty()) {
+        out += "\ntools (as each agent reported them when it connected):\n";
+        out += &tool_table(&tools);
+    }
+    out
+}
+
+/// Each host's tools: one row per program, its version and where it is, or "not found".
+pub fn tool_table(hosts: &[(&str, &[pb::ToolVersion])]) -> String {
+    let rows: Vec<Vec<String>> = hosts
+        .iter()
+        .flat_map(|(host, tools)| {
+            tools.iter().map(move |t| {
+                let (version, path) = if t.path.is_empty() {
+                    ("not found".to_string(), "-".to_string())
+                } else {
+                    (t.version.clone(), t.path.clone())
+                };
+                vec![host.to_string(), t.name.clone(), version, path]
+            })
+        })
+        .collect();
+    table(&["host", "tool", "version", "path"], &rows)
+}
+
+/// Follows a campaign until it ends: on a terminal one live line per host (current step,
+/// done/total, ETA); otherwise a plain line whenever a host makes progress, for logs.
+pub async fn watch(
+    client: &mut ControlClient<Channel>,
+    campaign: &str,
+) -> anyhow::Result<pb::CampaignStatus> {
+    let mut stream = client
+        .watch(pb::GetCampaignRequest {
+            campaign_id: campaign.into(),
+        })
+        .await
+        .map_err(|s| call_error("watch", s))?
+        .into_inner();
+    let live = std::io::stderr().is_terminal();
+    let multi = MultiProgress::new();
+    // `wide_msg`: the message takes the room the terminal has left and is cut to it, so a
+    // long step never wraps (a wrapped line is drawn again on every tick, one row lower).
+    let style =
+        ProgressStyle::with_template("{prefix:<12} [{bar:24}] {pos:>4}/{len:<4} {wide_msg}")
+            .expect("static template")
+            .progress_chars("=> ");
+    let mut bars: HashMap<String, ProgressBar> = HashMap::new();
+    let mut printed: HashMap<String, u32> = HashMap::new();
+    let mut last: Option<pb::CampaignStatus> = None;
+    while let Some(s) = stream.message().await.map_err(|s| call_error("watch", s))? {
+        // A store fault is said when it starts and when it ends, not on every update.
+        let had = last.as_ref().and_then(|l| l.store_fault.as_ref());
+        let said = match (had, &s.store_fault) {
+            (None, Some(f)) => Some(fault_line(f)),
+            (Some(_), None) => Some("the coordinator's store commits again.\n".to_string()),
+            _ => None,
+        };
+        if let Some(line) = said {
+            let line = line.trim_end();
+            if live {
+                let _ = multi.println(line);
+            } else {
+                eprintln!("{line}");
+            }
+        }
+        for h in &s.hosts {
+            // An agent's journal fault, like the store's, is said when it starts and
+            // when it ends; the host's line shows it meanwhile.
+            let had = last
+                .as_ref()
+                .and_then(|l| l.hosts.iter().find(|o| o.host == h.host))
+                .map_or("", |o| o.journal_fault.as_str());
+            let said = match (had, h.journal_fault.as_str()) {
+                ("", "") => None,
+                ("", now) => Some(format!("{}: JOURNAL FAULT: the agent holds its steps: {now}; make room in or fix its state directory (--state-dir) and they go on, nothing lost", h.host)),
+                (_, "") => Some(format!("{}: the agent's journal can be written again; its steps go on", h.host)),
+                _ => None,
+            };
+            if let Some(line) = said {
+                if live {
+                    let _ = multi.println(&line);
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+            let eta = eta(h).map(hms).unwrap_or("?".into());
+            let link = match (h.connected, h.journal_fault.is_empty()) {
+                (_, false) => " (JOURNAL FAULT: holding)",
+                (true, true) => "",
+                (false, true) => " (not connected)",
+            };
+            let msg = format!("ETA {eta}{link}  {}", h.current_step);
+            if live {
+                let bar = bars.entry(h.host.clone()).or_insert_with(|| {
+                    let b = multi.add(ProgressBar::new(h.steps_total.into()));
+                    b.set_style(style.clone());
+                    b.set_prefix(h.host.clone());
+                    b.enable_steady_tick(Duration::from_millis(250));
+                    b
+                });
+                bar.set_length(h.steps_total.into());
+                bar.set_position(h.steps_done.into());
+                bar.set_message(msg);
+            } else if printed.get(&h.host) != Some(&h.steps_done) {
+                printed.insert(h.host.clone(), h.steps_done);
+                eprintln!(
+                    "{:<12} {:>4}/{:<4} steps  {msg}",
+                    h.host, h.steps_done, h.steps_total
+                );
+            }
+        }
+        last = Some(s);
+    }
+    for b in bars.values() {
+        b.finish_and_clear();
+    }
+    let last = last.ok_or_else(|| anyhow::anyhow!("the coordinator sent no status"))?;
+    eprintln!(
+        "campaign {}: {}, {}/{} steps, {} failed",
+        last.campaign_id,
+        state_name(last.state),
+        last.steps_done,
+        last.steps_total,
+        last.steps_failed
+    );
+    Ok(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_is_the_pace_of_ended_steps() {
+        let h = pb::HostProgress {
+            steps_total: 10,
+            steps_done: 4,
+            elapsed_ms: 8000,
+            ..Default::default()
+        };
+        assert_eq!(eta(&h), Some(Duration::from_secs(12)));
+        let fresh = pb::HostProgress {
+            steps_total: 10,
+            ..Default::default()
+        };
+        assert_eq!(eta(&fresh), None);
+    }
+}
