@@ -7,10 +7,12 @@
 //! This module is the `Store` handle (open, the read pool, `with`/`write`); its wing holds
 //! the rest: `error` (what fails and in whose words), `schema` and `db::pg_schema` (both
 //! engines' migrations), `db` (the SQL interface), `connect`, `health` (faults and the
-//! watch), `notify` (LISTEN/NOTIFY), `writer` (record batches), `plans`, `rounds` (what
-//! adaptive repetition reads, on the caller's connection), and the `impl Store` blocks by
-//! aggregate: `campaigns`, `dispatch` (with cancel), `agents`, `presence`, `progress` (what
-//! `status` reads of a campaign).
+//! watch), `notify` (LISTEN/NOTIFY), `writer` (record batches), `plans`, `rounds` (adaptive
+//! repetition's reads on the caller's connection, and its rule applied: the next round in
+//! the writer's transaction, the verdicts for a report), `reports` (every read a report
+//! makes, on its one read connection), and the `impl Store` blocks by aggregate:
+//! `campaigns`, `dispatch` (with cancel), `agents`, `presence`, `progress` (what `status`
+//! reads of a campaign). No SQL is written outside this wing.
 //!
 //! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
 //! pool, so a long report never holds up a dispatch or another read (WAL readers see a
