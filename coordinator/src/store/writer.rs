@@ -536,7 +536,7 @@ pub(super) fn store_record(
             )?;
             if n > 0 {
                 // Adaptive repetition: the next round is decided here, in the transaction
-                // that records this end, so it is decided exactly once (rounds.rs).
+                // that records this end, so it is decided exactly once (`rounds::next_round`).
                 if !*cancelled {
                     if let Some(next) = super::rounds::next_round(c, plan_id)? {
                         queue_plan(c, &next)?;
