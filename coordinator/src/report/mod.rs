@@ -25,6 +25,7 @@ use crate::spec::DEVICE;
 use crate::stats;
 use crate::store::reports;
 use crate::store::{Result, Store, StoreError};
+pub use notes::CellWarning;
 
 pub use crate::stats::Summary as Stats;
 
@@ -110,7 +111,7 @@ pub struct CellReport {
     /// Advice about the repetitions' wall times (cold first run, high variation, …), and
     /// what the reader must know about how the samples came to be: repetitions not
     /// measured and why, measurements retried, preparation skipped on this platform.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<CellWarning>,
     /// How the runs came out (noise, a cold first run, …): said once per report, every
     /// one kept here and in the details section.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -512,8 +513,7 @@ impl Report {
             // The stored YAML was valid when it was submitted; settings of a campaign from
             // an older platter that no longer parse just leave the report without them.
             let spec =
-                crate::spec::parse_with(&row.file_name, &row.yaml, &crate::spec::Limits::NONE)
-                    .ok();
+                crate::spec::parse_with(&row.file_name, &row.yaml, &crate::spec::Limits::NONE).ok();
             let mut warmups = warmup_values(reports::warmup_samples(c, campaign_id)?);
             let mut stopped = match &spec {
                 Some(s) => crate::store::rounds::verdicts(c, campaign_id, &s.repeat)?
@@ -532,30 +532,42 @@ impl Report {
                 by_metric.sort_by(|a, _, b, _| metric_rank(a).cmp(&metric_rank(b)));
                 let advice = by_metric
                     .get("wall")
-                    .map(|g| advice::of_runs("wall", &g.values, stats::summarize(&g.values).as_ref()))
+                    .map(|g| {
+                        advice::of_runs("wall", &g.values, stats::summarize(&g.values).as_ref())
+                    })
                     .unwrap_or_default();
-                let mut warnings: Vec<String> = notes.remove(&n).unwrap_or_default();
+                let mut warnings: Vec<CellWarning> = notes.remove(&n).unwrap_or_default();
                 let mut metrics = Vec::new();
                 let mut unmeasured = Vec::new();
                 for (metric, g) in by_metric {
                     if g.missing > 0 && !g.values.is_empty() {
-                        warnings.push(format!(
-                            "{metric}: {} of {} repetitions {} — the statistics rest on the other {}",
-                            g.missing,
-                            g.raw.len(),
-                            g.reason,
-                            g.values.len()
-                        ));
+                        warnings.push(CellWarning::PartlyUnmeasured {
+                            metric: metric.clone(),
+                            missing: g.missing,
+                            of: g.raw.len(),
+                            why: g.reason.clone(),
+                            rest: g.values.len(),
+                        });
                     }
                     let Some(stats) = stats::summarize(&g.values) else {
                         if g.missing > 0 {
-                            unmeasured.push(Unmeasured { metric, unit: g.unit, count: g.missing, reason: g.reason, samples: g.raw });
+                            unmeasured.push(Unmeasured {
+                                metric,
+                                unit: g.unit,
+                                count: g.missing,
+                                reason: g.reason,
+                                samples: g.raw,
+                            });
                         }
                         continue;
                     };
                     // Each run's own latency percentile is not the report's
                     // `latency.p99` (every operation of every run): it is renamed.
-                    let metric = if MergedLatency::is_merged_name(&metric) { format!("{metric}{PER_RUN}") } else { metric };
+                    let metric = if MergedLatency::is_merged_name(&metric) {
+                        format!("{metric}{PER_RUN}")
+                    } else {
+                        metric
+                    };
                     metrics.push(MetricStats {
                         metric,
                         unit: g.unit,
@@ -572,16 +584,29 @@ impl Report {
                     let m = &mut rest[0];
                     m.same_as = earlier
                         .iter()
-                        .find(|e| e.same_as.is_none() && e.unit == m.unit && e.values == m.values && e.not_measured == m.not_measured)
+                        .find(|e| {
+                            e.same_as.is_none()
+                                && e.unit == m.unit
+                                && e.values == m.values
+                                && e.not_measured == m.not_measured
+                        })
                         .map(|e| e.metric.clone());
                 }
                 let failed = failed.get(&n).copied().unwrap_or(0);
                 let latency = histograms.get(&n).and_then(|h| merged_latency(h));
                 let mut warmup = warmups.remove(&n).unwrap_or_default();
                 // In the order of the counted metrics, so `wall` comes first as there.
-                warmup.sort_by_key(|w| metrics.iter().position(|m| m.metric == w.metric).unwrap_or(usize::MAX));
+                warmup.sort_by_key(|w| {
+                    metrics
+                        .iter()
+                        .position(|m| m.metric == w.metric)
+                        .unwrap_or(usize::MAX)
+                });
                 for w in &mut warmup {
-                    let counted = metrics.iter().find(|m| m.metric == w.metric).map(|m| m.stats.median);
+                    let counted = metrics
+                        .iter()
+                        .find(|m| m.metric == w.metric)
+                        .map(|m| m.stats.median);
                     let warm = stats::summarize(&w.values).map(|s| s.median);
                     w.ratio_to_counted = match (warm, counted) {
                         (Some(a), Some(b)) if b != 0.0 => Some(a / b),
@@ -619,7 +644,11 @@ impl Report {
                 .iter()
                 .filter(|p| !p.refused)
                 .map(|p| {
-                    let measures = p.plan.steps.iter().filter(|s| matches!(s.kind, StepKind::Measure(_)));
+                    let measures = p
+                        .plan
+                        .steps
+                        .iter()
+                        .filter(|s| matches!(s.kind, StepKind::Measure(_)));
                     measures.count() as u32
                 })
                 .sum();
@@ -627,7 +656,10 @@ impl Report {
             let measurements_missing = measurements_expected.saturating_sub(measurements_ended);
             let refused = reports::refused_plans(c, campaign_id)?
                 .into_iter()
-                .map(|r| Refusal { host: r.host.into_string(), reason: r.reason })
+                .map(|r| Refusal {
+                    host: r.host.into_string(),
+                    reason: r.reason,
+                })
                 .collect();
             let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
@@ -647,8 +679,10 @@ impl Report {
                 provenance::device_field(provenance::device(&snapshots, host, name)?, field)
             };
             let pivot = judge::pivot(&cells, &settings, &device_field);
-            let devices_used: provenance::UsedDevices =
-                cells.iter().filter_map(|c| Some((c.host.clone(), c.device()?.to_string()))).collect();
+            let devices_used: provenance::UsedDevices = cells
+                .iter()
+                .filter_map(|c| Some((c.host.clone(), c.device()?.to_string())))
+                .collect();
             let provenance_changes = provenance::changes(&snapshots, &devices_used);
             Ok(Report {
                 provenance: snapshots,
@@ -668,7 +702,11 @@ impl Report {
                 state: CampaignState::from(row.state),
                 params: row.params,
                 repeat: row.repeat,
-                repetition: spec.as_ref().filter(|s| s.repeat.is_adaptive()).map(|s| s.repeat.to_string()).unwrap_or_default(),
+                repetition: spec
+                    .as_ref()
+                    .filter(|s| s.repeat.is_adaptive())
+                    .map(|s| s.repeat.to_string())
+                    .unwrap_or_default(),
                 warmup: spec.as_ref().map_or(0, |s| s.warmup),
                 cells,
                 steps_failed,
@@ -727,40 +765,40 @@ fn how_measured(
     unusual: Vec<reports::UnusualMeasure>,
     skipped: Vec<reports::SkippedSteps>,
     plans: &[reports::CampaignPlan],
-) -> HashMap<i64, Vec<String>> {
-    let mut notes: HashMap<i64, Vec<String>> = HashMap::new();
+) -> HashMap<i64, Vec<CellWarning>> {
+    let mut notes: HashMap<i64, Vec<CellWarning>> = HashMap::new();
     for m in unusual {
         let note = if m.skipped {
-            format!("repetition {} {}", m.repetition, m.error)
+            CellWarning::NotMeasured {
+                repetition: m.repetition,
+                why: m.error,
+            }
         } else {
             let plan = plans.iter().find(|p| p.id == m.plan_id).map(|p| &p.plan);
             let index = m.step_index;
             // The index came from an agent: a plan it does not fit names no preparation.
-            let prep: Vec<&str> = plan
+            let preparation: Vec<String> = plan
                 .iter()
                 .filter(|p| (index as usize) < p.steps.len())
                 .flat_map(|p| {
                     p.preparation(index)
-                        .map(|i| p.steps[i as usize].kind.name())
+                        .map(|i| p.steps[i as usize].kind.name().to_string())
                 })
                 .collect();
-            let again = if prep.is_empty() {
-                "it has no preparation to run again".to_string()
-            } else {
-                format!("its preparation ({}) ran again first", prep.join(", "))
-            };
-            format!(
-                "repetition {} measured on attempt {}: the agent stopped during the measurement before; {again}",
-                m.repetition, m.attempt
-            )
+            CellWarning::Remeasured {
+                repetition: m.repetition,
+                attempt: m.attempt,
+                preparation,
+            }
         };
         notes.entry(m.cell).or_default().push(note);
     }
     for s in skipped {
-        notes.entry(s.cell).or_default().push(format!(
-            "{} skipped {}× (not a failure): {}",
-            s.kind, s.count, s.error
-        ));
+        notes.entry(s.cell).or_default().push(CellWarning::Skipped {
+            kind: s.kind,
+            count: s.count,
+            why: s.error,
+        });
     }
     notes
 }

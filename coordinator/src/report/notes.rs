@@ -97,6 +97,78 @@ pub(crate) fn tone_of_line(body: &str) -> Tone {
     }
 }
 
+/// What a reader must know about how a cell's samples came to be (JSON writes each as
+/// its sentence).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellWarning {
+    /// A repetition not measured: its preparation failed, or its measurement did.
+    NotMeasured { repetition: u32, why: String },
+    /// A measurement that ran again after the agent stopped during it, after `preparation`
+    /// (the step kinds that ran again first; none when it had none).
+    Remeasured {
+        repetition: u32,
+        attempt: u32,
+        preparation: Vec<String>,
+    },
+    /// A preparation step skipped because the platform does not support it.
+    Skipped {
+        kind: String,
+        count: u32,
+        why: String,
+    },
+    /// Some repetitions gave no value of `metric` (a tool's `+++++`): the statistics rest
+    /// on the others.
+    PartlyUnmeasured {
+        metric: String,
+        missing: u32,
+        of: usize,
+        why: String,
+        rest: usize,
+    },
+}
+
+impl fmt::Display for CellWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CellWarning::NotMeasured { repetition, why } => write!(f, "repetition {repetition} {why}"),
+            CellWarning::Remeasured {
+                repetition,
+                attempt,
+                preparation,
+            } => {
+                write!(
+                    f,
+                    "repetition {repetition} measured on attempt {attempt}: the agent stopped during the measurement before; "
+                )?;
+                if preparation.is_empty() {
+                    write!(f, "it has no preparation to run again")
+                } else {
+                    write!(f, "its preparation ({}) ran again first", preparation.join(", "))
+                }
+            }
+            CellWarning::Skipped { kind, count, why } => {
+                write!(f, "{kind} skipped {count}× (not a failure): {why}")
+            }
+            CellWarning::PartlyUnmeasured {
+                metric,
+                missing,
+                of,
+                why,
+                rest,
+            } => write!(
+                f,
+                "{metric}: {missing} of {of} repetitions {why} — the statistics rest on the other {rest}"
+            ),
+        }
+    }
+}
+
+impl serde::Serialize for CellWarning {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// One line under the tables.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Note<'a> {
@@ -124,7 +196,7 @@ pub enum Note<'a> {
     /// A cell's warning, after the cell's label.
     CellWarning {
         cell: String,
-        warning: &'a str,
+        warning: &'a CellWarning,
     },
     /// How a cell's runs came to be counted, after the cell's label.
     CellRuns {
@@ -418,7 +490,11 @@ mod tests {
     #[test]
     fn every_note_reads_back_with_its_tone() {
         let mut cell = CellReport::for_test("c1".into(), "rc66", &[("size", "4096")], vec![]);
-        cell.warnings.push("wall: CV 9%".into());
+        cell.warnings.push(CellWarning::Skipped {
+            kind: "fstrim".into(),
+            count: 2,
+            why: "not supported on tmpfs".into(),
+        });
         cell.stopped = Some("stopped after 6 runs".into());
         let report = Report {
             state: CampaignState::Done,

@@ -1499,7 +1499,7 @@ fn write_host_table(out: &mut String, cells: &[&CellReport], order: &[String]) -
             let failed = (c.failed > 0).then(|| format!("{} failed repetition(s)", c.failed));
             failed
                 .into_iter()
-                .chain(c.warnings.iter().cloned())
+                .chain(c.warnings.iter().map(ToString::to_string))
                 .chain(c.advice.iter().map(|a| a.text().to_string()))
                 .chain(super::runs_notes(c))
                 .map(move |w| {

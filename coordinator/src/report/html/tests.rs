@@ -103,7 +103,12 @@ fn seed_001() -> Report {
             cells.push(c);
         }
     }
-    cells[31].warnings.push("cv 0.21 above 0.10: noisy".into());
+    cells[31]
+        .warnings
+        .push(crate::report::CellWarning::NotMeasured {
+            repetition: 2,
+            why: "not measured: its preparation failed: reboot (step 12)".into(),
+        });
     cells[31].failed = 1;
     let mut r = report(&["size", "disk", "write_cache"], cells);
     r.steps_failed = 1;
@@ -173,7 +178,7 @@ fn seed_001_page_has_summary_first_charts_and_escaping() {
     assert!(!page.contains("<script>alert"), "stderr was not escaped");
     assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"));
     assert!(page.contains("laptop &lt;not idle&gt;"));
-    assert!(page.contains("cv 0.21 above 0.10: noisy"));
+    assert!(page.contains("repetition 2 not measured: its preparation failed: reboot (step 12)"));
     assert!(page.contains("1 failed repetition(s)"));
     // rcmonster 530 on, 1024 bytes, with its CI, all in the row's unit.
     assert!(
