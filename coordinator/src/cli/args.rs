@@ -68,6 +68,14 @@ pub enum Command {
         /// and wipe every allowed drive of every agent.
         #[arg(long, conflicts_with = "tls_dir")]
         dangerously_insecure: bool,
+        /// Also serve HTTP on this address: `/healthz` (the process serves), `/readyz`
+        /// (the store answers and commits; 503 with the reason otherwise) and `/metrics`
+        /// (Prometheus: agents by presence, plans and campaigns by state, store fault).
+        /// Plaintext, so a loopback address (127.0.0.1:9461) unless with
+        /// --dangerously-insecure. Once it serves, `platter serve` prints `http on
+        /// ADDRESS` on stderr
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
         /// Seconds without a heartbeat after which an agent is lost (its plans wait)
         #[arg(
             long,

@@ -28,6 +28,9 @@ pub(super) async fn serve(mut opts: ServeOptions) -> anyhow::Result<i32> {
             return Ok(0);
         }
     };
+    if let Some(at) = coordinator.http {
+        eprintln!("http on {at}");
+    }
     wait_for_signal().await;
     tracing::info!("shutting down; finishing in-flight writes");
     coordinator.stop().await;

@@ -179,7 +179,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             listen,
             db,
             tls_dir,
-            dangerously_insecure: _,
+            dangerously_insecure,
+            http,
             heartbeat_timeout,
             name,
             db_writers,
@@ -187,6 +188,12 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             exit_without_store,
             limits,
         } => {
+            if let Some(why) =
+                http.and_then(|at| crate::service::http::refuse_plaintext(at, dangerously_insecure))
+            {
+                eprintln!("error: {why}");
+                return Ok(2);
+            }
             // Held while the coordinator serves: a second one on this SQLite file is
             // refused at once, naming this one.
             let _lock = match &db {
@@ -204,6 +211,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 store_deadline: Duration::from_secs(store_deadline),
                 wait_for_store: !exit_without_store,
                 announce: None,
+                http,
             };
             serve(opts).await
         }

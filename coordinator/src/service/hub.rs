@@ -230,6 +230,17 @@ impl Hub {
             .collect()
     }
 
+    /// How many hosts are connected here, and how many were lost (silent past the
+    /// heartbeat timeout) and not back.
+    pub fn presence_counts(&self) -> (usize, usize) {
+        let hosts = self.hosts();
+        hosts.values().fold((0, 0), |(c, l), s| match s.presence() {
+            Presence::Connected => (c + 1, l),
+            Presence::Lost => (c, l + 1),
+            Presence::Offline => (c, l),
+        })
+    }
+
     pub fn presence(&self, host: &str) -> Presence {
         let hosts = self.hosts();
         hosts

@@ -4,11 +4,13 @@
 //! proto types; `hub` keeps the connected agents and dispatches plans to them;
 //! `presence` tells, on a shared store, which coordinator holds which agent; `status`
 //! adds up a campaign's progress from the store and the hub; `tls` is the server side of
-//! mutual TLS and the role each call needs.
+//! mutual TLS and the role each call needs; `http` serves health, readiness and Prometheus
+//! metrics (`--http`).
 //!
 //! Beneath the service: the store (`crate::store`), planning (`crate::planning`) and the
 //! reports (`crate::report`); nothing there imports the service.
 
+pub mod http;
 pub mod hub;
 pub mod presence;
 pub mod rpc;

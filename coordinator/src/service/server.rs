@@ -24,6 +24,8 @@ use crate::store::Store;
 
 pub struct Coordinator {
     pub addr: SocketAddr,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (`ServeOptions::http`).
+    pub http: Option<SocketAddr>,
     pub store: Store,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -52,6 +54,9 @@ pub struct ServeOptions {
     /// Told the address bound once the coordinator serves, or earlier, as soon as it
     /// waits for its store (`platter serve` prints it: scripts wait for that line).
     pub announce: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+    /// Health, readiness and Prometheus metrics over HTTP on this address
+    /// (`crate::service::http`), once the store is open.
+    pub http: Option<SocketAddr>,
 }
 
 impl ServeOptions {
@@ -68,6 +73,7 @@ impl ServeOptions {
             store_deadline: crate::store::db::pg::DEFAULT_DEADLINE,
             wait_for_store: false,
             announce: None,
+            http: None,
         }
     }
 }
@@ -419,7 +425,7 @@ impl Coordinator {
         control.ready(
             ControlServer::new(ControlService {
                 store: store.clone(),
-                hub,
+                hub: hub.clone(),
                 shutdown: shutdown.clone(),
                 auth,
                 limits: opts.limits,
@@ -428,12 +434,30 @@ impl Coordinator {
             .max_decoding_message_size(max_request),
         );
         tasks.spawn(report_health(store.clone(), health, shutdown.clone()));
+        let http = match opts.http {
+            Some(at) => {
+                let listener = tokio::net::TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("listening for HTTP on {at}"))?;
+                let bound = listener.local_addr()?;
+                tasks.spawn(crate::service::http::serve(
+                    listener,
+                    store.clone(),
+                    hub.clone(),
+                    shutdown.clone(),
+                ));
+                tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics over HTTP");
+                Some(bound)
+            }
+            None => None,
+        };
         tracing::info!(%addr, db = %opts.db, tls = auth == Auth::Tls, name = name.as_deref().unwrap_or("-"), "coordinator serving");
         if let Some((tx, addr)) = announce {
             let _ = tx.send(addr);
         }
         Ok(Coordinator {
             addr,
+            http,
             store,
             shutdown,
             tasks,

@@ -57,7 +57,35 @@ pub struct CampaignProgress {
     pub plans: Vec<PlanProgress>,
 }
 
+/// How many rows of a table are in one state (`Store::plan_counts`, `campaign_counts`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateCount {
+    pub state: String,
+    pub count: u64,
+}
+
 impl Store {
+    /// How many plans are in each state (queued, sent, accepted, done, refused, cancelled).
+    pub fn plan_counts(&self) -> Result<Vec<StateCount>> {
+        self.state_counts("SELECT state, COUNT(*) FROM plans GROUP BY state ORDER BY state")
+    }
+
+    /// How many campaigns are in each state (running, done, cancelled).
+    pub fn campaign_counts(&self) -> Result<Vec<StateCount>> {
+        self.state_counts("SELECT state, COUNT(*) FROM campaigns GROUP BY state ORDER BY state")
+    }
+
+    fn state_counts(&self, sql: &str) -> Result<Vec<StateCount>> {
+        self.read(|c| {
+            c.query_map(sql, (), |r| {
+                Ok(StateCount {
+                    state: r.get(0)?,
+                    count: r.get(1)?,
+                })
+            })
+        })
+    }
+
     /// Every campaign's id, newest first.
     pub fn campaign_ids(&self) -> Result<Vec<CampaignId>> {
         self.read(|c| {

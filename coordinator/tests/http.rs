@@ -1,0 +1,133 @@
+//! `platter serve --http`: health, readiness and Prometheus metrics over HTTP, as a load
+//! balancer and a Prometheus server would ask for them (plain HTTP/1.1 on loopback).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// The address `platter serve` said it serves HTTP on (`http on ADDRESS` in its log).
+fn http_addr(dir: &Path) -> String {
+    wait_for(
+        "the coordinator to say where it serves HTTP",
+        Duration::from_secs(20),
+        || {
+            let text = std::fs::read_to_string(dir.join("coordinator.log")).ok()?;
+            text.lines()
+                .find_map(|l| l.strip_prefix("http on ").map(str::to_string))
+        },
+    )
+}
+
+/// GET `path`: the status code and the body.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of the sample line `name` (with its labels, as written) in `metrics`.
+fn sample(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn health_readiness_and_metrics_follow_the_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+
+    assert_eq!(get(&http, "/healthz"), (200, "ok\n".into()));
+    assert_eq!(get(&http, "/readyz"), (200, "ready\n".into()));
+    let (status, m) = get(&http, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(&m, "platter_agents{presence=\"connected\"}"),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(sample(&m, "platter_store_fault"), Some(0.0), "{m}");
+    assert_eq!(sample(&m, "platter_store_read_ok"), Some(1.0), "{m}");
+    assert_eq!(
+        sample(&m, "platter_plans{state=\"queued\"}"),
+        Some(0.0),
+        "{m}"
+    );
+    assert!(
+        m.trim_end().ends_with("# EOF"),
+        "OpenMetrics ends with # EOF: {m}"
+    );
+
+    // An agent connects and a campaign runs to its end: the counts follow.
+    let _agent = agent(dir, port, "h1", &[]);
+    wait_agents(dir, 1);
+    let campaign = write(
+        dir,
+        "c.yaml",
+        "name: c\nhosts: { names: [h1] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n",
+    );
+    submit(dir, port, &campaign);
+    wait_in(dir, "the campaign to end", Duration::from_secs(60), || {
+        (query_i64(dir, "SELECT COUNT(*) FROM campaigns WHERE state = 'done'") == 1).then_some(())
+    });
+    let (_, m) = get(&http, "/metrics");
+    assert_eq!(
+        sample(&m, "platter_agents{presence=\"connected\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "platter_plans{state=\"done\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "platter_campaigns{state=\"done\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "platter_campaigns{state=\"running\"}"),
+        Some(0.0),
+        "{m}"
+    );
+    coordinator.kill9();
+}
+
+#[test]
+fn plaintext_http_off_loopback_is_refused_unless_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = serve_command(dir.path(), "127.0.0.1:0", &["--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("plaintext HTTP is served only on a loopback address")
+            && err.contains("--dangerously-insecure"),
+        "{err}"
+    );
+}
