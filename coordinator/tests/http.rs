@@ -131,3 +131,33 @@ fn plaintext_http_off_loopback_is_refused_unless_asked_for() {
         "{err}"
     );
 }
+
+/// A store that cannot commit (another process holds SQLite's write lock) makes the
+/// coordinator not ready, with the reason, while `/healthz` still answers; ready again
+/// once the lock is let go.
+#[test]
+fn readiness_follows_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, _port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    assert_eq!(get(&http, "/readyz").0, 200);
+    let other = rusqlite::Connection::open(dir.join("coordinator.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let said = wait_for("/readyz to say 503", Duration::from_secs(15), || {
+        let (status, body) = get(&http, "/readyz");
+        (status == 503).then_some(body)
+    });
+    assert!(
+        said.starts_with("not ready: the store") && said.contains("locked"),
+        "{said}"
+    );
+    assert_eq!(get(&http, "/healthz").0, 200);
+    let (_, m) = get(&http, "/metrics");
+    assert_eq!(sample(&m, "platter_store_fault"), Some(1.0), "{m}");
+    other.execute_batch("ROLLBACK").unwrap();
+    wait_for("/readyz to say 200 again", Duration::from_secs(15), || {
+        (get(&http, "/readyz").0 == 200).then_some(())
+    });
+    coordinator.kill9();
+}
