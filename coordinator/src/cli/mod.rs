@@ -332,13 +332,10 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 .list_agents(pb::ListAgentsRequest {})
                 .await
             {
-                Ok(r) => r.into_inner().store_fault.map(|f| {
-                    let since = crate::store::since_clock(f.since_unix_ms);
-                    match f.not_answering {
-                        true => format!(": its store is not answering since {since}: {}", f.reason),
-                        false => format!(": its store cannot commit since {since}: {}", f.reason),
-                    }
-                }),
+                Ok(r) => r
+                    .into_inner()
+                    .store_fault
+                    .map(|f| format!(": its store {}", crate::store::StoreFault::from(f).words())),
                 // The store cannot even be read: the coordinator's own words.
                 Err(s) => Some(format!(": {}", s.message())),
             };

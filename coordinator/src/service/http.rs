@@ -76,16 +76,7 @@ async fn readyz(State(ctx): State<Ctx>) -> (StatusCode, String) {
         None => (StatusCode::OK, "ready\n".into()),
         Some(f) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: the store {} since {}: {}\n",
-                if f.not_answering {
-                    "does not answer"
-                } else {
-                    "cannot commit"
-                },
-                crate::store::since_clock(f.since_unix_ms),
-                f.reason
-            ),
+            format!("not ready: the store {}\n", f.words()),
         ),
     }
 }

@@ -94,6 +94,19 @@ pub struct StoreFault {
     pub not_answering: bool,
 }
 
+impl StoreFault {
+    /// What the store does, since when and why, after "the store" / "its store": "is not
+    /// answering since 10:42:07 UTC: …" or "cannot commit since 10:42:07 UTC: …"
+    /// (`platter health`, `/readyz`).
+    pub fn words(&self) -> String {
+        let since = since_clock(self.since_unix_ms);
+        match self.not_answering {
+            true => format!("is not answering since {since}: {}", self.reason),
+            false => format!("cannot commit since {since}: {}", self.reason),
+        }
+    }
+}
+
 /// The database's own words for a failure ("database or disk is full"), without our
 /// "database: " prefix.
 pub fn reason(e: &StoreError) -> String {

@@ -246,6 +246,17 @@ impl From<StoreFault> for pb::StoreFault {
     }
 }
 
+/// A fault as a coordinator reported it (`platter health` words it as `/readyz` does).
+impl From<pb::StoreFault> for StoreFault {
+    fn from(f: pb::StoreFault) -> Self {
+        StoreFault {
+            reason: f.reason,
+            since_unix_ms: f.since_unix_ms,
+            not_answering: f.not_answering,
+        }
+    }
+}
+
 impl From<CampaignStatus> for pb::CampaignStatus {
     fn from(s: CampaignStatus) -> Self {
         let state = match s.state {
