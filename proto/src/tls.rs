@@ -321,9 +321,13 @@ impl Refusal {
                         | ErrorKind::UnexpectedEof
                 );
             }
-            // hyper's own words for a connection that ended under a request; it is not
-            // an io::Error.
-            closed |= e.to_string().contains("connection closed");
+            // hyper's own words for a connection that ended under a request, or before
+            // the request could be sent on it ("operation was canceled: connection was
+            // not ready", when the peer closes right after the handshake); neither is an
+            // io::Error.
+            let words = e.to_string();
+            closed |=
+                words.contains("connection closed") || words.contains("connection was not ready");
         }
         closed.then_some(Refusal::LikelyByCoordinator)
     }
@@ -460,6 +464,10 @@ mod tests {
         assert!(likely
             .to_string()
             .contains("the coordinator may have refused this certificate: is it from this fleet's CA, and not expired?"));
+        // hyper's cancel of a request whose connection closed before it was sent: the
+        // same likely refusal, not a bare "operation was canceled".
+        let canceled = Error::other("operation was canceled: connection was not ready");
+        assert_eq!(Refusal::of(&canceled), Some(Refusal::LikelyByCoordinator));
         // A coordinator that is not there refused nothing.
         assert_eq!(
             Refusal::of(&Error::from(ErrorKind::ConnectionRefused)),
