@@ -114,6 +114,91 @@ fn health_readiness_and_metrics_follow_the_fleet() {
         Some(0.0),
         "{m}"
     );
+
+    // The writer's counters say what it committed: the rows the store holds (this store
+    // is this process's alone), in commits it timed.
+    let steps = query_i64(dir, "SELECT COUNT(*) FROM steps");
+    let samples = query_i64(dir, "SELECT COUNT(*) FROM samples");
+    assert!(steps > 0 && samples > 0, "steps {steps}, samples {samples}");
+    // Counted just after each commit: a scrape may come between the two.
+    let m = wait_for(
+        "the counters to reach the stored rows",
+        Duration::from_secs(5),
+        || {
+            let (_, m) = get(&http, "/metrics");
+            (sample(&m, "platter_steps_stored_total") == Some(steps as f64)).then_some(m)
+        },
+    );
+    assert_eq!(
+        sample(&m, "platter_samples_stored_total"),
+        Some(samples as f64),
+        "{m}"
+    );
+    let commits = sample(&m, "platter_store_commits_total").unwrap_or(0.0);
+    assert!(commits > 0.0, "{m}");
+    assert_eq!(
+        sample(&m, "platter_store_commit_seconds_count"),
+        Some(commits),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "platter_store_commit_seconds_bucket{le=\"+Inf\"}"),
+        Some(commits),
+        "{m}"
+    );
+    assert!(
+        sample(&m, "platter_store_commit_seconds_sum").is_some_and(|s| s > 0.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "platter_hosts_offline_holding_plan"),
+        Some(0.0),
+        "{m}"
+    );
+    coordinator.kill9();
+}
+
+/// A host whose agent goes away while it holds a plan counts in
+/// `platter_hosts_offline_holding_plan` (what the deploy example's alert fires on); while
+/// its agent is connected it does not.
+#[test]
+fn a_host_offline_with_its_plan_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    let mut agent = agent(dir, port, "h1", &[]);
+    wait_agents(dir, 1);
+    let campaign = write(
+        dir,
+        "c.yaml",
+        "name: c\nhosts: { names: [h1] }\nworkload: { command: { run: \"sleep 30\" } }\n",
+    );
+    submit(dir, port, &campaign);
+    wait_in(
+        dir,
+        "h1 to accept its plan",
+        Duration::from_secs(30),
+        || {
+            (query_i64(dir, "SELECT COUNT(*) FROM plans WHERE state = 'accepted'") == 1)
+                .then_some(())
+        },
+    );
+    let (_, m) = get(&http, "/metrics");
+    assert_eq!(
+        sample(&m, "platter_hosts_offline_holding_plan"),
+        Some(0.0),
+        "{m}"
+    );
+    agent.kill9();
+    wait_for(
+        "the offline host holding its plan to be counted",
+        Duration::from_secs(20),
+        || {
+            let (_, m) = get(&http, "/metrics");
+            (sample(&m, "platter_hosts_offline_holding_plan") == Some(1.0)).then_some(())
+        },
+    );
     coordinator.kill9();
 }
 

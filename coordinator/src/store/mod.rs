@@ -65,7 +65,7 @@ use connect::{open_conn, Opener};
 use db::{Conn, Location};
 use health::{watch_loop, Health, WRITES};
 use notify::Instance;
-use writer::{writer_loop, Batch, Writer};
+use writer::{writer_loop, Batch, Writer, WriterCounters};
 
 pub use campaigns::CampaignState;
 pub use connect::BUSY_TIMEOUT;
@@ -74,7 +74,7 @@ pub use error::{
 };
 pub use health::PING_DEADLINE;
 pub use notify::Change;
-pub use writer::{writer_of, BatchOutcome, DEFAULT_PG_WRITERS};
+pub use writer::{writer_of, BatchOutcome, WriterStats, COMMIT_BUCKETS, DEFAULT_PG_WRITERS};
 
 /// Brings the store at `location` to the latest schema; says what it did.
 pub fn migrate(location: &Location) -> Result<String> {
@@ -146,6 +146,8 @@ pub struct Store {
     /// The writers' queues: one on SQLite, several on PostgreSQL; a host's batches
     /// always go to the same one (`writer_of`), so its records are stored in order.
     writers: Arc<[mpsc::Sender<Batch>]>,
+    /// What the writers committed since the store was opened (`writer_stats`).
+    written: Arc<WriterCounters>,
     changed: watch::Sender<u64>,
     /// Bumped when another coordinator queued or cancelled plans (PostgreSQL only).
     remote_plans: watch::Sender<u64>,
@@ -238,6 +240,7 @@ impl Store {
             channel: format!("{}_{id}", db::pg::CHANNEL),
         });
         let retried = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let written = Arc::new(WriterCounters::default());
         let count = writers;
         let mut writers = Vec::with_capacity(count);
         for n in 0..count {
@@ -251,6 +254,7 @@ impl Store {
                 health: health.clone(),
                 instance: instance.clone(),
                 retried: retried.clone(),
+                counters: written.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("store-writer-{n}"))
@@ -274,6 +278,7 @@ impl Store {
             health,
             retried,
             writers: writers.into(),
+            written,
             changed,
             remote_plans,
             instance,
@@ -309,6 +314,12 @@ impl Store {
     /// Why the store cannot commit right now, if it cannot.
     pub fn fault(&self) -> Option<StoreFault> {
         self.health.get()
+    }
+
+    /// What the record writers committed since this process opened the store, and how
+    /// long their commits took (`/metrics`): read from atomics, never waiting on a writer.
+    pub fn writer_stats(&self) -> WriterStats {
+        self.written.snapshot()
     }
 
     /// Subscribes to "something changed" notifications (a counter).

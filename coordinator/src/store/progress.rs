@@ -86,6 +86,17 @@ impl Store {
         })
     }
 
+    /// The hosts holding a plan now: sent to their agent or accepted by it, not ended.
+    pub fn hosts_holding_plans(&self) -> Result<Vec<HostName>> {
+        self.read(|c| {
+            c.query_map(
+                "SELECT DISTINCT host FROM plans WHERE state IN ('sent', 'accepted') ORDER BY host",
+                (),
+                |r| r.get(0),
+            )
+        })
+    }
+
     /// Every campaign's id, newest first.
     pub fn campaign_ids(&self) -> Result<Vec<CampaignId>> {
         self.read(|c| {

@@ -146,6 +146,51 @@ fn an_agent_is_confined_to_its_plans_and_a_bad_record_fails_alone() {
             "rcmonster succeeded ".to_string()
         ]
     );
+        // What `writer_stats` adds up: rc66's failed step stored in place of its bad one
+        // (without samples), rcmonster's step with its sample.
+        let counted = |o: &BatchOutcome| (o.steps_stored, o.samples_stored);
+        assert_eq!(counted(&outcomes[0]), (1, 0));
+        assert_eq!(counted(&outcomes[1]), (1, 1));
+    }
+}
+
+/// `writer_stats` counts the rows the writer committed, once: a resent record adds
+/// nothing, and every commit lands in one latency bucket.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_writer_counts_what_it_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let planned = test_campaign("h", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let plan = &planned.plans[0];
+        store.plan_for_host("h").unwrap().unwrap();
+        let before = store.writer_stats();
+        assert_eq!(
+            (before.steps_stored, before.samples_stored, before.commits),
+            (0, 0, 0)
+        );
+
+        let mut two_samples = end(1, plan, 0, 1, 1.0);
+        if let RecordKind::Step(e) = &mut two_samples.kind {
+            let mut other = e.samples[0].clone();
+            other.metric = "cpu".into();
+            e.samples.push(other);
+        }
+        store
+            .write_records(&"h".into(), vec![two_samples.clone()])
+            .await
+            .unwrap();
+        // A resend after a lost ack: committed again, but no row is new.
+        store
+            .write_records(&"h".into(), vec![two_samples])
+            .await
+            .unwrap();
+        let stats = store.writer_stats();
+        assert_eq!((stats.steps_stored, stats.samples_stored), (1, 2));
+        assert_eq!(stats.commits, 2);
+        assert_eq!(stats.commit_buckets.len(), COMMIT_BUCKETS.len() + 1);
+        assert_eq!(stats.commit_buckets.iter().sum::<u64>(), 2);
+        assert!(stats.commit_seconds_sum > 0.0);
     }
 }
 

@@ -2,6 +2,7 @@
 //! transaction (the PostgreSQL fast paths: COPY, arrays), then answers each; a record that
 //! cannot be stored is refused alone, and a plan's end may queue the next round.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,10 @@ pub struct BatchOutcome {
     /// Plans that ended or were refused: their campaigns may have ended
     /// (`finish_campaigns_if_ended`, once the transaction's records are in).
     pub(super) ended_plans: Vec<String>,
+    /// Step rows and sample rows this batch inserted (a resent record inserts none), for
+    /// `WriterStats` once its transaction commits.
+    pub(super) steps_stored: u64,
+    pub(super) samples_stored: u64,
 }
 
 pub(super) struct Batch {
@@ -75,6 +80,78 @@ pub fn writer_of(host: &str, count: usize) -> usize {
     (h.finish() % count as u64) as usize
 }
 
+/// Upper bounds, in seconds, of the commit-latency buckets (`WriterStats`): from 1 ms (a
+/// SQLite batch on a fast disk) to 10 s (a store that is about to be called hung); a
+/// slower commit lands in the bucket past the last.
+pub const COMMIT_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// What the writers stored since the store was opened in this process, counted as each
+/// commit succeeds: relaxed atomics, a few per commit, so reading them (`/metrics`)
+/// never waits on a writer nor a writer on a reader.
+#[derive(Debug, Default)]
+pub(super) struct WriterCounters {
+    steps: AtomicU64,
+    samples: AtomicU64,
+    commit_nanos: AtomicU64,
+    /// Commits per latency bucket (`COMMIT_BUCKETS`, then one for slower ones): their
+    /// sum is the number of commits, so a snapshot's count and buckets always agree.
+    buckets: [AtomicU64; COMMIT_BUCKETS.len() + 1],
+}
+
+impl WriterCounters {
+    fn committed(&self, took: Duration, outcomes: &[BatchOutcome]) {
+        let (steps, samples) = outcomes.iter().fold((0, 0), |(st, sa), o| {
+            (st + o.steps_stored, sa + o.samples_stored)
+        });
+        self.steps.fetch_add(steps, Ordering::Relaxed);
+        self.samples.fetch_add(samples, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        let bucket = COMMIT_BUCKETS
+            .iter()
+            .position(|&upper| secs <= upper)
+            .unwrap_or(COMMIT_BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn snapshot(&self) -> WriterStats {
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        WriterStats {
+            steps_stored: self.steps.load(Ordering::Relaxed),
+            samples_stored: self.samples.load(Ordering::Relaxed),
+            commits: buckets.iter().sum(),
+            commit_seconds_sum: self.commit_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            commit_buckets: buckets,
+        }
+    }
+}
+
+/// What the record writers of this process stored since the store was opened
+/// (`Store::writer_stats`): rows committed and how long their commits took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriterStats {
+    /// Step rows committed (a resent record, already stored, is not counted again).
+    pub steps_stored: u64,
+    /// Sample rows committed.
+    pub samples_stored: u64,
+    /// Transactions of agents' batches (records, hellos, inventories) committed; a failed
+    /// one is not counted, nor the probe of a writer with a fault.
+    pub commits: u64,
+    /// Their commit latencies added up (from the transaction's start, a retry after a
+    /// collision included, to its commit).
+    pub commit_seconds_sum: f64,
+    /// Commits per latency bucket: `COMMIT_BUCKETS[i]` bounds bucket `i` (not
+    /// cumulative); the last counts those slower than every bound.
+    pub commit_buckets: Vec<u64>,
+}
+
 /// What a writer shares with the store: its place among the writers (`Health`'s key) and
 /// the store's own handles.
 pub(super) struct Writer {
@@ -84,6 +161,7 @@ pub(super) struct Writer {
     pub(super) health: Arc<Health>,
     pub(super) instance: Arc<Instance>,
     pub(super) retried: Arc<std::sync::atomic::AtomicU64>,
+    pub(super) counters: Arc<WriterCounters>,
 }
 
 /// A writer of records (one per `writer_of` shard). Takes whatever batches of its hosts
@@ -96,6 +174,7 @@ pub(super) fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batc
         health,
         instance,
         retried,
+        counters,
     } = w;
     /// Upper bound on batches per transaction, to bound latency of the first ack.
     const MAX_BATCHES: usize = 256;
@@ -154,6 +233,7 @@ pub(super) fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batc
         // campaigns at once lock the campaigns' rows in opposite orders: PostgreSQL
         // breaks the deadlock by failing one, which is tried again at once rather than
         // failing its agents' batches (and the store's health) for it.
+        let started = Instant::now();
         let committed = retrying_collisions(
             || commit(&conn, &mut cells, &mut plans, &batches, &instance),
             |e| {
@@ -163,6 +243,7 @@ pub(super) fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batc
         );
         match committed {
             Ok(outcomes) => {
+                counters.committed(started.elapsed(), &outcomes);
                 health.committed(me);
                 changed.send_modify(|n| *n += 1);
                 for (b, o) in batches.into_iter().zip(outcomes) {
@@ -499,6 +580,10 @@ pub(super) fn store_record(
                     SampleRow(step_row, &s.metric, value, &s.unit, hist, missing)
                 }),
             )?;
+            // Counted once its rows are in: a sample that breaks a key fails the record,
+            // and its savepoint takes the step's row back out.
+            outcome.steps_stored += 1;
+            outcome.samples_stored += e.samples.len() as u64;
         }
         RecordKind::Provenance {
             plan_id,
@@ -602,18 +687,19 @@ pub(super) fn store_records_pg(
                 }
             }
         }
-        insert_steps_pg(pg, host, &mut run)?;
+        insert_steps_pg(pg, host, &mut run, outcome)?;
         store_record(c, cells, plans, host, r, outcome)?;
     }
-    insert_steps_pg(pg, host, &mut run)
+    insert_steps_pg(pg, host, &mut run, outcome)
 }
 
 /// Inserts a run of step ends (a resent one is skipped, as `INSERT OR IGNORE` does), then
-/// the samples of those inserted; empties `run`.
+/// the samples of those inserted, counting both in `outcome`; empties `run`.
 pub(super) fn insert_steps_pg(
     pg: &db::pg::PgConn,
     host: &str,
     run: &mut Vec<(&platter_proto::model::StepEvent, i64, bool)>,
+    outcome: &mut BatchOutcome,
 ) -> Result<()> {
     if run.is_empty() {
         return Ok(());
@@ -728,12 +814,13 @@ pub(super) fn insert_steps_pg(
         })
         .peekable();
     if rows.peek().is_some() {
-        pg.copy_in(
+        outcome.samples_stored += pg.copy_in(
             "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
             &[Type::INT8, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::BYTEA, Type::TEXT],
             rows,
         )?;
     }
+    outcome.steps_stored += inserted.len() as u64;
     run.clear();
     Ok(())
 }
@@ -814,6 +901,7 @@ pub(super) fn commit(
                                         sp.commit()?;
                                         outcome.hosts_freed.extend(ignored.hosts_freed);
                                         outcome.ended_plans.extend(ignored.ended_plans);
+                                        outcome.steps_stored += ignored.steps_stored;
                                     }
                                     Err(e) if is_the_records_fault(&e) => {}
                                     Err(e) => return Err(e),

@@ -1,6 +1,8 @@
 //! Helpers for tests that run real `platter` processes on 127.0.0.1.
 #![allow(dead_code)]
 
+pub mod browser;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,23 +1,52 @@
 //! `/metrics`: the coordinator's gauges and counters in Prometheus' text format
-//! (OpenMetrics), read when scraped.
+//! (OpenMetrics), read when scraped. The store's writer counts what it commits in atomics
+//! of its own (`Store::writer_stats`); this module turns that snapshot into Prometheus
+//! metrics, so the store knows nothing of Prometheus.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
 
 use super::Ctx;
+use crate::service::hub::{Hub, Presence};
+use crate::service::presence::{fleet_of, whereabouts};
 use crate::store::progress::StateCount;
+use crate::store::{Store, StoreError, WriterStats, COMMIT_BUCKETS};
+
+/// What a scrape reads of the store (off the async workers).
+struct Counts {
+    plans: Vec<StateCount>,
+    campaigns: Vec<StateCount>,
+    /// Hosts holding a plan whose agent no coordinator has a stream of.
+    offline_holding_plan: usize,
+}
+
+fn read_counts(store: &Store, hub: &Hub) -> Result<Counts, StoreError> {
+    let holding = store.hosts_holding_plans()?;
+    // The other coordinators' streams, when the store is shared: an agent connected to
+    // one of them is not offline.
+    let fleet = fleet_of(hub)?;
+    let offline_holding_plan = holding
+        .iter()
+        .filter(|host| whereabouts(hub, fleet.as_ref(), host).presence != Presence::Connected)
+        .count();
+    Ok(Counts {
+        plans: store.plan_counts()?,
+        campaigns: store.campaign_counts()?,
+        offline_holding_plan,
+    })
+}
 
 pub(super) async fn metrics(State(ctx): State<Ctx>) -> Response {
-    let store = ctx.store.clone();
-    let counts = tokio::task::spawn_blocking(move || {
-        Ok::<_, crate::store::StoreError>((store.plan_counts()?, store.campaign_counts()?))
-    })
-    .await;
+    let (store, hub) = (ctx.store.clone(), ctx.hub.clone());
+    let counts = tokio::task::spawn_blocking(move || read_counts(&store, &hub)).await;
     let counts = match counts {
         Ok(Ok(c)) => Some(c),
         Ok(Err(e)) => {
@@ -41,6 +70,42 @@ pub(super) async fn metrics(State(ctx): State<Ctx>) -> Response {
 
 type Labels = Vec<(String, String)>;
 
+/// The writer's commit latencies as a Prometheus histogram, from a snapshot of the
+/// store's counters (`WriterStats`).
+#[derive(Debug)]
+struct CommitLatency(WriterStats);
+
+impl EncodeMetric for CommitLatency {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
+        // prometheus-client takes each bucket's own count and writes them cumulative; an
+        // upper bound of f64::MAX is its +Inf.
+        let bounds = COMMIT_BUCKETS.iter().copied().chain([f64::MAX]);
+        let buckets: Vec<(f64, u64)> = bounds.zip(self.0.commit_buckets.iter().copied()).collect();
+        encoder.encode_histogram::<NoLabelSet>(
+            self.0.commit_seconds_sum,
+            self.0.commits,
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+fn gauge_of(v: usize) -> Gauge {
+    let g = Gauge::default();
+    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    g
+}
+
+fn counter(v: u64) -> Counter {
+    let c = Counter::default();
+    c.inc_by(v);
+    c
+}
+
 /// A gauge family of `state` counts, every known state present (0 when none).
 fn by_state(known: &[&str], counts: &[StateCount]) -> Family<Labels, Gauge> {
     let family = Family::<Labels, Gauge>::default();
@@ -55,10 +120,7 @@ fn by_state(known: &[&str], counts: &[StateCount]) -> Family<Labels, Gauge> {
     family
 }
 
-fn render(
-    ctx: &Ctx,
-    counts: Option<(Vec<StateCount>, Vec<StateCount>)>,
-) -> Result<String, std::fmt::Error> {
+fn render(ctx: &Ctx, counts: Option<Counts>) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::with_prefix("platter");
 
     let agents = Family::<Labels, Gauge>::default();
@@ -74,12 +136,31 @@ fn render(
         agents,
     );
 
+    let written = ctx.store.writer_stats();
+    registry.register(
+        "steps_stored",
+        "Step rows the store's writers committed since this process started",
+        counter(written.steps_stored),
+    );
+    registry.register(
+        "samples_stored",
+        "Sample rows the store's writers committed since this process started",
+        counter(written.samples_stored),
+    );
+    registry.register(
+        "store_commits",
+        "Transactions the store's writers committed (agents' records, hellos, inventories) since this process started",
+        counter(written.commits),
+    );
+    registry.register_with_unit(
+        "store_commit",
+        "How long the store's writers took to commit a transaction, from its start to its commit",
+        Unit::Seconds,
+        CommitLatency(written),
+    );
+
     let fault = ctx.store.fault();
-    let gauge = |v: bool| {
-        let g = Gauge::<i64>::default();
-        g.set(v as i64);
-        g
-    };
+    let gauge = |v: bool| gauge_of(usize::from(v));
     registry.register(
         "store_fault",
         "1 while the store cannot commit or does not answer",
@@ -92,10 +173,20 @@ fn render(
     );
     registry.register(
         "store_read_ok",
-        "1 when this scrape could read the store's counts (plans, campaigns)",
+        "1 when this scrape could read the store's counts (plans, campaigns, hosts holding plans)",
         gauge(counts.is_some()),
     );
-    if let Some((plans, campaigns)) = counts {
+    if let Some(Counts {
+        plans,
+        campaigns,
+        offline_holding_plan,
+    }) = counts
+    {
+        registry.register(
+            "hosts_offline_holding_plan",
+            "Hosts holding a plan (sent or accepted) whose agent is connected to no coordinator",
+            gauge_of(offline_holding_plan),
+        );
         registry.register(
             "plans",
             "Plans in the store by state",
