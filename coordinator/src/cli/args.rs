@@ -245,6 +245,122 @@ pub enum Command {
     /// The store's schema (coordinators also migrate it when they start).
     #[command(subcommand)]
     Db(DbCommand),
+    /// Accounts of the browser console: who may sign in, and with which role (viewer
+    /// reads, operator also submits and cancels, admin also manages accounts). Works on
+    /// the store directly, as `platter db` does: run it where the store is reachable.
+    #[command(subcommand)]
+    Users(Users),
+    /// API tokens, for scripts that call the console's API in an account's name: each
+    /// does at most what its account may do now. Works on the store directly.
+    #[command(subcommand)]
+    Tokens(Tokens),
+}
+
+/// Where `platter users` and `platter tokens` find the store.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArg {
+    /// The coordinator's store: an SQLite file, or `postgres://USER:PASSWORD@HOST:PORT/DBNAME`
+    // The environment's value is not shown in `--help`: a PostgreSQL URL holds a password.
+    #[arg(
+        long,
+        env = "PLATTER_DB",
+        hide_env_values = true,
+        default_value = "/var/lib/platter/platter.db"
+    )]
+    pub db: crate::store::db::Location,
+}
+
+/// Where a new password comes from.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PasswordArg {
+    /// Read the password from this file (its one line; a final line break is not part of
+    /// it). Without it, the password is asked for twice with no echo on a terminal, or
+    /// read as one line from stdin when stdin is not a terminal. At least 12 characters
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum Users {
+    /// Make an account with a role and a password.
+    Add {
+        /// The account's name: 1 to 64 letters, digits and . _ @ -
+        name: String,
+        /// What it may do: viewer, operator or admin
+        #[arg(long, value_name = "ROLE", value_parser = account_role)]
+        role: AccountRole,
+        #[command(flatten)]
+        password: PasswordArg,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Every account with its role and when it was made.
+    List {
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Remove an account, with its sessions (signed out at once) and API tokens.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Give an account a new password; its browsers are signed out, its API tokens stay.
+    Password {
+        name: String,
+        #[command(flatten)]
+        password: PasswordArg,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Change an account's role; its sessions and API tokens follow at once.
+    Role {
+        name: String,
+        /// viewer, operator or admin
+        #[arg(value_name = "ROLE", value_parser = account_role)]
+        role: AccountRole,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum Tokens {
+    /// Make an API token and print its secret on stdout, the only time it is shown: the
+    /// store keeps only its hash.
+    Add {
+        /// The account the token acts for
+        #[arg(long, value_name = "NAME")]
+        user: String,
+        /// What the token may do, at most the account's role [default: the account's role]
+        #[arg(long, value_name = "ROLE", value_parser = account_role)]
+        role: Option<AccountRole>,
+        /// What uses the token ("nightly CI"), for the listing
+        #[arg(long, value_name = "TEXT")]
+        label: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Every API token: id, account, role, label, when made and last used (never secrets).
+    List {
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Revoke a token by its id (`platter tokens list`): its secret opens nothing from now on.
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+}
+
+/// `--role` of `platter users` and `platter tokens`.
+fn account_role(s: &str) -> Result<AccountRole, String> {
+    AccountRole::parse(s).ok_or_else(|| "a role is viewer, operator or admin".to_string())
 }
 
 #[derive(Subcommand)]

@@ -115,7 +115,7 @@ fn days_text(days: i64) -> String {
 }
 
 /// `2026-12-02 07:24 UTC`.
-fn date(t: OffsetDateTime) -> String {
+pub(super) fn date(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02} UTC",

@@ -3,7 +3,8 @@
 //!
 //! `args` holds the clap types; `local` runs a campaign on this machine (`platter run`)
 //! and `platter serve`; `output` writes reports and comparisons; `inventory` is `platter
-//! inventory`; `certs` is `platter certs`. This file dispatches the commands and holds
+//! inventory`; `certs` is `platter certs`; `users` is `platter users` and `platter tokens`
+//! (the console's accounts). This file dispatches the commands and holds
 //! validate and submit.
 
 mod args;
@@ -12,12 +13,14 @@ mod inventory;
 mod local;
 mod lock;
 mod output;
+mod users;
 
 pub use args::*;
 use certs::certs;
 use inventory::inventory;
 use local::{run_local, serve};
 use output::{emit, emit_with, render_comparison, report};
+use users::{tokens, users};
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -37,6 +40,7 @@ use crate::planning::planner;
 use crate::report::Format;
 use crate::service::server::{Coordinator, ServeOptions};
 use crate::spec;
+use crate::store::accounts::AccountRole;
 
 /// Exit status when a step failed (the report is still printed).
 pub const EXIT_FAILED_STEPS: i32 = 1;
@@ -108,6 +112,8 @@ pub fn main() -> i32 {
             | Command::Cancel { .. }
             | Command::Certs(_)
             | Command::Submit { .. }
+            | Command::Users(_)
+            | Command::Tokens(_)
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     // The commands that hold an agent keep its threads (under `run`, the coordinator's
@@ -366,6 +372,9 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Certs(c) => certs(c),
+        // Argon2 and the store block: off the runtime's workers.
+        Command::Users(c) => tokio::task::spawn_blocking(move || users(c)).await?,
+        Command::Tokens(c) => tokio::task::spawn_blocking(move || tokens(c)).await?,
         Command::Report {
             campaign,
             db,

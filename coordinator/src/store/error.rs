@@ -29,6 +29,11 @@ pub enum StoreError {
     Commit(String),
     #[error("no campaign {0}")]
     NoCampaign(String),
+    /// A console account, session or API token asked for what cannot be: a name that
+    /// exists or does not, a password too short, a token above its account's role. The
+    /// words are the whole message ("no account named \"bob\"").
+    #[error("{0}")]
+    Account(String),
     /// The database did not answer a request in time (frozen, unreachable, a lock held
     /// too long): the request was given up, and its connection with it.
     #[error("no answer within {} s ({what})", .after.as_secs_f64())]

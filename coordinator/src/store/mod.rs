@@ -12,7 +12,8 @@
 //! the writer's transaction, the verdicts for a report), `reports` (every read a report
 //! makes, on its one read connection), and the `impl Store` blocks by aggregate:
 //! `campaigns`, `dispatch` (with cancel), `agents`, `presence`, `progress` (what `status`
-//! reads of a campaign). No SQL is written outside this wing.
+//! reads of a campaign), `accounts` (the console's accounts, sessions and API tokens). No
+//! SQL is written outside this wing.
 //!
 //! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
 //! pool, so a long report never holds up a dispatch or another read (WAL readers see a
@@ -40,6 +41,7 @@ use std::time::Duration;
 use platter_proto::model::CampaignId;
 use tokio::sync::{mpsc, watch};
 
+pub mod accounts;
 pub mod agents;
 mod campaigns;
 mod connect;
