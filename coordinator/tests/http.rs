@@ -3,47 +3,15 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
+use common::web::*;
 use common::*;
-
-/// The address `platter serve` said it serves HTTP on (`http on ADDRESS` in its log).
-fn http_addr(dir: &Path) -> String {
-    wait_for(
-        "the coordinator to say where it serves HTTP",
-        Duration::from_secs(20),
-        || {
-            let text = std::fs::read_to_string(dir.join("coordinator.log")).ok()?;
-            text.lines()
-                .find_map(|l| l.strip_prefix("http on ").map(str::to_string))
-        },
-    )
-}
 
 /// GET `path`: the status code and the body.
 fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        tcp,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    tcp.read_to_string(&mut response).unwrap();
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let a = call(addr, "GET", path, &[], "");
+    (a.status, a.body)
 }
 
 /// The value of the sample line `name` (with its labels, as written) in `metrics`.

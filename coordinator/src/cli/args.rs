@@ -68,10 +68,11 @@ pub enum Command {
         /// and wipe every allowed drive of every agent.
         #[arg(long, conflicts_with = "tls_dir")]
         dangerously_insecure: bool,
-        /// Also serve HTTP on this address: `/healthz` (the process serves), `/readyz`
-        /// (the store answers and commits; 503 with the reason otherwise) and `/metrics`
-        /// (Prometheus: agents by presence, plans and campaigns by state, store fault).
-        /// Plaintext, so a loopback address (127.0.0.1:9461) unless with
+        /// Also serve HTTP on this address: the fleet console (sign in with an account
+        /// from `platter users add`) and its JSON API under /api/v1 (API tokens from
+        /// `platter tokens add`), `/healthz` (the process serves), `/readyz` (the store
+        /// answers and commits; 503 with the reason otherwise) and `/metrics`
+        /// (Prometheus). Plaintext, so a loopback address (127.0.0.1:9461) unless with
         /// --dangerously-insecure. Once it serves, `platter serve` prints `http on
         /// ADDRESS` on stderr
         #[arg(long, value_name = "ADDR")]

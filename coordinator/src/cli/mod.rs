@@ -15,11 +15,12 @@ mod lock;
 mod output;
 mod users;
 
+use crate::views::render_comparison;
 pub use args::*;
 use certs::certs;
 use inventory::inventory;
 use local::{run_local, serve};
-use output::{emit, emit_with, render_comparison, report};
+use output::{emit, emit_with, report};
 use users::{tokens, users};
 
 use std::io::Write;

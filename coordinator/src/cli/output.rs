@@ -2,33 +2,6 @@
 
 use super::*;
 
-/// `platter compare` for people: what the number is, one line per cell, then the cells
-/// of either campaign that have no counterpart in the other.
-pub(super) fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String {
-    let (a, b, metric) = (&c.baseline, &c.candidate, &c.metric);
-    let family = c.rows.iter().map(|r| r.family).max().unwrap_or(0);
-    let mut out = format!(
-        "B = {b} against A = {a}, {metric}\n\
-         penalty: the Hodges–Lehmann ratio of B to A (the median of every ratio of a \
-         repetition of B to one of A) − 1, with a distribution-free interval labelled with \
-         its real coverage; significant only after Holm's correction over {family} \
-         comparison(s)\n"
-    );
-    for r in &c.rows {
-        let test = match (r.p_value, r.holm_p) {
-            (Some(p), Some(h)) => format!(" [p = {p:.3}, Holm-adjusted p = {h:.3}]"),
-            _ => String::new(),
-        };
-        out.push_str(&format!("  {}: {}{test}\n", r.row.context, r.row.text));
-    }
-    for (side, cells) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
-        for cell in cells {
-            out.push_str(&format!("only in {side}: {}\n", cell.describe()));
-        }
-    }
-    out
-}
-
 pub(super) async fn report(
     client: &mut ControlClient<Channel>,
     campaign: &str,

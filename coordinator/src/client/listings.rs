@@ -12,87 +12,13 @@ use platter_proto::v1::control_client::ControlClient;
 use tonic::transport::Channel;
 
 use super::call_error;
+use crate::views::{campaign_json, eta, fault_line, hms, state_name};
 
 /// `table` for people, `json` for scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Output {
     Table,
     Json,
-}
-
-fn state_name(s: i32) -> &'static str {
-    match pb::CampaignState::try_from(s) {
-        Ok(pb::CampaignState::Running) => "running",
-        Ok(pb::CampaignState::Done) => "done",
-        Ok(pb::CampaignState::Cancelled) => "cancelled",
-        _ => "?",
-    }
-}
-
-fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
-    serde_json::json!({
-        "campaign_id": c.campaign_id,
-        "name": c.name,
-        "state": state_name(c.state),
-        "submitted_unix_ms": c.created_unix_ms,
-        "cells_total": c.cells_total,
-        "cells_done": c.cells_done,
-        "steps_total": c.steps_total,
-        "steps_done": c.steps_done,
-        "steps_failed": c.steps_failed,
-        "store_fault": c.store_fault.as_ref().map(fault_json),
-        "hosts": c.hosts.iter().map(|h| serde_json::json!({
-            "host": h.host,
-            "connected": h.connected,
-            "coordinator": (!h.coordinator.is_empty()).then_some(&h.coordinator),
-            "steps_total": h.steps_total,
-            "steps_done": h.steps_done,
-            "current_step": h.current_step,
-            "eta_s": eta(h).map(|d| d.as_secs()),
-            "refused": (!h.refused.is_empty()).then_some(&h.refused),
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
-    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms, "not_answering": f.not_answering })
-}
-
-/// What an operator reads when the coordinator's store cannot commit: why, for how long,
-/// and that nothing is lost meanwhile.
-pub fn fault_line(f: &pb::StoreFault) -> String {
-    let secs = ((crate::store::now_ms() - f.since_unix_ms).max(0) / 1000) as u64;
-    format!(
-        "STORE FAULT: the coordinator's store {} since {} (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
-        if f.not_answering {
-            "is not answering"
-        } else {
-            "cannot commit"
-        },
-        crate::store::since_clock(f.since_unix_ms),
-        hms(Duration::from_secs(secs)),
-        f.reason
-    )
-}
-
-/// Time left for a host at the pace of its ended steps.
-pub fn eta(h: &pb::HostProgress) -> Option<Duration> {
-    if h.steps_done == 0 || h.steps_done >= h.steps_total {
-        return (h.steps_done >= h.steps_total).then_some(Duration::ZERO);
-    }
-    let per = h.elapsed_ms as f64 / f64::from(h.steps_done);
-    Some(Duration::from_millis(
-        (per * f64::from(h.steps_total - h.steps_done)) as u64,
-    ))
-}
-
-fn hms(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
 }
 
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -211,30 +137,7 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
     if output == Output::Json {
         let v: Vec<_> = agents
             .iter()
-            .map(|a| {
-                let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();
-                serde_json::json!({
-                    "host": a.host,
-                    "state": a.state,
-                    // Where several coordinators share a store: the one holding it.
-                    "coordinator": (!a.coordinator.is_empty()).then_some(&a.coordinator),
-                    "labels": labels,
-                    "last_seen_unix_ms": a.last_seen_unix_ms,
-                    "current_campaign": a.current_campaign,
-                    // Connected, but what it sends waits for the store.
-                    "waiting_for_store": fault.filter(|_| a.connected).map(|f| &f.reason),
-                    "agent_version": a.agent_version,
-                    "boot_id": a.boot_id,
-                    "drives": a.devices.iter().map(|d| serde_json::json!({
-                        "path": d.path, "model": d.model, "serial": d.serial,
-                        "size_bytes": d.size_bytes, "transport": d.transport,
-                    })).collect::<Vec<_>>(),
-                    // `path` "" for a tool the host lacks.
-                    "tools": a.tools.iter().map(|t| serde_json::json!({
-                        "name": t.name, "path": t.path, "version": t.version,
-                    })).collect::<Vec<_>>(),
-                })
-            })
+            .map(|a| crate::views::agent_json(a, fault))
             .collect();
         return serde_json::to_string_pretty(&v).expect("json") + "\n";
     }

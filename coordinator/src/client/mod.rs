@@ -209,7 +209,8 @@ fn why_closed(url: &str, dir: &TlsDir) -> Option<Refusal> {
 
 pub mod listings;
 
-pub use listings::{eta, fault_line, render_agents, render_status, tool_table, watch, Output};
+pub use crate::views::{eta, fault_line};
+pub use listings::{render_agents, render_status, tool_table, watch, Output};
 
 #[cfg(test)]
 mod tests {

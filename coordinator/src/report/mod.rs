@@ -4,7 +4,7 @@
 pub mod advice;
 mod csv;
 pub mod findings;
-mod html;
+pub mod html;
 mod json;
 pub mod judge;
 mod junit;

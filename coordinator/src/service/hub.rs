@@ -77,6 +77,9 @@ pub struct Hub {
     /// This coordinator's name on a shared store (`publish_links`).
     name: std::sync::OnceLock<String>,
     next_id: AtomicU64,
+    /// Counts changes of who is connected, lost or holding its steps here: the console's
+    /// live pages look again when it moves (`generation`).
+    generation: AtomicU64,
 }
 
 /// A change of one agent's link to this coordinator, for the other coordinators on a
@@ -106,6 +109,7 @@ impl Hub {
             name: std::sync::OnceLock::new(),
             links_changed: tokio::sync::Notify::new(),
             next_id: AtomicU64::new(1),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -132,6 +136,7 @@ impl Hub {
 
     /// Marks `state`'s link changed, for the publisher (which is woken) to take.
     fn link_changed(&self, state: &mut HostState) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
         if self.publishing.load(Ordering::Relaxed) {
             state.link_changed = true;
             self.links_changed.notify_one();
@@ -273,8 +278,17 @@ impl Hub {
                     }
                 }
             }
+            if c.journal_fault.as_deref().unwrap_or_default() != fault {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
             c.journal_fault = (!fault.is_empty()).then_some(fault);
         }
+    }
+
+    /// A number that changes whenever an agent connects, goes, is lost or starts or stops
+    /// holding its steps here.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// Why `host`'s agent, connected here, holds its steps, if it does.

@@ -422,16 +422,17 @@ impl Coordinator {
             auth,
             heartbeat_timeout: opts.heartbeat_timeout,
         }));
+        // One service for gRPC callers and the console's pages, which call it in process.
+        let control_service = Arc::new(ControlService {
+            store: store.clone(),
+            hub: hub.clone(),
+            shutdown: shutdown.clone(),
+            auth,
+            limits: opts.limits,
+            last: Default::default(),
+        });
         control.ready(
-            ControlServer::new(ControlService {
-                store: store.clone(),
-                hub: hub.clone(),
-                shutdown: shutdown.clone(),
-                auth,
-                limits: opts.limits,
-                last: Default::default(),
-            })
-            .max_decoding_message_size(max_request),
+            ControlServer::from_arc(control_service.clone()).max_decoding_message_size(max_request),
         );
         tasks.spawn(report_health(store.clone(), health, shutdown.clone()));
         let http = match opts.http {
@@ -444,9 +445,10 @@ impl Coordinator {
                     listener,
                     store.clone(),
                     hub.clone(),
+                    control_service,
                     shutdown.clone(),
                 ));
-                tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics over HTTP");
+                tracing::info!(addr = %bound, "serving the console, /api/v1, /healthz, /readyz and /metrics over HTTP");
                 Some(bound)
             }
             None => None,

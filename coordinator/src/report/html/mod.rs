@@ -74,7 +74,8 @@ nav{font-size:14px;margin:.5em 0}\
 
 /// Sorts a `table.sortable` by the clicked column: by `data-v` (the raw value) where a
 /// cell has one, else by its text, numbers in text compared as numbers.
-const SORT_SCRIPT: &str = "\
+/// The report's one script: a page that serves the report allows it by its hash.
+pub const SORT_SCRIPT: &str = "\
 for(const t of document.querySelectorAll('table.sortable')){\
 const h=t.tHead;if(!h)continue;\
 [...h.rows[0].cells].forEach((th,i)=>{th.title='sort';th.addEventListener('click',()=>{\

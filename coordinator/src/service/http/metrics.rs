@@ -136,6 +136,17 @@ fn render(ctx: &Ctx, counts: Option<Counts>) -> Result<String, std::fmt::Error> 
         agents,
     );
 
+    let clients = Gauge::<i64>::default();
+    clients.set(
+        ctx.console_clients
+            .load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    registry.register(
+        "console_clients",
+        "Console pages open now on this coordinator (their live event streams)",
+        clients,
+    );
+
     let written = ctx.store.writer_stats();
     registry.register(
         "steps_stored",

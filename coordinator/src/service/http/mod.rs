@@ -1,28 +1,43 @@
-//! The coordinator's HTTP side (`platter serve --http ADDR`): `/healthz` (the process
-//! serves), `/readyz` (the store answers and commits; 503 with the reason while it does
-//! not, as the gRPC health service says NOT_SERVING) and `/metrics` in Prometheus' text
-//! format, for load balancers, dashboards and alerts. The fleet console (issue 29) is to
-//! be served here too.
+//! The coordinator's HTTP side (`platter serve --http ADDR`): the fleet console (pages
+//! for people, readable with JavaScript off and live with it), its JSON twin under
+//! `/api/v1/`, `/healthz` (the process serves), `/readyz` (the store answers and commits;
+//! 503 with the reason while it does not, as the gRPC health service says NOT_SERVING) and
+//! `/metrics` in Prometheus' text format, for load balancers, dashboards and alerts.
+//!
+//! The console asks who is signed in (`auth`): accounts with roles, sessions and API
+//! tokens live in the store. Its data comes from the Control service, called in this
+//! process (`fleet`), so it says what `platter status` and `platter agents` say. Every
+//! response carries a Content-Security-Policy that allows only the console's own script
+//! and style; nothing is loaded from elsewhere (`assets/` is inside the binary).
 //!
 //! Plaintext HTTP: allowed on a loopback address, elsewhere only when the operator says
-//! `--dangerously-insecure` (HTTPS with the coordinator's certificate comes with the
-//! console). Metrics are read when scraped: the hub's agents at once, the store's counts
-//! off the async workers; while the store cannot be read, the scrape still answers with
-//! what needs no store, and `platter_store_read_ok` is 0.
+//! `--dangerously-insecure`. Metrics are read when scraped: the hub's agents at once, the
+//! store's counts off the async workers; while the store cannot be read, the scrape still
+//! answers with what needs no store, and `platter_store_read_ok` is 0.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod api;
+mod auth;
+mod console;
+mod fleet;
+mod layout;
+mod live;
 mod metrics;
 
 use crate::service::hub::Hub;
+use crate::service::rpc::control::ControlService;
 use crate::store::Store;
 
 /// Why `addr` may not carry plaintext HTTP, if it may not: only loopback unless the
@@ -31,8 +46,8 @@ pub fn refuse_plaintext(addr: SocketAddr, dangerously_insecure: bool) -> Option<
     (!addr.ip().is_loopback() && !dangerously_insecure).then(|| {
         format!(
             "--http {addr}: plaintext HTTP is served only on a loopback address (127.0.0.1:PORT, \
-             [::1]:PORT), since anyone who reaches it reads the fleet; HTTPS is not built yet: \
-             use a loopback address behind a TLS proxy, or say --dangerously-insecure"
+             [::1]:PORT), since anyone who reaches it reads the fleet and its sign-in \
+             passwords; use a loopback address behind a TLS proxy, or say --dangerously-insecure"
         )
     })
 }
@@ -41,26 +56,137 @@ pub fn refuse_plaintext(addr: SocketAddr, dangerously_insecure: bool) -> Option<
 struct Ctx {
     store: Store,
     hub: Arc<Hub>,
+    control: Arc<ControlService>,
+    /// Served over HTTPS: cookies are `Secure`.
+    https: bool,
+    failures: Arc<auth::Failures>,
+    verdicts: Arc<fleet::Verdicts>,
+    /// Moves when a live page should look again (`live::pulse`).
+    pulse: watch::Sender<u64>,
+    /// Live pages open now (their event streams).
+    console_clients: Arc<AtomicUsize>,
+    shutdown: CancellationToken,
 }
 
-/// Serves `/healthz`, `/readyz` and `/metrics` on `listener` until `shutdown`.
+/// The console's policy: its own script and style, nothing inline, nothing from elsewhere,
+/// not framed.
+const CONSOLE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The HTML report's policy: its inline style and SVG, and its one script by hash.
+fn report_policy() -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(crate::report::html::SORT_SCRIPT.as_bytes());
+    format!(
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{}'; form-action 'none'; frame-ancestors 'self'; base-uri 'none'",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
+}
+
+/// Serves the console, its API, `/healthz`, `/readyz` and `/metrics` on `listener` until
+/// `shutdown`.
 pub async fn serve(
     listener: TcpListener,
     store: Store,
     hub: Arc<Hub>,
+    control: Arc<ControlService>,
     shutdown: CancellationToken,
 ) {
+    let (pulse, _) = watch::channel(0u64);
+    tokio::spawn(live::pulse(
+        store.clone(),
+        hub.clone(),
+        pulse.clone(),
+        shutdown.clone(),
+    ));
+    let ctx = Ctx {
+        store,
+        hub,
+        control,
+        https: false,
+        failures: Default::default(),
+        verdicts: Default::default(),
+        pulse,
+        console_clients: Default::default(),
+        shutdown: shutdown.clone(),
+    };
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::metrics))
-        .with_state(Ctx { store, hub });
-    let r = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await;
+        .route("/assets/console.css", get(css))
+        .route("/assets/console.js", get(js))
+        .route("/login", get(auth::login_form).post(auth::login))
+        .route("/logout", post(auth::logout))
+        .route("/", get(console::overview))
+        .route("/hosts", get(console::hosts))
+        .route("/hosts/{name}", get(console::host))
+        .route("/campaigns", get(console::campaigns))
+        .route("/campaigns/{id}", get(console::campaign))
+        .route("/campaigns/{id}/cancel", post(console::cancel))
+        .route("/campaigns/{id}/{file}", get(console::report))
+        .route("/compare", get(console::compare))
+        .route("/submit", get(console::submit_page).post(console::submit))
+        .route("/events", get(live::events))
+        .route("/api/v1/openapi.json", get(api::openapi))
+        .route("/api/v1/overview", get(api::overview))
+        .route("/api/v1/hosts", get(api::hosts))
+        .route("/api/v1/hosts/{name}", get(api::host))
+        .route("/api/v1/campaigns", get(api::campaigns).post(api::submit))
+        .route("/api/v1/campaigns/{id}", get(api::campaign))
+        .route("/api/v1/campaigns/{id}/report", get(api::report))
+        .route("/api/v1/campaigns/{id}/cancel", post(api::cancel))
+        .route("/api/v1/compare", get(api::compare))
+        .layer(axum::middleware::map_response(secure_headers))
+        .with_state(ctx);
+    let r = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await;
     if let Err(e) = r {
         tracing::error!(error = %e, "HTTP server failed");
     }
+}
+
+/// Headers every answer carries: the console's policy unless the answer set its own (the
+/// HTML report), no sniffing, no referrer to elsewhere, no framing by other sites.
+async fn secure_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONSOLE_POLICY),
+        );
+    }
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    r
+}
+
+async fn css() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("assets/console.css"),
+    )
+        .into_response()
+}
+
+async fn js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("assets/console.js"),
+    )
+        .into_response()
 }
 
 async fn healthz() -> &'static str {

@@ -1,0 +1,297 @@
+//! `/api/v1/`: each console page's JSON twin, for scripts and CI (with an API token as
+//! `Authorization: Bearer`), described by `/api/v1/openapi.json`. Hosts and campaigns are
+//! in the shapes `platter agents --output json` and `platter status --output json` print.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tonic::Status;
+
+use super::auth::Access;
+use super::console::{http_status, CampaignFilter, CompareQuery, HostFilter, DOWNLOADS, PAGE_ROWS};
+use super::Ctx;
+use crate::store::accounts::AccountRole;
+use crate::views::{agent_json, campaign_eta, campaign_json, fault_json};
+
+/// The OpenAPI document of this API.
+const OPENAPI: &str = include_str!("assets/openapi.json");
+
+fn failed(s: &Status) -> Response {
+    (http_status(s), Json(json!({ "error": s.message() }))).into_response()
+}
+
+pub(super) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+pub(super) async fn overview(State(ctx): State<Ctx>, _access: Access) -> Response {
+    let o = match ctx.overview().await {
+        Ok(o) => o,
+        Err(s) => return failed(&s),
+    };
+    let running: Vec<Value> = o
+        .running
+        .iter()
+        .map(|c| {
+            let mut v = campaign_json(c);
+            v["eta_s"] = json!(campaign_eta(c).map(|d| d.as_secs()));
+            v
+        })
+        .collect();
+    let recent: Vec<Value> = o
+        .recent
+        .iter()
+        .map(|(c, verdict)| {
+            let mut v = campaign_json(c);
+            v["verdict"] = json!(verdict);
+            v
+        })
+        .collect();
+    let hosts: serde_json::Map<String, Value> =
+        o.hosts.iter().map(|(s, n)| (s.clone(), json!(n))).collect();
+    Json(json!({
+        "store_fault": o.store_fault.as_ref().map(fault_json),
+        "attention": o.attention,
+        "running": running,
+        "recent": recent,
+        "hosts_total": o.hosts_total,
+        "hosts_by_state": hosts,
+    }))
+    .into_response()
+}
+
+pub(super) async fn hosts(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Query(filter): Query<HostFilter>,
+) -> Response {
+    let agents = match ctx.agents().await {
+        Ok(a) => a,
+        Err(s) => return failed(&s),
+    };
+    let fault = agents.store_fault.as_ref();
+    let matched: Vec<_> = agents.agents.iter().filter(|a| filter.matches(a)).collect();
+    let page: Vec<Value> = matched
+        .iter()
+        .skip(filter.page * PAGE_ROWS)
+        .take(PAGE_ROWS)
+        .map(|a| agent_json(a, fault))
+        .collect();
+    Json(json!({
+        "store_fault": fault.map(fault_json),
+        "total": agents.agents.len(),
+        "matched": matched.len(),
+        "page": filter.page,
+        "page_rows": PAGE_ROWS,
+        "hosts": page,
+    }))
+    .into_response()
+}
+
+pub(super) async fn host(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(name): Path<String>,
+) -> Response {
+    let agents = match ctx.agents().await {
+        Ok(a) => a,
+        Err(s) => return failed(&s),
+    };
+    let Some(a) = agents.agents.iter().find(|a| a.host == name) else {
+        return failed(&Status::not_found(format!(
+            "no agent named {name:?} has connected"
+        )));
+    };
+    let mut v = agent_json(a, agents.store_fault.as_ref());
+    let campaigns = ctx
+        .campaigns()
+        .await
+        .map(|r| r.campaigns)
+        .unwrap_or_default();
+    v["campaigns"] = campaigns
+        .iter()
+        .filter(|c| c.hosts.iter().any(|h| h.host == a.host))
+        .map(|c| c.campaign_id.clone())
+        .collect();
+    Json(v).into_response()
+}
+
+pub(super) async fn campaigns(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Query(filter): Query<CampaignFilter>,
+) -> Response {
+    let all = match ctx.campaigns().await {
+        Ok(c) => c,
+        Err(s) => return failed(&s),
+    };
+    let matched: Vec<_> = all.campaigns.iter().filter(|c| filter.matches(c)).collect();
+    let page: Vec<Value> = matched
+        .iter()
+        .skip(filter.page * PAGE_ROWS)
+        .take(PAGE_ROWS)
+        .map(|c| campaign_json(c))
+        .collect();
+    Json(json!({
+        "store_fault": all.store_fault.as_ref().map(fault_json),
+        "total": all.campaigns.len(),
+        "matched": matched.len(),
+        "page": filter.page,
+        "page_rows": PAGE_ROWS,
+        "campaigns": page,
+    }))
+    .into_response()
+}
+
+pub(super) async fn campaign(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(id): Path<String>,
+) -> Response {
+    let c = match ctx.campaign(&id).await {
+        Ok(c) => c,
+        Err(s) => return failed(&s),
+    };
+    let mut v = campaign_json(&c);
+    v["eta_s"] = json!(campaign_eta(&c).map(|d| d.as_secs()));
+    v["verdict"] = json!(ctx.verdict(&c).await);
+    Json(v).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ReportQuery {
+    #[serde(default)]
+    format: String,
+}
+
+pub(super) async fn report(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(id): Path<String>,
+    Query(q): Query<ReportQuery>,
+) -> Response {
+    let format = if q.format.is_empty() {
+        "json"
+    } else {
+        &q.format
+    };
+    let media = DOWNLOADS
+        .iter()
+        .find(|(f, _, _)| *f == format)
+        .map(|(_, _, m)| *m)
+        .unwrap_or("text/plain; charset=utf-8");
+    match ctx.report(&id, format).await {
+        Ok(r) => {
+            let mut resp = r.rendered.into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+            if format == "html" {
+                if let Ok(v) = HeaderValue::from_str(&super::report_policy()) {
+                    resp.headers_mut()
+                        .insert(header::CONTENT_SECURITY_POLICY, v);
+                }
+            }
+            resp
+        }
+        Err(s) => failed(&s),
+    }
+}
+
+fn csrf_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get("x-csrf-token").and_then(|v| v.to_str().ok())
+}
+
+pub(super) async fn cancel(
+    State(ctx): State<Ctx>,
+    access: Access,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(refused) = access.change(AccountRole::Operator, csrf_header(&headers)) {
+        return *refused;
+    }
+    match ctx.cancel(&id).await {
+        Ok(()) => {
+            tracing::info!(campaign = %id, account = %access.account, "campaign cancelled through the API");
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(s) => failed(&s),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SubmitQuery {
+    /// Only check the campaign: what it would plan, or its mistakes.
+    #[serde(default)]
+    check: bool,
+    #[serde(default)]
+    file_name: String,
+}
+
+/// `POST /api/v1/campaigns` with the campaign's YAML as the body.
+pub(super) async fn submit(
+    State(ctx): State<Ctx>,
+    access: Access,
+    headers: HeaderMap,
+    Query(q): Query<SubmitQuery>,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = access.change(AccountRole::Operator, csrf_header(&headers)) {
+        return *refused;
+    }
+    let Ok(yaml) = std::str::from_utf8(&body) else {
+        return failed(&Status::invalid_argument("the campaign is not UTF-8 text"));
+    };
+    let file = if q.file_name.is_empty() {
+        "campaign.yaml"
+    } else {
+        &q.file_name
+    };
+    if q.check {
+        return match ctx.plan(file, yaml).await {
+            Ok(plan) => Json(json!({ "plan": plan })).into_response(),
+            Err(s) => failed(&s),
+        };
+    }
+    match ctx.submit(file, yaml).await {
+        Ok(id) => {
+            tracing::info!(campaign = %id, account = %access.account, "campaign submitted through the API");
+            (StatusCode::CREATED, Json(json!({ "campaign_id": id }))).into_response()
+        }
+        Err(s) => failed(&s),
+    }
+}
+
+pub(super) async fn compare(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Query(q): Query<CompareQuery>,
+) -> Response {
+    if q.a.is_empty() || q.b.is_empty() {
+        return failed(&Status::invalid_argument(
+            "give a and b: two campaigns (ids or names), or CAMPAIGN@HOST twice",
+        ));
+    }
+    let metric = if q.metric.is_empty() {
+        "wall"
+    } else {
+        &q.metric
+    };
+    match ctx.compare(&q.a, &q.b, metric).await {
+        Ok(r) => {
+            let c = crate::service::rpc::control::comparison_from_pb(r, &q.a, &q.b, metric);
+            Json(json!({
+                "baseline": c.baseline,
+                "candidate": c.candidate,
+                "metric": c.metric,
+                "text": crate::views::render_comparison(&c),
+            }))
+            .into_response()
+        }
+        Err(s) => failed(&s),
+    }
+}

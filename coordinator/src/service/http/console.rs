@@ -1,0 +1,763 @@
+//! The console's pages: HTML rendered here, readable with JavaScript off. Every string
+//! that comes from a host, a tool, a campaign or an account goes through `esc`; the only
+//! script is `/assets/console.js` (the Content-Security-Policy allows no other), which
+//! reloads a live page's `<main>` when the server says something changed.
+
+use std::fmt::Write as _;
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use platter_proto::v1 as pb;
+use serde::Deserialize;
+use tonic::Status;
+
+use super::auth::{Access, CsrfForm};
+use super::fleet::state_kind;
+use super::layout::url_part;
+use super::Ctx;
+use crate::report::esc;
+use crate::store::accounts::AccountRole;
+use crate::views::{campaign_eta, clock, eta, hms, state_name};
+
+/// Rows a list shows per page: a fleet of 10,000 is paged and filtered, not one wall.
+pub(super) const PAGE_ROWS: usize = 100;
+
+/// A failed call as a page with its status: the service's own words.
+pub(super) fn failed(access: &Access, what: &str, s: &Status) -> Response {
+    let code = http_status(s);
+    let body = format!("<p class=\"fail\">{}: {}</p>", esc(what), esc(s.message()));
+    (code, access.page(what, false, &body)).into_response()
+}
+
+/// The HTTP status of a Control service's answer.
+pub(super) fn http_status(s: &Status) -> StatusCode {
+    use tonic::Code;
+    match s.code() {
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::InvalidArgument | Code::FailedPrecondition => StatusCode::BAD_REQUEST,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn fault_banner(f: Option<&pb::StoreFault>) -> String {
+    f.map(|f| {
+        format!(
+            "<p class=\"problems\" id=\"store-fault\">{}</p>",
+            esc(crate::views::fault_line(f).trim_end())
+        )
+    })
+    .unwrap_or_default()
+}
+
+fn campaign_link(id: &str, name: &str) -> String {
+    format!(
+        "<a href=\"/campaigns/{}\">{}</a> <span class=\"muted\">{}</span>",
+        esc(&url_part(id)),
+        esc(name),
+        esc(id)
+    )
+}
+
+fn host_link(host: &str) -> String {
+    format!(
+        "<a href=\"/hosts/{}\">{}</a>",
+        esc(&url_part(host)),
+        esc(host)
+    )
+}
+
+fn progress(done: u32, total: u32) -> String {
+    let pct = if total == 0 {
+        100
+    } else {
+        u64::from(done) * 100 / u64::from(total)
+    };
+    format!("<progress max=\"{total}\" value=\"{done}\"></progress> {done}/{total} ({pct}%)")
+}
+
+pub(super) async fn overview(State(ctx): State<Ctx>, access: Access) -> Response {
+    let o = match ctx.overview().await {
+        Ok(o) => o,
+        Err(s) => return failed(&access, "Overview", &s),
+    };
+    let mut b = fault_banner(o.store_fault.as_ref());
+    let counts: Vec<String> = o
+        .hosts
+        .iter()
+        .map(|(s, n)| {
+            format!(
+                "<a href=\"/hosts?state={}\">{n} {}</a>",
+                esc(&url_part(s)),
+                esc(s)
+            )
+        })
+        .collect();
+    let _ = write!(
+        b,
+        "<p id=\"fleet\">{} host(s): {}</p>",
+        o.hosts_total,
+        counts.join(", ")
+    );
+    b.push_str("<h2>Needing attention</h2>");
+    if o.attention.is_empty() {
+        b.push_str("<p id=\"attention\" class=\"pass\">Nothing needs attention.</p>");
+    } else {
+        b.push_str("<table id=\"attention\"><tr><th>host</th><th>why</th></tr>");
+        for a in &o.attention {
+            let host = if a.host.is_empty() {
+                "-".into()
+            } else {
+                host_link(&a.host)
+            };
+            let _ = write!(
+                b,
+                "<tr><td>{host}</td><td class=\"warn\">{}</td></tr>",
+                esc(&a.reason)
+            );
+        }
+        b.push_str("</table>");
+    }
+    b.push_str("<h2>Running</h2>");
+    if o.running.is_empty() {
+        b.push_str("<p id=\"running\" class=\"muted\">No campaign is running.</p>");
+    } else {
+        b.push_str("<table id=\"running\"><tr><th>campaign</th><th>hosts</th><th>steps</th><th>failed</th><th>ETA</th></tr>");
+        for c in &o.running {
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                campaign_link(&c.campaign_id, &c.name),
+                c.hosts.len(),
+                progress(c.steps_done, c.steps_total),
+                c.steps_failed,
+                campaign_eta(c).map(hms).unwrap_or_else(|| "?".into())
+            );
+        }
+        b.push_str("</table>");
+    }
+    b.push_str("<h2>Recent results</h2>");
+    if o.recent.is_empty() {
+        b.push_str("<p id=\"recent\" class=\"muted\">No campaign has ended yet.</p>");
+    } else {
+        b.push_str("<table id=\"recent\"><tr><th>campaign</th><th>state</th><th>submitted</th><th>verdict</th></tr>");
+        for (c, v) in &o.recent {
+            let verdict = match v {
+                Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
+                Some(v) => format!(
+                    "<span class=\"fail\">{}</span>",
+                    esc(&v.problems.join(", "))
+                ),
+                None => "<span class=\"muted\">report unreadable now</span>".into(),
+            };
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
+                campaign_link(&c.campaign_id, &c.name),
+                state_name(c.state),
+                clock(c.created_unix_ms)
+            );
+        }
+        b.push_str("</table>");
+    }
+    access.page("Overview", true, &b).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct HostFilter {
+    /// A part of the host's name, a label (`rack=b12`), or a part of a drive's model.
+    #[serde(default)]
+    pub q: String,
+    /// idle, busy, lost, offline or "journal fault".
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub page: usize,
+}
+
+impl HostFilter {
+    pub(super) fn matches(&self, a: &pb::AgentInfo) -> bool {
+        let state = self.state.is_empty() || state_kind(&a.state) == self.state;
+        let q = self.q.trim();
+        let query = q.is_empty()
+            || a.host.contains(q)
+            || a.labels
+                .iter()
+                .any(|(k, v)| format!("{k}={v}") == q || k == q)
+            || a.devices.iter().any(|d| d.model.contains(q));
+        state && query
+    }
+}
+
+fn pager(base: &str, page: usize, total: usize) -> String {
+    let pages = total.div_ceil(PAGE_ROWS).max(1);
+    if pages == 1 {
+        return String::new();
+    }
+    let mut out = format!("<p class=\"pager\">page {} of {pages}", page + 1);
+    if page > 0 {
+        let _ = write!(
+            out,
+            " <a href=\"{}page={}\">previous</a>",
+            esc(base),
+            page - 1
+        );
+    }
+    if page + 1 < pages {
+        let _ = write!(out, " <a href=\"{}page={}\">next</a>", esc(base), page + 1);
+    }
+    out + "</p>"
+}
+
+fn agent_state(a: &pb::AgentInfo, campaigns: &std::collections::HashMap<String, String>) -> String {
+    match a.state.as_str() {
+        "busy" => format!(
+            "busy: {}",
+            campaign_link(
+                &a.current_campaign,
+                campaigns
+                    .get(&a.current_campaign)
+                    .map(String::as_str)
+                    .unwrap_or("?")
+            )
+        ),
+        "offline" | "lost" => format!(
+            "<span class=\"warn\">{} since {}</span>",
+            esc(&a.state),
+            clock(a.last_seen_unix_ms)
+        ),
+        s if s.starts_with("journal fault") => format!("<span class=\"fail\">{}</span>", esc(s)),
+        s => esc(s),
+    }
+}
+
+async fn campaign_names(ctx: &Ctx) -> std::collections::HashMap<String, String> {
+    ctx.campaigns()
+        .await
+        .map(|r| {
+            r.campaigns
+                .into_iter()
+                .map(|c| (c.campaign_id, c.name))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn labels(a: &pb::AgentInfo) -> String {
+    let mut l: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    l.sort();
+    esc(&l.join(" "))
+}
+
+pub(super) async fn hosts(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Query(filter): Query<HostFilter>,
+) -> Response {
+    let agents = match ctx.agents().await {
+        Ok(a) => a,
+        Err(s) => return failed(&access, "Hosts", &s),
+    };
+    let names = campaign_names(&ctx).await;
+    let mut b = fault_banner(agents.store_fault.as_ref());
+    let _ = write!(
+        b,
+        "<form method=\"get\" action=\"/hosts\" class=\"filter\"><input name=\"q\" value=\"{}\" placeholder=\"host, label or drive model\"> <select name=\"state\">",
+        esc(&filter.q)
+    );
+    for s in ["", "idle", "busy", "lost", "offline", "journal fault"] {
+        let _ = write!(
+            b,
+            "<option value=\"{s}\"{}>{}</option>",
+            if filter.state == s { " selected" } else { "" },
+            if s.is_empty() { "any state" } else { s }
+        );
+    }
+    b.push_str("</select> <button type=\"submit\">Filter</button></form>");
+    let shown: Vec<&pb::AgentInfo> = agents.agents.iter().filter(|a| filter.matches(a)).collect();
+    let _ = write!(
+        b,
+        "<p id=\"count\">{} of {} host(s)</p>",
+        shown.len(),
+        agents.agents.len()
+    );
+    b.push_str("<table id=\"hosts\"><tr><th>host</th><th>state</th><th>last seen</th><th>labels</th><th>drives</th><th>tools</th></tr>");
+    for a in shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS) {
+        let drives: Vec<String> = a
+            .devices
+            .iter()
+            .map(|d| format!("{} {}", d.path, d.model).trim().to_string())
+            .collect();
+        let tools: Vec<String> = a
+            .tools
+            .iter()
+            .filter(|t| !t.path.is_empty())
+            .map(|t| t.name.clone())
+            .collect();
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            host_link(&a.host),
+            agent_state(a, &names),
+            clock(a.last_seen_unix_ms),
+            labels(a),
+            esc(&drives.join(", ")),
+            esc(&tools.join(", "))
+        );
+    }
+    b.push_str("</table>");
+    let base = format!(
+        "/hosts?q={}&state={}&",
+        url_part(&filter.q),
+        url_part(&filter.state)
+    );
+    b.push_str(&pager(&base, filter.page, shown.len()));
+    access.page("Hosts", true, &b).into_response()
+}
+
+pub(super) async fn host(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(name): Path<String>,
+) -> Response {
+    let agents = match ctx.agents().await {
+        Ok(a) => a,
+        Err(s) => return failed(&access, "Host", &s),
+    };
+    let Some(a) = agents.agents.iter().find(|a| a.host == name) else {
+        let s = Status::not_found(format!("no agent named {name:?} has connected"));
+        return failed(&access, "Host", &s);
+    };
+    let campaigns = ctx
+        .campaigns()
+        .await
+        .map(|r| r.campaigns)
+        .unwrap_or_default();
+    let names = campaigns
+        .iter()
+        .map(|c| (c.campaign_id.clone(), c.name.clone()))
+        .collect();
+    let mut b = fault_banner(agents.store_fault.as_ref());
+    let _ = write!(
+        b,
+        "<table class=\"facts\"><tr><th>state</th><td id=\"state\">{}</td></tr><tr><th>last seen</th><td>{}</td></tr><tr><th>coordinator</th><td>{}</td></tr><tr><th>agent</th><td>{} (boot {})</td></tr><tr><th>labels</th><td>{}</td></tr></table>",
+        agent_state(a, &names),
+        clock(a.last_seen_unix_ms),
+        esc(if a.coordinator.is_empty() { "this one" } else { &a.coordinator }),
+        esc(&a.agent_version),
+        esc(&a.boot_id),
+        labels(a)
+    );
+    b.push_str("<h2>Drives</h2><table id=\"drives\"><tr><th>path</th><th>model</th><th>serial</th><th>firmware</th><th>size</th><th>transport</th><th>controller</th><th>write cache</th></tr>");
+    for d in &a.devices {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&d.path),
+            esc(&d.model),
+            esc(&d.serial),
+            esc(&d.firmware),
+            esc(&crate::report::human(d.size_bytes as f64, "B")),
+            esc(&d.transport),
+            esc(&d.controller.join(" → ")),
+            esc(&d.write_cache)
+        );
+    }
+    b.push_str("</table><h2>Tools</h2><table id=\"tools\"><tr><th>tool</th><th>path</th><th>version</th></tr>");
+    for t in &a.tools {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&t.name),
+            if t.path.is_empty() {
+                "<span class=\"warn\">missing</span>".to_string()
+            } else {
+                esc(&t.path)
+            },
+            esc(&t.version)
+        );
+    }
+    b.push_str("</table><h2>Campaigns</h2><table id=\"host-campaigns\"><tr><th>campaign</th><th>state</th><th>steps here</th><th>submitted</th></tr>");
+    for c in &campaigns {
+        if let Some(h) = c.hosts.iter().find(|h| h.host == a.host) {
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                campaign_link(&c.campaign_id, &c.name),
+                state_name(c.state),
+                progress(h.steps_done, h.steps_total),
+                clock(c.created_unix_ms)
+            );
+        }
+    }
+    b.push_str("</table>");
+    access
+        .page(&format!("Host {}", a.host), true, &b)
+        .into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct CampaignFilter {
+    #[serde(default)]
+    pub name: String,
+    /// running, done or cancelled.
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub page: usize,
+}
+
+impl CampaignFilter {
+    pub(super) fn matches(&self, c: &pb::CampaignStatus) -> bool {
+        (self.name.is_empty() || c.name.contains(self.name.trim()))
+            && (self.state.is_empty() || state_name(c.state) == self.state)
+            && (self.host.is_empty() || c.hosts.iter().any(|h| h.host == self.host.trim()))
+    }
+}
+
+pub(super) async fn campaigns(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Query(filter): Query<CampaignFilter>,
+) -> Response {
+    let all = match ctx.campaigns().await {
+        Ok(c) => c,
+        Err(s) => return failed(&access, "Campaigns", &s),
+    };
+    let mut b = fault_banner(all.store_fault.as_ref());
+    let _ = write!(
+        b,
+        "<form method=\"get\" action=\"/campaigns\" class=\"filter\"><input name=\"name\" value=\"{}\" placeholder=\"name\"> <input name=\"host\" value=\"{}\" placeholder=\"host\"> <select name=\"state\">",
+        esc(&filter.name),
+        esc(&filter.host)
+    );
+    for s in ["", "running", "done", "cancelled"] {
+        let _ = write!(
+            b,
+            "<option value=\"{s}\"{}>{}</option>",
+            if filter.state == s { " selected" } else { "" },
+            if s.is_empty() { "any state" } else { s }
+        );
+    }
+    b.push_str("</select> <button type=\"submit\">Filter</button></form>");
+    let shown: Vec<&pb::CampaignStatus> =
+        all.campaigns.iter().filter(|c| filter.matches(c)).collect();
+    let _ = write!(
+        b,
+        "<p id=\"count\">{} of {} campaign(s)</p>",
+        shown.len(),
+        all.campaigns.len()
+    );
+    b.push_str("<table id=\"campaigns\"><tr><th>campaign</th><th>state</th><th>hosts</th><th>steps</th><th>failed</th><th>submitted</th><th>verdict</th></tr>");
+    for c in shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS) {
+        let verdict = match ctx.verdict(c).await {
+            Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
+            Some(v) => format!(
+                "<span class=\"fail\">{}</span>",
+                esc(&v.problems.join(", "))
+            ),
+            None => "-".into(),
+        };
+        let hosts: Vec<&str> = c.hosts.iter().map(|h| h.host.as_str()).collect();
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{verdict}</td></tr>",
+            campaign_link(&c.campaign_id, &c.name),
+            state_name(c.state),
+            esc(&hosts.join(", ")),
+            progress(c.steps_done, c.steps_total),
+            c.steps_failed,
+            clock(c.created_unix_ms)
+        );
+    }
+    b.push_str("</table>");
+    let base = format!(
+        "/campaigns?name={}&state={}&host={}&",
+        url_part(&filter.name),
+        url_part(&filter.state),
+        url_part(&filter.host)
+    );
+    b.push_str(&pager(&base, filter.page, shown.len()));
+    access.page("Campaigns", true, &b).into_response()
+}
+
+/// Report formats offered for download, with their file extension and media type.
+pub(super) const DOWNLOADS: [(&str, &str, &str); 7] = [
+    ("table", "txt", "text/plain; charset=utf-8"),
+    ("markdown", "md", "text/markdown; charset=utf-8"),
+    ("json", "json", "application/json"),
+    ("csv", "csv", "text/csv; charset=utf-8"),
+    ("csv-samples", "samples.csv", "text/csv; charset=utf-8"),
+    ("junit", "junit.xml", "application/xml"),
+    ("html", "html", "text/html; charset=utf-8"),
+];
+
+pub(super) async fn campaign(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(id): Path<String>,
+) -> Response {
+    let c = match ctx.campaign(&id).await {
+        Ok(c) => c,
+        Err(s) => return failed(&access, "Campaign", &s),
+    };
+    let mut b = fault_banner(c.store_fault.as_ref());
+    let verdict = match ctx.verdict(&c).await {
+        Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
+        Some(v) => format!(
+            "<span class=\"fail\">{}</span>",
+            esc(&v.problems.join(", "))
+        ),
+        None => "-".into(),
+    };
+    let _ = write!(
+        b,
+        "<table class=\"facts\"><tr><th>id</th><td>{}</td></tr><tr><th>state</th><td id=\"state\">{}</td></tr><tr><th>submitted</th><td>{}</td></tr><tr><th>cells</th><td>{}</td></tr><tr><th>steps</th><td id=\"steps\">{}</td></tr><tr><th>failed steps</th><td id=\"failed\">{}</td></tr><tr><th>ETA</th><td>{}</td></tr><tr><th>verdict</th><td id=\"verdict\">{verdict}</td></tr></table>",
+        esc(&c.campaign_id),
+        state_name(c.state),
+        clock(c.created_unix_ms),
+        progress(c.cells_done, c.cells_total),
+        progress(c.steps_done, c.steps_total),
+        c.steps_failed,
+        if c.state == pb::CampaignState::Running as i32 {
+            campaign_eta(&c).map(hms).unwrap_or_else(|| "?".into())
+        } else {
+            "-".into()
+        }
+    );
+    if c.state == pb::CampaignState::Running as i32 && access.role.allows(AccountRole::Operator) {
+        let _ = write!(
+            b,
+            "<form method=\"post\" action=\"/campaigns/{}/cancel\" id=\"cancel\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Cancel this campaign</button></form>",
+            esc(&url_part(&c.campaign_id)),
+            esc(&access.csrf)
+        );
+    }
+    b.push_str("<h2>Hosts</h2><table id=\"progress\"><tr><th>host</th><th>link</th><th>steps</th><th>ETA</th><th>current step</th></tr>");
+    for h in &c.hosts {
+        let link = if !h.journal_fault.is_empty() {
+            format!(
+                "<span class=\"fail\">journal fault: {}</span>",
+                esc(&h.journal_fault)
+            )
+        } else if h.connected && h.coordinator.is_empty() {
+            "connected".into()
+        } else if h.connected {
+            format!("connected to {}", esc(&h.coordinator))
+        } else {
+            "<span class=\"warn\">not connected</span>".into()
+        };
+        let current = if !h.refused.is_empty() {
+            format!(
+                "<span class=\"fail\">refused the plan, nothing ran: {}</span>",
+                esc(&h.refused)
+            )
+        } else if h.current_step.is_empty() {
+            "-".into()
+        } else {
+            esc(&h.current_step)
+        };
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{link}</td><td>{}</td><td>{}</td><td>{current}</td></tr>",
+            host_link(&h.host),
+            progress(h.steps_done, h.steps_total),
+            eta(h).map(hms).unwrap_or_else(|| "?".into())
+        );
+    }
+    b.push_str("</table><h2>Report</h2><p>");
+    let id = url_part(&c.campaign_id);
+    let _ = write!(
+        b,
+        "<a href=\"/campaigns/{id}/report.html\" id=\"report\">Open the report</a> · download:"
+    );
+    for (format, ext, _) in DOWNLOADS {
+        let _ = write!(
+            b,
+            " <a href=\"/campaigns/{id}/report.{ext}\" download>{format}</a>"
+        );
+    }
+    b.push_str("</p>");
+    access
+        .page(&format!("Campaign {}", c.name), true, &b)
+        .into_response()
+}
+
+/// A report in one format, as a download (or, for HTML, a page of its own whose policy
+/// allows the report's inline style and its one script, by hash, and nothing else).
+pub(super) async fn report(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path((id, file)): Path<(String, String)>,
+) -> Response {
+    let Some((format, ext, media)) = DOWNLOADS
+        .iter()
+        .find(|(_, ext, _)| file == format!("report.{ext}"))
+    else {
+        let s = Status::not_found(format!("no report file {file:?}: report.html, report.json, report.csv, report.md, report.txt, report.samples.csv or report.junit.xml"));
+        return failed(&access, "Report", &s);
+    };
+    let r = match ctx.report(&id, format).await {
+        Ok(r) => r,
+        Err(s) => return failed(&access, "Report", &s),
+    };
+    let mut response = (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(media))],
+        r.rendered,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    if *format == "html" {
+        if let Ok(v) = HeaderValue::from_str(&super::report_policy()) {
+            headers.insert(header::CONTENT_SECURITY_POLICY, v);
+        }
+    } else if let Ok(v) =
+        HeaderValue::from_str(&format!("attachment; filename=\"{}.{ext}\"", url_part(&id)))
+    {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    response
+}
+
+pub(super) async fn cancel(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Err(refused) = access.change(AccountRole::Operator, Some(&form.csrf)) {
+        return *refused;
+    }
+    match ctx.cancel(&id).await {
+        Ok(()) => {
+            tracing::info!(campaign = %id, account = %access.account, "campaign cancelled from the console");
+            Redirect::to(&format!("/campaigns/{}", url_part(&id))).into_response()
+        }
+        Err(s) => failed(&access, "Cancel", &s),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct CompareQuery {
+    #[serde(default)]
+    pub a: String,
+    #[serde(default)]
+    pub b: String,
+    #[serde(default)]
+    pub metric: String,
+}
+
+pub(super) async fn compare(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Query(q): Query<CompareQuery>,
+) -> Response {
+    let mut b = format!(
+        "<p>Two campaigns (an id, or a name for its latest run), or two hosts of one as <code>CAMPAIGN@HOST</code>: <code>platter compare</code>'s answer.</p><form method=\"get\" action=\"/compare\" class=\"filter\"><label>A (baseline) <input name=\"a\" value=\"{}\" required></label> <label>B (candidate) <input name=\"b\" value=\"{}\" required></label> <label>metric <input name=\"metric\" value=\"{}\" placeholder=\"wall\"></label> <button type=\"submit\">Compare</button></form>",
+        esc(&q.a),
+        esc(&q.b),
+        esc(&q.metric)
+    );
+    if !q.a.is_empty() && !q.b.is_empty() {
+        match ctx.compare(&q.a, &q.b, &q.metric).await {
+            Ok(r) => {
+                let metric = if q.metric.is_empty() {
+                    "wall"
+                } else {
+                    &q.metric
+                };
+                let c = crate::service::rpc::control::comparison_from_pb(r, &q.a, &q.b, metric);
+                let _ = write!(
+                    b,
+                    "<pre id=\"comparison\">{}</pre>",
+                    esc(&crate::views::render_comparison(&c))
+                );
+            }
+            Err(s) => {
+                let _ = write!(
+                    b,
+                    "<p class=\"fail\" id=\"comparison\">{}</p>",
+                    esc(s.message())
+                );
+            }
+        }
+    }
+    access.page("Compare", false, &b).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SubmitForm {
+    #[serde(default)]
+    pub csrf: String,
+    #[serde(default)]
+    pub yaml: String,
+    /// "check" (the default) or "submit".
+    #[serde(default)]
+    pub action: String,
+}
+
+fn submit_form(access: &Access, yaml: &str, outcome: &str) -> String {
+    format!(
+        "<p>Paste a campaign. <em>Check</em> validates it against the live fleet and shows the hosts, drives and plans it would make; <em>Submit</em> runs it.</p>\
+         <form method=\"post\" action=\"/submit\" id=\"submit-form\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <textarea name=\"yaml\" rows=\"24\" cols=\"100\" spellcheck=\"false\" required>{}</textarea><br>\
+         <button type=\"submit\" name=\"action\" value=\"check\">Check</button> <button type=\"submit\" name=\"action\" value=\"submit\">Submit</button></form>{outcome}",
+        esc(&access.csrf),
+        esc(yaml)
+    )
+}
+
+pub(super) async fn submit_page(access: Access) -> Response {
+    if let Err(refused) = access.require(AccountRole::Operator) {
+        return *refused;
+    }
+    access
+        .page("Submit a campaign", false, &submit_form(&access, "", ""))
+        .into_response()
+}
+
+pub(super) async fn submit(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Form(form): Form<SubmitForm>,
+) -> Response {
+    if let Err(refused) = access.change(AccountRole::Operator, Some(&form.csrf)) {
+        return *refused;
+    }
+    const FILE: &str = "campaign.yaml";
+    let outcome = if form.action == "submit" {
+        match ctx.submit(FILE, &form.yaml).await {
+            Ok(id) => {
+                tracing::info!(campaign = %id, account = %access.account, "campaign submitted from the console");
+                return Redirect::to(&format!("/campaigns/{}", url_part(&id))).into_response();
+            }
+            Err(s) => format!(
+                "<h2>Not submitted</h2><pre class=\"fail\" id=\"outcome\">{}</pre>",
+                esc(s.message())
+            ),
+        }
+    } else {
+        match ctx.plan(FILE, &form.yaml).await {
+            Ok(plan) => format!(
+                "<h2>It would plan</h2><pre id=\"outcome\">{}</pre>",
+                esc(&plan)
+            ),
+            Err(s) => format!(
+                "<h2>Mistakes</h2><pre class=\"fail\" id=\"outcome\">{}</pre>",
+                esc(s.message())
+            ),
+        }
+    };
+    access
+        .page(
+            "Submit a campaign",
+            false,
+            &submit_form(&access, &form.yaml, &outcome),
+        )
+        .into_response()
+}

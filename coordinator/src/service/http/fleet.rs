@@ -1,0 +1,281 @@
+//! What the console shows, gathered the way the CLI's commands get it: the Control
+//! service's own answers, called inside this process, so a page, its JSON twin and
+//! `platter status` / `platter agents` never disagree — including while the store does
+//! not answer (the service then answers with what it last read, marked with the fault).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use platter_proto::v1 as pb;
+use platter_proto::v1::control_server::Control;
+use serde::Serialize;
+use tonic::{Request, Status};
+
+use super::Ctx;
+use crate::service::tls::InProcess;
+use crate::views::{verdict_of, Verdict};
+
+/// A request the Control service takes from the console: the console checked the
+/// account's role; no certificate comes with it.
+fn in_process<T>(message: T) -> Request<T> {
+    let mut r = Request::new(message);
+    r.extensions_mut().insert(InProcess);
+    r
+}
+
+/// Verdicts of ended campaigns, which do not change once ended: a report is read once per
+/// campaign, not once per page view.
+#[derive(Default)]
+pub(super) struct Verdicts(Mutex<HashMap<String, Verdict>>);
+
+/// Ended campaigns the overview lists under "recent results".
+const RECENT: usize = 10;
+
+/// Someone should look at this host (or, with `host` empty, this campaign).
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Attention {
+    pub host: String,
+    /// The campaign concerned, "" when none.
+    pub campaign: String,
+    pub reason: String,
+}
+
+/// The console's front page: what needs a person first, then what runs, then what ended.
+pub(super) struct Overview {
+    pub store_fault: Option<pb::StoreFault>,
+    pub attention: Vec<Attention>,
+    pub running: Vec<pb::CampaignStatus>,
+    pub recent: Vec<(pb::CampaignStatus, Option<Verdict>)>,
+    /// Agents by state (`idle`, `busy`, `lost`, `offline`, `journal fault`).
+    pub hosts: Vec<(String, usize)>,
+    pub hosts_total: usize,
+}
+
+/// An agent's state for counting and filtering: "journal fault: WHY" counts as one.
+pub(super) fn state_kind(state: &str) -> &str {
+    if state.starts_with("journal fault") {
+        "journal fault"
+    } else {
+        state
+    }
+}
+
+impl Ctx {
+    pub(super) async fn agents(&self) -> Result<pb::ListAgentsResponse, Status> {
+        let r = self
+            .control
+            .list_agents(in_process(pb::ListAgentsRequest {}))
+            .await?;
+        Ok(r.into_inner())
+    }
+
+    pub(super) async fn campaigns(&self) -> Result<pb::ListCampaignsResponse, Status> {
+        let r = self
+            .control
+            .list_campaigns(in_process(pb::ListCampaignsRequest {}))
+            .await?;
+        Ok(r.into_inner())
+    }
+
+    pub(super) async fn campaign(&self, id: &str) -> Result<pb::CampaignStatus, Status> {
+        let r = self
+            .control
+            .get_campaign(in_process(pb::GetCampaignRequest {
+                campaign_id: id.into(),
+            }))
+            .await?;
+        Ok(r.into_inner())
+    }
+
+    pub(super) async fn report(
+        &self,
+        id: &str,
+        format: &str,
+    ) -> Result<pb::ReportResponse, Status> {
+        let r = self
+            .control
+            .report(in_process(pb::ReportRequest {
+                campaign_id: id.into(),
+                format: format.into(),
+            }))
+            .await?;
+        Ok(r.into_inner())
+    }
+
+    pub(super) async fn cancel(&self, id: &str) -> Result<(), Status> {
+        self.control
+            .cancel(in_process(pb::CancelRequest {
+                campaign_id: id.into(),
+            }))
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn compare(
+        &self,
+        a: &str,
+        b: &str,
+        metric: &str,
+    ) -> Result<pb::CompareResponse, Status> {
+        let r = self
+            .control
+            .compare(in_process(pb::CompareRequest {
+                a: a.into(),
+                b: b.into(),
+                metric: metric.into(),
+            }))
+            .await?;
+        Ok(r.into_inner())
+    }
+
+    /// What submitting `yaml` would plan (`platter plan`), or why it cannot be.
+    pub(super) async fn plan(&self, file_name: &str, yaml: &str) -> Result<String, Status> {
+        let r = self
+            .control
+            .plan(in_process(submit_request(file_name, yaml)))
+            .await?;
+        Ok(r.into_inner().rendered)
+    }
+
+    /// Submits `yaml`; the new campaign's id.
+    pub(super) async fn submit(&self, file_name: &str, yaml: &str) -> Result<String, Status> {
+        let r = self
+            .control
+            .submit(in_process(submit_request(file_name, yaml)))
+            .await?;
+        Ok(r.into_inner().campaign_id)
+    }
+
+    /// An ended campaign's verdict (its report's problems); `None` while it runs or when
+    /// its report cannot be read now.
+    pub(super) async fn verdict(&self, c: &pb::CampaignStatus) -> Option<Verdict> {
+        if c.state == pb::CampaignState::Running as i32 {
+            return None;
+        }
+        if let Some(v) = self
+            .verdicts
+            .0
+            .lock()
+            .expect("verdicts")
+            .get(&c.campaign_id)
+        {
+            return Some(v.clone());
+        }
+        // JUnit is the report's shortest rendering; only its counts are used here.
+        let r = self.report(&c.campaign_id, "junit").await.ok()?;
+        let v = verdict_of(&r);
+        self.verdicts
+            .0
+            .lock()
+            .expect("verdicts")
+            .insert(c.campaign_id.clone(), v.clone());
+        Some(v)
+    }
+
+    pub(super) async fn overview(&self) -> Result<Overview, Status> {
+        let agents = self.agents().await?;
+        let campaigns = self.campaigns().await?;
+        let store_fault = campaigns.store_fault.or(agents.store_fault);
+        let names: HashMap<&str, &str> = campaigns
+            .campaigns
+            .iter()
+            .map(|c| (c.campaign_id.as_str(), c.name.as_str()))
+            .collect();
+        let mut attention = Vec::new();
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for a in &agents.agents {
+            let kind = state_kind(&a.state);
+            match counts.iter_mut().find(|(s, _)| s == kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((kind.to_string(), 1)),
+            }
+            let campaign = || {
+                let name = names.get(a.current_campaign.as_str()).unwrap_or(&"?");
+                format!("{name} ({})", a.current_campaign)
+            };
+            let reason = match a.state.as_str() {
+                "offline" if !a.current_campaign.is_empty() => Some(format!(
+                    "offline since {} while holding a plan of campaign {}",
+                    crate::views::clock(a.last_seen_unix_ms),
+                    campaign()
+                )),
+                "lost" if !a.current_campaign.is_empty() => Some(format!(
+                    "silent past the heartbeat timeout (last seen {}) while holding a plan of \
+                     campaign {}: down, or a reboot that did not come back",
+                    crate::views::clock(a.last_seen_unix_ms),
+                    campaign()
+                )),
+                s if s.starts_with("journal fault") => Some(format!(
+                    "its journal cannot be written, so it holds its steps: {}",
+                    s.trim_start_matches("journal fault: ")
+                )),
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                attention.push(Attention {
+                    host: a.host.clone(),
+                    campaign: a.current_campaign.clone(),
+                    reason,
+                });
+            }
+        }
+        counts.sort();
+        let (running, ended): (Vec<_>, Vec<_>) = campaigns
+            .campaigns
+            .into_iter()
+            .partition(|c| c.state == pb::CampaignState::Running as i32);
+        for c in &running {
+            for h in c.hosts.iter().filter(|h| !h.refused.is_empty()) {
+                attention.push(Attention {
+                    host: h.host.clone(),
+                    campaign: c.campaign_id.clone(),
+                    reason: format!(
+                        "refused the plan of campaign {} ({}), nothing of it ran: {}",
+                        c.name, c.campaign_id, h.refused
+                    ),
+                });
+            }
+            if c.steps_failed > 0 {
+                attention.push(Attention {
+                    host: String::new(),
+                    campaign: c.campaign_id.clone(),
+                    reason: format!(
+                        "campaign {} ({}): {} step(s) failed so far",
+                        c.name, c.campaign_id, c.steps_failed
+                    ),
+                });
+            }
+        }
+        let mut recent = Vec::new();
+        for c in ended.into_iter().take(RECENT) {
+            let v = self.verdict(&c).await;
+            if v.as_ref().is_some_and(|v| v.qualification_failed) {
+                attention.push(Attention {
+                    host: String::new(),
+                    campaign: c.campaign_id.clone(),
+                    reason: format!(
+                        "campaign {} ({}): qualification FAIL",
+                        c.name, c.campaign_id
+                    ),
+                });
+            }
+            recent.push((c, v));
+        }
+        Ok(Overview {
+            store_fault,
+            attention,
+            running,
+            recent,
+            hosts_total: agents.agents.len(),
+            hosts: counts,
+        })
+    }
+}
+
+fn submit_request(file_name: &str, yaml: &str) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        file_name: file_name.into(),
+        yaml: yaml.into(),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,55 @@
+//! The console's page frame (navigation, the signed-in account, its sign-out form) and
+//! URL text, shared by the pages and the sign-in flow.
+
+use std::fmt::Write as _;
+
+use axum::response::Html;
+
+use crate::report::esc;
+use crate::store::accounts::AccountRole;
+
+/// A whole page: the navigation, the signed-in account with its sign-out form, and `body`
+/// in `<main>`; a live page's `<main>` is reloaded by console.js on change.
+pub(super) fn page(
+    account: &str,
+    role: AccountRole,
+    csrf: &str,
+    title: &str,
+    live: bool,
+    body: &str,
+) -> Html<String> {
+    let submit = if role.allows(AccountRole::Operator) {
+        r#"<a href="/submit">Submit</a>"#
+    } else {
+        ""
+    };
+    Html(format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{title} · platter</title><link rel="stylesheet" href="/assets/console.css"><script src="/assets/console.js" defer></script></head>
+<body><header><nav><strong>platter</strong> <a href="/">Overview</a> <a href="/hosts">Hosts</a> <a href="/campaigns">Campaigns</a> <a href="/compare">Compare</a> {submit}</nav>
+<form method="post" action="/logout" class="who"><span id="account">{account} ({role})</span><input type="hidden" name="csrf" value="{csrf}"><button type="submit">Sign out</button></form></header>
+<main id="main"{live}>
+<h1>{title}</h1>
+{body}</main></body></html>
+"#,
+        title = esc(title),
+        account = esc(account),
+        role = role.as_str(),
+        csrf = esc(csrf),
+        live = if live { r#" data-live="/events""# } else { "" },
+    ))
+}
+
+/// `s` as one path segment or query value: every byte but unreserved ones percent-encoded.
+pub(super) fn url_part(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}

@@ -1,0 +1,193 @@
+//! The fleet as the coordinator answers it on the wire, in the words and JSON shapes both
+//! the CLI (`platter status`, `platter agents`) and the console (`/api/v1/…`) give: one
+//! voice, wherever it is read.
+
+use std::time::Duration;
+
+use platter_proto::v1 as pb;
+
+pub fn state_name(s: i32) -> &'static str {
+    match pb::CampaignState::try_from(s) {
+        Ok(pb::CampaignState::Running) => "running",
+        Ok(pb::CampaignState::Done) => "done",
+        Ok(pb::CampaignState::Cancelled) => "cancelled",
+        _ => "?",
+    }
+}
+
+pub fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
+    serde_json::json!({
+        "campaign_id": c.campaign_id,
+        "name": c.name,
+        "state": state_name(c.state),
+        "submitted_unix_ms": c.created_unix_ms,
+        "cells_total": c.cells_total,
+        "cells_done": c.cells_done,
+        "steps_total": c.steps_total,
+        "steps_done": c.steps_done,
+        "steps_failed": c.steps_failed,
+        "store_fault": c.store_fault.as_ref().map(fault_json),
+        "hosts": c.hosts.iter().map(|h| serde_json::json!({
+            "host": h.host,
+            "connected": h.connected,
+            "coordinator": (!h.coordinator.is_empty()).then_some(&h.coordinator),
+            "steps_total": h.steps_total,
+            "steps_done": h.steps_done,
+            "current_step": h.current_step,
+            "eta_s": eta(h).map(|d| d.as_secs()),
+            "refused": (!h.refused.is_empty()).then_some(&h.refused),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
+    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms, "not_answering": f.not_answering })
+}
+
+/// What an operator reads when the coordinator's store cannot commit: why, for how long,
+/// and that nothing is lost meanwhile.
+pub fn fault_line(f: &pb::StoreFault) -> String {
+    let secs = ((crate::store::now_ms() - f.since_unix_ms).max(0) / 1000) as u64;
+    format!(
+        "STORE FAULT: the coordinator's store {} since {} (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
+        if f.not_answering {
+            "is not answering"
+        } else {
+            "cannot commit"
+        },
+        crate::store::since_clock(f.since_unix_ms),
+        hms(Duration::from_secs(secs)),
+        f.reason
+    )
+}
+
+/// Time left for a host at the pace of its ended steps.
+pub fn eta(h: &pb::HostProgress) -> Option<Duration> {
+    if h.steps_done == 0 || h.steps_done >= h.steps_total {
+        return (h.steps_done >= h.steps_total).then_some(Duration::ZERO);
+    }
+    let per = h.elapsed_ms as f64 / f64::from(h.steps_done);
+    Some(Duration::from_millis(
+        (per * f64::from(h.steps_total - h.steps_done)) as u64,
+    ))
+}
+
+pub fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// One agent of `platter agents --output json` and `/api/v1/hosts`; `fault` is the store's.
+pub fn agent_json(a: &pb::AgentInfo, fault: Option<&pb::StoreFault>) -> serde_json::Value {
+    let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();
+    serde_json::json!({
+        "host": a.host,
+        "state": a.state,
+        // Where several coordinators share a store: the one holding it.
+        "coordinator": (!a.coordinator.is_empty()).then_some(&a.coordinator),
+        "labels": labels,
+        "last_seen_unix_ms": a.last_seen_unix_ms,
+        "current_campaign": a.current_campaign,
+        // Connected, but what it sends waits for the store.
+        "waiting_for_store": fault.filter(|_| a.connected).map(|f| &f.reason),
+        "agent_version": a.agent_version,
+        "boot_id": a.boot_id,
+        "drives": a.devices.iter().map(|d| serde_json::json!({
+            "path": d.path, "model": d.model, "serial": d.serial,
+            "firmware": d.firmware, "size_bytes": d.size_bytes, "transport": d.transport,
+            "controller": d.controller, "write_cache": d.write_cache,
+        })).collect::<Vec<_>>(),
+        // `path` "" for a tool the host lacks.
+        "tools": a.tools.iter().map(|t| serde_json::json!({
+            "name": t.name, "path": t.path, "version": t.version,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A moment as a UTC date and time: "2026-12-02 16:40:01 UTC".
+pub fn clock(unix_ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp(unix_ms.div_euclid(1000))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format!(
+        "{}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Time left for a campaign: its slowest host's (`eta`); `None` until each host has a pace.
+pub fn campaign_eta(c: &pb::CampaignStatus) -> Option<Duration> {
+    c.hosts
+        .iter()
+        .map(eta)
+        .try_fold(Duration::ZERO, |m, e| Some(m.max(e?)))
+}
+
+/// What a campaign's report found wrong: the problems `platter report` exits non-zero
+/// for, in words.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Verdict {
+    /// Nothing is wrong: every step ran, every plan was accepted, nothing is missing,
+    /// every comparison was made and no qualification failed.
+    pub pass: bool,
+    pub qualification_failed: bool,
+    pub problems: Vec<String>,
+}
+
+/// The verdict of a report's answer.
+pub fn verdict_of(r: &pb::ReportResponse) -> Verdict {
+    let mut problems = Vec::new();
+    if r.qualification_failed {
+        problems.push("qualification FAIL".to_string());
+    }
+    for (n, what) in [
+        (r.steps_failed, "step(s) failed"),
+        (r.plans_refused, "plan(s) refused"),
+        (r.measurements_missing, "measurement(s) missing"),
+        (r.comparisons_not_made, "comparison(s) not made"),
+    ] {
+        if n > 0 {
+            problems.push(format!("{n} {what}"));
+        }
+    }
+    Verdict {
+        pass: problems.is_empty(),
+        qualification_failed: r.qualification_failed,
+        problems,
+    }
+}
+
+/// `platter compare` for people: what the number is, one line per cell, then the cells
+/// of either campaign that have no counterpart in the other.
+pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String {
+    let (a, b, metric) = (&c.baseline, &c.candidate, &c.metric);
+    let family = c.rows.iter().map(|r| r.family).max().unwrap_or(0);
+    let mut out = format!(
+        "B = {b} against A = {a}, {metric}\n\
+         penalty: the Hodges–Lehmann ratio of B to A (the median of every ratio of a \
+         repetition of B to one of A) − 1, with a distribution-free interval labelled with \
+         its real coverage; significant only after Holm's correction over {family} \
+         comparison(s)\n"
+    );
+    for r in &c.rows {
+        let test = match (r.p_value, r.holm_p) {
+            (Some(p), Some(h)) => format!(" [p = {p:.3}, Holm-adjusted p = {h:.3}]"),
+            _ => String::new(),
+        };
+        out.push_str(&format!("  {}: {}{test}\n", r.row.context, r.row.text));
+    }
+    for (side, cells) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
+        for cell in cells {
+            out.push_str(&format!("only in {side}: {}\n", cell.describe()));
+        }
+    }
+    out
+}

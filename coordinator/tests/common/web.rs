@@ -1,0 +1,90 @@
+//! Talking HTTP/1.1 to `platter serve --http` as a scraper, a script or a browser's form
+//! would: one request per connection, the answer read to its end.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use super::wait_for;
+
+/// The address `platter serve` said it serves HTTP on (`http on ADDRESS` in its log).
+pub fn http_addr(dir: &Path) -> String {
+    wait_for(
+        "the coordinator to say where it serves HTTP",
+        Duration::from_secs(20),
+        || {
+            let text = std::fs::read_to_string(dir.join("coordinator.log")).ok()?;
+            text.lines()
+                .find_map(|l| l.strip_prefix("http on ").map(str::to_string))
+        },
+    )
+}
+
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request, the answer read to its end.
+pub fn call(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head += &format!("{k}: {v}\r\n");
+    }
+    head += &format!("Content-Length: {}\r\n\r\n", body.len());
+    tcp.write_all(head.as_bytes()).unwrap();
+    tcp.write_all(body.as_bytes()).unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// `application/x-www-form-urlencoded` of `fields`.
+pub fn form(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| format!("{k}={}", urlencode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

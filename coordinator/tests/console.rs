@@ -1,0 +1,295 @@
+//! The fleet console over HTTP, as a browser and a script would use it: signing in and
+//! out, what each role may do, CSRF tokens, rate-limited sign-in, API tokens, and every
+//! string from a host shown as text. (`console_browser.rs` drives a real browser.)
+
+mod common;
+
+use std::path::Path;
+
+use common::web::*;
+use common::*;
+
+/// A signed-in browser: its cookie and the CSRF token its pages carry.
+struct Browser {
+    cookie: String,
+    csrf: String,
+}
+
+fn sign_in(addr: &str, name: &str, password: &str) -> Browser {
+    let a = call(
+        addr,
+        "POST",
+        "/login",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &form(&[("name", name), ("password", password), ("next", "/")]),
+    );
+    assert_eq!(a.status, 303, "{a:?}");
+    let set = a.header("set-cookie").expect("a session cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_string();
+    let page = call(addr, "GET", "/", &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200, "{page:?}");
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the page carries a CSRF token")
+        .to_string();
+    Browser { cookie, csrf }
+}
+
+fn add_user(dir: &Path, name: &str, role: &str, password: &str) {
+    let file = write(dir, &format!("{name}.password"), password);
+    run_ok(platter().args([
+        "users",
+        "add",
+        name,
+        "--role",
+        role,
+        "--password-file",
+        file.to_str().unwrap(),
+        "--db",
+        dir.join("coordinator.db").to_str().unwrap(),
+    ]));
+}
+
+fn token(dir: &Path, user: &str, role: &str) -> String {
+    let out = run_ok(platter().args([
+        "tokens",
+        "add",
+        "--user",
+        user,
+        "--role",
+        role,
+        "--label",
+        "test",
+        "--db",
+        dir.join("coordinator.db").to_str().unwrap(),
+    ]));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+const XSS_HOST: &str = "<img src=x onerror=alert(1)>";
+
+#[test]
+fn roles_sessions_and_tokens_guard_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+
+    // Nobody signed in: pages send the browser to sign in, the API answers 401, and the
+    // sign-in page tells a newcomer how to make the first account.
+    let a = call(&http, "GET", "/campaigns?state=running", &[], "");
+    assert_eq!(a.status, 303);
+    assert_eq!(
+        a.header("location"),
+        Some("/login?next=%2Fcampaigns%3Fstate%3Drunning")
+    );
+    assert_eq!(call(&http, "GET", "/api/v1/overview", &[], "").status, 401);
+    let login = call(&http, "GET", "/login", &[], "");
+    assert!(login.body.contains("platter users add"), "{}", login.body);
+
+    add_user(dir, "alice", "operator", "correct horse battery");
+    add_user(dir, "bob", "viewer", "bob's long password");
+    assert!(!call(&http, "GET", "/login", &[], "")
+        .body
+        .contains("no accounts yet"));
+
+    let _h1 = agent(dir, port, "h1", &[]);
+    let _h2 = agent(dir, port, "h2", &[]);
+    let _xss = agent(dir, port, XSS_HOST, &[]);
+    wait_agents(dir, 3);
+    let campaign = write(
+        dir,
+        "long.yaml",
+        "name: long\nhosts: { names: [h1] }\nworkload: { command: { run: \"sleep 60\" } }\nrepeat: 1\n",
+    );
+    let id = submit(dir, port, &campaign);
+
+    let alice = sign_in(&http, "alice", "correct horse battery");
+    let bob = sign_in(&http, "bob", "bob's long password");
+
+    // The overview and the hosts page list the three hosts; the hostile name is text.
+    let overview = call(&http, "GET", "/", &[("Cookie", &alice.cookie)], "");
+    assert!(overview.body.contains("3 host(s)"), "{}", overview.body);
+    let csp = overview.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    let hosts = call(&http, "GET", "/hosts", &[("Cookie", &bob.cookie)], "");
+    assert!(hosts.body.contains("3 of 3 host(s)"), "{}", hosts.body);
+    assert!(
+        hosts.body.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{}",
+        hosts.body
+    );
+    assert!(!hosts.body.contains(XSS_HOST), "{}", hosts.body);
+
+    // A viewer sees no cancel button, and a cancel forged with the viewer's own valid
+    // session and CSRF token is refused: the role decides.
+    let page = call(
+        &http,
+        "GET",
+        &format!("/campaigns/{id}"),
+        &[("Cookie", &bob.cookie)],
+        "",
+    );
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains("id=\"cancel\""), "{}", page.body);
+    assert!(!page.body.contains("href=\"/submit\""));
+    let forged = call(
+        &http,
+        "POST",
+        &format!("/campaigns/{id}/cancel"),
+        &[
+            ("Cookie", &bob.cookie),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &form(&[("csrf", &bob.csrf)]),
+    );
+    assert_eq!(forged.status, 403, "{forged:?}");
+    // An operator's change without the session's CSRF token is refused too.
+    for csrf in ["", "0123456789abcdef"] {
+        let no_token = call(
+            &http,
+            "POST",
+            &format!("/campaigns/{id}/cancel"),
+            &[
+                ("Cookie", &alice.cookie),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            &form(&[("csrf", csrf)]),
+        );
+        assert_eq!(no_token.status, 403, "{no_token:?}");
+    }
+    assert_eq!(
+        query_i64(
+            dir,
+            "SELECT COUNT(*) FROM campaigns WHERE state = 'running'"
+        ),
+        1
+    );
+
+    // API tokens: a viewer's reads, an operator's cancels; no CSRF token needed.
+    let viewer_token = token(dir, "bob", "viewer");
+    let bearer = format!("Bearer {viewer_token}");
+    let hosts = call(
+        &http,
+        "GET",
+        "/api/v1/hosts",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(hosts.status, 200, "{hosts:?}");
+    let v: serde_json::Value = serde_json::from_str(&hosts.body).unwrap();
+    assert_eq!(v["total"], 3, "{v}");
+    let names: Vec<&str> = v["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&XSS_HOST) && names.contains(&"h1"),
+        "{names:?}"
+    );
+    let cancel = format!("/api/v1/campaigns/{id}/cancel");
+    assert_eq!(
+        call(&http, "POST", &cancel, &[("Authorization", &bearer)], "").status,
+        403
+    );
+    let wrong = call(
+        &http,
+        "GET",
+        "/api/v1/hosts",
+        &[("Authorization", "Bearer plt_nope")],
+        "",
+    );
+    assert_eq!(wrong.status, 401);
+
+    // The operator cancels from the page, with the token.
+    let done = call(
+        &http,
+        "POST",
+        &format!("/campaigns/{id}/cancel"),
+        &[
+            ("Cookie", &alice.cookie),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &form(&[("csrf", &alice.csrf)]),
+    );
+    assert_eq!(done.status, 303, "{done:?}");
+    assert_eq!(
+        query_i64(
+            dir,
+            "SELECT COUNT(*) FROM campaigns WHERE state = 'cancelled'"
+        ),
+        1
+    );
+    let json = call(
+        &http,
+        "GET",
+        &format!("/api/v1/campaigns/{id}"),
+        &[("Authorization", &bearer)],
+        "",
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    assert_eq!(v["state"], "cancelled", "{v}");
+
+    // Signing out ends the session: the cookie opens nothing any more.
+    let out = call(
+        &http,
+        "POST",
+        "/logout",
+        &[
+            ("Cookie", &alice.cookie),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &form(&[("csrf", &alice.csrf)]),
+    );
+    assert_eq!(out.status, 303);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    let after = call(&http, "GET", "/", &[("Cookie", &alice.cookie)], "");
+    assert_eq!(after.status, 303, "{after:?}");
+    // bob's session is his own and goes on.
+    assert_eq!(
+        call(&http, "GET", "/", &[("Cookie", &bob.cookie)], "").status,
+        200
+    );
+    coordinator.kill9();
+}
+
+#[test]
+fn sign_in_is_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, _port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    add_user(dir, "carol", "viewer", "carol's right password");
+    let attempt = |password: &str| {
+        call(
+            &http,
+            "POST",
+            "/login",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            &form(&[("name", "carol"), ("password", password)]),
+        )
+    };
+    for _ in 0..5 {
+        let a = attempt("wrong guess");
+        assert_eq!(a.status, 401, "{a:?}");
+        assert!(a.body.contains("Wrong name or password"));
+    }
+    // Now even the right password waits, and the answer says how long.
+    let held = attempt("carol's right password");
+    assert_eq!(held.status, 429, "{held:?}");
+    let wait: u64 = held.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert!(held.body.contains("Too many failed sign-ins"));
+    coordinator.kill9();
+}
