@@ -1,0 +1,202 @@
+//! The fleet console in a real browser (headless Chromium through chromedriver), with a
+//! coordinator and agents started here: sign in, the overview lists the hosts, a
+//! campaign's progress and a killed agent appear without a reload, a hostile host name
+//! runs nothing, sign out. With `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites
+//! `examples/screenshots/console-*.png` (1280 px wide), which the README links.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::browser::Browser;
+use common::web::{call, http_addr};
+use common::*;
+
+const XSS_HOST: &str = "<img src=x onerror=alert(1)>";
+
+fn add_user(dir: &Path, name: &str, role: &str, password: &str) {
+    let file = write(dir, &format!("{name}.password"), password);
+    run_ok(platter().args([
+        "users",
+        "add",
+        name,
+        "--role",
+        role,
+        "--password-file",
+        file.to_str().unwrap(),
+        "--db",
+        dir.join("coordinator.db").to_str().unwrap(),
+    ]));
+}
+
+/// Where screenshots go when asked for.
+fn screenshots() -> Option<std::path::PathBuf> {
+    std::env::var_os("PLATTER_UPDATE_SCREENSHOTS")
+        .is_some_and(|v| v == "1")
+        .then(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/screenshots"))
+}
+
+/// Marks the page: a reload (a new document) loses the mark.
+async fn mark(b: &Browser) {
+    b.script("window.platterMark = 42; return null;", vec![])
+        .await;
+}
+
+async fn still_marked(b: &Browser) -> bool {
+    b.script("return window.platterMark === 42;", vec![]).await == serde_json::json!(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_follows_the_fleet_live_in_a_browser() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, port) =
+        serve_with(dir, &["--http", "127.0.0.1:0", "--heartbeat-timeout", "10"]);
+    let http = http_addr(dir);
+    let site = format!("http://{http}");
+    add_user(dir, "alice", "operator", "correct horse battery");
+    let _h1 = agent(dir, port, "h1", &[]);
+    let mut h2 = agent(dir, port, "h2", &[]);
+    let _xss = agent(dir, port, XSS_HOST, &[]);
+    wait_agents(dir, 3);
+
+    // Signing in from a page asked for leads back to it.
+    b.goto(&format!("{site}/hosts")).await;
+    assert!(b.url().await.contains("/login?next="), "{}", b.url().await);
+    b.fill("input[name=name]", "alice").await;
+    b.fill("input[name=password]", "correct horse battery")
+        .await;
+    b.submit("#login").await;
+    b.wait_for_text("#count", "3 of 3 host(s)").await;
+    assert!(b.cookie("platter_session").await.is_some());
+
+    // The hostile host name is shown as text and runs nothing: no alert, no image.
+    let text = b.page_text().await;
+    assert!(text.contains(XSS_HOST), "{text}");
+    assert_eq!(b.dialog().await, None);
+    let images = b
+        .script(
+            "return document.querySelectorAll('#hosts img').length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(images, serde_json::json!(0));
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-hosts.png")).await;
+    }
+
+    // The overview lists the three hosts.
+    b.goto(&format!("{site}/")).await;
+    b.wait_for_text("#fleet", "3 host(s)").await;
+
+    // A campaign's progress advances on its page without a reload.
+    let steady = write(
+        dir,
+        "steady.yaml",
+        "name: steady\nhosts: { names: [h1] }\nworkload: { command: { run: \"sleep 0.4\" } }\nrepeat: 6\n",
+    );
+    let id = submit(dir, port, &steady);
+    b.goto(&format!("{site}/campaigns/{id}")).await;
+    b.wait_for_text("#state", "running").await;
+    mark(&b).await;
+    b.wait_for_text_within("#state", "done", Duration::from_secs(60))
+        .await;
+    assert!(b.text("#steps").await.contains("(100%)"));
+    assert!(still_marked(&b).await, "the page reloaded itself");
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-campaign.png")).await;
+    }
+
+    // A host's page: its drives, tools and the campaign it ran.
+    b.goto(&format!("{site}/hosts/h1")).await;
+    b.wait_for_text("#host-campaigns", "steady").await;
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-host.png")).await;
+    }
+
+    // Compare: `platter compare`'s answer as a page.
+    b.goto(&format!("{site}/compare?a=steady&b={id}")).await;
+    b.wait_for_text("#comparison", "B = ").await;
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-compare.png")).await;
+    }
+
+    // Submit: a mistake is shown at its line and column before anything is submitted;
+    // a good campaign shows what it would plan, then runs.
+    b.goto(&format!("{site}/submit")).await;
+    b.fill(
+        "textarea[name=yaml]",
+        "name: checked\nhosts: { names: [h1] }\nworkload: { comand: { run: \"true\" } }\n",
+    )
+    .await;
+    b.click("button[value=check]").await;
+    let mistake = b.wait_for_text("#outcome", "campaign.yaml:3:").await;
+    assert!(mistake.contains("comand"), "{mistake}");
+    assert_eq!(
+        query_i64(dir, "SELECT COUNT(*) FROM campaigns WHERE name = 'checked'"),
+        0
+    );
+    b.fill(
+        "textarea[name=yaml]",
+        "name: checked\nhosts: { names: [h1] }\nworkload: { command: { run: \"true\" } }\nrepeat: 2\n",
+    )
+    .await;
+    b.click("button[value=check]").await;
+    b.wait_for_text("#outcome", "h1").await;
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-submit.png")).await;
+    }
+    b.click("button[value=submit]").await;
+    b.wait_for_text_within("#state", "done", Duration::from_secs(60))
+        .await;
+    assert!(b.url().await.contains("/campaigns/"), "{}", b.url().await);
+
+    // An agent killed while holding a plan appears under "needing attention" within the
+    // heartbeat timeout and 2 s, without a reload.
+    let held = write(
+        dir,
+        "held.yaml",
+        "name: held\nhosts: { names: [h2] }\nworkload: { command: { run: \"sleep 120\" } }\nrepeat: 1\n",
+    );
+    submit(dir, port, &held);
+    b.goto(&format!("{site}/")).await;
+    b.wait_for_text("#running", "held").await;
+    mark(&b).await;
+    wait_in(dir, "h2 to hold its plan", Duration::from_secs(20), || {
+        (query_i64(
+            dir,
+            "SELECT COUNT(*) FROM plans WHERE host = 'h2' AND state = 'accepted'",
+        ) == 1)
+            .then_some(())
+    });
+    h2.kill9();
+    let attention = b
+        .wait_for_text_within("#attention", "h2", Duration::from_secs(10 + 2))
+        .await;
+    assert!(
+        attention.contains("holding a plan of campaign held"),
+        "{attention}"
+    );
+    assert!(still_marked(&b).await, "the page reloaded itself");
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-overview.png")).await;
+    }
+
+    // Signing out ends the session: the cookie no longer opens a page.
+    let cookie = b.cookie("platter_session").await.unwrap();
+    b.click("header form.who button").await;
+    b.wait_for_text("#login", "Sign in").await;
+    let after = call(
+        &http,
+        "GET",
+        "/",
+        &[("Cookie", &format!("platter_session={cookie}"))],
+        "",
+    );
+    assert_eq!(after.status, 303, "{after:?}");
+    coordinator.kill9();
+}
