@@ -9,53 +9,6 @@ use std::path::Path;
 use common::web::*;
 use common::*;
 
-/// A signed-in browser: its cookie and the CSRF token its pages carry.
-struct Browser {
-    cookie: String,
-    csrf: String,
-}
-
-fn sign_in(addr: &str, name: &str, password: &str) -> Browser {
-    let a = call(
-        addr,
-        "POST",
-        "/login",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
-        &form(&[("name", name), ("password", password), ("next", "/")]),
-    );
-    assert_eq!(a.status, 303, "{a:?}");
-    let set = a.header("set-cookie").expect("a session cookie");
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
-        assert!(set.contains(attribute), "{set}");
-    }
-    let cookie = set.split(';').next().unwrap().to_string();
-    let page = call(addr, "GET", "/", &[("Cookie", &cookie)], "");
-    assert_eq!(page.status, 200, "{page:?}");
-    let csrf = page
-        .body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .expect("the page carries a CSRF token")
-        .to_string();
-    Browser { cookie, csrf }
-}
-
-fn add_user(dir: &Path, name: &str, role: &str, password: &str) {
-    let file = write(dir, &format!("{name}.password"), password);
-    run_ok(platter().args([
-        "users",
-        "add",
-        name,
-        "--role",
-        role,
-        "--password-file",
-        file.to_str().unwrap(),
-        "--db",
-        dir.join("coordinator.db").to_str().unwrap(),
-    ]));
-}
-
 fn token(dir: &Path, user: &str, role: &str) -> String {
     let out = run_ok(platter().args([
         "tokens",

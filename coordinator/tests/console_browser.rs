@@ -10,25 +10,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::browser::Browser;
-use common::web::{call, http_addr};
+use common::web::{add_user, call, http_addr};
 use common::*;
 
 const XSS_HOST: &str = "<img src=x onerror=alert(1)>";
-
-fn add_user(dir: &Path, name: &str, role: &str, password: &str) {
-    let file = write(dir, &format!("{name}.password"), password);
-    run_ok(platter().args([
-        "users",
-        "add",
-        name,
-        "--role",
-        role,
-        "--password-file",
-        file.to_str().unwrap(),
-        "--db",
-        dir.join("coordinator.db").to_str().unwrap(),
-    ]));
-}
 
 /// Where screenshots go when asked for.
 fn screenshots() -> Option<std::path::PathBuf> {

@@ -275,25 +275,30 @@ impl Store {
     }
 
     /// Changes an account's role; its sessions and tokens follow at once (a token never
-    /// does more than its account may).
+    /// does more than its account may). Refused when it would demote the last admin.
     pub fn set_role(&self, name: &str, role: AccountRole) -> Result<()> {
         self.write(|c| {
-            let changed = c.execute(
+            let tx = c.write_transaction()?;
+            if role != AccountRole::Admin {
+                keep_an_admin(&tx, name, &format!("making it {}", role.with_article()))?;
+            }
+            let changed = tx.execute(
                 "UPDATE accounts SET role = ?2 WHERE name = ?1",
                 params![name, role.as_str()],
             )?;
-            match changed {
-                0 => Err(no_account(name)),
-                _ => Ok(()),
+            if changed == 0 {
+                return Err(no_account(name));
             }
+            tx.commit()
         })
     }
 
     /// Removes an account with its sessions and API tokens; an error when there is none
-    /// of that name.
+    /// of that name, or when it is the last admin.
     pub fn remove_account(&self, name: &str) -> Result<()> {
         self.write(|c| {
             let tx = c.write_transaction()?;
+            keep_an_admin(&tx, name, "removing it")?;
             tx.execute("DELETE FROM sessions WHERE account = ?1", [name])?;
             tx.execute("DELETE FROM api_tokens WHERE account = ?1", [name])?;
             if tx.execute("DELETE FROM accounts WHERE name = ?1", [name])? == 0 {
@@ -539,6 +544,29 @@ impl Store {
             },
         )
     }
+}
+
+/// Refuses, inside a write transaction `tx`, a change (`doing`, "removing it") that takes
+/// the admin role from `name` when it is the last admin: nobody could then manage
+/// accounts from the console, and getting one back would need the store's host.
+/// On PostgreSQL the admins' rows are locked first (in name order, so two such changes
+/// wait for each other rather than deadlock): two coordinators demoting the last two
+/// admins at once would otherwise each see the other still an admin, and both commit.
+/// SQLite's write transaction holds the whole database already.
+fn keep_an_admin(tx: &super::db::Conn, name: &str, doing: &str) -> Result<()> {
+    let sql = if tx.is_postgres() {
+        "SELECT name FROM accounts WHERE role = 'admin' ORDER BY name FOR UPDATE"
+    } else {
+        "SELECT name FROM accounts WHERE role = 'admin' ORDER BY name"
+    };
+    let admins: Vec<String> = tx.query_map(sql, (), |r| r.get(0))?;
+    if admins == [name] {
+        return Err(StoreError::Account(format!(
+            "{name} is the last admin: {doing} would leave nobody to manage accounts; \
+             make another account admin first"
+        )));
+    }
+    Ok(())
 }
 
 /// Tokens with their account's role, read by `token_row`.
@@ -886,6 +914,93 @@ mod tests {
                 account_error(store.revoke_token(&made.token.id)),
                 format!("no API token with id {:?}", made.token.id)
             );
+        }
+    }
+
+    #[test]
+    fn the_last_admin_is_neither_removed_nor_demoted() {
+        let dir = tempfile::tempdir().unwrap();
+        for store in testing::stores(dir.path()) {
+            store
+                .add_account("alice", AccountRole::Admin, PASSWORD)
+                .unwrap();
+            store
+                .add_account("bob", AccountRole::Operator, PASSWORD)
+                .unwrap();
+            let last = "alice is the last admin";
+            let words = account_error(store.remove_account("alice"));
+            assert!(
+                words.starts_with(last) && words.contains("removing it"),
+                "{words}"
+            );
+            for role in [AccountRole::Operator, AccountRole::Viewer] {
+                let words = account_error(store.set_role("alice", role));
+                assert!(
+                    words.starts_with(last) && words.contains(role.with_article()),
+                    "{words}"
+                );
+            }
+            assert_eq!(
+                store.account("alice").unwrap().unwrap().role,
+                AccountRole::Admin
+            );
+            // Others come and go as before, and an admin may stay one.
+            store.set_role("alice", AccountRole::Admin).unwrap();
+            store.set_role("bob", AccountRole::Viewer).unwrap();
+            // With a second admin, either may go.
+            store.set_role("bob", AccountRole::Admin).unwrap();
+            store.set_role("alice", AccountRole::Operator).unwrap();
+            assert_eq!(
+                account_error(store.remove_account("bob")),
+                "bob is the last admin: removing it would leave nobody to manage accounts; \
+                 make another account admin first"
+            );
+            store.set_role("alice", AccountRole::Admin).unwrap();
+            store.remove_account("bob").unwrap();
+            assert_eq!(store.account("bob").unwrap(), None);
+            // An unknown name is still just unknown.
+            assert_eq!(
+                account_error(store.set_role("carol", AccountRole::Viewer)),
+                "no account named \"carol\""
+            );
+        }
+    }
+
+    /// Two handles on one PostgreSQL store (two coordinators) demote its two admins at the
+    /// same moment, many times over: one of them always stays.
+    #[test]
+    fn two_coordinators_demoting_the_last_two_admins_leave_one() {
+        let Some(url) = testing::postgres_url() else {
+            return;
+        };
+        let at = testing::fresh_postgres(&url);
+        let (a, b) = (Store::open_at(&at).unwrap(), Store::open_at(&at).unwrap());
+        a.add_account("alice", AccountRole::Admin, PASSWORD)
+            .unwrap();
+        a.add_account("bob", AccountRole::Admin, PASSWORD).unwrap();
+        for _ in 0..20 {
+            let start = std::sync::Barrier::new(2);
+            let (ra, rb) = std::thread::scope(|s| {
+                let ra = s.spawn(|| {
+                    start.wait();
+                    a.set_role("alice", AccountRole::Viewer)
+                });
+                let rb = s.spawn(|| {
+                    start.wait();
+                    b.set_role("bob", AccountRole::Viewer)
+                });
+                (ra.join().unwrap(), rb.join().unwrap())
+            });
+            assert!(ra.is_ok() != rb.is_ok(), "{ra:?} {rb:?}");
+            let admins: Vec<_> = a
+                .accounts()
+                .unwrap()
+                .into_iter()
+                .filter(|x| x.role == AccountRole::Admin)
+                .collect();
+            assert_eq!(admins.len(), 1, "{admins:?}");
+            let demoted = if ra.is_ok() { "alice" } else { "bob" };
+            a.set_role(demoted, AccountRole::Admin).unwrap();
         }
     }
 

@@ -6,7 +6,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use super::wait_for;
+use super::{platter, run_ok, wait_for, write};
 
 /// The address `platter serve` said it serves HTTP on (`http on ADDRESS` in its log).
 pub fn http_addr(dir: &Path) -> String {
@@ -87,4 +87,60 @@ pub fn urlencode(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// A console account made with `platter users add` on the store `db`, its password from
+/// a file in `dir`.
+pub fn add_user_to(dir: &Path, db: &str, name: &str, role: &str, password: &str) {
+    let file = write(dir, &format!("{name}.password"), password);
+    run_ok(platter().args([
+        "users",
+        "add",
+        name,
+        "--role",
+        role,
+        "--password-file",
+        file.to_str().unwrap(),
+        "--db",
+        db,
+    ]));
+}
+
+/// `add_user_to` on the test's own store, `dir/coordinator.db`.
+pub fn add_user(dir: &Path, name: &str, role: &str, password: &str) {
+    let db = dir.join("coordinator.db");
+    add_user_to(dir, db.to_str().unwrap(), name, role, password);
+}
+
+/// A signed-in browser: its cookie and the CSRF token its pages carry.
+pub struct Session {
+    pub cookie: String,
+    pub csrf: String,
+}
+
+/// Signs in as a browser's form does; panics unless it worked.
+pub fn sign_in(addr: &str, name: &str, password: &str) -> Session {
+    let a = call(
+        addr,
+        "POST",
+        "/login",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &form(&[("name", name), ("password", password), ("next", "/")]),
+    );
+    assert_eq!(a.status, 303, "{a:?}");
+    let set = a.header("set-cookie").expect("a session cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_string();
+    let page = call(addr, "GET", "/", &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200, "{page:?}");
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the page carries a CSRF token")
+        .to_string();
+    Session { cookie, csrf }
 }

@@ -201,7 +201,8 @@ pub(super) async fn report(
     }
 }
 
-fn csrf_header(headers: &HeaderMap) -> Option<&str> {
+/// A session's CSRF token as a script sends it, in `X-CSRF-Token`.
+pub(super) fn csrf_header(headers: &HeaderMap) -> Option<&str> {
     headers.get("x-csrf-token").and_then(|v| v.to_str().ok())
 }
 

@@ -297,9 +297,16 @@ pub(super) async fn hosts(
             .filter(|t| !t.path.is_empty())
             .map(|t| t.name.clone())
             .collect();
+        // Where several coordinators share a store, which one holds it, as `platter
+        // agents` says.
+        let via = if a.coordinator.is_empty() {
+            String::new()
+        } else {
+            format!(" via {}", esc(&a.coordinator))
+        };
         let _ = write!(
             b,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}{via}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             host_link(&a.host),
             agent_state(a, &names),
             clock(a.last_seen_unix_ms),

@@ -1,5 +1,6 @@
-//! The console's page frame (navigation, the signed-in account, its sign-out form) and
-//! URL text, shared by the pages and the sign-in flow.
+//! The console's page frame (navigation, with Submit and Admin for the roles that may
+//! use them, the signed-in account, its sign-out form) and URL text, shared by the
+//! pages and the sign-in flow.
 
 use std::fmt::Write as _;
 
@@ -23,11 +24,16 @@ pub(super) fn page(
     } else {
         ""
     };
+    let admin = if role.allows(AccountRole::Admin) {
+        r#"<a href="/admin">Admin</a>"#
+    } else {
+        ""
+    };
     Html(format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{title} · platter</title><link rel="stylesheet" href="/assets/console.css"><script src="/assets/console.js" defer></script></head>
-<body><header><nav><strong>platter</strong> <a href="/">Overview</a> <a href="/hosts">Hosts</a> <a href="/campaigns">Campaigns</a> <a href="/compare">Compare</a> {submit}</nav>
+<body><header><nav><strong>platter</strong> <a href="/">Overview</a> <a href="/hosts">Hosts</a> <a href="/campaigns">Campaigns</a> <a href="/compare">Compare</a> {submit} {admin}</nav>
 <form method="post" action="/logout" class="who"><span id="account">{account} ({role})</span><input type="hidden" name="csrf" value="{csrf}"><button type="submit">Sign out</button></form></header>
 <main id="main"{live}>
 <h1>{title}</h1>

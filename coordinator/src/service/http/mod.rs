@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod admin;
 mod api;
 mod auth;
 mod console;
@@ -127,6 +128,13 @@ pub async fn serve(
         .route("/campaigns/{id}/{file}", get(console::report))
         .route("/compare", get(console::compare))
         .route("/submit", get(console::submit_page).post(console::submit))
+        .route("/admin", get(admin::page))
+        .route("/admin/accounts", post(admin::add_account))
+        .route("/admin/accounts/{name}/role", post(admin::set_role))
+        .route("/admin/accounts/{name}/password", post(admin::set_password))
+        .route("/admin/accounts/{name}/remove", post(admin::remove_account))
+        .route("/admin/tokens", post(admin::add_token))
+        .route("/admin/tokens/{id}/revoke", post(admin::revoke_token))
         .route("/events", get(live::events))
         .route("/api/v1/openapi.json", get(api::openapi))
         .route("/api/v1/overview", get(api::overview))
@@ -137,6 +145,12 @@ pub async fn serve(
         .route("/api/v1/campaigns/{id}/report", get(api::report))
         .route("/api/v1/campaigns/{id}/cancel", post(api::cancel))
         .route("/api/v1/compare", get(api::compare))
+        .route("/api/v1/accounts", get(admin::accounts_json))
+        .route(
+            "/api/v1/tokens",
+            get(admin::tokens_json).post(admin::add_token_json),
+        )
+        .route("/api/v1/tokens/{id}/revoke", post(admin::revoke_token_json))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(ctx);
     let r = axum::serve(
