@@ -42,7 +42,8 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     let (mut coordinator, port) =
         serve_with(dir, &["--http", "127.0.0.1:0", "--heartbeat-timeout", "10"]);
     let http = http_addr(dir);
-    let site = format!("http://{http}");
+    assert!(http.starts_with("https://"), "{http}");
+    let site = http.clone();
     add_user(dir, "alice", "operator", "correct horse battery");
     let _h1 = agent(dir, port, "h1", &[]);
     let mut h2 = agent(dir, port, "h2", &[]);

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::browser::Browser;
-use common::web::{add_user_to, http_addr};
+use common::web::{add_user_to, http_addr, remember_ca};
 use common::*;
 
 /// `platter serve --name NAME --http 127.0.0.1:0` on the store `db`, with mutual TLS, its
@@ -26,7 +26,10 @@ fn coordinator(dir: &Path, db: &str, name: &str) -> (Proc, u16, String) {
         .arg(tls)
         .env("PLATTER_LOG", "info");
     let (proc, port) = spawn_listening(&mut c, &own, "coordinator");
-    (proc, port, format!("http://{}", http_addr(&own)))
+    let site = http_addr(&own);
+    // The fleet's CA is the test's, beside every coordinator's own directory.
+    remember_ca(&site, &dir.join("pki/ca/ca.pem"));
+    (proc, port, site)
 }
 
 /// Marks the page: a reload (a new document) loses the mark.

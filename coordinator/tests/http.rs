@@ -170,19 +170,41 @@ fn a_host_offline_with_its_plan_is_counted() {
     coordinator.kill9();
 }
 
+/// With the coordinator's certificate, `--http` serves HTTPS on any address: a client
+/// trusting the fleet's CA reads it, a plaintext request gets no HTTP answer, and the
+/// session cookie is `Secure`.
 #[test]
-fn plaintext_http_off_loopback_is_refused_unless_asked_for() {
+fn with_a_certificate_the_console_speaks_https_only() {
     let dir = tempfile::tempdir().unwrap();
-    let out = serve_command(dir.path(), "127.0.0.1:0", &["--http", "0.0.0.0:0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let dir = dir.path();
+    let (mut coordinator, _port) = serve_with(dir, &["--http", "0.0.0.0:0"]);
+    let url = http_addr(dir);
+    let port = url.rsplit(':').next().unwrap().to_string();
+    assert!(url.starts_with("https://0.0.0.0:"), "{url}");
+    let site = format!("https://127.0.0.1:{port}");
+    remember_ca(&site, &dir.join("pki/ca/ca.pem"));
+    assert_eq!(get(&site, "/healthz"), (200, "ok\n".into()));
+    add_user(dir, "dora", "viewer", "dora's long password");
+    let browser = sign_in(&site, "dora", "dora's long password");
     assert!(
-        err.contains("plaintext HTTP is served only on a loopback address")
-            && err.contains("--dangerously-insecure"),
-        "{err}"
+        browser.set_cookie.contains("; Secure"),
+        "{}",
+        browser.set_cookie
     );
+    // Plaintext to the HTTPS port: no HTTP answer (a TLS alert, or a close).
+    let mut tcp = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    use std::io::{Read, Write};
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer);
+    assert!(
+        !answer.starts_with(b"HTTP/"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    coordinator.kill9();
 }
 
 /// A store that cannot commit (another process holds SQLite's write lock) makes the

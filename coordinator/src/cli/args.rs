@@ -72,9 +72,10 @@ pub enum Command {
         /// from `platter users add`) and its JSON API under /api/v1 (API tokens from
         /// `platter tokens add`), `/healthz` (the process serves), `/readyz` (the store
         /// answers and commits; 503 with the reason otherwise) and `/metrics`
-        /// (Prometheus). Plaintext, so a loopback address (127.0.0.1:9461) unless with
-        /// --dangerously-insecure. Once it serves, `platter serve` prints `http on
-        /// ADDRESS` on stderr
+        /// (Prometheus). HTTPS with the coordinator's certificate under --tls-dir (people's
+        /// browsers and scrapers trust the fleet's ca.pem); without it plaintext, so a
+        /// loopback address (127.0.0.1:9461) unless with --dangerously-insecure. Once it
+        /// serves, `platter serve` prints `http on URL` on stderr
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
         /// Seconds without a heartbeat after which an agent is lost (its plans wait)

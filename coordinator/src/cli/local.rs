@@ -15,6 +15,7 @@ pub(super) async fn serve(mut opts: ServeOptions) -> anyhow::Result<i32> {
     // it serves or, if its store is not there yet, once it listens and waits for it.
     let (announce, listening) = tokio::sync::oneshot::channel();
     opts.announce = Some(announce);
+    let http_scheme = if opts.tls.is_some() { "https" } else { "http" };
     tokio::spawn(async move {
         if let Ok(addr) = listening.await {
             eprintln!("listening on {addr}");
@@ -29,7 +30,7 @@ pub(super) async fn serve(mut opts: ServeOptions) -> anyhow::Result<i32> {
         }
     };
     if let Some(at) = coordinator.http {
-        eprintln!("http on {at}");
+        eprintln!("http on {http_scheme}://{at}");
     }
     wait_for_signal().await;
     tracing::info!("shutting down; finishing in-flight writes");

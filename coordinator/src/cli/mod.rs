@@ -186,7 +186,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             listen,
             db,
             tls_dir,
-            dangerously_insecure,
+            dangerously_insecure: _,
             http,
             heartbeat_timeout,
             name,
@@ -195,12 +195,6 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             exit_without_store,
             limits,
         } => {
-            if let Some(why) =
-                http.and_then(|at| crate::service::http::refuse_plaintext(at, dangerously_insecure))
-            {
-                eprintln!("error: {why}");
-                return Ok(2);
-            }
             // Held while the coordinator serves: a second one on this SQLite file is
             // refused at once, naming this one.
             let _lock = match &db {

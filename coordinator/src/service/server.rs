@@ -441,8 +441,10 @@ impl Coordinator {
                     .await
                     .with_context(|| format!("listening for HTTP on {at}"))?;
                 let bound = listener.local_addr()?;
+                let console_tls = opts.tls.as_ref().map(tls::console_config).transpose()?;
                 tasks.spawn(crate::service::http::serve(
                     listener,
+                    console_tls,
                     store.clone(),
                     hub.clone(),
                     control_service,

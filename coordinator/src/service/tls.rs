@@ -45,6 +45,37 @@ pub fn server_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>> 
     )
     .build()
     .context("building the client certificate verifier")?;
+    let (chain, key) = own_identity(dir, &files)?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .context("the coordinator certificate does not match its key")?;
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// The console's HTTPS configuration (`--http` with `--tls-dir`): the coordinator's own
+/// certificate, and no client certificate asked for — people sign in with accounts.
+pub fn console_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let files = dir.read()?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (chain, key) = own_identity(dir, &files)?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the coordinator certificate does not match its key")?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// The coordinator's certificate chain and key from `dir`, refused when the certificate
+/// is not a coordinator's.
+fn own_identity(
+    dir: &TlsDir,
+    files: &platter_proto::tls::TlsFiles,
+) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let chain = CertificateDer::pem_slice_iter(files.cert.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .with_context(|| format!("reading {}", dir.cert().display()))?;
@@ -60,13 +91,7 @@ pub fn server_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>> 
             );
         }
     }
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .context("the coordinator certificate does not match its key")?;
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Arc::new(cfg))
+    Ok((chain, key))
 }
 
 /// Accepts TCP connections and hands the ones that complete a mutual-TLS handshake to

@@ -1,16 +1,25 @@
 //! Talking HTTP/1.1 to `platter serve --http` as a scraper, a script or a browser's form
 //! would: one request per connection, the answer read to its end.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio_rustls::rustls;
 
 use super::{platter, run_ok, wait_for, write};
 
-/// The address `platter serve` said it serves HTTP on (`http on ADDRESS` in its log).
+/// The fleet CA each HTTPS site is checked against, by its URL (`http_addr` learns it).
+static CAS: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+
+/// The URL `platter serve` said it serves HTTP on (`http on URL` in its log):
+/// `https://…` with the test's coordinator identity (whose CA `call` then trusts),
+/// `http://…` without.
 pub fn http_addr(dir: &Path) -> String {
-    wait_for(
+    let url = wait_for(
         "the coordinator to say where it serves HTTP",
         Duration::from_secs(20),
         || {
@@ -18,8 +27,50 @@ pub fn http_addr(dir: &Path) -> String {
             text.lines()
                 .find_map(|l| l.strip_prefix("http on ").map(str::to_string))
         },
+    );
+    if url.starts_with("https://") {
+        remember_ca(&url, &dir.join("pki/ca/ca.pem"));
+    }
+    url
+}
+
+/// `call` checks `site`'s certificate against the CA in `ca`.
+pub fn remember_ca(site: &str, ca: &Path) {
+    CAS.lock()
+        .unwrap()
+        .get_or_insert_with(HashMap::new)
+        .insert(site.trim_end_matches('/').to_string(), ca.to_path_buf());
+}
+
+/// A client's TLS configuration that trusts only the CA in `ca`.
+pub fn trusting(ca: &Path) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
     )
 }
+
+/// `url`'s scheme is HTTPS; its host and port.
+fn split(url: &str) -> (bool, &str) {
+    match url.split_once("://") {
+        Some((scheme, rest)) => (scheme == "https", rest.trim_end_matches('/')),
+        None => (false, url),
+    }
+}
+
+/// A plaintext or TLS connection.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
 #[derive(Debug)]
 pub struct Answer {
@@ -37,19 +88,43 @@ impl Answer {
     }
 }
 
-/// One HTTP/1.1 request, the answer read to its end.
-pub fn call(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-    let mut tcp = TcpStream::connect(addr).unwrap();
+/// One HTTP/1.1 request to `site` (a URL from `http_addr`, or HOST:PORT for plaintext),
+/// the answer read to its end.
+pub fn call(site: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let (https, addr) = split(site);
+    let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut stream: Box<dyn ReadWrite> = if https {
+        let ca = CAS
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|m| m.get(site.trim_end_matches('/')).cloned())
+            .unwrap_or_else(|| panic!("no CA known for {site}: get it from http_addr"));
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).to_string();
+        let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+        let conn = rustls::ClientConnection::new(trusting(&ca), name).unwrap();
+        Box::new(rustls::StreamOwned::new(conn, tcp))
+    } else {
+        Box::new(tcp)
+    };
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head += &format!("{k}: {v}\r\n");
     }
     head += &format!("Content-Length: {}\r\n\r\n", body.len());
-    tcp.write_all(head.as_bytes()).unwrap();
-    tcp.write_all(body.as_bytes()).unwrap();
-    let mut raw = String::new();
-    tcp.read_to_string(&mut raw).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    stream.flush().unwrap();
+    let mut bytes = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut bytes) {
+        // A TLS peer that closed without close_notify, after its whole answer.
+        assert!(
+            e.kind() == std::io::ErrorKind::UnexpectedEof && !bytes.is_empty(),
+            "reading the answer from {site}: {e}"
+        );
+    }
+    let raw = String::from_utf8_lossy(&bytes).into_owned();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let mut lines = head.lines();
     let status = lines
@@ -116,6 +191,8 @@ pub fn add_user(dir: &Path, name: &str, role: &str, password: &str) {
 pub struct Session {
     pub cookie: String,
     pub csrf: String,
+    /// The `Set-Cookie` header as the sign-in answered it.
+    pub set_cookie: String,
 }
 
 /// Signs in as a browser's form does; panics unless it worked.
@@ -142,5 +219,9 @@ pub fn sign_in(addr: &str, name: &str, password: &str) -> Session {
         .and_then(|r| r.split('"').next())
         .expect("the page carries a CSRF token")
         .to_string();
-    Session { cookie, csrf }
+    Session {
+        cookie,
+        csrf,
+        set_cookie: set.to_string(),
+    }
 }

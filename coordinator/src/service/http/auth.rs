@@ -4,7 +4,6 @@
 //! sign-ins are counted per client address and per account name, in this process.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -303,7 +302,7 @@ pub(super) async fn login_form(
 
 pub(super) async fn login(
     State(ctx): State<Ctx>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(super::ClientAddr(peer)): ConnectInfo<super::ClientAddr>,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let keys = vec![

@@ -37,10 +37,14 @@ pub(super) async fn pulse(
     let mut changed = store.subscribe();
     let mut seen = (hub.generation(), 0u64);
     let mut ticks = 0u64;
+    // An interval, not a sleep per pass: a store that changes more often than LOOK_EVERY
+    // must not keep the hub and the other coordinators' links from being looked at.
+    let mut look = tokio::time::interval(LOOK_EVERY);
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let moved = tokio::select! {
             r = changed.changed() => r.is_ok(),
-            _ = tokio::time::sleep(LOOK_EVERY) => {
+            _ = look.tick() => {
                 ticks += 1;
                 // Other coordinators' links are in the store, not notified: read every third look.
                 let remote = if ticks.is_multiple_of(3) { remote_links(&hub).await } else { seen.1 };

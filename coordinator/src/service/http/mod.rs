@@ -10,7 +10,8 @@
 //! response carries a Content-Security-Policy that allows only the console's own script
 //! and style; nothing is loaded from elsewhere (`assets/` is inside the binary).
 //!
-//! Plaintext HTTP: allowed on a loopback address, elsewhere only when the operator says
+//! With `--tls-dir`, HTTPS with the coordinator's certificate (cookies then `Secure`);
+//! plaintext HTTP only where gRPC is plaintext too, which the operator asked for with
 //! `--dangerously-insecure`. Metrics are read when scraped: the hub's agents at once, the
 //! store's counts off the async workers; while the store cannot be read, the scrape still
 //! answers with what needs no store, and `platter_store_read_ok` is 0.
@@ -40,18 +41,6 @@ mod metrics;
 use crate::service::hub::Hub;
 use crate::service::rpc::control::ControlService;
 use crate::store::Store;
-
-/// Why `addr` may not carry plaintext HTTP, if it may not: only loopback unless the
-/// operator accepted an insecure one.
-pub fn refuse_plaintext(addr: SocketAddr, dangerously_insecure: bool) -> Option<String> {
-    (!addr.ip().is_loopback() && !dangerously_insecure).then(|| {
-        format!(
-            "--http {addr}: plaintext HTTP is served only on a loopback address (127.0.0.1:PORT, \
-             [::1]:PORT), since anyone who reaches it reads the fleet and its sign-in \
-             passwords; use a loopback address behind a TLS proxy, or say --dangerously-insecure"
-        )
-    })
-}
 
 #[derive(Clone)]
 struct Ctx {
@@ -85,9 +74,10 @@ fn report_policy() -> String {
 }
 
 /// Serves the console, its API, `/healthz`, `/readyz` and `/metrics` on `listener` until
-/// `shutdown`.
+/// `shutdown`: over HTTPS with `tls` (the coordinator's certificate), else plaintext.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     store: Store,
     hub: Arc<Hub>,
     control: Arc<ControlService>,
@@ -104,7 +94,7 @@ pub async fn serve(
         store,
         hub,
         control,
-        https: false,
+        https: tls.is_some(),
         failures: Default::default(),
         verdicts: Default::default(),
         pulse,
@@ -153,14 +143,95 @@ pub async fn serve(
         .route("/api/v1/tokens/{id}/revoke", post(admin::revoke_token_json))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(ctx);
-    let r = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { shutdown.cancelled().await })
-    .await;
+    let app = app.into_make_service_with_connect_info::<ClientAddr>();
+    let stop = shutdown.clone();
+    let r = match tls {
+        Some(cfg) => {
+            let listener = TlsListener::new(listener, cfg, shutdown.clone());
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        }
+    };
     if let Err(e) = r {
         tracing::error!(error = %e, "HTTP server failed");
+    }
+}
+
+/// The client's address, over plaintext or HTTPS (for limiting failed sign-ins).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ClientAddr(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TcpListener>>
+    for ClientAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TcpListener>) -> ClientAddr {
+        ClientAddr(*stream.remote_addr())
+    }
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>>
+    for ClientAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> ClientAddr {
+        ClientAddr(*stream.remote_addr())
+    }
+}
+
+/// HTTPS connections for axum: handshakes run on their own tasks
+/// (`service::tls::incoming`, which logs refusals), so a slow client holds up nobody.
+struct TlsListener {
+    incoming: tokio_stream::wrappers::ReceiverStream<
+        std::io::Result<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+    >,
+    local: std::io::Result<SocketAddr>,
+}
+
+impl TlsListener {
+    fn new(
+        listener: TcpListener,
+        cfg: Arc<tokio_rustls::rustls::ServerConfig>,
+        shutdown: CancellationToken,
+    ) -> TlsListener {
+        let local = listener.local_addr();
+        TlsListener {
+            incoming: crate::service::tls::incoming(listener, cfg, shutdown),
+            local,
+        }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, SocketAddr) {
+        use futures::StreamExt as _;
+        loop {
+            match self.incoming.next().await {
+                Some(Ok(stream)) => {
+                    let Ok(peer) = stream.get_ref().0.peer_addr() else {
+                        continue;
+                    };
+                    return (stream, peer);
+                }
+                Some(Err(_)) => continue,
+                // The acceptor stopped (shutdown): nothing more will come.
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match &self.local {
+            Ok(a) => Ok(*a),
+            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+        }
     }
 }
 
