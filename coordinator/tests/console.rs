@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use common::web::*;
 use common::*;
@@ -193,6 +194,58 @@ fn roles_sessions_and_tokens_guard_the_console() {
     );
     let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
     assert_eq!(v["state"], "cancelled", "{v}");
+
+    // A failing step's stderr is shown on its campaign's page, as text.
+    let failing = write(
+        dir,
+        "failing.yaml",
+        "name: failing\nhosts: { names: [h2] }\nworkload: { command: { run: \"echo '<script>alert(1)</script>' >&2; exit 3\" } }\nrepeat: 1\n",
+    );
+    let failing = submit(dir, port, &failing);
+    wait_in(
+        dir,
+        "the failing campaign to end",
+        Duration::from_secs(60),
+        || {
+            (query_i64(
+                dir,
+                "SELECT COUNT(*) FROM campaigns WHERE name = 'failing' AND state = 'done'",
+            ) == 1)
+                .then_some(())
+        },
+    );
+    let page = call(
+        &http,
+        "GET",
+        &format!("/campaigns/{failing}"),
+        &[("Cookie", &bob.cookie)],
+        "",
+    );
+    assert!(page.body.contains("id=\"failures\""), "{}", page.body);
+    assert!(
+        page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("<script>alert"), "{}", page.body);
+    let json = call(
+        &http,
+        "GET",
+        &format!("/api/v1/campaigns/{failing}"),
+        &[("Authorization", &bearer)],
+        "",
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    assert_eq!(v["failures_total"], 1, "{v}");
+    assert_eq!(v["failures"][0]["host"], "h2", "{v}");
+    assert!(
+        v["failures"][0]["stderr_tail"]
+            .as_str()
+            .unwrap()
+            .contains("<script>alert(1)</script>"),
+        "{v}"
+    );
+    assert_eq!(v["verdict"]["pass"], false, "{v}");
 
     // Signing out ends the session: the cookie opens nothing any more.
     let out = call(

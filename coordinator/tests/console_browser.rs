@@ -141,6 +141,23 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
         .await;
     assert!(b.url().await.contains("/campaigns/"), "{}", b.url().await);
 
+    // A step failing with a script in its stderr: shown on the campaign's page as it
+    // fails, as text, and nothing runs.
+    let failing = write(
+        dir,
+        "failing.yaml",
+        "name: failing\nhosts: { names: [h1] }\nworkload: { command: { run: \"echo '<script>alert(1)</script>' >&2; exit 3\" } }\nrepeat: 1\n",
+    );
+    let failing = submit(dir, port, &failing);
+    b.goto(&format!("{site}/campaigns/{failing}")).await;
+    b.wait_for_text_within(
+        "#failures",
+        "<script>alert(1)</script>",
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(b.dialog().await, None);
+
     // An agent killed while holding a plan appears under "needing attention" within the
     // heartbeat timeout and 2 s, without a reload.
     let held = write(

@@ -295,6 +295,21 @@ pub fn failed_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<FailedStep
     )
 }
 
+impl super::Store {
+    /// The campaign's failed steps (their latest attempts) as they fail: the last `last`
+    /// of them, and how many there are in all.
+    pub fn recent_failures(
+        &self,
+        campaign: &CampaignId,
+        last: usize,
+    ) -> Result<(Vec<FailedStep>, usize)> {
+        let mut all = self.read(|c| failed_steps(c, campaign))?;
+        let n = all.len();
+        all.drain(..n.saturating_sub(last));
+        Ok((all, n))
+    }
+}
+
 /// Every plan of the campaign, as sent.
 pub fn plans(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CampaignPlan>> {
     let rows = c.query_map(

@@ -159,6 +159,19 @@ pub(super) async fn campaign(
     let mut v = campaign_json(&c);
     v["eta_s"] = json!(campaign_eta(&c).map(|d| d.as_secs()));
     v["verdict"] = json!(ctx.verdict(&c).await);
+    let (failures, total) = ctx.failures(&c).await;
+    v["failures_total"] = json!(total);
+    v["failures"] = failures
+        .iter()
+        .rev()
+        .map(|f| {
+            json!({
+                "host": f.host, "kind": f.kind, "repetition": f.repetition,
+                "attempt": f.attempt, "params": f.params, "error": f.error,
+                "stderr_tail": f.stderr_tail,
+            })
+        })
+        .collect();
     Json(v).into_response()
 }
 

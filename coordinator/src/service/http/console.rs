@@ -577,7 +577,35 @@ pub(super) async fn campaign(
             eta(h).map(hms).unwrap_or_else(|| "?".into())
         );
     }
-    b.push_str("</table><h2>Report</h2><p>");
+    b.push_str("</table>");
+    let (failures, total) = ctx.failures(&c).await;
+    if total > 0 {
+        let _ = write!(
+            b,
+            "<h2>Failures</h2><p>{total} step(s) failed{}.</p><table id=\"failures\"><tr><th>host</th><th>step</th><th>cell</th><th>error</th><th>stderr (tail)</th></tr>",
+            if total > failures.len() {
+                format!("; the latest {} below, every one in the report", failures.len())
+            } else {
+                String::new()
+            }
+        );
+        for f in failures.iter().rev() {
+            let params: Vec<String> = f.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{} rep {} attempt {}</td><td>{}</td><td class=\"fail\">{}</td><td><pre>{}</pre></td></tr>",
+                host_link(&f.host),
+                esc(&f.kind),
+                f.repetition,
+                f.attempt,
+                esc(&params.join(" ")),
+                esc(&f.error),
+                esc(&f.stderr_tail)
+            );
+        }
+        b.push_str("</table>");
+    }
+    b.push_str("<h2>Report</h2><p>");
     let id = url_part(&c.campaign_id);
     let _ = write!(
         b,

@@ -13,7 +13,9 @@ use tonic::{Request, Status};
 
 use super::Ctx;
 use crate::service::tls::InProcess;
+use crate::store::reports::FailedStep;
 use crate::views::{verdict_of, Verdict};
+use platter_proto::model::CampaignId;
 
 /// A request the Control service takes from the console: the console checked the
 /// account's role; no certificate comes with it.
@@ -27,6 +29,9 @@ fn in_process<T>(message: T) -> Request<T> {
 /// campaign, not once per page view.
 #[derive(Default)]
 pub(super) struct Verdicts(Mutex<HashMap<String, Verdict>>);
+
+/// Failed steps a campaign's page shows, the latest; the report has them all.
+pub(super) const FAILURES_SHOWN: usize = 20;
 
 /// Ended campaigns the overview lists under "recent results".
 const RECENT: usize = 10;
@@ -170,6 +175,22 @@ impl Ctx {
             .expect("verdicts")
             .insert(c.campaign_id.clone(), v.clone());
         Some(v)
+    }
+
+    /// The campaign's latest failed steps (at most `FAILURES_SHOWN`) and how many failed
+    /// in all; none read when none failed, or while the store cannot be read (the page
+    /// says the store's fault).
+    pub(super) async fn failures(&self, c: &pb::CampaignStatus) -> (Vec<FailedStep>, usize) {
+        if c.steps_failed == 0 {
+            return (Vec::new(), 0);
+        }
+        let (store, id) = (self.store.clone(), CampaignId::from(c.campaign_id.clone()));
+        let read =
+            tokio::task::spawn_blocking(move || store.recent_failures(&id, FAILURES_SHOWN)).await;
+        match read {
+            Ok(Ok(f)) => f,
+            _ => (Vec::new(), c.steps_failed as usize),
+        }
     }
 
     pub(super) async fn overview(&self) -> Result<Overview, Status> {
