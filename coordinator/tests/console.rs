@@ -247,6 +247,24 @@ fn roles_sessions_and_tokens_guard_the_console() {
     );
     assert_eq!(v["verdict"]["pass"], false, "{v}");
 
+    // A host's JSON twin says what it ran each campaign on.
+    let h2 = call(
+        &http,
+        "GET",
+        "/api/v1/hosts/h2",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    let v: serde_json::Value = serde_json::from_str(&h2.body).unwrap();
+    let ran = v["ran_on"].as_array().expect("ran_on");
+    assert_eq!(ran[0]["name"], "failing", "{v}");
+    assert!(
+        ran[0]["facts"]["kernel"]
+            .as_str()
+            .is_some_and(|k| !k.is_empty()),
+        "{v}"
+    );
+
     // Signing out ends the session: the cookie opens nothing any more.
     let out = call(
         &http,

@@ -100,6 +100,7 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     // A host's page: its drives, tools and the campaign it ran.
     b.goto(&format!("{site}/hosts/h1")).await;
     b.wait_for_text("#host-campaigns", "steady").await;
+    b.wait_for_text("#ran-on", "kernel: ").await;
     if let Some(shots) = screenshots() {
         b.screenshot(&shots.join("console-host.png")).await;
     }

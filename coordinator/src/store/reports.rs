@@ -295,7 +295,50 @@ pub fn failed_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<FailedStep
     )
 }
 
+/// What a host ran a campaign on: its plan's first provenance snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRun {
+    pub campaign_id: CampaignId,
+    pub name: String,
+    pub submitted_unix_ms: i64,
+    pub facts: Provenance,
+}
+
 impl super::Store {
+    /// What `host` ran its last `last` campaigns on, newest first: its plans' first
+    /// provenance snapshots (a plan without one is left out).
+    pub fn host_runs(&self, host: &HostName, last: usize) -> Result<Vec<HostRun>> {
+        let rows = self.read(|c| {
+            c.query_map(
+                "SELECT ca.id, ca.name, ca.submitted_unix_ms, pr.facts
+                   FROM provenance pr JOIN plans p ON p.id = pr.plan_id
+                   JOIN campaigns ca ON ca.id = p.campaign_id
+                  WHERE pr.host = ?1
+                    AND pr.seq = (SELECT MIN(f.seq) FROM provenance f WHERE f.plan_id = pr.plan_id)
+                  ORDER BY ca.submitted_unix_ms DESC, ca.id DESC LIMIT ?2",
+                params![host, last as i64],
+                |r| {
+                    Ok((
+                        r.get::<CampaignId>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<i64>(2)?,
+                        r.get::<String>(3)?,
+                    ))
+                },
+            )
+        })?;
+        rows.into_iter()
+            .map(|(campaign_id, name, submitted_unix_ms, facts)| {
+                Ok(HostRun {
+                    campaign_id,
+                    name,
+                    submitted_unix_ms,
+                    facts: serde_json::from_str(&facts)?,
+                })
+            })
+            .collect()
+    }
+
     /// The campaign's failed steps (their latest attempts) as they fail: the last `last`
     /// of them, and how many there are in all.
     pub fn recent_failures(

@@ -117,6 +117,7 @@ pub(super) async fn host(
         .filter(|c| c.hosts.iter().any(|h| h.host == a.host))
         .map(|c| c.campaign_id.clone())
         .collect();
+    v["ran_on"] = json!(ctx.ran_on(&a.host).await);
     Json(v).into_response()
 }
 

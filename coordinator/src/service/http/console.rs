@@ -401,6 +401,39 @@ pub(super) async fn host(
         }
     }
     b.push_str("</table>");
+    let ran_on = ctx.ran_on(&a.host).await;
+    if !ran_on.is_empty() {
+        b.push_str("<h2>What it ran on</h2><p>Campaign by campaign, newest first; what changed since the campaign before is marked.</p><table id=\"ran-on\"><tr><th>campaign</th><th>submitted</th><th>facts</th></tr>");
+        for r in &ran_on {
+            let facts: Vec<String> = r
+                .facts
+                .iter()
+                .map(|(k, v)| {
+                    let class = if r.changed.contains(k) {
+                        " class=\"warn\""
+                    } else {
+                        ""
+                    };
+                    format!("<li{class}>{}: {}</li>", esc(k), esc(v))
+                })
+                .collect();
+            let gone: Vec<String> = r
+                .changed
+                .iter()
+                .filter(|k| !r.facts.contains_key(*k))
+                .map(|k| format!("<li class=\"warn\">{}: gone</li>", esc(k)))
+                .collect();
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td><ul class=\"facts\">{}{}</ul></td></tr>",
+                campaign_link(&r.campaign_id, &r.name),
+                clock(r.submitted_unix_ms),
+                facts.concat(),
+                gone.concat()
+            );
+        }
+        b.push_str("</table>");
+    }
     access
         .page(&format!("Host {}", a.host), true, &b)
         .into_response()

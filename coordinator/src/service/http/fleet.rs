@@ -15,7 +15,9 @@ use super::Ctx;
 use crate::service::tls::InProcess;
 use crate::store::reports::FailedStep;
 use crate::views::{verdict_of, Verdict};
-use platter_proto::model::CampaignId;
+use indexmap::IndexMap;
+use platter_proto::model::{CampaignId, HostName};
+use platter_proto::provenance::Provenance;
 
 /// A request the Control service takes from the console: the console checked the
 /// account's role; no certificate comes with it.
@@ -29,6 +31,69 @@ fn in_process<T>(message: T) -> Request<T> {
 /// campaign, not once per page view.
 #[derive(Default)]
 pub(super) struct Verdicts(Mutex<HashMap<String, Verdict>>);
+
+/// Campaigns a host's page shows what it ran on for.
+const HOST_RUNS: usize = 20;
+
+/// A campaign a host ran, what it ran on (labelled facts) and which of them differ from
+/// the campaign before it on that host.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct RanOn {
+    pub campaign_id: String,
+    pub name: String,
+    pub submitted_unix_ms: i64,
+    pub facts: IndexMap<String, String>,
+    /// Facts that differ from the host's campaign before this one (added or gone too).
+    pub changed: Vec<String>,
+}
+
+/// The facts that differ between `now` and `before`, including those only one has.
+fn changed(now: &IndexMap<String, String>, before: &IndexMap<String, String>) -> Vec<String> {
+    let mut keys: Vec<String> = now
+        .keys()
+        .chain(before.keys().filter(|k| !now.contains_key(*k)))
+        .filter(|k| now.get(*k) != before.get(*k))
+        .cloned()
+        .collect();
+    keys.dedup();
+    keys
+}
+
+/// A snapshot's facts as labelled values: the host, each drive, each tool.
+fn facts_of(p: &Provenance) -> IndexMap<String, String> {
+    let mut out = IndexMap::new();
+    if let Some(h) = &p.host {
+        out.insert("kernel".into(), h.kernel_release.clone());
+        out.insert("agent".into(), h.agent_version.clone());
+        out.insert("cpu".into(), format!("{} × {}", h.cpu_model, h.cpu_count));
+        out.insert(
+            "memory".into(),
+            crate::report::human(h.memory_bytes as f64, "B"),
+        );
+        if !h.workload_cpus.is_empty() {
+            out.insert("workload cpus".into(), h.workload_cpus.clone());
+        }
+    }
+    for d in &p.devices {
+        let dev = &d.device;
+        out.insert(
+            format!("drive {}", dev.path),
+            format!(
+                "{} serial {} firmware {}",
+                dev.model, dev.serial, dev.firmware
+            )
+            .trim()
+            .to_string(),
+        );
+        if !d.scheduler.is_empty() {
+            out.insert(format!("scheduler {}", dev.path), d.scheduler.clone());
+        }
+    }
+    for (tool, version) in &p.tools {
+        out.insert(format!("tool {tool}"), version.clone());
+    }
+    out
+}
 
 /// Failed steps a campaign's page shows, the latest; the report has them all.
 pub(super) const FAILURES_SHOWN: usize = 20;
@@ -193,6 +258,34 @@ impl Ctx {
         }
     }
 
+    /// What `host` ran its latest campaigns on, newest first, each with what changed
+    /// since the one before it.
+    pub(super) async fn ran_on(&self, host: &str) -> Vec<RanOn> {
+        let (store, host) = (self.store.clone(), HostName::from(host.to_string()));
+        let runs = tokio::task::spawn_blocking(move || store.host_runs(&host, HOST_RUNS)).await;
+        let Ok(Ok(runs)) = runs else {
+            return Vec::new();
+        };
+        let facts: Vec<IndexMap<String, String>> =
+            runs.iter().map(|r| facts_of(&r.facts)).collect();
+        runs.into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let changed = facts
+                    .get(i + 1)
+                    .map(|before| changed(&facts[i], before))
+                    .unwrap_or_default();
+                RanOn {
+                    campaign_id: r.campaign_id.into_string(),
+                    name: r.name,
+                    submitted_unix_ms: r.submitted_unix_ms,
+                    facts: facts[i].clone(),
+                    changed,
+                }
+            })
+            .collect()
+    }
+
     pub(super) async fn overview(&self) -> Result<Overview, Status> {
         let agents = self.agents().await?;
         let campaigns = self.campaigns().await?;
@@ -298,5 +391,34 @@ fn submit_request(file_name: &str, yaml: &str) -> pb::SubmitRequest {
         file_name: file_name.into(),
         yaml: yaml.into(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_run_marks_what_changed_since_the_one_before() {
+        let map = |kv: &[(&str, &str)]| -> IndexMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let before = map(&[
+            ("kernel", "6.1.0"),
+            ("drive /dev/sda", "X fw 1"),
+            ("tool fio", "3.33"),
+        ]);
+        let now = map(&[
+            ("kernel", "6.12.1"),
+            ("drive /dev/sda", "X fw 1"),
+            ("tool bonnie++", "2.00a"),
+        ]);
+        assert_eq!(
+            changed(&now, &before),
+            ["kernel", "tool bonnie++", "tool fio"]
+        );
+        assert!(changed(&now, &now).is_empty());
     }
 }
