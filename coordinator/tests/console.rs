@@ -317,3 +317,74 @@ fn sign_in_is_rate_limited() {
     assert!(held.body.contains("Too many failed sign-ins"));
     coordinator.kill9();
 }
+
+/// The value of the sample line `name` in a `/metrics` answer.
+fn sample(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A live page's event stream says `change` when the fleet changes (an agent connects, a
+/// campaign's steps end), it is counted as a console client while open, and only a
+/// signed-in browser gets one.
+#[test]
+fn live_pages_hear_of_change_and_are_counted() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    assert_eq!(call(&http, "GET", "/events", &[], "").status, 303);
+    add_user(dir, "erin", "viewer", "erin's long password");
+    let erin = sign_in(&http, "erin", "erin's long password");
+    let clients = || {
+        let m = call(&http, "GET", "/metrics", &[], "").body;
+        sample(&m, "platter_console_clients")
+    };
+    assert_eq!(clients(), Some(0.0));
+
+    let (mut stream, addr) = connect(&http);
+    write!(
+        stream,
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
+        erin.cookie
+    )
+    .unwrap();
+    stream.flush().unwrap();
+    let mut events = BufReader::new(stream);
+    let mut status = String::new();
+    events.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    wait_for(
+        "the open stream to be counted",
+        Duration::from_secs(10),
+        || (clients() == Some(1.0)).then_some(()),
+    );
+
+    // An agent connects: the page hears of it.
+    let _agent = agent(dir, port, "h1", &[]);
+    let heard = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        while events.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.trim() == "event: change" {
+                let _ = heard.0.send(());
+                return events;
+            }
+            line.clear();
+        }
+        panic!("the event stream ended without a change");
+    });
+    heard
+        .1
+        .recv_timeout(Duration::from_secs(15))
+        .expect("a change event once the agent connected");
+    drop(reader.join().unwrap());
+    wait_for(
+        "the closed stream to be counted out",
+        Duration::from_secs(10),
+        || (clients() == Some(0.0)).then_some(()),
+    );
+    coordinator.kill9();
+}

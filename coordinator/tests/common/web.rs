@@ -69,8 +69,8 @@ fn split(url: &str) -> (bool, &str) {
 }
 
 /// A plaintext or TLS connection.
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
+pub trait ReadWrite: Read + Write + Send {}
+impl<T: Read + Write + Send> ReadWrite for T {}
 
 #[derive(Debug)]
 pub struct Answer {
@@ -88,13 +88,12 @@ impl Answer {
     }
 }
 
-/// One HTTP/1.1 request to `site` (a URL from `http_addr`, or HOST:PORT for plaintext),
-/// the answer read to its end.
-pub fn call(site: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+/// A connection to `site` (plaintext, or TLS checked against its CA), and its HOST:PORT.
+pub fn connect(site: &str) -> (Box<dyn ReadWrite>, String) {
     let (https, addr) = split(site);
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut stream: Box<dyn ReadWrite> = if https {
+    let stream: Box<dyn ReadWrite> = if https {
         let ca = CAS
             .lock()
             .unwrap()
@@ -108,6 +107,13 @@ pub fn call(site: &str, method: &str, path: &str, headers: &[(&str, &str)], body
     } else {
         Box::new(tcp)
     };
+    (stream, addr.to_string())
+}
+
+/// One HTTP/1.1 request to `site` (a URL from `http_addr`, or HOST:PORT for plaintext),
+/// the answer read to its end.
+pub fn call(site: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let (mut stream, addr) = connect(site);
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head += &format!("{k}: {v}\r\n");
