@@ -190,6 +190,13 @@ fn pivots_read_the_runs_snapshot_and_a_change_within_a_run_is_flagged() {
     )
     .unwrap();
     let changed = Report::load(&store, &id).unwrap();
+    // The console's overview reads the same changes without loading the samples.
+    let so_far = platter::report::provenance::changes_so_far(
+        &store,
+        &platter_proto::model::CampaignId::from(id.clone()),
+    )
+    .unwrap();
+    assert_eq!(so_far, changed.provenance_changes);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert!(
         changed

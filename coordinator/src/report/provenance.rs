@@ -413,3 +413,24 @@ pub fn changes(snapshots: &[Snapshot], used: &UsedDevices) -> Vec<String> {
     }
     out
 }
+
+/// What changed mid-run in campaign `id` so far (`changes`), read from its snapshots and
+/// cells alone, without its samples: the console asks it of every running campaign.
+pub fn changes_so_far(
+    store: &crate::store::Store,
+    id: &platter_proto::model::CampaignId,
+) -> crate::store::Result<Vec<String>> {
+    use crate::store::reports;
+    store.read(|c| {
+        let plans = reports::plans(c, id)?;
+        let taken = snapshots(&plans, reports::snapshots(c, id)?);
+        let used: UsedDevices = reports::cells(c, id)?
+            .into_iter()
+            .filter_map(|cell| {
+                let device = cell.params.get(crate::spec::DEVICE)?.clone();
+                Some((cell.host.into_string(), device))
+            })
+            .collect();
+        Ok(changes(&taken, &used))
+    })
+}

@@ -349,6 +349,21 @@ impl Ctx {
                     ),
                 });
             }
+            let (store, id) = (self.store.clone(), CampaignId::from(c.campaign_id.clone()));
+            let changed = tokio::task::spawn_blocking(move || {
+                crate::report::provenance::changes_so_far(&store, &id)
+            })
+            .await;
+            for change in changed.ok().and_then(Result::ok).unwrap_or_default() {
+                attention.push(Attention {
+                    host: String::new(),
+                    campaign: c.campaign_id.clone(),
+                    reason: format!(
+                        "campaign {} ({}): what it runs on changed mid-run: {change}",
+                        c.name, c.campaign_id
+                    ),
+                });
+            }
             if c.steps_failed > 0 {
                 attention.push(Attention {
                     host: String::new(),
