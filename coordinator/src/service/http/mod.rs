@@ -287,3 +287,43 @@ async fn readyz(State(ctx): State<Ctx>) -> (StatusCode, String) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A path with its parameters' names left out: `/hosts/{name}` and `/hosts/{host}`
+    /// are one route.
+    fn shape(path: &str) -> String {
+        path.split('/')
+            .map(|part| if part.starts_with('{') { "{}" } else { part })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    #[test]
+    fn the_openapi_document_describes_every_api_route_and_no_other() {
+        let source = include_str!("mod.rs");
+        // The router, not this test.
+        let router = source.split("#[cfg(test)]").next().unwrap();
+        let mut routed: Vec<String> = router
+            .split("\"/api/v1/")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('"').map(|(p, _)| format!("/api/v1/{p}")))
+            .filter(|p| p != "/api/v1/openapi.json" && !p.contains(' '))
+            .map(|p| shape(&p))
+            .collect();
+        routed.sort();
+        routed.dedup();
+        let doc: serde_json::Value = serde_json::from_str(include_str!("assets/openapi.json"))
+            .expect("openapi.json is JSON");
+        let mut documented: Vec<String> = doc["paths"]
+            .as_object()
+            .expect("paths")
+            .keys()
+            .map(|p| shape(p))
+            .collect();
+        documented.sort();
+        assert!(routed.len() >= 10, "{routed:?}");
+        assert_eq!(routed, documented);
+        assert_eq!(doc["openapi"], "3.0.3");
+    }
+}
