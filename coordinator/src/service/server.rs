@@ -442,6 +442,7 @@ impl Coordinator {
                     .with_context(|| format!("listening for HTTP on {at}"))?;
                 let bound = listener.local_addr()?;
                 let console_tls = opts.tls.as_ref().map(tls::console_config).transpose()?;
+                let scheme = if console_tls.is_some() { "HTTPS" } else { "HTTP" };
                 tasks.spawn(crate::service::http::serve(
                     listener,
                     console_tls,
@@ -450,7 +451,7 @@ impl Coordinator {
                     control_service,
                     shutdown.clone(),
                 ));
-                tracing::info!(addr = %bound, "serving the console, /api/v1, /healthz, /readyz and /metrics over HTTP");
+                tracing::info!(addr = %bound, "serving the console, /api/v1, /healthz, /readyz and /metrics over {scheme}");
                 Some(bound)
             }
             None => None,
