@@ -61,6 +61,8 @@ struct Ctx {
     https: bool,
     failures: Arc<auth::Failures>,
     verdicts: Arc<fleet::Verdicts>,
+    /// The fleet's agents and campaigns, each read once for the requests that wait for it.
+    reads: Arc<fleet::Reads>,
     /// Moves when a live page should look again (`live::pulse`).
     pulse: watch::Sender<u64>,
     /// Live pages open now (their event streams).
@@ -106,6 +108,7 @@ pub async fn serve(
         https: false,
         failures: Default::default(),
         verdicts: Default::default(),
+        reads: Default::default(),
         pulse,
         console_clients: Default::default(),
         shutdown: shutdown.clone(),
