@@ -442,7 +442,11 @@ impl Coordinator {
                     .with_context(|| format!("listening for HTTP on {at}"))?;
                 let bound = listener.local_addr()?;
                 let console_tls = opts.tls.as_ref().map(tls::console_config).transpose()?;
-                let scheme = if console_tls.is_some() { "HTTPS" } else { "HTTP" };
+                let scheme = if console_tls.is_some() {
+                    "HTTPS"
+                } else {
+                    "HTTP"
+                };
                 tasks.spawn(crate::service::http::serve(
                     listener,
                     console_tls,

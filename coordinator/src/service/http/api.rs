@@ -107,12 +107,10 @@ pub(super) async fn host(
         )));
     };
     let mut v = agent_json(a, agents.store_fault.as_ref());
-    let campaigns = ctx
-        .campaigns()
-        .await
-        .map(|r| r.campaigns)
-        .unwrap_or_default();
+    let campaigns = ctx.campaigns().await.ok();
     v["campaigns"] = campaigns
+        .as_ref()
+        .map_or(&[][..], |r| &r.campaigns[..])
         .iter()
         .filter(|c| c.hosts.iter().any(|h| h.host == a.host))
         .map(|c| c.campaign_id.clone())

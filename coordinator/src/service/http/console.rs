@@ -239,8 +239,8 @@ async fn campaign_names(ctx: &Ctx) -> std::collections::HashMap<String, String> 
         .await
         .map(|r| {
             r.campaigns
-                .into_iter()
-                .map(|c| (c.campaign_id, c.name))
+                .iter()
+                .map(|c| (c.campaign_id.clone(), c.name.clone()))
                 .collect()
         })
         .unwrap_or_default()
@@ -261,7 +261,6 @@ pub(super) async fn hosts(
         Ok(a) => a,
         Err(s) => return failed(&access, "Hosts", &s),
     };
-    let names = campaign_names(&ctx).await;
     let mut b = fault_banner(agents.store_fault.as_ref());
     let _ = write!(
         b,
@@ -278,6 +277,14 @@ pub(super) async fn hosts(
     }
     b.push_str("</select> <button type=\"submit\">Filter</button></form>");
     let shown: Vec<&pb::AgentInfo> = agents.agents.iter().filter(|a| filter.matches(a)).collect();
+    let page = shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS);
+    // Campaign names are shown for busy hosts only; reading every campaign's progress for
+    // them costs as much as reading the fleet (200 campaigns of 50 hosts: 0.13 s).
+    let names = if page.clone().any(|a| a.state == "busy") {
+        campaign_names(&ctx).await
+    } else {
+        Default::default()
+    };
     let _ = write!(
         b,
         "<p id=\"count\">{} of {} host(s)</p>",
@@ -285,7 +292,7 @@ pub(super) async fn hosts(
         agents.agents.len()
     );
     b.push_str("<table id=\"hosts\"><tr><th>host</th><th>state</th><th>last seen</th><th>labels</th><th>drives</th><th>tools</th></tr>");
-    for a in shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS) {
+    for a in page {
         let drives: Vec<String> = a
             .devices
             .iter()
@@ -338,11 +345,8 @@ pub(super) async fn host(
         let s = Status::not_found(format!("no agent named {name:?} has connected"));
         return failed(&access, "Host", &s);
     };
-    let campaigns = ctx
-        .campaigns()
-        .await
-        .map(|r| r.campaigns)
-        .unwrap_or_default();
+    let campaigns = ctx.campaigns().await.ok();
+    let campaigns = campaigns.as_ref().map_or(&[][..], |r| &r.campaigns[..]);
     let names = campaigns
         .iter()
         .map(|c| (c.campaign_id.clone(), c.name.clone()))
@@ -388,7 +392,7 @@ pub(super) async fn host(
         );
     }
     b.push_str("</table><h2>Campaigns</h2><table id=\"host-campaigns\"><tr><th>campaign</th><th>state</th><th>steps here</th><th>submitted</th></tr>");
-    for c in &campaigns {
+    for c in campaigns {
         if let Some(h) = c.hosts.iter().find(|h| h.host == a.host) {
             let _ = write!(
                 b,

@@ -51,6 +51,8 @@ struct Ctx {
     https: bool,
     failures: Arc<auth::Failures>,
     verdicts: Arc<fleet::Verdicts>,
+    /// The fleet's agents and campaigns, each read once for the requests that wait for it.
+    reads: Arc<fleet::Reads>,
     /// Moves when a live page should look again (`live::pulse`).
     pulse: watch::Sender<u64>,
     /// Live pages open now (their event streams).
@@ -97,6 +99,7 @@ pub async fn serve(
         https: tls.is_some(),
         failures: Default::default(),
         verdicts: Default::default(),
+        reads: Default::default(),
         pulse,
         console_clients: Default::default(),
         shutdown: shutdown.clone(),
