@@ -195,10 +195,7 @@ fn pages(rt: &tokio::runtime::Runtime, bin: &Path, s: &Settings) -> anyhow::Resu
         &["--http", "127.0.0.1:0"],
     )?;
     let http = coordinator.http_addr()?;
-    let web = Web {
-        addr: http.clone(),
-        token,
-    };
+    let web = Web::new(&http, token, Some(&ca.cert_pem))?;
 
     // The fleet: N fake agents, 200 handshakes at a time.
     let fleet = Arc::new(Fleet::new(mono_ns(), s.agents));
@@ -409,10 +406,7 @@ fn live(rt: &tokio::runtime::Runtime, bin: &Path, s: &Settings) -> anyhow::Resul
         dir.join("coordinator.log"),
         &["--http", "127.0.0.1:0"],
     )?;
-    let web = Web {
-        addr: coordinator.http_addr()?,
-        token,
-    };
+    let web = Web::new(&coordinator.http_addr()?, token, None)?;
     let mut agents = Agents(Vec::new());
     let names: Vec<String> = (1..=s.step_agents).map(|i| format!("h{i:03}")).collect();
     for name in &names {
@@ -682,12 +676,18 @@ async fn client(
     events.abort();
 }
 
-/// The console at `addr`, asked with an API token.
+/// The console at `addr`, asked with an API token; over HTTPS when the coordinator has a
+/// certificate (`tls`, trusting the bench's CA).
 #[derive(Clone)]
 struct Web {
     addr: String,
     token: String,
+    tls: Option<tokio_rustls::TlsConnector>,
 }
+
+/// A plaintext or TLS connection.
+trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
 
 struct Answer {
     status: u16,
@@ -695,14 +695,54 @@ struct Answer {
 }
 
 impl Web {
+    /// The console at `url` (`http on URL` in the coordinator's log); an `https://` one is
+    /// checked against `ca_pem`.
+    fn new(url: &str, token: String, ca_pem: Option<&str>) -> anyhow::Result<Web> {
+        use tokio_rustls::rustls;
+        let (https, addr) = match url.split_once("://") {
+            Some((scheme, addr)) => (scheme == "https", addr),
+            None => (false, url),
+        };
+        let tls = if https {
+            use rustls::pki_types::pem::PemObject;
+            let ca = ca_pem.context("an https:// console needs the fleet's CA")?;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots.add(c?)?;
+            }
+            let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Some(tokio_rustls::TlsConnector::from(Arc::new(cfg)))
+        } else {
+            None
+        };
+        Ok(Web {
+            addr: addr.to_string(),
+            token,
+            tls,
+        })
+    }
+
     /// Writes one HTTP/1.1 request on a new connection; the connection, answer unread.
     async fn send(
         &self,
         method: &str,
         path: &str,
         body: &str,
-    ) -> anyhow::Result<BufReader<TcpStream>> {
-        let mut tcp = TcpStream::connect(&self.addr).await?;
+    ) -> anyhow::Result<BufReader<Box<dyn Conn>>> {
+        let tcp = TcpStream::connect(&self.addr).await?;
+        let mut tcp: Box<dyn Conn> = match &self.tls {
+            Some(tls) => {
+                let host = self.addr.rsplit_once(':').map_or(&*self.addr, |(h, _)| h);
+                let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())?;
+                Box::new(tls.connect(name, tcp).await?)
+            }
+            None => Box::new(tcp),
+        };
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
             self.addr,
