@@ -318,13 +318,6 @@ fn sign_in_is_rate_limited() {
     coordinator.kill9();
 }
 
-/// The value of the sample line `name` in a `/metrics` answer.
-fn sample(metrics: &str, name: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// A live page's event stream says `change` when the fleet changes (an agent connects, a
 /// campaign's steps end), it is counted as a console client while open, and only a
 /// signed-in browser gets one.

@@ -22,16 +22,6 @@ fn screenshots() -> Option<std::path::PathBuf> {
         .then(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/screenshots"))
 }
 
-/// Marks the page: a reload (a new document) loses the mark.
-async fn mark(b: &Browser) {
-    b.script("window.platterMark = 42; return null;", vec![])
-        .await;
-}
-
-async fn still_marked(b: &Browser) -> bool {
-    b.script("return window.platterMark === 42;", vec![]).await == serde_json::json!(true)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_follows_the_fleet_live_in_a_browser() {
     let Some(b) = Browser::start().await else {
@@ -88,11 +78,11 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     let id = submit(dir, port, &steady);
     b.goto(&format!("{site}/campaigns/{id}")).await;
     b.wait_for_text("#state", "running").await;
-    mark(&b).await;
+    b.mark().await;
     b.wait_for_text_within("#state", "done", Duration::from_secs(60))
         .await;
     assert!(b.text("#steps").await.contains("(100%)"));
-    assert!(still_marked(&b).await, "the page reloaded itself");
+    assert!(b.still_marked().await, "the page reloaded itself");
     if let Some(shots) = screenshots() {
         b.screenshot(&shots.join("console-campaign.png")).await;
     }
@@ -169,7 +159,7 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     submit(dir, port, &held);
     b.goto(&format!("{site}/")).await;
     b.wait_for_text("#running", "held").await;
-    mark(&b).await;
+    b.mark().await;
     wait_in(dir, "h2 to hold its plan", Duration::from_secs(20), || {
         (query_i64(
             dir,
@@ -185,7 +175,7 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
         attention.contains("holding a plan of campaign held"),
         "{attention}"
     );
-    assert!(still_marked(&b).await, "the page reloaded itself");
+    assert!(b.still_marked().await, "the page reloaded itself");
     if let Some(shots) = screenshots() {
         b.screenshot(&shots.join("console-overview.png")).await;
     }

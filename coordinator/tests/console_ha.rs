@@ -32,16 +32,6 @@ fn coordinator(dir: &Path, db: &str, name: &str) -> (Proc, u16, String) {
     (proc, port, site)
 }
 
-/// Marks the page: a reload (a new document) loses the mark.
-async fn mark(b: &Browser) {
-    b.script("window.platterMark = 42; return null;", vec![])
-        .await;
-}
-
-async fn still_marked(b: &Browser) -> bool {
-    b.script("return window.platterMark === 42;", vec![]).await == serde_json::json!(true)
-}
-
 /// "3/8 (37%)" as (3, 8).
 fn done_of(steps: &str) -> Option<(u32, u32)> {
     let (done, rest) = steps.trim().split_once('/')?;
@@ -74,7 +64,7 @@ async fn a_page_on_one_coordinator_follows_what_another_does() {
         .await;
     b.submit("#login").await;
     b.wait_for_text("#count", "0 of 0 host(s)").await;
-    mark(&b).await;
+    b.mark().await;
 
     // An agent connects to A: B's page shows it, held by A, without a reload (B reads
     // the others' links every 3 s; A publishes its own within 100 ms).
@@ -87,7 +77,7 @@ async fn a_page_on_one_coordinator_follows_what_another_does() {
         .await
         .max(row);
     assert!(
-        still_marked(&b).await,
+        b.still_marked().await,
         "the hosts page reloaded itself: {row}"
     );
 
@@ -100,7 +90,7 @@ async fn a_page_on_one_coordinator_follows_what_another_does() {
     let id = submit(dir, port_a, &steady);
     b.goto(&format!("{site_b}/campaigns/{id}")).await;
     b.wait_for_text("#state", "running").await;
-    mark(&b).await;
+    b.mark().await;
     // What the steps say, read as the page changes, until the campaign is done: the page
     // moves while the campaign runs (some steps done, not all), then ends at all.
     let mut seen: Vec<String> = Vec::new();
@@ -142,5 +132,5 @@ async fn a_page_on_one_coordinator_follows_what_another_does() {
         "{}",
         b.text("#progress").await
     );
-    assert!(still_marked(&b).await, "the campaign page reloaded itself");
+    assert!(b.still_marked().await, "the campaign page reloaded itself");
 }

@@ -14,13 +14,6 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     (a.status, a.body)
 }
 
-/// The value of the sample line `name` (with its labels, as written) in `metrics`.
-fn sample(metrics: &str, name: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
 #[test]
 fn health_readiness_and_metrics_follow_the_fleet() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,8 @@
 //! gRPC services); `rpc` holds the services, the only code here that touches generated
 //! proto types; `hub` keeps the connected agents and dispatches plans to them;
 //! `presence` tells, on a shared store, which coordinator holds which agent; `status`
-//! adds up a campaign's progress from the store and the hub; `tls` is the server side of
+//! adds up a campaign's progress from the store and the hub; `task_stream` feeds the
+//! answers that go on (watch, a console page's events); `tls` is the server side of
 //! mutual TLS and the role each call needs; `http` serves health, readiness and Prometheus
 //! metrics (`--http`).
 //!
@@ -16,4 +17,5 @@ pub mod presence;
 pub mod rpc;
 pub mod server;
 pub mod status;
+pub mod task_stream;
 pub mod tls;

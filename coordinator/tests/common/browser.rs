@@ -301,6 +301,19 @@ impl Browser {
             Err(e) => format!("(an unknown page: {e})"),
         }
     }
+
+    /// Marks the page: a reload (a new document) loses the mark.
+    pub async fn mark(&self) {
+        self.script("window.platterMark = 42; return null;", vec![])
+            .await;
+    }
+
+    /// Whether the page is still the one `mark` marked (it did not reload).
+    pub async fn still_marked(&self) -> bool {
+        self.script("return window.platterMark === 42;", vec![])
+            .await
+            == Value::Bool(true)
+    }
 }
 
 impl Drop for Browser {

@@ -231,3 +231,10 @@ pub fn sign_in(addr: &str, name: &str, password: &str) -> Session {
         set_cookie: set.to_string(),
     }
 }
+
+/// The value of the sample line `name` (with its labels, as written) in a `/metrics` answer.
+pub fn sample(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}

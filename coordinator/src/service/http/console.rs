@@ -70,6 +70,32 @@ fn host_link(host: &str) -> String {
     )
 }
 
+/// A verdict as a cell: pass, or its problems; `unknown` without one.
+fn verdict_html(v: Option<&crate::views::Verdict>, unknown: &str) -> String {
+    match v {
+        Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
+        Some(v) => format!(
+            "<span class=\"fail\">{}</span>",
+            esc(&v.problems.join(", "))
+        ),
+        None => unknown.to_string(),
+    }
+}
+
+/// A state filter's options: any state, then each of `states`, `current` selected.
+fn state_options(states: &[&str], current: &str) -> String {
+    std::iter::once("")
+        .chain(states.iter().copied())
+        .map(|s| {
+            format!(
+                "<option value=\"{s}\"{}>{}</option>",
+                if current == s { " selected" } else { "" },
+                if s.is_empty() { "any state" } else { s }
+            )
+        })
+        .collect()
+}
+
 fn progress(done: u32, total: u32) -> String {
     let pct = if total == 0 {
         100
@@ -145,14 +171,10 @@ pub(super) async fn overview(State(ctx): State<Ctx>, access: Access) -> Response
     } else {
         b.push_str("<table id=\"recent\"><tr><th>campaign</th><th>state</th><th>submitted</th><th>verdict</th></tr>");
         for (c, v) in &o.recent {
-            let verdict = match v {
-                Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
-                Some(v) => format!(
-                    "<span class=\"fail\">{}</span>",
-                    esc(&v.problems.join(", "))
-                ),
-                None => "<span class=\"muted\">report unreadable now</span>".into(),
-            };
+            let verdict = verdict_html(
+                v.as_ref(),
+                "<span class=\"muted\">report unreadable now</span>",
+            );
             let _ = write!(
                 b,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
@@ -267,14 +289,10 @@ pub(super) async fn hosts(
         "<form method=\"get\" action=\"/hosts\" class=\"filter\"><input name=\"q\" value=\"{}\" placeholder=\"host, label or drive model\"> <select name=\"state\">",
         esc(&filter.q)
     );
-    for s in ["", "idle", "busy", "lost", "offline", "journal fault"] {
-        let _ = write!(
-            b,
-            "<option value=\"{s}\"{}>{}</option>",
-            if filter.state == s { " selected" } else { "" },
-            if s.is_empty() { "any state" } else { s }
-        );
-    }
+    b.push_str(&state_options(
+        &["idle", "busy", "lost", "offline", "journal fault"],
+        &filter.state,
+    ));
     b.push_str("</select> <button type=\"submit\">Filter</button></form>");
     let shown: Vec<&pb::AgentInfo> = agents.agents.iter().filter(|a| filter.matches(a)).collect();
     let page = shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS);
@@ -480,14 +498,10 @@ pub(super) async fn campaigns(
         esc(&filter.name),
         esc(&filter.host)
     );
-    for s in ["", "running", "done", "cancelled"] {
-        let _ = write!(
-            b,
-            "<option value=\"{s}\"{}>{}</option>",
-            if filter.state == s { " selected" } else { "" },
-            if s.is_empty() { "any state" } else { s }
-        );
-    }
+    b.push_str(&state_options(
+        &["running", "done", "cancelled"],
+        &filter.state,
+    ));
     b.push_str("</select> <button type=\"submit\">Filter</button></form>");
     let shown: Vec<&pb::CampaignStatus> =
         all.campaigns.iter().filter(|c| filter.matches(c)).collect();
@@ -499,14 +513,7 @@ pub(super) async fn campaigns(
     );
     b.push_str("<table id=\"campaigns\"><tr><th>campaign</th><th>state</th><th>hosts</th><th>steps</th><th>failed</th><th>submitted</th><th>verdict</th></tr>");
     for c in shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS) {
-        let verdict = match ctx.verdict(c).await {
-            Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
-            Some(v) => format!(
-                "<span class=\"fail\">{}</span>",
-                esc(&v.problems.join(", "))
-            ),
-            None => "-".into(),
-        };
+        let verdict = verdict_html(ctx.verdict(c).await.as_ref(), "-");
         let hosts: Vec<&str> = c.hosts.iter().map(|h| h.host.as_str()).collect();
         let _ = write!(
             b,
@@ -551,14 +558,7 @@ pub(super) async fn campaign(
         Err(s) => return failed(&access, "Campaign", &s),
     };
     let mut b = fault_banner(c.store_fault.as_ref());
-    let verdict = match ctx.verdict(&c).await {
-        Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
-        Some(v) => format!(
-            "<span class=\"fail\">{}</span>",
-            esc(&v.problems.join(", "))
-        ),
-        None => "-".into(),
-    };
+    let verdict = verdict_html(ctx.verdict(&c).await.as_ref(), "-");
     let _ = write!(
         b,
         "<table class=\"facts\"><tr><th>id</th><td>{}</td></tr><tr><th>state</th><td id=\"state\">{}</td></tr><tr><th>submitted</th><td>{}</td></tr><tr><th>cells</th><td>{}</td></tr><tr><th>steps</th><td id=\"steps\">{}</td></tr><tr><th>failed steps</th><td id=\"failed\">{}</td></tr><tr><th>ETA</th><td>{}</td></tr><tr><th>verdict</th><td id=\"verdict\">{verdict}</td></tr></table>",

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::auth::Access;
 use super::Ctx;
 use crate::service::hub::Hub;
+use crate::service::task_stream::task_stream;
 use crate::store::Store;
 
 /// At most this often does a page hear of change: a busy fleet changes many times a
@@ -88,7 +89,7 @@ pub(super) async fn events(
     let mut rx = ctx.pulse.subscribe();
     let clients = ctx.console_clients.clone();
     let shutdown = ctx.shutdown.clone();
-    let stream = async_stream(move |tx| async move {
+    let stream = task_stream(move |tx| async move {
         clients.fetch_add(1, Ordering::Relaxed);
         let _gone = Decrement(clients);
         loop {
@@ -112,44 +113,5 @@ struct Decrement(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 impl Drop for Decrement {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A stream fed by a task that ends when the stream is dropped (the page closed).
-fn async_stream<T, F, Fut>(f: F) -> impl Stream<Item = T>
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let task = tokio::spawn(f(tx));
-    let abort = task.abort_handle();
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    AbortOnDrop {
-        inner: stream,
-        abort,
-    }
-}
-
-/// The stream, aborting its feeding task when dropped.
-struct AbortOnDrop<S> {
-    inner: S,
-    abort: tokio::task::AbortHandle,
-}
-
-impl<S> Drop for AbortOnDrop<S> {
-    fn drop(&mut self) {
-        self.abort.abort();
-    }
-}
-
-impl<S: Stream + Unpin> Stream for AbortOnDrop<S> {
-    type Item = S::Item;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<S::Item>> {
-        std::pin::Pin::new(&mut self.inner).poll_next(cx)
     }
 }

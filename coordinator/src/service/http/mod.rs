@@ -170,6 +170,7 @@ pub async fn serve(
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ClientAddr(pub SocketAddr);
 
+// One impl per listener: axum's own blanket impl for `L::Addr` rules out a generic one.
 impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TcpListener>>
     for ClientAddr
 {

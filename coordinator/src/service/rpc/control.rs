@@ -17,6 +17,7 @@ use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, 
 use crate::report::{Format, Report};
 use crate::service::hub::{Hub, Presence};
 use crate::service::status::CampaignStatus;
+use crate::service::task_stream::task_stream;
 use crate::service::tls::Auth;
 use crate::spec;
 use crate::store::{CampaignState, Store, StoreError, StoreFault};
@@ -479,7 +480,7 @@ impl Control for ControlService {
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let known = self.last.clone();
         let mut changed = store.subscribe();
-        let stream = async_stream(move |tx| async move {
+        let stream = task_stream(move |tx| async move {
             let mut last = None;
             loop {
                 let s = match load_status(&store, &hub, &known, id.to_string()).await {
@@ -675,16 +676,4 @@ async fn load_status(
             .ok_or_else(|| store_status(e)),
     })
     .await
-}
-
-/// A stream fed by a task: the task gets the sending half of a small channel.
-fn async_stream<T, F, Fut>(f: F) -> Pin<Box<dyn Stream<Item = T> + Send>>
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(f(tx));
-    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
