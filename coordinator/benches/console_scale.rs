@@ -14,9 +14,8 @@
 //! 2. Live consoles. A plaintext `platter serve --http` with S real `platter agent`
 //!    processes, each running `repeat` × `/bin/true`; runs in pairs, one without console
 //!    clients (A) and one with K (B), the order alternating per pair. A client holds
-//!    `/events` and, on each `change`, fetches its page (`/`, `/hosts` or `/campaigns`,
-//!    round robin) as console.js does: one fetch at a time; a change during a fetch means
-//!    one more fetch 300 ms after it. The step rate is the campaign's steps over the time
+//!    its page's stream (`/events?page=`, for `/`, `/hosts` or `/campaigns`, round robin)
+//!    as console.js does, and reads each `main` event (the page's `<main>` anew). The step rate is the campaign's steps over the time
 //!    from its submission to the API saying it is done (polled every 20 ms in both runs).
 //!    An agent whose stream dropped logs a second `connected`: the bench counts them.
 //!
@@ -45,7 +44,7 @@ use platter::pki::Ca;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// The target for a page, server side.
@@ -54,8 +53,6 @@ const PAGE_TARGET: Duration = Duration::from_millis(200);
 const HOSTS_PER_CAMPAIGN: usize = 50;
 /// Seeded campaigns left running (the rest are cancelled).
 const RUNNING: usize = 10;
-/// console.js: a change that came during a fetch is fetched this long after it.
-const AGAIN_AFTER: Duration = Duration::from_millis(300);
 /// The pause before each measured step run.
 const SETTLE: Duration = Duration::from_secs(2);
 /// How often the bench asks whether a step run's campaign is done.
@@ -443,10 +440,10 @@ fn live(rt: &tokio::runtime::Runtime, bin: &Path, s: &Settings) -> anyhow::Resul
     // A first run outside the figures: the agents' spawners and caches warm up.
     step_run(rt, &web, &yaml)?;
     println!(
-        "\nStep runs: {} agents × {} × /bin/true; A without console clients, B with {} (each on /events, fetching its page on every change):\n",
+        "\nStep runs: {} agents × {} × /bin/true; A without console clients, B with {} (each holding its page's /events stream, as console.js does):\n",
         s.step_agents, s.repeat, s.clients
     );
-    println!("| pair | order | A steps/s | B steps/s | B / A | B: changes heard, page fetches, fetch p50 / p99 | coordinator CPU A / B | bench (clients) CPU A / B | the rest (agents, steps, other load) A / B |");
+    println!("| pair | order | A steps/s | B steps/s | B / A | B: pages sent (`main` events), kB | coordinator CPU A / B | bench (clients) CPU A / B | the rest (agents, steps, other load) A / B |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     let pages = ["/", "/hosts", "/campaigns"];
@@ -491,18 +488,14 @@ fn live(rt: &tokio::runtime::Runtime, bin: &Path, s: &Settings) -> anyhow::Resul
         let (a, (b, stats)) = (a.expect("run A"), b.expect("run B"));
         let ratio = b.rate / a.rate;
         ratios.push(ratio);
-        let mut fetch = stats.fetch_ms.lock().unwrap().clone();
-        fetch.sort_by(f64::total_cmp);
         println!(
-            "| {} | {} | {:.0} | {:.0} | {ratio:.3} | {}, {}, {:.0} / {:.0} ms | {:.2} / {:.2} cores | {:.2} / {:.2} cores | {:.2} / {:.2} cores |",
+            "| {} | {} | {:.0} | {:.0} | {ratio:.3} | {}, {:.0} | {:.2} / {:.2} cores | {:.2} / {:.2} cores | {:.2} / {:.2} cores |",
             pair + 1,
             if b_first { "B, A" } else { "A, B" },
             a.rate,
             b.rate,
-            stats.changes.load(Ordering::Relaxed),
-            stats.fetches.load(Ordering::Relaxed),
-            percentile(&fetch, 0.5),
-            percentile(&fetch, 0.99),
+            stats.mains.load(Ordering::Relaxed),
+            stats.bytes.load(Ordering::Relaxed) as f64 / 1e3,
             a.coordinator_cores,
             b.coordinator_cores,
             a.bench_cores,
@@ -512,7 +505,7 @@ fn live(rt: &tokio::runtime::Runtime, bin: &Path, s: &Settings) -> anyhow::Resul
         );
         let failed = stats.failed.load(Ordering::Relaxed);
         if failed > 0 {
-            eprintln!("{failed} page fetches failed");
+            eprintln!("{failed} console streams ended early");
         }
     }
     ratios.sort_by(f64::total_cmp);
@@ -619,13 +612,15 @@ fn step_run(rt: &tokio::runtime::Runtime, web: &Web, yaml: &str) -> anyhow::Resu
 
 #[derive(Default)]
 struct ClientStats {
-    changes: AtomicU64,
-    fetches: AtomicU64,
+    /// `main` events read, and their bytes.
+    mains: AtomicU64,
+    bytes: AtomicU64,
+    /// Streams that ended or failed before the run did.
     failed: AtomicU64,
-    fetch_ms: std::sync::Mutex<Vec<f64>>,
 }
 
-/// One open console: `/events` held, `page` fetched on each change as console.js does.
+/// One open console: its page's `/events` stream held, each `main` read, as console.js
+/// does (the browser's putting it in place costs the coordinator nothing).
 async fn client(
     web: Web,
     page: &'static str,
@@ -633,47 +628,21 @@ async fn client(
     opened: Arc<AtomicUsize>,
     stop: CancellationToken,
 ) {
-    let (tx, mut rx) = watch::channel(0u64);
-    let events = {
-        let (web, stats, stop) = (web.clone(), stats.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                r = web.events(&opened, |n| {
-                    stats.changes.fetch_add(1, Ordering::Relaxed);
-                    tx.send_replace(n);
-                }) => if let Err(e) = r { eprintln!("a console's /events ended: {e:#}") },
-                _ = stop.cancelled() => {}
-            }
-        })
-    };
-    loop {
-        tokio::select! {
-            r = rx.changed() => if r.is_err() { break },
-            _ = stop.cancelled() => break,
+    // What console.js's `encodeURIComponent` makes of the page's path.
+    let address = format!(
+        "/events?page={}",
+        percent_encoding::utf8_percent_encode(page, percent_encoding::NON_ALPHANUMERIC)
+    );
+    tokio::select! {
+        r = web.events(&address, &opened, |bytes| {
+            stats.mains.fetch_add(1, Ordering::Relaxed);
+            stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        }) => {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = r { eprintln!("a console's /events ended: {e:#}") }
         }
-        loop {
-            rx.borrow_and_update();
-            let t = Instant::now();
-            match web.get(page).await {
-                Ok(a) if a.status == 200 => {
-                    stats.fetches.fetch_add(1, Ordering::Relaxed);
-                    stats
-                        .fetch_ms
-                        .lock()
-                        .unwrap()
-                        .push(t.elapsed().as_secs_f64() * 1e3);
-                }
-                _ => {
-                    stats.failed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            if !rx.has_changed().unwrap_or(false) || stop.is_cancelled() {
-                break;
-            }
-            tokio::time::sleep(AGAIN_AFTER).await;
-        }
+        _ = stop.cancelled() => {}
     }
-    events.abort();
 }
 
 /// The console at `addr`, asked with an API token; over HTTPS when the coordinator has a
@@ -793,23 +762,25 @@ impl Web {
         Ok(serde_json::from_str(&a.body).unwrap_or(Value::Null))
     }
 
-    /// Holds `/events`: counts itself in `opened` once the answer's head is read, then
-    /// calls `change` with each `change` event's number until the stream ends.
+    /// Holds the event stream at `address`: counts itself in `opened` once the answer's
+    /// head is read, then calls `main` with the size of each `main` event's data until the
+    /// stream ends.
     async fn events(
         &self,
+        address: &str,
         opened: &AtomicUsize,
-        mut change: impl FnMut(u64),
+        mut main: impl FnMut(usize),
     ) -> anyhow::Result<()> {
-        let mut r = self.send("GET", "/events", "").await?;
+        let mut r = self.send("GET", address, "").await?;
         let mut line = String::new();
         // The head, to its empty line.
         loop {
             line.clear();
             if r.read_line(&mut line).await? == 0 {
-                bail!("/events: the answer ended in its head");
+                bail!("{address}: the answer ended in its head");
             }
             if line.starts_with("HTTP/") && !line.contains(" 200 ") {
-                bail!("/events: {}", line.trim());
+                bail!("{address}: {}", line.trim());
             }
             if line == "\r\n" {
                 break;
@@ -818,18 +789,20 @@ impl Web {
         opened.fetch_add(1, Ordering::Relaxed);
         // The body is chunked; an event's lines are whole within a chunk, so reading lines
         // and skipping the chunk sizes between them is enough here.
-        let mut event = false;
+        let (mut event, mut bytes) = (false, 0);
         loop {
             line.clear();
             if r.read_line(&mut line).await? == 0 {
                 return Ok(());
             }
             let l = line.trim_end();
-            if l == "event: change" {
+            if l == "event: main" {
                 event = true;
-            } else if let Some(data) = l.strip_prefix("data: ").filter(|_| event) {
-                change(data.parse().unwrap_or(0));
-                event = false;
+            } else if let Some(data) = l.strip_prefix("data:").filter(|_| event) {
+                bytes += data.len() + 1;
+            } else if l.is_empty() && event {
+                main(bytes);
+                (event, bytes) = (false, 0);
             }
         }
     }

@@ -96,28 +96,20 @@ fn roles_sessions_and_tokens_guard_the_console() {
     assert_eq!(page.status, 200);
     assert!(!page.body.contains("id=\"cancel\""), "{}", page.body);
     assert!(!page.body.contains("href=\"/submit\""));
-    let forged = call(
+    let forged = post_form(
         &http,
-        "POST",
         &format!("/campaigns/{id}/cancel"),
-        &[
-            ("Cookie", &bob.cookie),
-            ("Content-Type", "application/x-www-form-urlencoded"),
-        ],
-        &form(&[("csrf", &bob.csrf)]),
+        &bob.cookie,
+        &[("csrf", &bob.csrf)],
     );
     assert_eq!(forged.status, 403, "{forged:?}");
     // An operator's change without the session's CSRF token is refused too.
     for csrf in ["", "0123456789abcdef"] {
-        let no_token = call(
+        let no_token = post_form(
             &http,
-            "POST",
             &format!("/campaigns/{id}/cancel"),
-            &[
-                ("Cookie", &alice.cookie),
-                ("Content-Type", "application/x-www-form-urlencoded"),
-            ],
-            &form(&[("csrf", csrf)]),
+            &alice.cookie,
+            &[("csrf", csrf)],
         );
         assert_eq!(no_token.status, 403, "{no_token:?}");
     }
@@ -167,15 +159,11 @@ fn roles_sessions_and_tokens_guard_the_console() {
     assert_eq!(wrong.status, 401);
 
     // The operator cancels from the page, with the token.
-    let done = call(
+    let done = post_form(
         &http,
-        "POST",
         &format!("/campaigns/{id}/cancel"),
-        &[
-            ("Cookie", &alice.cookie),
-            ("Content-Type", "application/x-www-form-urlencoded"),
-        ],
-        &form(&[("csrf", &alice.csrf)]),
+        &alice.cookie,
+        &[("csrf", &alice.csrf)],
     );
     assert_eq!(done.status, 303, "{done:?}");
     assert_eq!(
@@ -266,16 +254,7 @@ fn roles_sessions_and_tokens_guard_the_console() {
     );
 
     // Signing out ends the session: the cookie opens nothing any more.
-    let out = call(
-        &http,
-        "POST",
-        "/logout",
-        &[
-            ("Cookie", &alice.cookie),
-            ("Content-Type", "application/x-www-form-urlencoded"),
-        ],
-        &form(&[("csrf", &alice.csrf)]),
-    );
+    let out = post_form(&http, "/logout", &alice.cookie, &[("csrf", &alice.csrf)]);
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
     let after = call(&http, "GET", "/", &[("Cookie", &alice.cookie)], "");
@@ -379,5 +358,135 @@ fn live_pages_hear_of_change_and_are_counted() {
         Duration::from_secs(10),
         || (clients() == Some(0.0)).then_some(()),
     );
+    coordinator.kill9();
+}
+
+/// An open event stream as a page's script reads it: each event's name and its data
+/// (its `data:` lines joined), in order, from a reader thread.
+struct Stream {
+    events: std::sync::mpsc::Receiver<(String, String)>,
+}
+
+impl Stream {
+    /// Opens `/events?QUERY` with `cookie`, as console.js does for its page.
+    fn open(http: &str, query: &str, cookie: &str) -> Stream {
+        use std::io::{BufRead, BufReader, Write};
+        let (mut stream, addr) = connect(http);
+        write!(
+            stream,
+            "GET /events?{query} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .unwrap();
+        stream.flush().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        let (tx, events) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut name, mut data): (Option<String>, Vec<String>) = (None, Vec::new());
+            let mut line = String::new();
+            // Each event is one chunk of the chunked body: its size line and the line
+            // ending it are neither `event:` nor `data:` and are passed over.
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let l = line.trim_end_matches(['\r', '\n']);
+                if let Some(n) = l.strip_prefix("event: ") {
+                    name = Some(n.to_string());
+                } else if let Some(d) = l.strip_prefix("data:") {
+                    data.push(d.strip_prefix(' ').unwrap_or(d).to_string());
+                } else if l.is_empty() {
+                    if let Some(n) = name.take() {
+                        if tx.send((n, data.join("\n"))).is_err() {
+                            return;
+                        }
+                    }
+                    data.clear();
+                }
+                line.clear();
+            }
+        });
+        Stream { events }
+    }
+
+    /// The next event named `name` whose data satisfies `wanted`, within 15 s.
+    fn until(&self, name: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.events.recv_timeout(left) {
+                Ok((n, data)) if n == name && wanted(&data) => return data,
+                Ok((n, data)) => seen.push(format!("{n}: {}", &data[..data.len().min(200)])),
+                Err(_) => break,
+            }
+        }
+        panic!("no `{name}` event as wanted within 15 s; heard {seen:#?}");
+    }
+}
+
+/// A live page's stream sends the page's `<main>` (as its own GET renders it, for its
+/// account's role, without the session's CSRF token, which console.js fills in) when the
+/// fleet changes it, and says `gone` once the session was signed out.
+#[test]
+fn a_live_page_is_sent_its_main_when_it_changes_until_signed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (mut coordinator, port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    add_user(dir, "alice", "operator", "correct horse battery");
+    add_user(dir, "bob", "viewer", "bob's long password");
+    let alice = sign_in(&http, "alice", "correct horse battery");
+    let bob = sign_in(&http, "bob", "bob's long password");
+    let _h1 = agent(dir, port, "h1", &[]);
+    wait_agents(dir, 1);
+
+    // The hosts page as bob loaded it, and its stream, told which <main> the page shows.
+    let page = call(&http, "GET", "/hosts", &[("Cookie", &bob.cookie)], "");
+    assert!(page.body.contains("1 of 1 host(s)"), "{}", page.body);
+    let seen = attribute(&page.body, "data-seen").expect("a live page names the <main> it shows");
+    let hosts = Stream::open(&http, &format!("page=%2Fhosts&seen={seen}"), &bob.cookie);
+    // A stream for a page that is not live hears of change only.
+    let admin = Stream::open(&http, "page=%2Fadmin", &bob.cookie);
+
+    // Another agent connects: the page gets its new <main>, the frame's heading first.
+    let _h2 = agent(dir, port, "h2", &[]);
+    let main = hosts.until("main", |d| d.contains("2 of 2 host(s)"));
+    assert!(main.trim_start().starts_with("<h1>Hosts</h1>"), "{main}");
+    assert!(main.contains("href=\"/hosts/h2\""), "{main}");
+    admin.until("change", |_| true);
+
+    // A running campaign's page: an operator's carries the cancel form with an empty
+    // CSRF token (the page's script puts the session's in); a viewer's has none.
+    let campaign = write(
+        dir,
+        "long.yaml",
+        "name: long\nhosts: { names: [h1] }\nworkload: { command: { run: \"sleep 60\" } }\nrepeat: 1\n",
+    );
+    let id = submit(dir, port, &campaign);
+    let query = format!("page={}", urlencode(&format!("/campaigns/{id}")));
+    let as_alice = Stream::open(&http, &query, &alice.cookie);
+    let as_bob = Stream::open(&http, &query, &bob.cookie);
+    let theirs = as_alice.until("main", |d| d.contains("id=\"cancel\""));
+    assert!(
+        theirs.contains("name=\"csrf\" value=\"\"") && !theirs.contains(&alice.csrf),
+        "{theirs}"
+    );
+    let his = as_bob.until("main", |d| d.contains("<h1>Campaign long</h1>"));
+    assert!(!his.contains("id=\"cancel\""), "{his}");
+
+    // bob signs out: his open page's stream says `gone` at the next change.
+    let out = post_form(&http, "/logout", &bob.cookie, &[("csrf", &bob.csrf)]);
+    assert_eq!(out.status, 303);
+    std::thread::sleep(Duration::from_millis(1100));
+    let _h3 = agent(dir, port, "h3", &[]);
+    hosts.until("gone", |_| true);
+    // alice's goes on: she cancels, and her page shows it.
+    let cancel = post_form(
+        &http,
+        &format!("/campaigns/{id}/cancel"),
+        &alice.cookie,
+        &[("csrf", &alice.csrf)],
+    );
+    assert_eq!(cancel.status, 303, "{cancel:?}");
+    as_alice.until("main", |d| d.contains("<td id=\"state\">cancelled</td>"));
     coordinator.kill9();
 }

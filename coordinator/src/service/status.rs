@@ -48,11 +48,32 @@ impl CampaignStatus {
 
     /// Every campaign's progress, newest first (`platter status`, `platter campaigns`).
     pub fn load_all(store: &Store, hub: &Hub) -> Result<Vec<CampaignStatus>> {
+        CampaignStatus::load_all_known(store, hub, &Known::default())
+    }
+
+    /// `load_all`, reading again only the campaigns whose store fingerprint changed since
+    /// `known` last saw them (a coordinator's listings: the console's pages ask on every
+    /// change of the fleet, and ended campaigns of 10,000 steps each do not change). Hosts'
+    /// presence and the store's fault are always as they are now.
+    pub fn load_all_known(store: &Store, hub: &Hub, known: &Known) -> Result<Vec<CampaignStatus>> {
         let ids = store.campaign_ids()?;
         let fleet = crate::service::presence::fleet_of(hub)?;
-        ids.iter()
-            .map(|id| CampaignStatus::load_in(store, hub, fleet.as_ref(), id))
-            .collect()
+        let mut before = std::mem::take(&mut *known.0.lock().expect("known campaigns"));
+        let mut now = std::collections::HashMap::with_capacity(ids.len());
+        let mut all = Vec::with_capacity(ids.len());
+        for id in ids {
+            // The fingerprint first: a change after it makes the next listing read again.
+            let print = store.campaign_fingerprint(&id)?;
+            let mut status = match before.remove(&id) {
+                Some((p, s)) if p == print => s,
+                _ => CampaignStatus::load_in(store, hub, fleet.as_ref(), id.as_str())?,
+            };
+            status.present(store, hub, fleet.as_ref());
+            now.insert(id, (print, status.clone()));
+            all.push(status);
+        }
+        *known.0.lock().expect("known campaigns") = now;
+        Ok(all)
     }
 
     /// The progress of the campaign `campaign` names (its id, or the latest of that name).
@@ -159,16 +180,31 @@ impl CampaignStatus {
             created_unix_ms: campaign.submitted_unix_ms,
             store_fault: None,
         };
-        status.store_fault = store.fault();
-        for h in &mut status.hosts {
+        status.present(store, hub, fleet);
+        Ok(status)
+    }
+
+    /// The store's fault and the hosts' presence as they are now.
+    fn present(
+        &mut self,
+        store: &Store,
+        hub: &Hub,
+        fleet: Option<&crate::service::presence::Fleet>,
+    ) {
+        self.store_fault = store.fault();
+        for h in &mut self.hosts {
             let w = crate::service::presence::whereabouts(hub, fleet, &h.host);
             h.connected = w.presence == crate::service::hub::Presence::Connected;
             h.coordinator = w.coordinator;
             h.journal_fault = hub.journal_fault(&h.host).unwrap_or_default();
         }
-        Ok(status)
     }
 }
+
+/// Campaigns' progress as last listed, each with its store fingerprint
+/// (`Store::campaign_fingerprint`).
+#[derive(Default)]
+pub struct Known(std::sync::Mutex<std::collections::HashMap<CampaignId, (u64, CampaignStatus)>>);
 
 /// The campaign's `repeat:` if it is adaptive (its stored text is parsed only if it can be).
 fn adaptive(file: &str, yaml: &str) -> Option<crate::spec::Repeat> {
@@ -270,6 +306,74 @@ mod tests {
         let status = CampaignStatus::load(&store, &hub, &planned.id).unwrap();
         assert_eq!(status.steps_done, plan.steps.len() as u32);
         assert_eq!(status.hosts[0].elapsed_ms, 2000);
+    }
+
+    /// A listing that knows the campaigns reads again those that changed, and only
+    /// those: a step ending, a cancel; what it lists is what a fresh listing says.
+    #[tokio::test]
+    async fn a_known_listing_follows_every_change_and_only_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let yaml =
+            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: 'true' } }\nrepeat: 3\n";
+        let c = crate::spec::parse("t.yaml", yaml).unwrap();
+        let a = crate::planning::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+        store.insert_campaign(&a, "t.yaml", yaml).unwrap();
+        let b = crate::planning::planner::plan(&c, "", "test", 2, &Default::default()).unwrap();
+        store.insert_campaign(&b, "t.yaml", yaml).unwrap();
+        let hub = Hub::new(store.clone());
+        let known = Known::default();
+        let listed = |known: &Known| {
+            let mut l = CampaignStatus::load_all_known(&store, &hub, known).unwrap();
+            l.sort_by(|x, y| x.campaign_id.cmp(&y.campaign_id));
+            l
+        };
+        let fresh = || {
+            let mut l = CampaignStatus::load_all(&store, &hub).unwrap();
+            l.sort_by(|x, y| x.campaign_id.cmp(&y.campaign_id));
+            l
+        };
+        assert_eq!(listed(&known), fresh());
+        let print_b = store.campaign_fingerprint(&b.id).unwrap();
+
+        // A step of campaign a ends: a's listing says so; b's fingerprint is unchanged.
+        let plan = &a.plans[0];
+        let s = &plan.steps[0];
+        let record = Record {
+            seq: 1,
+            kind: RecordKind::Step(StepEvent {
+                plan_id: plan.id.clone(),
+                kind: "measure".into(),
+                step_index: s.index,
+                cell_id: s.cell_id.clone(),
+                repetition: s.repetition,
+                attempt: 1,
+                state: StepState::Succeeded,
+                started_unix_ns: 1_000_000_000,
+                finished_unix_ns: 3_000_000_000,
+                exit_status: 0,
+                stderr_tail: String::new(),
+                error: String::new(),
+                samples: Vec::new(),
+            }),
+        };
+        store
+            .write_records(&"h".into(), vec![record])
+            .await
+            .unwrap();
+        let after = listed(&known);
+        assert_eq!(after, fresh());
+        let a_now = after.iter().find(|s| s.campaign_id == a.id).unwrap();
+        assert_eq!((a_now.steps_done, a_now.hosts[0].elapsed_ms), (1, 2000));
+        assert_eq!(store.campaign_fingerprint(&b.id).unwrap(), print_b);
+
+        // b is cancelled: its listing says so.
+        store.cancel_campaign(&b.id).unwrap();
+        let after = listed(&known);
+        assert_eq!(after, fresh());
+        let b_now = after.iter().find(|s| s.campaign_id == b.id).unwrap();
+        assert_eq!(b_now.state, crate::store::CampaignState::Cancelled);
+        assert_ne!(store.campaign_fingerprint(&b.id).unwrap(), print_b);
     }
 
     #[test]

@@ -116,11 +116,19 @@ impl Store {
     /// Every agent the store has heard from, by host.
     pub fn agents(&self) -> Result<Vec<StoredAgent>> {
         self.read(|c| {
+            // The campaign of the plan each host holds (its first queued, where several
+            // are): one query for the fleet, not a subquery per agent.
+            let held = c.query_map(
+                "SELECT host, campaign_id FROM plans WHERE state IN ('sent', 'accepted')
+                  ORDER BY host, queued_seq DESC",
+                (),
+                |r| Ok((r.get::<HostName>(0)?, r.get::<CampaignId>(1)?)),
+            )?;
+            // Later rows of a host are earlier in the queue: the last one written stays.
+            let mut holding: HashMap<HostName, CampaignId> = held.into_iter().collect();
             let rows = c.query_map(
-                "SELECT a.host, a.boot_id, a.agent_version, a.last_seen_unix_ms, a.devices, a.labels,
-                        (SELECT p.campaign_id FROM plans p WHERE p.host = a.host AND p.state IN ('sent', 'accepted')
-                          ORDER BY p.queued_seq LIMIT 1)
-                   FROM agents a ORDER BY a.host",
+                "SELECT host, boot_id, agent_version, last_seen_unix_ms, devices, labels
+                   FROM agents ORDER BY host",
                 (),
                 |r| {
                     Ok((
@@ -130,14 +138,14 @@ impl Store {
                         r.get::<i64>(3)?,
                         r.get::<String>(4)?,
                         r.get::<String>(5)?,
-                        r.get::<Option<CampaignId>>(6)?,
                     ))
                 },
             )?;
             rows.into_iter()
                 .map(
-                    |(host, boot_id, version, last_seen_unix_ms, devices, labels, current_campaign)| {
+                    |(host, boot_id, version, last_seen_unix_ms, devices, labels)| {
                         let devices: Vec<Device> = serde_json::from_str(&devices)?;
+                        let current_campaign = holding.remove(&host);
                         Ok(StoredAgent {
                             host,
                             boot_id,

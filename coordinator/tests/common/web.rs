@@ -149,6 +149,28 @@ pub fn call(site: &str, method: &str, path: &str, headers: &[(&str, &str)], body
     }
 }
 
+/// A form posted as a browser does: with the session's `cookie`, `fields` form-encoded.
+pub fn post_form(site: &str, path: &str, cookie: &str, fields: &[(&str, &str)]) -> Answer {
+    call(
+        site,
+        "POST",
+        path,
+        &[
+            ("Cookie", cookie),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        &form(fields),
+    )
+}
+
+/// The value of the first `name="…"` attribute in `html`.
+pub fn attribute(html: &str, name: &str) -> Option<String> {
+    html.split(&format!("{name}=\""))
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .map(str::to_string)
+}
+
 /// `application/x-www-form-urlencoded` of `fields`.
 pub fn form(fields: &[(&str, &str)]) -> String {
     fields
@@ -220,11 +242,10 @@ pub fn sign_in(addr: &str, name: &str, password: &str) -> Session {
     assert_eq!(page.status, 200, "{page:?}");
     let csrf = page
         .body
-        .split("name=\"csrf\" value=\"")
+        .split("name=\"csrf\"")
         .nth(1)
-        .and_then(|r| r.split('"').next())
-        .expect("the page carries a CSRF token")
-        .to_string();
+        .and_then(|r| attribute(r, "value"))
+        .expect("the page carries a CSRF token");
     Session {
         cookie,
         csrf,

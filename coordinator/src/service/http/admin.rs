@@ -126,7 +126,7 @@ async fn admin_page(ctx: &Ctx, access: &Access, status: StatusCode, notice: &str
         Ok(l) => l,
         Err(f) => {
             let body = format!("<p class=\"fail\" id=\"message\">{}</p>", esc(&f.words));
-            return (f.status, access.page("Admin", false, &body)).into_response();
+            return (f.status, access.page("Admin", &body)).into_response();
         }
     };
     let csrf = csrf_field(access);
@@ -188,7 +188,7 @@ async fn admin_page(ctx: &Ctx, access: &Access, status: StatusCode, notice: &str
          <p class=\"muted\">A token does at most what its account may, now and after the account's role changes.</p>",
         role_options(AccountRole::Viewer)
     );
-    (status, access.page("Admin", false, &b)).into_response()
+    (status, access.page("Admin", &b)).into_response()
 }
 
 /// A page change's answer: back to the admin page when it was made, else the page again
@@ -386,7 +386,7 @@ pub(super) async fn add_token(
                 esc(&t.label),
                 esc(&made.secret)
             );
-            access.page("API token made", false, &body).into_response()
+            access.page("API token made", &body).into_response()
         }
         Err(f) => changed(&ctx, &access, Err(f)).await,
     }

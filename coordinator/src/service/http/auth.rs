@@ -34,6 +34,8 @@ pub(super) struct Access {
     pub csrf: String,
     /// The session's own token (the cookie), for signing out.
     session: Option<String>,
+    /// The API token's secret, to ask again whether it still holds.
+    secret: Option<String>,
     /// Asked under /api/: refusals are JSON.
     api: bool,
 }
@@ -79,8 +81,21 @@ impl Access {
     }
 
     /// A page in the console's frame, for this account.
-    pub(super) fn page(&self, title: &str, live: bool, body: &str) -> Html<String> {
-        super::layout::page(&self.account, self.role, &self.csrf, title, live, body)
+    pub(super) fn page(&self, title: &str, body: &str) -> Html<String> {
+        super::layout::page(&self.account, self.role, &self.csrf, title, None, body)
+    }
+
+    /// A live page: its `<main>` follows the fleet; `seen` is the hash of the `<main>`
+    /// this page shows, so its stream sends it again only once it changed.
+    pub(super) fn live_page(&self, title: &str, body: &str, seen: u64) -> Html<String> {
+        super::layout::page(
+            &self.account,
+            self.role,
+            &self.csrf,
+            title,
+            Some(seen),
+            body,
+        )
     }
 
     /// A refusal (boxed: a response is large, and the happy path should not carry it).
@@ -89,7 +104,7 @@ impl Access {
         Box::new(if self.api {
             (code, axum::Json(serde_json::json!({ "error": why }))).into_response()
         } else {
-            (code, self.page("Refused", false, &body)).into_response()
+            (code, self.page("Refused", &body)).into_response()
         })
     }
 }
@@ -120,56 +135,90 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .then(|| token.trim().to_string())
 }
 
+/// What a caller showed: an API token's secret or a session's token (the cookie).
+#[derive(Debug, Clone)]
+enum Credential {
+    Token(String),
+    Session(String),
+}
+
+impl Access {
+    /// Who `credential` is now, per the store; `None` when it is unknown, revoked, ended
+    /// or expired.
+    async fn of(
+        store: &crate::store::Store,
+        credential: Credential,
+        api: bool,
+    ) -> Result<Option<Access>, Response> {
+        let store = store.clone();
+        let found = tokio::task::spawn_blocking(move || match credential {
+            Credential::Token(secret) => store.token(&secret).map(|t| {
+                t.map(|t| Access {
+                    account: t.account,
+                    role: t.role,
+                    csrf: String::new(),
+                    session: None,
+                    secret: Some(secret),
+                    api,
+                })
+            }),
+            Credential::Session(token) => store.session(&token).map(|s| {
+                s.map(|s| Access {
+                    account: s.account,
+                    role: s.role,
+                    csrf: s.csrf,
+                    session: Some(token),
+                    secret: None,
+                    api,
+                })
+            }),
+        })
+        .await;
+        match found {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(e)) => Err(store_unreadable(&e)),
+            Err(_) => Err(StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+        }
+    }
+
+    /// This caller as the store knows them now (an open page's stream asks again before
+    /// each update): `Ok(None)` once the session ended or the token was revoked; the
+    /// role as it is now.
+    pub(super) async fn again(&self, ctx: &Ctx) -> Result<Option<Access>, Response> {
+        let credential = match (&self.session, &self.secret) {
+            (Some(token), _) => Credential::Session(token.clone()),
+            (None, Some(secret)) => Credential::Token(secret.clone()),
+            (None, None) => return Ok(None),
+        };
+        Access::of(&ctx.store, credential, self.api).await
+    }
+}
+
 impl FromRequestParts<Ctx> for Access {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, ctx: &Ctx) -> Result<Access, Response> {
         let api = parts.uri.path().starts_with("/api/");
-        let store = ctx.store.clone();
-        if let Some(secret) = bearer(&parts.headers) {
-            let found = tokio::task::spawn_blocking(move || store.token(&secret)).await;
-            return match found {
-                Ok(Ok(Some(t))) => Ok(Access {
-                    account: t.account,
-                    role: t.role,
-                    csrf: String::new(),
-                    session: None,
-                    api,
-                }),
-                Ok(Ok(None)) => Err(unauthorized(
-                    api,
-                    parts,
-                    "this API token is unknown or revoked",
-                )),
-                Ok(Err(e)) => Err(store_unreadable(&e)),
-                Err(_) => Err(StatusCode::INTERNAL_SERVER_ERROR.into_response()),
-            };
-        }
-        let Some(token) = cookie(&parts.headers, COOKIE) else {
+        let (credential, unknown) = if let Some(secret) = bearer(&parts.headers) {
+            (
+                Credential::Token(secret),
+                "this API token is unknown or revoked",
+            )
+        } else if let Some(token) = cookie(&parts.headers, COOKIE) {
+            (
+                Credential::Session(token),
+                "the session ended or expired: sign in again",
+            )
+        } else {
             return Err(unauthorized(
                 api,
                 parts,
                 "sign in first (or send an API token as Authorization: Bearer)",
             ));
         };
-        let asked = token.clone();
-        let found = tokio::task::spawn_blocking(move || store.session(&asked)).await;
-        match found {
-            Ok(Ok(Some(s))) => Ok(Access {
-                account: s.account,
-                role: s.role,
-                csrf: s.csrf,
-                session: Some(token),
-                api,
-            }),
-            Ok(Ok(None)) => Err(unauthorized(
-                api,
-                parts,
-                "the session ended or expired: sign in again",
-            )),
-            Ok(Err(e)) => Err(store_unreadable(&e)),
-            Err(_) => Err(StatusCode::INTERNAL_SERVER_ERROR.into_response()),
-        }
+        Access::of(&ctx.store, credential, api)
+            .await?
+            .ok_or_else(|| unauthorized(api, parts, unknown))
     }
 }
 

@@ -27,7 +27,7 @@ pub(super) const PAGE_ROWS: usize = 100;
 pub(super) fn failed(access: &Access, what: &str, s: &Status) -> Response {
     let code = http_status(s);
     let body = format!("<p class=\"fail\">{}: {}</p>", esc(what), esc(s.message()));
-    (code, access.page(what, false, &body)).into_response()
+    (code, access.page(what, &body)).into_response()
 }
 
 /// The HTTP status of a Control service's answer.
@@ -105,10 +105,116 @@ fn progress(done: u32, total: u32) -> String {
     format!("<progress max=\"{total}\" value=\"{done}\"></progress> {done}/{total} ({pct}%)")
 }
 
+/// A live page's `<main>`: what its handler puts in the page frame, and what `/events`
+/// sends an open page when it changed.
+pub(super) struct Main {
+    status: StatusCode,
+    title: String,
+    body: String,
+}
+
+impl Main {
+    fn ok(title: &str, body: String) -> Main {
+        Main {
+            status: StatusCode::OK,
+            title: title.to_string(),
+            body,
+        }
+    }
+
+    /// A failed call, in the service's own words, with its HTTP status.
+    fn failed(what: &str, s: &Status) -> Main {
+        Main {
+            status: http_status(s),
+            title: what.to_string(),
+            body: format!("<p class=\"fail\">{}: {}</p>", esc(what), esc(s.message())),
+        }
+    }
+
+    /// The whole page, for `access`.
+    fn page(self, access: &Access) -> Response {
+        let seen = seen(&self.inner_html());
+        (self.status, access.live_page(&self.title, &self.body, seen)).into_response()
+    }
+
+    /// What goes inside `<main>`, as `layout::page` puts it there.
+    pub(super) fn inner_html(&self) -> String {
+        format!("\n<h1>{}</h1>\n{}", esc(&self.title), self.body)
+    }
+}
+
+/// A `<main>`'s fingerprint: an open page names the one it shows, and its stream sends
+/// one only when it differs. (The same in every coordinator built alike; a mismatch only
+/// costs one send.)
+pub(super) fn seen(inner_html: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    inner_html.hash(&mut h);
+    h.finish()
+}
+
+/// A live page (one whose `<main>` follows the fleet), by what its address asks.
+#[derive(Debug)]
+pub(super) enum Live {
+    Overview,
+    Hosts(HostFilter),
+    Host(String),
+    Campaigns(CampaignFilter),
+    Campaign(String),
+}
+
+impl Live {
+    /// The live page at `address` (a path with its query, as a browser's `location`
+    /// has it); `None` for any other.
+    pub(super) fn at(address: &str) -> Option<Live> {
+        let uri: axum::http::Uri = address.parse().ok()?;
+        let segments = uri
+            .path()
+            .strip_prefix('/')?
+            .split('/')
+            .map(|s| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8()
+                    .map(|s| s.into_owned())
+            })
+            .collect::<Result<Vec<String>, _>>()
+            .ok()?;
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        Some(match segments[..] {
+            [""] => Live::Overview,
+            ["hosts"] => Live::Hosts(Query::try_from_uri(&uri).ok()?.0),
+            ["hosts", name] => Live::Host(name.to_string()),
+            ["campaigns"] => Live::Campaigns(Query::try_from_uri(&uri).ok()?.0),
+            ["campaigns", id] => Live::Campaign(id.to_string()),
+            _ => return None,
+        })
+    }
+
+    /// The page's `<main>` as `access` sees it.
+    pub(super) async fn main(&self, ctx: &Ctx, access: &Access) -> Main {
+        self.main_for(ctx, access.role, &access.csrf).await
+    }
+
+    /// The page's `<main>` as an account of `role` sees it, its forms carrying `csrf`.
+    pub(super) async fn main_for(&self, ctx: &Ctx, role: AccountRole, csrf: &str) -> Main {
+        match self {
+            Live::Overview => overview_main(ctx).await,
+            Live::Hosts(filter) => hosts_main(ctx, filter).await,
+            Live::Host(name) => host_main(ctx, name).await,
+            Live::Campaigns(filter) => campaigns_main(ctx, filter).await,
+            Live::Campaign(id) => campaign_main(ctx, id, role, csrf).await,
+        }
+    }
+}
+
 pub(super) async fn overview(State(ctx): State<Ctx>, access: Access) -> Response {
+    Live::Overview.main(&ctx, &access).await.page(&access)
+}
+
+async fn overview_main(ctx: &Ctx) -> Main {
     let o = match ctx.overview().await {
         Ok(o) => o,
-        Err(s) => return failed(&access, "Overview", &s),
+        Err(s) => return Main::failed("Overview", &s),
     };
     let mut b = fault_banner(o.store_fault.as_ref());
     let counts: Vec<String> = o
@@ -185,7 +291,7 @@ pub(super) async fn overview(State(ctx): State<Ctx>, access: Access) -> Response
         }
         b.push_str("</table>");
     }
-    access.page("Overview", true, &b).into_response()
+    Main::ok("Overview", b)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -279,9 +385,13 @@ pub(super) async fn hosts(
     access: Access,
     Query(filter): Query<HostFilter>,
 ) -> Response {
+    Live::Hosts(filter).main(&ctx, &access).await.page(&access)
+}
+
+async fn hosts_main(ctx: &Ctx, filter: &HostFilter) -> Main {
     let agents = match ctx.agents().await {
         Ok(a) => a,
-        Err(s) => return failed(&access, "Hosts", &s),
+        Err(s) => return Main::failed("Hosts", &s),
     };
     let mut b = fault_banner(agents.store_fault.as_ref());
     let _ = write!(
@@ -299,7 +409,7 @@ pub(super) async fn hosts(
     // Campaign names are shown for busy hosts only; reading every campaign's progress for
     // them costs as much as reading the fleet (200 campaigns of 50 hosts: 0.13 s).
     let names = if page.clone().any(|a| a.state == "busy") {
-        campaign_names(&ctx).await
+        campaign_names(ctx).await
     } else {
         Default::default()
     };
@@ -347,7 +457,7 @@ pub(super) async fn hosts(
         url_part(&filter.state)
     );
     b.push_str(&pager(&base, filter.page, shown.len()));
-    access.page("Hosts", true, &b).into_response()
+    Main::ok("Hosts", b)
 }
 
 pub(super) async fn host(
@@ -355,13 +465,17 @@ pub(super) async fn host(
     access: Access,
     Path(name): Path<String>,
 ) -> Response {
+    Live::Host(name).main(&ctx, &access).await.page(&access)
+}
+
+async fn host_main(ctx: &Ctx, name: &str) -> Main {
     let agents = match ctx.agents().await {
         Ok(a) => a,
-        Err(s) => return failed(&access, "Host", &s),
+        Err(s) => return Main::failed("Host", &s),
     };
     let Some(a) = agents.agents.iter().find(|a| a.host == name) else {
         let s = Status::not_found(format!("no agent named {name:?} has connected"));
-        return failed(&access, "Host", &s);
+        return Main::failed("Host", &s);
     };
     let campaigns = ctx.campaigns().await.ok();
     let campaigns = campaigns.as_ref().map_or(&[][..], |r| &r.campaigns[..]);
@@ -456,9 +570,7 @@ pub(super) async fn host(
         }
         b.push_str("</table>");
     }
-    access
-        .page(&format!("Host {}", a.host), true, &b)
-        .into_response()
+    Main::ok(&format!("Host {}", a.host), b)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -487,9 +599,16 @@ pub(super) async fn campaigns(
     access: Access,
     Query(filter): Query<CampaignFilter>,
 ) -> Response {
+    Live::Campaigns(filter)
+        .main(&ctx, &access)
+        .await
+        .page(&access)
+}
+
+async fn campaigns_main(ctx: &Ctx, filter: &CampaignFilter) -> Main {
     let all = match ctx.campaigns().await {
         Ok(c) => c,
-        Err(s) => return failed(&access, "Campaigns", &s),
+        Err(s) => return Main::failed("Campaigns", &s),
     };
     let mut b = fault_banner(all.store_fault.as_ref());
     let _ = write!(
@@ -534,7 +653,7 @@ pub(super) async fn campaigns(
         url_part(&filter.host)
     );
     b.push_str(&pager(&base, filter.page, shown.len()));
-    access.page("Campaigns", true, &b).into_response()
+    Main::ok("Campaigns", b)
 }
 
 /// Report formats offered for download, with their file extension and media type.
@@ -553,9 +672,14 @@ pub(super) async fn campaign(
     access: Access,
     Path(id): Path<String>,
 ) -> Response {
-    let c = match ctx.campaign(&id).await {
+    Live::Campaign(id).main(&ctx, &access).await.page(&access)
+}
+
+/// A campaign's page; its cancel form carries `csrf` ("" where console.js fills it in).
+async fn campaign_main(ctx: &Ctx, id: &str, role: AccountRole, csrf: &str) -> Main {
+    let c = match ctx.campaign(id).await {
         Ok(c) => c,
-        Err(s) => return failed(&access, "Campaign", &s),
+        Err(s) => return Main::failed("Campaign", &s),
     };
     let mut b = fault_banner(c.store_fault.as_ref());
     let verdict = verdict_html(ctx.verdict(&c).await.as_ref(), "-");
@@ -574,12 +698,12 @@ pub(super) async fn campaign(
             "-".into()
         }
     );
-    if c.state == pb::CampaignState::Running as i32 && access.role.allows(AccountRole::Operator) {
+    if c.state == pb::CampaignState::Running as i32 && role.allows(AccountRole::Operator) {
         let _ = write!(
             b,
             "<form method=\"post\" action=\"/campaigns/{}/cancel\" id=\"cancel\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Cancel this campaign</button></form>",
             esc(&url_part(&c.campaign_id)),
-            esc(&access.csrf)
+            esc(csrf)
         );
     }
     b.push_str("<h2>Hosts</h2><table id=\"progress\"><tr><th>host</th><th>link</th><th>steps</th><th>ETA</th><th>current step</th></tr>");
@@ -655,9 +779,7 @@ pub(super) async fn campaign(
         );
     }
     b.push_str("</p>");
-    access
-        .page(&format!("Campaign {}", c.name), true, &b)
-        .into_response()
+    Main::ok(&format!("Campaign {}", c.name), b)
 }
 
 /// A report in one format, as a download (or, for HTML, a page of its own whose policy
@@ -759,7 +881,7 @@ pub(super) async fn compare(
             }
         }
     }
-    access.page("Compare", false, &b).into_response()
+    access.page("Compare", &b).into_response()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -789,7 +911,7 @@ pub(super) async fn submit_page(access: Access) -> Response {
         return *refused;
     }
     access
-        .page("Submit a campaign", false, &submit_form(&access, "", ""))
+        .page("Submit a campaign", &submit_form(&access, "", ""))
         .into_response()
 }
 
@@ -828,8 +950,46 @@ pub(super) async fn submit(
     access
         .page(
             "Submit a campaign",
-            false,
             &submit_form(&access, &form.yaml, &outcome),
         )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_pages_are_known_by_their_address() {
+        assert!(matches!(Live::at("/"), Some(Live::Overview)));
+        match Live::at("/hosts?q=rack%3Db12&state=busy&page=2") {
+            Some(Live::Hosts(f)) => {
+                assert_eq!(
+                    (f.q.as_str(), f.state.as_str(), f.page),
+                    ("rack=b12", "busy", 2)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match Live::at("/hosts/%3Cimg%20src%3Dx%3E") {
+            Some(Live::Host(name)) => assert_eq!(name, "<img src=x>"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(Live::at("/campaigns?state=done"), Some(Live::Campaigns(f)) if f.state == "done")
+        );
+        assert!(matches!(Live::at("/campaigns/c-1"), Some(Live::Campaign(id)) if id == "c-1"));
+        // Pages that do not follow the fleet, and addresses that are not pages.
+        for other in [
+            "/admin",
+            "/campaigns/c-1/report.html",
+            "/compare",
+            "hosts",
+            "",
+            "/hosts?page=x",
+            "/hosts/%FF",
+        ] {
+            assert!(Live::at(other).is_none(), "{other}");
+        }
+    }
 }

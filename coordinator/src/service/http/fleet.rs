@@ -30,9 +30,9 @@ fn in_process<T>(message: T) -> Request<T> {
 }
 
 /// Verdicts of ended campaigns, which do not change once ended: a report is read once per
-/// campaign, not once per page view.
+/// campaign, not once per page view (nor once per page rendering at the same moment).
 #[derive(Default)]
-pub(super) struct Verdicts(Mutex<HashMap<String, Verdict>>);
+pub(super) struct Verdicts(Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Verdict>>>>);
 
 /// Campaigns a host's page shows what it ran on for.
 const HOST_RUNS: usize = 20;
@@ -290,24 +290,24 @@ impl Ctx {
         if c.state == pb::CampaignState::Running as i32 {
             return None;
         }
-        if let Some(v) = self
+        let cell = self
             .verdicts
             .0
             .lock()
             .expect("verdicts")
-            .get(&c.campaign_id)
-        {
-            return Some(v.clone());
-        }
-        // JUnit is the report's shortest rendering; only its counts are used here.
-        let r = self.report(&c.campaign_id, "junit").await.ok()?;
-        let v = verdict_of(&r);
-        self.verdicts
-            .0
-            .lock()
-            .expect("verdicts")
-            .insert(c.campaign_id.clone(), v.clone());
-        Some(v)
+            .entry(c.campaign_id.clone())
+            .or_default()
+            .clone();
+        // The first to ask reads the report, the others wait for it; a report that cannot
+        // be read now is asked again next time.
+        cell.get_or_try_init(|| async {
+            // JUnit is the report's shortest rendering; only its counts are used here.
+            let r = self.report(&c.campaign_id, "junit").await?;
+            Ok::<_, Status>(verdict_of(&r))
+        })
+        .await
+        .ok()
+        .cloned()
     }
 
     /// The campaign's latest failed steps (at most `FAILURES_SHOWN`) and how many failed

@@ -10,13 +10,14 @@ use crate::report::esc;
 use crate::store::accounts::AccountRole;
 
 /// A whole page: the navigation, the signed-in account with its sign-out form, and `body`
-/// in `<main>`; a live page's `<main>` is reloaded by console.js on change.
+/// in `<main>`. A live page (`live`: the hash of its `<main>`'s contents) has its `<main>`
+/// replaced by console.js when the coordinator sends a changed one.
 pub(super) fn page(
     account: &str,
     role: AccountRole,
     csrf: &str,
     title: &str,
-    live: bool,
+    live: Option<u64>,
     body: &str,
 ) -> Html<String> {
     let submit = if role.allows(AccountRole::Operator) {
@@ -43,7 +44,10 @@ pub(super) fn page(
         account = esc(account),
         role = role.as_str(),
         csrf = esc(csrf),
-        live = if live { r#" data-live="/events""# } else { "" },
+        live = match live {
+            Some(seen) => format!(r#" data-live="/events" data-seen="{seen}""#),
+            None => String::new(),
+        },
     ))
 }
 

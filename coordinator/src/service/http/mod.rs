@@ -53,6 +53,8 @@ struct Ctx {
     verdicts: Arc<fleet::Verdicts>,
     /// The fleet's agents and campaigns, each read once for the requests that wait for it.
     reads: Arc<fleet::Reads>,
+    /// Live pages' `<main>` as last rendered, one rendering for every open page alike.
+    renders: Arc<live::Renders>,
     /// Moves when a live page should look again (`live::pulse`).
     pulse: watch::Sender<u64>,
     /// Live pages open now (their event streams).
@@ -99,6 +101,7 @@ pub async fn serve(
         https: tls.is_some(),
         failures: Default::default(),
         verdicts: Default::default(),
+        renders: Default::default(),
         reads: Default::default(),
         pulse,
         console_clients: Default::default(),

@@ -20,6 +20,7 @@ use crate::service::status::CampaignStatus;
 use crate::service::task_stream::task_stream;
 use crate::service::tls::Auth;
 use crate::spec;
+use crate::store::agents::StoredAgent;
 use crate::store::{CampaignState, Store, StoreError, StoreFault};
 
 /// Watchers get at most this many updates per second.
@@ -45,7 +46,10 @@ pub struct LastRead {
     /// By campaign id and by the reference asked for (a name).
     campaigns: std::sync::Mutex<std::collections::HashMap<String, CampaignStatus>>,
     all: std::sync::Mutex<Option<Vec<CampaignStatus>>>,
-    agents: std::sync::Mutex<Option<Vec<pb::AgentInfo>>>,
+    /// Campaigns as last listed, read again only once they changed.
+    known: crate::service::status::Known,
+    /// Shared, not copied: a fleet of 10,000 agents is 10 MB of rows.
+    agents: std::sync::Mutex<Option<Arc<Vec<StoredAgent>>>>,
 }
 
 impl LastRead {
@@ -428,26 +432,29 @@ impl Control for ControlService {
     ) -> Result<Response<pb::ListCampaignsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let (store, hub, last) = (self.store.clone(), self.hub.clone(), self.last.clone());
-        let (all, store_fault) = blocking(move || match CampaignStatus::load_all(&store, &hub) {
-            Ok(all) => {
-                *last.all.lock().expect("last-read lock") = Some(all.clone());
-                Ok((all, store.fault()))
-            }
-            Err(e) => {
-                let fault = unreadable(&store, &e).ok_or_else(|| store_status(e))?;
-                let mut all = last
-                    .all
-                    .lock()
-                    .expect("last-read lock")
-                    .clone()
-                    .unwrap_or_default();
-                for s in &mut all {
-                    marked(s, fault.clone(), &hub);
-                }
-                Ok((all, Some(fault)))
-            }
-        })
-        .await?;
+        let (all, store_fault) =
+            blocking(
+                move || match CampaignStatus::load_all_known(&store, &hub, &last.known) {
+                    Ok(all) => {
+                        *last.all.lock().expect("last-read lock") = Some(all.clone());
+                        Ok((all, store.fault()))
+                    }
+                    Err(e) => {
+                        let fault = unreadable(&store, &e).ok_or_else(|| store_status(e))?;
+                        let mut all = last
+                            .all
+                            .lock()
+                            .expect("last-read lock")
+                            .clone()
+                            .unwrap_or_default();
+                        for s in &mut all {
+                            marked(s, fault.clone(), &hub);
+                        }
+                        Ok((all, Some(fault)))
+                    }
+                },
+            )
+            .await?;
         Ok(Response::new(pb::ListCampaignsResponse {
             campaigns: all.into_iter().map(Into::into).collect(),
             store_fault: store_fault.map(Into::into),
@@ -520,30 +527,10 @@ impl Control for ControlService {
         let store = self.store.clone();
         let hub = self.hub.clone();
         let last = self.last.clone();
-        let (rows, fleet): (Vec<pb::AgentInfo>, _) = blocking(move || {
+        let (rows, fleet) = blocking(move || {
             let read = || {
                 let fleet = crate::service::presence::fleet_of(&hub)?;
-                let rows: Vec<pb::AgentInfo> = store
-                    .agents()?
-                    .into_iter()
-                    .map(|a| pb::AgentInfo {
-                        host: a.host.into_string(),
-                        connected: false,
-                        boot_id: a.boot_id,
-                        agent_version: a.version,
-                        last_seen_unix_ms: a.last_seen_unix_ms,
-                        devices: a.devices.iter().map(pb::Device::from).collect(),
-                        labels: a.labels,
-                        state: String::new(),
-                        current_campaign: a
-                            .current_campaign
-                            .map(CampaignId::into_string)
-                            .unwrap_or_default(),
-                        tools: Vec::new(),
-                        coordinator: String::new(),
-                    })
-                    .collect();
-                Ok((rows, fleet))
+                Ok((Arc::new(store.agents()?), fleet))
             };
             match read() {
                 Ok((rows, fleet)) => {
@@ -554,26 +541,44 @@ impl Control for ControlService {
                 // here since (their presence is this coordinator's own).
                 Err(e) => {
                     unreadable(&store, &e).ok_or_else(|| store_status(e))?;
-                    let mut rows = last
-                        .agents
-                        .lock()
-                        .expect("last-read lock")
-                        .clone()
-                        .unwrap_or_default();
+                    let last = last.agents.lock().expect("last-read lock").clone();
+                    let mut rows = last.map(|r| r.to_vec()).unwrap_or_default();
                     for host in hub.connected_hosts() {
                         if !rows.iter().any(|r| r.host == host) {
-                            rows.push(pb::AgentInfo {
-                                host: host.into_string(),
-                                ..Default::default()
+                            rows.push(StoredAgent {
+                                host,
+                                boot_id: String::new(),
+                                version: String::new(),
+                                last_seen_unix_ms: 0,
+                                devices: Vec::new(),
+                                labels: Default::default(),
+                                current_campaign: None,
                             });
                         }
                     }
                     rows.sort_by(|a, b| a.host.cmp(&b.host));
-                    Ok((rows, None))
+                    Ok((Arc::new(rows), None))
                 }
             }
         })
         .await?;
+        let rows = rows.iter().map(|a| pb::AgentInfo {
+            host: a.host.to_string(),
+            connected: false,
+            boot_id: a.boot_id.clone(),
+            agent_version: a.version.clone(),
+            last_seen_unix_ms: a.last_seen_unix_ms,
+            devices: a.devices.iter().map(pb::Device::from).collect(),
+            labels: a.labels.clone(),
+            state: String::new(),
+            current_campaign: a
+                .current_campaign
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            tools: Vec::new(),
+            coordinator: String::new(),
+        });
         let agents = rows.into_iter().map(|mut a| {
             let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
             a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
