@@ -149,6 +149,13 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     .await;
     assert_eq!(b.dialog().await, None);
 
+    // Eight live pages open at once, each holding its event stream: the last loads and
+    // follows like the first (over HTTP/1.1 a browser opens six connections to a site).
+    for _ in 0..8 {
+        b.new_tab(&format!("{site}/")).await;
+        b.wait_for_text("#fleet", "3 host(s)").await;
+    }
+
     // An agent killed while holding a plan appears under "needing attention" within the
     // heartbeat timeout and 2 s, without a reload.
     let held = write(

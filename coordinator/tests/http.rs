@@ -184,6 +184,23 @@ fn with_a_certificate_the_console_speaks_https_only() {
         "{}",
         browser.set_cookie
     );
+    // A browser is offered HTTP/2 (its pages' event streams then share one connection);
+    // a client that knows only HTTP/1.1 gets that.
+    for (offered, agreed) in [
+        (vec![b"h2".to_vec(), b"http/1.1".to_vec()], b"h2".as_slice()),
+        (vec![b"http/1.1".to_vec()], b"http/1.1".as_slice()),
+    ] {
+        let mut cfg = (*trusting(&dir.join("pki/ca/ca.pem"))).clone();
+        cfg.alpn_protocols = offered;
+        use tokio_rustls::rustls;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+        let mut tcp = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+        while tls.is_handshaking() {
+            tls.complete_io(&mut tcp).unwrap();
+        }
+        assert_eq!(tls.alpn_protocol(), Some(agreed));
+    }
     // Plaintext to the HTTPS port: no HTTP answer (a TLS alert, or a close).
     let mut tcp = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

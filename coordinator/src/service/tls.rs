@@ -66,7 +66,10 @@ pub fn console_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>>
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .context("the coordinator certificate does not match its key")?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first: a browser keeps every open page's event stream on one connection
+    // (over HTTP/1.1 it opens at most six to a site, and six open console tabs would
+    // leave the seventh waiting).
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
 

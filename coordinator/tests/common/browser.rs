@@ -147,6 +147,20 @@ impl Browser {
         })
     }
 
+    /// Opens a new tab, makes it the one the other methods work on, and loads `url` in it.
+    pub async fn new_tab(&self, url: &str) {
+        let tab = self
+            .client
+            .new_window(true)
+            .await
+            .unwrap_or_else(|e| panic!("opening a tab: {e}"));
+        self.client
+            .switch_to_window(tab.handle)
+            .await
+            .unwrap_or_else(|e| panic!("switching to the new tab: {e}"));
+        self.goto(url).await;
+    }
+
     /// Loads `url` and waits for its `load` event.
     pub async fn goto(&self, url: &str) {
         self.client
