@@ -191,3 +191,173 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
     }
     out
 }
+
+/// `platter history` for people: per host and cell, each run's median with its interval
+/// and its shift from the run before, flags with what changed; the latest run's flags last.
+pub fn render_history(h: &crate::report::history::History) -> String {
+    use crate::report::history::Flag;
+    use crate::report::human;
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "series {}: {} run(s) that ended; metric {}\n\
+         each run against the one before on the same host and parameters: the Hodges–Lehmann shift \
+         [interval, its coverage], Holm across the run's cells; flagged when significant and ≥ {}%\n",
+        h.series,
+        h.runs.len(),
+        h.metric,
+        h.threshold_pct
+    );
+    for l in &h.left_out {
+        let _ = writeln!(out, "left out: {} ({})", l.campaign_id, l.why);
+    }
+    let submitted = |id: &str| {
+        h.runs
+            .iter()
+            .find(|r| r.campaign_id == id)
+            .map(|r| clock(r.submitted_unix_ms))
+            .unwrap_or_default()
+    };
+    for line in &h.lines {
+        let _ = writeln!(
+            out,
+            "\n{}{}{}",
+            line.host,
+            if line.cell.is_empty() { "" } else { " · " },
+            line.cell
+        );
+        for p in &line.points {
+            let value = match p.median_ci {
+                Some((lo, hi)) => format!(
+                    "{} [{}, {}]",
+                    human(p.median, &line.unit),
+                    human(lo, &line.unit),
+                    human(hi, &line.unit)
+                ),
+                None => format!("{} (n < 5: no interval)", human(p.median, &line.unit)),
+            };
+            let since = match &p.since_previous {
+                None => String::new(),
+                Some(s) => {
+                    let shift = match s.ci_pct {
+                        Some((lo, hi)) => format!(
+                            "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}",
+                            s.change_pct,
+                            s.ci_level
+                                .map(|c| format!(" ({:.1}%)", c * 100.0))
+                                .unwrap_or_default()
+                        ),
+                        None => format!(
+                            "{:+.1}% (too few repetitions for an interval: not judged)",
+                            s.change_pct
+                        ),
+                    };
+                    let flag = match s.flag {
+                        Flag::None if s.significant => "  significant, under the threshold",
+                        Flag::None => "",
+                        Flag::Regression => "  REGRESSION",
+                        Flag::Improvement => "  improvement",
+                        Flag::Changed => "  CHANGED",
+                    };
+                    format!("  {shift}{flag}")
+                }
+            };
+            let _ = writeln!(
+                out,
+                "  {}  {}  n={:<3} {value}{since}",
+                p.campaign_id,
+                submitted(&p.campaign_id),
+                p.n
+            );
+            if let Some(s) = p.since_previous.as_ref().filter(|s| s.flag != Flag::None) {
+                if s.changed.is_empty() {
+                    out.push_str(
+                        "      nothing recorded changed on this host between the two runs\n",
+                    );
+                } else {
+                    let _ = writeln!(out, "      changed: {}", s.changed.join("; "));
+                }
+            }
+        }
+    }
+    let flags = h.latest_flags();
+    match h.runs.last() {
+        None => out.push_str("\nno run of this series has ended yet\n"),
+        Some(latest) if flags.is_empty() => {
+            let _ = writeln!(out, "\nlatest run {}: nothing flagged", latest.campaign_id);
+        }
+        Some(latest) => {
+            let _ = writeln!(
+                out,
+                "\nlatest run {}: {} flag(s)",
+                latest.campaign_id,
+                flags.len()
+            );
+            for (l, p) in flags {
+                let s = p.since_previous.as_ref().expect("flagged");
+                let _ = writeln!(
+                    out,
+                    "  {:?} {} {} {}: {:+.1}% since {}; changed: {}",
+                    s.flag,
+                    l.host,
+                    l.cell,
+                    h.metric,
+                    s.change_pct,
+                    s.baseline,
+                    if s.changed.is_empty() {
+                        "nothing recorded".to_string()
+                    } else {
+                        s.changed.join("; ")
+                    }
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `platter history --format csv`: a row per line and run, raw SI values.
+pub fn history_csv(h: &crate::report::history::History) -> String {
+    let field = |s: &str| {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let mut out = String::from("series,metric,host,cell,unit,campaign_id,submitted_unix_ms,n,median,median_lo,median_hi,change_pct,change_lo,change_hi,holm_p,flag,changed\n");
+    for l in &h.lines {
+        for p in &l.points {
+            let submitted = h
+                .runs
+                .iter()
+                .find(|r| r.campaign_id == p.campaign_id)
+                .map(|r| r.submitted_unix_ms.to_string())
+                .unwrap_or_default();
+            let s = p.since_previous.as_ref();
+            let row = [
+                field(&h.series),
+                field(&h.metric),
+                field(&l.host),
+                field(&l.cell),
+                field(&l.unit),
+                field(&p.campaign_id),
+                submitted,
+                p.n.to_string(),
+                p.median.to_string(),
+                num(p.median_ci.map(|c| c.0)),
+                num(p.median_ci.map(|c| c.1)),
+                num(s.map(|s| s.change_pct)),
+                num(s.and_then(|s| s.ci_pct).map(|c| c.0)),
+                num(s.and_then(|s| s.ci_pct).map(|c| c.1)),
+                num(s.and_then(|s| s.holm_p)),
+                s.map(|s| format!("{:?}", s.flag).to_lowercase())
+                    .unwrap_or_default(),
+                field(&s.map(|s| s.changed.join("; ")).unwrap_or_default()),
+            ];
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}

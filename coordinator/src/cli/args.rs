@@ -231,6 +231,40 @@ pub enum Command {
         #[arg(long)]
         allow_unmatched: bool,
     },
+    /// A series over time: the ended runs of one campaign name, oldest first. Per host and
+    /// cell, each run's median with its interval and, against the run before it on the
+    /// same host and parameters, the Hodges–Lehmann shift with its interval (Holm across
+    /// that run's cells) — flagged when significant and at least --threshold, a
+    /// regression when worse by the metric's unit (a time up, a rate down), with what
+    /// changed on that host between the two runs (kernel, drives' firmware, tools…, from
+    /// their provenance). Reads the store (`--db`, or `platter run`'s here). Exits 4 with
+    /// --fail-on-regression when the latest run has a regression.
+    History {
+        /// The series: the campaigns' name
+        series: String,
+        /// Read from this database file or PostgreSQL URL [default: platter-data/platter.db,
+        /// what `platter run` writes]
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// (Asking a coordinator is not built yet: run it where the store is reachable)
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The metric followed
+        #[arg(long, default_value = "wall")]
+        metric: String,
+        /// Only this host's cells
+        #[arg(long)]
+        host: Option<String>,
+        /// Smallest shift flagged, in percent of the earlier run's value
+        #[arg(long, default_value_t = crate::report::history::DEFAULT_THRESHOLD_PCT, value_name = "PERCENT")]
+        threshold: f64,
+        /// table for people, json or csv for scripts and spreadsheets
+        #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
+        format: String,
+        /// Exit 4 when the latest run has a regression (for CI)
+        #[arg(long)]
+        fail_on_regression: bool,
+    },
     /// List the block devices of this machine, or of every agent a coordinator knows:
     /// model, serial, transport, controller chain, write cache, and what is in use.
     Inventory {

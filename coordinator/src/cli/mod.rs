@@ -64,6 +64,9 @@ pub const EXIT_INVALID: i32 = 2;
 /// the same host and parameters in the other campaign, or no values of the metric) and
 /// `--allow-unmatched` was not given; the comparison and the cells are still printed.
 pub const EXIT_UNMATCHED: i32 = 3;
+/// Exit status of `platter history --fail-on-regression` when the series' latest run has a
+/// regression (the history is still printed).
+pub const EXIT_REGRESSION: i32 = 4;
 
 /// Parses arguments, runs, and returns the process exit status.
 pub fn main() -> i32 {
@@ -107,6 +110,7 @@ pub fn main() -> i32 {
             | Command::Report { .. }
             | Command::Inventory { .. }
             | Command::Compare { .. }
+            | Command::History { .. }
             | Command::Status { .. }
             | Command::Watch { .. }
             | Command::Agents { .. }
@@ -469,6 +473,50 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 return Ok(EXIT_UNMATCHED);
             }
             Ok(0)
+        }
+        Command::History {
+            series,
+            db,
+            client,
+            metric,
+            host,
+            threshold,
+            format,
+            fail_on_regression,
+        } => {
+            let Some(db) = local_store(db, &client)? else {
+                bail!("platter history reads the store: run it where the store is reachable, with --db FILE or --db postgres://… (asking a coordinator for it is not built yet)");
+            };
+            if !(threshold.is_finite() && threshold >= 0.0) {
+                eprintln!("platter: --threshold must be a percentage ≥ 0, not {threshold}");
+                return Ok(EXIT_INVALID);
+            }
+            let store = open_local(&db)?;
+            let h = crate::report::history::History::load(
+                &store,
+                &series,
+                &metric,
+                host.as_deref(),
+                threshold,
+            )?;
+            if h.runs.is_empty() && h.left_out.is_empty() {
+                bail!("no campaign named {series:?} in {}", db.display());
+            }
+            match format.as_str() {
+                "json" => println!("{}", serde_json::to_string_pretty(&h)?),
+                "csv" => print!("{}", crate::views::history_csv(&h)),
+                _ => print!("{}", crate::views::render_history(&h)),
+            }
+            let regressed = h.latest_flags().iter().any(|(_, p)| {
+                p.since_previous
+                    .as_ref()
+                    .is_some_and(|s| s.flag == crate::report::history::Flag::Regression)
+            });
+            Ok(if fail_on_regression && regressed {
+                EXIT_REGRESSION
+            } else {
+                0
+            })
         }
         Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
     }

@@ -4,6 +4,7 @@
 pub mod advice;
 mod csv;
 pub mod findings;
+pub mod history;
 pub mod html;
 mod json;
 pub mod judge;

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::store::reports::{CampaignPlan, SnapshotRow};
+use indexmap::IndexMap;
 use platter_proto::model::StepKind;
 use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
 use serde::Serialize;
@@ -433,4 +434,81 @@ pub fn changes_so_far(
             .collect();
         Ok(changes(&taken, &used))
     })
+}
+
+/// The facts that differ between `now` and `before`, including those only one has.
+pub fn changed(now: &IndexMap<String, String>, before: &IndexMap<String, String>) -> Vec<String> {
+    let mut keys: Vec<String> = now
+        .keys()
+        .chain(before.keys().filter(|k| !now.contains_key(*k)))
+        .filter(|k| now.get(*k) != before.get(*k))
+        .cloned()
+        .collect();
+    keys.dedup();
+    keys
+}
+
+/// A snapshot's facts as labelled values: the host, each drive, each tool.
+pub fn facts(p: &Provenance) -> IndexMap<String, String> {
+    let mut out = IndexMap::new();
+    if let Some(h) = &p.host {
+        out.insert("kernel".into(), h.kernel_release.clone());
+        out.insert("agent".into(), h.agent_version.clone());
+        out.insert("cpu".into(), format!("{} × {}", h.cpu_model, h.cpu_count));
+        out.insert(
+            "memory".into(),
+            crate::report::human(h.memory_bytes as f64, "B"),
+        );
+        if !h.workload_cpus.is_empty() {
+            out.insert("workload cpus".into(), h.workload_cpus.clone());
+        }
+    }
+    for d in &p.devices {
+        let dev = &d.device;
+        out.insert(
+            format!("drive {}", dev.path),
+            format!(
+                "{} serial {} firmware {}",
+                dev.model, dev.serial, dev.firmware
+            )
+            .trim()
+            .to_string(),
+        );
+        if !d.scheduler.is_empty() {
+            out.insert(format!("scheduler {}", dev.path), d.scheduler.clone());
+        }
+    }
+    for (tool, version) in &p.tools {
+        out.insert(format!("tool {tool}"), version.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_run_marks_what_changed_since_the_one_before() {
+        let map = |kv: &[(&str, &str)]| -> IndexMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let before = map(&[
+            ("kernel", "6.1.0"),
+            ("drive /dev/sda", "X fw 1"),
+            ("tool fio", "3.33"),
+        ]);
+        let now = map(&[
+            ("kernel", "6.12.1"),
+            ("drive /dev/sda", "X fw 1"),
+            ("tool bonnie++", "2.00a"),
+        ]);
+        assert_eq!(
+            changed(&now, &before),
+            ["kernel", "tool bonnie++", "tool fio"]
+        );
+        assert!(changed(&now, &now).is_empty());
+    }
 }

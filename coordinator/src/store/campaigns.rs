@@ -139,6 +139,34 @@ pub(super) fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign
     Ok(())
 }
 
+/// A run of a series (`Store::series_runs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesRun {
+    pub campaign_id: CampaignId,
+    pub state: CampaignState,
+    pub submitted_unix_ms: i64,
+}
+
+impl Store {
+    /// The campaigns named `name`, oldest first: the runs of that series.
+    pub fn series_runs(&self, name: &str) -> Result<Vec<SeriesRun>> {
+        self.read(|c| {
+            c.query_map(
+                "SELECT id, state, submitted_unix_ms FROM campaigns WHERE name = ?1
+                  ORDER BY submitted_unix_ms, generation, id",
+                [name],
+                |r| {
+                    Ok(SeriesRun {
+                        campaign_id: r.get(0)?,
+                        state: CampaignState::from(r.get::<String>(1)?),
+                        submitted_unix_ms: r.get(2)?,
+                    })
+                },
+            )
+        })
+    }
+}
+
 /// A campaign's state as the store names it: running until its last plan ends, then done,
 /// or cancelled. Written (title, JSON) as the store's word.
 #[derive(Debug, Clone, PartialEq, Eq)]

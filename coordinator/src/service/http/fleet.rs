@@ -19,7 +19,6 @@ use crate::store::reports::FailedStep;
 use crate::views::{verdict_of, Verdict};
 use indexmap::IndexMap;
 use platter_proto::model::{CampaignId, HostName};
-use platter_proto::provenance::Provenance;
 
 /// A request the Control service takes from the console: the console checked the
 /// account's role; no certificate comes with it.
@@ -47,54 +46,6 @@ pub(super) struct RanOn {
     pub facts: IndexMap<String, String>,
     /// Facts that differ from the host's campaign before this one (added or gone too).
     pub changed: Vec<String>,
-}
-
-/// The facts that differ between `now` and `before`, including those only one has.
-fn changed(now: &IndexMap<String, String>, before: &IndexMap<String, String>) -> Vec<String> {
-    let mut keys: Vec<String> = now
-        .keys()
-        .chain(before.keys().filter(|k| !now.contains_key(*k)))
-        .filter(|k| now.get(*k) != before.get(*k))
-        .cloned()
-        .collect();
-    keys.dedup();
-    keys
-}
-
-/// A snapshot's facts as labelled values: the host, each drive, each tool.
-fn facts_of(p: &Provenance) -> IndexMap<String, String> {
-    let mut out = IndexMap::new();
-    if let Some(h) = &p.host {
-        out.insert("kernel".into(), h.kernel_release.clone());
-        out.insert("agent".into(), h.agent_version.clone());
-        out.insert("cpu".into(), format!("{} × {}", h.cpu_model, h.cpu_count));
-        out.insert(
-            "memory".into(),
-            crate::report::human(h.memory_bytes as f64, "B"),
-        );
-        if !h.workload_cpus.is_empty() {
-            out.insert("workload cpus".into(), h.workload_cpus.clone());
-        }
-    }
-    for d in &p.devices {
-        let dev = &d.device;
-        out.insert(
-            format!("drive {}", dev.path),
-            format!(
-                "{} serial {} firmware {}",
-                dev.model, dev.serial, dev.firmware
-            )
-            .trim()
-            .to_string(),
-        );
-        if !d.scheduler.is_empty() {
-            out.insert(format!("scheduler {}", dev.path), d.scheduler.clone());
-        }
-    }
-    for (tool, version) in &p.tools {
-        out.insert(format!("tool {tool}"), version.clone());
-    }
-    out
 }
 
 /// Failed steps a campaign's page shows, the latest; the report has them all.
@@ -334,14 +285,16 @@ impl Ctx {
         let Ok(Ok(runs)) = runs else {
             return Vec::new();
         };
-        let facts: Vec<IndexMap<String, String>> =
-            runs.iter().map(|r| facts_of(&r.facts)).collect();
+        let facts: Vec<IndexMap<String, String>> = runs
+            .iter()
+            .map(|r| crate::report::provenance::facts(&r.facts))
+            .collect();
         runs.into_iter()
             .enumerate()
             .map(|(i, r)| {
                 let changed = facts
                     .get(i + 1)
-                    .map(|before| changed(&facts[i], before))
+                    .map(|before| crate::report::provenance::changed(&facts[i], before))
                     .unwrap_or_default();
                 RanOn {
                     campaign_id: r.campaign_id.into_string(),
@@ -490,30 +443,6 @@ fn submit_request(file_name: &str, yaml: &str) -> pb::SubmitRequest {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
-
-    #[test]
-    fn a_host_run_marks_what_changed_since_the_one_before() {
-        let map = |kv: &[(&str, &str)]| -> IndexMap<String, String> {
-            kv.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        let before = map(&[
-            ("kernel", "6.1.0"),
-            ("drive /dev/sda", "X fw 1"),
-            ("tool fio", "3.33"),
-        ]);
-        let now = map(&[
-            ("kernel", "6.12.1"),
-            ("drive /dev/sda", "X fw 1"),
-            ("tool bonnie++", "2.00a"),
-        ]);
-        assert_eq!(
-            changed(&now, &before),
-            ["kernel", "tool bonnie++", "tool fio"]
-        );
-        assert!(changed(&now, &now).is_empty());
-    }
 
     /// Requests that came while a read ran share the next read, never the one that began
     /// before them; a request after all reads ended reads again.

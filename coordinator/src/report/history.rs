@@ -1,0 +1,287 @@
+//! A series over time (`platter history`): the runs of one campaign name, in the order
+//! they were submitted, each cell's median with its interval per run, and each run against
+//! the run before it on the same host and parameters — the Hodges–Lehmann shift with its
+//! interval, Holm-corrected across that run's comparisons (`judge::compare_campaigns`).
+//! A shift is flagged when it is significant **and** at least the practical threshold,
+//! named a regression or an improvement when the metric's unit says which way is worse,
+//! and carries what changed on that host between the two runs, from their provenance.
+
+use std::collections::HashMap;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+
+use super::judge::compare_campaigns;
+use super::{provenance, Report};
+use crate::store::{CampaignState, Result, Store};
+
+/// The practical threshold of a flag, in percent of the earlier run's value.
+pub const DEFAULT_THRESHOLD_PCT: f64 = 3.0;
+
+/// `platter history SERIES`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct History {
+    pub series: String,
+    pub metric: String,
+    pub threshold_pct: f64,
+    /// The ended runs of the series, oldest first: what the lines' points are of.
+    pub runs: Vec<Run>,
+    /// Runs left out, with why (cancelled, still running).
+    pub left_out: Vec<LeftOut>,
+    /// One line per host and cell parameters, in the order the runs first name them.
+    pub lines: Vec<Line>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub campaign_id: String,
+    pub submitted_unix_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeftOut {
+    pub campaign_id: String,
+    pub why: String,
+}
+
+/// A host and cell parameters across the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Line {
+    pub host: String,
+    /// The cell's parameters, `k=v` joined by spaces ("" for a campaign without any).
+    pub cell: String,
+    pub unit: String,
+    pub points: Vec<Point>,
+}
+
+/// A run's value on a line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Point {
+    pub campaign_id: String,
+    pub n: usize,
+    pub median: f64,
+    /// The median's distribution-free interval and its coverage; none below 5 values.
+    pub median_ci: Option<(f64, f64)>,
+    pub median_ci_level: Option<f64>,
+    /// Against the line's previous point; none for the first.
+    pub since_previous: Option<Since>,
+}
+
+/// A point against the one before it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Since {
+    /// The earlier run's campaign.
+    pub baseline: String,
+    /// Hodges–Lehmann shift of this run over the earlier, in percent, with its interval
+    /// and that interval's real coverage; `ci_pct` is none when either side has too few
+    /// repetitions for one (and then nothing is flagged).
+    pub change_pct: f64,
+    pub ci_pct: Option<(f64, f64)>,
+    pub ci_level: Option<f64>,
+    /// Holm-adjusted p over this run's comparisons.
+    pub holm_p: Option<f64>,
+    pub significant: bool,
+    pub flag: Flag,
+    /// What differs on the host between the two runs (`kernel: 6.1.0 → 6.12.1`), from
+    /// their provenance; empty when nothing recorded changed.
+    pub changed: Vec<String>,
+    /// The comparison's own words.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flag {
+    None,
+    /// Worse by the metric's unit (a time up, a rate down).
+    Regression,
+    Improvement,
+    /// Beyond the threshold either way, for a metric without a known better direction.
+    Changed,
+}
+
+/// Whether a larger value of a metric in `unit` is worse (times), better (rates), or
+/// neither is known (counts, sizes).
+pub fn larger_is_worse(unit: &str) -> Option<bool> {
+    match unit {
+        "s" | "ms" | "µs" | "us" | "ns" => Some(true),
+        u if u.ends_with("/s") => Some(false),
+        _ => None,
+    }
+}
+
+/// The flag of a shift of `change_pct` (significant or not) on a metric in `unit`.
+pub fn flag_of(significant: bool, change_pct: f64, threshold_pct: f64, unit: &str) -> Flag {
+    if !significant || change_pct.abs() < threshold_pct || !change_pct.is_finite() {
+        return Flag::None;
+    }
+    match larger_is_worse(unit) {
+        Some(worse_up) if worse_up == (change_pct > 0.0) => Flag::Regression,
+        Some(_) => Flag::Improvement,
+        None => Flag::Changed,
+    }
+}
+
+impl History {
+    /// The history of the campaigns named `series` on `metric`, of `host`'s cells only
+    /// when given.
+    pub fn load(
+        store: &Store,
+        series: &str,
+        metric: &str,
+        host: Option<&str>,
+        threshold_pct: f64,
+    ) -> Result<History> {
+        let mut runs = Vec::new();
+        let mut left_out = Vec::new();
+        let mut reports: Vec<Report> = Vec::new();
+        for run in store.series_runs(series)? {
+            match run.state {
+                CampaignState::Done => {
+                    reports.push(Report::load(store, run.campaign_id.as_str())?);
+                    runs.push(Run {
+                        campaign_id: run.campaign_id.to_string(),
+                        submitted_unix_ms: run.submitted_unix_ms,
+                    });
+                }
+                other => left_out.push(LeftOut {
+                    campaign_id: run.campaign_id.to_string(),
+                    why: format!("{} (only runs that ended are tracked)", other.as_str()),
+                }),
+            }
+        }
+        // What each host ran each campaign on, as labelled facts.
+        let mut facts: HashMap<(String, String), IndexMap<String, String>> = HashMap::new();
+        let hosts: std::collections::BTreeSet<&str> = reports
+            .iter()
+            .flat_map(|r| r.cells.iter().map(|c| c.host.as_str()))
+            .filter(|h| host.is_none_or(|want| want == *h))
+            .collect();
+        for h in hosts {
+            for r in store.host_runs(&h.into(), usize::MAX / 2)? {
+                if r.name == series {
+                    let f = provenance::facts(&r.facts);
+                    facts.insert((h.to_string(), r.campaign_id.to_string()), f);
+                }
+            }
+        }
+        let mut lines: Vec<Line> = Vec::new();
+        let mut index: HashMap<(String, String), usize> = HashMap::new();
+        for (i, report) in reports.iter().enumerate() {
+            // This run against the one before it, decided together (Holm over its cells).
+            let judged = (i > 0).then(|| compare_campaigns(&reports[i - 1], report, metric));
+            let by_cell: HashMap<&str, &super::judge::JudgedComparison> = judged
+                .iter()
+                .flat_map(|c| c.rows.iter())
+                .filter_map(|r| Some((r.cells.as_ref()?.candidate.as_str(), r)))
+                .collect();
+            for cell in &report.cells {
+                if host.is_some_and(|h| h != cell.host) {
+                    continue;
+                }
+                let Some(m) = cell.metrics.iter().find(|m| m.metric == metric) else {
+                    continue;
+                };
+                let params: Vec<String> = cell
+                    .params
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let key = (cell.host.clone(), params.join(" "));
+                let at = *index.entry(key.clone()).or_insert_with(|| {
+                    lines.push(Line {
+                        host: key.0.clone(),
+                        cell: key.1.clone(),
+                        unit: m.unit.clone(),
+                        points: Vec::new(),
+                    });
+                    lines.len() - 1
+                });
+                let since = by_cell
+                    .get(cell.cell_id.as_str())
+                    .filter(|r| r.compared)
+                    .map(|r| {
+                        let baseline = reports[i - 1].campaign_id.clone();
+                        let before = facts.get(&(cell.host.clone(), baseline.clone()));
+                        let now = facts.get(&(cell.host.clone(), report.campaign_id.clone()));
+                        let changed = match (before, now) {
+                            (Some(b), Some(n)) => provenance::changed(n, b)
+                                .into_iter()
+                                .map(|k| {
+                                    let was = b.get(&k).map_or("-", String::as_str);
+                                    let is = n.get(&k).map_or("-", String::as_str);
+                                    format!("{k}: {was} → {is}")
+                                })
+                                .collect(),
+                            _ => vec!["what it ran on was not recorded for both runs".into()],
+                        };
+                        let change_pct = r.row.penalty_pct;
+                        let significant = r.row.significant && r.row.ci_pct.is_some();
+                        Since {
+                            baseline,
+                            change_pct,
+                            ci_pct: r.row.ci_pct,
+                            ci_level: r.ci_level,
+                            holm_p: r.holm_p,
+                            significant,
+                            flag: flag_of(significant, change_pct, threshold_pct, &m.unit),
+                            changed,
+                            text: r.row.text.clone(),
+                        }
+                    });
+                lines[at].points.push(Point {
+                    campaign_id: report.campaign_id.clone(),
+                    n: m.stats.n,
+                    median: m.stats.median,
+                    median_ci: m.stats.median_ci,
+                    median_ci_level: m.stats.median_ci_level,
+                    since_previous: since,
+                });
+            }
+        }
+        Ok(History {
+            series: series.to_string(),
+            metric: metric.to_string(),
+            threshold_pct,
+            runs,
+            left_out,
+            lines,
+        })
+    }
+
+    /// The flags of the series' latest run: (line, its last point), flagged ones only.
+    pub fn latest_flags(&self) -> Vec<(&Line, &Point)> {
+        let Some(latest) = self.runs.last() else {
+            return Vec::new();
+        };
+        self.lines
+            .iter()
+            .filter_map(|l| {
+                let p = l.points.last()?;
+                (p.campaign_id == latest.campaign_id
+                    && p.since_previous
+                        .as_ref()
+                        .is_some_and(|s| s.flag != Flag::None))
+                .then_some((l, p))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_needs_significance_the_threshold_and_says_which_way() {
+        assert_eq!(flag_of(true, 10.0, 3.0, "s"), Flag::Regression);
+        assert_eq!(flag_of(true, -10.0, 3.0, "s"), Flag::Improvement);
+        assert_eq!(flag_of(true, -10.0, 3.0, "B/s"), Flag::Regression);
+        assert_eq!(flag_of(true, 10.0, 3.0, "op/s"), Flag::Improvement);
+        assert_eq!(flag_of(true, 10.0, 3.0, "B"), Flag::Changed);
+        // Not significant, or within the threshold: nothing.
+        assert_eq!(flag_of(false, 50.0, 3.0, "s"), Flag::None);
+        assert_eq!(flag_of(true, 2.9, 3.0, "s"), Flag::None);
+        assert_eq!(flag_of(true, f64::NAN, 3.0, "s"), Flag::None);
+    }
+}

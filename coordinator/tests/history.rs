@@ -1,0 +1,236 @@
+//! A series over time (`platter history`): runs of one campaign name, each against the run
+//! before it. Known answers: a workload made 10% slower from the fourth run on is flagged
+//! at run 4 on every cell and nowhere else, with the kernel that changed under it named;
+//! a series of noise only flags nothing; `--fail-on-regression` exits 4 while the latest
+//! run regressed, JSON and CSV carry the same.
+
+mod common;
+
+use assert_cmd::Command;
+use platter::planning::planner::{self, PlannedCampaign};
+use platter::report::history::{Flag, History};
+use platter::store::Store;
+use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_proto::provenance::{HostFacts, Provenance};
+
+const SERIES: &str = r#"
+name: nightly
+hosts: { names: [h1] }
+matrix:
+  size: [1, 4096]
+workload: { command: { run: "true ${size}" } }
+repeat: 8
+"#;
+
+/// Eight repetitions a couple of percent around 1: the run-to-run noise of every run.
+const SPREAD: [f64; 8] = [1.00, 0.98, 1.02, 0.99, 1.01, 1.00, 0.985, 1.015];
+
+/// Stores run `generation` of the series as an agent would send it: accepted, what it ran
+/// on (`kernel`), every measure step with its wall time (`scale` × the spread, shuffled by
+/// `shift` so no two runs hold the same values), finished.
+async fn run(
+    store: &Store,
+    generation: u32,
+    scale: f64,
+    kernel: &str,
+    shift: usize,
+) -> PlannedCampaign {
+    let campaign = platter::spec::parse("nightly.yaml", SERIES).unwrap();
+    let planned = planner::plan(&campaign, "", "seed", generation, &Default::default()).unwrap();
+    store
+        .insert_campaign(&planned, "nightly.yaml", SERIES)
+        .unwrap();
+    for plan in &planned.plans {
+        let mut records = vec![Record {
+            seq: 1,
+            kind: RecordKind::PlanAccepted {
+                plan_id: plan.id.clone(),
+            },
+        }];
+        records.push(Record {
+            seq: 2,
+            kind: RecordKind::Provenance {
+                plan_id: plan.id.clone(),
+                step_index: 0,
+                facts: Box::new(Provenance {
+                    trigger: "plan_start".into(),
+                    host: Some(HostFacts {
+                        agent_version: "0.1.0".into(),
+                        kernel_release: kernel.into(),
+                        cpu_model: "test cpu".into(),
+                        cpu_count: 2,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            },
+        });
+        for step in &plan.steps {
+            let measure = matches!(step.kind, StepKind::Measure(_));
+            let value = scale * 0.05 * SPREAD[(step.repetition as usize + shift) % SPREAD.len()];
+            records.push(Record {
+                seq: records.len() as u64 + 1,
+                kind: RecordKind::Step(StepEvent {
+                    plan_id: plan.id.clone(),
+                    kind: if measure { "measure" } else { "prepare" }.into(),
+                    step_index: step.index,
+                    cell_id: step.cell_id.clone(),
+                    repetition: step.repetition,
+                    attempt: 1,
+                    state: StepState::Succeeded,
+                    started_unix_ns: 1,
+                    finished_unix_ns: 2,
+                    exit_status: 0,
+                    stderr_tail: String::new(),
+                    error: String::new(),
+                    samples: if measure {
+                        vec![Sample {
+                            metric: "wall".into(),
+                            value,
+                            unit: "s".into(),
+                            histogram: vec![],
+                            missing: String::new(),
+                        }]
+                    } else {
+                        vec![]
+                    },
+                }),
+            });
+        }
+        records.push(Record {
+            seq: records.len() as u64 + 1,
+            kind: RecordKind::PlanFinished {
+                plan_id: plan.id.clone(),
+                cancelled: false,
+            },
+        });
+        store.write_records(&plan.host, records).await.unwrap();
+    }
+    planned
+}
+
+/// `platter history nightly --db DB ARGS…`: its exit status and what it printed.
+fn history(args: &[&str]) -> (i32, String) {
+    let (db, rest) = args.split_first().unwrap();
+    let out = Command::cargo_bin("platter")
+        .unwrap()
+        .args(["history", "nightly", "--db", db])
+        .args(rest)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    (out.status.code().unwrap_or(-1), stdout)
+}
+
+#[tokio::test]
+async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let store = Store::open(&db).unwrap();
+    let mut ids = Vec::new();
+    for g in 1..=6u32 {
+        // From the fourth run on: 10% slower, on a new kernel.
+        let (scale, kernel) = if g >= 4 {
+            (1.10, "6.12.1")
+        } else {
+            (1.0, "6.1.0")
+        };
+        ids.push(
+            run(&store, g, scale, kernel, g as usize)
+                .await
+                .id
+                .to_string(),
+        );
+    }
+    let h = History::load(&store, "nightly", "wall", None, 3.0).unwrap();
+    assert_eq!(h.runs.len(), 6, "{h:#?}");
+    assert_eq!(h.lines.len(), 2, "one line per cell: {h:#?}");
+    for line in &h.lines {
+        assert_eq!(line.points.len(), 6);
+        assert!(line.points[0].since_previous.is_none());
+        for (i, p) in line.points.iter().enumerate().skip(1) {
+            let s = p.since_previous.as_ref().unwrap();
+            assert_eq!(s.baseline, ids[i - 1]);
+            if i == 3 {
+                assert_eq!(s.flag, Flag::Regression, "run 4 of {}: {s:#?}", line.cell);
+                let (lo, hi) = s.ci_pct.unwrap();
+                assert!(lo <= 10.0 && 10.0 <= hi && lo > 3.0, "{s:#?}");
+                assert_eq!(s.changed, ["kernel: 6.1.0 → 6.12.1"], "{s:#?}");
+            } else {
+                assert_eq!(s.flag, Flag::None, "run {} of {}: {s:#?}", i + 1, line.cell);
+            }
+        }
+    }
+    // The latest run (6) is not slower than run 5: nothing flagged now, exit 0 for CI.
+    assert!(h.latest_flags().is_empty());
+    let db = db.to_str().unwrap();
+    let (code, table) = history(&[db, "--fail-on-regression"]);
+    assert_eq!(code, 0, "{table}");
+    assert_eq!(table.matches("REGRESSION").count(), 2, "{table}");
+    assert!(table.contains("changed: kernel: 6.1.0 → 6.12.1"), "{table}");
+    assert!(table.contains("latest run"), "{table}");
+
+    // A seventh run, 10% slower again: the latest run regressed, and CI hears it.
+    run(&store, 7, 1.21, "6.12.1", 0).await;
+    let (code, table) = history(&[db, "--fail-on-regression"]);
+    assert_eq!(code, 4, "{table}");
+    assert!(
+        table.contains("nothing recorded changed on this host between the two runs"),
+        "{table}"
+    );
+    // JSON and CSV say the same.
+    let (_, json) = history(&[db, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let flags: Vec<&str> = v["lines"][0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["since_previous"]["flag"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "-",
+            "none",
+            "none",
+            "regression",
+            "none",
+            "none",
+            "regression"
+        ]
+    );
+    let (_, csv) = history(&[db, "--format", "csv"]);
+    assert_eq!(csv.lines().count(), 1 + 2 * 7, "{csv}");
+    assert_eq!(csv.matches(",regression,").count(), 4, "{csv}");
+    // A series nobody ran is said so.
+    Command::cargo_bin("platter")
+        .unwrap()
+        .args(["history", "weekly", "--db", db])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("no campaign named \"weekly\""));
+}
+
+#[tokio::test]
+async fn a_series_of_noise_only_flags_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    for g in 1..=20u32 {
+        // The same noise, in a different order each run, and ±1% of drift.
+        let drift = 1.0 + 0.01 * ((g % 3) as f64 - 1.0);
+        run(&store, g, drift, "6.1.0", (g * 3) as usize).await;
+    }
+    let h = History::load(&store, "nightly", "wall", None, 3.0).unwrap();
+    assert_eq!(h.runs.len(), 20);
+    let flagged: Vec<_> = h
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter())
+        .filter(|p| {
+            p.since_previous
+                .as_ref()
+                .is_some_and(|s| s.flag != Flag::None)
+        })
+        .collect();
+    assert!(flagged.is_empty(), "{flagged:#?}");
+}
