@@ -201,7 +201,7 @@ pub fn render_history(h: &crate::report::history::History) -> String {
     let mut out = format!(
         "series {}: {} run(s) that ended; metric {}\n\
          each run against the one before on the same host and parameters: the Hodges–Lehmann shift \
-         [interval, its coverage], Holm across the run's cells; flagged when significant and ≥ {}%\n",
+         [interval, its coverage], Holm across the run's cells; flagged when significant with the whole interval beyond ±{}%\n",
         h.series,
         h.runs.len(),
         h.metric,

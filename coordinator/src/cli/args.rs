@@ -234,8 +234,8 @@ pub enum Command {
     /// A series over time: the ended runs of one campaign name, oldest first. Per host and
     /// cell, each run's median with its interval and, against the run before it on the
     /// same host and parameters, the Hodges–Lehmann shift with its interval (Holm across
-    /// that run's cells) — flagged when significant and at least --threshold, a
-    /// regression when worse by the metric's unit (a time up, a rate down), with what
+    /// that run's cells) — flagged when significant with its whole interval beyond
+    /// ±--threshold, a regression when worse by the metric's unit (a time up, a rate down), with what
     /// changed on that host between the two runs (kernel, drives' firmware, tools…, from
     /// their provenance). Reads the store (`--db`, or `platter run`'s here). Exits 4 with
     /// --fail-on-regression when the latest run has a regression.
@@ -255,7 +255,8 @@ pub enum Command {
         /// Only this host's cells
         #[arg(long)]
         host: Option<String>,
-        /// Smallest shift flagged, in percent of the earlier run's value
+        /// Smallest shift flagged, in percent of the earlier run's value: a shift's whole
+        /// interval must lie beyond it
         #[arg(long, default_value_t = crate::report::history::DEFAULT_THRESHOLD_PCT, value_name = "PERCENT")]
         threshold: f64,
         /// table for people, json or csv for scripts and spreadsheets
