@@ -209,6 +209,15 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
         .assert()
         .failure()
         .stderr(predicates::str::contains("no campaign named \"weekly\""));
+    // A mistyped store is refused, not made into a new, empty one.
+    let typo = dir.path().join("typo.db");
+    Command::cargo_bin("platter")
+        .unwrap()
+        .args(["history", "nightly", "--db", typo.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("no store at"));
+    assert!(!typo.exists());
 }
 
 #[tokio::test]

@@ -484,8 +484,13 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             format,
             fail_on_regression,
         } => {
-            let Some(db) = local_store(db, &client)? else {
-                bail!("platter history reads the store: run it where the store is reachable, with --db FILE or --db postgres://… (asking a coordinator for it is not built yet)");
+            let read_here = db.is_some() || std::path::Path::new(LOCAL_STORE).exists();
+            let Some(db) = local_store(db, &client)
+                .ok()
+                .flatten()
+                .filter(|_| read_here)
+            else {
+                bail!("platter history reads the store: no {LOCAL_STORE} here (`platter run` writes it); run it where the store is reachable, with --db FILE or --db postgres://… (asking a coordinator for it is not built yet)");
             };
             if !(threshold.is_finite() && threshold >= 0.0) {
                 eprintln!("platter: --threshold must be a percentage ≥ 0, not {threshold}");
@@ -714,9 +719,20 @@ fn local_store(
     )
 }
 
-/// A store a command opens to read it (status, reports): one record writer, since no
-/// agent's records come through it (a PostgreSQL store's several would be connections and
-/// threads for nothing).
-fn open_local(db: &std::path::Path) -> crate::store::Result<crate::store::Store> {
-    crate::store::Store::open_with_writers(&crate::store::db::Location::from_arg(db), 1)
+/// A store a command opens to read it (status, reports, history): one record writer, since
+/// no agent's records come through it (a PostgreSQL store's several would be connections
+/// and threads for nothing). An SQLite file must exist: a mistyped path would otherwise
+/// become a new, empty store, and the command would say only that nothing is in it.
+fn open_local(db: &std::path::Path) -> anyhow::Result<crate::store::Store> {
+    let location = crate::store::db::Location::from_arg(db);
+    if let crate::store::db::Location::Sqlite(path) = &location {
+        if !path.exists() {
+            bail!(
+                "no store at {}: `platter run` writes {LOCAL_STORE} in the directory it runs in, \
+                 a coordinator the file it was given with --db",
+                path.display()
+            );
+        }
+    }
+    Ok(crate::store::Store::open_with_writers(&location, 1)?)
 }
