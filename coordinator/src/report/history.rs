@@ -150,9 +150,13 @@ impl History {
         let mut runs = Vec::new();
         let mut left_out = Vec::new();
         let mut reports: Vec<Report> = Vec::new();
+        // What each run's campaign file said: a run of a changed file is compared, and
+        // the change is named with every flag.
+        let mut files: Vec<(String, String)> = Vec::new();
         for run in store.series_runs(series)? {
             match run.state {
                 CampaignState::Done => {
+                    files.push((run.content_hash.clone(), run.yaml.clone()));
                     reports.push(Report::load(store, run.campaign_id.as_str())?);
                     runs.push(Run {
                         campaign_id: run.campaign_id.to_string(),
@@ -219,17 +223,19 @@ impl History {
                         let baseline = reports[i - 1].campaign_id.clone();
                         let before = facts.get(&(cell.host.clone(), baseline.clone()));
                         let now = facts.get(&(cell.host.clone(), report.campaign_id.clone()));
-                        let changed = match (before, now) {
-                            (Some(b), Some(n)) => provenance::changed(n, b)
-                                .into_iter()
-                                .map(|k| {
+                        let mut changed = file_changes(&files[i - 1], &files[i]);
+                        match (before, now) {
+                            (Some(b), Some(n)) => {
+                                changed.extend(provenance::changed(n, b).into_iter().map(|k| {
                                     let was = b.get(&k).map_or("-", String::as_str);
                                     let is = n.get(&k).map_or("-", String::as_str);
                                     format!("{k}: {was} → {is}")
-                                })
-                                .collect(),
-                            _ => vec!["what it ran on was not recorded for both runs".into()],
-                        };
+                                }))
+                            }
+                            _ => {
+                                changed.push("what it ran on was not recorded for both runs".into())
+                            }
+                        }
                         let change_pct = r.row.penalty_pct;
                         let significant = r.row.significant && r.row.ci_pct.is_some();
                         Since {
@@ -287,6 +293,39 @@ impl History {
             })
             .collect()
     }
+}
+
+/// How the campaign file of a run differs from the one before it (`(content hash, text)`
+/// each): the lines only the earlier has, then those only the later has, a few of each.
+fn file_changes(before: &(String, String), now: &(String, String)) -> Vec<String> {
+    if before.0 == now.0 {
+        return Vec::new();
+    }
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let (was, is) = (lines(&before.1), lines(&now.1));
+    let gone: Vec<&String> = was.iter().filter(|l| !is.contains(l)).take(3).collect();
+    let came: Vec<&String> = is.iter().filter(|l| !was.contains(l)).take(3).collect();
+    let quote = |ls: &[&String]| {
+        if ls.is_empty() {
+            "-".to_string()
+        } else {
+            ls.iter()
+                .map(|l| format!("`{l}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    vec![format!(
+        "campaign file: {} → {}",
+        quote(&gone),
+        quote(&came)
+    )]
 }
 
 #[cfg(test)]
@@ -363,6 +402,30 @@ mod tests {
             );
             assert!(rate <= 0.01, "cv {cv}: {rate}");
         }
+    }
+
+    #[test]
+    fn a_changed_campaign_file_is_named_by_its_lines() {
+        let file = |hash: &str, text: &str| (hash.to_string(), text.to_string());
+        let a = file(
+            "h1",
+            "name: s\nworkload:\n  command:\n    run: sleep 0.05\nrepeat: 6\n",
+        );
+        let b = file(
+            "h2",
+            "name: s\n# slower\nworkload:\n  command:\n    run: sleep 0.06\nrepeat: 6\n",
+        );
+        assert_eq!(
+            file_changes(&a, &b),
+            ["campaign file: `run: sleep 0.05` → `run: sleep 0.06`"]
+        );
+        let c = file(
+            "h3",
+            "name: s\nworkload:\n  command:\n    run: sleep 0.05\nrepeat: 6\nwarmup: 1\n",
+        );
+        assert_eq!(file_changes(&a, &c), ["campaign file: - → `warmup: 1`"]);
+        // The same file (by its hash): nothing.
+        assert!(file_changes(&a, &a.clone()).is_empty());
     }
 
     #[test]

@@ -145,6 +145,9 @@ pub struct SeriesRun {
     pub campaign_id: CampaignId,
     pub state: CampaignState,
     pub submitted_unix_ms: i64,
+    /// The campaign as submitted (with `--set`s applied), and its content hash.
+    pub yaml: String,
+    pub content_hash: String,
 }
 
 impl Store {
@@ -152,7 +155,7 @@ impl Store {
     pub fn series_runs(&self, name: &str) -> Result<Vec<SeriesRun>> {
         self.read(|c| {
             c.query_map(
-                "SELECT id, state, submitted_unix_ms FROM campaigns WHERE name = ?1
+                "SELECT id, state, submitted_unix_ms, yaml, content_hash FROM campaigns WHERE name = ?1
                   ORDER BY submitted_unix_ms, generation, id",
                 [name],
                 |r| {
@@ -160,6 +163,8 @@ impl Store {
                         campaign_id: r.get(0)?,
                         state: CampaignState::from(r.get::<String>(1)?),
                         submitted_unix_ms: r.get(2)?,
+                        yaml: r.get(3)?,
+                        content_hash: r.get(4)?,
                     })
                 },
             )
