@@ -52,7 +52,7 @@ fn every_example_validates_and_lists_what_it_would_erase() {
             )));
         }
     }
-    assert_eq!(seen, 6);
+    assert_eq!(seen, 7);
 }
 
 #[test]
