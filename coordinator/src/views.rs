@@ -296,18 +296,12 @@ pub fn render_history(h: &crate::report::history::History) -> String {
                 let s = p.since_previous.as_ref().expect("flagged");
                 let _ = writeln!(
                     out,
-                    "  {:?} {} {} {}: {:+.1}% since {}; changed: {}",
+                    "  {:?} {} {} {}: {}",
                     s.flag,
                     l.host,
                     l.cell,
                     h.metric,
-                    s.change_pct,
-                    s.baseline,
-                    if s.changed.is_empty() {
-                        "nothing recorded".to_string()
-                    } else {
-                        s.changed.join("; ")
-                    }
+                    s.summary()
                 );
             }
         }

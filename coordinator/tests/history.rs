@@ -142,7 +142,7 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
                 .to_string(),
         );
     }
-    let h = History::load(&store, "nightly", "wall", None, 3.0).unwrap();
+    let h = History::load(&store, "nightly", "wall", None, 3.0, None).unwrap();
     assert_eq!(h.runs.len(), 6, "{h:#?}");
     assert_eq!(h.lines.len(), 2, "one line per cell: {h:#?}");
     for line in &h.lines {
@@ -161,6 +161,11 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
             }
         }
     }
+    // The last three runs only: run 4 is their first, against nothing.
+    let window = History::load(&store, "nightly", "wall", None, 3.0, Some(3)).unwrap();
+    assert_eq!(window.runs.len(), 3);
+    assert_eq!(window.runs[0].campaign_id, ids[3]);
+    assert!(window.lines[0].points[0].since_previous.is_none());
     // The latest run (6) is not slower than run 5: nothing flagged now, exit 0 for CI.
     assert!(h.latest_flags().is_empty());
     let db = db.to_str().unwrap();
@@ -229,7 +234,7 @@ async fn a_series_of_noise_only_flags_nothing() {
         let drift = 1.0 + 0.01 * ((g % 3) as f64 - 1.0);
         run(&store, g, drift, "6.1.0", (g * 3) as usize).await;
     }
-    let h = History::load(&store, "nightly", "wall", None, 3.0).unwrap();
+    let h = History::load(&store, "nightly", "wall", None, 3.0, None).unwrap();
     assert_eq!(h.runs.len(), 20);
     let flagged: Vec<_> = h
         .lines
@@ -242,4 +247,74 @@ async fn a_series_of_noise_only_flags_nothing() {
         })
         .collect();
     assert!(flagged.is_empty(), "{flagged:#?}");
+}
+
+/// The console's page of a series: a chart and a table per cell, the regression marked
+/// with what changed, the campaign's page linking to it; its JSON twin says the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_a_series_with_its_flags() {
+    use common::web::{add_user, call, http_addr, sign_in};
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let mut last = String::new();
+    {
+        let store = Store::open(&dir.join("coordinator.db")).unwrap();
+        for g in 1..=4u32 {
+            let (scale, kernel) = if g >= 4 {
+                (1.10, "6.12.1")
+            } else {
+                (1.0, "6.1.0")
+            };
+            last = run(&store, g, scale, kernel, g as usize)
+                .await
+                .id
+                .to_string();
+        }
+    }
+    let (mut coordinator, _port) = common::serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    add_user(dir, "vera", "viewer", "vera's long password");
+    let vera = sign_in(&http, "vera", "vera's long password");
+    let cookie = [("Cookie", vera.cookie.as_str())];
+    let page = call(&http, "GET", "/series/nightly", &cookie, "");
+    assert_eq!(page.status, 200, "{page:?}");
+    assert_eq!(
+        page.body.matches("<svg class=\"trend\"").count(),
+        2,
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        page.body.matches("class=\"flagged\"").count(),
+        2,
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("kernel: 6.1.0 → 6.12.1"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<span class=\"fail\">regression</span>"),
+        "{}",
+        page.body
+    );
+    let campaign = call(&http, "GET", &format!("/campaigns/{last}"), &cookie, "");
+    assert!(
+        campaign.body.contains("href=\"/series/nightly\""),
+        "{}",
+        campaign.body
+    );
+    let json = call(&http, "GET", "/api/v1/series/nightly", &cookie, "");
+    assert_eq!(json.status, 200, "{json:?}");
+    let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    assert_eq!(v["runs"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        v["lines"][0]["points"][3]["since_previous"]["flag"],
+        "regression"
+    );
+    let none = call(&http, "GET", "/series/weekly", &cookie, "");
+    assert_eq!(none.status, 404, "{none:?}");
+    coordinator.kill9();
 }

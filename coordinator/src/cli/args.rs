@@ -255,6 +255,9 @@ pub enum Command {
         /// Only this host's cells
         #[arg(long)]
         host: Option<String>,
+        /// Only the last N runs that ended [default: all]
+        #[arg(long, value_name = "N")]
+        last: Option<usize>,
         /// Smallest shift flagged, in percent of the earlier run's value: a shift's whole
         /// interval must lie beyond it
         #[arg(long, default_value_t = crate::report::history::DEFAULT_THRESHOLD_PCT, value_name = "PERCENT")]

@@ -480,6 +480,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             client,
             metric,
             host,
+            last,
             threshold,
             format,
             fail_on_regression,
@@ -503,6 +504,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 &metric,
                 host.as_deref(),
                 threshold,
+                last,
             )?;
             if h.runs.is_empty() && h.left_out.is_empty() {
                 bail!("no campaign named {series:?} in {}", db.display());

@@ -90,6 +90,27 @@ pub struct Since {
     pub text: String,
 }
 
+impl Since {
+    /// What changed between the two runs, or that nothing recorded did.
+    pub fn changed_text(&self) -> String {
+        if self.changed.is_empty() {
+            "nothing recorded".to_string()
+        } else {
+            self.changed.join("; ")
+        }
+    }
+
+    /// "+10.4% since c-…; changed: kernel: 6.1.0 → 6.12.1".
+    pub fn summary(&self) -> String {
+        format!(
+            "{:+.1}% since {}; changed: {}",
+            self.change_pct,
+            self.baseline,
+            self.changed_text()
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Flag {
@@ -139,13 +160,15 @@ pub fn flag_of(
 
 impl History {
     /// The history of the campaigns named `series` on `metric`, of `host`'s cells only
-    /// when given.
+    /// when given, over the `last` runs that ended when given (each report is read: a
+    /// page shows a window, not every night since the fleet began).
     pub fn load(
         store: &Store,
         series: &str,
         metric: &str,
         host: Option<&str>,
         threshold_pct: f64,
+        last: Option<usize>,
     ) -> Result<History> {
         let mut runs = Vec::new();
         let mut left_out = Vec::new();
@@ -153,7 +176,20 @@ impl History {
         // What each run's campaign file said: a run of a changed file is compared, and
         // the change is named with every flag.
         let mut files: Vec<(String, String)> = Vec::new();
-        for run in store.series_runs(series)? {
+        let all = store.series_runs(series)?;
+        let ended = all
+            .iter()
+            .filter(|r| r.state == CampaignState::Done)
+            .count();
+        let skip = last.map_or(0, |n| ended.saturating_sub(n));
+        let mut done_seen = 0;
+        for run in all {
+            if run.state == CampaignState::Done {
+                done_seen += 1;
+                if done_seen <= skip {
+                    continue;
+                }
+            }
             match run.state {
                 CampaignState::Done => {
                     files.push((run.content_hash.clone(), run.yaml.clone()));

@@ -146,6 +146,24 @@ pub(super) async fn campaigns(
     .into_response()
 }
 
+/// `platter history NAME`'s answer as JSON (`?metric=`, default `wall`).
+pub(super) async fn series(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(name): Path<String>,
+    Query(q): Query<super::console::SeriesQuery>,
+) -> Response {
+    let metric = if q.metric.is_empty() {
+        "wall"
+    } else {
+        q.metric.as_str()
+    };
+    match ctx.history(&name, metric).await {
+        Ok(h) => Json(h).into_response(),
+        Err(s) => failed(&s),
+    }
+}
+
 pub(super) async fn campaign(
     State(ctx): State<Ctx>,
     _access: Access,

@@ -16,7 +16,8 @@ use super::auth::{Access, CsrfForm};
 use super::fleet::state_kind;
 use super::layout::url_part;
 use super::Ctx;
-use crate::report::esc;
+use crate::report::history::Flag;
+use crate::report::{esc, human};
 use crate::store::accounts::AccountRole;
 use crate::views::{campaign_eta, clock, eta, hms, state_name};
 
@@ -766,6 +767,12 @@ async fn campaign_main(ctx: &Ctx, id: &str, role: AccountRole, csrf: &str) -> Ma
         }
         b.push_str("</table>");
     }
+    let _ = write!(
+        b,
+        "<p><a href=\"/series/{}\" id=\"series\">Every run of {}</a>, each against the one before.</p>",
+        esc(&url_part(&c.name)),
+        esc(&c.name)
+    );
     b.push_str("<h2>Report</h2><p>");
     let id = url_part(&c.campaign_id);
     let _ = write!(
@@ -882,6 +889,179 @@ pub(super) async fn compare(
         }
     }
     access.page("Compare", &b).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SeriesQuery {
+    #[serde(default)]
+    pub metric: String,
+}
+
+/// A series over time (`platter history`): per host and cell a trend chart (each run's
+/// median with its interval; flagged runs marked, what changed in the mark's tooltip) and
+/// the table of runs.
+pub(super) async fn series(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(name): Path<String>,
+    Query(q): Query<SeriesQuery>,
+) -> Response {
+    let metric = if q.metric.is_empty() {
+        "wall"
+    } else {
+        q.metric.as_str()
+    };
+    let title = format!("Series {name}");
+    let h = match ctx.history(&name, metric).await {
+        Ok(h) => h,
+        Err(s) => return failed(&access, &title, &s),
+    };
+    let mut b = format!(
+        "<form method=\"get\" class=\"filter\"><label>metric <input name=\"metric\" value=\"{}\"></label> <button type=\"submit\">Show</button></form><p>The last {} run(s) that ended, oldest first; each against the run before it on the same host and parameters (Hodges–Lehmann shift with its interval, Holm across the run's cells), flagged when significant with the whole interval beyond ±{}%. <code>platter history {}</code> prints the same.</p>",
+        esc(metric),
+        h.runs.len(),
+        h.threshold_pct,
+        esc(&name)
+    );
+    for l in &h.left_out {
+        let _ = write!(
+            b,
+            "<p class=\"muted\">left out: {} ({})</p>",
+            esc(&l.campaign_id),
+            esc(&l.why)
+        );
+    }
+    if h.lines.is_empty() {
+        let _ = write!(
+            b,
+            "<p class=\"warn\" id=\"no-lines\">No run of this series measured {}.</p>",
+            esc(metric)
+        );
+    }
+    for (i, line) in h.lines.iter().enumerate() {
+        let _ = write!(
+            b,
+            "<h2>{} {}</h2>{}<table class=\"series\" id=\"line-{i}\"><tr><th>campaign</th><th>n</th><th>median [interval]</th><th>since the run before</th><th>what changed</th></tr>",
+            esc(&line.host),
+            esc(&line.cell),
+            trend_svg(line)
+        );
+        for p in &line.points {
+            let unit = &line.unit;
+            let value = match p.median_ci {
+                Some((lo, hi)) => format!(
+                    "{} [{}, {}]",
+                    human(p.median, unit),
+                    human(lo, unit),
+                    human(hi, unit)
+                ),
+                None => format!("{} (no interval)", human(p.median, unit)),
+            };
+            let (since, changed) = match &p.since_previous {
+                None => ("-".to_string(), String::new()),
+                Some(s) => {
+                    let shift = match s.ci_pct {
+                        Some((lo, hi)) => format!("{:+.1}% [{lo:+.1}%, {hi:+.1}%]", s.change_pct),
+                        None => format!("{:+.1}% (too few repetitions: not judged)", s.change_pct),
+                    };
+                    let flag = match s.flag {
+                        Flag::None => String::new(),
+                        Flag::Regression => " <span class=\"fail\">regression</span>".into(),
+                        Flag::Improvement => " <span class=\"pass\">improvement</span>".into(),
+                        Flag::Changed => " <span class=\"warn\">changed</span>".into(),
+                    };
+                    let changed = if s.flag == Flag::None {
+                        String::new()
+                    } else {
+                        esc(&s.changed_text())
+                    };
+                    (format!("{}{flag}", esc(&shift)), changed)
+                }
+            };
+            let _ = write!(
+                b,
+                "<tr><td><a href=\"/campaigns/{}\">{}</a></td><td class=\"num\">{}</td><td>{}</td><td>{since}</td><td>{changed}</td></tr>",
+                esc(&url_part(&p.campaign_id)),
+                esc(&p.campaign_id),
+                p.n,
+                esc(&value)
+            );
+        }
+        b.push_str("</table>");
+    }
+    access.page(&title, &b).into_response()
+}
+
+/// A line's runs as a small chart: a dot per run at its median with a bar for its
+/// interval, a flagged run's dot in red with what changed in its tooltip. Inline SVG with
+/// presentation attributes only (the console's policy allows no inline style).
+fn trend_svg(line: &crate::report::history::Line) -> String {
+    const W: f64 = 640.0;
+    const H: f64 = 160.0;
+    const PAD: f64 = 24.0;
+    let lo = line
+        .points
+        .iter()
+        .map(|p| p.median_ci.map_or(p.median, |c| c.0))
+        .fold(f64::INFINITY, f64::min);
+    let hi = line
+        .points
+        .iter()
+        .map(|p| p.median_ci.map_or(p.median, |c| c.1))
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() || !hi.is_finite() {
+        return String::new();
+    }
+    let span = if hi > lo {
+        hi - lo
+    } else {
+        hi.abs().max(1e-12)
+    };
+    let y = |v: f64| H - PAD - (v - lo) / span * (H - 2.0 * PAD);
+    let step = (W - 2.0 * PAD) / (line.points.len().max(2) - 1) as f64;
+    let mut svg = format!(
+        "<svg class=\"trend\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{} {} over its runs\"><text x=\"2\" y=\"12\" font-size=\"10\">{}</text><text x=\"2\" y=\"{}\" font-size=\"10\">{}</text>",
+        esc(&line.host),
+        esc(&line.cell),
+        esc(&human(hi, &line.unit)),
+        H - 4.0,
+        esc(&human(lo, &line.unit))
+    );
+    for (i, p) in line.points.iter().enumerate() {
+        let x = PAD + step * i as f64;
+        if let Some((a, z)) = p.median_ci {
+            let _ = write!(
+                svg,
+                "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#888\" stroke-width=\"2\"/>",
+                y(a),
+                y(z)
+            );
+        }
+        let flagged = p.since_previous.as_ref().filter(|s| s.flag != Flag::None);
+        let (fill, tip) = match flagged {
+            Some(s) => (
+                if s.flag == Flag::Improvement {
+                    "#2a7"
+                } else {
+                    "#c22"
+                },
+                format!("{}: {}", p.campaign_id, s.summary()),
+            ),
+            None => (
+                "#246",
+                format!("{}: {}", p.campaign_id, human(p.median, &line.unit)),
+            ),
+        };
+        let _ = write!(
+            svg,
+            "<circle cx=\"{x:.1}\" cy=\"{:.1}\" r=\"{}\" fill=\"{fill}\"{}><title>{}</title></circle>",
+            y(p.median),
+            if flagged.is_some() { 6 } else { 4 },
+            if flagged.is_some() { " class=\"flagged\"" } else { "" },
+            esc(&tip)
+        );
+    }
+    svg + "</svg>"
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -48,6 +48,9 @@ pub(super) struct RanOn {
     pub changed: Vec<String>,
 }
 
+/// Runs a series' page follows, the latest that ended.
+pub(super) const SERIES_RUNS: usize = 30;
+
 /// Failed steps a campaign's page shows, the latest; the report has them all.
 pub(super) const FAILURES_SHOWN: usize = 20;
 
@@ -233,6 +236,37 @@ impl Ctx {
             .submit(in_process(submit_request(file_name, yaml)))
             .await?;
         Ok(r.into_inner().campaign_id)
+    }
+
+    /// The series `name` over its last `SERIES_RUNS` runs that ended, on `metric`
+    /// (`platter history`'s answer, read from the store).
+    pub(super) async fn history(
+        &self,
+        name: &str,
+        metric: &str,
+    ) -> Result<crate::report::history::History, Status> {
+        use crate::report::history::{History, DEFAULT_THRESHOLD_PCT};
+        let (store, name, metric) = (self.store.clone(), name.to_string(), metric.to_string());
+        let read = tokio::task::spawn_blocking(move || {
+            History::load(
+                &store,
+                &name,
+                &metric,
+                None,
+                DEFAULT_THRESHOLD_PCT,
+                Some(SERIES_RUNS),
+            )
+            .map(|h| (h, name))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        match read {
+            Ok((h, name)) if h.runs.is_empty() && h.left_out.is_empty() => {
+                Err(Status::not_found(format!("no campaign named {name:?}")))
+            }
+            Ok((h, _)) => Ok(h),
+            Err(e) => Err(Status::unavailable(e.to_string())),
+        }
     }
 
     /// An ended campaign's verdict (its report's problems); `None` while it runs or when

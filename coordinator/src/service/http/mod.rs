@@ -123,6 +123,7 @@ pub async fn serve(
         .route("/campaigns/{id}/cancel", post(console::cancel))
         .route("/campaigns/{id}/{file}", get(console::report))
         .route("/compare", get(console::compare))
+        .route("/series/{name}", get(console::series))
         .route("/submit", get(console::submit_page).post(console::submit))
         .route("/admin", get(admin::page))
         .route("/admin/accounts", post(admin::add_account))
@@ -141,6 +142,7 @@ pub async fn serve(
         .route("/api/v1/campaigns/{id}/report", get(api::report))
         .route("/api/v1/campaigns/{id}/cancel", post(api::cancel))
         .route("/api/v1/compare", get(api::compare))
+        .route("/api/v1/series/{name}", get(api::series))
         .route("/api/v1/accounts", get(admin::accounts_json))
         .route(
             "/api/v1/tokens",
