@@ -314,6 +314,28 @@ async fn the_console_shows_a_series_with_its_flags() {
         v["lines"][0]["points"][3]["since_previous"]["flag"],
         "regression"
     );
+    // The overview lists the latest run's flags first.
+    let overview = call(&http, "GET", "/", &cookie, "");
+    let flagged = overview
+        .body
+        .split("<table id=\"flagged\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap_or_else(|| panic!("no flagged results: {}", overview.body));
+    assert_eq!(flagged.matches("<tr><td>").count(), 2, "{flagged}");
+    assert!(
+        flagged.contains("Regression (wall)") && flagged.contains("kernel: 6.1.0 → 6.12.1"),
+        "{flagged}"
+    );
+    assert!(
+        overview.body.find("Flagged results") < overview.body.find("Needing attention"),
+        "{}",
+        overview.body
+    );
+    let api = call(&http, "GET", "/api/v1/overview", &cookie, "");
+    let v: serde_json::Value = serde_json::from_str(&api.body).unwrap();
+    assert_eq!(v["flagged"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["flagged"][0]["flag"], "regression", "{v}");
     let none = call(&http, "GET", "/series/weekly", &cookie, "");
     assert_eq!(none.status, 404, "{none:?}");
     coordinator.kill9();

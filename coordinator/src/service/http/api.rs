@@ -55,6 +55,7 @@ pub(super) async fn overview(State(ctx): State<Ctx>, _access: Access) -> Respons
         o.hosts.iter().map(|(s, n)| (s.clone(), json!(n))).collect();
     Json(json!({
         "store_fault": o.store_fault.as_ref().map(fault_json),
+        "flagged": o.flagged,
         "attention": o.attention,
         "running": running,
         "recent": recent,

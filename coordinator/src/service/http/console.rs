@@ -235,6 +235,28 @@ async fn overview_main(ctx: &Ctx) -> Main {
         o.hosts_total,
         counts.join(", ")
     );
+    if !o.flagged.is_empty() {
+        b.push_str("<h2>Flagged results</h2><table id=\"flagged\"><tr><th>series</th><th>host</th><th>cell</th><th>flag</th><th>since the run before</th></tr>");
+        for f in &o.flagged {
+            let class = if f.flag == Flag::Improvement {
+                "pass"
+            } else {
+                "fail"
+            };
+            let _ = write!(
+                b,
+                "<tr><td><a href=\"/series/{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"{class}\">{:?} ({})</td><td>{}</td></tr>",
+                esc(&url_part(&f.series)),
+                esc(&f.series),
+                host_link(&f.host),
+                esc(&f.cell),
+                f.flag,
+                esc(&f.metric),
+                esc(&f.summary)
+            );
+        }
+        b.push_str("</table>");
+    }
     b.push_str("<h2>Needing attention</h2>");
     if o.attention.is_empty() {
         b.push_str("<p id=\"attention\" class=\"pass\">Nothing needs attention.</p>");

@@ -110,6 +110,27 @@ impl<T> Shared<T> {
     }
 }
 
+/// A flag of a series' latest run against the run before it (`platter history`).
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Flagged {
+    pub series: String,
+    pub campaign_id: String,
+    pub host: String,
+    pub cell: String,
+    pub metric: String,
+    pub flag: crate::report::history::Flag,
+    /// "+10.4% since c-…; changed: kernel: 6.1.0 → 6.12.1".
+    pub summary: String,
+}
+
+/// The flags of each series' latest run, by that run's campaign id: a run's flags do not
+/// change once it ended, so its reports are read once (single-flight, as verdicts).
+#[derive(Default)]
+pub(super) struct SeriesFlags(Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Vec<Flagged>>>>>);
+
+/// The metric the overview's flags follow; a series' page follows any.
+const FLAGGED_METRIC: &str = "wall";
+
 /// Ended campaigns the overview lists under "recent results".
 const RECENT: usize = 10;
 
@@ -125,6 +146,8 @@ pub(super) struct Attention {
 /// The console's front page: what needs a person first, then what runs, then what ended.
 pub(super) struct Overview {
     pub store_fault: Option<pb::StoreFault>,
+    /// The latest flags of the series whose runs ended lately ("flagged results").
+    pub flagged: Vec<Flagged>,
     pub attention: Vec<Attention>,
     pub running: Vec<pb::CampaignStatus>,
     pub recent: Vec<(pb::CampaignStatus, Option<Verdict>)>,
@@ -236,6 +259,56 @@ impl Ctx {
             .submit(in_process(submit_request(file_name, yaml)))
             .await?;
         Ok(r.into_inner().campaign_id)
+    }
+
+    /// The flags of run `campaign_id`, the latest of series `name`, against the run
+    /// before it; none when its reports cannot be read now (asked again next time).
+    async fn series_flags(&self, name: &str, campaign_id: &str) -> Vec<Flagged> {
+        use crate::report::history::{History, DEFAULT_THRESHOLD_PCT};
+        let cell = self
+            .series_flags
+            .0
+            .lock()
+            .expect("series flags")
+            .entry(campaign_id.to_string())
+            .or_default()
+            .clone();
+        let (store, series) = (self.store.clone(), name.to_string());
+        let read = cell
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    let h = History::load(
+                        &store,
+                        &series,
+                        FLAGGED_METRIC,
+                        None,
+                        DEFAULT_THRESHOLD_PCT,
+                        Some(2),
+                    )
+                    .map_err(|e| e.to_string())?;
+                    Ok::<_, String>(
+                        h.latest_flags()
+                            .into_iter()
+                            .filter_map(|(l, p)| {
+                                let s = p.since_previous.as_ref()?;
+                                Some(Flagged {
+                                    series: h.series.clone(),
+                                    campaign_id: p.campaign_id.clone(),
+                                    host: l.host.clone(),
+                                    cell: l.cell.clone(),
+                                    metric: h.metric.clone(),
+                                    flag: s.flag,
+                                    summary: s.summary(),
+                                })
+                            })
+                            .collect(),
+                    )
+                })
+                .await
+                .map_err(|e| e.to_string())?
+            })
+            .await;
+        read.cloned().unwrap_or_default()
     }
 
     /// The series `name` over its last `SERIES_RUNS` runs that ended, on `metric`
@@ -440,7 +513,26 @@ impl Ctx {
             }
         }
         let mut recent = Vec::new();
-        for c in ended.take(RECENT) {
+        let ended: Vec<&pb::CampaignStatus> = ended.collect();
+        // Series: names with an earlier run that ended too; each lately ended run's flags.
+        let mut flagged = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
+        for c in ended.iter().take(RECENT) {
+            let earlier = ended
+                .iter()
+                .filter(|e| e.name == c.name && e.state == pb::CampaignState::Done as i32)
+                .count()
+                >= 2;
+            if c.state != pb::CampaignState::Done as i32
+                || !earlier
+                || seen.contains(&c.name.as_str())
+            {
+                continue;
+            }
+            seen.push(&c.name);
+            flagged.extend(self.series_flags(&c.name, &c.campaign_id).await);
+        }
+        for c in ended.iter().take(RECENT) {
             let v = self.verdict(c).await;
             if v.as_ref().is_some_and(|v| v.qualification_failed) {
                 attention.push(Attention {
@@ -452,10 +544,11 @@ impl Ctx {
                     ),
                 });
             }
-            recent.push((c.clone(), v));
+            recent.push(((*c).clone(), v));
         }
         Ok(Overview {
             store_fault,
+            flagged,
             attention,
             running,
             recent,

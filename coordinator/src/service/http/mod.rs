@@ -51,6 +51,8 @@ struct Ctx {
     https: bool,
     failures: Arc<auth::Failures>,
     verdicts: Arc<fleet::Verdicts>,
+    /// Each series' latest flags, by the run's campaign id.
+    series_flags: Arc<fleet::SeriesFlags>,
     /// The fleet's agents and campaigns, each read once for the requests that wait for it.
     reads: Arc<fleet::Reads>,
     /// Live pages' `<main>` as last rendered, one rendering for every open page alike.
@@ -101,6 +103,7 @@ pub async fn serve(
         https: tls.is_some(),
         failures: Default::default(),
         verdicts: Default::default(),
+        series_flags: Default::default(),
         renders: Default::default(),
         reads: Default::default(),
         pulse,
