@@ -142,7 +142,7 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
                 .to_string(),
         );
     }
-    let h = History::load(&store, "nightly", "wall", None, 3.0, None).unwrap();
+    let h = History::load(&store, "nightly", "wall", None, 3.0, None, None).unwrap();
     assert_eq!(h.runs.len(), 6, "{h:#?}");
     assert_eq!(h.lines.len(), 2, "one line per cell: {h:#?}");
     for line in &h.lines {
@@ -162,7 +162,7 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
         }
     }
     // The last three runs only: run 4 is their first, against nothing.
-    let window = History::load(&store, "nightly", "wall", None, 3.0, Some(3)).unwrap();
+    let window = History::load(&store, "nightly", "wall", None, 3.0, Some(3), None).unwrap();
     assert_eq!(window.runs.len(), 3);
     assert_eq!(window.runs[0].campaign_id, ids[3]);
     assert!(window.lines[0].points[0].since_previous.is_none());
@@ -174,6 +174,34 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
     assert_eq!(table.matches("REGRESSION").count(), 2, "{table}");
     assert!(table.contains("changed: kernel: 6.1.0 → 6.12.1"), "{table}");
     assert!(table.contains("latest run"), "{table}");
+
+    // `platter report RUN --fail-on-regression` judges that run against the one before.
+    let report = |id: &str| {
+        Command::cargo_bin("platter")
+            .unwrap()
+            .args(["report", id, "--db", db, "--fail-on-regression"])
+            .output()
+            .unwrap()
+    };
+    let fourth = report(&ids[3]);
+    let said = String::from_utf8_lossy(&fourth.stderr);
+    assert_eq!(fourth.status.code(), Some(4), "{said}");
+    assert_eq!(said.matches("REGRESSION").count(), 2, "{said}");
+    assert!(said.contains("kernel: 6.1.0 → 6.12.1"), "{said}");
+    assert!(!fourth.stdout.is_empty(), "the report is printed too");
+    let fifth = report(&ids[4]);
+    let said = String::from_utf8_lossy(&fifth.stderr);
+    assert_eq!(fifth.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!(
+            "since the run before ({}), on wall: nothing flagged",
+            ids[3]
+        )),
+        "{said}"
+    );
+    let first = report(&ids[0]);
+    assert_eq!(first.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&first.stderr).contains("is the first run of nightly"));
 
     // A seventh run, 10% slower again: the latest run regressed, and CI hears it.
     run(&store, 7, 1.21, "6.12.1", 0).await;
@@ -234,7 +262,7 @@ async fn a_series_of_noise_only_flags_nothing() {
         let drift = 1.0 + 0.01 * ((g % 3) as f64 - 1.0);
         run(&store, g, drift, "6.1.0", (g * 3) as usize).await;
     }
-    let h = History::load(&store, "nightly", "wall", None, 3.0, None).unwrap();
+    let h = History::load(&store, "nightly", "wall", None, 3.0, None, None).unwrap();
     assert_eq!(h.runs.len(), 20);
     let flagged: Vec<_> = h
         .lines

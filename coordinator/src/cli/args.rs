@@ -201,6 +201,14 @@ pub enum Command {
         /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Also judge this run against the run before it of the same name (as `platter
+        /// history` does; said on stderr) and exit 4 when it regressed (for CI); reads
+        /// the store (--db, or platter run's)
+        #[arg(long)]
+        fail_on_regression: bool,
+        /// The metric --fail-on-regression follows
+        #[arg(long, default_value = "wall", value_name = "METRIC")]
+        regression_metric: String,
     },
     /// Compare two campaigns run from the same matrix (another day, another fleet): each
     /// cell of B against the same host and parameters in A — the Hodges–Lehmann ratio of

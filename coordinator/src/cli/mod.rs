@@ -381,8 +381,13 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             format,
             output,
             junit,
+            fail_on_regression,
+            regression_metric,
         } => {
             let db = local_store(db, &client)?;
+            if fail_on_regression && db.is_none() {
+                bail!("--fail-on-regression reads the store: run it where the store is reachable, with --db (asking a coordinator for it is not built yet)");
+            }
             let render = async |format: Format| -> anyhow::Result<(String, u32)> {
                 Ok(match &db {
                     Some(db) => {
@@ -413,7 +418,19 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 std::fs::write(&path, xml)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })
+            let regressed = match (&db, fail_on_regression) {
+                (Some(db), true) => {
+                    since_last_run(&open_local(db)?, &campaign, &regression_metric)?
+                }
+                _ => false,
+            };
+            Ok(if failed > 0 {
+                EXIT_FAILED_STEPS
+            } else if regressed {
+                EXIT_REGRESSION
+            } else {
+                0
+            })
         }
         Command::Inventory { client, format } => {
             let client = client.coordinator.is_some().then_some(client);
@@ -505,6 +522,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 host.as_deref(),
                 threshold,
                 last,
+                None,
             )?;
             if h.runs.is_empty() && h.left_out.is_empty() {
                 bail!("no campaign named {series:?} in {}", db.display());
@@ -719,6 +737,74 @@ fn local_store(
          runs in) and no coordinator named; pass --db FILE, or --coordinator URL \
          (PLATTER_COORDINATOR, or `coordinator = \"…\"` in ~/.config/platter/client.toml)"
     )
+}
+
+/// `platter report CAMPAIGN --fail-on-regression`: the campaign against the run before it
+/// of the same name, as `platter history` judges it, said on stderr (stdout holds the
+/// report, in whatever format); whether it regressed.
+fn since_last_run(
+    store: &crate::store::Store,
+    campaign: &str,
+    metric: &str,
+) -> anyhow::Result<bool> {
+    use crate::report::history::{Flag, History, DEFAULT_THRESHOLD_PCT};
+    let this = crate::report::Report::load(store, campaign)?;
+    let h = History::load(
+        store,
+        &this.name,
+        metric,
+        None,
+        DEFAULT_THRESHOLD_PCT,
+        Some(2),
+        Some(&this.campaign_id),
+    )?;
+    let Some(at) = h
+        .runs
+        .iter()
+        .position(|r| r.campaign_id == this.campaign_id)
+    else {
+        eprintln!(
+            "since the run before: {} ({}) has not ended: not judged",
+            this.name, this.campaign_id
+        );
+        return Ok(false);
+    };
+    if at == 0 {
+        eprintln!(
+            "since the run before: {} is the first run of {} that ended: nothing to judge against",
+            this.campaign_id, this.name
+        );
+        return Ok(false);
+    }
+    let flags: Vec<(
+        &crate::report::history::Line,
+        &crate::report::history::Since,
+    )> = h
+        .lines
+        .iter()
+        .filter_map(|l| {
+            let p = l
+                .points
+                .iter()
+                .find(|p| p.campaign_id == this.campaign_id)?;
+            let s = p.since_previous.as_ref()?;
+            (s.flag != Flag::None).then_some((l, s))
+        })
+        .collect();
+    let before = &h.runs[at - 1].campaign_id;
+    if flags.is_empty() {
+        eprintln!("since the run before ({before}), on {metric}: nothing flagged");
+    }
+    for (l, s) in &flags {
+        eprintln!(
+            "since the run before, on {metric}: {} {} {}: {}",
+            format!("{:?}", s.flag).to_uppercase(),
+            l.host,
+            l.cell,
+            s.summary()
+        );
+    }
+    Ok(flags.iter().any(|(_, s)| s.flag == Flag::Regression))
 }
 
 /// A store a command opens to read it (status, reports, history): one record writer, since

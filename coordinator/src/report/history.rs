@@ -161,7 +161,8 @@ pub fn flag_of(
 impl History {
     /// The history of the campaigns named `series` on `metric`, of `host`'s cells only
     /// when given, over the `last` runs that ended when given (each report is read: a
-    /// page shows a window, not every night since the fleet began).
+    /// page shows a window, not every night since the fleet began), up to and with run
+    /// `until` when given.
     pub fn load(
         store: &Store,
         series: &str,
@@ -169,6 +170,7 @@ impl History {
         host: Option<&str>,
         threshold_pct: f64,
         last: Option<usize>,
+        until: Option<&str>,
     ) -> Result<History> {
         let mut runs = Vec::new();
         let mut left_out = Vec::new();
@@ -176,7 +178,10 @@ impl History {
         // What each run's campaign file said: a run of a changed file is compared, and
         // the change is named with every flag.
         let mut files: Vec<(String, String)> = Vec::new();
-        let all = store.series_runs(series)?;
+        let mut all = store.series_runs(series)?;
+        if let Some(at) = until.and_then(|u| all.iter().position(|r| r.campaign_id.as_str() == u)) {
+            all.truncate(at + 1);
+        }
         let ended = all
             .iter()
             .filter(|r| r.state == CampaignState::Done)

@@ -273,7 +273,11 @@ impl Ctx {
             .entry(campaign_id.to_string())
             .or_default()
             .clone();
-        let (store, series) = (self.store.clone(), name.to_string());
+        let (store, series, run) = (
+            self.store.clone(),
+            name.to_string(),
+            campaign_id.to_string(),
+        );
         let read = cell
             .get_or_try_init(|| async move {
                 tokio::task::spawn_blocking(move || {
@@ -284,6 +288,7 @@ impl Ctx {
                         None,
                         DEFAULT_THRESHOLD_PCT,
                         Some(2),
+                        Some(&run),
                     )
                     .map_err(|e| e.to_string())?;
                     Ok::<_, String>(
@@ -328,6 +333,7 @@ impl Ctx {
                 None,
                 DEFAULT_THRESHOLD_PCT,
                 Some(SERIES_RUNS),
+                None,
             )
             .map(|h| (h, name))
         })
