@@ -196,7 +196,6 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
 /// and its shift from the run before, flags with what changed; the latest run's flags last.
 pub fn render_history(h: &crate::report::history::History) -> String {
     use crate::report::history::Flag;
-    use crate::report::human;
     use std::fmt::Write as _;
     let mut out = format!(
         "series {}: {} run(s) that ended; metric {}\n\
@@ -226,31 +225,11 @@ pub fn render_history(h: &crate::report::history::History) -> String {
             line.cell
         );
         for p in &line.points {
-            let value = match p.median_ci {
-                Some((lo, hi)) => format!(
-                    "{} [{}, {}]",
-                    human(p.median, &line.unit),
-                    human(lo, &line.unit),
-                    human(hi, &line.unit)
-                ),
-                None => format!("{} (n < 5: no interval)", human(p.median, &line.unit)),
-            };
+            let value = p.median_text(&line.unit);
             let since = match &p.since_previous {
                 None => String::new(),
                 Some(s) => {
-                    let shift = match s.ci_pct {
-                        Some((lo, hi)) => format!(
-                            "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}",
-                            s.change_pct,
-                            s.ci_level
-                                .map(|c| format!(" ({:.1}%)", c * 100.0))
-                                .unwrap_or_default()
-                        ),
-                        None => format!(
-                            "{:+.1}% (too few repetitions for an interval: not judged)",
-                            s.change_pct
-                        ),
-                    };
+                    let shift = s.shift_text();
                     let flag = match s.flag {
                         Flag::None if s.significant => "  significant, under the threshold",
                         Flag::None => "",

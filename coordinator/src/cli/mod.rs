@@ -748,31 +748,32 @@ fn since_last_run(
     metric: &str,
 ) -> anyhow::Result<bool> {
     use crate::report::history::{Flag, History, DEFAULT_THRESHOLD_PCT};
-    let this = crate::report::Report::load(store, campaign)?;
+    // Its id and name only: the report itself was read (and printed) already.
+    let (id, name) = store.read(|c| {
+        let id = crate::store::resolve_campaign(c, campaign)?;
+        let name = crate::store::reports::campaign(c, &id)?.map(|r| r.name);
+        Ok((id.to_string(), name.unwrap_or_default()))
+    })?;
     let h = History::load(
         store,
-        &this.name,
+        &name,
         metric,
         None,
         DEFAULT_THRESHOLD_PCT,
         Some(2),
-        Some(&this.campaign_id),
+        Some(&id),
     )?;
-    let Some(at) = h
-        .runs
-        .iter()
-        .position(|r| r.campaign_id == this.campaign_id)
-    else {
+    let Some(at) = h.runs.iter().position(|r| r.campaign_id == id) else {
         eprintln!(
             "since the run before: {} ({}) has not ended: not judged",
-            this.name, this.campaign_id
+            name, id
         );
         return Ok(false);
     };
     if at == 0 {
         eprintln!(
             "since the run before: {} is the first run of {} that ended: nothing to judge against",
-            this.campaign_id, this.name
+            id, name
         );
         return Ok(false);
     }
@@ -783,10 +784,7 @@ fn since_last_run(
         .lines
         .iter()
         .filter_map(|l| {
-            let p = l
-                .points
-                .iter()
-                .find(|p| p.campaign_id == this.campaign_id)?;
+            let p = l.points.iter().find(|p| p.campaign_id == id)?;
             let s = p.since_previous.as_ref()?;
             (s.flag != Flag::None).then_some((l, s))
         })

@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use super::judge::compare_campaigns;
-use super::{provenance, Report};
+use super::{human, provenance, Report};
 use crate::store::{CampaignState, Result, Store};
 
 /// The practical threshold of a flag, in percent of the earlier run's value.
@@ -90,7 +90,39 @@ pub struct Since {
     pub text: String,
 }
 
+impl Point {
+    /// "50.00 ms [49.00 ms, 51.00 ms]", or that there is no interval.
+    pub fn median_text(&self, unit: &str) -> String {
+        match self.median_ci {
+            Some((lo, hi)) => format!(
+                "{} [{}, {}]",
+                human(self.median, unit),
+                human(lo, unit),
+                human(hi, unit)
+            ),
+            None => format!("{} (n < 5: no interval)", human(self.median, unit)),
+        }
+    }
+}
+
 impl Since {
+    /// "+10.0% [+8.3%, +11.7%] (95.0%)", or that too few repetitions allow no interval.
+    pub fn shift_text(&self) -> String {
+        match self.ci_pct {
+            Some((lo, hi)) => format!(
+                "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}",
+                self.change_pct,
+                self.ci_level
+                    .map(|c| format!(" ({:.1}%)", c * 100.0))
+                    .unwrap_or_default()
+            ),
+            None => format!(
+                "{:+.1}% (too few repetitions for an interval: not judged)",
+                self.change_pct
+            ),
+        }
+    }
+
     /// What changed between the two runs, or that nothing recorded did.
     pub fn changed_text(&self) -> String {
         if self.changed.is_empty() {
@@ -210,21 +242,6 @@ impl History {
                 }),
             }
         }
-        // What each host ran each campaign on, as labelled facts.
-        let mut facts: HashMap<(String, String), IndexMap<String, String>> = HashMap::new();
-        let hosts: std::collections::BTreeSet<&str> = reports
-            .iter()
-            .flat_map(|r| r.cells.iter().map(|c| c.host.as_str()))
-            .filter(|h| host.is_none_or(|want| want == *h))
-            .collect();
-        for h in hosts {
-            for r in store.host_runs(&h.into(), usize::MAX / 2)? {
-                if r.name == series {
-                    let f = provenance::facts(&r.facts);
-                    facts.insert((h.to_string(), r.campaign_id.to_string()), f);
-                }
-            }
-        }
         let mut lines: Vec<Line> = Vec::new();
         let mut index: HashMap<(String, String), usize> = HashMap::new();
         for (i, report) in reports.iter().enumerate() {
@@ -262,10 +279,11 @@ impl History {
                     .filter(|r| r.compared)
                     .map(|r| {
                         let baseline = reports[i - 1].campaign_id.clone();
-                        let before = facts.get(&(cell.host.clone(), baseline.clone()));
-                        let now = facts.get(&(cell.host.clone(), report.campaign_id.clone()));
+                        // What the host ran each run on: the report's first snapshot of it.
+                        let before = host_facts(&reports[i - 1], &cell.host);
+                        let now = host_facts(report, &cell.host);
                         let mut changed = file_changes(&files[i - 1], &files[i]);
-                        match (before, now) {
+                        match (&before, &now) {
                             (Some(b), Some(n)) => {
                                 changed.extend(provenance::changed(n, b).into_iter().map(|k| {
                                     let was = b.get(&k).map_or("-", String::as_str);
@@ -334,6 +352,15 @@ impl History {
             })
             .collect()
     }
+}
+
+/// What `host` ran `report`'s campaign on, as labelled facts: its first snapshot there.
+fn host_facts(report: &Report, host: &str) -> Option<IndexMap<String, String>> {
+    report
+        .provenance
+        .iter()
+        .find(|s| s.host == host)
+        .map(|s| provenance::facts(&s.facts))
 }
 
 /// How the campaign file of a run differs from the one before it (`(content hash, text)`

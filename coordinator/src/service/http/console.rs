@@ -970,22 +970,11 @@ pub(super) async fn series(
         );
         for p in &line.points {
             let unit = &line.unit;
-            let value = match p.median_ci {
-                Some((lo, hi)) => format!(
-                    "{} [{}, {}]",
-                    human(p.median, unit),
-                    human(lo, unit),
-                    human(hi, unit)
-                ),
-                None => format!("{} (no interval)", human(p.median, unit)),
-            };
+            let value = p.median_text(unit);
             let (since, changed) = match &p.since_previous {
                 None => ("-".to_string(), String::new()),
                 Some(s) => {
-                    let shift = match s.ci_pct {
-                        Some((lo, hi)) => format!("{:+.1}% [{lo:+.1}%, {hi:+.1}%]", s.change_pct),
-                        None => format!("{:+.1}% (too few repetitions: not judged)", s.change_pct),
-                    };
+                    let shift = s.shift_text();
                     let flag = match s.flag {
                         Flag::None => String::new(),
                         Flag::Regression => " <span class=\"fail\">regression</span>".into(),
