@@ -69,6 +69,7 @@ fn campaign() -> PlannedCampaign {
     PlannedCampaign {
         id: "bench-1".into(),
         name: "bench".into(),
+        series: "bench".into(),
         content_hash: "bench".into(),
         generation: 1,
         params: vec!["cell".into()],

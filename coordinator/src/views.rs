@@ -19,6 +19,7 @@ pub fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
     serde_json::json!({
         "campaign_id": c.campaign_id,
         "name": c.name,
+        "series": c.series,
         "state": state_name(c.state),
         "submitted_unix_ms": c.created_unix_ms,
         "cells_total": c.cells_total,
@@ -330,6 +331,154 @@ pub fn history_csv(h: &crate::report::history::History) -> String {
             ];
             out.push_str(&row.join(","));
             out.push('\n');
+        }
+    }
+    out
+}
+
+/// A schedule as JSON (`platter schedule list/show --format json`, the console's API).
+pub fn schedule_json(s: &pb::ScheduleInfo) -> serde_json::Value {
+    serde_json::json!({
+        "name": s.name,
+        "series": s.series,
+        "file_name": s.file_name,
+        "when": s.when,
+        "policy": s.policy,
+        "paused": s.paused,
+        "next_due_unix_ms": (s.next_due_unix_ms != 0).then_some(s.next_due_unix_ms),
+        "created_unix_ms": s.created_unix_ms,
+        "firings": { "submitted": s.submitted, "skipped": s.skipped, "failed": s.failed },
+        "latest": s.firings.iter().map(firing_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One firing as JSON.
+pub fn firing_json(f: &pb::ScheduleFiring) -> serde_json::Value {
+    serde_json::json!({
+        "schedule": f.schedule,
+        "slot_unix_ms": f.slot_unix_ms,
+        "fired_unix_ms": f.fired_unix_ms,
+        "coordinator": f.coordinator,
+        "outcome": f.outcome,
+        "campaign_id": (!f.campaign_id.is_empty()).then_some(&f.campaign_id),
+        "labels": f.labels.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "note": (!f.note.is_empty()).then_some(&f.note),
+    })
+}
+
+fn next_words(s: &pb::ScheduleInfo) -> String {
+    match (s.paused, s.next_due_unix_ms) {
+        (true, _) => "paused".into(),
+        (false, 0) => "on trigger".into(),
+        (false, at) => clock(at),
+    }
+}
+
+/// `platter schedule list`: one line per schedule.
+pub fn render_schedules(all: &[pb::ScheduleInfo]) -> String {
+    use std::fmt::Write as _;
+    if all.is_empty() {
+        return "no schedules (`platter schedule add FILE --every 24h` adds one)\n".into();
+    }
+    let mut rows = vec![[
+        "SCHEDULE".to_string(),
+        "SERIES".into(),
+        "WHEN".into(),
+        "POLICY".into(),
+        "NEXT".into(),
+        "RUNS".into(),
+        "SKIPPED".into(),
+        "FAILED".into(),
+        "LAST".into(),
+    ]];
+    for s in all {
+        let last = s
+            .firings
+            .first()
+            .map(|f| format!("{} {}", clock(f.fired_unix_ms), f.outcome))
+            .unwrap_or_else(|| "-".into());
+        rows.push([
+            s.name.clone(),
+            s.series.clone(),
+            s.when.clone(),
+            s.policy.clone(),
+            next_words(s),
+            s.submitted.to_string(),
+            s.skipped.to_string(),
+            s.failed.to_string(),
+            last,
+        ]);
+    }
+    let widths: Vec<usize> = (0..9)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// `platter schedule show NAME`: the schedule, then its latest firings, newest first.
+pub fn render_schedule(s: &pb::ScheduleInfo) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "schedule {} — series {} ({})",
+        s.name, s.series, s.file_name
+    );
+    let _ = writeln!(
+        out,
+        "  fires {}, policy {}; next: {}",
+        s.when,
+        s.policy,
+        next_words(s)
+    );
+    let _ = writeln!(
+        out,
+        "  firings: {} submitted, {} skipped, {} failed (since {})",
+        s.submitted,
+        s.skipped,
+        s.failed,
+        clock(s.created_unix_ms)
+    );
+    if s.firings.is_empty() {
+        let _ = writeln!(out, "  not fired yet");
+        return out;
+    }
+    let _ = writeln!(out, "\nlatest firings, newest first:");
+    for f in &s.firings {
+        let run = if f.campaign_id.is_empty() {
+            "-".to_string()
+        } else {
+            f.campaign_id.clone()
+        };
+        let _ = writeln!(
+            out,
+            "  {}  {:<9}  {}  by {}",
+            clock(f.fired_unix_ms),
+            f.outcome,
+            run,
+            f.coordinator
+        );
+        let labels: Vec<String> = f
+            .labels
+            .iter()
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !labels.is_empty() {
+            let _ = writeln!(out, "      labels: {}", labels.join(", "));
+        }
+        if !f.note.is_empty() {
+            let _ = writeln!(out, "      {}", f.note);
         }
     }
     out

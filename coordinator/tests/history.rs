@@ -35,11 +35,21 @@ async fn run(
     kernel: &str,
     shift: usize,
 ) -> PlannedCampaign {
-    let campaign = platter::spec::parse("nightly.yaml", SERIES).unwrap();
+    run_of(SERIES, store, generation, scale, kernel, shift).await
+}
+
+/// `run` of the campaign file `yaml`.
+async fn run_of(
+    yaml: &str,
+    store: &Store,
+    generation: u32,
+    scale: f64,
+    kernel: &str,
+    shift: usize,
+) -> PlannedCampaign {
+    let campaign = platter::spec::parse("nightly.yaml", yaml).unwrap();
     let planned = planner::plan(&campaign, "", "seed", generation, &Default::default()).unwrap();
-    store
-        .insert_campaign(&planned, "nightly.yaml", SERIES)
-        .unwrap();
+    store.insert_campaign(&planned, "nightly.yaml", yaml).unwrap();
     for plan in &planned.plans {
         let mut records = vec![Record {
             seq: 1,
@@ -142,7 +152,7 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
                 .to_string(),
         );
     }
-    let h = History::load(&store, "nightly", "wall", None, 3.0, None, None).unwrap();
+    let h = History::load(&store, "nightly", "wall", None, Some(3.0), None, None).unwrap();
     assert_eq!(h.runs.len(), 6, "{h:#?}");
     assert_eq!(h.lines.len(), 2, "one line per cell: {h:#?}");
     for line in &h.lines {
@@ -162,7 +172,7 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
         }
     }
     // The last three runs only: run 4 is their first, against nothing.
-    let window = History::load(&store, "nightly", "wall", None, 3.0, Some(3), None).unwrap();
+    let window = History::load(&store, "nightly", "wall", None, Some(3.0), Some(3), None).unwrap();
     assert_eq!(window.runs.len(), 3);
     assert_eq!(window.runs[0].campaign_id, ids[3]);
     assert!(window.lines[0].points[0].since_previous.is_none());
@@ -262,7 +272,7 @@ async fn a_series_of_noise_only_flags_nothing() {
         let drift = 1.0 + 0.01 * ((g % 3) as f64 - 1.0);
         run(&store, g, drift, "6.1.0", (g * 3) as usize).await;
     }
-    let h = History::load(&store, "nightly", "wall", None, 3.0, None, None).unwrap();
+    let h = History::load(&store, "nightly", "wall", None, Some(3.0), None, None).unwrap();
     assert_eq!(h.runs.len(), 20);
     let flagged: Vec<_> = h
         .lines
@@ -367,4 +377,34 @@ async fn the_console_shows_a_series_with_its_flags() {
     let none = call(&http, "GET", "/series/weekly", &cookie, "");
     assert_eq!(none.status, 404, "{none:?}");
     coordinator.kill9();
+}
+
+/// Campaigns of different names with one `series:` are one series; its `track:` threshold
+/// is the one a flag must pass unless the reader asks for another.
+#[tokio::test]
+async fn a_series_key_joins_runs_and_its_track_threshold_decides_the_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    for g in 1..=4u32 {
+        // Two files (an older name, then a new one), one series; run 4 10% slower.
+        let yaml = SERIES.replace(
+            "name: nightly\n",
+            if g <= 2 {
+                "name: fsync-rc66\nseries: fleet-fsync\ntrack: { threshold: 20% }\n"
+            } else {
+                "name: fsync-rc66-v2\nseries: fleet-fsync\ntrack: { threshold: 20% }\n"
+            },
+        );
+        let scale = if g == 4 { 1.10 } else { 1.0 };
+        run_of(&yaml, &store, g, scale, "6.1.0", g as usize).await;
+    }
+    let tracked = History::load(&store, "fleet-fsync", "wall", None, None, None, None).unwrap();
+    assert_eq!(tracked.runs.len(), 4, "{tracked:#?}");
+    assert_eq!(tracked.threshold_pct, 20.0);
+    assert!(tracked.latest_flags().is_empty(), "10% is within ±20%: {tracked:#?}");
+    let strict = History::load(&store, "fleet-fsync", "wall", None, Some(3.0), None, None).unwrap();
+    assert_eq!(strict.latest_flags().len(), 2, "{strict:#?}");
+    // The campaign's own name is no series of its own.
+    let by_name = History::load(&store, "fsync-rc66", "wall", None, None, None, None).unwrap();
+    assert!(by_name.runs.is_empty(), "{by_name:#?}");
 }

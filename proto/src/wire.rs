@@ -24,6 +24,11 @@ fn malformed(what: &'static str, why: impl Into<String>) -> WireError {
     }
 }
 
+/// How many bytes `plan` takes as a message on the wire (a plan must fit one).
+pub fn plan_wire_len(plan: &Plan) -> usize {
+    prost::Message::encoded_len(&pb::Plan::from(plan))
+}
+
 impl From<&Plan> for pb::Plan {
     fn from(p: &Plan) -> Self {
         pb::Plan {

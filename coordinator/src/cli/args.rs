@@ -248,7 +248,7 @@ pub enum Command {
     /// their provenance). Reads the store (`--db`, or `platter run`'s here). Exits 4 with
     /// --fail-on-regression when the latest run has a regression.
     History {
-        /// The series: the campaigns' name
+        /// The series: the campaigns' `series:`, else their name (a schedule's runs too)
         series: String,
         /// Read from this database file or PostgreSQL URL [default: platter-data/platter.db,
         /// what `platter run` writes]
@@ -267,9 +267,10 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         last: Option<usize>,
         /// Smallest shift flagged, in percent of the earlier run's value: a shift's whole
-        /// interval must lie beyond it
-        #[arg(long, default_value_t = crate::report::history::DEFAULT_THRESHOLD_PCT, value_name = "PERCENT")]
-        threshold: f64,
+        /// interval must lie beyond it [default: the latest run's `track: { threshold }`,
+        /// else 3]
+        #[arg(long, value_name = "PERCENT")]
+        threshold: Option<f64>,
         /// table for people, json or csv for scripts and spreadsheets
         #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
         format: String,
@@ -302,6 +303,104 @@ pub enum Command {
     /// does at most what its account may do now. Works on the store directly.
     #[command(subcommand)]
     Tokens(Tokens),
+    /// Schedules: a campaign run again and again as a series — every so often, on a cron
+    /// line (UTC) or when a trigger is pulled — by the coordinators of `platter serve`.
+    /// Each slot fires once, whichever coordinator on the store finds it due; slots missed
+    /// while every coordinator was down fire once at start-up. Follow a series with
+    /// `platter history SERIES`.
+    #[command(subcommand)]
+    Schedule(Schedule),
+    /// Fire now the schedules made `--on-trigger NAME` (else the schedule called NAME),
+    /// each run labelled: `platter trigger kernel-update --label kernel=6.12.1`. For CI
+    /// systems without the CLI: `POST /api/v1/triggers/NAME` on the console with an
+    /// operator's API token.
+    Trigger {
+        /// The trigger (or schedule) name
+        name: String,
+        /// A label kept with the run, KEY=VALUE (repeatable)
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+        labels: Vec<(String, String)>,
+        #[command(flatten)]
+        client: ClientArgs,
+        /// table for people, json for scripts
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+}
+
+fn label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not KEY=VALUE (e.g. kernel=6.12.1)")),
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Schedule {
+    /// Add a schedule: FILE's campaign fired as a new run of its series (its `series:`,
+    /// else its name) with --every, --cron or --on-trigger. The campaign is checked now,
+    /// and planned against the fleet at each firing.
+    Add {
+        file: PathBuf,
+        /// The schedule's name [default: the campaign's series]
+        #[arg(long)]
+        name: Option<String>,
+        /// Fire every DURATION (24h, 90m, 2s), the first one DURATION from now
+        #[arg(long, value_name = "DURATION", group = "when")]
+        every: Option<String>,
+        /// Fire on a five-field cron line, read in UTC ("0 2 * * *": 02:00 every night)
+        #[arg(long, value_name = "LINE", group = "when")]
+        cron: Option<String>,
+        /// Fire when `platter trigger NAME` (or POST /api/v1/triggers/NAME) is called
+        #[arg(long, value_name = "NAME", group = "when")]
+        on_trigger: Option<String>,
+        /// A firing while the series' previous run still runs: skip it (noted in `schedule
+        /// show`), or queue the new run behind it
+        #[arg(long, default_value = "skip", value_parser = ["skip", "queue"])]
+        policy: String,
+        /// The largest campaign file sent, in bytes or with K, M or G
+        #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
+        max_file_size: u64,
+        #[command(flatten)]
+        set: SetArgs,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Every schedule: when it fires next, its series, what its firings did.
+    List {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// table for people, json for scripts
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// One schedule with its latest firings (labels, run, notes: skipped, caught up).
+    Show {
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+        /// table for people, json for scripts
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// Stop firing it until resumed.
+    Pause {
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Fire it again from its next slot on (the slots it was paused over are not fired).
+    Resume {
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Remove it; its runs and firings stay, the series' history.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 /// Where `platter users` and `platter tokens` find the store.

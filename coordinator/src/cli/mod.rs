@@ -13,6 +13,7 @@ mod inventory;
 mod local;
 mod lock;
 mod output;
+mod schedules;
 mod users;
 
 use crate::views::render_comparison;
@@ -21,6 +22,7 @@ use certs::certs;
 use inventory::inventory;
 use local::{run_local, serve};
 use output::{emit, emit_with, report};
+use schedules::{schedule, trigger};
 use users::{tokens, users};
 
 use std::io::Write;
@@ -119,6 +121,8 @@ pub fn main() -> i32 {
             | Command::Submit { .. }
             | Command::Users(_)
             | Command::Tokens(_)
+            | Command::Schedule(_)
+            | Command::Trigger { .. }
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     // The commands that hold an agent keep its threads (under `run`, the coordinator's
@@ -217,6 +221,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 wait_for_store: !exit_without_store,
                 announce: None,
                 http,
+                fire_schedules: true,
             };
             serve(opts).await
         }
@@ -371,6 +376,13 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Certs(c) => certs(c),
+        Command::Schedule(c) => schedule(c).await,
+        Command::Trigger {
+            name,
+            labels,
+            client,
+            format,
+        } => trigger(name, labels, client, format).await,
         // Argon2 and the store block: off the runtime's workers.
         Command::Users(c) => tokio::task::spawn_blocking(move || users(c)).await?,
         Command::Tokens(c) => tokio::task::spawn_blocking(move || tokens(c)).await?,
@@ -510,8 +522,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             else {
                 bail!("platter history reads the store: no {LOCAL_STORE} here (`platter run` writes it); run it where the store is reachable, with --db FILE or --db postgres://… (asking a coordinator for it is not built yet)");
             };
-            if !(threshold.is_finite() && threshold >= 0.0) {
-                eprintln!("platter: --threshold must be a percentage ≥ 0, not {threshold}");
+            if let Some(t) = threshold.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+                eprintln!("platter: --threshold must be a percentage ≥ 0, not {t}");
                 return Ok(EXIT_INVALID);
             }
             let store = open_local(&db)?;
@@ -747,22 +759,14 @@ fn since_last_run(
     campaign: &str,
     metric: &str,
 ) -> anyhow::Result<bool> {
-    use crate::report::history::{Flag, History, DEFAULT_THRESHOLD_PCT};
+    use crate::report::history::{Flag, History};
     // Its id and name only: the report itself was read (and printed) already.
     let (id, name) = store.read(|c| {
         let id = crate::store::resolve_campaign(c, campaign)?;
         let name = crate::store::reports::campaign(c, &id)?.map(|r| r.name);
         Ok((id.to_string(), name.unwrap_or_default()))
     })?;
-    let h = History::load(
-        store,
-        &name,
-        metric,
-        None,
-        DEFAULT_THRESHOLD_PCT,
-        Some(2),
-        Some(&id),
-    )?;
+    let h = History::load(store, &name, metric, None, None, Some(2), Some(&id))?;
     let Some(at) = h.runs.iter().position(|r| r.campaign_id == id) else {
         eprintln!(
             "since the run before: {} ({}) has not ended: not judged",

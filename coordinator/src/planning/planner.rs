@@ -155,6 +155,8 @@ pub struct PlannedCell {
 pub struct PlannedCampaign {
     pub id: CampaignId,
     pub name: String,
+    /// The series it is a run of (`Campaign::series`).
+    pub series: String,
     pub content_hash: String,
     pub generation: u32,
     pub params: Vec<String>,
@@ -289,6 +291,7 @@ pub fn plan(
     Ok(PlannedCampaign {
         id: id.into(),
         name: campaign.name.clone(),
+        series: campaign.series.clone(),
         content_hash,
         generation,
         params,

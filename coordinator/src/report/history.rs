@@ -37,6 +37,9 @@ pub struct History {
 pub struct Run {
     pub campaign_id: String,
     pub submitted_unix_ms: i64,
+    /// The labels of the schedule's firing that submitted it (`fired_by`, `slot`, a
+    /// trigger's), empty for a run submitted by hand.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -200,10 +203,16 @@ impl History {
         series: &str,
         metric: &str,
         host: Option<&str>,
-        threshold_pct: f64,
+        threshold_pct: Option<f64>,
         last: Option<usize>,
         until: Option<&str>,
     ) -> Result<History> {
+        // A run asked for by id is judged within its own series, whatever name it has.
+        let series = match until {
+            Some(run) => store.series_of(run)?.unwrap_or_else(|| series.to_string()),
+            None => series.to_string(),
+        };
+        let series = series.as_str();
         let mut runs = Vec::new();
         let mut left_out = Vec::new();
         let mut reports: Vec<Report> = Vec::new();
@@ -211,6 +220,11 @@ impl History {
         // the change is named with every flag.
         let mut files: Vec<(String, String)> = Vec::new();
         let mut all = store.series_runs(series)?;
+        let firings = store.firings_of(
+            &all.iter()
+                .map(|r| r.campaign_id.clone())
+                .collect::<Vec<_>>(),
+        )?;
         if let Some(at) = until.and_then(|u| all.iter().position(|r| r.campaign_id.as_str() == u)) {
             all.truncate(at + 1);
         }
@@ -234,6 +248,10 @@ impl History {
                     runs.push(Run {
                         campaign_id: run.campaign_id.to_string(),
                         submitted_unix_ms: run.submitted_unix_ms,
+                        labels: firings
+                            .get(&run.campaign_id)
+                            .map(|f| f.labels.clone())
+                            .unwrap_or_default(),
                     });
                 }
                 other => left_out.push(LeftOut {
@@ -242,6 +260,15 @@ impl History {
                 }),
             }
         }
+        // The threshold asked for, else the latest run's `track: { threshold: … }`.
+        let threshold_pct = threshold_pct
+            .or_else(|| {
+                let (_, yaml) = files.last()?;
+                crate::spec::parse("campaign.yaml", yaml)
+                    .ok()?
+                    .track_threshold_pct
+            })
+            .unwrap_or(DEFAULT_THRESHOLD_PCT);
         let mut lines: Vec<Line> = Vec::new();
         let mut index: HashMap<(String, String), usize> = HashMap::new();
         for (i, report) in reports.iter().enumerate() {

@@ -11,10 +11,12 @@
 //! Beneath the service: the store (`crate::store`), planning (`crate::planning`) and the
 //! reports (`crate::report`); nothing there imports the service.
 
+pub mod campaigns;
 pub mod http;
 pub mod hub;
 pub mod presence;
 pub mod rpc;
+pub mod schedules;
 pub mod server;
 pub mod status;
 pub mod task_stream;

@@ -57,6 +57,9 @@ pub struct ServeOptions {
     /// Health, readiness and Prometheus metrics over HTTP on this address
     /// (`crate::service::http`), once the store is open.
     pub http: Option<SocketAddr>,
+    /// Fire the store's schedules when due (`platter serve`; not `platter run`, which
+    /// runs its one campaign). Triggers fire whatever this says.
+    pub fire_schedules: bool,
 }
 
 impl ServeOptions {
@@ -74,6 +77,7 @@ impl ServeOptions {
             wait_for_store: false,
             announce: None,
             http: None,
+            fire_schedules: false,
         }
     }
 }
@@ -422,8 +426,20 @@ impl Coordinator {
             auth,
             heartbeat_timeout: opts.heartbeat_timeout,
         }));
+        let scheduler = Arc::new(crate::service::schedules::Scheduler {
+            store: store.clone(),
+            hub: hub.clone(),
+            limits: opts.limits,
+            coordinator: name
+                .clone()
+                .unwrap_or_else(|| format!("{}:{}", hostname(), addr.port())),
+        });
+        if opts.fire_schedules {
+            tasks.spawn(scheduler.clone().run(shutdown.clone()));
+        }
         // One service for gRPC callers and the console's pages, which call it in process.
         let control_service = Arc::new(ControlService {
+            scheduler,
             store: store.clone(),
             hub: hub.clone(),
             shutdown: shutdown.clone(),

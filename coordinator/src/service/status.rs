@@ -29,6 +29,8 @@ pub struct HostProgress {
 pub struct CampaignStatus {
     pub campaign_id: CampaignId,
     pub name: String,
+    /// The series it is a run of (`series:`, else its name).
+    pub series: String,
     pub state: CampaignState,
     pub cells_total: u32,
     pub cells_done: u32,
@@ -170,6 +172,7 @@ impl CampaignStatus {
         let mut status = CampaignStatus {
             campaign_id: campaign.id,
             name: campaign.name,
+            series: campaign.series,
             state: campaign.state,
             cells_total,
             cells_done,

@@ -91,6 +91,10 @@ use template::Template;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Campaign {
     pub name: String,
+    /// The series its runs belong to: `series:`, else its name.
+    pub series: String,
+    /// `track: { threshold: … }`, in percent.
+    pub track_threshold_pct: Option<f64>,
     pub description: Option<String>,
     /// `hosts: { names: [...] }`; `["local"]` when absent.
     pub hosts: Vec<String>,
@@ -784,6 +788,8 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
     }
 
     Ok(Campaign {
+        series: spec.series.unwrap_or_else(|| spec.name.clone()),
+        track_threshold_pct: spec.track_threshold_pct,
         name: spec.name,
         description: spec.description,
         hosts: spec.hosts,

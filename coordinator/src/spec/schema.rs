@@ -16,8 +16,10 @@ pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;
 pub(crate) const MAX_WARMUP: u32 = 1_000;
 
-const TOP_KEYS: [&str; 14] = [
+const TOP_KEYS: [&str; 16] = [
     "name",
+    "series",
+    "track",
     "description",
     "hosts",
     "matrix",
@@ -46,6 +48,11 @@ const ALL_PHASES: [&str; 6] = [
 #[derive(Debug)]
 pub(crate) struct Spec {
     pub name: String,
+    /// `series:`: the series its runs belong to, when not its name.
+    pub series: Option<String>,
+    /// `track: { threshold: 3% }`: the practical threshold a run of its series is
+    /// flagged beyond (`report::history`).
+    pub track_threshold_pct: Option<f64>,
     pub description: Option<String>,
     pub hosts: Vec<String>,
     pub host_labels: Option<super::HostLabels>,
@@ -195,6 +202,8 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
     let entries = known(entries, "", &TOP_KEYS, &mut errs);
 
     let mut name = None;
+    let mut series = None;
+    let mut track_threshold_pct = None;
     let mut description = None;
     let mut hosts = None;
     let mut matrix = None;
@@ -217,6 +226,8 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
         let v = &e.value;
         match path {
             "name" => name = errs.ok(campaign_name(v)),
+            "series" => series = errs.ok(series_name(v)),
+            "track" => track_threshold_pct = read_track(v, stored, &mut errs),
             "description" => {
                 description = errs.ok(optional_text(v, path, "a description")).flatten()
             }
@@ -330,6 +341,8 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
     }
     Ok(Spec {
         name,
+        series,
+        track_threshold_pct,
         description,
         host_labels: hosts.as_ref().and_then(|(_, l)| l.clone()),
         hosts: hosts
@@ -510,8 +523,32 @@ fn bare_percent_hint(p: f64, written: &str) -> String {
     format!("did you mean `{scaled}%`? ({written} as a fraction is {scaled}%; for ±{written}% write `{written}%`)")
 }
 
+const TRACK_KEYS: [&str; 1] = ["threshold"];
+
+/// `track: { threshold: 3% }`: a run of the series is flagged against the run before only
+/// when its shift's whole interval lies beyond ± the threshold.
+fn read_track(v: &Node, stored: bool, errs: &mut Errors) -> Option<f64> {
+    let entries = errs.ok(map(v, "track", "`{ threshold: 3% }`"))?;
+    let mut threshold = None;
+    for e in known(entries, "track", &TRACK_KEYS, errs) {
+        if e.name == "threshold" {
+            threshold = errs.ok(percent(&e.value, "track.threshold", stored));
+        }
+    }
+    threshold
+}
+
+/// `series:` is named as a campaign is.
+fn series_name(v: &Node) -> Result<String> {
+    named(v, "series", "a series name")
+}
+
 fn campaign_name(v: &Node) -> Result<String> {
-    let name = string(v, "name", "a campaign name")?;
+    named(v, "name", "a campaign name")
+}
+
+fn named(v: &Node, key: &str, what: &str) -> Result<String> {
+    let name = string(v, key, what)?;
     let valid = name
         .chars()
         .next()
@@ -521,7 +558,7 @@ fn campaign_name(v: &Node) -> Result<String> {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
     if !valid {
         let lower = name.to_lowercase().replace(' ', "-");
-        return Err(error(v.pos, "name", format!("`{name}` is not a valid campaign name"))
+        return Err(error(v.pos, key, format!("`{name}` is not a valid {}", &what[2..]))
             .hint(format!(
                 "use lowercase letters, digits, `.`, `_` and `-`, starting with a letter or digit (e.g. `{lower}`)"
             )));
@@ -529,9 +566,10 @@ fn campaign_name(v: &Node) -> Result<String> {
     if name.len() > MAX_NAME_LEN {
         return Err(error(
             v.pos,
-            "name",
+            key,
             format!(
-                "the campaign name is {} characters long; at most {MAX_NAME_LEN} are allowed",
+                "the {} is {} characters long; at most {MAX_NAME_LEN} are allowed",
+                &what[2..],
                 name.len()
             ),
         ));

@@ -171,6 +171,8 @@ fn defaults() {
         c,
         Campaign {
             name: "min".into(),
+            series: "min".into(),
+            track_threshold_pct: None,
             description: None,
             hosts: vec!["local".into()],
             host_labels: None,
@@ -860,4 +862,25 @@ fn a_percentage_needs_its_sign_except_in_a_stored_campaign() {
     // A platter that took a bare number as a percentage stored this; it ran as ±2%.
     let stored = parse_with("t.yaml", &text("2"), &Limits::NONE).unwrap();
     assert_eq!(ci(&stored), Some(2.0));
+}
+
+#[test]
+fn series_and_track_name_a_series_and_its_threshold() {
+    let c = ok("name: fsync-rc66\nseries: nightly-fsync\ntrack: { threshold: 5% }\nworkload: { command: { run: \"true\" } }\n");
+    assert_eq!(
+        (c.series.as_str(), c.track_threshold_pct),
+        ("nightly-fsync", Some(5.0))
+    );
+    let e = errs("name: a\nseries: Nightly Fsync\nworkload: { command: { run: \"true\" } }\n");
+    let e = e.to_string();
+    assert!(
+        e.contains("test.yaml:2:9") && e.contains("`Nightly Fsync` is not a valid series name"),
+        "{e}"
+    );
+    let e = errs("name: a\ntrack: { treshold: 5% }\nworkload: { command: { run: \"true\" } }\n");
+    let e = e.to_string();
+    assert!(e.contains("did you mean `threshold`"), "{e}");
+    let e = errs("name: a\ntrack: { threshold: 0.05 }\nworkload: { command: { run: \"true\" } }\n");
+    let e = e.to_string();
+    assert!(e.contains("track.threshold"), "{e}");
 }

@@ -38,41 +38,53 @@ impl Store {
     pub fn insert_campaign(&self, p: &PlannedCampaign, file_name: &str, yaml: &str) -> Result<()> {
         self.write(|c| {
             let tx = c.write_transaction()?;
-            tx.execute(
-                "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)",
-                params![
-                    p.id,
-                    p.name,
-                    p.content_hash,
-                    p.generation,
-                    file_name,
-                    yaml,
-                    serde_json::to_string(&p.params)?,
-                    p.repeat,
-                    now_ms()
-                ],
-            )?;
-            match tx.as_postgres() {
-                Some(pg) => insert_cells_and_plans_pg(pg, p)?,
-                None => {
-                    for cell in &p.cells {
-                        tx.execute(
-                            "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                            params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
-                        )?;
-                    }
-                    for plan in &p.plans {
-                        queue_plan(&tx, plan)?;
-                    }
-                }
-            }
-            self.notify(&tx, Change::Plans)?;
-            tx.commit()?;
-            Ok(())
+            self.insert_campaign_in(&tx, p, file_name, yaml)?;
+            tx.commit()
         })?;
         self.bump();
         Ok(())
+    }
+
+    /// `insert_campaign` inside the caller's transaction `tx` (a schedule's firing stores
+    /// its run with the firing); the caller bumps after commit.
+    pub(super) fn insert_campaign_in(
+        &self,
+        tx: &db::Conn,
+        p: &PlannedCampaign,
+        file_name: &str,
+        yaml: &str,
+    ) -> Result<()> {
+        tx.execute(
+            "INSERT INTO campaigns (id, name, content_hash, generation, file_name, yaml, params, repeat, state, submitted_unix_ms, series)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10)",
+            params![
+                p.id,
+                p.name,
+                p.content_hash,
+                p.generation,
+                file_name,
+                yaml,
+                serde_json::to_string(&p.params)?,
+                p.repeat,
+                now_ms(),
+                p.series
+            ],
+        )?;
+        match tx.as_postgres() {
+            Some(pg) => insert_cells_and_plans_pg(pg, p)?,
+            None => {
+                for cell in &p.cells {
+                    tx.execute(
+                        "INSERT INTO cells (id, campaign_id, host, idx, params, point, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        params![cell.id, p.id, cell.host, cell.index as i64, serde_json::to_string(&cell.params)?, cell.point as i64, cell.device],
+                    )?;
+                }
+                for plan in &p.plans {
+                    queue_plan(tx, plan)?;
+                }
+            }
+        }
+        self.notify(tx, Change::Plans)
     }
 
     /// Whether campaign `campaign_id` runs, ended or was cancelled.
@@ -151,11 +163,23 @@ pub struct SeriesRun {
 }
 
 impl Store {
-    /// The campaigns named `name`, oldest first: the runs of that series.
+    /// The series campaign `campaign_id` is a run of, if there is such a campaign.
+    pub fn series_of(&self, campaign_id: &str) -> Result<Option<String>> {
+        self.read(|c| {
+            c.query_opt(
+                "SELECT series FROM campaigns WHERE id = ?1",
+                [campaign_id],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    /// The campaigns of series `name` (their `series:` key, else their name), oldest
+    /// first: the runs of that series.
     pub fn series_runs(&self, name: &str) -> Result<Vec<SeriesRun>> {
         self.read(|c| {
             c.query_map(
-                "SELECT id, state, submitted_unix_ms, yaml, content_hash FROM campaigns WHERE name = ?1
+                "SELECT id, state, submitted_unix_ms, yaml, content_hash FROM campaigns WHERE series = ?1
                   ORDER BY submitted_unix_ms, generation, id",
                 [name],
                 |r| {

@@ -34,6 +34,9 @@ pub enum StoreError {
     /// words are the whole message ("no account named \"bob\"").
     #[error("{0}")]
     Account(String),
+    /// A schedule asked for what cannot be (a name taken); the words are the whole message.
+    #[error("{0}")]
+    Schedule(String),
     /// The database did not answer a request in time (frozen, unreachable, a lock held
     /// too long): the request was given up, and its connection with it.
     #[error("no answer within {} s ({what})", .after.as_secs_f64())]

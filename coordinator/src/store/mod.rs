@@ -12,7 +12,8 @@
 //! the writer's transaction, the verdicts for a report), `reports` (every read a report
 //! makes, on its one read connection), and the `impl Store` blocks by aggregate:
 //! `campaigns`, `dispatch` (with cancel), `agents`, `presence`, `progress` (what `status`
-//! reads of a campaign), `accounts` (the console's accounts, sessions and API tokens). No
+//! reads of a campaign), `accounts` (the console's accounts, sessions and API tokens), `schedules` (schedules
+//! and their firings, each exactly once across coordinators). No
 //! SQL is written outside this wing.
 //!
 //! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
@@ -55,6 +56,7 @@ pub mod presence;
 pub mod progress;
 pub mod reports;
 pub mod rounds;
+pub mod schedules;
 mod schema;
 /// Stores for tests of the store and what reads it, so each runs against both engines.
 #[doc(hidden)]

@@ -22,6 +22,8 @@ pub const LATEST: &str = "NOT EXISTS (SELECT 1 FROM steps l WHERE l.plan_id = s.
 pub struct CampaignRow {
     pub id: CampaignId,
     pub name: String,
+    /// Its `series:`, else its name.
+    pub series: String,
     pub state: CampaignState,
     /// The repetitions asked (`repeat`; its max when adaptive).
     pub repeat: u32,
@@ -169,7 +171,7 @@ impl Store {
         self.read(|c| {
             let campaign_id = resolve_campaign(c, campaign)?;
             let campaign = c
-                .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml FROM campaigns WHERE id = ?1", [&campaign_id], |r| {
+                .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml, series FROM campaigns WHERE id = ?1", [&campaign_id], |r| {
                     Ok(CampaignRow {
                         id: campaign_id.clone(),
                         name: r.get(0)?,
@@ -178,6 +180,7 @@ impl Store {
                         submitted_unix_ms: r.get(3)?,
                         file_name: r.get(4)?,
                         yaml: r.get(5)?,
+                        series: r.get(6)?,
                     })
                 })?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;

@@ -298,6 +298,51 @@ pub(super) async fn submit(
     }
 }
 
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct TriggerBody {
+    /// Kept with each run it fires: `{"labels": {"kernel": "6.12.1"}}`.
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+/// `POST /api/v1/triggers/{name}`, for CI systems: fires the schedules made `--on-trigger
+/// NAME` (else the schedule called NAME), as `platter trigger` does; an operator's token.
+/// The body, if any, is JSON: `{"labels": {"commit": "abc123"}}`.
+pub(super) async fn trigger(
+    State(ctx): State<Ctx>,
+    access: Access,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = access.change(AccountRole::Operator, csrf_header(&headers)) {
+        return *refused;
+    }
+    let labels = if body.iter().all(u8::is_ascii_whitespace) {
+        TriggerBody::default()
+    } else {
+        match serde_json::from_slice::<TriggerBody>(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return failed(&Status::invalid_argument(format!(
+                    "the body is not {{\"labels\": {{\"KEY\": \"VALUE\", …}}}}: {e}"
+                )))
+            }
+        }
+    };
+    match ctx.trigger(&name, labels.labels).await {
+        Ok(r) => {
+            tracing::info!(trigger = %name, account = %access.account, fired = r.fired.len(), "trigger pulled through the API");
+            Json(json!({
+                "fired": r.fired.iter().map(crate::views::firing_json).collect::<Vec<_>>(),
+                "not_fired": r.not_fired,
+            }))
+            .into_response()
+        }
+        Err(s) => failed(&s),
+    }
+}
+
 pub(super) async fn compare(
     State(ctx): State<Ctx>,
     _access: Access,

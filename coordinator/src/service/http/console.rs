@@ -792,8 +792,8 @@ async fn campaign_main(ctx: &Ctx, id: &str, role: AccountRole, csrf: &str) -> Ma
     let _ = write!(
         b,
         "<p><a href=\"/series/{}\" id=\"series\">Every run of {}</a>, each against the one before.</p>",
-        esc(&url_part(&c.name)),
-        esc(&c.name)
+        esc(&url_part(&c.series)),
+        esc(&c.series)
     );
     b.push_str("<h2>Report</h2><p>");
     let id = url_part(&c.campaign_id);

@@ -252,6 +252,22 @@ impl Ctx {
         Ok(r.into_inner().rendered)
     }
 
+    /// Pulls trigger `name` with `labels` (`platter trigger`).
+    pub(super) async fn trigger(
+        &self,
+        name: &str,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> Result<pb::TriggerResponse, Status> {
+        let r = self
+            .control
+            .trigger(in_process(pb::TriggerRequest {
+                name: name.into(),
+                labels: labels.into_iter().collect(),
+            }))
+            .await?;
+        Ok(r.into_inner())
+    }
+
     /// Submits `yaml`; the new campaign's id.
     pub(super) async fn submit(&self, file_name: &str, yaml: &str) -> Result<String, Status> {
         let r = self
@@ -264,7 +280,7 @@ impl Ctx {
     /// The flags of run `campaign_id`, the latest of series `name`, against the run
     /// before it; none when its reports cannot be read now (asked again next time).
     async fn series_flags(&self, name: &str, campaign_id: &str) -> Vec<Flagged> {
-        use crate::report::history::{History, DEFAULT_THRESHOLD_PCT};
+        use crate::report::history::History;
         let cell = self
             .series_flags
             .0
@@ -286,7 +302,7 @@ impl Ctx {
                         &series,
                         FLAGGED_METRIC,
                         None,
-                        DEFAULT_THRESHOLD_PCT,
+                        None,
                         Some(2),
                         Some(&run),
                     )
@@ -323,19 +339,11 @@ impl Ctx {
         name: &str,
         metric: &str,
     ) -> Result<crate::report::history::History, Status> {
-        use crate::report::history::{History, DEFAULT_THRESHOLD_PCT};
+        use crate::report::history::History;
         let (store, name, metric) = (self.store.clone(), name.to_string(), metric.to_string());
         let read = tokio::task::spawn_blocking(move || {
-            History::load(
-                &store,
-                &name,
-                &metric,
-                None,
-                DEFAULT_THRESHOLD_PCT,
-                Some(SERIES_RUNS),
-                None,
-            )
-            .map(|h| (h, name))
+            History::load(&store, &name, &metric, None, None, Some(SERIES_RUNS), None)
+                .map(|h| (h, name))
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
@@ -520,23 +528,23 @@ impl Ctx {
         }
         let mut recent = Vec::new();
         let ended: Vec<&pb::CampaignStatus> = ended.collect();
-        // Series: names with an earlier run that ended too; each lately ended run's flags.
+        // Series with an earlier run that ended too; each lately ended run's flags.
         let mut flagged = Vec::new();
         let mut seen: Vec<&str> = Vec::new();
         for c in ended.iter().take(RECENT) {
             let earlier = ended
                 .iter()
-                .filter(|e| e.name == c.name && e.state == pb::CampaignState::Done as i32)
+                .filter(|e| e.series == c.series && e.state == pb::CampaignState::Done as i32)
                 .count()
                 >= 2;
             if c.state != pb::CampaignState::Done as i32
                 || !earlier
-                || seen.contains(&c.name.as_str())
+                || seen.contains(&c.series.as_str())
             {
                 continue;
             }
-            seen.push(&c.name);
-            flagged.extend(self.series_flags(&c.name, &c.campaign_id).await);
+            seen.push(&c.series);
+            flagged.extend(self.series_flags(&c.series, &c.campaign_id).await);
         }
         for c in ended.iter().take(RECENT) {
             let v = self.verdict(c).await;

@@ -146,6 +146,7 @@ pub async fn serve(
         .route("/api/v1/campaigns/{id}/cancel", post(api::cancel))
         .route("/api/v1/compare", get(api::compare))
         .route("/api/v1/series/{name}", get(api::series))
+        .route("/api/v1/triggers/{name}", post(api::trigger))
         .route("/api/v1/accounts", get(admin::accounts_json))
         .route(
             "/api/v1/tokens",

@@ -15,6 +15,7 @@ use crate::pki::Role;
 use crate::planning::planner;
 use crate::report::judge::{CampaignComparison, ComparisonRow, JudgedComparison, UnmatchedCell};
 use crate::report::{Format, Report};
+use crate::service::campaigns::{self, Unplanned};
 use crate::service::hub::{Hub, Presence};
 use crate::service::status::CampaignStatus;
 use crate::service::task_stream::task_stream;
@@ -35,6 +36,8 @@ pub struct ControlService {
     pub limits: spec::Limits,
     /// What this coordinator last read of campaigns and agents.
     pub last: Arc<LastRead>,
+    /// Fires schedules: a trigger's, at once (`Trigger`).
+    pub scheduler: Arc<crate::service::schedules::Scheduler>,
 }
 
 /// What this coordinator last read from its store for `status`, `watch` and `agents`:
@@ -110,11 +113,11 @@ fn unreadable(store: &Store, e: &StoreError) -> Option<StoreFault> {
 const STATUS_MESSAGE_BYTES: usize = 12 << 10;
 
 /// An invalid campaign as INVALID_ARGUMENT, every mistake that fits on its own line.
-fn invalid_campaign(e: &spec::SpecErrors) -> Status {
+pub(super) fn invalid_campaign(e: &spec::SpecErrors) -> Status {
     Status::invalid_argument(e.render(spec::MAX_SHOWN, STATUS_MESSAGE_BYTES))
 }
 
-fn store_status(e: StoreError) -> Status {
+pub(super) fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NoCampaign(id) => Status::not_found(format!("no campaign {id}")),
         e @ (StoreError::Commit(_) | StoreError::NotAnswering(_)) => {
@@ -131,7 +134,7 @@ fn store_status(e: StoreError) -> Status {
 /// Runs store reads and writes, parsing and rendering off the async workers, which carry
 /// every agent's stream and heartbeats: a long report or a store waiting on its busy
 /// timeout must not starve them.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     tokio::task::spawn_blocking(f)
@@ -273,6 +276,7 @@ impl From<CampaignStatus> for pb::CampaignStatus {
         pb::CampaignStatus {
             campaign_id: s.campaign_id.into_string(),
             name: s.name,
+            series: s.series,
             state: state as i32,
             cells_total: s.cells_total,
             cells_done: s.cells_done,
@@ -301,46 +305,30 @@ impl From<CampaignStatus> for pb::CampaignStatus {
 }
 
 /// Parses a submitted campaign, resolves its label selectors against the known agents
-/// and plans it against their inventories.
+/// and plans it against their inventories (`service::campaigns::expand`).
 fn expand(
     store: &Store,
     limits: &spec::Limits,
     req: &pb::SubmitRequest,
     generation: u32,
 ) -> Result<(spec::Campaign, planner::PlannedCampaign), Status> {
-    let mut campaign =
-        spec::parse_with(&req.file_name, &req.yaml, limits).map_err(|e| invalid_campaign(&e))?;
-    let labels = store.labels().map_err(store_status)?;
-    campaign
-        .select_hosts(&labels)
-        .map_err(|e| Status::invalid_argument(format!("{}:{e}", req.file_name)))?;
-    let inventories = store.inventories().map_err(store_status)?;
-    let planned = planner::plan(
-        &campaign,
+    campaigns::expand(
+        store,
+        limits,
+        &req.file_name,
+        &req.yaml,
         &req.local_host,
-        store.id(),
         generation,
-        &inventories,
     )
-    .map_err(|e| match e {
-        planner::PlanError::LocalWithoutRun => e.to_string(),
-        e => format!("{}:{e}", req.file_name),
-    })
-    .map_err(Status::invalid_argument)?;
-    // A plan must fit one message to its agent (with room for the envelope).
-    for p in &planned.plans {
-        let bytes = prost::Message::encoded_len(&pb::Plan::from(p));
-        if bytes + 1024 > platter_proto::protocol::MAX_PLAN_BYTES {
-            return Err(Status::invalid_argument(format!(
-                "{}: the plan for host {} would be {:.1} MiB on the wire; the limit is {} MiB (MAX_PLAN_BYTES): fewer repetitions, cells or shorter commands",
-                req.file_name,
-                p.host,
-                bytes as f64 / 1048576.0,
-                platter_proto::protocol::MAX_PLAN_BYTES >> 20
-            )));
-        }
+    .map_err(unplanned_status)
+}
+
+fn unplanned_status(e: Unplanned) -> Status {
+    match e {
+        Unplanned::Invalid(e) => invalid_campaign(&e),
+        Unplanned::Refused(words) => Status::invalid_argument(words),
+        Unplanned::Store(e) => store_status(e),
     }
-    Ok((campaign, planned))
 }
 
 #[tonic::async_trait]
@@ -424,6 +412,61 @@ impl Control for ControlService {
         })
         .await?;
         Ok(Response::new(compared.into()))
+    }
+
+    async fn add_schedule(
+        &self,
+        request: Request<pb::AddScheduleRequest>,
+    ) -> Result<Response<pb::ScheduleInfo>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        Ok(Response::new(
+            self.add_schedule(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_schedules(
+        &self,
+        request: Request<pb::ListSchedulesRequest>,
+    ) -> Result<Response<pb::ListSchedulesResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        Ok(Response::new(self.list_schedules().await?))
+    }
+
+    async fn get_schedule(
+        &self,
+        request: Request<pb::GetScheduleRequest>,
+    ) -> Result<Response<pb::ScheduleInfo>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        Ok(Response::new(
+            self.get_schedule(request.into_inner().name).await?,
+        ))
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        request: Request<pb::SetSchedulePausedRequest>,
+    ) -> Result<Response<pb::ScheduleInfo>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        Ok(Response::new(
+            self.set_schedule_paused(request.into_inner()).await?,
+        ))
+    }
+
+    async fn remove_schedule(
+        &self,
+        request: Request<pb::GetScheduleRequest>,
+    ) -> Result<Response<pb::RemoveScheduleResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        self.remove_schedule(request.into_inner().name).await?;
+        Ok(Response::new(pb::RemoveScheduleResponse {}))
+    }
+
+    async fn trigger(
+        &self,
+        request: Request<pb::TriggerRequest>,
+    ) -> Result<Response<pb::TriggerResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        Ok(Response::new(self.trigger(request.into_inner()).await?))
     }
 
     async fn list_campaigns(

@@ -2,3 +2,4 @@
 
 pub mod agent_link;
 pub mod control;
+mod schedules;
