@@ -11,7 +11,7 @@ use platter::planning::planner::{self, PlannedCampaign};
 use platter::report::history::{Flag, History};
 use platter::store::Store;
 use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
-use platter_proto::provenance::{HostFacts, Provenance};
+use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
 
 const SERIES: &str = r#"
 name: nightly
@@ -35,7 +35,7 @@ async fn run(
     kernel: &str,
     shift: usize,
 ) -> PlannedCampaign {
-    run_of(SERIES, store, generation, scale, kernel, shift).await
+    run_of(SERIES, store, generation, scale, kernel, shift, "").await
 }
 
 /// `run` of the campaign file `yaml`.
@@ -46,10 +46,13 @@ async fn run_of(
     scale: f64,
     kernel: &str,
     shift: usize,
+    serial: &str,
 ) -> PlannedCampaign {
     let campaign = platter::spec::parse("nightly.yaml", yaml).unwrap();
     let planned = planner::plan(&campaign, "", "seed", generation, &Default::default()).unwrap();
-    store.insert_campaign(&planned, "nightly.yaml", yaml).unwrap();
+    store
+        .insert_campaign(&planned, "nightly.yaml", yaml)
+        .unwrap();
     for plan in &planned.plans {
         let mut records = vec![Record {
             seq: 1,
@@ -71,6 +74,26 @@ async fn run_of(
                         cpu_count: 2,
                         ..Default::default()
                     }),
+                    // The drive under test, when the run names one.
+                    devices: (!serial.is_empty())
+                        .then(|| DeviceFacts {
+                            device: serde_json::from_value(serde_json::json!({
+                                "name": "sdb", "path": "/dev/sdb", "major_minor": "8:16",
+                                "vendor": "", "model": "Samsung SSD 870", "serial": serial,
+                                "firmware": "SVT02B6Q", "size_bytes": 500_000_000_000u64,
+                                "rotational": false, "transport": "ata", "controller": [],
+                                "pci_address": null, "by_id": [], "by_path": [],
+                                "write_cache": "unknown", "write_cache_source": "",
+                                "partitions": [], "mounted": [], "holders": [],
+                                "holds_root": false, "backing_file": null,
+                            }))
+                            .unwrap(),
+                            logical_block_size: 512,
+                            physical_block_size: 4096,
+                            scheduler: String::new(),
+                        })
+                        .into_iter()
+                        .collect(),
                     ..Default::default()
                 }),
             },
@@ -396,15 +419,47 @@ async fn a_series_key_joins_runs_and_its_track_threshold_decides_the_flags() {
             },
         );
         let scale = if g == 4 { 1.10 } else { 1.0 };
-        run_of(&yaml, &store, g, scale, "6.1.0", g as usize).await;
+        run_of(&yaml, &store, g, scale, "6.1.0", g as usize, "").await;
     }
     let tracked = History::load(&store, "fleet-fsync", "wall", None, None, None, None).unwrap();
     assert_eq!(tracked.runs.len(), 4, "{tracked:#?}");
     assert_eq!(tracked.threshold_pct, 20.0);
-    assert!(tracked.latest_flags().is_empty(), "10% is within ±20%: {tracked:#?}");
+    assert!(
+        tracked.latest_flags().is_empty(),
+        "10% is within ±20%: {tracked:#?}"
+    );
     let strict = History::load(&store, "fleet-fsync", "wall", None, Some(3.0), None, None).unwrap();
     assert_eq!(strict.latest_flags().len(), 2, "{strict:#?}");
     // The campaign's own name is no series of its own.
     let by_name = History::load(&store, "fsync-rc66", "wall", None, None, None, None).unwrap();
     assert!(by_name.runs.is_empty(), "{by_name:#?}");
+}
+
+/// A run on another physical drive (same path, another serial) is not compared with the
+/// run before: it says so, and flags nothing however much slower it is.
+#[tokio::test]
+async fn a_run_on_another_drive_is_not_compared_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    run_of(SERIES, &store, 1, 1.0, "6.1.0", 1, "S1").await;
+    run_of(SERIES, &store, 2, 1.0, "6.1.0", 2, "S1").await;
+    run_of(SERIES, &store, 3, 1.5, "6.1.0", 3, "S2").await;
+    let h = History::load(&store, "nightly", "wall", None, None, None, None).unwrap();
+    assert!(h.latest_flags().is_empty(), "{h:#?}");
+    for line in &h.lines {
+        let second = line.points[1].since_previous.as_ref().unwrap();
+        assert!(second.not_compared.is_none(), "{second:#?}");
+        let s = line.points[2].since_previous.as_ref().unwrap();
+        assert_eq!(
+            s.shift_text(),
+            "not compared: another drive at /dev/sdb: serial S1 → S2"
+        );
+        assert_eq!(s.flag, Flag::None);
+    }
+    let (code, table) = history(&[dir.path().join("p.db").to_str().unwrap()]);
+    assert_eq!(code, 0, "{table}");
+    assert!(
+        table.contains("not compared: another drive at /dev/sdb: serial S1 → S2"),
+        "{table}"
+    );
 }

@@ -91,6 +91,9 @@ pub struct Since {
     pub changed: Vec<String>,
     /// The comparison's own words.
     pub text: String,
+    /// Why the two runs are not compared although their cells match: the cell ran on
+    /// another physical drive (its serial differs). Nothing is flagged then.
+    pub not_compared: Option<String>,
 }
 
 impl Point {
@@ -109,8 +112,12 @@ impl Point {
 }
 
 impl Since {
-    /// "+10.0% [+8.3%, +11.7%] (95.0%)", or that too few repetitions allow no interval.
+    /// "+10.0% [+8.3%, +11.7%] (95.0%)", or that too few repetitions allow no interval,
+    /// or why the two runs are not compared.
     pub fn shift_text(&self) -> String {
+        if let Some(why) = &self.not_compared {
+            return format!("not compared: {why}");
+        }
         match self.ci_pct {
             Some((lo, hi)) => format!(
                 "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}",
@@ -323,8 +330,16 @@ impl History {
                             }
                         }
                         let change_pct = r.row.penalty_pct;
-                        let significant = r.row.significant && r.row.ci_pct.is_some();
+                        let not_compared = other_drive(
+                            &reports[i - 1],
+                            report,
+                            &cell.host,
+                            cell.params.get(crate::spec::DEVICE).map(String::as_str),
+                        );
+                        let significant =
+                            r.row.significant && r.row.ci_pct.is_some() && not_compared.is_none();
                         Since {
+                            not_compared,
                             baseline,
                             change_pct,
                             ci_pct: r.row.ci_pct,
@@ -382,6 +397,30 @@ impl History {
 }
 
 /// What `host` ran `report`'s campaign on, as labelled facts: its first snapshot there.
+/// Whether `host`'s cell on drive `device` (any drive of the host, for a cell without a
+/// device) ran on another physical drive in `now` than in `before`: the same path with
+/// another serial, said as "another drive at /dev/sdb: serial S1 → S2".
+fn other_drive(before: &Report, now: &Report, host: &str, device: Option<&str>) -> Option<String> {
+    let serials = |r: &Report| -> std::collections::BTreeMap<String, String> {
+        r.provenance
+            .iter()
+            .filter(|s| s.host == host)
+            .flat_map(|s| s.facts.devices.iter())
+            .filter(|d| !d.device.serial.is_empty())
+            .map(|d| (d.device.path.clone(), d.device.serial.clone()))
+            .collect()
+    };
+    let (was, is) = (serials(before), serials(now));
+    was.iter()
+        .filter(|(path, _)| {
+            device.is_none_or(|d| d == path.as_str() || path.ends_with(&format!("/{d}")))
+        })
+        .find_map(|(path, old)| {
+            let new = is.get(path)?;
+            (new != old).then(|| format!("another drive at {path}: serial {old} → {new}"))
+        })
+}
+
 fn host_facts(report: &Report, host: &str) -> Option<IndexMap<String, String>> {
     report
         .provenance
