@@ -463,3 +463,53 @@ async fn a_run_on_another_drive_is_not_compared_and_says_so() {
         "{table}"
     );
 }
+
+/// A run's report carries "since the last run": each cell against the series' run before
+/// it, in the terminal's table, markdown, JSON and the HTML page alike; the first run of a
+/// series has no such section.
+#[tokio::test]
+async fn a_runs_report_says_what_moved_since_the_last_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let store = Store::open(&db).unwrap();
+    let first = run(&store, 1, 1.0, "6.1.0", 1).await.id.to_string();
+    let second = run(&store, 2, 1.10, "6.12.1", 2).await.id.to_string();
+    let report = |id: &str, format: &str| {
+        let out = Command::cargo_bin("platter")
+            .unwrap()
+            .args([
+                "report",
+                id,
+                "--db",
+                db.to_str().unwrap(),
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let table = report(&second, "table");
+    let title = format!("since the last run of series nightly ({first}): wall, flagged beyond ±3%: 2 flagged, 2 regression(s)");
+    assert!(table.contains(&title), "{table}");
+    assert!(
+        table.contains("h1 size=4096: +")
+            && table.contains("REGRESSION; changed: kernel: 6.1.0 → 6.12.1"),
+        "{table}"
+    );
+    let md = report(&second, "markdown");
+    assert!(md.contains(&title), "{md}");
+    let json: serde_json::Value = serde_json::from_str(&report(&second, "json")).unwrap();
+    let lines = json["since_last_run"]["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{json}");
+    assert_eq!(lines[0]["since"]["flag"], "regression");
+    let html = report(&second, "html");
+    assert!(
+        html.contains("<section id=\"since\"><h2>Since the last run</h2>"),
+        "{html}"
+    );
+    assert!(html.contains("<td>REGRESSION</td>"), "{html}");
+    // The first run has nothing before it.
+    assert!(!report(&first, "table").contains("since the last run"));
+    assert!(report(&first, "json").find("since_last_run").is_none());
+}

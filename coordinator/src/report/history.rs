@@ -153,6 +153,141 @@ impl Since {
     }
 }
 
+/// A run's report section "since the last run": each of its cells against the series'
+/// run before it, as `platter history` judges them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SinceLastRun {
+    pub series: String,
+    /// The run before it that ended.
+    pub previous: String,
+    pub metric: String,
+    pub threshold_pct: f64,
+    pub lines: Vec<SinceLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SinceLine {
+    pub host: String,
+    pub cell: String,
+    pub since: Since,
+}
+
+impl SinceLine {
+    /// "h1 size=4096: +10.2% [+8.1%, +12.0%] (95.9%) REGRESSION; changed: kernel: …".
+    pub fn text(&self) -> String {
+        let cell = if self.cell.is_empty() {
+            self.host.clone()
+        } else {
+            format!("{} {}", self.host, self.cell)
+        };
+        let flag = match self.since.flag.word() {
+            "" => String::new(),
+            w => format!(" {w}"),
+        };
+        format!(
+            "{cell}: {}{flag}; changed: {}",
+            self.since.shift_text(),
+            self.since.changed_text()
+        )
+    }
+}
+
+impl SinceLastRun {
+    /// "since the last run of series nightly (c-…): wall, flagged beyond ±3%: 1 regression".
+    pub fn title(&self) -> String {
+        let flagged = self
+            .lines
+            .iter()
+            .filter(|l| l.since.flag != Flag::None)
+            .count();
+        let regressions = self
+            .lines
+            .iter()
+            .filter(|l| l.since.flag == Flag::Regression)
+            .count();
+        format!(
+            "since the last run of series {} ({}): {}, flagged beyond ±{}%: {}",
+            self.series,
+            self.previous,
+            self.metric,
+            self.threshold_pct,
+            match (flagged, regressions) {
+                (0, _) => "nothing flagged".to_string(),
+                (f, 0) => format!("{f} flagged, no regression"),
+                (f, r) => format!("{f} flagged, {r} regression(s)"),
+            }
+        )
+    }
+
+    /// The section for `report`, when it is an ended run of a series with an ended run
+    /// before it; on `wall` when its cells have it, else their first metric.
+    pub fn load(store: &Store, report: &Report) -> Result<Option<SinceLastRun>> {
+        if report.state != CampaignState::Done {
+            return Ok(None);
+        }
+        let Some(series) = store.series_of(&report.campaign_id)? else {
+            return Ok(None);
+        };
+        let runs = store.series_runs(&series)?;
+        let Some(at) = runs
+            .iter()
+            .position(|r| r.campaign_id.as_str() == report.campaign_id)
+        else {
+            return Ok(None);
+        };
+        // Most campaigns are the only run of their name: nothing more is read for them.
+        if !runs[..at].iter().any(|r| r.state == CampaignState::Done) {
+            return Ok(None);
+        }
+        let metric = if report
+            .cells
+            .iter()
+            .any(|c| c.metrics.iter().any(|m| m.metric == "wall"))
+        {
+            "wall".to_string()
+        } else {
+            match report.cells.iter().find_map(|c| c.metrics.first()) {
+                Some(m) => m.metric.clone(),
+                None => return Ok(None),
+            }
+        };
+        let h = History::load(
+            store,
+            &series,
+            &metric,
+            None,
+            None,
+            Some(2),
+            Some(&report.campaign_id),
+        )?;
+        let Some(previous) = h.runs.iter().rev().nth(1).map(|r| r.campaign_id.clone()) else {
+            return Ok(None);
+        };
+        let lines = h
+            .lines
+            .iter()
+            .filter_map(|l| {
+                let p = l
+                    .points
+                    .last()
+                    .filter(|p| p.campaign_id == report.campaign_id)?;
+                Some(SinceLine {
+                    host: l.host.clone(),
+                    cell: l.cell.clone(),
+                    since: p.since_previous.clone()?,
+                })
+            })
+            .collect();
+        Ok(Some(SinceLastRun {
+            series: h.series,
+            previous,
+            metric,
+            threshold_pct: h.threshold_pct,
+            lines,
+        }))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Flag {
@@ -162,6 +297,18 @@ pub enum Flag {
     Improvement,
     /// Beyond the threshold either way, for a metric without a known better direction.
     Changed,
+}
+
+impl Flag {
+    /// "REGRESSION", "IMPROVEMENT", "CHANGED", or "" for none.
+    pub fn word(self) -> &'static str {
+        match self {
+            Flag::None => "",
+            Flag::Regression => "REGRESSION",
+            Flag::Improvement => "IMPROVEMENT",
+            Flag::Changed => "CHANGED",
+        }
+    }
 }
 
 /// Whether a larger value of a metric in `unit` is worse (times), better (rates), or

@@ -77,6 +77,12 @@ pub(super) fn render(m: &impl Markup, r: &Report) -> String {
             out.push_str(&m.row(row, &columns));
         }
     }
+    if let Some(since) = &r.since_last_run {
+        out.push_str(&m.heading(Heading::Pivot(&since.title())));
+        for l in &since.lines {
+            out.push_str(&m.item(&l.text()));
+        }
+    }
     let (header, rows) = rows(r);
     let columns = m.columns(Grid::Hosts, &header, rows.iter().map(|(_, row)| row));
     let mut host: Option<&str> = None;

@@ -312,6 +312,9 @@ pub struct Report {
     /// The devices the cells ran on, (host, name): which of the snapshots' drives to show.
     #[serde(skip)]
     pub devices_used: provenance::UsedDevices,
+    /// Each cell against the run before it in its series (`Report::load_with_series`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_last_run: Option<history::SinceLastRun>,
 }
 
 pub use crate::store::CampaignState;
@@ -444,6 +447,15 @@ impl Failure {
 }
 
 impl Report {
+    /// `load`, with the section a run of a series gets: each cell against the series' run
+    /// before it (`history::SinceLastRun`). What `platter report`, the coordinator and the
+    /// console show; `load` alone is what comparisons and histories read.
+    pub fn load_with_series(store: &Store, campaign: &str) -> Result<Report> {
+        let mut report = Report::load(store, campaign)?;
+        report.since_last_run = history::SinceLastRun::load(store, &report)?;
+        Ok(report)
+    }
+
     /// The report of the campaign `campaign` names (its id, or its name: the latest
     /// campaign of that name).
     pub fn load(store: &Store, campaign: &str) -> Result<Report> {
@@ -686,6 +698,7 @@ impl Report {
                 .collect();
             let provenance_changes = provenance::changes(&snapshots, &devices_used);
             Ok(Report {
+                since_last_run: None,
                 provenance: snapshots,
                 provenance_changes,
                 devices_used,

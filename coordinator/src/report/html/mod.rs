@@ -228,6 +228,7 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
     )?;
     write_nav(out, &v)?;
     write_findings(out, r)?;
+    write_since_last_run(out, r)?;
     write_summary(out, &v)?;
     write_pivot(out, r)?;
     write_forests(out, &v)?;
@@ -243,6 +244,9 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
 fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
     let r = v.r;
     let mut links = vec![("summary", "Summary")];
+    if r.since_last_run.is_some() {
+        links.insert(0, ("since", "Since the last run"));
+    }
     if !findings(r).is_empty() {
         links.insert(0, ("findings", "Findings"));
     }
@@ -292,6 +296,37 @@ fn write_findings(out: &mut String, r: &Report) -> fmt::Result {
         writeln!(out, "<li{class}>{}</li>", esc(&l.to_string()))?;
     }
     writeln!(out, "</ul></section>")
+}
+
+/// Each cell against the series' run before this one: the shift with its interval, the
+/// flag, what changed on the host.
+fn write_since_last_run(out: &mut String, r: &Report) -> fmt::Result {
+    let Some(since) = &r.since_last_run else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "<section id=\"since\"><h2>Since the last run</h2><p class=\"muted\">{}</p>\
+         <table><thead><tr><th>host</th><th>cell</th><th>shift</th><th>flag</th><th>what changed</th></tr></thead><tbody>",
+        esc(&since.title())
+    )?;
+    for l in &since.lines {
+        let class = match l.since.flag {
+            super::history::Flag::Regression => " class=\"fail\"",
+            super::history::Flag::None => "",
+            _ => " class=\"muted\"",
+        };
+        writeln!(
+            out,
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&l.host),
+            esc(&l.cell),
+            esc(&l.since.shift_text()),
+            esc(l.since.flag.word()),
+            esc(&l.since.changed_text())
+        )?;
+    }
+    writeln!(out, "</tbody></table></section>")
 }
 
 // ---------------------------------------------------------------------------

@@ -669,7 +669,8 @@ impl Control for ControlService {
         // agent's stream and heartbeats.
         let store = self.store.clone();
         let response = blocking(move || {
-            let report = Report::load(&store, &req.campaign_id).map_err(store_status)?;
+            let report =
+                Report::load_with_series(&store, &req.campaign_id).map_err(store_status)?;
             Ok(pb::ReportResponse {
                 rendered: format.exporter().render(&report),
                 steps_failed: report.steps_failed,
