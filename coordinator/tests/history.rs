@@ -513,3 +513,57 @@ async fn a_runs_report_says_what_moved_since_the_last_run() {
     assert!(!report(&first, "table").contains("since the last run"));
     assert!(report(&first, "json").find("since_last_run").is_none());
 }
+
+/// `track: { against: last-3 }`: each run faces the last three pooled, a narrower interval
+/// than the run before alone, and says so.
+#[tokio::test]
+async fn a_baseline_of_the_last_runs_pooled_narrows_the_interval_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    let pooled = SERIES.replace(
+        "name: nightly\n",
+        "name: nightly\ntrack: { against: last-3 }\n",
+    );
+    for g in 1..=4u32 {
+        let scale = if g == 4 { 1.10 } else { 1.0 };
+        run_of(&pooled, &store, g, scale, "6.1.0", g as usize, "").await;
+    }
+    let h = History::load(&store, "nightly", "wall", None, None, None, None).unwrap();
+    let plain = SERIES.to_string();
+    let dir2 = tempfile::tempdir().unwrap();
+    let store2 = Store::open(&dir2.path().join("p.db")).unwrap();
+    for g in 1..=4u32 {
+        let scale = if g == 4 { 1.10 } else { 1.0 };
+        run_of(&plain, &store2, g, scale, "6.1.0", g as usize, "").await;
+    }
+    let one = History::load(&store2, "nightly", "wall", None, None, None, None).unwrap();
+    for (line, single) in h.lines.iter().zip(&one.lines) {
+        let s = line.points[3].since_previous.as_ref().unwrap();
+        assert_eq!(s.pooled.len(), 3, "{s:#?}");
+        assert_eq!(s.flag, Flag::Regression, "{s:#?}");
+        assert!(
+            s.shift_text().ends_with(" vs the last 3 runs pooled"),
+            "{}",
+            s.shift_text()
+        );
+        let width = |s: &platter::report::history::Since| {
+            let (lo, hi) = s.ci_pct.unwrap();
+            hi - lo
+        };
+        let alone = single.points[3].since_previous.as_ref().unwrap();
+        assert!(alone.pooled.is_empty());
+        assert!(
+            width(s) < width(alone),
+            "{} vs {}",
+            s.shift_text(),
+            alone.shift_text()
+        );
+        // The second run has only the first before it: nothing to pool.
+        assert!(line.points[1]
+            .since_previous
+            .as_ref()
+            .unwrap()
+            .pooled
+            .is_empty());
+    }
+}

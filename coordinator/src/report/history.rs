@@ -94,6 +94,9 @@ pub struct Since {
     /// Why the two runs are not compared although their cells match: the cell ran on
     /// another physical drive (its serial differs). Nothing is flagged then.
     pub not_compared: Option<String>,
+    /// The earlier runs pooled into the baseline (`track: { against: last-N }`), oldest
+    /// first; empty when the baseline is the run before alone.
+    pub pooled: Vec<String>,
 }
 
 impl Point {
@@ -118,9 +121,13 @@ impl Since {
         if let Some(why) = &self.not_compared {
             return format!("not compared: {why}");
         }
+        let pooled = match self.pooled.len() {
+            0 => String::new(),
+            n => format!(" vs the last {n} runs pooled"),
+        };
         match self.ci_pct {
             Some((lo, hi)) => format!(
-                "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}",
+                "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}{pooled}",
                 self.change_pct,
                 self.ci_level
                     .map(|c| format!(" ({:.1}%)", c * 100.0))
@@ -414,20 +421,32 @@ impl History {
                 }),
             }
         }
-        // The threshold asked for, else the latest run's `track: { threshold: … }`.
+        // The threshold asked for, else the latest run's `track: { threshold: … }`; the
+        // runs pooled into a baseline, its `track: { against: last-N }` (else 1).
+        let track = files
+            .last()
+            .and_then(|(_, yaml)| crate::spec::parse("campaign.yaml", yaml).ok())
+            .map(|c| c.track)
+            .unwrap_or_default();
         let threshold_pct = threshold_pct
-            .or_else(|| {
-                let (_, yaml) = files.last()?;
-                crate::spec::parse("campaign.yaml", yaml)
-                    .ok()?
-                    .track_threshold_pct
-            })
+            .or(track.threshold_pct)
             .unwrap_or(DEFAULT_THRESHOLD_PCT);
+        let against = track.against.unwrap_or(1).max(1) as usize;
         let mut lines: Vec<Line> = Vec::new();
         let mut index: HashMap<(String, String), usize> = HashMap::new();
         for (i, report) in reports.iter().enumerate() {
-            // This run against the one before it, decided together (Holm over its cells).
-            let judged = (i > 0).then(|| compare_campaigns(&reports[i - 1], report, metric));
+            // This run against the one before it (or the last `against` pooled), decided
+            // together (Holm over its cells).
+            let earlier = &reports[i.saturating_sub(against)..i];
+            let pooled_ids: Vec<String> = if earlier.len() > 1 {
+                earlier.iter().map(|r| r.campaign_id.clone()).collect()
+            } else {
+                Vec::new()
+            };
+            let judged = (i > 0).then(|| match earlier {
+                [one] => compare_campaigns(one, report, metric),
+                many => compare_campaigns(&pooled(many), report, metric),
+            });
             let by_cell: HashMap<&str, &super::judge::JudgedComparison> = judged
                 .iter()
                 .flat_map(|c| c.rows.iter())
@@ -486,6 +505,7 @@ impl History {
                         let significant =
                             r.row.significant && r.row.ci_pct.is_some() && not_compared.is_none();
                         Since {
+                            pooled: pooled_ids.clone(),
                             not_compared,
                             baseline,
                             change_pct,
@@ -544,6 +564,35 @@ impl History {
 }
 
 /// What `host` ran `report`'s campaign on, as labelled facts: its first snapshot there.
+/// The runs `reports` (oldest first) as one baseline: the latest's report with each cell's
+/// values joined by those of the same host and parameters in the runs before it. Pooling
+/// assumes the runs differ by noise alone; drift between them narrows the interval, which
+/// is why `last` (one run) is the default.
+fn pooled(reports: &[Report]) -> Report {
+    let (latest, before) = reports.split_last().expect("at least one run");
+    let mut out = latest.clone();
+    for cell in &mut out.cells {
+        for m in &mut cell.metrics {
+            for r in before {
+                let Some(same) = r
+                    .cells
+                    .iter()
+                    .find(|c| c.host == cell.host && c.params == cell.params)
+                    .and_then(|c| {
+                        c.metrics
+                            .iter()
+                            .find(|x| x.metric == m.metric && x.unit == m.unit)
+                    })
+                else {
+                    continue;
+                };
+                m.values.extend_from_slice(&same.values);
+            }
+        }
+    }
+    out
+}
+
 /// Whether `host`'s cell on drive `device` (any drive of the host, for a cell without a
 /// device) ran on another physical drive in `now` than in `before`: the same path with
 /// another serial, said as "another drive at /dev/sdb: serial S1 → S2".

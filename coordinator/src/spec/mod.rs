@@ -87,14 +87,24 @@ use error::{error as spec_error, Errors, Pos, WithHint};
 use schema::{PhaseSpec, WorkloadSpec};
 use template::Template;
 
+/// `track: { threshold: 3%, against: last-3 }`: a run of the series is flagged when its
+/// shift from the runs before lies, whole interval, beyond ± the threshold; the runs
+/// before are the last one, or the last N pooled.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Track {
+    pub threshold_pct: Option<f64>,
+    /// How many earlier runs are pooled into the baseline (`last` is 1).
+    pub against: Option<u32>,
+}
+
 /// One campaign file, validated and expanded into its cells.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Campaign {
     pub name: String,
     /// The series its runs belong to: `series:`, else its name.
     pub series: String,
-    /// `track: { threshold: … }`, in percent.
-    pub track_threshold_pct: Option<f64>,
+    /// `track:`: how its series' runs are judged against the runs before.
+    pub track: Track,
     pub description: Option<String>,
     /// `hosts: { names: [...] }`; `["local"]` when absent.
     pub hosts: Vec<String>,
@@ -789,7 +799,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
 
     Ok(Campaign {
         series: spec.series.unwrap_or_else(|| spec.name.clone()),
-        track_threshold_pct: spec.track_threshold_pct,
+        track: spec.track,
         name: spec.name,
         description: spec.description,
         hosts: spec.hosts,

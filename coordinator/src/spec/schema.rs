@@ -50,9 +50,8 @@ pub(crate) struct Spec {
     pub name: String,
     /// `series:`: the series its runs belong to, when not its name.
     pub series: Option<String>,
-    /// `track: { threshold: 3% }`: the practical threshold a run of its series is
-    /// flagged beyond (`report::history`).
-    pub track_threshold_pct: Option<f64>,
+    /// `track: { threshold: 3%, against: last-3 }` (`report::history`).
+    pub track: super::Track,
     pub description: Option<String>,
     pub hosts: Vec<String>,
     pub host_labels: Option<super::HostLabels>,
@@ -203,7 +202,7 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
 
     let mut name = None;
     let mut series = None;
-    let mut track_threshold_pct = None;
+    let mut track = super::Track::default();
     let mut description = None;
     let mut hosts = None;
     let mut matrix = None;
@@ -227,7 +226,7 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
         match path {
             "name" => name = errs.ok(campaign_name(v)),
             "series" => series = errs.ok(series_name(v)),
-            "track" => track_threshold_pct = read_track(v, stored, &mut errs),
+            "track" => track = read_track(v, stored, &mut errs),
             "description" => {
                 description = errs.ok(optional_text(v, path, "a description")).flatten()
             }
@@ -342,7 +341,7 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
     Ok(Spec {
         name,
         series,
-        track_threshold_pct,
+        track,
         description,
         host_labels: hosts.as_ref().and_then(|(_, l)| l.clone()),
         hosts: hosts
@@ -523,19 +522,50 @@ fn bare_percent_hint(p: f64, written: &str) -> String {
     format!("did you mean `{scaled}%`? ({written} as a fraction is {scaled}%; for ±{written}% write `{written}%`)")
 }
 
-const TRACK_KEYS: [&str; 1] = ["threshold"];
+const TRACK_KEYS: [&str; 2] = ["threshold", "against"];
+/// The most earlier runs a baseline pools.
+const MAX_AGAINST: u32 = 30;
 
-/// `track: { threshold: 3% }`: a run of the series is flagged against the run before only
-/// when its shift's whole interval lies beyond ± the threshold.
-fn read_track(v: &Node, stored: bool, errs: &mut Errors) -> Option<f64> {
-    let entries = errs.ok(map(v, "track", "`{ threshold: 3% }`"))?;
-    let mut threshold = None;
+/// `track: { threshold: 3%, against: last-3 }`: a run of the series is flagged against
+/// the run before (`last`), or the last N pooled, only when its shift's whole interval lies
+/// beyond ± the threshold.
+fn read_track(v: &Node, stored: bool, errs: &mut Errors) -> super::Track {
+    let mut track = super::Track::default();
+    let Some(entries) = errs.ok(map(
+        v,
+        "track",
+        "`{ threshold: 3%, against: last }` (or `against: last-3`)",
+    )) else {
+        return track;
+    };
     for e in known(entries, "track", &TRACK_KEYS, errs) {
-        if e.name == "threshold" {
-            threshold = errs.ok(percent(&e.value, "track.threshold", stored));
+        match e.name.as_str() {
+            "threshold" => {
+                track.threshold_pct = errs.ok(percent(&e.value, "track.threshold", stored))
+            }
+            "against" => track.against = errs.ok(against(&e.value)),
+            _ => {}
         }
     }
-    threshold
+    track
+}
+
+/// `last`, or `last-N` with N from 1 to `MAX_AGAINST`.
+fn against(v: &Node) -> Result<u32> {
+    let text = string(v, "track.against", "`last` or `last-N`")?;
+    let n = match text.trim() {
+        "last" => Some(1),
+        t => t.strip_prefix("last-").and_then(|n| n.parse::<u32>().ok()),
+    };
+    match n {
+        Some(n) if (1..=MAX_AGAINST).contains(&n) => Ok(n),
+        _ => Err(error(
+            v.pos,
+            "track.against",
+            format!("`{text}` is not `last` or `last-N` (N from 1 to {MAX_AGAINST})"),
+        )
+        .hint("e.g. `against: last-3`: the last three runs pooled")),
+    }
 }
 
 /// `series:` is named as a campaign is.

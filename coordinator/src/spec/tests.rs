@@ -172,7 +172,7 @@ fn defaults() {
         Campaign {
             name: "min".into(),
             series: "min".into(),
-            track_threshold_pct: None,
+            track: Default::default(),
             description: None,
             hosts: vec!["local".into()],
             host_labels: None,
@@ -868,8 +868,16 @@ fn a_percentage_needs_its_sign_except_in_a_stored_campaign() {
 fn series_and_track_name_a_series_and_its_threshold() {
     let c = ok("name: fsync-rc66\nseries: nightly-fsync\ntrack: { threshold: 5% }\nworkload: { command: { run: \"true\" } }\n");
     assert_eq!(
-        (c.series.as_str(), c.track_threshold_pct),
+        (c.series.as_str(), c.track.threshold_pct),
         ("nightly-fsync", Some(5.0))
+    );
+    let c = ok("name: a\ntrack: { against: last-3 }\nworkload: { command: { run: \"true\" } }\n");
+    assert_eq!(c.track.against, Some(3));
+    let e = errs("name: a\ntrack: { against: last-0 }\nworkload: { command: { run: \"true\" } }\n")
+        .to_string();
+    assert!(
+        e.contains("`last-0` is not `last` or `last-N` (N from 1 to 30)"),
+        "{e}"
     );
     let e = errs("name: a\nseries: Nightly Fsync\nworkload: { command: { run: \"true\" } }\n");
     let e = e.to_string();
