@@ -11,7 +11,7 @@ use platter::planning::planner::{self, PlannedCampaign};
 use platter::report::history::{Flag, History};
 use platter::store::Store;
 use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
-use platter_proto::provenance::{DeviceFacts, HostFacts, Provenance};
+use platter_proto::provenance::{DeviceFacts, HostFacts, MountFacts, Provenance, StorageFacts};
 
 const SERIES: &str = r#"
 name: nightly
@@ -38,6 +38,24 @@ async fn run(
     run_of(SERIES, store, generation, scale, kernel, shift, "").await
 }
 
+/// What a run's host snapshot says beside its kernel: the drive's serial, the mount's
+/// options ("" for neither).
+#[derive(Clone, Copy)]
+struct On<'a> {
+    serial: &'a str,
+    mount_options: &'a str,
+}
+
+impl<'a> From<&'a str> for On<'a> {
+    /// A drive's serial alone.
+    fn from(serial: &'a str) -> On<'a> {
+        On {
+            serial,
+            mount_options: "",
+        }
+    }
+}
+
 /// `run` of the campaign file `yaml`.
 async fn run_of(
     yaml: &str,
@@ -46,8 +64,12 @@ async fn run_of(
     scale: f64,
     kernel: &str,
     shift: usize,
-    serial: &str,
+    on: impl Into<On<'_>>,
 ) -> PlannedCampaign {
+    let On {
+        serial,
+        mount_options,
+    } = on.into();
     let campaign = platter::spec::parse("nightly.yaml", yaml).unwrap();
     let planned = planner::plan(&campaign, "", "seed", generation, &Default::default()).unwrap();
     store
@@ -73,6 +95,18 @@ async fn run_of(
                         cpu_model: "test cpu".into(),
                         cpu_count: 2,
                         ..Default::default()
+                    }),
+                    // The filesystem it measured on, when the run names its options.
+                    storage: (!mount_options.is_empty()).then(|| StorageFacts {
+                        mounts: vec![MountFacts {
+                            mount_point: "/var/lib/platter/mnt/sdb".into(),
+                            fs_type: "ext4".into(),
+                            source: "/dev/sdb".into(),
+                            options: mount_options.into(),
+                            super_options: "rw".into(),
+                        }],
+                        mkfs_version: "mke2fs 1.47.0 (5-Feb-2023)".into(),
+                        write_cache: "on".into(),
                     }),
                     // The drive under test, when the run names one.
                     devices: (!serial.is_empty())
@@ -265,6 +299,15 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
             "regression"
         ]
     );
+    // One cell only; a cell nobody ran is said so.
+    let (code, one) = history(&[db, "--cell", "size=4096"]);
+    assert_eq!(code, 0, "{one}");
+    assert!(
+        one.contains("size=4096") && !one.contains("size=1 "),
+        "{one}"
+    );
+    let (code, _) = history(&[db, "--cell", "size=7"]);
+    assert_eq!(code, 2);
     let (_, csv) = history(&[db, "--format", "csv"]);
     assert_eq!(csv.lines().count(), 1 + 2 * 7, "{csv}");
     assert_eq!(csv.matches(",regression,").count(), 4, "{csv}");
@@ -274,7 +317,7 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
         .args(["history", "weekly", "--db", db])
         .assert()
         .failure()
-        .stderr(predicates::str::contains("no campaign named \"weekly\""));
+        .stderr(predicates::str::contains("no series \"weekly\""));
     // A mistyped store is refused, not made into a new, empty one.
     let typo = dir.path().join("typo.db");
     Command::cargo_bin("platter")
@@ -566,4 +609,37 @@ async fn a_baseline_of_the_last_runs_pooled_narrows_the_interval_and_says_so() {
             .pooled
             .is_empty());
     }
+}
+
+/// A mount option changed between two runs is named in the flag it explains.
+#[tokio::test]
+async fn a_changed_mount_option_is_named_in_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("p.db")).unwrap();
+    for (g, options, scale) in [
+        (1, "rw,noatime", 1.0),
+        (2, "rw,noatime", 1.0),
+        (3, "rw,relatime,sync", 1.3),
+    ] {
+        let on = On {
+            serial: "",
+            mount_options: options,
+        };
+        run_of(SERIES, &store, g, scale, "6.1.0", g as usize, on).await;
+    }
+    let h = History::load(&store, "nightly", "wall", None, None, None, None).unwrap();
+    let flags = h.latest_flags();
+    assert_eq!(flags.len(), 2, "{h:#?}");
+    for (_, p) in flags {
+        let s = p.since_previous.as_ref().unwrap();
+        assert_eq!(s.flag, Flag::Regression);
+        assert_eq!(
+            s.changed,
+            ["mount /var/lib/platter/mnt/sdb: ext4 rw,noatime (rw) → ext4 rw,relatime,sync (rw)"],
+            "{s:#?}"
+        );
+    }
+    // Nothing changed between the first two: said so, not left blank.
+    let s = h.lines[0].points[1].since_previous.as_ref().unwrap();
+    assert_eq!(s.changed_text(), "nothing recorded");
 }

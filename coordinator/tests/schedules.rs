@@ -148,6 +148,22 @@ fn every_two_seconds_for_a_minute_fires_thirty_runs_each_once() {
         list.contains("tick") && list.contains("every 2s") && list.contains("paused"),
         "{list}"
     );
+    // `platter history` asks the coordinator when no store is given; each run carries its
+    // firing's labels. One repetition a run allows no interval: nothing is judged.
+    let asked = operator_json(dir, port, &["history", "tick", "--format", "json"]);
+    let runs = asked["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), f.len(), "{asked}");
+    assert!(
+        runs.iter().all(|r| r["labels"]["fired_by"] == "schedule"),
+        "{asked}"
+    );
+    let last = f.last().unwrap().campaign.clone().unwrap();
+    let out = run_ok(operator(dir, port).args(["report", &last, "--fail-on-regression"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("since the run before (") && said.contains("nothing flagged"),
+        "{said}"
+    );
     coordinator.kill9();
     let history = run_ok(platter().current_dir(dir).args([
         "history",

@@ -250,11 +250,10 @@ pub enum Command {
     History {
         /// The series: the campaigns' `series:`, else their name (a schedule's runs too)
         series: String,
-        /// Read from this database file or PostgreSQL URL [default: platter-data/platter.db,
-        /// what `platter run` writes]
+        /// Read from this database file or PostgreSQL URL [default: the coordinator when
+        /// one is named, else platter-data/platter.db, what `platter run` writes]
         #[arg(long)]
         db: Option<PathBuf>,
-        /// (Asking a coordinator is not built yet: run it where the store is reachable)
         #[command(flatten)]
         client: ClientArgs,
         /// The metric followed
@@ -263,6 +262,9 @@ pub enum Command {
         /// Only this host's cells
         #[arg(long)]
         host: Option<String>,
+        /// Only the cells with this parameter value, KEY=VALUE (repeatable: all of them)
+        #[arg(long = "cell", value_name = "KEY=VALUE")]
+        cells: Vec<String>,
         /// Only the last N runs that ended [default: all]
         #[arg(long, value_name = "N")]
         last: Option<usize>,

@@ -397,9 +397,6 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             regression_metric,
         } => {
             let db = local_store(db, &client)?;
-            if fail_on_regression && db.is_none() {
-                bail!("--fail-on-regression reads the store: run it where the store is reachable, with --db (asking a coordinator for it is not built yet)");
-            }
             let render = async |format: Format| -> anyhow::Result<(String, u32)> {
                 Ok(match &db {
                     Some(db) => {
@@ -430,12 +427,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 std::fs::write(&path, xml)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            let regressed = match (&db, fail_on_regression) {
-                (Some(db), true) => {
-                    since_last_run(&open_local(db)?, &campaign, &regression_metric)?
-                }
-                _ => false,
-            };
+            let regressed = fail_on_regression
+                && since_last_run(db.as_deref(), &client, &campaign, &regression_metric).await?;
             Ok(if failed > 0 {
                 EXIT_FAILED_STEPS
             } else if regressed {
@@ -509,35 +502,75 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             client,
             metric,
             host,
+            cells,
             last,
             threshold,
             format,
             fail_on_regression,
         } => {
-            let read_here = db.is_some() || std::path::Path::new(LOCAL_STORE).exists();
-            let Some(db) = local_store(db, &client)
-                .ok()
-                .flatten()
-                .filter(|_| read_here)
-            else {
-                bail!("platter history reads the store: no {LOCAL_STORE} here (`platter run` writes it); run it where the store is reachable, with --db FILE or --db postgres://… (asking a coordinator for it is not built yet)");
-            };
             if let Some(t) = threshold.filter(|t| !(t.is_finite() && *t >= 0.0)) {
                 eprintln!("platter: --threshold must be a percentage ≥ 0, not {t}");
                 return Ok(EXIT_INVALID);
             }
-            let store = open_local(&db)?;
-            let h = crate::report::history::History::load(
-                &store,
-                &series,
-                &metric,
-                host.as_deref(),
-                threshold,
-                last,
-                None,
-            )?;
-            if h.runs.is_empty() && h.left_out.is_empty() {
-                bail!("no campaign named {series:?} in {}", db.display());
+            // The store when given or here, else the coordinator.
+            let mut h = match local_store(db, &client)? {
+                Some(db) => {
+                    let store = open_local(&db)?;
+                    let h = crate::report::history::History::load(
+                        &store,
+                        &series,
+                        &metric,
+                        host.as_deref(),
+                        threshold,
+                        last,
+                        None,
+                    )?;
+                    if h.runs.is_empty() && h.left_out.is_empty() {
+                        bail!("no series {series:?} in {}: no campaign has it as its `series:` or name", db.display());
+                    }
+                    h
+                }
+                None => {
+                    let req = pb::HistoryRequest {
+                        series: series.clone(),
+                        metric: metric.clone(),
+                        host: host.clone().unwrap_or_default(),
+                        last: last.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                        threshold_pct: threshold,
+                        until: String::new(),
+                    };
+                    match client.connect().await?.history(req).await {
+                        Ok(r) => serde_json::from_str(&r.into_inner().history_json)
+                            .context("reading the coordinator's history")?,
+                        Err(s) if s.code() == tonic::Code::NotFound => {
+                            eprintln!("platter: {}", s.message());
+                            return Ok(EXIT_INVALID);
+                        }
+                        Err(s) => return Err(call_error("reading the history", s)),
+                    }
+                }
+            };
+            if !cells.is_empty() {
+                // Only the lines whose cell has every KEY=VALUE asked for.
+                h.lines.retain(|l| {
+                    let have: Vec<&str> = l.cell.split(' ').collect();
+                    cells.iter().all(|c| have.contains(&c.as_str()))
+                });
+                if h.lines.is_empty() {
+                    eprintln!(
+                        "platter: no cell of series {series:?} has {}",
+                        cells.join(" ")
+                    );
+                    return Ok(EXIT_INVALID);
+                }
+            }
+            if fail_on_regression {
+                if let (Some(newest), Some(judged)) = (h.left_out.last(), h.runs.last()) {
+                    eprintln!(
+                        "the series' newest run {} is {}; judged the latest that ended, {}",
+                        newest.campaign_id, newest.why, judged.campaign_id
+                    );
+                }
             }
             match format.as_str() {
                 "json" => println!("{}", serde_json::to_string_pretty(&h)?),
@@ -751,33 +784,57 @@ fn local_store(
     )
 }
 
-/// `platter report CAMPAIGN --fail-on-regression`: the campaign against the run before it
-/// of the same name, as `platter history` judges it, said on stderr (stdout holds the
-/// report, in whatever format); whether it regressed.
-fn since_last_run(
-    store: &crate::store::Store,
+/// `platter report RUN --fail-on-regression`: the run against the run before it in its
+/// series on `metric`, said on stderr; whether it regressed. From the store when given,
+/// else from the coordinator.
+async fn since_last_run(
+    db: Option<&std::path::Path>,
+    client: &ClientArgs,
     campaign: &str,
     metric: &str,
 ) -> anyhow::Result<bool> {
     use crate::report::history::{Flag, History};
-    // Its id and name only: the report itself was read (and printed) already.
-    let (id, name) = store.read(|c| {
-        let id = crate::store::resolve_campaign(c, campaign)?;
-        let name = crate::store::reports::campaign(c, &id)?.map(|r| r.name);
-        Ok((id.to_string(), name.unwrap_or_default()))
-    })?;
-    let h = History::load(store, &name, metric, None, None, Some(2), Some(&id))?;
+    let (h, id): (History, String) = match db {
+        Some(db) => {
+            let store = open_local(db)?;
+            // Its id only: the report itself was read (and printed) already.
+            let id = store
+                .read(|c| crate::store::resolve_campaign(c, campaign))?
+                .to_string();
+            let h = History::load(&store, campaign, metric, None, None, Some(2), Some(&id))?;
+            (h, id)
+        }
+        None => {
+            let req = pb::HistoryRequest {
+                series: campaign.into(),
+                metric: metric.into(),
+                last: Some(2),
+                until: campaign.into(),
+                ..Default::default()
+            };
+            let r = client
+                .connect()
+                .await?
+                .history(req)
+                .await
+                .map_err(|s| call_error("reading the run's series", s))?
+                .into_inner();
+            let h = serde_json::from_str(&r.history_json)
+                .context("reading the coordinator's history")?;
+            (h, r.until_id)
+        }
+    };
     let Some(at) = h.runs.iter().position(|r| r.campaign_id == id) else {
         eprintln!(
             "since the run before: {} ({}) has not ended: not judged",
-            name, id
+            h.series, id
         );
         return Ok(false);
     };
     if at == 0 {
         eprintln!(
             "since the run before: {} is the first run of {} that ended: nothing to judge against",
-            id, name
+            id, h.series
         );
         return Ok(false);
     }
@@ -800,7 +857,7 @@ fn since_last_run(
     for (l, s) in &flags {
         eprintln!(
             "since the run before, on {metric}: {} {} {}: {}",
-            format!("{:?}", s.flag).to_uppercase(),
+            s.flag.word(),
             l.host,
             l.cell,
             s.summary()

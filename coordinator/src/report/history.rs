@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::judge::compare_campaigns;
 use super::{human, provenance, Report};
@@ -20,7 +20,7 @@ use crate::store::{CampaignState, Result, Store};
 pub const DEFAULT_THRESHOLD_PCT: f64 = 3.0;
 
 /// `platter history SERIES`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct History {
     pub series: String,
     pub metric: String,
@@ -33,7 +33,7 @@ pub struct History {
     pub lines: Vec<Line>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     pub campaign_id: String,
     pub submitted_unix_ms: i64,
@@ -42,14 +42,14 @@ pub struct Run {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeftOut {
     pub campaign_id: String,
     pub why: String,
 }
 
 /// A host and cell parameters across the runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Line {
     pub host: String,
     /// The cell's parameters, `k=v` joined by spaces ("" for a campaign without any).
@@ -59,7 +59,7 @@ pub struct Line {
 }
 
 /// A run's value on a line.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     pub campaign_id: String,
     pub n: usize,
@@ -72,7 +72,7 @@ pub struct Point {
 }
 
 /// A point against the one before it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Since {
     /// The earlier run's campaign.
     pub baseline: String,
@@ -162,7 +162,7 @@ impl Since {
 
 /// A run's report section "since the last run": each of its cells against the series'
 /// run before it, as `platter history` judges them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SinceLastRun {
     pub series: String,
     /// The run before it that ended.
@@ -172,7 +172,7 @@ pub struct SinceLastRun {
     pub lines: Vec<SinceLine>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SinceLine {
     pub host: String,
     pub cell: String,
@@ -295,7 +295,7 @@ impl SinceLastRun {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Flag {
     None,
@@ -479,7 +479,7 @@ impl History {
                     .filter(|r| r.compared)
                     .map(|r| {
                         let baseline = reports[i - 1].campaign_id.clone();
-                        // What the host ran each run on: the report's first snapshot of it.
+                        // What the host ran each run on (`host_facts`).
                         let before = host_facts(&reports[i - 1], &cell.host);
                         let now = host_facts(report, &cell.host);
                         let mut changed = file_changes(&files[i - 1], &files[i]);
@@ -617,12 +617,17 @@ fn other_drive(before: &Report, now: &Report, host: &str, device: Option<&str>) 
         })
 }
 
+/// What `host` ran a run on: the facts of its snapshots, each fact as first taken (the
+/// plan's start for the host, the first storage setup for mounts and the write cache).
 fn host_facts(report: &Report, host: &str) -> Option<IndexMap<String, String>> {
-    report
-        .provenance
-        .iter()
-        .find(|s| s.host == host)
-        .map(|s| provenance::facts(&s.facts))
+    let mut out: Option<IndexMap<String, String>> = None;
+    for s in report.provenance.iter().filter(|s| s.host == host) {
+        let all = out.get_or_insert_with(IndexMap::new);
+        for (k, v) in provenance::facts(&s.facts) {
+            all.entry(k).or_insert(v);
+        }
+    }
+    out
 }
 
 /// How the campaign file of a run differs from the one before it (`(content hash, text)`

@@ -478,6 +478,24 @@ pub fn facts(p: &Provenance) -> IndexMap<String, String> {
             out.insert(format!("scheduler {}", dev.path), d.scheduler.clone());
         }
     }
+    if let Some(st) = &p.storage {
+        for m in &st.mounts {
+            let options = match m.super_options.as_str() {
+                "" => m.options.clone(),
+                s => format!("{} ({s})", m.options),
+            };
+            out.insert(
+                format!("mount {}", m.mount_point),
+                format!("{} {options}", m.fs_type).trim().to_string(),
+            );
+        }
+        if !st.mkfs_version.is_empty() {
+            out.insert("mkfs".into(), st.mkfs_version.clone());
+        }
+        if !st.write_cache.is_empty() {
+            out.insert("write cache".into(), st.write_cache.clone());
+        }
+    }
     for (tool, version) in &p.tools {
         out.insert(format!("tool {tool}"), version.clone());
     }

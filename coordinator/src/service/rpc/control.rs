@@ -469,6 +469,53 @@ impl Control for ControlService {
         Ok(Response::new(self.trigger(request.into_inner()).await?))
     }
 
+    async fn history(
+        &self,
+        request: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        let (store, req) = (self.store.clone(), request.into_inner());
+        let response = blocking(move || {
+            let metric = if req.metric.is_empty() {
+                "wall"
+            } else {
+                &req.metric
+            };
+            let until = match req.until.as_str() {
+                "" => None,
+                run => Some(
+                    store
+                        .read(|c| crate::store::resolve_campaign(c, run))
+                        .map_err(store_status)?
+                        .into_string(),
+                ),
+            };
+            let h = crate::report::history::History::load(
+                &store,
+                &req.series,
+                metric,
+                (!req.host.is_empty()).then_some(req.host.as_str()),
+                req.threshold_pct,
+                req.last.map(|n| n as usize),
+                until.as_deref(),
+            )
+            .map_err(store_status)?;
+            if h.runs.is_empty() && h.left_out.is_empty() {
+                return Err(Status::not_found(format!(
+                    "no series {:?}: no campaign has it as its `series:` or name",
+                    req.series
+                )));
+            }
+            Ok(pb::HistoryResponse {
+                history_json: serde_json::to_string(&h)
+                    .map_err(|e| Status::internal(e.to_string()))?,
+                until_id: until.unwrap_or_default(),
+            })
+        })
+        .await?;
+        Ok(Response::new(response))
+    }
+
     async fn list_campaigns(
         &self,
         request: Request<pb::ListCampaignsRequest>,
