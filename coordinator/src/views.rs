@@ -210,6 +210,18 @@ pub fn render_history(h: &crate::report::history::History) -> String {
     for l in &h.left_out {
         let _ = writeln!(out, "left out: {} ({})", l.campaign_id, l.why);
     }
+    // What a trigger said of its runs (a timer's slot is the run's time: not repeated).
+    for r in &h.runs {
+        let said: Vec<String> = r
+            .labels
+            .iter()
+            .filter(|(k, v)| *k != "slot" && !(*k == "fired_by" && *v == "schedule"))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !said.is_empty() {
+            let _ = writeln!(out, "run {}: {}", r.campaign_id, said.join(", "));
+        }
+    }
     let submitted = |id: &str| {
         h.runs
             .iter()

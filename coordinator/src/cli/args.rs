@@ -343,6 +343,7 @@ pub enum Schedule {
     /// else its name) with --every, --cron or --on-trigger. The campaign is checked now,
     /// and planned against the fleet at each firing.
     Add {
+        /// The campaign file (checked now; stored with the schedule, with --set applied)
         file: PathBuf,
         /// The schedule's name [default: the campaign's series]
         #[arg(long)]
