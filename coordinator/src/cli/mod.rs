@@ -401,7 +401,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 Ok(match &db {
                     Some(db) => {
                         let store = open_local(db)?;
-                        let r = crate::report::Report::load_with_series(&store, &campaign)?;
+                        let r = crate::report::Report::load_for(&store, &campaign, format)?;
                         (format.exporter().render(&r), r.problems())
                     }
                     None => report(&mut client.connect().await?, &campaign, format).await?,
@@ -412,7 +412,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 // report of every sample can be larger than the report's data).
                 Some(db) if format != Format::Table => {
                     let store = open_local(db)?;
-                    let r = crate::report::Report::load_with_series(&store, &campaign)?;
+                    let r = crate::report::Report::load_for(&store, &campaign, format)?;
                     emit_with(output.as_deref(), |out| format.exporter().write(&r, out))?;
                     r.problems()
                 }

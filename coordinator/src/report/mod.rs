@@ -446,13 +446,27 @@ impl Failure {
     }
 }
 
+impl Format {
+    /// Whether the format shows a run's "since the last run" section (the CSVs and JUnit
+    /// do not: their rows are the run's own).
+    pub fn shows_series(self) -> bool {
+        matches!(
+            self,
+            Format::Table | Format::Markdown | Format::Json | Format::Html
+        )
+    }
+}
+
 impl Report {
-    /// `load`, with the section a run of a series gets: each cell against the series' run
-    /// before it (`history::SinceLastRun`). What `platter report`, the coordinator and the
-    /// console show; `load` alone is what comparisons and histories read.
-    pub fn load_with_series(store: &Store, campaign: &str) -> Result<Report> {
+    /// `load` for rendering as `format`, with the section a run of a series gets in the
+    /// formats that show it: each cell against the series' run before it
+    /// (`history::SinceLastRun`). What `platter report`, the coordinator and the console
+    /// show; `load` alone is what comparisons and histories read.
+    pub fn load_for(store: &Store, campaign: &str, format: Format) -> Result<Report> {
         let mut report = Report::load(store, campaign)?;
-        report.since_last_run = history::SinceLastRun::load(store, &report)?;
+        if format.shows_series() {
+            report.since_last_run = history::SinceLastRun::load(store, &report)?;
+        }
         Ok(report)
     }
 

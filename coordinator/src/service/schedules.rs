@@ -61,11 +61,7 @@ pub fn timing(
         }
         (None, None, Some(name)) => {
             let name = name.trim();
-            let valid = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-            if !valid {
+            if !plain_name(name) {
                 return Err(format!(
                     "--on-trigger {name:?}: a trigger's name is letters, digits, `.`, `_` and `-`"
                 ));
@@ -77,6 +73,14 @@ pub fn timing(
         }
         _ => Err("one of --every, --cron and --on-trigger, not several".into()),
     }
+}
+
+/// A schedule's, a trigger's or a label's name: letters, digits, `.`, `_` and `-`.
+pub fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// The first slot after `after_unix_ms` (strictly); `None` for a trigger's schedule.

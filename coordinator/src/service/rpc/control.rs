@@ -717,7 +717,7 @@ impl Control for ControlService {
         let store = self.store.clone();
         let response = blocking(move || {
             let report =
-                Report::load_with_series(&store, &req.campaign_id).map_err(store_status)?;
+                Report::load_for(&store, &req.campaign_id, format).map_err(store_status)?;
             Ok(pb::ReportResponse {
                 rendered: format.exporter().render(&report),
                 steps_failed: report.steps_failed,

@@ -8,7 +8,7 @@ use platter_proto::v1 as pb;
 use tonic::Status;
 
 use super::control::{blocking, invalid_campaign, store_status, ControlService};
-use crate::service::schedules::{next_slot, timing, Pulled};
+use crate::service::schedules::{next_slot, plain_name, timing, Pulled};
 use crate::spec;
 use crate::store::schedules::{FiringRow, Policy, Schedule, Timing};
 use crate::store::{now_ms, Store};
@@ -95,12 +95,7 @@ fn no_schedule(name: &str) -> Status {
 }
 
 fn valid_name(name: &str) -> Result<(), Status> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+    if name.len() <= 64 && plain_name(name) {
         Ok(())
     } else {
         Err(Status::invalid_argument(format!(
