@@ -11,9 +11,10 @@ shift
 case $t in
 spec) seeds="fuzz/corpus/spec coordinator/tests/spec-corpus/valid coordinator/tests/spec-corpus/invalid examples" ;;
 fio | bonnie | compilebench) seeds="fuzz/corpus/$t agent/tests/fixtures" ;;
+smartctl) seeds="fuzz/corpus/$t agent/tests/fixtures/smartctl" ;;
 wire | journal) seeds="fuzz/corpus/$t" ;;
 *)
-	echo "unknown target $t (spec wire journal fio bonnie compilebench)" >&2
+	echo "unknown target $t (spec wire journal fio bonnie compilebench smartctl)" >&2
 	exit 2
 	;;
 esac

@@ -331,6 +331,22 @@ impl Executor {
             .held(plan_id)
             .expect("advance is called for held plans");
         let Some(index) = progress.next_step() else {
+            // The drives' health after the last measurement.
+            let under_test = drives_under_test(&progress.plan);
+            if !under_test.is_empty() {
+                let paths: Vec<&str> = under_test.iter().map(String::as_str).collect();
+                let last = progress.plan.steps.len().saturating_sub(1) as u32;
+                let health = provenance::health(&self.cfg.storage.inventory_roots, &paths);
+                self.emit(RecordKind::Provenance {
+                    plan_id: plan_id.to_string().into(),
+                    step_index: last,
+                    facts: Box::new(Provenance {
+                        trigger: provenance::AT_PLAN_END.into(),
+                        health,
+                        ..Provenance::default()
+                    }),
+                })?;
+            }
             let cancelled = self.shared.is_cancelled(plan_id);
             self.emit(RecordKind::PlanFinished {
                 plan_id: plan_id.to_string().into(),
@@ -527,12 +543,21 @@ impl Executor {
         } else {
             provenance::AT_RESUME
         };
+        // The drives' health before the first measurement (or where the plan is taken up).
+        let under_test = drives_under_test(plan);
+        let paths: Vec<&str> = under_test.iter().map(String::as_str).collect();
+        if !paths.is_empty() {
+            versions
+                .entry("smartctl".into())
+                .or_insert_with(|| tools::version("smartctl"));
+        }
         let facts = Provenance {
             trigger: trigger.into(),
             host: Some(provenance::host(&self.cfg.boot_id)),
             devices: provenance::devices(&self.cfg.storage.inventory_roots, None),
             storage: None,
             tools: versions,
+            health: provenance::health(&self.cfg.storage.inventory_roots, &paths),
         };
         self.described.insert(plan_id.to_string());
         self.emit(RecordKind::Provenance {
@@ -843,6 +868,20 @@ impl Executor {
             self.cfg.reboot_timeout.as_secs()
         ))))
     }
+}
+
+/// The devices the plan's storage is made on, each once, in the plan's order: the drives
+/// whose health is read before and after.
+fn drives_under_test(plan: &platter_proto::model::Plan) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in &plan.steps {
+        if let StepKind::StorageSetup(c) = &s.kind {
+            if let Some(d) = c.device.as_ref().filter(|d| !out.contains(d)) {
+                out.push(d.clone());
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::journal::{self, Journal, JournalError};
+use crate::probes::health::{self, Reading};
 use crate::workloads::{bonnie, compilebench, fio, sample::Parsed};
 
 /// The journal: replaying any bytes returns a state or says which line is corrupt. When it
@@ -88,6 +89,28 @@ pub fn bonnie(data: &[u8]) {
 pub fn compilebench(data: &[u8]) {
     if let Ok(parsed) = compilebench::parse(&String::from_utf8_lossy(data)) {
         check_parsed(&parsed);
+    }
+}
+
+/// smartctl's `--json` output: a reading, smartctl's reason, or an error that says what is
+/// wrong. A reading names its tool and survives the trip through a provenance record
+/// (serialized and read back unchanged); an unreadable drive always has a reason.
+pub fn smartctl(data: &[u8]) {
+    match health::parse(data) {
+        Ok(Reading::Read { reading, .. }) => {
+            assert!(
+                reading.tool.starts_with("smartctl"),
+                "a reading without its tool: {reading:?}"
+            );
+            let json = serde_json::to_string(&reading).expect("a reading serializes");
+            let back: platter_proto::provenance::HealthReading =
+                serde_json::from_str(&json).expect("a serialized reading reads back");
+            assert_eq!(back, reading, "a reading changed through JSON");
+        }
+        Ok(Reading::Unreadable { message, .. }) => {
+            assert!(!message.is_empty(), "an unreadable drive without a reason");
+        }
+        Err(e) => assert!(!e.to_string().is_empty(), "an error without a message"),
     }
 }
 

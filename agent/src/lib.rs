@@ -54,6 +54,7 @@ pub fn scan_inventory() -> Result<Vec<platter_proto::inventory::Device>, Invento
 pub mod testing {
     pub use crate::journal::Entry;
     pub use crate::probes::diskstats::DiskStats;
+    pub use crate::probes::health::{HealthError, Identity, Reading};
     pub use crate::process::{run as run_process, Outcome};
     pub use crate::workloads::fsync::{deserialize_histogram, run as run_fsync};
     pub use crate::workloads::sample::Parsed;
@@ -76,6 +77,7 @@ pub mod testing {
 
     /// The tool output parsers.
     pub mod parse {
+        pub use crate::probes::health::parse as smartctl;
         pub use crate::workloads::bonnie::parse_csv as bonnie_csv;
         pub use crate::workloads::compilebench::parse as compilebench;
         pub use crate::workloads::fio::parse as fio;

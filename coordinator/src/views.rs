@@ -303,13 +303,7 @@ pub fn render_history(h: &crate::report::history::History) -> String {
 
 /// `platter history --format csv`: a row per line and run, raw SI values.
 pub fn history_csv(h: &crate::report::history::History) -> String {
-    let field = |s: &str| {
-        if s.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    };
+    let field = crate::report::csv_field;
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let mut out = String::from("series,metric,host,cell,unit,campaign_id,submitted_unix_ms,n,median,median_lo,median_hi,change_pct,change_lo,change_hi,holm_p,flag,changed\n");
     for l in &h.lines {

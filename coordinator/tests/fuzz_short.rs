@@ -316,6 +316,17 @@ fn bonnie() {
 }
 
 #[test]
+fn smartctl() {
+    run(&Target {
+        name: "smartctl",
+        body: platter_agent::fuzz::smartctl,
+        seeds: &["fuzz/corpus/smartctl", "agent/tests/fixtures/smartctl"],
+        iters: 20000,
+        tokens: TEXT_TOKENS,
+    });
+}
+
+#[test]
 fn compilebench() {
     run(&Target {
         name: "compilebench",

@@ -133,6 +133,7 @@ fn provenance(host: &str) -> Provenance {
             .collect(),
         storage: None,
         tools: Default::default(),
+        health: Vec::new(),
     }
 }
 

@@ -112,6 +112,10 @@ pub struct Device {
     pub holds_root: bool,
     /// Loop devices only: the image file behind it.
     pub backing_file: Option<String>,
+    /// World wide name as sysfs has it (`naa.5000c500a1b2c3d4`, `eui.…`), "" when the
+    /// drive has none (or an older agent did not say): the drive ledger's key where present.
+    #[serde(default)]
+    pub wwn: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

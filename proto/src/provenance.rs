@@ -13,6 +13,8 @@ pub const AT_PLAN_START: &str = "plan_start";
 /// The agent took up a plan it had begun before: after a reboot or a restart.
 pub const AT_RESUME: &str = "resume";
 pub const AT_STORAGE_SETUP: &str = "storage_setup";
+/// After a plan's last step: the health of its drives once the measurements are done.
+pub const AT_PLAN_END: &str = "plan_end";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostFacts {
@@ -92,4 +94,80 @@ pub struct Provenance {
     /// Tool → its version line (`fio` → `fio-3.33`), or why it is unknown.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, String>,
+    /// The health of the drives under test (the devices the plan's storage is made on), read
+    /// at the plan's start (before its first measurement), when it is taken up again, and
+    /// at its end (after its last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<DriveHealth>,
+}
+
+/// One drive's health at a snapshot: what `smartctl --json` read, or why nothing was read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DriveHealth {
+    /// The device node read (`/dev/sda`), as the plan names it resolved.
+    pub path: String,
+    /// The drive's identity as the inventory has it (smartctl's where the inventory's is
+    /// empty): a report and the ledger match readings to drives by these.
+    pub model: String,
+    pub serial: String,
+    pub firmware: String,
+    /// World wide name (`naa.5000c500a1b2c3d4`, `eui.…`), "" when the drive has none.
+    #[serde(default)]
+    pub wwn: String,
+    /// Why there is no reading ("a loop device has no drive health", "smartctl not found on
+    /// the agent's PATH", smartctl's own message); "" when `reading` is there.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unreadable: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<HealthReading>,
+}
+
+/// The health attributes platter compares before and after a run, each `None` where the
+/// drive (or its protocol) does not report it: never a zero for "unknown".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HealthReading {
+    /// The tool that read it, with its version: "smartctl 7.3".
+    pub tool: String,
+    /// smartctl's device protocol: "ATA", "NVMe", "SCSI".
+    pub protocol: String,
+    /// The drive's own overall verdict (SMART overall-health self-assessment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// Current temperature, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_on_hours: Option<u64>,
+    /// NVMe unsafe shutdowns; ATA power-off retract count (192) where the drive has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsafe_shutdowns: Option<u64>,
+    /// NVMe media and data integrity errors; ATA reported uncorrectable errors (187).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_errors: Option<u64>,
+    /// ATA reallocated sectors (5); SCSI grown defect list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reallocated_sectors: Option<u64>,
+    /// ATA current pending sectors (197).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_sectors: Option<u64>,
+    /// ATA offline uncorrectable (198); SCSI total uncorrected read, write and verify errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncorrectable_errors: Option<u64>,
+    /// ATA UDMA CRC errors (199); SAS invalid dwords and running disparity errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc_errors: Option<u64>,
+    /// NVMe critical warning bits (0 is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_warning: Option<u64>,
+    /// NVMe percentage used; SCSI percentage used endurance indicator; ATA where a
+    /// wear attribute says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentage_used: Option<u64>,
+    /// NVMe available spare, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_spare: Option<u64>,
+    /// Bytes the host wrote to the drive over its life (NVMe data units written × 512,000;
+    /// ATA total LBAs written × the logical block size; SCSI gigabytes processed on write).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_written_bytes: Option<u64>,
 }

@@ -414,6 +414,63 @@ fn provenance_to_wire(plan_id: &str, step_index: u32, f: &Provenance) -> pb::Pro
             write_cache: s.write_cache.clone(),
         }),
         tools: f.tools.clone().into_iter().collect(),
+        health: f.health.iter().map(health_to_wire).collect(),
+    }
+}
+
+fn health_to_wire(h: &crate::provenance::DriveHealth) -> pb::DriveHealth {
+    pb::DriveHealth {
+        path: h.path.clone(),
+        model: h.model.clone(),
+        serial: h.serial.clone(),
+        firmware: h.firmware.clone(),
+        wwn: h.wwn.clone(),
+        unreadable: h.unreadable.clone(),
+        reading: h.reading.as_ref().map(|r| pb::HealthReading {
+            tool: r.tool.clone(),
+            protocol: r.protocol.clone(),
+            passed: r.passed,
+            temperature_c: r.temperature_c,
+            power_on_hours: r.power_on_hours,
+            unsafe_shutdowns: r.unsafe_shutdowns,
+            media_errors: r.media_errors,
+            reallocated_sectors: r.reallocated_sectors,
+            pending_sectors: r.pending_sectors,
+            uncorrectable_errors: r.uncorrectable_errors,
+            crc_errors: r.crc_errors,
+            critical_warning: r.critical_warning,
+            percentage_used: r.percentage_used,
+            available_spare: r.available_spare,
+            data_written_bytes: r.data_written_bytes,
+        }),
+    }
+}
+
+fn health_from_wire(h: pb::DriveHealth) -> crate::provenance::DriveHealth {
+    crate::provenance::DriveHealth {
+        path: h.path,
+        model: h.model,
+        serial: h.serial,
+        firmware: h.firmware,
+        wwn: h.wwn,
+        unreadable: h.unreadable,
+        reading: h.reading.map(|r| crate::provenance::HealthReading {
+            tool: r.tool,
+            protocol: r.protocol,
+            passed: r.passed,
+            temperature_c: r.temperature_c,
+            power_on_hours: r.power_on_hours,
+            unsafe_shutdowns: r.unsafe_shutdowns,
+            media_errors: r.media_errors,
+            reallocated_sectors: r.reallocated_sectors,
+            pending_sectors: r.pending_sectors,
+            uncorrectable_errors: r.uncorrectable_errors,
+            crc_errors: r.crc_errors,
+            critical_warning: r.critical_warning,
+            percentage_used: r.percentage_used,
+            available_spare: r.available_spare,
+            data_written_bytes: r.data_written_bytes,
+        }),
     }
 }
 
@@ -472,6 +529,7 @@ fn provenance_from_wire(p: pb::Provenance) -> Result<RecordKind, WireError> {
                 write_cache: s.write_cache,
             }),
             tools: p.tools.into_iter().collect(),
+            health: p.health.into_iter().map(health_from_wire).collect(),
         }),
     })
 }
@@ -535,6 +593,7 @@ impl From<&crate::inventory::Device> for pb::Device {
             holders: d.holders.clone(),
             holds_root: d.holds_root,
             backing_file: d.backing_file.clone().unwrap_or_default(),
+            wwn: d.wwn.clone(),
         }
     }
 }
@@ -577,6 +636,7 @@ impl From<pb::Device> for crate::inventory::Device {
             holders: d.holders,
             holds_root: d.holds_root,
             backing_file: Some(d.backing_file).filter(|s| !s.is_empty()),
+            wwn: d.wwn,
         }
     }
 }

@@ -124,6 +124,7 @@ fn scan_device(
     // NVMe controllers call it firmware_rev, SCSI/ATA devices rev.
     let firmware = read_trimmed(&dev_dir.join("firmware_rev")).unwrap_or_else(|| attr("rev"));
     let serial = read_serial(roots, dir, &major_minor);
+    let wwn = read_wwn(dir);
 
     let (transport, controller, pci_address) = if name.starts_with("loop") {
         (Transport::Loop, Vec::new(), None)
@@ -192,7 +193,20 @@ fn scan_device(
         holders: all_holders,
         holds_root,
         backing_file,
+        wwn,
     })
+}
+
+/// The drive's world wide name: `wwid` of an NVMe namespace or of a SCSI/ATA device, kept
+/// only when it is a real name (`naa.…`, `eui.…`); the kernel's made-up `t10.ATA …` and
+/// `nvme.…` strings are only the model and serial again.
+fn read_wwn(dir: &Path) -> String {
+    [dir.join("wwid"), dir.join("device/wwid")]
+        .iter()
+        .filter_map(|p| read_trimmed(p))
+        .find(|w| w.starts_with("naa.") || w.starts_with("eui."))
+        .map(|w| w.to_ascii_lowercase())
+        .unwrap_or_default()
 }
 
 /// (name, major:minor) of a holder; major:minor is "" if its `dev` is unreadable,
@@ -891,6 +905,7 @@ mod tests {
             holders: v(&["dm-0"]),
             holds_root: true,
             backing_file: None,
+            wwn: String::new(),
         };
         assert_eq!(devices[2], sda);
 
@@ -921,6 +936,7 @@ mod tests {
             holders: vec![],
             holds_root: false,
             backing_file: None,
+            wwn: String::new(),
         };
         assert_eq!(devices[3], sdb);
 
@@ -949,6 +965,7 @@ mod tests {
             holders: vec![],
             holds_root: false,
             backing_file: None,
+            wwn: String::new(),
         };
         assert_eq!(devices[1], nvme);
 
@@ -975,6 +992,7 @@ mod tests {
             holders: vec![],
             holds_root: false,
             backing_file: None,
+            wwn: String::new(),
         };
         assert_eq!(devices[4], vda);
 
@@ -1000,6 +1018,7 @@ mod tests {
             holders: vec![],
             holds_root: false,
             backing_file: Some(s("/var/tmp/drive a.img")),
+            wwn: String::new(),
         };
         assert_eq!(devices[0], loop3);
     }

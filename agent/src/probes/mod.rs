@@ -3,6 +3,7 @@
 //! plans may run (`tools`). Read-only; nothing here changes the system.
 
 pub(crate) mod diskstats;
+pub(crate) mod health;
 pub(crate) mod inventory;
 pub(crate) mod mountinfo;
 pub(crate) mod provenance;

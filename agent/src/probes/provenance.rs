@@ -14,8 +14,8 @@ use crate::probes::inventory::{self, Device, Roots};
 use crate::probes::{mountinfo, tools};
 
 pub(crate) use platter_proto::provenance::{
-    DeviceFacts, HostFacts, MountFacts, Provenance, StorageFacts, AT_PLAN_START, AT_RESUME,
-    AT_STORAGE_SETUP, TICK_ACCOUNTING, VIRTUAL_ACCOUNTING,
+    DeviceFacts, DriveHealth, HostFacts, MountFacts, Provenance, StorageFacts, AT_PLAN_END,
+    AT_PLAN_START, AT_RESUME, AT_STORAGE_SETUP, TICK_ACCOUNTING, VIRTUAL_ACCOUNTING,
 };
 
 fn read(path: impl AsRef<Path>) -> String {
@@ -164,6 +164,132 @@ pub(crate) fn devices(roots: &Roots, paths: Option<&[&str]>) -> Vec<DeviceFacts>
             }
         })
         .collect()
+}
+
+/// How long one `smartctl` reading may take: a drive busy with its own recovery can take
+/// tens of seconds to answer; past this the reading says so instead of holding the plan.
+const HEALTH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The health of each device of `paths` (the drives under test), read with `smartctl
+/// --json -x` under `HEALTH_TIMEOUT`; a device that has no drive health (a loop device), a
+/// host without smartctl, or smartctl's own failure (no permission, a USB bridge without
+/// SAT pass-through) gives the reason instead, never zeros.
+pub(crate) fn health(roots: &Roots, paths: &[&str]) -> Vec<DriveHealth> {
+    if paths.is_empty() {
+        return Vec::new();
+    }
+    let known = devices(roots, Some(paths));
+    paths
+        .iter()
+        .map(|p| {
+            let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
+            let device = known
+                .iter()
+                .map(|d| &d.device)
+                .find(|d| Path::new(&d.path) == real || d.path == *p);
+            read_health(p, device)
+        })
+        .collect()
+}
+
+fn read_health(path: &str, device: Option<&Device>) -> DriveHealth {
+    use crate::probes::health::Reading;
+    let mut h = DriveHealth {
+        path: path.to_string(),
+        ..DriveHealth::default()
+    };
+    if let Some(d) = device {
+        h.model = d.model.clone();
+        h.serial = d.serial.clone();
+        h.firmware = d.firmware.clone();
+        h.wwn = d.wwn.clone();
+    }
+    // smartctl is asked even of a loop device (it says it cannot read one); what it says is
+    // followed by why.
+    let is_loop = device.is_some_and(|d| d.transport == platter_proto::inventory::Transport::Loop);
+    let loop_note = match device.and_then(|d| d.backing_file.as_ref()) {
+        Some(f) if is_loop => format!(" ({path} is a loop device over {f}: no drive behind it)"),
+        _ if is_loop => format!(" ({path} is a loop device: no drive behind it)"),
+        _ => String::new(),
+    };
+    let smartctl = match crate::process::find_program("smartctl".as_ref()) {
+        Ok(p) => p,
+        Err(_) => {
+            h.unreadable = format!(
+                "smartctl not found on the agent's PATH (install smartmontools){loop_note}"
+            );
+            return h;
+        }
+    };
+    let out = match run_for_output(&smartctl, &["--json=c", "-x", path], HEALTH_TIMEOUT) {
+        Ok(out) => out,
+        Err(why) => {
+            h.unreadable = format!("smartctl -x {path}: {why}");
+            return h;
+        }
+    };
+    match crate::probes::health::parse(&out) {
+        Ok(Reading::Read { reading, identity }) => {
+            let fill = |mine: &mut String, theirs: String| {
+                if mine.is_empty() {
+                    *mine = theirs;
+                }
+            };
+            fill(&mut h.model, identity.model);
+            fill(&mut h.serial, identity.serial);
+            fill(&mut h.firmware, identity.firmware);
+            fill(&mut h.wwn, identity.wwn);
+            h.reading = Some(reading);
+        }
+        Ok(Reading::Unreadable { message, .. }) => {
+            h.unreadable = format!("smartctl: {message}{loop_note}")
+        }
+        Err(e) => h.unreadable = format!("smartctl -x {path}: {e}"),
+    }
+    h
+}
+
+/// What `program args` writes to stdout, read while it runs (smartctl's JSON is larger than
+/// a pipe holds), within `limit` (then it is killed). Its exit status is not judged: smartctl
+/// sets bits for what it found, and says in the JSON itself what failed.
+fn run_for_output(
+    program: &Path,
+    args: &[&str],
+    limit: std::time::Duration,
+) -> Result<Vec<u8>, String> {
+    use std::process::Stdio;
+    let mut child = crate::process::command(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = (&mut stdout).take(16 << 20).read_to_end(&mut out);
+        out
+    });
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = reader.join();
+                return Err(format!("no answer within {} s", limit.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    reader
+        .join()
+        .map_err(|_| "its output could not be read".to_string())
 }
 
 /// The mount at `mount_point`, the last one mounted there (the one in effect).

@@ -45,6 +45,8 @@ const TOOLS: &[(&str, Ask)] = &[
     ("fstrim", Ask::Args(&["--version"])),
     ("hdparm", Ask::Args(&["-V"])),
     ("nvme", Ask::Args(&["version"])),
+    // Reads the drives' health before and after a plan (`provenance::health`).
+    ("smartctl", Ask::Args(&["--version"])),
 ];
 
 /// Where each program is and when its file last changed: what the versions depend on.

@@ -328,6 +328,61 @@ pub enum Command {
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
     },
+    /// The drive ledger: every physical drive the agents reported (by WWN, else model and
+    /// serial; a drive without a serial per host), where it was seen, its latest health
+    /// (smartctl, read before and after each run) and the verdicts on it. Reads the store
+    /// (--db, or `platter run`'s here) or the coordinator.
+    Drives {
+        /// Only drives whose model contains this (case-insensitive)
+        #[arg(long)]
+        model: Option<String>,
+        /// Only drives seen with this firmware
+        #[arg(long)]
+        firmware: Option<String>,
+        /// Only drives seen on this host
+        #[arg(long)]
+        host: Option<String>,
+        /// Only drives a verdict (performance or health) failed
+        #[arg(long)]
+        failed: bool,
+        #[command(flatten)]
+        ledger: LedgerArgs,
+    },
+    /// One drive's history: sightings (host, controller, firmware), moves and firmware
+    /// changes, the runs that measured it with their key results and verdicts, its health
+    /// over time
+    Drive {
+        /// The drive's id as `platter drives` lists it, its serial or its WWN
+        id: String,
+        #[command(flatten)]
+        ledger: LedgerArgs,
+    },
+    /// A drive model's qualification across the fleet: on how many drives, hosts and
+    /// controller types it passed, and every FAIL with its serial and campaign. Exits 1 when a
+    /// drive of the model failed a verdict
+    Qualification {
+        /// The model as the drives report it (`platter drives` lists them)
+        model: String,
+        /// Only runs of the drives with this firmware
+        #[arg(long)]
+        firmware: Option<String>,
+        #[command(flatten)]
+        ledger: LedgerArgs,
+    },
+}
+
+/// Where `drives`, `drive` and `qualification` read the ledger, and how they print it.
+#[derive(Debug, clap::Args)]
+pub struct LedgerArgs {
+    /// Read from this database file or PostgreSQL URL [default: the coordinator when one is
+    /// named, else platter-data/platter.db, what `platter run` writes]
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// table for people, json or csv for scripts and spreadsheets
+    #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
+    pub format: String,
 }
 
 fn label(s: &str) -> Result<(String, String), String> {

@@ -9,6 +9,7 @@
 
 mod args;
 mod certs;
+mod drives;
 mod inventory;
 mod local;
 mod lock;
@@ -123,6 +124,9 @@ pub fn main() -> i32 {
             | Command::Tokens(_)
             | Command::Schedule(_)
             | Command::Trigger { .. }
+            | Command::Drives { .. }
+            | Command::Drive { .. }
+            | Command::Qualification { .. }
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     // The commands that hold an agent keep its threads (under `run`, the coordinator's
@@ -383,6 +387,32 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             client,
             format,
         } => trigger(name, labels, client, format).await,
+        Command::Drives {
+            model,
+            firmware,
+            host,
+            failed,
+            ledger,
+        } => {
+            let filter = crate::report::ledger::Filter {
+                model,
+                firmware,
+                host,
+                failed,
+            };
+            drives::ledger(crate::report::ledger::Question::Drives(filter), ledger).await
+        }
+        Command::Drive { id, ledger } => {
+            drives::ledger(crate::report::ledger::Question::Drive(id), ledger).await
+        }
+        Command::Qualification {
+            model,
+            firmware,
+            ledger,
+        } => {
+            let q = crate::report::ledger::Question::Qualification { model, firmware };
+            drives::ledger(q, ledger).await
+        }
         // Argon2 and the store block: off the runtime's workers.
         Command::Users(c) => tokio::task::spawn_blocking(move || users(c)).await?,
         Command::Tokens(c) => tokio::task::spawn_blocking(move || tokens(c)).await?,

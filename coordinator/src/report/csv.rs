@@ -8,8 +8,8 @@ use super::{Exporter, RawSample, Report};
 
 pub struct Csv;
 
-/// RFC 4180 quoting; small enough not to need a crate.
-fn field(s: &str) -> String {
+/// RFC 4180 quoting; small enough not to need a crate. Every CSV platter writes uses it.
+pub fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -43,6 +43,9 @@ impl Exporter for Junit {
                     out.push_str("/>\n");
                 } else {
                     let what = match v.value {
+                        _ if !v.measured.is_empty() => {
+                            format!("{class} fails {}: measured {}", v.threshold, v.measured)
+                        }
                         Some(x) => format!(
                             "{class} fails {}: measured {}",
                             v.threshold,

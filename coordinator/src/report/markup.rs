@@ -109,6 +109,15 @@ pub(super) fn render(m: &impl Markup, r: &Report) -> String {
             out.push_str(&m.ran_on(&l.to_string()));
         }
     }
+    if !r.health.is_empty() {
+        out.push_str(&m.heading(Heading::Pivot(super::health::TITLE)));
+        for d in &r.health {
+            out.push_str(&m.item(&d.text()));
+        }
+        for n in &r.health_not_judged {
+            out.push_str(&m.item(n));
+        }
+    }
     let notes = notes(r);
     if !notes.is_empty() {
         out.push('\n');

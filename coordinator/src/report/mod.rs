@@ -3,12 +3,15 @@
 
 pub mod advice;
 mod csv;
+pub use csv::field as csv_field;
 pub mod findings;
+pub mod health;
 pub mod history;
 pub mod html;
 mod json;
 pub mod judge;
 mod junit;
+pub mod ledger;
 mod markdown;
 mod markup;
 pub mod notes;
@@ -312,6 +315,12 @@ pub struct Report {
     /// The devices the cells ran on, (host, name): which of the snapshots' drives to show.
     #[serde(skip)]
     pub devices_used: provenance::UsedDevices,
+    /// Each drive under test's health over the run (`smartctl --json` before and after).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<health::DriveHealthReport>,
+    /// `qualify: { health }` limits that could not be judged, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health_not_judged: Vec<String>,
     /// Each cell against the run before it in its series (`Report::load_with_series`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_last_run: Option<history::SinceLastRun>,
@@ -690,7 +699,7 @@ impl Report {
                 .collect();
             let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
-            let verdicts = judge::qualify(&cells, &settings);
+            let mut verdicts = judge::qualify(&cells, &settings);
             let outliers = judge::fleet_outliers(&cells, &settings);
             let side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
             let findings = findings::build(&cells, &settings, &comparisons, side_by_side.as_ref());
@@ -711,8 +720,13 @@ impl Report {
                 .filter_map(|c| Some((c.host.clone(), c.device()?.to_string())))
                 .collect();
             let provenance_changes = provenance::changes(&snapshots, &devices_used);
+            let health = health::drives(&snapshots);
+            let (health_verdicts, health_not_judged) = health::judge(&health, &settings.health);
+            verdicts.extend(health_verdicts);
             Ok(Report {
                 since_last_run: None,
+                health,
+                health_not_judged,
                 provenance: snapshots,
                 provenance_changes,
                 devices_used,

@@ -63,6 +63,7 @@
 //! are strings. Matrix values keep the text as written (`4k`, `0.50`, `true`).
 
 mod error;
+pub mod health;
 mod matrix;
 mod metrics;
 /// The built-in fsync loop's metrics, in its own order (reports list them so).
@@ -285,6 +286,9 @@ pub struct ReportSpec {
     /// The metric comparisons use; empty means `wall`.
     pub metric: String,
     pub qualify: Vec<threshold::Threshold>,
+    /// `qualify: { health: { media_errors: { max_increase: 0 } } }`: limits on the drives'
+    /// health, judged on each drive under test from its readings before and after the run.
+    pub health: Vec<health::Limit>,
     pub pivot: Option<Pivot>,
 }
 

@@ -1624,11 +1624,29 @@ fn read_report(v: &Node, errs: &mut Errors) -> Option<(super::ReportSpec, Vec<Me
                 }
             }
             "qualify" => {
-                let Some(items) = errs.ok(seq(
-                    &e.value,
-                    &path,
-                    "a list of thresholds like `\"latency.p99 < 1ms\"`",
-                )) else {
+                // A list of thresholds, or `{ metrics: [thresholds], health: { … } }`.
+                let list = if matches!(e.value.kind, Kind::Map(_)) {
+                    let Some(entries) = errs.ok(map(&e.value, &path, QUALIFY_WHAT)) else {
+                        continue;
+                    };
+                    let mut list = None;
+                    for q in known(entries, &path, &QUALIFY_KEYS, errs) {
+                        let q_path = join(&path, &q.name);
+                        match q.name.as_str() {
+                            "health" => spec.health = read_health(&q.value, &q_path, errs),
+                            "metrics" => list = Some((&q.value, q_path)),
+                            _ => {}
+                        }
+                    }
+                    match list {
+                        Some(l) => l,
+                        None => continue,
+                    }
+                } else {
+                    (&e.value, path.clone())
+                };
+                let (list, path) = list;
+                let Some(items) = errs.ok(seq(list, &path, QUALIFY_WHAT)) else {
                     continue;
                 };
                 for (i, item) in items.iter().enumerate() {
@@ -1656,6 +1674,58 @@ fn read_report(v: &Node, errs: &mut Errors) -> Option<(super::ReportSpec, Vec<Me
         }
     }
     errs.clean_since(start, (spec, refs))
+}
+
+const QUALIFY_KEYS: [&str; 2] = ["metrics", "health"];
+const QUALIFY_WHAT: &str = "a list of thresholds like `[\"latency.p99 < 1ms\"]`, or `{ metrics: [\"latency.p99 < 1ms\"], health: { media_errors: { max_increase: 0 } } }`";
+
+/// `qualify.health`: `{ ATTRIBUTE: { max_increase | max | min: VALUE } }`, each limit
+/// checked against the attribute's unit.
+fn read_health(v: &Node, path: &str, errs: &mut Errors) -> Vec<super::health::Limit> {
+    use super::health::{attribute, value, Bound, Limit, ATTRIBUTES};
+    let names: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
+    let mut out = Vec::new();
+    let Some(entries) = errs.ok(map(
+        v,
+        path,
+        "health limits like `{ media_errors: { max_increase: 0 }, temperature: { max: 70C } }`",
+    )) else {
+        return out;
+    };
+    for e in known(entries, path, &names, errs) {
+        let Some(a) = attribute(&e.name) else {
+            continue;
+        };
+        let a_path = join(path, &e.name);
+        let Some(bounds) = errs.ok(map(
+            &e.value,
+            &a_path,
+            "limits like `{ max_increase: 0 }`, `{ max: 70C }` or `{ min: 10% }`",
+        )) else {
+            continue;
+        };
+        for b in known(bounds, &a_path, &Bound::WORDS, errs) {
+            let Some(bound) = Bound::from_word(&b.name) else {
+                continue;
+            };
+            let b_path = join(&a_path, &b.name);
+            let Some(written) = errs.ok(text(&b.value, &b_path, "a number")) else {
+                continue;
+            };
+            let unit = if a.unit.is_empty() { "a count" } else { a.unit };
+            let v = value(&written, a).map_err(|why| {
+                error(b.value.pos, &b_path, why).hint(format!("{} is {unit}", a.name))
+            });
+            if let Some(value) = errs.ok(v) {
+                out.push(Limit {
+                    attribute: a,
+                    bound,
+                    value,
+                });
+            }
+        }
+    }
+    out
 }
 
 const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];

@@ -50,6 +50,7 @@ pub mod db;
 mod dispatch;
 pub mod error;
 mod health;
+pub mod ledger;
 mod notify;
 mod plans;
 pub mod presence;

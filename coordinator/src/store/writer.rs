@@ -478,6 +478,16 @@ pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
             params![b.host, devices],
         )?;
     }
+    // The drive ledger sees what the hello or the new inventory lists.
+    if let Some(devices) = b
+        .hello
+        .as_ref()
+        .map(|a| &a.devices)
+        .or(b.inventory.as_ref())
+    {
+        let devices: Vec<platter_proto::inventory::Device> = serde_json::from_str(devices)?;
+        super::ledger::sight(c, &b.host, &devices, now_ms())?;
+    }
     if b.records.is_empty() && b.hello.is_some() {
         // The hello set when it was seen; there is no record to count.
         return Ok(());

@@ -235,6 +235,7 @@ fn write_page(out: &mut String, r: &Report) -> fmt::Result {
     write_metric_charts(out, &v)?;
     write_percentiles(out, &v)?;
     write_size_chart(out, &v)?;
+    write_health(out, r)?;
     write_details(out, &v)?;
     writeln!(out, "<script>{SORT_SCRIPT}</script>")?;
     writeln!(out, "</body></html>")
@@ -261,6 +262,9 @@ fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
     }
     if !percentile_operations(v).is_empty() {
         links.push(("percentiles", "Latency percentiles"));
+    }
+    if !r.health.is_empty() {
+        links.push(("health", "Drive health"));
     }
     links.push(("details", "Every metric of every cell"));
     let links: Vec<String> = links
@@ -296,6 +300,53 @@ fn write_findings(out: &mut String, r: &Report) -> fmt::Result {
         writeln!(out, "<li{class}>{}</li>", esc(&l.to_string()))?;
     }
     writeln!(out, "</ul></section>")
+}
+
+/// Each drive under test: its health before → after the run, a row per attribute it reports,
+/// the changes that matter marked; a drive that could not be read says why.
+fn write_health(out: &mut String, r: &Report) -> fmt::Result {
+    if r.health.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<section id=\"health\"><h2>Drive health</h2><p class=\"muted\">{}</p>",
+        esc(super::health::TITLE)
+    )?;
+    for d in &r.health {
+        let class = if d.flagged() { " class=\"fail\"" } else { "" };
+        writeln!(out, "<h3{class}>{}</h3>", esc(&d.drive()))?;
+        if d.before.is_none() {
+            writeln!(out, "<p class=\"muted\">{}</p>", esc(&d.text()))?;
+            continue;
+        }
+        writeln!(
+            out,
+            "<table><thead><tr><th>attribute</th><th>before</th><th>after</th><th>max seen</th><th></th></tr></thead><tbody>"
+        )?;
+        for x in &d.deltas {
+            let v =
+                |v: Option<f64>| v.map_or("—".into(), |v| crate::spec::health::show(v, x.unit));
+            writeln!(
+                out,
+                "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if x.flagged { " class=\"fail\"" } else { "" },
+                esc(x.attribute),
+                esc(&v(x.before)),
+                esc(&v(x.after)),
+                esc(&v(x.max)),
+                if x.flagged { "FLAGGED" } else { "" },
+            )?;
+        }
+        writeln!(out, "</tbody></table>")?;
+        if d.after.is_none() {
+            writeln!(out, "<p class=\"muted\">no reading after the run</p>")?;
+        }
+    }
+    for n in &r.health_not_judged {
+        writeln!(out, "<p class=\"muted\">{}</p>", esc(n))?;
+    }
+    writeln!(out, "</section>")
 }
 
 /// Each cell against the series' run before this one: the shift with its interval, the

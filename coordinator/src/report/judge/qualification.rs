@@ -18,6 +18,10 @@ pub struct Verdict {
     /// The unit of `value` (s, B, op/s …).
     pub unit: String,
     pub pass: bool,
+    /// What was measured, when a value and its unit do not say it (a health limit's
+    /// "0 → 2"); "" otherwise.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub measured: String,
 }
 
 fn judged_value(cell: &CellReport, t: &Threshold) -> Option<f64> {
@@ -89,6 +93,7 @@ pub fn qualify(cells: &[CellReport], settings: &ReportSpec) -> Vec<Verdict> {
                         }
                     }),
                 pass: value.is_some_and(|v| t.op.holds(v, t.value)),
+                measured: String::new(),
             });
         }
     }

@@ -516,6 +516,41 @@ impl Control for ControlService {
         Ok(Response::new(response))
     }
 
+    async fn ledger(
+        &self,
+        request: Request<pb::LedgerRequest>,
+    ) -> Result<Response<pb::LedgerResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        let (store, req) = (self.store.clone(), request.into_inner());
+        use crate::report::ledger::{answer, Filter, LedgerError, Question};
+        let question = match req.question.as_str() {
+            "drives" => Question::Drives(Filter {
+                model: Some(req.model).filter(|m| !m.is_empty()),
+                firmware: req.firmware,
+                host: Some(req.host).filter(|h| !h.is_empty()),
+                failed: req.failed,
+            }),
+            "drive" => Question::Drive(req.id),
+            "qualification" => Question::Qualification {
+                model: req.model,
+                firmware: req.firmware,
+            },
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "no ledger question {other:?}: drives, drive or qualification"
+                )))
+            }
+        };
+        let json = blocking(move || {
+            answer(&store, &question).map_err(|e| match e {
+                LedgerError::Store(e) => store_status(e),
+                LedgerError::NotFound(why) => Status::not_found(why),
+            })
+        })
+        .await?;
+        Ok(Response::new(pb::LedgerResponse { json }))
+    }
+
     async fn list_campaigns(
         &self,
         request: Request<pb::ListCampaignsRequest>,

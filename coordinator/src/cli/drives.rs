@@ -1,0 +1,458 @@
+//! `platter drives`, `platter drive ID` and `platter qualification MODEL`: the drive ledger
+//! read from a store (`--db`, or `platter run`'s here) or asked of the coordinator (Control
+//! `Ledger`, the same JSON document), printed for people, as JSON or as CSV.
+
+use super::args::LedgerArgs;
+use super::*;
+use crate::report::ledger::{
+    answer, DriveDetail, DriveSummary, LedgerError, Qualification, Question,
+};
+
+pub(super) async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
+    let LedgerArgs { db, client, format } = args;
+    let json = match local_store(db, &client)? {
+        Some(db) => {
+            let store = open_local(&db)?;
+            match answer(&store, &question) {
+                Ok(json) => json,
+                Err(LedgerError::NotFound(why)) => {
+                    eprintln!("platter: {why}");
+                    return Ok(EXIT_INVALID);
+                }
+                Err(LedgerError::Store(e)) => return Err(e.into()),
+            }
+        }
+        None => {
+            let req = request(&question);
+            match client.connect().await?.ledger(req).await {
+                Ok(r) => r.into_inner().json,
+                Err(s) if s.code() == tonic::Code::NotFound => {
+                    eprintln!("platter: {}", s.message());
+                    return Ok(EXIT_INVALID);
+                }
+                Err(s) => return Err(call_error("reading the drive ledger", s)),
+            }
+        }
+    };
+    // `platter qualification` fails (exit 1, as a run whose qualification failed) when a
+    // drive of the model failed a verdict: a CI gate on a model.
+    let mut status = 0;
+    if let Question::Qualification { .. } = question {
+        let q: Qualification = serde_json::from_str(&json)?;
+        if !q.failures.is_empty() {
+            status = 1;
+        }
+    }
+    let out = match (&question, format.as_str()) {
+        (_, "json") => {
+            let v: serde_json::Value = serde_json::from_str(&json)?;
+            format!("{}\n", serde_json::to_string_pretty(&v)?)
+        }
+        (Question::Drives(_), f) => {
+            let drives: Vec<DriveSummary> = serde_json::from_str(&json)?;
+            if f == "csv" {
+                drives_csv(&drives)
+            } else {
+                render_drives(&drives)
+            }
+        }
+        (Question::Drive(_), f) => {
+            let d: DriveDetail = serde_json::from_str(&json)?;
+            if f == "csv" {
+                drive_csv(&d)
+            } else {
+                render_drive(&d)
+            }
+        }
+        (Question::Qualification { .. }, f) => {
+            let q: Qualification = serde_json::from_str(&json)?;
+            if f == "csv" {
+                qualification_csv(&q)
+            } else {
+                render_qualification(&q)
+            }
+        }
+    };
+    print!("{out}");
+    Ok(status)
+}
+
+fn request(q: &Question) -> pb::LedgerRequest {
+    let mut req = pb::LedgerRequest::default();
+    match q {
+        Question::Drives(f) => {
+            req.question = "drives".into();
+            req.model = f.model.clone().unwrap_or_default();
+            req.firmware = f.firmware.clone();
+            req.host = f.host.clone().unwrap_or_default();
+            req.failed = f.failed;
+        }
+        Question::Drive(id) => {
+            req.question = "drive".into();
+            req.id = id.clone();
+        }
+        Question::Qualification { model, firmware } => {
+            req.question = "qualification".into();
+            req.model = model.clone();
+            req.firmware = firmware.clone();
+        }
+    }
+    req
+}
+
+/// "34°C, 0 media errors, 3% used" or "not readable: …": the latest health in a few words.
+fn health_words(d: &DriveSummary) -> String {
+    let Some(h) = &d.health else {
+        return "—".into();
+    };
+    if let Some(r) = &h.reading {
+        let mut parts = Vec::new();
+        if let Some(t) = r.temperature_c {
+            parts.push(format!("{t}°C"));
+        }
+        for (v, what) in [
+            (r.media_errors, "media errors"),
+            (r.reallocated_sectors, "reallocated"),
+            (r.pending_sectors, "pending"),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{v} {what}"));
+            }
+        }
+        if let Some(p) = r.percentage_used {
+            parts.push(format!("{p}% used"));
+        }
+        if r.passed == Some(false) {
+            parts.push("SMART FAILED".into());
+        }
+        if !h.flagged.is_empty() {
+            parts.push(format!("flagged: {}", h.flagged.join(", ")));
+        }
+        if parts.is_empty() {
+            "read".into()
+        } else {
+            parts.join(", ")
+        }
+    } else {
+        format!("not readable: {}", h.unreadable)
+    }
+}
+
+fn verdict_words(d: &DriveSummary) -> String {
+    match (d.passed, d.failed) {
+        (0, 0) => "—".into(),
+        (p, 0) => format!("{p} PASS"),
+        (p, f) => format!("{f} FAIL, {p} PASS"),
+    }
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<w$}  ", w = *w));
+            }
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn render_drives(drives: &[DriveSummary]) -> String {
+    if drives.is_empty() {
+        return "no drive in the ledger matches (agents report their drives when they connect)\n"
+            .into();
+    }
+    let rows: Vec<Vec<String>> = drives
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.clone(),
+                d.model.clone(),
+                if d.serial.is_empty() {
+                    "(none)".into()
+                } else {
+                    d.serial.clone()
+                },
+                d.firmware.clone(),
+                d.hosts.join(","),
+                d.runs.to_string(),
+                verdict_words(d),
+                health_words(d),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "DRIVE", "MODEL", "SERIAL", "FIRMWARE", "HOSTS", "RUNS", "VERDICTS", "HEALTH",
+        ],
+        &rows,
+    )
+}
+
+fn csv_line(cells: &[String]) -> String {
+    let quoted: Vec<String> = cells.iter().map(|c| crate::report::csv_field(c)).collect();
+    quoted.join(",") + "\n"
+}
+
+fn drives_csv(drives: &[DriveSummary]) -> String {
+    let mut out = csv_line(
+        &[
+            "drive",
+            "identity",
+            "model",
+            "serial",
+            "wwn",
+            "firmware",
+            "hosts",
+            "controllers",
+            "first_seen",
+            "last_seen",
+            "runs",
+            "passed",
+            "failed",
+            "health",
+        ]
+        .map(String::from),
+    );
+    for d in drives {
+        out.push_str(&csv_line(&[
+            d.id.clone(),
+            d.identity.clone(),
+            d.model.clone(),
+            d.serial.clone(),
+            d.wwn.clone(),
+            d.firmware.clone(),
+            d.hosts.join(";"),
+            d.controllers.join(";"),
+            d.first_seen.clone(),
+            d.last_seen.clone(),
+            d.runs.to_string(),
+            d.passed.to_string(),
+            d.failed.to_string(),
+            health_words(d),
+        ]));
+    }
+    out
+}
+
+fn render_drive(d: &DriveDetail) -> String {
+    let s = &d.drive;
+    let mut out = format!("drive {} ({})\n", s.id, s.identity);
+    out.push_str(&format!(
+        "  model {}  serial {}  firmware {}{}\n",
+        s.model,
+        if s.serial.is_empty() {
+            "(none)"
+        } else {
+            &s.serial
+        },
+        s.firmware,
+        if s.wwn.is_empty() {
+            String::new()
+        } else {
+            format!("  wwn {}", s.wwn)
+        }
+    ));
+    if !s.note.is_empty() {
+        out.push_str(&format!("  {}\n", s.note));
+    }
+    out.push_str(&format!(
+        "  first seen {}, last seen {}; {} run(s), verdicts: {}; latest health: {}\n",
+        s.first_seen,
+        s.last_seen,
+        s.runs,
+        verdict_words(s),
+        health_words(s)
+    ));
+    out.push_str("\nsightings\n");
+    let rows: Vec<Vec<String>> = d
+        .sightings
+        .iter()
+        .map(|x| {
+            vec![
+                x.host.clone(),
+                x.path.clone(),
+                if x.controller.is_empty() {
+                    "—".into()
+                } else {
+                    x.controller.clone()
+                },
+                if x.pci_address.is_empty() {
+                    "—".into()
+                } else {
+                    x.pci_address.clone()
+                },
+                x.firmware.clone(),
+                x.transport.clone(),
+                x.write_cache.clone(),
+                x.first_seen.clone(),
+                x.last_seen.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "  HOST",
+            "PATH",
+            "CONTROLLER",
+            "PCI",
+            "FIRMWARE",
+            "TRANSPORT",
+            "WRITE CACHE",
+            "FIRST SEEN",
+            "LAST SEEN",
+        ],
+        &rows
+            .into_iter()
+            .map(|mut r| {
+                r[0] = format!("  {}", r[0]);
+                r
+            })
+            .collect::<Vec<_>>(),
+    ));
+    if !d.events.is_empty() {
+        out.push_str("\nevents\n");
+        for e in &d.events {
+            out.push_str(&format!("  {e}\n"));
+        }
+    }
+    out.push_str("\nruns\n");
+    if d.runs.is_empty() {
+        out.push_str("  none measured it yet\n");
+    }
+    for r in &d.runs {
+        out.push_str(&format!(
+            "  {} {} ({}) on {} {}, firmware {}, {}\n",
+            r.submitted, r.campaign, r.campaign_id, r.host, r.path, r.firmware, r.state
+        ));
+        for x in &r.results {
+            out.push_str(&format!("    {x}\n"));
+        }
+        for v in &r.verdicts {
+            out.push_str(&format!(
+                "    {} [{}]: {} ({})\n",
+                if v.pass { "PASS" } else { "FAIL" },
+                v.cell,
+                v.threshold,
+                v.measured
+            ));
+        }
+        if !r.health.is_empty() {
+            let health = r.health.split_once(": ").map_or(r.health.as_str(), |x| x.1);
+            out.push_str(&format!("    health: {health}\n"));
+        }
+    }
+    out
+}
+
+fn drive_csv(d: &DriveDetail) -> String {
+    let mut out = csv_line(
+        &[
+            "drive",
+            "campaign_id",
+            "campaign",
+            "submitted",
+            "host",
+            "path",
+            "firmware",
+            "state",
+            "passed",
+            "failed",
+            "health_flagged",
+            "health",
+        ]
+        .map(String::from),
+    );
+    for r in &d.runs {
+        out.push_str(&csv_line(&[
+            d.drive.id.clone(),
+            r.campaign_id.clone(),
+            r.campaign.clone(),
+            r.submitted.clone(),
+            r.host.clone(),
+            r.path.clone(),
+            r.firmware.clone(),
+            r.state.clone(),
+            r.verdicts.iter().filter(|v| v.pass).count().to_string(),
+            r.verdicts.iter().filter(|v| !v.pass).count().to_string(),
+            r.health_flagged.to_string(),
+            r.health.clone(),
+        ]));
+    }
+    out
+}
+
+fn render_qualification(q: &Qualification) -> String {
+    let mut out = format!("{}\n", q.headline());
+    if !q.per_drive.is_empty() {
+        out.push('\n');
+        let rows: Vec<Vec<String>> = q
+            .per_drive
+            .iter()
+            .map(|d| {
+                vec![
+                    d.drive.clone(),
+                    d.serial.clone(),
+                    d.firmware.clone(),
+                    d.hosts.join(","),
+                    d.runs.to_string(),
+                    if d.failed == 0 {
+                        format!("PASS ({} checks)", d.passed)
+                    } else {
+                        format!("FAIL ({} of {} checks)", d.failed, d.failed + d.passed)
+                    },
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["DRIVE", "SERIAL", "FIRMWARE", "HOSTS", "RUNS", "VERDICT"],
+            &rows,
+        ));
+    }
+    if !q.controllers.is_empty() {
+        out.push_str(&format!("controllers: {}\n", q.controllers.join("; ")));
+    }
+    for f in &q.failures {
+        out.push_str(&format!(
+            "FAIL serial {} on {}: {} ({}), campaign {} ({})\n",
+            f.serial, f.host, f.threshold, f.measured, f.campaign, f.campaign_id
+        ));
+    }
+    out
+}
+
+fn qualification_csv(q: &Qualification) -> String {
+    let mut out = csv_line(
+        &[
+            "model", "drive", "serial", "firmware", "hosts", "runs", "passed", "failed",
+        ]
+        .map(String::from),
+    );
+    for d in &q.per_drive {
+        out.push_str(&csv_line(&[
+            q.model.clone(),
+            d.drive.clone(),
+            d.serial.clone(),
+            d.firmware.clone(),
+            d.hosts.join(";"),
+            d.runs.to_string(),
+            d.passed.to_string(),
+            d.failed.to_string(),
+        ]));
+    }
+    out
+}

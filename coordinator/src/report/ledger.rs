@@ -1,0 +1,722 @@
+//! The drive ledger as people ask it: every drive with its latest health and verdicts
+//! (`platter drives`), one drive's history — sightings, moves and firmware changes, the runs
+//! that measured it with their key results, health over time, verdicts (`platter drive`) —
+//! and a model's qualification across the fleet (`platter qualification`). Drives and their
+//! sightings come from `store::ledger`; runs, health and verdicts from the runs' own
+//! reports (`Report::load`), so the ledger never says other numbers than a report does.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use platter_proto::model::CampaignId;
+use platter_proto::provenance::HealthReading;
+
+use super::{human, Report};
+use crate::store::error::Result;
+use crate::store::ledger::{Identity, LedgerDrive};
+use crate::store::Store;
+
+/// One line of `platter drives`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriveSummary {
+    /// The ledger's key: the WWN, `MODEL/SERIAL`, or `HOST/NAME` for a drive without a serial.
+    pub id: String,
+    /// wwn | serial | host
+    pub identity: String,
+    pub model: String,
+    pub serial: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub wwn: String,
+    /// The firmware of its latest sighting.
+    pub firmware: String,
+    /// Where it was seen, first sighting first.
+    pub hosts: Vec<String>,
+    /// The controller chains it sat behind ("sd>ahci"); "" stands for none (a loop device).
+    pub controllers: Vec<String>,
+    pub first_seen: String,
+    pub last_seen: String,
+    /// "no serial: tracked per host" where it has none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    /// Runs that measured it.
+    pub runs: usize,
+    /// Verdicts (performance and health) on it, over every run.
+    pub passed: usize,
+    pub failed: usize,
+    /// Its latest health: the last run's last reading, or why it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<LatestHealth>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatestHealth {
+    pub campaign_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unreadable: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<HealthReading>,
+    /// What the run flagged in it ("media_errors 0 → 2 (+2) FLAGGED").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged: Vec<String>,
+}
+
+/// `platter drive ID`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriveDetail {
+    pub drive: DriveSummary,
+    pub sightings: Vec<SightingView>,
+    /// Moves to another host or controller and firmware changes, in time order.
+    pub events: Vec<String>,
+    pub runs: Vec<DriveRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SightingView {
+    pub host: String,
+    pub path: String,
+    pub controller: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pci_address: String,
+    pub firmware: String,
+    pub size_bytes: u64,
+    pub transport: String,
+    pub write_cache: String,
+    pub first_seen: String,
+    pub last_seen: String,
+}
+
+/// One run that measured the drive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriveRun {
+    pub campaign_id: String,
+    pub campaign: String,
+    pub state: String,
+    pub submitted: String,
+    pub host: String,
+    pub path: String,
+    /// Each cell on the drive: its label and the median of its key metric.
+    pub results: Vec<String>,
+    pub verdicts: Vec<DriveVerdict>,
+    /// Its health over the run, before → after, or why it could not be read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub health: String,
+    pub health_flagged: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_after: Option<HealthReading>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub health_unreadable: String,
+    /// The drive's model, serial and firmware in this run (the kernel's, else smartctl's).
+    pub model: String,
+    pub serial: String,
+    pub firmware: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriveVerdict {
+    /// The cell, or "serial S1" for a health limit.
+    pub cell: String,
+    pub threshold: String,
+    pub pass: bool,
+    /// "measured 2.61 ms", "measured 0 → 2".
+    pub measured: String,
+}
+
+/// `platter qualification MODEL`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Qualification {
+    pub model: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub firmware: String,
+    /// The drives of the model in the ledger (with the firmware asked, in a run).
+    pub drives: usize,
+    /// Of those, the ones some verdict judged.
+    pub judged: usize,
+    pub passed: usize,
+    pub hosts: Vec<String>,
+    pub controllers: Vec<String>,
+    pub failures: Vec<QualificationFailure>,
+    /// Each judged drive: serial, hosts, runs, verdicts passed/failed.
+    pub per_drive: Vec<QualifiedDrive>,
+    /// Drives of the model no verdict judged, by id.
+    pub not_judged: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualificationFailure {
+    pub drive: String,
+    pub serial: String,
+    pub host: String,
+    pub campaign_id: String,
+    pub campaign: String,
+    pub threshold: String,
+    pub measured: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualifiedDrive {
+    pub drive: String,
+    pub serial: String,
+    pub firmware: String,
+    pub hosts: Vec<String>,
+    pub runs: usize,
+    pub passed: usize,
+    pub failed: usize,
+}
+
+/// What `platter drives` keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Model, case-insensitive, a part of it.
+    pub model: Option<String>,
+    pub firmware: Option<String>,
+    pub host: Option<String>,
+    /// Only drives some verdict failed.
+    pub failed: bool,
+}
+
+/// A question to the ledger, from the CLI or the coordinator's Control service.
+#[derive(Debug, Clone)]
+pub enum Question {
+    Drives(Filter),
+    /// A drive by id, serial or WWN.
+    Drive(String),
+    Qualification {
+        model: String,
+        firmware: Option<String>,
+    },
+}
+
+#[derive(Debug)]
+pub enum LedgerError {
+    Store(crate::store::error::StoreError),
+    /// No such drive, or an id that names several: what to give instead.
+    NotFound(String),
+}
+
+impl From<crate::store::error::StoreError> for LedgerError {
+    fn from(e: crate::store::error::StoreError) -> Self {
+        LedgerError::Store(e)
+    }
+}
+
+/// The answer as the JSON document `--format json` prints: a `DriveSummary` list, a
+/// `DriveDetail` or a `Qualification`.
+pub fn answer(store: &Store, q: &Question) -> std::result::Result<String, LedgerError> {
+    let json = match q {
+        Question::Drives(f) => serde_json::to_string(&drives(store, f)?),
+        Question::Drive(id) => {
+            let d = find(store, id)?.map_err(LedgerError::NotFound)?;
+            serde_json::to_string(&detail(store, &d)?)
+        }
+        Question::Qualification { model, firmware } => {
+            serde_json::to_string(&qualification(store, model, firmware.as_deref())?)
+        }
+    };
+    Ok(json.expect("the ledger's documents serialize"))
+}
+
+/// A time as the ledger writes it: `2026-12-03 06:12 UTC`.
+pub fn utc(unix_ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(unix_ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| unix_ms.to_string())
+}
+
+/// The reports the ledger reads, each loaded once per question.
+#[derive(Default)]
+struct Reports(HashMap<CampaignId, Option<Report>>);
+
+impl Reports {
+    fn get(&mut self, store: &Store, id: &CampaignId) -> Result<Option<&Report>> {
+        if !self.0.contains_key(id) {
+            // A report that cannot be read (a campaign file this build cannot parse any more)
+            // leaves its runs without results rather than the ledger without an answer.
+            let r = match Report::load(store, id.as_str()) {
+                Ok(r) => Some(r),
+                Err(e) if crate::store::error::is_store_fault(&e) => return Err(e),
+                Err(_) => None,
+            };
+            self.0.insert(id.clone(), r);
+        }
+        Ok(self.0.get(id).and_then(Option::as_ref))
+    }
+}
+
+/// Every drive of the ledger that `filter` keeps.
+pub fn drives(store: &Store, filter: &Filter) -> Result<Vec<DriveSummary>> {
+    let mut reports = Reports::default();
+    let mut out = Vec::new();
+    for d in store.ledger()? {
+        if let Some(m) = &filter.model {
+            if !d.model.to_lowercase().contains(&m.to_lowercase()) {
+                continue;
+            }
+        }
+        if let Some(h) = &filter.host {
+            if !d.sightings.iter().any(|s| s.host.as_str() == h) {
+                continue;
+            }
+        }
+        if let Some(f) = &filter.firmware {
+            if !d.sightings.iter().any(|s| &s.firmware == f) {
+                continue;
+            }
+        }
+        let runs = runs_of(store, &d, &mut reports)?;
+        let summary = summary(&d, &runs);
+        if filter.failed && summary.failed == 0 {
+            continue;
+        }
+        out.push(summary);
+    }
+    Ok(out)
+}
+
+/// The drive whose id, serial or WWN is `id`; `Ok(None)` when none is, `Err` text when
+/// several are (a serial two models share).
+pub fn find(store: &Store, id: &str) -> Result<std::result::Result<LedgerDrive, String>> {
+    let all = store.ledger()?;
+    let exact: Vec<&LedgerDrive> = all.iter().filter(|d| d.id == id).collect();
+    let matches: Vec<&LedgerDrive> = if exact.is_empty() {
+        all.iter()
+            .filter(|d| d.serial == id || (!d.wwn.is_empty() && d.wwn == id))
+            .collect()
+    } else {
+        exact
+    };
+    Ok(match matches.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(format!(
+            "no drive {id:?} in the ledger (give its id, serial or WWN as `platter drives` lists them)"
+        )),
+        many => Err(format!(
+            "{id:?} names {} drives: {}; give the id",
+            many.len(),
+            many.iter()
+                .map(|d| d.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    })
+}
+
+/// One drive's history.
+pub fn detail(store: &Store, d: &LedgerDrive) -> Result<DriveDetail> {
+    let mut reports = Reports::default();
+    let runs = runs_of(store, d, &mut reports)?;
+    Ok(DriveDetail {
+        drive: summary(d, &runs),
+        sightings: d
+            .sightings
+            .iter()
+            .map(|s| SightingView {
+                host: s.host.to_string(),
+                path: s.path.clone(),
+                controller: s.controller.clone(),
+                pci_address: s.pci_address.clone(),
+                firmware: s.firmware.clone(),
+                size_bytes: s.size_bytes,
+                transport: s.transport.clone(),
+                write_cache: s.write_cache.clone(),
+                first_seen: utc(s.first_seen_unix_ms),
+                last_seen: utc(s.last_seen_unix_ms),
+            })
+            .collect(),
+        events: events(d),
+        runs,
+    })
+}
+
+/// Moves and firmware changes, from one sighting to the next in time order.
+fn events(d: &LedgerDrive) -> Vec<String> {
+    let mut s: Vec<_> = d.sightings.iter().collect();
+    s.sort_by_key(|s| (s.first_seen_unix_ms, s.last_seen_unix_ms));
+    let mut out = Vec::new();
+    for w in s.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let when = utc(b.first_seen_unix_ms);
+        if a.host != b.host {
+            out.push(format!(
+                "{when}: moved from {} ({}) to {} ({})",
+                a.host,
+                place(&a.controller, &a.pci_address, &a.path),
+                b.host,
+                place(&b.controller, &b.pci_address, &b.path)
+            ));
+        } else if a.controller != b.controller || a.pci_address != b.pci_address {
+            out.push(format!(
+                "{when}: on {} moved from {} to {}",
+                b.host,
+                place(&a.controller, &a.pci_address, &a.path),
+                place(&b.controller, &b.pci_address, &b.path)
+            ));
+        }
+        if a.firmware != b.firmware {
+            out.push(format!(
+                "{when}: firmware {} → {} (on {})",
+                or_none(&a.firmware),
+                or_none(&b.firmware),
+                b.host
+            ));
+        }
+    }
+    out
+}
+
+fn place(controller: &str, pci: &str, path: &str) -> String {
+    let mut t = path.to_string();
+    if !controller.is_empty() {
+        t.push_str(&format!(" behind {controller}"));
+    }
+    if !pci.is_empty() {
+        t.push_str(&format!(" at {pci}"));
+    }
+    t
+}
+
+fn or_none(s: &str) -> &str {
+    if s.is_empty() {
+        "(none)"
+    } else {
+        s
+    }
+}
+
+fn summary(d: &LedgerDrive, runs: &[DriveRun]) -> DriveSummary {
+    let mut hosts: Vec<String> = Vec::new();
+    let mut controllers: Vec<String> = Vec::new();
+    for s in &d.sightings {
+        if !hosts.contains(&s.host.to_string()) {
+            hosts.push(s.host.to_string());
+        }
+        if !controllers.contains(&s.controller) {
+            controllers.push(s.controller.clone());
+        }
+    }
+    let latest = d.sightings.iter().max_by_key(|s| s.last_seen_unix_ms);
+    let verdicts = runs.iter().flat_map(|r| &r.verdicts);
+    let health = runs
+        .iter()
+        .rev()
+        .find(|r| r.health_after.is_some() || !r.health_unreadable.is_empty())
+        .map(|r| LatestHealth {
+            campaign_id: r.campaign_id.clone(),
+            unreadable: r.health_unreadable.clone(),
+            reading: r.health_after.clone(),
+            flagged: if r.health_flagged {
+                r.health
+                    .split("; ")
+                    .filter_map(|p| p.strip_suffix(" FLAGGED"))
+                    .map(|p| p.rsplit(": ").next().unwrap_or(p).to_string())
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        });
+    DriveSummary {
+        id: d.id.clone(),
+        identity: d.identity.as_str().into(),
+        model: d.model.clone(),
+        serial: d.serial.clone(),
+        wwn: d.wwn.clone(),
+        firmware: latest.map(|s| s.firmware.clone()).unwrap_or_default(),
+        hosts,
+        controllers,
+        first_seen: utc(d.first_seen_unix_ms),
+        last_seen: utc(d.last_seen_unix_ms),
+        note: if d.identity == Identity::Host {
+            "no serial: tracked per host".into()
+        } else {
+            String::new()
+        },
+        runs: runs.len(),
+        passed: verdicts.clone().filter(|v| v.pass).count(),
+        failed: verdicts.filter(|v| !v.pass).count(),
+        health,
+    }
+}
+
+/// The runs that measured `d`: the runs whose snapshots read its health (its serial, or its
+/// path on its host when it has none), or whose cells name it as their device.
+fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<DriveRun>> {
+    let first = d.sightings.first();
+    let host_and_path = first.map(|s| (s.host.as_str(), s.path.as_str()));
+    let serial = if d.identity == Identity::Host {
+        ""
+    } else {
+        d.serial.as_str()
+    };
+    let snaps = store.drive_snapshots(serial, host_and_path)?;
+    // (campaign, host) in the order of the runs.
+    let mut groups: Vec<(CampaignId, String)> = Vec::new();
+    for s in &snaps {
+        let key = (s.campaign_id.clone(), s.host.to_string());
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    let is_it = |serial_seen: &str, path_seen: &str, host: &str| {
+        if d.identity == Identity::Host {
+            host_and_path.is_some_and(|(h, p)| h == host && p == path_seen)
+        } else {
+            serial_seen == d.serial
+        }
+    };
+    let mut out = Vec::new();
+    for (campaign_id, host) in groups {
+        let group: Vec<_> = snaps
+            .iter()
+            .filter(|s| s.campaign_id == campaign_id && s.host.as_str() == host)
+            .collect();
+        // Its name and path on that host in that run, and its firmware then.
+        let device = group
+            .iter()
+            .flat_map(|s| &s.facts.devices)
+            .find(|f| is_it(&f.device.serial, &f.device.path, &host))
+            .map(|f| &f.device);
+        let under_test_health = group
+            .iter()
+            .flat_map(|s| &s.facts.health)
+            .any(|h| is_it(&h.serial, &h.path, &host));
+        let Some(report) = reports.get(store, &campaign_id)? else {
+            continue;
+        };
+        let (name, path) = match device {
+            Some(dev) => (dev.name.clone(), dev.path.clone()),
+            None => (String::new(), String::new()),
+        };
+        let on_it = |device: Option<&str>| match device {
+            Some(x) => !name.is_empty() && (x == name || x == path),
+            None => under_test_health,
+        };
+        let cells: Vec<_> = report
+            .cells
+            .iter()
+            .filter(|c| c.host == host && on_it(c.device()))
+            .collect();
+        if cells.is_empty() && !under_test_health {
+            continue;
+        }
+        let results = cells
+            .iter()
+            .filter_map(|c| {
+                let m = c
+                    .metrics
+                    .iter()
+                    .find(|m| m.metric == "wall")
+                    .or(c.metrics.first())?;
+                let label: Vec<String> =
+                    c.configuration().map(|(k, v)| format!("{k}={v}")).collect();
+                Some(format!(
+                    "[{}] {} median {} (n={})",
+                    label.join(" "),
+                    m.metric,
+                    human(m.stats.median, &m.unit),
+                    m.stats.n
+                ))
+            })
+            .collect();
+        let health = report
+            .health
+            .iter()
+            .find(|h| h.host == host && is_it(&h.serial, &h.path, &host));
+        let under_test_here = report.health.iter().filter(|h| h.host == host).count();
+        let verdicts = report
+            .verdicts
+            .iter()
+            .filter(|v| {
+                v.host == host
+                    && if v.device.is_empty() {
+                        under_test_health && under_test_here == 1
+                    } else {
+                        on_it(Some(v.device.as_str())) || health.is_some_and(|h| v.device == h.path)
+                    }
+            })
+            .map(|v| DriveVerdict {
+                cell: v.cell.clone(),
+                threshold: v.threshold.clone(),
+                pass: v.pass,
+                measured: match v.value {
+                    _ if !v.measured.is_empty() => format!("measured {}", v.measured),
+                    Some(x) => format!("measured {}", human(x, &v.unit)),
+                    None => "not measured".into(),
+                },
+            })
+            .collect();
+        let first_snap = group.first().expect("a group has a snapshot");
+        out.push(DriveRun {
+            campaign_id: campaign_id.to_string(),
+            campaign: first_snap.campaign.clone(),
+            state: first_snap.state.clone(),
+            submitted: utc(first_snap.created_unix_ms),
+            host: host.clone(),
+            path: health
+                .map(|h| h.path.clone())
+                .or(device.map(|d| d.path.clone()))
+                .unwrap_or_default(),
+            results,
+            verdicts,
+            health: health.map(|h| h.text()).unwrap_or_default(),
+            health_flagged: health.is_some_and(|h| h.flagged()),
+            health_after: health.and_then(|h| h.after.clone().or(h.before.clone())),
+            health_unreadable: health
+                .filter(|h| h.before.is_none())
+                .map(|h| h.unreadable.clone())
+                .unwrap_or_default(),
+            model: seen(device.map(|d| &d.model), health.map(|h| &h.model)),
+            serial: seen(device.map(|d| &d.serial), health.map(|h| &h.serial)),
+            firmware: seen(device.map(|d| &d.firmware), health.map(|h| &h.firmware)),
+        });
+    }
+    Ok(out)
+}
+
+/// The kernel's word for a drive's model, serial or firmware, else smartctl's.
+fn seen(kernel: Option<&String>, smartctl: Option<&String>) -> String {
+    kernel
+        .filter(|s| !s.is_empty())
+        .or(smartctl)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A model's qualification over the ledger: every drive of it (with `firmware` in the run,
+/// when given) that a verdict judged, where, and every failure with its campaign.
+pub fn qualification(store: &Store, model: &str, firmware: Option<&str>) -> Result<Qualification> {
+    let mut reports = Reports::default();
+    let mut q = Qualification {
+        model: model.to_string(),
+        firmware: firmware.unwrap_or_default().to_string(),
+        drives: 0,
+        judged: 0,
+        passed: 0,
+        hosts: Vec::new(),
+        controllers: Vec::new(),
+        failures: Vec::new(),
+        per_drive: Vec::new(),
+        not_judged: Vec::new(),
+    };
+    let (mut hosts, mut controllers) = (BTreeSet::new(), BTreeSet::new());
+    for d in store.ledger()? {
+        // The ledger's model is the kernel's; a drive the kernel names no model for (behind
+        // some USB bridges) is the model smartctl read in its runs.
+        let maybe = d.model.is_empty() || d.model.eq_ignore_ascii_case(model);
+        if !maybe {
+            continue;
+        }
+        let runs: Vec<DriveRun> = runs_of(store, &d, &mut reports)?
+            .into_iter()
+            .filter(|r| r.model.eq_ignore_ascii_case(model))
+            .filter(|r| firmware.is_none_or(|f| r.firmware == f))
+            .collect();
+        if runs.is_empty() && (d.model.is_empty() || firmware.is_some()) {
+            continue;
+        }
+        q.drives += 1;
+        let judged: Vec<&DriveRun> = runs.iter().filter(|r| !r.verdicts.is_empty()).collect();
+        if judged.is_empty() {
+            q.not_judged.push(d.id.clone());
+            continue;
+        }
+        q.judged += 1;
+        let mut drive_hosts = Vec::new();
+        for r in &judged {
+            hosts.insert(r.host.clone());
+            if !drive_hosts.contains(&r.host) {
+                drive_hosts.push(r.host.clone());
+            }
+            for s in d.sightings.iter().filter(|s| s.host.as_str() == r.host) {
+                controllers.insert(if s.controller.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    s.controller.clone()
+                });
+            }
+            for v in r.verdicts.iter().filter(|v| !v.pass) {
+                q.failures.push(QualificationFailure {
+                    drive: d.id.clone(),
+                    serial: r.serial.clone(),
+                    host: r.host.clone(),
+                    campaign_id: r.campaign_id.clone(),
+                    campaign: r.campaign.clone(),
+                    threshold: v.threshold.clone(),
+                    measured: v.measured.clone(),
+                });
+            }
+        }
+        let verdicts = judged.iter().flat_map(|r| &r.verdicts);
+        let failed = verdicts.clone().filter(|v| !v.pass).count();
+        if failed == 0 {
+            q.passed += 1;
+        }
+        q.per_drive.push(QualifiedDrive {
+            drive: d.id.clone(),
+            serial: judged.last().map(|r| r.serial.clone()).unwrap_or_default(),
+            firmware: judged
+                .last()
+                .map(|r| r.firmware.clone())
+                .unwrap_or_default(),
+            hosts: drive_hosts,
+            runs: judged.len(),
+            passed: verdicts.clone().filter(|v| v.pass).count(),
+            failed,
+        });
+    }
+    q.hosts = hosts.into_iter().collect();
+    q.controllers = controllers.into_iter().collect();
+    Ok(q)
+}
+
+impl Qualification {
+    /// "qualified on 11 of 12 drives across 4 hosts and 2 controller types; 1 FAIL (serial …,
+    /// campaign …, latency.p99 < 2ms: measured 2.61 ms)".
+    pub fn headline(&self) -> String {
+        let firmware = if self.firmware.is_empty() {
+            String::new()
+        } else {
+            format!(" firmware {}", self.firmware)
+        };
+        if self.judged == 0 {
+            return format!(
+                "{}{firmware}: not qualified: {} drive(s) in the ledger, none judged by a verdict (a campaign with `report: {{ qualify }}`)",
+                self.model, self.drives
+            );
+        }
+        let failed = self.judged - self.passed;
+        let mut t = format!(
+            "{}{firmware}: qualified on {} of {} judged drive(s) across {} host(s) and {} controller type(s)",
+            self.model,
+            self.passed,
+            self.judged,
+            self.hosts.len(),
+            self.controllers.len()
+        );
+        if failed > 0 {
+            let shown: Vec<String> = self
+                .failures
+                .iter()
+                .map(|f| {
+                    format!(
+                        "serial {}, campaign {} ({}) on {}, {}: {}",
+                        or_none(&f.serial),
+                        f.campaign,
+                        f.campaign_id,
+                        f.host,
+                        f.threshold,
+                        f.measured
+                    )
+                })
+                .collect();
+            t.push_str(&format!("; {failed} FAIL ({})", shown.join("; ")));
+        }
+        if !self.not_judged.is_empty() {
+            t.push_str(&format!(
+                "; {} drive(s) of the model not judged",
+                self.not_judged.len()
+            ));
+        }
+        t
+    }
+}

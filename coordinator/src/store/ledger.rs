@@ -1,0 +1,261 @@
+//! The drive ledger's store side: each physical drive once (`drives`), every way it was seen
+//! (`drive_sightings`), written by the record writers from the agents' inventories
+//! (`sight`, in the transaction that stores the hello or the new device list), and read as
+//! typed rows: the drives, one drive's sightings, and the provenance snapshots of the runs
+//! that measured it (where a drive's health and its runs come from).
+
+use platter_proto::inventory::{Device, Transport, WriteCache};
+use platter_proto::model::{CampaignId, HostName, PlanId};
+use platter_proto::provenance::Provenance;
+
+use super::db::{params, Conn};
+use super::error::Result;
+use super::Store;
+
+/// How a drive is told apart from every other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// By its world wide name.
+    Wwn,
+    /// By model and serial.
+    Serial,
+    /// It has no serial (a loop device, some virtual disks): tracked per host and name, so
+    /// the "same" drive on another host is another record.
+    Host,
+}
+
+impl Identity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Identity::Wwn => "wwn",
+            Identity::Serial => "serial",
+            Identity::Host => "host",
+        }
+    }
+
+    fn from_str(s: &str) -> Identity {
+        match s {
+            "wwn" => Identity::Wwn,
+            "serial" => Identity::Serial,
+            _ => Identity::Host,
+        }
+    }
+}
+
+/// The ledger's key of `d` as `host` reports it: `naa.5000c500a1b2c3d4`, `MODEL/SERIAL` (the
+/// serial alone without a model), or `HOST/NAME` for a drive without a serial.
+pub fn drive_key(host: &str, d: &Device) -> (String, Identity) {
+    if !d.wwn.is_empty() {
+        (d.wwn.clone(), Identity::Wwn)
+    } else if !d.serial.is_empty() && !d.model.is_empty() {
+        (format!("{}/{}", d.model, d.serial), Identity::Serial)
+    } else if !d.serial.is_empty() {
+        (d.serial.clone(), Identity::Serial)
+    } else {
+        (format!("{host}/{}", d.name), Identity::Host)
+    }
+}
+
+/// One drive of the ledger with every sighting, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerDrive {
+    pub id: String,
+    pub identity: Identity,
+    pub model: String,
+    pub serial: String,
+    pub wwn: String,
+    pub first_seen_unix_ms: i64,
+    pub last_seen_unix_ms: i64,
+    pub sightings: Vec<Sighting>,
+}
+
+/// One distinct way a drive was seen, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sighting {
+    pub host: HostName,
+    pub path: String,
+    /// Drivers from the disk up, `>`-joined ("sd>ahci"); "" for a loop device.
+    pub controller: String,
+    pub pci_address: String,
+    pub firmware: String,
+    pub size_bytes: u64,
+    pub transport: String,
+    pub write_cache: String,
+    pub first_seen_unix_ms: i64,
+    pub last_seen_unix_ms: i64,
+}
+
+/// A provenance snapshot of a run that saw the drive.
+#[derive(Debug, Clone)]
+pub struct DriveSnapshot {
+    pub campaign_id: CampaignId,
+    pub campaign: String,
+    pub state: String,
+    pub created_unix_ms: i64,
+    pub host: HostName,
+    pub plan_id: PlanId,
+    pub facts: Provenance,
+}
+
+/// Records that `host` sees `devices` now (writer side: the transaction of the hello or the
+/// inventory). Each drive is inserted once, its last sighting moved on; a sighting that
+/// differs in anything (another host, controller, firmware, …) is a row of its own.
+pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Result<()> {
+    for d in devices {
+        let (id, identity) = drive_key(host, d);
+        c.execute(
+            "INSERT INTO drives (drive_id, identity, model, serial, wwn, first_seen_unix_ms, last_seen_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+             ON CONFLICT (drive_id) DO UPDATE SET last_seen_unix_ms =
+               CASE WHEN drives.last_seen_unix_ms > excluded.last_seen_unix_ms
+                    THEN drives.last_seen_unix_ms ELSE excluded.last_seen_unix_ms END",
+            params![id, identity.as_str(), d.model, d.serial, d.wwn, now],
+        )?;
+        let write_cache = match d.write_cache {
+            WriteCache::WriteBack => "write back",
+            WriteCache::WriteThrough => "write through",
+            WriteCache::Unknown => "unknown",
+        };
+        c.execute(
+            "INSERT INTO drive_sightings (drive_id, host, path, controller, pci_address, firmware,
+                size_bytes, transport, write_cache, first_seen_unix_ms, last_seen_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+             ON CONFLICT (drive_id, host, path, controller, pci_address, firmware, size_bytes, transport, write_cache)
+             DO UPDATE SET last_seen_unix_ms =
+               CASE WHEN drive_sightings.last_seen_unix_ms > excluded.last_seen_unix_ms
+                    THEN drive_sightings.last_seen_unix_ms ELSE excluded.last_seen_unix_ms END",
+            params![
+                id,
+                host,
+                d.path,
+                d.controller.join(">"),
+                d.pci_address.clone().unwrap_or_default(),
+                d.firmware,
+                d.size_bytes as i64,
+                d.transport.as_str(),
+                write_cache,
+                now
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Every drive of the ledger with its sightings, by model then id.
+    pub fn ledger(&self) -> Result<Vec<LedgerDrive>> {
+        self.read(|c| {
+            let drives = c.query_map(
+                "SELECT drive_id, identity, model, serial, wwn, first_seen_unix_ms, last_seen_unix_ms
+                   FROM drives ORDER BY model, drive_id",
+                (),
+                |r| {
+                    Ok(LedgerDrive {
+                        id: r.get(0)?,
+                        identity: Identity::from_str(&r.get::<String>(1)?),
+                        model: r.get(2)?,
+                        serial: r.get(3)?,
+                        wwn: r.get(4)?,
+                        first_seen_unix_ms: r.get(5)?,
+                        last_seen_unix_ms: r.get(6)?,
+                        sightings: Vec::new(),
+                    })
+                },
+            )?;
+            let sightings = c.query_map(
+                "SELECT drive_id, host, path, controller, pci_address, firmware, size_bytes, transport,
+                        write_cache, first_seen_unix_ms, last_seen_unix_ms
+                   FROM drive_sightings ORDER BY drive_id, first_seen_unix_ms, host, path",
+                (),
+                |r| {
+                    Ok((
+                        r.get::<String>(0)?,
+                        Sighting {
+                            host: r.get(1)?,
+                            path: r.get(2)?,
+                            controller: r.get(3)?,
+                            pci_address: r.get(4)?,
+                            firmware: r.get(5)?,
+                            size_bytes: r.get::<i64>(6)? as u64,
+                            transport: r.get(7)?,
+                            write_cache: r.get(8)?,
+                            first_seen_unix_ms: r.get(9)?,
+                            last_seen_unix_ms: r.get(10)?,
+                        },
+                    ))
+                },
+            )?;
+            let mut drives = drives;
+            for (id, s) in sightings {
+                if let Some(d) = drives.iter_mut().find(|d| d.id == id) {
+                    d.sightings.push(s);
+                }
+            }
+            Ok(drives)
+        })
+    }
+
+    /// The provenance snapshots, oldest run first, that name the drive: by its serial, else
+    /// (a drive without one) by its path on `host`. The caller keeps the ones that are it.
+    pub fn drive_snapshots(
+        &self,
+        serial: &str,
+        host_and_path: Option<(&str, &str)>,
+    ) -> Result<Vec<DriveSnapshot>> {
+        self.read(|c| {
+            let (pattern, host) = match host_and_path {
+                _ if !serial.is_empty() => (
+                    format!("%\"serial\":{}%", serde_json::to_string(serial)?),
+                    String::new(),
+                ),
+                Some((host, path)) => (
+                    format!("%\"path\":{}%", serde_json::to_string(path)?),
+                    host.to_string(),
+                ),
+                None => return Ok(Vec::new()),
+            };
+            let rows = c.query_map(
+                "SELECT p.campaign_id, ca.name, ca.state, ca.submitted_unix_ms, pr.host, pr.plan_id, pr.facts
+                   FROM provenance pr JOIN plans p ON p.id = pr.plan_id
+                   JOIN campaigns ca ON ca.id = p.campaign_id
+                  WHERE pr.facts LIKE ?1 AND (?2 = '' OR pr.host = ?2)
+                  ORDER BY ca.submitted_unix_ms, p.campaign_id, pr.host, pr.plan_id, pr.seq",
+                params![pattern, host],
+                |r| {
+                    Ok((
+                        r.get::<CampaignId>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<String>(2)?,
+                        r.get::<i64>(3)?,
+                        r.get::<HostName>(4)?,
+                        r.get::<PlanId>(5)?,
+                        r.get::<String>(6)?,
+                    ))
+                },
+            )?;
+            rows.into_iter()
+                .map(|(campaign_id, campaign, state, created, host, plan_id, facts)| {
+                    Ok(DriveSnapshot {
+                        campaign_id,
+                        campaign,
+                        state,
+                        created_unix_ms: created,
+                        host,
+                        plan_id,
+                        facts: serde_json::from_str(&facts)?,
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+/// Whether `d` (as an agent reports it) is the ledger's drive `id`.
+pub fn is_drive(id: &str, host: &str, d: &Device) -> bool {
+    drive_key(host, d).0 == id
+}
+
+/// A loop device is never a drive the ledger can say much of; kept, but said.
+pub fn is_loop(transport: &str) -> bool {
+    transport == Transport::Loop.as_str()
+}
