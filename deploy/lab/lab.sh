@@ -581,7 +581,13 @@ cmd_qualify() {
   id=$(head -n1 "$out/qualify.txt")
   [ -n "$id" ] || die "submit printed no campaign id (exit status $status)"
   [ "$status" = 1 ] || die "a qualification with a failing drive must exit 1, not $status"
-  platter_op report "$id" --format table --junit "$out/qualify.xml" >/dev/null || true
+  platter_op report "$id" --format table --junit "$out/qualify.xml" >"$out/qualify-report.txt" || true
+  # Loop drives: health read before and after, "not readable" with the reason, never zeros.
+  for host in rc66 rcmonster flygecko; do
+    grep -q "^  $host /dev/.*: health not readable: " "$out/qualify-report.txt" \
+      || die "the report does not say why $host's drive health is not readable (see $out/qualify-report.txt)"
+  done
+  ! grep -q "media_errors 0" "$out/qualify-report.txt" || die "a loop drive's health was shown as zeros"
   python3 - "$out/qualify.xml" <<'EOF'
 import sys
 import xml.etree.ElementTree as ET

@@ -77,6 +77,70 @@ fn seed_001_table_layout_min_over_offsets_and_repetitions() {
 }
 
 #[test]
+fn identical_drives_behind_different_controllers_side_by_side() {
+    // One model and firmware on three hosts: behind AHCI on two, behind an LSI HBA on the
+    // third; another firmware of it on the HBA. Rows model + firmware, a column per
+    // controller chain, as the drive facts of each run's snapshots give them.
+    let mut cells = Vec::new();
+    for (host, dev, v) in [
+        ("rc66", "sdb", 0.0010),
+        ("rcmonster", "sdb", 0.0012),
+        ("flygecko", "sdc", 0.0030),
+        ("flygecko", "sdd", 0.0020),
+    ] {
+        cells.push(cell(host, dev, "on", "4096", "0", &[v, v * 1.1]));
+    }
+    let facts = |host: &str, dev: &str, field: &str| -> Option<String> {
+        Some(match field {
+            "model" => "INTEL SSDSC2BW120A4".into(),
+            "firmware" if (host, dev) == ("flygecko", "sdd") => "DL2C".into(),
+            "firmware" => "DL2B".into(),
+            "controller" if host == "flygecko" => "sd>mpt3sas".into(),
+            "controller" => "sd>ahci".into(),
+            _ => return None,
+        })
+    };
+    let settings = ReportSpec {
+        pivot: Some(Pivot {
+            rows: vec![key("device.model"), key("device.firmware")],
+            columns: vec![key("device.controller")],
+            metric: "latency.mean".into(),
+            metrics: vec![],
+            stat: "median".into(),
+            line: 1,
+            column: 1,
+        }),
+        ..ReportSpec::default()
+    };
+    let p = pivot(&cells, &settings, &facts).unwrap();
+    assert_eq!(p.columns, ["sd>ahci", "sd>mpt3sas"]);
+    let rows: Vec<(Vec<String>, Vec<Option<f64>>)> = p
+        .rows
+        .iter()
+        .map(|(l, v)| {
+            (
+                l.clone(),
+                v.iter().map(|x| x.map(|x| (x * 1e6).round())).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                vec!["INTEL SSDSC2BW120A4".to_string(), "DL2B".to_string()],
+                // The median of rc66's and rcmonster's four runs; flygecko's two.
+                vec![Some(1150.0), Some(3150.0)]
+            ),
+            (
+                vec!["INTEL SSDSC2BW120A4".to_string(), "DL2C".to_string()],
+                vec![None, Some(2100.0)]
+            ),
+        ]
+    );
+}
+
+#[test]
 fn seed_003_table_filesystem_by_metric_each_column_in_its_unit() {
     // bonnie++ on three filesystems: block writes in B/s and seeks in op/s.
     let cells: Vec<CellReport> = [("ext4", 1.2e9, 900.0), ("btrfs", 0.9e9, 700.0)]

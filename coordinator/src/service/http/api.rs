@@ -165,6 +165,39 @@ pub(super) async fn series(
     }
 }
 
+/// `/api/v1/drives?model=&firmware=&host=&failed=true`: `platter drives --format json`.
+pub(super) async fn drives(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Query(q): Query<super::console::DrivesQuery>,
+) -> Response {
+    match ctx.ledger(q.question()).await {
+        Ok(json) => json_text(json),
+        Err(s) => failed(&s),
+    }
+}
+
+/// `/api/v1/drives/ID`: `platter drive ID --format json`.
+pub(super) async fn drive(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(id): Path<String>,
+) -> Response {
+    match ctx.ledger(crate::report::ledger::Question::Drive(id)).await {
+        Ok(json) => json_text(json),
+        Err(s) => failed(&s),
+    }
+}
+
+/// A JSON document made elsewhere, sent as it is.
+fn json_text(json: String) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        json,
+    )
+        .into_response()
+}
+
 pub(super) async fn campaign(
     State(ctx): State<Ctx>,
     _access: Access,

@@ -913,6 +913,208 @@ pub(super) async fn compare(
     access.page("Compare", &b).into_response()
 }
 
+/// `/drives?model=&firmware=&host=&failed=true`: `platter drives`' filters.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct DrivesQuery {
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub firmware: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub failed: String,
+}
+
+impl DrivesQuery {
+    pub(super) fn question(&self) -> crate::report::ledger::Question {
+        let some = |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+        crate::report::ledger::Question::Drives(crate::report::ledger::Filter {
+            model: some(&self.model),
+            firmware: some(&self.firmware),
+            host: some(&self.host),
+            failed: self.failed_only(),
+        })
+    }
+
+    fn failed_only(&self) -> bool {
+        matches!(self.failed.as_str(), "true" | "on" | "1")
+    }
+}
+
+/// The drive ledger (`platter drives`): every drive the agents reported, its hosts, runs,
+/// verdicts and latest health, each linked to its page.
+pub(super) async fn drives(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Query(q): Query<DrivesQuery>,
+) -> Response {
+    use crate::report::ledger::DriveSummary;
+    let title = "Drives";
+    let drives: Vec<DriveSummary> = match ctx.ledger(q.question()).await {
+        Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
+        Err(s) => return failed(&access, title, &s),
+    };
+    let mut b = format!(
+        "<form method=\"get\" class=\"filter\"><label>model <input name=\"model\" value=\"{}\"></label> <label>firmware <input name=\"firmware\" value=\"{}\"></label> <label>host <input name=\"host\" value=\"{}\"></label> <label><input type=\"checkbox\" name=\"failed\" value=\"true\"{}> failed only</label> <button type=\"submit\">Show</button></form>\
+         <p>Every drive the agents reported: by WWN, else model and serial (a drive without a serial, like a loop device, per host). Health is smartctl's, read before and after each run. <code>platter drives</code> prints the same.</p>",
+        esc(&q.model),
+        esc(&q.firmware),
+        esc(&q.host),
+        if q.failed_only() { " checked" } else { "" },
+    );
+    if drives.is_empty() {
+        b.push_str("<p class=\"muted\" id=\"no-drives\">No drive matches.</p>");
+        return access.page(title, &b).into_response();
+    }
+    b.push_str("<table id=\"drives\"><tr><th>drive</th><th>model</th><th>serial</th><th>firmware</th><th>hosts</th><th>runs</th><th>verdicts</th><th>latest health</th></tr>");
+    for d in &drives {
+        let verdicts = match (d.passed, d.failed) {
+            (0, 0) => "—".to_string(),
+            (p, 0) => format!("<span class=\"pass\">{p} PASS</span>"),
+            (p, f) => format!("<span class=\"fail\">{f} FAIL</span>, {p} PASS"),
+        };
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"/drives/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{verdicts}</td><td>{}</td></tr>",
+            esc(&url_part(&d.id)),
+            esc(&d.id),
+            esc(&d.model),
+            esc(&d.serial),
+            esc(&d.firmware),
+            esc(&d.hosts.join(", ")),
+            d.runs,
+            health_cell(d.health.as_ref()),
+        );
+    }
+    b.push_str("</table>");
+    access.page(title, &b).into_response()
+}
+
+/// A drive's latest health in a table cell: a few numbers, flagged changes in red, or why
+/// it could not be read.
+fn health_cell(h: Option<&crate::report::ledger::LatestHealth>) -> String {
+    let Some(h) = h else {
+        return "—".into();
+    };
+    let Some(r) = &h.reading else {
+        return format!(
+            "<span class=\"muted\">not readable: {}</span>",
+            esc(&h.unreadable)
+        );
+    };
+    let mut parts = Vec::new();
+    if let Some(t) = r.temperature_c {
+        parts.push(format!("{t}°C"));
+    }
+    if let Some(m) = r.media_errors {
+        parts.push(format!("{m} media errors"));
+    }
+    if let Some(p) = r.percentage_used {
+        parts.push(format!("{p}% used"));
+    }
+    let mut out = esc(&parts.join(", "));
+    for f in &h.flagged {
+        let _ = write!(out, " <span class=\"fail\">{}</span>", esc(f));
+    }
+    out
+}
+
+/// One drive (`platter drive ID`): where it was seen, its moves and firmware changes, the
+/// runs that measured it with their results, verdicts and health.
+pub(super) async fn drive(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(id): Path<String>,
+) -> Response {
+    use crate::report::ledger::{DriveDetail, Question};
+    let title = format!("Drive {id}");
+    let d: DriveDetail = match ctx.ledger(Question::Drive(id.clone())).await {
+        Ok(json) => match serde_json::from_str(&json) {
+            Ok(d) => d,
+            Err(e) => return failed(&access, &title, &tonic::Status::internal(e.to_string())),
+        },
+        Err(s) => return failed(&access, &title, &s),
+    };
+    let s = &d.drive;
+    let mut b = format!(
+        "<ul class=\"facts\"><li>model {}</li><li>serial {}</li><li>firmware {}</li>{}{}<li>first seen {}, last seen {}</li><li>{} run(s); latest health: {}</li></ul>",
+        esc(&s.model),
+        esc(if s.serial.is_empty() { "(none)" } else { &s.serial }),
+        esc(&s.firmware),
+        if s.wwn.is_empty() { String::new() } else { format!("<li>WWN {}</li>", esc(&s.wwn)) },
+        if s.note.is_empty() { String::new() } else { format!("<li class=\"muted\">{}</li>", esc(&s.note)) },
+        esc(&s.first_seen),
+        esc(&s.last_seen),
+        s.runs,
+        health_cell(s.health.as_ref()),
+    );
+    b.push_str("<h2>Sightings</h2><table id=\"sightings\"><tr><th>host</th><th>path</th><th>controller</th><th>PCI</th><th>firmware</th><th>transport</th><th>write cache</th><th>first seen</th><th>last seen</th></tr>");
+    for x in &d.sightings {
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"/hosts/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&url_part(&x.host)),
+            esc(&x.host),
+            esc(&x.path),
+            esc(&x.controller),
+            esc(&x.pci_address),
+            esc(&x.firmware),
+            esc(&x.transport),
+            esc(&x.write_cache),
+            esc(&x.first_seen),
+            esc(&x.last_seen),
+        );
+    }
+    b.push_str("</table>");
+    if !d.events.is_empty() {
+        b.push_str("<h2>Events</h2><ul id=\"events\">");
+        for e in &d.events {
+            let _ = write!(b, "<li>{}</li>", esc(e));
+        }
+        b.push_str("</ul>");
+    }
+    b.push_str("<h2>Runs</h2>");
+    if d.runs.is_empty() {
+        b.push_str("<p class=\"muted\">No run measured it yet.</p>");
+    }
+    for r in &d.runs {
+        let _ = write!(
+            b,
+            "<h3><a href=\"/campaigns/{}\">{}</a> {} on {} {}</h3><ul class=\"run\">",
+            esc(&url_part(&r.campaign_id)),
+            esc(&r.campaign),
+            esc(&r.submitted),
+            esc(&r.host),
+            esc(&r.path),
+        );
+        for x in &r.results {
+            let _ = write!(b, "<li>{}</li>", esc(x));
+        }
+        for v in &r.verdicts {
+            let _ = write!(
+                b,
+                "<li class=\"{}\">{} [{}]: {} ({})</li>",
+                if v.pass { "pass" } else { "fail" },
+                if v.pass { "PASS" } else { "FAIL" },
+                esc(&v.cell),
+                esc(&v.threshold),
+                esc(&v.measured),
+            );
+        }
+        if !r.health.is_empty() {
+            let _ = write!(
+                b,
+                "<li class=\"{}\">health: {}</li>",
+                if r.health_flagged { "fail" } else { "muted" },
+                esc(r.health.split_once(": ").map_or(r.health.as_str(), |x| x.1)),
+            );
+        }
+        b.push_str("</ul>");
+    }
+    access.page(&title, &b).into_response()
+}
+
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct SeriesQuery {
     #[serde(default)]

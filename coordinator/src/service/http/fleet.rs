@@ -356,6 +356,23 @@ impl Ctx {
         }
     }
 
+    /// The drive ledger's answer to `q`, as `platter drives`/`drive`/`qualification` get it:
+    /// a drive not found is NOT_FOUND, a store that cannot answer UNAVAILABLE.
+    pub(super) async fn ledger(
+        &self,
+        q: crate::report::ledger::Question,
+    ) -> Result<String, Status> {
+        use crate::report::ledger::{answer, LedgerError};
+        let store = self.store.clone();
+        let read = tokio::task::spawn_blocking(move || answer(&store, &q))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        read.map_err(|e| match e {
+            LedgerError::NotFound(why) => Status::not_found(why),
+            LedgerError::Store(e) => Status::unavailable(e.to_string()),
+        })
+    }
+
     /// An ended campaign's verdict (its report's problems); `None` while it runs or when
     /// its report cannot be read now.
     pub(super) async fn verdict(&self, c: &pb::CampaignStatus) -> Option<Verdict> {

@@ -34,7 +34,7 @@ pub(super) fn page(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{title} · platter</title><link rel="stylesheet" href="/assets/console.css"><script src="/assets/console.js" defer></script></head>
-<body><header><nav><strong>platter</strong> <a href="/">Overview</a> <a href="/hosts">Hosts</a> <a href="/campaigns">Campaigns</a> <a href="/compare">Compare</a> {submit} {admin}</nav>
+<body><header><nav><strong>platter</strong> <a href="/">Overview</a> <a href="/hosts">Hosts</a> <a href="/campaigns">Campaigns</a> <a href="/compare">Compare</a> <a href="/drives">Drives</a> {submit} {admin}</nav>
 <form method="post" action="/logout" class="who"><span id="account">{account} ({role})</span><input type="hidden" name="csrf" value="{csrf}"><button type="submit">Sign out</button></form></header>
 <main id="main"{live}>
 <h1>{title}</h1>

@@ -127,6 +127,8 @@ pub async fn serve(
         .route("/campaigns/{id}/{file}", get(console::report))
         .route("/compare", get(console::compare))
         .route("/series/{name}", get(console::series))
+        .route("/drives", get(console::drives))
+        .route("/drives/{id}", get(console::drive))
         .route("/submit", get(console::submit_page).post(console::submit))
         .route("/admin", get(admin::page))
         .route("/admin/accounts", post(admin::add_account))
@@ -146,6 +148,8 @@ pub async fn serve(
         .route("/api/v1/campaigns/{id}/cancel", post(api::cancel))
         .route("/api/v1/compare", get(api::compare))
         .route("/api/v1/series/{name}", get(api::series))
+        .route("/api/v1/drives", get(api::drives))
+        .route("/api/v1/drives/{id}", get(api::drive))
         .route("/api/v1/triggers/{name}", post(api::trigger))
         .route("/api/v1/accounts", get(admin::accounts_json))
         .route(

@@ -1,0 +1,496 @@
+//! The drive ledger and drive health (issue 31): health read with smartctl before and after a
+//! run and judged by `qualify: { health }`; the ledger filled from the agents' inventories,
+//! one drive over hosts and firmware, the same on two coordinators of one PostgreSQL store;
+//! `platter drives`, `platter drive` and `platter qualification` as a user runs them.
+
+mod common;
+
+use std::path::Path;
+
+use common::{platter, Loop};
+use platter::report::ledger::{self, Question};
+use platter::store::Store;
+use platter_proto::inventory::Device;
+use platter_proto::model::HostName;
+
+/// The Samsung 860 EVO's real `smartctl --json -x` output (agent/tests/fixtures/smartctl),
+/// and the same drive after a run that grew two reported uncorrectable errors (attribute
+/// 187, media errors) and warmed it to 44 °C.
+fn readings(dir: &Path) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/tests/fixtures/smartctl/ata-ssd-samsung-860evo.json");
+    let before: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let mut after = before.clone();
+    let table = after["ata_smart_attributes"]["table"]
+        .as_array_mut()
+        .unwrap();
+    let a187 = table.iter_mut().find(|a| a["id"] == 187).unwrap();
+    assert_eq!(a187["raw"]["value"], 0, "the fixture's drive had none");
+    a187["raw"]["value"] = 2.into();
+    a187["raw"]["string"] = "2".into();
+    after["temperature"]["current"] = 44.into();
+    std::fs::write(dir.join("before.json"), before.to_string()).unwrap();
+    std::fs::write(dir.join("after.json"), after.to_string()).unwrap();
+}
+
+/// A directory holding a fake `smartctl`: its first reading of a drive is `before.json`, every
+/// later one `after.json`; `--version` says it is a fake.
+fn fake_smartctl(dir: &Path) -> std::path::PathBuf {
+    readings(dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\n\
+         case \"$1\" in --version) echo 'smartctl 7.3 2022-02-28 r5338 (fake for tests)'; exit 0;; esac\n\
+         echo \"$@\" >> {d}/calls\n\
+         if [ -e {d}/read-once ]; then cat {d}/after.json; else touch {d}/read-once; cat {d}/before.json; fi\n",
+        d = dir.display()
+    );
+    let path = bin.join("smartctl");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+fn campaign(dir: &Path, drive: &str, health: &str) -> std::path::PathBuf {
+    common::write(
+        dir,
+        "health.yaml",
+        &format!(
+            r#"name: drive-health
+devices: {{ path: {drive} }}
+storage: {{ fs: ext4 }}
+workload:
+  fsync: {{ path: "${{mount}}/f.dat", size: 4096, count: 50, sync: fdatasync }}
+repeat: 3
+report:
+  qualify:
+    metrics: ["latency.p99 < 10s"]
+    health: {health}
+"#
+        ),
+    )
+}
+
+const LIMITS: &str =
+    "{ media_errors: { max_increase: 0 }, temperature: { max: 70C }, available_spare: { min: 10% } }";
+
+fn path_with(bin: &Path) -> String {
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn a_drive_that_grew_media_errors_fails_its_health_limit_naming_the_serial() {
+    if !common::root_or_skip("it formats a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let bin = fake_smartctl(dir);
+    let drive = Loop::new(dir, "drive.img", 64);
+    let file = campaign(dir, &drive.path, LIMITS);
+    let out = platter()
+        .current_dir(dir)
+        .env("PATH", path_with(&bin))
+        .args(["run", "--allow-device", &drive.path])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a qualification FAIL: {stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "FAIL {} {} [serial S3YZNB0KB00864E]: health media_errors max_increase 0 (measured 0 → 2)",
+            platter_agent::cli::hostname(),
+            drive.path
+        )),
+        "{stdout}"
+    );
+    // The health section: the drive by smartctl's identity, before → after.
+    assert!(stdout.contains("drive health (smartctl before → after the run)"));
+    assert!(
+        stdout.contains("Samsung SSD 860 EVO 500GB serial S3YZNB0KB00864E firmware RVT02B6Q: media_errors 0 → 2 (+2) FLAGGED"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("temperature 36°C → 44°C"), "{stdout}");
+    // smartctl was asked before the first measurement and after the last: twice.
+    let calls = std::fs::read_to_string(dir.join("calls")).unwrap();
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        [
+            format!("--json=c -x {}", drive.path),
+            format!("--json=c -x {}", drive.path)
+        ]
+    );
+
+    // The same in JSON, HTML and JUnit.
+    let db = dir.join("platter-data/platter.db");
+    let report = |format: &str| {
+        let out = platter()
+            .args(["report", "--db"])
+            .arg(&db)
+            .args(["--format", format, "drive-health"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    let h = &json["health"][0];
+    assert_eq!(h["serial"], "S3YZNB0KB00864E");
+    assert_eq!(h["readings"], 2);
+    let media = h["deltas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["attribute"] == "media_errors")
+        .unwrap();
+    assert_eq!(
+        (media["before"].as_f64(), media["after"].as_f64()),
+        (Some(0.0), Some(2.0))
+    );
+    assert_eq!(media["flagged"], true);
+    // The drive does not report available spare (an NVMe attribute): not judged, said so.
+    assert!(json["health_not_judged"][0]
+        .as_str()
+        .unwrap()
+        .ends_with("health available_spare min 10% not judged: the drive does not report it"));
+    let html = report("html");
+    assert!(html.contains("<section id=\"health\">"), "{html}");
+    assert!(html.contains("<tr class=\"fail\"><td>media_errors</td><td>0</td><td>2</td>"));
+    let junit = report("junit");
+    assert!(junit.contains("fails health media_errors max_increase 0: measured 0 → 2"));
+
+    // The ledger: the loop device (no serial of its own) is tracked per host; its run, the
+    // verdicts and the health it read are on it.
+    let host = platter_agent::cli::hostname();
+    let name = drive.path.trim_start_matches("/dev/");
+    let id = format!("{host}/{name}");
+    let drives = common::run_ok(
+        platter()
+            .current_dir(dir)
+            .args(["drives", "--format", "json"]),
+    );
+    let drives: serde_json::Value = serde_json::from_slice(&drives.stdout).unwrap();
+    let d = drives
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} in {drives}"));
+    assert_eq!(
+        (d["runs"].as_u64(), d["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(d["note"], "no serial: tracked per host");
+    assert_eq!(d["health"]["reading"]["media_errors"], 2);
+    let failed = common::run_ok(platter().current_dir(dir).args(["drives", "--failed"]));
+    assert!(String::from_utf8_lossy(&failed.stdout).contains(&id));
+    let one = common::run_ok(platter().current_dir(dir).args(["drive", &id]));
+    let text = String::from_utf8_lossy(&one.stdout);
+    assert!(
+        text.contains(
+            "FAIL [serial S3YZNB0KB00864E]: health media_errors max_increase 0 (measured 0 → 2)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("PASS [serial S3YZNB0KB00864E]: health temperature max 70°C (measured 44°C)")
+    );
+    // The model's qualification names the failure with its serial and campaign, and fails.
+    let q = platter()
+        .current_dir(dir)
+        .args(["qualification", "Samsung SSD 860 EVO 500GB"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&q.stdout);
+    assert_eq!(q.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with("Samsung SSD 860 EVO 500GB: qualified on 0 of 1 judged drive(s) across 1 host(s) and 1 controller type(s); 1 FAIL (serial S3YZNB0KB00864E, campaign drive-health ("),
+        "{text}"
+    );
+    let csv = common::run_ok(
+        platter()
+            .current_dir(dir)
+            .args(["drive", &id, "--format", "csv"]),
+    );
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().contains(",drive-health,"));
+    // A drive nobody has: exit 2, what to give instead.
+    let none = platter()
+        .current_dir(dir)
+        .args(["drive", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no drive \"nope\" in the ledger"));
+}
+
+#[test]
+fn a_loop_device_says_its_health_is_not_readable_and_qualifies_on_performance() {
+    if !common::root_or_skip("it formats a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let drive = Loop::new(dir, "drive.img", 64);
+    let file = campaign(dir, &drive.path, LIMITS);
+    // Whatever smartctl this machine has (the real one says it cannot read a loop device;
+    // none at all is said too): never zeros, never a health verdict.
+    let out = common::run_ok(
+        platter()
+            .current_dir(dir)
+            .args(["run", "--allow-device", &drive.path])
+            .arg(&file),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(&format!("{}: health not readable: ", drive.path)))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("is a loop device"), "{line}");
+    assert!(stdout.contains("health limits not judged: health not readable"));
+    assert!(stdout.contains("qualification: PASS (1 check"), "{stdout}");
+    assert!(!stdout.contains("media_errors 0"), "{stdout}");
+}
+
+fn device(name: &str, serial: &str, firmware: &str, controller: &[&str]) -> Device {
+    let mut d: Device = serde_json::from_value(serde_json::json!({
+        "name": name, "path": format!("/dev/{name}"), "major_minor": "8:16",
+        "vendor": "ATA", "model": "INTEL SSDSC2BW120A4", "serial": serial,
+        "firmware": firmware, "size_bytes": 120_034_123_776u64, "rotational": false,
+        "transport": "ata", "controller": controller, "pci_address": "0000:00:1f.2",
+        "by_id": [], "by_path": [], "write_cache": "write_back",
+        "write_cache_source": "scsi_disk cache_type", "partitions": [], "mounted": [],
+        "holders": [], "holds_root": false, "backing_file": null,
+    }))
+    .unwrap();
+    d.wwn = String::new();
+    d
+}
+
+fn host(name: &str) -> HostName {
+    name.to_string().into()
+}
+
+/// A drive seen on rc66, then on flygecko behind another controller, then with new
+/// firmware: one drive, three sightings, the move and the firmware change as events; a
+/// loop device without a serial is a drive per host. Both engines.
+#[tokio::test]
+async fn one_drive_over_two_hosts_and_a_firmware_change_is_one_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    for store in platter::store::testing::stores(tmp.path()) {
+        let sdb = device("sdb", "CVWL4211", "DL2B", &["sd", "ahci"]);
+        let mut lo = device("loop3", "", "", &[]);
+        lo.model = String::new();
+        lo.transport = platter_proto::inventory::Transport::Loop;
+        store
+            .agent_seen(
+                &host("rc66"),
+                "b1",
+                "0.1.0",
+                &[sdb.clone(), lo.clone()],
+                &[],
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let moved = device("sdc", "CVWL4211", "DL2B", &["sd", "mpt3sas"]);
+        store
+            .agent_seen(&host("flygecko"), "b2", "0.1.0", &[moved, lo], &[])
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let flashed = device("sdc", "CVWL4211", "DL2C", &["sd", "mpt3sas"]);
+        store
+            .agent_devices(&host("flygecko"), std::slice::from_ref(&flashed))
+            .await
+            .unwrap();
+        // Seen again as it was: no new sighting.
+        store
+            .agent_devices(&host("flygecko"), &[flashed])
+            .await
+            .unwrap();
+
+        let all = store.ledger().unwrap();
+        let ids: Vec<&str> = all.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "flygecko/loop3",
+                "rc66/loop3",
+                "INTEL SSDSC2BW120A4/CVWL4211"
+            ],
+            "a drive without a serial is one per host (by model, then id)"
+        );
+        let Ok(d) = ledger::find(&store, "CVWL4211").unwrap() else {
+            panic!("found by serial")
+        };
+        assert_eq!(d.sightings.len(), 3);
+        let detail = ledger::detail(&store, &d).unwrap();
+        assert_eq!(detail.events.len(), 2, "{:?}", detail.events);
+        assert!(
+            detail.events[0].ends_with(
+                "moved from rc66 (/dev/sdb behind sd>ahci at 0000:00:1f.2) to flygecko (/dev/sdc behind sd>mpt3sas at 0000:00:1f.2)"
+            ),
+            "{:?}",
+            detail.events
+        );
+        assert!(detail.events[1].ends_with("firmware DL2B → DL2C (on flygecko)"));
+        assert_eq!(detail.drive.hosts, ["rc66", "flygecko"]);
+        assert_eq!(detail.drive.firmware, "DL2C");
+        assert_eq!(detail.runs, []);
+        // Filters: by model part, firmware seen, host.
+        let f = |filter: ledger::Filter| -> Vec<String> {
+            ledger::drives(&store, &filter)
+                .unwrap()
+                .into_iter()
+                .map(|d| d.id)
+                .collect()
+        };
+        let by_model = f(ledger::Filter {
+            model: Some("ssdsc2bw".into()),
+            ..Default::default()
+        });
+        assert_eq!(by_model, ["INTEL SSDSC2BW120A4/CVWL4211"]);
+        let old_firmware = f(ledger::Filter {
+            firmware: Some("DL2B".into()),
+            ..Default::default()
+        });
+        assert_eq!(old_firmware, ["INTEL SSDSC2BW120A4/CVWL4211"]);
+        assert_eq!(
+            f(ledger::Filter {
+                host: Some("rc66".into()),
+                ..Default::default()
+            }),
+            ["rc66/loop3", "INTEL SSDSC2BW120A4/CVWL4211"]
+        );
+        assert!(f(ledger::Filter {
+            failed: true,
+            ..Default::default()
+        })
+        .is_empty());
+        // The same answer as a document, as the CLI and the coordinator give it.
+        let json = ledger::answer(&store, &Question::Drive("CVWL4211".into())).unwrap();
+        let back: ledger::DriveDetail = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, detail);
+    }
+}
+
+/// Two coordinators on one PostgreSQL store, agents reporting to either at once: one ledger,
+/// the same from both.
+#[tokio::test]
+async fn two_coordinators_on_postgresql_build_one_ledger() {
+    let Some(url) = platter::store::testing::postgres_url() else {
+        return;
+    };
+    let location = platter::store::testing::fresh_postgres(&url);
+    let a = Store::open_at(&location).unwrap();
+    let b = Store::open_at(&location).unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            // Every host has its own drive and the shared one a drive shelf moves around.
+            let own = device("sdb", &format!("OWN{i:02}"), "DL2B", &["sd", "ahci"]);
+            let shared = device("sdc", "SHARED", "DL2B", &["sd", "ahci"]);
+            store
+                .agent_seen(
+                    &host(&format!("h{i:02}")),
+                    "b",
+                    "0.1.0",
+                    &[own, shared],
+                    &[],
+                )
+                .await
+                .unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (la, lb) = (a.ledger().unwrap(), b.ledger().unwrap());
+    assert_eq!(la, lb);
+    assert_eq!(la.len(), 21);
+    let shared = la.iter().find(|d| d.serial == "SHARED").unwrap();
+    assert_eq!(shared.sightings.len(), 20);
+}
+
+/// The console's drives table and a drive's page, and their JSON twins, say what the CLI
+/// says; a drive nobody has is a 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_the_drives_and_shows_one() {
+    use common::web::{add_user, call, http_addr, sign_in, urlencode};
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    {
+        let store = Store::open(&dir.join("coordinator.db")).unwrap();
+        let sdb = device("sdb", "CVWL4211", "DL2B", &["sd", "ahci"]);
+        store
+            .agent_seen(&host("rc66"), "b1", "0.1.0", &[sdb], &[])
+            .await
+            .unwrap();
+        let moved = device("sdc", "CVWL4211", "DL2C", &["sd", "mpt3sas"]);
+        store
+            .agent_seen(&host("flygecko"), "b2", "0.1.0", &[moved], &[])
+            .await
+            .unwrap();
+    }
+    let (mut coordinator, _port) = common::serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let http = http_addr(dir);
+    add_user(dir, "vera", "viewer", "vera's long password");
+    let vera = sign_in(&http, "vera", "vera's long password");
+    let cookie = [("Cookie", vera.cookie.as_str())];
+    let id = "INTEL SSDSC2BW120A4/CVWL4211";
+    let page = call(&http, "GET", "/drives?model=intel", &cookie, "");
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(
+        page.body
+            .contains("<a href=\"/drives/INTEL%20SSDSC2BW120A4%2FCVWL4211\">"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<td>rc66, flygecko</td>"),
+        "{}",
+        page.body
+    );
+    let none = call(&http, "GET", "/drives?model=samsung", &cookie, "");
+    assert!(none.body.contains("id=\"no-drives\""));
+    let one = call(
+        &http,
+        "GET",
+        &format!("/drives/{}", urlencode(id)),
+        &cookie,
+        "",
+    );
+    assert_eq!(one.status, 200, "{one:?}");
+    assert!(
+        one.body.contains("firmware DL2B → DL2C (on flygecko)"),
+        "{}",
+        one.body
+    );
+    assert!(one.body.contains("moved from rc66"), "{}", one.body);
+    let json = call(&http, "GET", "/api/v1/drives/CVWL4211", &cookie, "");
+    assert_eq!(json.status, 200);
+    let d: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    assert_eq!(d["drive"]["id"], id);
+    assert_eq!(d["sightings"].as_array().unwrap().len(), 2);
+    let list = call(&http, "GET", "/api/v1/drives?host=flygecko", &cookie, "");
+    let list: serde_json::Value = serde_json::from_str(&list.body).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let missing = call(&http, "GET", "/api/v1/drives/nope", &cookie, "");
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing.body.contains("no drive \\\"nope\\\" in the ledger"),
+        "{}",
+        missing.body
+    );
+    coordinator.kill9();
+}
