@@ -442,7 +442,31 @@ async fn the_console_lists_the_drives_and_shows_one() {
             .await
             .unwrap();
     }
-    let (mut coordinator, _port) = common::serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let (mut coordinator, port) = common::serve_with(dir, &["--http", "127.0.0.1:0"]);
+    // The CLI asks the coordinator (Control.Ledger) when one is named: the same documents.
+    let listed = common::operator_json(dir, port, &["drives", "--format", "json"]);
+    assert_eq!(listed[0]["id"], "INTEL SSDSC2BW120A4/CVWL4211");
+    assert_eq!(listed[0]["hosts"], serde_json::json!(["rc66", "flygecko"]));
+    let shown = common::run_ok(common::operator(dir, port).args(["drive", "CVWL4211"]));
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("firmware DL2B → DL2C (on flygecko)"),
+        "{shown}"
+    );
+    let q = common::operator(dir, port)
+        .args(["qualification", "INTEL SSDSC2BW120A4"])
+        .output()
+        .unwrap();
+    assert_eq!(q.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&q.stdout).starts_with(
+        "INTEL SSDSC2BW120A4: not qualified: 1 drive(s) in the ledger, none judged by a verdict"
+    ));
+    let unknown = common::operator(dir, port)
+        .args(["drive", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no drive \"nope\" in the ledger"));
     let http = http_addr(dir);
     add_user(dir, "vera", "viewer", "vera's long password");
     let vera = sign_in(&http, "vera", "vera's long password");

@@ -133,8 +133,43 @@ fn provenance(host: &str) -> Provenance {
             .collect(),
         storage: None,
         tools: Default::default(),
-        health: Vec::new(),
+        health: vec![health(host, false)],
     }
+}
+
+/// The health of each host's drive under test, before the run and (`after`) after it:
+/// rc66's grew two media errors and warmed; rcmonster's sits behind a USB bridge smartctl
+/// cannot pass through; flygecko's did not change.
+fn health(host: &str, after: bool) -> platter_proto::provenance::DriveHealth {
+    use platter_proto::provenance::{DriveHealth, HealthReading};
+    let reading = |media: u64, temp: i64| HealthReading {
+        tool: "smartctl 7.3".into(),
+        protocol: "ATA".into(),
+        passed: Some(true),
+        temperature_c: Some(temp),
+        power_on_hours: Some(14551),
+        media_errors: Some(media),
+        reallocated_sectors: Some(0),
+        percentage_used: Some(19),
+        data_written_bytes: Some(33_170_000_000_000),
+        ..HealthReading::default()
+    };
+    let mut h = DriveHealth {
+        path: "/dev/sdb".into(),
+        model: "FLEET TEST DRIVE".into(),
+        serial: format!("S4-{host}-sdb"),
+        firmware: "EXT0".into(),
+        ..DriveHealth::default()
+    };
+    match (host, after) {
+        ("rc66", false) => h.reading = Some(reading(0, 35)),
+        ("rc66", true) => h.reading = Some(reading(2, 41)),
+        ("rcmonster", _) => {
+            h.unreadable = "smartctl: /dev/sdb: Unknown USB bridge [0x152d:0x0578 (0x209)]".into()
+        }
+        _ => h.reading = Some(reading(0, 30)),
+    }
+    h
 }
 
 fn storage_snapshot(fs: &str) -> Provenance {
@@ -566,6 +601,18 @@ async fn store_case(dir: &Path, case: &Case) -> Report {
         }
         records.push(Record {
             seq: records.len() as u64 + 1,
+            kind: RecordKind::Provenance {
+                plan_id: plan.id.clone(),
+                step_index: plan.steps.len() as u32 - 1,
+                facts: Box::new(Provenance {
+                    trigger: "plan_end".into(),
+                    health: vec![health(&plan.host, true)],
+                    ..Provenance::default()
+                }),
+            },
+        });
+        records.push(Record {
+            seq: records.len() as u64 + 1,
             kind: RecordKind::PlanFinished {
                 plan_id: plan.id.clone(),
                 cancelled: false,
@@ -733,6 +780,24 @@ async fn each_example_kind_renders_a_page_chromium_shows_with_its_charts() {
             assert!(s.contains("\np99\n"), "{name}: percentile ticks");
             assert!(count(s, "<polyline") >= 3, "{name}: percentile lines");
         }
+        // The drives' health: rc66's grown media errors flagged, rcmonster's bridge said.
+        let health = &dom[dom
+            .find("<section id=\"health\">")
+            .unwrap_or_else(|| panic!("{name}: no health section"))..];
+        let health = &health[..health.find("</section>").unwrap()];
+        assert!(
+            health.contains("<h3 class=\"fail\">rc66 /dev/sdb FLEET TEST DRIVE serial S4-rc66-sdb firmware EXT0</h3>"),
+            "{name}: {health}"
+        );
+        assert!(
+            health.contains("<tr class=\"fail\"><td>media_errors</td><td>0</td><td>2</td><td>2</td><td>FLAGGED</td></tr>"),
+            "{name}: {health}"
+        );
+        assert!(
+            health.contains("rcmonster /dev/sdb FLEET TEST DRIVE serial S4-rcmonster-sdb firmware EXT0: health not readable: smartctl: /dev/sdb: Unknown USB bridge"),
+            "{name}: {health}"
+        );
+        assert!(dom.contains("<a href=\"#health\">Drive health</a>"));
         // Fetches nothing: no URL but the SVG namespace.
         let stripped = dom.replace("http://www.w3.org/2000/svg", "");
         assert!(
