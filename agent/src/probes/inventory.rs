@@ -199,12 +199,14 @@ fn scan_device(
 
 /// The drive's world wide name: `wwid` of an NVMe namespace or of a SCSI/ATA device, kept
 /// only when it is a real name (`naa.…`, `eui.…`); the kernel's made-up `t10.ATA …` and
-/// `nvme.…` strings are only the model and serial again.
+/// `nvme.…` strings are only the model and serial again, and a name of zeros is none.
 fn read_wwn(dir: &Path) -> String {
     [dir.join("wwid"), dir.join("device/wwid")]
         .iter()
         .filter_map(|p| read_trimmed(p))
         .find(|w| w.starts_with("naa.") || w.starts_with("eui."))
+        // Some bridges report a name of zeros: no name at all.
+        .filter(|w| w[4..].chars().any(|c| c != '0'))
         .map(|w| w.to_ascii_lowercase())
         .unwrap_or_default()
 }

@@ -284,7 +284,11 @@ fn run_for_output(
                 let _ = reader.join();
                 return Err(format!("no answer within {} s", limit.as_secs()));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.to_string());
+            }
         }
     }
     reader

@@ -359,7 +359,7 @@ pub enum Command {
     },
     /// A drive model's qualification across the fleet: on how many drives, hosts and
     /// controller types it passed, and every FAIL with its serial and campaign. Exits 1 when a
-    /// drive of the model failed a verdict
+    /// drive of the model failed a verdict, 5 when no drive of it was judged
     Qualification {
         /// The model as the drives report it (`platter drives` lists them)
         model: String,

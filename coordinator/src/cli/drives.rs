@@ -8,6 +8,9 @@ use crate::report::ledger::{
     answer, DriveDetail, DriveSummary, LedgerError, Qualification, Question,
 };
 
+/// Exit status of `platter qualification` when no drive of the model was judged.
+pub const EXIT_NOT_JUDGED: i32 = 5;
+
 pub(super) async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
     let LedgerArgs { db, client, format } = args;
     let json = match local_store(db, &client)? {
@@ -35,12 +38,15 @@ pub(super) async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Resu
         }
     };
     // `platter qualification` fails (exit 1, as a run whose qualification failed) when a
-    // drive of the model failed a verdict: a CI gate on a model.
+    // drive of the model failed a verdict, and exits 5 when no drive of it was judged (a
+    // mistyped model, health never read): a CI gate on a model passes only on a PASS.
     let mut status = 0;
     if let Question::Qualification { .. } = question {
         let q: Qualification = serde_json::from_str(&json)?;
         if !q.failures.is_empty() {
             status = 1;
+        } else if q.judged == 0 {
+            status = EXIT_NOT_JUDGED;
         }
     }
     let out = match (&question, format.as_str()) {
@@ -100,42 +106,8 @@ fn request(q: &Question) -> pb::LedgerRequest {
     req
 }
 
-/// "34°C, 0 media errors, 3% used" or "not readable: …": the latest health in a few words.
 fn health_words(d: &DriveSummary) -> String {
-    let Some(h) = &d.health else {
-        return "—".into();
-    };
-    if let Some(r) = &h.reading {
-        let mut parts = Vec::new();
-        if let Some(t) = r.temperature_c {
-            parts.push(format!("{t}°C"));
-        }
-        for (v, what) in [
-            (r.media_errors, "media errors"),
-            (r.reallocated_sectors, "reallocated"),
-            (r.pending_sectors, "pending"),
-        ] {
-            if let Some(v) = v {
-                parts.push(format!("{v} {what}"));
-            }
-        }
-        if let Some(p) = r.percentage_used {
-            parts.push(format!("{p}% used"));
-        }
-        if r.passed == Some(false) {
-            parts.push("SMART FAILED".into());
-        }
-        if !h.flagged.is_empty() {
-            parts.push(format!("flagged: {}", h.flagged.join(", ")));
-        }
-        if parts.is_empty() {
-            "read".into()
-        } else {
-            parts.join(", ")
-        }
-    } else {
-        format!("not readable: {}", h.unreadable)
-    }
+    crate::report::ledger::health_words(d.health.as_ref())
 }
 
 fn verdict_words(d: &DriveSummary) -> String {

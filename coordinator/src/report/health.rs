@@ -49,6 +49,9 @@ pub struct HealthDelta {
     /// Worse by the attribute's own direction (an error counter grew, spare shrank), or a
     /// critical warning or failed self-assessment at the end.
     pub flagged: bool,
+    /// Whether there was a reading after the run at all (else `after` is `None` for that).
+    #[serde(skip)]
+    pub read_after: bool,
 }
 
 impl HealthDelta {
@@ -57,6 +60,8 @@ impl HealthDelta {
         let v = |x: Option<f64>| x.map_or("—".to_string(), |x| show(x, self.unit));
         let mut t = match (self.before, self.after) {
             (Some(b), Some(a)) if b == a => format!("{} {}", self.attribute, v(Some(a))),
+            // One reading only: its value, without an arrow to nothing.
+            (Some(b), None) if !self.read_after => format!("{} {}", self.attribute, v(Some(b))),
             (b, a) => format!("{} {} → {}", self.attribute, v(b), v(a)),
         };
         if let (Some(b), Some(a)) = (self.before, self.after) {
@@ -119,12 +124,14 @@ pub fn drives(snapshots: &[Snapshot]) -> Vec<DriveHealthReport> {
     let mut seen: Vec<((String, String), Vec<&DriveHealth>)> = Vec::new();
     for s in snapshots {
         for h in &s.facts.health {
+            // A drive is its model and serial (two models may share a serial); one without
+            // a serial is its path on the host.
             let key = (
                 s.host.clone(),
                 if h.serial.is_empty() {
                     h.path.clone()
                 } else {
-                    h.serial.clone()
+                    format!("{}\u{0}{}", h.model, h.serial)
                 },
             );
             match seen.iter_mut().find(|(k, _)| *k == key) {
@@ -199,6 +206,7 @@ fn delta(
         after: x,
         max,
         flagged: worse || alarm,
+        read_after: after.is_some(),
     })
 }
 
@@ -209,6 +217,13 @@ pub fn judge(drives: &[DriveHealthReport], limits: &[Limit]) -> (Vec<Verdict>, V
     let (mut verdicts, mut not_judged) = (Vec::new(), Vec::new());
     if limits.is_empty() {
         return (verdicts, not_judged);
+    }
+    if drives.is_empty() {
+        not_judged.push(
+            "health limits not judged: no drive under test had its health read (only drives the \
+             campaign's storage is made on are read, by agents that read health)"
+                .into(),
+        );
     }
     for d in drives {
         if d.before.is_none() {
@@ -238,24 +253,19 @@ pub fn judge(drives: &[DriveHealthReport], limits: &[Limit]) -> (Vec<Verdict>, V
                     ),
                     _ => (None, None),
                 },
+                // The value after the run; temperature's highest reading of the run.
                 (Bound::Max, Some(x)) => {
                     let v = if l.attribute.name == "temperature" {
-                        x.max
+                        x.max.filter(|_| x.read_after)
                     } else {
-                        x.after.or(x.before)
+                        x.after
                     };
                     (v, v.map(|v| show(v, l.attribute.unit)))
                 }
-                (Bound::Min, Some(x)) => {
-                    let v = match (x.before, x.after) {
-                        (Some(b), Some(a)) => Some(b.min(a)),
-                        (b, a) => a.or(b),
-                    };
-                    (v, v.map(|v| show(v, l.attribute.unit)))
-                }
+                (Bound::Min, Some(x)) => (x.after, x.after.map(|v| show(v, l.attribute.unit))),
             };
             let (Some(value), Some(measured)) = (value, measured) else {
-                let why = if d.after.is_none() && l.bound == Bound::MaxIncrease {
+                let why = if d.after.is_none() {
                     "no reading after the run"
                 } else {
                     "the drive does not report it"
@@ -277,7 +287,7 @@ pub fn judge(drives: &[DriveHealthReport], limits: &[Limit]) -> (Vec<Verdict>, V
                 },
                 threshold: l.text(),
                 value: Some(value),
-                unit: String::new(),
+                unit: l.attribute.unit.to_string(),
                 pass,
                 measured,
             });
@@ -366,7 +376,7 @@ mod tests {
         assert_eq!(v[0].measured, "0 → 2");
         assert_eq!(v[0].threshold, "health media_errors max_increase 0");
         assert!(v[1].pass, "max 52°C ≤ 70°C");
-        assert_eq!(v[1].value, Some(52.0));
+        assert_eq!((v[1].value, v[1].unit.as_str()), (Some(52.0), "°C"));
         assert_eq!(not.len(), 1);
         assert!(
             not[0].ends_with(
@@ -397,9 +407,15 @@ mod tests {
             bound: Bound::MaxIncrease,
             value: 0.0,
         };
-        let (v, not) = judge(&drives, &[limit]);
+        let (v, not) = judge(&drives, std::slice::from_ref(&limit));
         assert!(v.is_empty());
         assert!(not[0].contains("health limits not judged: health not readable"));
+        // No drive read at all (a campaign on tmpfs, an older agent): said, not a PASS.
+        let (v, not) = judge(&[], &[limit]);
+        assert!(v.is_empty());
+        assert!(
+            not[0].starts_with("health limits not judged: no drive under test had its health read")
+        );
     }
 
     #[test]

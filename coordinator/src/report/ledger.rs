@@ -176,6 +176,46 @@ pub struct Filter {
     pub failed: bool,
 }
 
+/// A drive's latest health in a few words, for tables (the CLI's and the console's): "44°C,
+/// 2 media errors, 0 reallocated, 19% used, flagged: media_errors 0 → 2 (+2)", or why it
+/// could not be read, or "—" when no run read it.
+pub fn health_words(h: Option<&LatestHealth>) -> String {
+    let Some(h) = h else {
+        return "—".into();
+    };
+    let Some(r) = &h.reading else {
+        return format!("not readable: {}", h.unreadable);
+    };
+    let mut parts = Vec::new();
+    if let Some(t) = r.temperature_c {
+        parts.push(format!("{t}°C"));
+    }
+    for (v, what) in [
+        (r.media_errors, "media errors"),
+        (r.reallocated_sectors, "reallocated"),
+        (r.pending_sectors, "pending"),
+        (r.critical_warning.filter(|w| *w > 0), "critical warning"),
+    ] {
+        if let Some(v) = v {
+            parts.push(format!("{v} {what}"));
+        }
+    }
+    if let Some(p) = r.percentage_used {
+        parts.push(format!("{p}% used"));
+    }
+    if r.passed == Some(false) {
+        parts.push("SMART self-assessment FAILED".into());
+    }
+    if !h.flagged.is_empty() {
+        parts.push(format!("flagged: {}", h.flagged.join(", ")));
+    }
+    if parts.is_empty() {
+        "read (no attribute platter follows)".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// A question to the ledger, from the CLI or the coordinator's Control service.
 #[derive(Debug, Clone)]
 pub enum Question {
@@ -443,7 +483,7 @@ fn summary(d: &LedgerDrive, runs: &[DriveRun]) -> DriveSummary {
 fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<DriveRun>> {
     let first = d.sightings.first();
     let host_and_path = first.map(|s| (s.host.as_str(), s.path.as_str()));
-    let serial = if d.identity == Identity::Host {
+    let serial = if d.identity == Identity::Host || d.serial.is_empty() {
         ""
     } else {
         d.serial.as_str()
@@ -457,11 +497,14 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
             groups.push(key);
         }
     }
-    let is_it = |serial_seen: &str, path_seen: &str, host: &str| {
-        if d.identity == Identity::Host {
+    // The drive in a snapshot: by its path on its host when it has no serial, else by serial
+    // and model (two models may share a serial; smartctl may know a model the kernel does not).
+    let is_it = |model_seen: &str, serial_seen: &str, path_seen: &str, host: &str| {
+        if d.identity == Identity::Host || d.serial.is_empty() {
             host_and_path.is_some_and(|(h, p)| h == host && p == path_seen)
         } else {
             serial_seen == d.serial
+                && (model_seen == d.model || model_seen.is_empty() || d.model.is_empty())
         }
     };
     let mut out = Vec::new();
@@ -474,12 +517,12 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
         let device = group
             .iter()
             .flat_map(|s| &s.facts.devices)
-            .find(|f| is_it(&f.device.serial, &f.device.path, &host))
+            .find(|f| is_it(&f.device.model, &f.device.serial, &f.device.path, &host))
             .map(|f| &f.device);
         let under_test_health = group
             .iter()
             .flat_map(|s| &s.facts.health)
-            .any(|h| is_it(&h.serial, &h.path, &host));
+            .any(|h| is_it(&h.model, &h.serial, &h.path, &host));
         let Some(report) = reports.get(store, &campaign_id)? else {
             continue;
         };
@@ -521,7 +564,7 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
         let health = report
             .health
             .iter()
-            .find(|h| h.host == host && is_it(&h.serial, &h.path, &host));
+            .find(|h| h.host == host && is_it(&h.model, &h.serial, &h.path, &host));
         let under_test_here = report.health.iter().filter(|h| h.host == host).count();
         let verdicts = report
             .verdicts
@@ -694,9 +737,11 @@ impl Qualification {
             self.controllers.len()
         );
         if failed > 0 {
-            let shown: Vec<String> = self
+            const SHOWN: usize = 5;
+            let mut shown: Vec<String> = self
                 .failures
                 .iter()
+                .take(SHOWN)
                 .map(|f| {
                     format!(
                         "serial {}, campaign {} ({}) on {}, {}: {}",
@@ -709,7 +754,13 @@ impl Qualification {
                     )
                 })
                 .collect();
-            t.push_str(&format!("; {failed} FAIL ({})", shown.join("; ")));
+            if self.failures.len() > SHOWN {
+                shown.push(format!(
+                    "{} more failed verdict(s): --format json lists them",
+                    self.failures.len() - SHOWN
+                ));
+            }
+            t.push_str(&format!("; {failed} drive(s) FAIL ({})", shown.join("; ")));
         }
         if !self.not_judged.is_empty() {
             t.push_str(&format!(

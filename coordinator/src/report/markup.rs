@@ -109,7 +109,7 @@ pub(super) fn render(m: &impl Markup, r: &Report) -> String {
             out.push_str(&m.ran_on(&l.to_string()));
         }
     }
-    if !r.health.is_empty() {
+    if !r.health.is_empty() || !r.health_not_judged.is_empty() {
         out.push_str(&m.heading(Heading::Pivot(super::health::TITLE)));
         for d in &r.health {
             out.push_str(&m.item(&d.text()));

@@ -132,9 +132,10 @@ pub fn attribute(name: &str) -> Option<&'static Attribute> {
 /// What a limit bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bound {
-    /// The value after the run (for temperature: the highest reading of the run).
+    /// The value after the run (for temperature: the highest reading of the run); not
+    /// judged without a reading after the run.
     Max,
-    /// The value after the run.
+    /// The value after the run; not judged without one.
     Min,
     /// After minus before.
     MaxIncrease,

@@ -102,7 +102,22 @@ pub struct DriveSnapshot {
 /// differs in anything (another host, controller, firmware, …) is a row of its own.
 pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Result<()> {
     for d in devices {
-        let (id, identity) = drive_key(host, d);
+        let (mut id, mut identity) = drive_key(host, d);
+        // A drive the ledger has by model and serial keeps that record when its WWN shows
+        // (a newer agent, another controller that passes it), and the other way round: one
+        // physical drive is one record.
+        if !d.serial.is_empty() {
+            let known = c.query_opt(
+                "SELECT drive_id, identity FROM drives WHERE model = ?1 AND serial = ?2 AND drive_id <> ?3
+                  ORDER BY first_seen_unix_ms LIMIT 1",
+                params![d.model, d.serial, id],
+                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+            )?;
+            if let Some((known, how)) = known {
+                id = known;
+                identity = Identity::from_str(&how);
+            }
+        }
         c.execute(
             "INSERT INTO drives (drive_id, identity, model, serial, wwn, first_seen_unix_ms, last_seen_unix_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
@@ -203,22 +218,25 @@ impl Store {
         host_and_path: Option<(&str, &str)>,
     ) -> Result<Vec<DriveSnapshot>> {
         self.read(|c| {
+            // The JSON text of the value, its LIKE wildcards and escape character escaped
+            // (`ESCAPE '\'` below, which both engines read alike).
+            let like = |key: &str, value: &str| -> Result<String> {
+                let json = serde_json::to_string(value)?
+                    .replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_");
+                Ok(format!("%\"{key}\":{json}%"))
+            };
             let (pattern, host) = match host_and_path {
-                _ if !serial.is_empty() => (
-                    format!("%\"serial\":{}%", serde_json::to_string(serial)?),
-                    String::new(),
-                ),
-                Some((host, path)) => (
-                    format!("%\"path\":{}%", serde_json::to_string(path)?),
-                    host.to_string(),
-                ),
+                _ if !serial.is_empty() => (like("serial", serial)?, String::new()),
+                Some((host, path)) => (like("path", path)?, host.to_string()),
                 None => return Ok(Vec::new()),
             };
             let rows = c.query_map(
                 "SELECT p.campaign_id, ca.name, ca.state, ca.submitted_unix_ms, pr.host, pr.plan_id, pr.facts
                    FROM provenance pr JOIN plans p ON p.id = pr.plan_id
                    JOIN campaigns ca ON ca.id = p.campaign_id
-                  WHERE pr.facts LIKE ?1 AND (?2 = '' OR pr.host = ?2)
+                  WHERE pr.facts LIKE ?1 ESCAPE '\\' AND (?2 = '' OR pr.host = ?2)
                   ORDER BY ca.submitted_unix_ms, p.campaign_id, pr.host, pr.plan_id, pr.seq",
                 params![pattern, host],
                 |r| {

@@ -470,11 +470,12 @@ pub fn skipped_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SkippedSt
     )
 }
 
-/// The campaign's provenance snapshots in the order each host took them.
+/// The campaign's provenance snapshots in the order each host took them (its plans in the
+/// order they were queued: a later round's after an earlier one's).
 pub fn snapshots(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SnapshotRow>> {
     let rows = c.query_map(
         "SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
-          WHERE p.campaign_id = ?1 ORDER BY pr.host, pr.plan_id, pr.seq",
+          WHERE p.campaign_id = ?1 ORDER BY pr.host, p.queued_seq, pr.plan_id, pr.seq",
         [campaign_id],
         |r| {
             Ok((

@@ -478,12 +478,12 @@ pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
             params![b.host, devices],
         )?;
     }
-    // The drive ledger sees what the hello or the new inventory lists.
+    // The drive ledger sees what the hello or the new inventory lists (the newer list when
+    // a batch has both).
     if let Some(devices) = b
-        .hello
+        .inventory
         .as_ref()
-        .map(|a| &a.devices)
-        .or(b.inventory.as_ref())
+        .or(b.hello.as_ref().map(|a| &a.devices))
     {
         let devices: Vec<platter_proto::inventory::Device> = serde_json::from_str(devices)?;
         super::ledger::sight(c, &b.host, &devices, now_ms())?;

@@ -263,7 +263,7 @@ fn write_nav(out: &mut String, v: &View<'_>) -> fmt::Result {
     if !percentile_operations(v).is_empty() {
         links.push(("percentiles", "Latency percentiles"));
     }
-    if !r.health.is_empty() {
+    if !r.health.is_empty() || !r.health_not_judged.is_empty() {
         links.push(("health", "Drive health"));
     }
     links.push(("details", "Every metric of every cell"));
@@ -305,7 +305,7 @@ fn write_findings(out: &mut String, r: &Report) -> fmt::Result {
 /// Each drive under test: its health before → after the run, a row per attribute it reports,
 /// the changes that matter marked; a drive that could not be read says why.
 fn write_health(out: &mut String, r: &Report) -> fmt::Result {
-    if r.health.is_empty() {
+    if r.health.is_empty() && r.health_not_judged.is_empty() {
         return Ok(());
     }
     writeln!(

@@ -952,7 +952,10 @@ pub(super) async fn drives(
     use crate::report::ledger::DriveSummary;
     let title = "Drives";
     let drives: Vec<DriveSummary> = match ctx.ledger(q.question()).await {
-        Ok(json) => serde_json::from_str(&json).unwrap_or_default(),
+        Ok(json) => match serde_json::from_str(&json) {
+            Ok(d) => d,
+            Err(e) => return failed(&access, title, &tonic::Status::internal(e.to_string())),
+        },
         Err(s) => return failed(&access, title, &s),
     };
     let mut b = format!(
@@ -991,33 +994,15 @@ pub(super) async fn drives(
     access.page(title, &b).into_response()
 }
 
-/// A drive's latest health in a table cell: a few numbers, flagged changes in red, or why
-/// it could not be read.
+/// A drive's latest health in a table cell: the words `platter drives` prints, flagged
+/// ones in red, an unreadable one muted.
 fn health_cell(h: Option<&crate::report::ledger::LatestHealth>) -> String {
-    let Some(h) = h else {
-        return "—".into();
-    };
-    let Some(r) = &h.reading else {
-        return format!(
-            "<span class=\"muted\">not readable: {}</span>",
-            esc(&h.unreadable)
-        );
-    };
-    let mut parts = Vec::new();
-    if let Some(t) = r.temperature_c {
-        parts.push(format!("{t}°C"));
+    let words = esc(&crate::report::ledger::health_words(h));
+    match h {
+        Some(h) if h.reading.is_none() => format!("<span class=\"muted\">{words}</span>"),
+        Some(h) if !h.flagged.is_empty() => format!("<span class=\"fail\">{words}</span>"),
+        _ => words,
     }
-    if let Some(m) = r.media_errors {
-        parts.push(format!("{m} media errors"));
-    }
-    if let Some(p) = r.percentage_used {
-        parts.push(format!("{p}% used"));
-    }
-    let mut out = esc(&parts.join(", "));
-    for f in &h.flagged {
-        let _ = write!(out, " <span class=\"fail\">{}</span>", esc(f));
-    }
-    out
 }
 
 /// One drive (`platter drive ID`): where it was seen, its moves and firmware changes, the
