@@ -588,6 +588,19 @@ cmd_qualify() {
       || die "the report does not say why $host's drive health is not readable (see $out/qualify-report.txt)"
   done
   ! grep -q "media_errors 0" "$out/qualify-report.txt" || die "a loop drive's health was shown as zeros"
+  # The drive ledger, from the coordinator: every agent's drive (a loop device: no serial,
+  # so tracked per host), and on flygecko's the run that failed it.
+  platter_op drives --host flygecko >"$out/drives.txt" || die "platter drives failed"
+  cat "$out/drives.txt"
+  local drive
+  drive=$(awk '$0 ~ /FAIL/ && $1 ~ /^flygecko\// {print $1; exit}' "$out/drives.txt")
+  [ -n "$drive" ] || die "the ledger shows no failed drive of flygecko (see $out/drives.txt)"
+  platter_op drive "$drive" >"$out/drive-flygecko.txt" || die "platter drive $drive failed"
+  cat "$out/drive-flygecko.txt"
+  grep -q "^    FAIL \[.*latency.p99 < 40ms" "$out/drive-flygecko.txt" \
+    || die "flygecko's drive page does not name its FAIL (see $out/drive-flygecko.txt)"
+  grep -q "^    health not readable: " "$out/drive-flygecko.txt" \
+    || die "flygecko's drive does not say why its health is not readable"
   python3 - "$out/qualify.xml" <<'EOF'
 import sys
 import xml.etree.ElementTree as ET

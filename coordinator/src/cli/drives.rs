@@ -323,7 +323,12 @@ fn render_drive(d: &DriveDetail) -> String {
                 v.measured
             ));
         }
-        if !r.health.is_empty() {
+        if !r.health_unreadable.is_empty() {
+            out.push_str(&format!(
+                "    health not readable: {}\n",
+                r.health_unreadable
+            ));
+        } else if !r.health.is_empty() {
             let health = r.health.split_once(": ").map_or(r.health.as_str(), |x| x.1);
             out.push_str(&format!("    health: {health}\n"));
         }

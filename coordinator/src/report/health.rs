@@ -227,14 +227,10 @@ pub fn judge(drives: &[DriveHealthReport], limits: &[Limit]) -> (Vec<Verdict>, V
     }
     for d in drives {
         if d.before.is_none() {
+            // Why is said once, on the drive's own line.
             not_judged.push(format!(
-                "{}: health limits not judged: health not readable: {}",
-                d.drive(),
-                if d.unreadable.is_empty() {
-                    "no reading was stored"
-                } else {
-                    &d.unreadable
-                }
+                "{}: health limits not judged: health not readable",
+                d.drive()
             ));
             continue;
         }

@@ -523,6 +523,19 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
             .iter()
             .flat_map(|s| &s.facts.health)
             .any(|h| is_it(&h.model, &h.serial, &h.path, &host));
+        // A plan's first snapshot lists every drive of its host; the drives it measured are
+        // the ones its storage was made on (their own snapshot) or whose health it read. Only
+        // those runs' reports are read.
+        let storage_on_it = group.iter().any(|s| {
+            s.facts.trigger == platter_proto::provenance::AT_STORAGE_SETUP
+                && s.facts
+                    .devices
+                    .iter()
+                    .any(|f| is_it(&f.device.model, &f.device.serial, &f.device.path, &host))
+        });
+        if !under_test_health && !storage_on_it {
+            continue;
+        }
         let Some(report) = reports.get(store, &campaign_id)? else {
             continue;
         };

@@ -1087,7 +1087,13 @@ pub(super) async fn drive(
                 esc(&v.measured),
             );
         }
-        if !r.health.is_empty() {
+        if !r.health_unreadable.is_empty() {
+            let _ = write!(
+                b,
+                "<li class=\"muted\">health not readable: {}</li>",
+                esc(&r.health_unreadable)
+            );
+        } else if !r.health.is_empty() {
             let _ = write!(
                 b,
                 "<li class=\"{}\">health: {}</li>",
