@@ -47,6 +47,12 @@ pub fn scan_inventory() -> Result<Vec<platter_proto::inventory::Device>, Invento
     probes::inventory::scan(&probes::inventory::Roots::default())
 }
 
+/// The health of the drives at `paths` now, read as a plan reads its drives' before and
+/// after (`smartctl --json -x`, or why it cannot be read): `platter inventory --health`.
+pub fn read_health(paths: &[&str]) -> Vec<platter_proto::provenance::DriveHealth> {
+    probes::provenance::health(&probes::inventory::Roots::default(), paths)
+}
+
 /// What the workspace's tests and benchmarks reach inside the agent for: the parsers and
 /// measurements the coordinator's metric catalogue is pinned to, the journal's entry type,
 /// the spawn path, the fsync loop and whether tests may skip. Not an API.

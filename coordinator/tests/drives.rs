@@ -518,3 +518,53 @@ async fn the_console_lists_the_drives_and_shows_one() {
     );
     coordinator.kill9();
 }
+
+/// `platter inventory --health`: this machine's drives read now, as a plan reads them, one
+/// reading each (no before and after); the same readings as JSON.
+#[test]
+fn inventory_reads_each_drives_health_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let bin = fake_smartctl(dir);
+    // Every reading is the "before" fixture: the fake reads "after" only once told to.
+    std::fs::remove_file(dir.join("after.json")).unwrap();
+    std::fs::copy(dir.join("before.json"), dir.join("after.json")).unwrap();
+    let json = common::run_ok(platter().env("PATH", path_with(&bin)).args([
+        "inventory",
+        "--health",
+        "--format",
+        "json",
+    ]));
+    let read: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    // (Other tests attach and detach loop devices meanwhile: no count is compared.)
+    let read = read.as_array().unwrap();
+    assert!(!read.is_empty());
+    for r in read {
+        assert_eq!(r["reading"]["media_errors"], 0, "{r}");
+        assert_eq!(r["reading"]["tool"], "smartctl 7.0");
+    }
+    let text = common::run_ok(
+        platter()
+            .env("PATH", path_with(&bin))
+            .args(["inventory", "--health"]),
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.lines().count() > 0, "{text}");
+    for line in text.lines() {
+        assert!(line.contains(": media_errors 0; "), "{line}");
+        assert!(
+            !line.contains('→') && !line.contains("after the run"),
+            "{line}"
+        );
+    }
+    let both = platter()
+        .args([
+            "inventory",
+            "--health",
+            "--coordinator",
+            "https://127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+}

@@ -290,6 +290,10 @@ pub enum Command {
         /// table for people, json for scripts
         #[arg(long, alias = "output", default_value = "table", value_parser = ["table", "json"])]
         format: String,
+        /// Read each drive's health now (smartctl --json, as a plan does before and after
+        /// it runs) instead of listing the drives; on this machine only
+        #[arg(long, conflicts_with = "coordinator")]
+        health: bool,
     },
     /// Run an agent (the same as the `platter-agent` binary).
     Agent(platter_agent::cli::AgentArgs),

@@ -109,3 +109,34 @@ pub(super) async fn inventory(
     }
     Ok(0)
 }
+
+/// `platter inventory --health`: every drive of this machine, its health read now, as a
+/// report's health section words it (one reading: no before and after).
+pub(super) fn health(format: &str) -> anyhow::Result<i32> {
+    let devices = platter_agent::scan_inventory()?;
+    let paths: Vec<&str> = devices.iter().map(|d| d.path.as_str()).collect();
+    let read = platter_agent::read_health(&paths);
+    if format == "json" {
+        println!("{}", serde_json::to_string_pretty(&read)?);
+        return Ok(0);
+    }
+    let host = platter_agent::cli::hostname();
+    // One line per device node, whatever serial smartctl gives it.
+    for h in read {
+        let snapshot = crate::report::provenance::Snapshot {
+            host: host.clone(),
+            plan_id: String::new(),
+            step_index: 0,
+            storage_config: String::new(),
+            cells: Vec::new(),
+            facts: platter_proto::provenance::Provenance {
+                health: vec![h],
+                ..Default::default()
+            },
+        };
+        for d in crate::report::health::drives(&[snapshot]) {
+            println!("{}", d.reading_text());
+        }
+    }
+    Ok(0)
+}

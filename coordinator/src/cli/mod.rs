@@ -467,7 +467,14 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 0
             })
         }
-        Command::Inventory { client, format } => {
+        Command::Inventory {
+            client,
+            format,
+            health,
+        } => {
+            if health {
+                return inventory::health(&format);
+            }
             let client = client.coordinator.is_some().then_some(client);
             inventory(client.as_ref(), &format).await
         }

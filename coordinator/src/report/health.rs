@@ -69,7 +69,7 @@ impl HealthDelta {
                 t.push_str(&format!(" ({:+})", a - b));
             }
         }
-        if self.unit == "°C" {
+        if self.unit == "°C" && self.read_after {
             if let Some(m) = self.max.filter(|m| Some(*m) != self.after) {
                 t.push_str(&format!(" (max {})", show(m, self.unit)));
             }
@@ -95,6 +95,13 @@ impl DriveHealthReport {
             t.push_str(&format!(" firmware {}", self.firmware));
         }
         t
+    }
+
+    /// A single reading's line (`platter inventory --health`): no before and after.
+    pub fn reading_text(&self) -> String {
+        self.text()
+            .trim_end_matches("; no reading after the run")
+            .to_string()
     }
 
     /// The line a text report writes of it.

@@ -529,4 +529,40 @@ mod tests {
         );
         assert!(changed(&now, &now).is_empty());
     }
+
+    /// A drive flashed between two runs (the ledger's firmware event) is what the tracker
+    /// says changed on that host: the drive's line, firmware before and after.
+    #[test]
+    fn a_firmware_change_is_what_changed() {
+        let snapshot = |firmware: &str| {
+            let device: platter_proto::inventory::Device =
+                serde_json::from_value(serde_json::json!({
+                    "name": "sdb", "path": "/dev/sdb", "major_minor": "8:16", "vendor": "ATA",
+                    "model": "INTEL SSDSC2BW120A4", "serial": "CVWL4211", "firmware": firmware,
+                    "size_bytes": 120_034_123_776u64, "rotational": false, "transport": "ata",
+                    "controller": ["sd", "ahci"], "pci_address": null, "by_id": [], "by_path": [],
+                    "write_cache": "write_back", "write_cache_source": "", "partitions": [],
+                    "mounted": [], "holders": [], "holds_root": false, "backing_file": null,
+                }))
+                .unwrap();
+            Provenance {
+                devices: vec![DeviceFacts {
+                    device,
+                    logical_block_size: 512,
+                    physical_block_size: 4096,
+                    scheduler: String::new(),
+                }],
+                ..Provenance::default()
+            }
+        };
+        let (before, now) = (facts(&snapshot("DL2B")), facts(&snapshot("DL2C")));
+        assert_eq!(changed(&now, &before), ["drive /dev/sdb"]);
+        assert_eq!(
+            (&before["drive /dev/sdb"], &now["drive /dev/sdb"]),
+            (
+                &"INTEL SSDSC2BW120A4 serial CVWL4211 firmware DL2B".to_string(),
+                &"INTEL SSDSC2BW120A4 serial CVWL4211 firmware DL2C".to_string()
+            )
+        );
+    }
 }
