@@ -191,6 +191,13 @@ fn a_drive_that_grew_media_errors_fails_its_health_limit_naming_the_serial() {
     assert_eq!(d["health"]["reading"]["media_errors"], 2);
     let failed = common::run_ok(platter().current_dir(dir).args(["drives", "--failed"]));
     assert!(String::from_utf8_lossy(&failed.stdout).contains(&id));
+    // By the serial the FAIL names (smartctl's: the kernel has none for a loop device).
+    let by_serial = common::run_ok(
+        platter()
+            .current_dir(dir)
+            .args(["drive", "S3YZNB0KB00864E"]),
+    );
+    assert!(String::from_utf8_lossy(&by_serial.stdout).starts_with(&format!("drive {id} (host)")));
     let one = common::run_ok(platter().current_dir(dir).args(["drive", &id]));
     let text = String::from_utf8_lossy(&one.stdout);
     assert!(

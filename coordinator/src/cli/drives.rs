@@ -224,15 +224,18 @@ fn drives_csv(drives: &[DriveSummary]) -> String {
 fn render_drive(d: &DriveDetail) -> String {
     let s = &d.drive;
     let mut out = format!("drive {} ({})\n", s.id, s.identity);
+    let or = |v: &str, none: &'static str| {
+        if v.is_empty() {
+            none.to_string()
+        } else {
+            v.to_string()
+        }
+    };
     out.push_str(&format!(
         "  model {}  serial {}  firmware {}{}\n",
-        s.model,
-        if s.serial.is_empty() {
-            "(none)"
-        } else {
-            &s.serial
-        },
-        s.firmware,
+        or(&s.model, "(the kernel names none)"),
+        or(&s.serial, "(none)"),
+        or(&s.firmware, "(the kernel names none)"),
         if s.wwn.is_empty() {
             String::new()
         } else {

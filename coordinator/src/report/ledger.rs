@@ -319,13 +319,31 @@ pub fn drives(store: &Store, filter: &Filter) -> Result<Vec<DriveSummary>> {
 pub fn find(store: &Store, id: &str) -> Result<std::result::Result<LedgerDrive, String>> {
     let all = store.ledger()?;
     let exact: Vec<&LedgerDrive> = all.iter().filter(|d| d.id == id).collect();
-    let matches: Vec<&LedgerDrive> = if exact.is_empty() {
+    let mut matches: Vec<&LedgerDrive> = if exact.is_empty() {
         all.iter()
             .filter(|d| d.serial == id || (!d.wwn.is_empty() && d.wwn == id))
             .collect()
     } else {
         exact
     };
+    if matches.is_empty() && !id.is_empty() {
+        // A serial only smartctl read (the kernel names none behind some USB bridges): the
+        // drive whose health reading carried it, by its host and path.
+        for s in store.drive_snapshots(id, None)? {
+            for h in s.facts.health.iter().filter(|h| h.serial == id) {
+                let seen_there = |d: &&LedgerDrive| {
+                    d.sightings
+                        .iter()
+                        .any(|x| x.host == s.host && x.path == h.path)
+                };
+                if let Some(d) = all.iter().find(seen_there) {
+                    if !matches.iter().any(|m| m.id == d.id) {
+                        matches.push(d);
+                    }
+                }
+            }
+        }
+    }
     Ok(match matches.as_slice() {
         [one] => Ok((*one).clone()),
         [] => Err(format!(
