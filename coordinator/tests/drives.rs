@@ -229,6 +229,13 @@ fn a_drive_that_grew_media_errors_fails_its_health_limit_naming_the_serial() {
     let csv = String::from_utf8_lossy(&csv.stdout);
     assert_eq!(csv.lines().count(), 2, "{csv}");
     assert!(csv.lines().nth(1).unwrap().contains(",drive-health,"));
+    // No model: exit 2, what to give.
+    let empty = platter()
+        .current_dir(dir)
+        .args(["qualification", ""])
+        .output()
+        .unwrap();
+    assert_eq!(empty.status.code(), Some(2));
     // A drive nobody has: exit 2, what to give instead.
     let none = platter()
         .current_dir(dir)

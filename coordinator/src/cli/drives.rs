@@ -310,9 +310,14 @@ fn render_drive(d: &DriveDetail) -> String {
         out.push_str("  none measured it yet\n");
     }
     for r in &d.runs {
+        let firmware = if r.firmware.is_empty() {
+            String::new()
+        } else {
+            format!(", firmware {}", r.firmware)
+        };
         out.push_str(&format!(
-            "  {} {} ({}) on {} {}, firmware {}, {}\n",
-            r.submitted, r.campaign, r.campaign_id, r.host, r.path, r.firmware, r.state
+            "  {} {} ({}) on {} {}{firmware}, {}\n",
+            r.submitted, r.campaign, r.campaign_id, r.host, r.path, r.state
         ));
         for x in &r.results {
             out.push_str(&format!("    {x}\n"));

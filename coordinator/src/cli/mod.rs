@@ -410,6 +410,10 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             firmware,
             ledger,
         } => {
+            if model.trim().is_empty() {
+                eprintln!("platter: give the drive model to qualify (`platter drives` lists them)");
+                return Ok(EXIT_INVALID);
+            }
             let q = crate::report::ledger::Question::Qualification { model, firmware };
             drives::ledger(q, ledger).await
         }
