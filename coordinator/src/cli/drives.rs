@@ -119,28 +119,7 @@ fn verdict_words(d: &DriveSummary) -> String {
 }
 
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                l.push_str(&format!("{c:<w$}  ", w = *w));
-            }
-        }
-        l.trim_end().to_string() + "\n"
-    };
-    let mut out = line(header.to_vec());
-    for r in rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out
+    super::users::table(header, rows.to_vec())
 }
 
 fn render_drives(drives: &[DriveSummary]) -> String {
@@ -337,8 +316,7 @@ fn render_drive(d: &DriveDetail) -> String {
                 r.health_unreadable
             ));
         } else if !r.health.is_empty() {
-            let health = r.health.split_once(": ").map_or(r.health.as_str(), |x| x.1);
-            out.push_str(&format!("    health: {health}\n"));
+            out.push_str(&format!("    health: {}\n", r.health));
         }
     }
     out
@@ -374,7 +352,7 @@ fn drive_csv(d: &DriveDetail) -> String {
             r.state.clone(),
             r.verdicts.iter().filter(|v| v.pass).count().to_string(),
             r.verdicts.iter().filter(|v| !v.pass).count().to_string(),
-            r.health_flagged.to_string(),
+            (!r.health_flags.is_empty()).to_string(),
             r.health.clone(),
         ]));
     }

@@ -193,8 +193,8 @@ fn when(unix_ms: i64) -> String {
     certs::date(t)
 }
 
-/// Rows under a header, columns aligned.
-fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+/// Rows under a header, columns aligned (`platter users`, `tokens`, `drives`).
+pub(super) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
     let widths = crate::report::widths(&header, &rows);
     let mut out = String::new();

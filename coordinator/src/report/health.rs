@@ -57,6 +57,15 @@ pub struct HealthDelta {
 impl HealthDelta {
     /// "media_errors 0 → 2 (+2)", "temperature 34°C → 41°C (max 43°C)".
     pub fn text(&self) -> String {
+        let mut t = self.change_text();
+        if self.flagged {
+            t.push_str(" FLAGGED");
+        }
+        t
+    }
+
+    /// `text` without the flag.
+    pub fn change_text(&self) -> String {
         let v = |x: Option<f64>| x.map_or("—".to_string(), |x| show(x, self.unit));
         let mut t = match (self.before, self.after) {
             (Some(b), Some(a)) if b == a => format!("{} {}", self.attribute, v(Some(a))),
@@ -73,9 +82,6 @@ impl HealthDelta {
             if let Some(m) = self.max.filter(|m| Some(*m) != self.after) {
                 t.push_str(&format!(" (max {})", show(m, self.unit)));
             }
-        }
-        if self.flagged {
-            t.push_str(" FLAGGED");
         }
         t
     }
@@ -99,26 +105,39 @@ impl DriveHealthReport {
 
     /// A single reading's line (`platter inventory --health`): no before and after.
     pub fn reading_text(&self) -> String {
-        self.text()
-            .trim_end_matches("; no reading after the run")
-            .to_string()
+        format!("{}: {}", self.drive(), self.readings_text(false))
     }
 
     /// The line a text report writes of it.
     pub fn text(&self) -> String {
+        format!("{}: {}", self.drive(), self.readings_text(true))
+    }
+
+    /// What the readings say, without the drive: each attribute before → after, or why
+    /// none was read; `after_expected`: a run, whose missing end reading is said.
+    pub fn readings_text(&self, after_expected: bool) -> String {
         if self.before.is_none() {
             let why = if self.unreadable.is_empty() {
                 "no reading was stored"
             } else {
                 &self.unreadable
             };
-            return format!("{}: health not readable: {why}", self.drive());
+            return format!("health not readable: {why}");
         }
         let mut parts: Vec<String> = self.deltas.iter().map(HealthDelta::text).collect();
-        if self.after.is_none() {
+        if after_expected && self.after.is_none() {
             parts.push("no reading after the run".into());
         }
-        format!("{}: {}", self.drive(), parts.join("; "))
+        parts.join("; ")
+    }
+
+    /// The changes flagged, each as `HealthDelta::change_text` says it.
+    pub fn flags(&self) -> Vec<String> {
+        self.deltas
+            .iter()
+            .filter(|d| d.flagged)
+            .map(HealthDelta::change_text)
+            .collect()
     }
 
     pub fn flagged(&self) -> bool {

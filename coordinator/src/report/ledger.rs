@@ -102,7 +102,9 @@ pub struct DriveRun {
     /// Its health over the run, before → after, or why it could not be read.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub health: String,
-    pub health_flagged: bool,
+    /// The changes the run flagged ("media_errors 0 → 2 (+2)").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health_flags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_after: Option<HealthReading>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -463,15 +465,7 @@ fn summary(d: &LedgerDrive, runs: &[DriveRun]) -> DriveSummary {
             campaign_id: r.campaign_id.clone(),
             unreadable: r.health_unreadable.clone(),
             reading: r.health_after.clone(),
-            flagged: if r.health_flagged {
-                r.health
-                    .split("; ")
-                    .filter_map(|p| p.strip_suffix(" FLAGGED"))
-                    .map(|p| p.rsplit(": ").next().unwrap_or(p).to_string())
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            flagged: r.health_flags.clone(),
         });
     DriveSummary {
         id: d.id.clone(),
@@ -632,8 +626,8 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
                 .unwrap_or_default(),
             results,
             verdicts,
-            health: health.map(|h| h.text()).unwrap_or_default(),
-            health_flagged: health.is_some_and(|h| h.flagged()),
+            health: health.map(|h| h.readings_text(true)).unwrap_or_default(),
+            health_flags: health.map(|h| h.flags()).unwrap_or_default(),
             health_after: health.and_then(|h| h.after.clone().or(h.before.clone())),
             health_unreadable: health
                 .filter(|h| h.before.is_none())

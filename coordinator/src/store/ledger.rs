@@ -4,7 +4,7 @@
 //! typed rows: the drives, one drive's sightings, and the provenance snapshots of the runs
 //! that measured it (where a drive's health and its runs come from).
 
-use platter_proto::inventory::{Device, Transport, WriteCache};
+use platter_proto::inventory::{Device, WriteCache};
 use platter_proto::model::{CampaignId, HostName, PlanId};
 use platter_proto::provenance::Provenance;
 
@@ -266,14 +266,4 @@ impl Store {
                 .collect()
         })
     }
-}
-
-/// Whether `d` (as an agent reports it) is the ledger's drive `id`.
-pub fn is_drive(id: &str, host: &str, d: &Device) -> bool {
-    drive_key(host, d).0 == id
-}
-
-/// A loop device is never a drive the ledger can say much of; kept, but said.
-pub fn is_loop(transport: &str) -> bool {
-    transport == Transport::Loop.as_str()
 }

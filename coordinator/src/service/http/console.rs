@@ -1097,8 +1097,12 @@ pub(super) async fn drive(
             let _ = write!(
                 b,
                 "<li class=\"{}\">health: {}</li>",
-                if r.health_flagged { "fail" } else { "muted" },
-                esc(r.health.split_once(": ").map_or(r.health.as_str(), |x| x.1)),
+                if r.health_flags.is_empty() {
+                    "muted"
+                } else {
+                    "fail"
+                },
+                esc(&r.health),
             );
         }
         b.push_str("</ul>");
