@@ -450,6 +450,8 @@ async fn the_console_lists_the_drives_and_shows_one() {
             .agent_seen(&host("rc66"), "b1", "0.1.0", &[sdb], &[])
             .await
             .unwrap();
+        // Sightings are ordered by when first seen (to the millisecond): one later.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let moved = device("sdc", "CVWL4211", "DL2C", &["sd", "mpt3sas"]);
         store
             .agent_seen(&host("flygecko"), "b2", "0.1.0", &[moved], &[])
