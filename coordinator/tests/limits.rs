@@ -35,7 +35,7 @@ fn a_plan_over_4_mib_is_delivered_and_cancel_frees_its_host() {
     );
     let big_id = submit(dir, port, &big);
     let small_id = submit(dir, port, &small);
-    let body: i64 = query_i64(dir, "SELECT MAX(LENGTH(body)) FROM plans");
+    let body: i64 = query_i64(dir, "SELECT MAX(LENGTH(body)) FROM plan_templates");
     assert!(body > 4 << 20, "the plan is over 4 MiB: {body} bytes");
     wait_in(
         dir,

@@ -6,7 +6,7 @@ use platter_proto::model::CampaignId;
 use super::db::{self, params};
 use super::error::{now_ms, Result, StoreError};
 use super::notify::Change;
-use super::plans::{queue_plan, warmup_steps};
+use super::plans::{queue_plan, split, warmup_steps};
 use super::Store;
 use crate::planning::planner::PlannedCampaign;
 
@@ -130,23 +130,37 @@ pub(super) fn insert_cells_and_plans_pg(pg: &db::pg::PgConn, p: &PlannedCampaign
             &devices,
         ],
     )?;
-    let (mut bodies, mut warmups) = (Vec::new(), Vec::new());
+    // Each distinct template once (most hosts of a fleet-wide campaign share one).
+    let (mut hashes, mut cells, mut warmups) = (Vec::new(), Vec::new(), Vec::new());
+    let mut templates: std::collections::BTreeMap<String, String> = Default::default();
     for plan in &p.plans {
-        bodies.push(serde_json::to_string(plan)?);
+        let s = split(plan)?;
+        hashes.push(s.hash.clone());
+        cells.push(s.cells);
+        templates.entry(s.hash).or_insert(s.template);
         warmups.push(serde_json::to_string(&warmup_steps(plan))?);
     }
+    let (t_hashes, t_bodies): (Vec<&str>, Vec<&str>) = templates
+        .iter()
+        .map(|(h, b)| (h.as_str(), b.as_str()))
+        .unzip();
+    pg.query_typed(
+        "INSERT INTO plan_templates (hash, body)
+         SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+        &[&t_hashes, &t_bodies],
+    )?;
     let ids: Vec<&str> = p.plans.iter().map(|pl| pl.id.as_str()).collect();
     let campaigns: Vec<&str> = p.plans.iter().map(|pl| pl.campaign_id.as_str()).collect();
     let hosts: Vec<&str> = p.plans.iter().map(|pl| pl.host.as_str()).collect();
     let steps: Vec<i64> = p.plans.iter().map(|pl| pl.steps.len() as i64).collect();
     pg.query_typed(
-        "INSERT INTO plans (id, campaign_id, host, body, steps_total, state, queued_seq, warmup_steps)
-         SELECT q.id, q.campaign_id, q.host, q.body, q.steps_total, 'queued',
+        "INSERT INTO plans (id, campaign_id, host, body, template, cells, steps_total, state, queued_seq, warmup_steps)
+         SELECT q.id, q.campaign_id, q.host, '', q.template, q.cells, q.steps_total, 'queued',
                 (SELECT COALESCE(MAX(queued_seq), 0) FROM plans) + q.k, q.warmup
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[])
-                WITH ORDINALITY AS q (id, campaign_id, host, body, steps_total, warmup, k)
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[])
+                WITH ORDINALITY AS q (id, campaign_id, host, template, cells, steps_total, warmup, k)
          ON CONFLICT DO NOTHING",
-        &[&ids, &campaigns, &hosts, &bodies, &steps, &warmups],
+        &[&ids, &campaigns, &hosts, &hashes, &cells, &steps, &warmups],
     )?;
     Ok(())
 }

@@ -9,6 +9,7 @@ use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 use super::db::{self, Conn};
 use super::error::{retrying_collisions, Result, StoreError};
 use super::notify::Change;
+use super::plans::{Plans, PLAN_COLUMNS, PLAN_FROM};
 use super::Store;
 
 /// What a host should run: the plan it has (sent or accepted), or its next queued one.
@@ -141,39 +142,37 @@ impl Store {
             )?;
         }
         // Per host, the plan it runs, else its next queued one (false sorts first).
+        // Each template parsed once, however many hosts share it.
+        let mut plans = Plans::default();
+        let mut next = std::collections::HashMap::new();
         let rows = pg.query_typed(
-            "SELECT DISTINCT ON (host) host, id, state = 'queued', body FROM plans
-              WHERE host = ANY($1::text[]) AND state IN ('sent', 'accepted', 'queued')
-              ORDER BY host, state = 'queued', queued_seq",
+            &format!(
+                "SELECT DISTINCT ON (p.host) p.state = 'queued', {PLAN_COLUMNS} FROM {PLAN_FROM}
+                  WHERE p.host = ANY($1::text[]) AND p.state IN ('sent', 'accepted', 'queued')
+                  ORDER BY p.host, p.state = 'queued', p.queued_seq"
+            ),
             &[&names],
         )?;
-        let mut next = std::collections::HashMap::with_capacity(rows.len());
         for row in &rows {
-            let host: &str = row.try_get(0)?;
-            let queued: bool = row.try_get(2)?;
+            let r = db::Row::pg(row);
+            let queued: bool = r.get(0)?;
             if queued && !mark {
                 return Ok(None);
             }
-            next.insert(
-                host,
-                (
-                    row.try_get::<_, &str>(1)?,
-                    queued,
-                    row.try_get::<_, &str>(3)?,
-                ),
-            );
+            let plan = plans.read(&r, 1)?;
+            next.insert(plan.host.clone(), (plan, queued));
         }
         let mut out = Vec::with_capacity(next.len());
         let mut sent = Vec::new();
         for host in hosts {
             // A host named twice is answered once.
-            let Some((id, queued, body)) = next.remove(host.as_str()) else {
+            let Some((plan, queued)) = next.remove(host) else {
                 continue;
             };
             if queued {
-                sent.push(id);
+                sent.push(plan.id.to_string());
             }
-            out.push((host.clone(), serde_json::from_str(body)?, queued));
+            out.push((host.clone(), plan, queued));
         }
         if !sent.is_empty() {
             // Only plans still queued: a cancel through another coordinator (which takes
@@ -198,23 +197,27 @@ impl Store {
     fn next_plan(c: &Conn, host: &str) -> Result<Option<Next>> {
         // Statements are cached per connection: a fan-out asks this once per host, and
         // preparing them anew was a third of its CPU (BENCHMARKS.md, fleet scale).
-        let active: Option<String> = c.query_opt(
-            "SELECT body FROM plans WHERE host = ?1 AND state IN ('sent', 'accepted') ORDER BY queued_seq LIMIT 1",
+        let mut plans = Plans::default();
+        let active = c.query_opt(
+            &format!(
+                "SELECT {PLAN_COLUMNS} FROM {PLAN_FROM}
+                  WHERE p.host = ?1 AND p.state IN ('sent', 'accepted') ORDER BY p.queued_seq LIMIT 1"
+            ),
             [host],
-            |r| r.get(0),
+            |r| plans.read(r, 0),
         )?;
-        if let Some(body) = active {
-            return Ok(Some(Next::Active(serde_json::from_str(&body)?)));
+        if let Some(plan) = active {
+            return Ok(Some(Next::Active(plan)));
         }
-        let next: Option<(PlanId, String)> = c.query_opt(
-            "SELECT id, body FROM plans WHERE host = ?1 AND state = 'queued' ORDER BY queued_seq LIMIT 1",
+        let next = c.query_opt(
+            &format!(
+                "SELECT {PLAN_COLUMNS} FROM {PLAN_FROM}
+                  WHERE p.host = ?1 AND p.state = 'queued' ORDER BY p.queued_seq LIMIT 1"
+            ),
             [host],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| plans.read(r, 0),
         )?;
-        match next {
-            Some((id, body)) => Ok(Some(Next::Queued(id, serde_json::from_str(&body)?))),
-            None => Ok(None),
-        }
+        Ok(next.map(|plan| Next::Queued(plan.id.clone(), plan)))
     }
 
     /// Marks a campaign cancelled; queued plans will not be sent. Returns the plans that

@@ -253,8 +253,7 @@ impl Store {
                 // The plan's body is read only for a plan that runs a step now, to name it.
                 let running = match t.running {
                     Some((index, _)) => {
-                        let body: String = c.query_row("SELECT body FROM plans WHERE id = ?1", [&plan_id], |r| r.get(0))?;
-                        Some(RunningStep { index, plan: serde_json::from_str(&body)? })
+                        Some(RunningStep { index, plan: super::plans::plan_by_id(c, &plan_id)? })
                     }
                     None => None,
                 };

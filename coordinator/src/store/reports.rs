@@ -12,6 +12,7 @@ use platter_proto::provenance::Provenance;
 
 use super::db::{params, Conn};
 use super::error::Result;
+use super::plans::{Plans, PLAN_COLUMNS, PLAN_FROM};
 use super::progress::LATEST;
 
 /// A campaign as submitted, as its report heads it.
@@ -355,26 +356,20 @@ impl super::Store {
 
 /// Every plan of the campaign, as sent.
 pub fn plans(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CampaignPlan>> {
-    let rows = c.query_map(
-        "SELECT id, state, body FROM plans WHERE campaign_id = ?1",
+    // Each template parsed once: a campaign on 100,000 identical hosts has one.
+    let mut plans = Plans::default();
+    c.query_map(
+        &format!("SELECT p.state, {PLAN_COLUMNS} FROM {PLAN_FROM} WHERE p.campaign_id = ?1"),
         [campaign_id],
         |r| {
-            Ok((
-                r.get::<PlanId>(0)?,
-                r.get::<String>(1)?,
-                r.get::<String>(2)?,
-            ))
-        },
-    )?;
-    rows.into_iter()
-        .map(|(id, state, body)| {
+            let plan = plans.read(r, 1)?;
             Ok(CampaignPlan {
-                id,
-                refused: state == "refused",
-                plan: serde_json::from_str(&body)?,
+                id: plan.id.clone(),
+                refused: r.get::<String>(0)? == "refused",
+                plan,
             })
-        })
-        .collect()
+        },
+    )
 }
 
 /// How many measure steps of plans not refused ended (measured, failed or skipped),

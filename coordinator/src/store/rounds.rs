@@ -64,10 +64,7 @@ pub fn plan_failed(c: &Conn, plan_id: &PlanId) -> Result<bool> {
 
 /// Plan `plan_id` as it was sent.
 pub fn plan_body(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
-    let body: String = c.query_row("SELECT body FROM plans WHERE id = ?1", [plan_id], |r| {
-        r.get(0)
-    })?;
-    Ok(serde_json::from_str(&body)?)
+    super::plans::plan_by_id(c, plan_id)
 }
 
 /// The host's cells of a campaign as the planner made them, in their order.

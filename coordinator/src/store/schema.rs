@@ -200,8 +200,21 @@ pub(super) fn migrations() -> Migrations<'static> {
         ),
         M::up(SCHEDULES_SCHEMA),
         M::up(LEDGER_SCHEMA),
+        M::up(PLAN_TEMPLATES_SCHEMA),
     ])
 }
+
+/// Plans stored once per distinct template (issue 32, `store::plans`); PostgreSQL's is
+/// the same in its types (`db::pg_schema`). A plan row names its template and lists its cells; `body` stays '' for
+/// such a row and holds the whole plan for one stored before templates.
+pub(crate) const PLAN_TEMPLATES_SCHEMA: &str = r#"
+CREATE TABLE plan_templates (
+    hash TEXT NOT NULL PRIMARY KEY,  -- hex SHA-256 of body
+    body TEXT NOT NULL               -- JSON of the plan: no id or host, cells by position
+);
+ALTER TABLE plans ADD COLUMN template TEXT;   -- plan_templates.hash; NULL: `body` is the plan
+ALTER TABLE plans ADD COLUMN cells TEXT;      -- JSON list of the plan's cell ids
+"#;
 
 /// The drive ledger (issue 31, `store::ledger`): each physical drive once, keyed by its world
 /// wide name, else model and serial, else (no serial: a loop device) host and name; and

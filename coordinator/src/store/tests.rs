@@ -983,3 +983,74 @@ fn reads_at_once_use_a_bounded_number_of_connections() {
         assert!(readers.open <= MAX_IDLE_READERS && readers.idle.len() == readers.open);
     }
 }
+
+/// A campaign on many hosts with the same steps stores those steps once (issue 32): one
+/// template, a row per host; each host is still sent its own plan (its id, host and
+/// cells), exactly once, and a report reads every plan back as planned.
+#[test]
+fn identical_plans_are_stored_once_and_each_host_gets_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("h{i:02}")).collect();
+    for store in testing::stores(dir.path()) {
+        let planned = test_campaign(&names.join(", "), 1);
+        assert_eq!(planned.plans.len(), 40);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let count = |sql: &str| {
+            store
+                .read(|c| c.query_row(sql, (), |r| r.get::<i64>(0)))
+                .unwrap()
+        };
+        assert_eq!(count("SELECT COUNT(*) FROM plan_templates"), 1);
+        assert_eq!(
+            count("SELECT COUNT(*) FROM plans WHERE body = '' AND template IS NOT NULL"),
+            40
+        );
+        // The steps are in the template alone: a row holds only its cells' ids.
+        let biggest_row = count("SELECT MAX(LENGTH(cells)) FROM plans");
+        let template = count("SELECT MAX(LENGTH(body)) FROM plan_templates");
+        assert!(
+            biggest_row * 4 < template,
+            "row {biggest_row} B, template {template} B"
+        );
+
+        let hosts: Vec<HostName> = names.iter().map(|n| HostName::from(n.as_str())).collect();
+        let sent = store.plans_for_hosts(&hosts).unwrap();
+        assert_eq!(sent.len(), 40);
+        for (host, plan, new) in &sent {
+            let want = planned.plans.iter().find(|p| p.host == *host).unwrap();
+            assert_eq!((plan, *new), (want, true), "{host}");
+        }
+        // Sent once: asked again, each host's plan is the one it runs, not a new one.
+        let again = store.plans_for_hosts(&hosts).unwrap();
+        assert!(again.iter().all(|(_, _, new)| !new));
+        let read = store.read(|c| reports::plans(c, &planned.id)).unwrap();
+        assert_eq!(read.len(), 40);
+        for p in read {
+            assert_eq!(planned.plans.iter().find(|q| q.id == p.id), Some(&p.plan));
+        }
+    }
+}
+
+/// A plan stored whole by a version before templates (`body` holds it, `template` is
+/// NULL) is read and sent as it was.
+#[test]
+fn a_plan_stored_whole_before_templates_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let planned = test_campaign("old", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let plan = &planned.plans[0];
+        let whole = serde_json::to_string(plan).unwrap();
+        store
+            .write(|c| {
+                c.execute(
+                    "UPDATE plans SET body = ?1, template = NULL, cells = NULL WHERE id = ?2",
+                    db::params![whole, plan.id],
+                )?;
+                c.execute("DELETE FROM plan_templates", ())
+            })
+            .unwrap();
+        let (sent, new) = store.plan_for_host("old").unwrap().unwrap();
+        assert_eq!((&sent, new), (plan, true));
+    }
+}

@@ -211,6 +211,13 @@ enum RowInner<'r> {
     Pg(&'r tokio_postgres::Row),
 }
 
+impl<'r> Row<'r> {
+    /// A row `PgConn::query_typed` returned, read like any other.
+    pub fn pg(r: &'r tokio_postgres::Row) -> Row<'r> {
+        Row(RowInner::Pg(r))
+    }
+}
+
 impl Row<'_> {
     /// Column `i` as a `T`.
     pub fn get<T: FromValue>(&self, i: usize) -> Result<T> {

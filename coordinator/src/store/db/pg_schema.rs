@@ -257,4 +257,13 @@ CREATE TABLE drive_sightings (
 );
 CREATE INDEX drive_sightings_host ON drive_sightings (host);
 "#,
+    // Plans stored once per template: the same tables as SQLite's.
+    r#"
+CREATE TABLE plan_templates (
+    hash TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+    body TEXT COLLATE "C" NOT NULL
+);
+ALTER TABLE plans ADD COLUMN template TEXT COLLATE "C";
+ALTER TABLE plans ADD COLUMN cells TEXT COLLATE "C";
+"#,
 ];
