@@ -7,6 +7,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("cargo:rerun-if-changed=platter/v1/common.proto");
     let descriptors = protox::compile(files, ["."])?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    // Small per-stream buffers (src/codec.rs): a coordinator holds one stream per agent.
+    tonic_prost_build::configure()
+        .codec_path("crate::codec::SmallBuffers")
+        .compile_fds(descriptors)?;
     Ok(())
 }

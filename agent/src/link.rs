@@ -303,14 +303,16 @@ impl Link {
         if let Some(why) = &target.unresolved {
             return Err(LinkError::Resolve(why.clone()));
         }
-        let channel = target
+        let endpoint = target
             .endpoint
             .clone()
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(PING_INTERVAL)
-            .keep_alive_timeout(PING_TIMEOUT)
-            .connect()
-            .await?;
+            .keep_alive_timeout(PING_TIMEOUT);
+        let channel = match &target.tls {
+            Some(tls) => endpoint.connect_with_connector(tls.clone()).await?,
+            None => endpoint.connect().await?,
+        };
         let mut client = AgentLinkClient::new(channel).max_decoding_message_size(MAX_PLAN_BYTES);
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(256);
         // What the coordinator knows of this host's devices, on this connection.

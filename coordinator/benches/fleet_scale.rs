@@ -58,6 +58,10 @@
 //!   `application_name` fleet-a / fleet-b, and the bench samples their number from
 //!   `pg_stat_activity` (with `psql`, when it is installed) against `max_connections`.
 //! * `FLEET_COORDINATORS=2`, `FLEET_FAILOVER=1` — see above.
+//! * `FLEET_RESUME=0` — each fake agent makes a new TLS configuration per connection, so
+//!   no session resumes (as every agent did before issue 32); by default one per agent,
+//!   as `platter-agent` keeps, and a failover's reconnects resume their sessions on B
+//!   (A and B serve one certificate).
 //! * `FLEET_PERF` — a directory: record a `perf record -e cpu-clock -g` profile of the
 //!   coordinator (A) per phase (connect.data, idle.data, fanout.data) there.
 //!

@@ -24,7 +24,8 @@ fn coordinator(dir: &Path, name: &str, tls: Option<&Path>) -> (Proc, u16) {
     c.args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--db")
         .arg(own.join("coordinator.db"))
-        .env("PLATTER_LOG", "info");
+        // With a line for each resumed TLS session.
+        .env("PLATTER_LOG", "info,platter::service::tls=debug");
     match tls {
         Some(tls) => c.arg("--tls-dir").arg(tls),
         None => c.arg("--dangerously-insecure"),
@@ -257,6 +258,10 @@ fn with_tls_an_agent_moves_between_coordinators_dialled_by_name() {
     let _agent = start_agent(dir, &["--coordinator", &list, "--tls-dir", &agent_tls], &[]);
     client.wait_connected(dir, port_a, "mover", Duration::from_secs(20));
     kill_and_measure_the_move(dir, &client, &mut a, port_b);
+    // A and B serve one certificate: the agent's session with A resumed on B, no
+    // certificates sent or verified again (issue 32).
+    let b_log = logs(&dir.join("b"));
+    assert!(b_log.contains("TLS session resumed"), "{b_log}");
     // The address dialled is in the log beside the name given.
     assert!(
         agent_log(dir).contains(&format!(

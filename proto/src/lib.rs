@@ -7,6 +7,7 @@
 //! lock that keeps a second process off a store or an agent's state directory (`lock`).
 //! Both sides depend on this crate; neither reaches into the other.
 
+pub mod codec;
 pub mod ids;
 pub mod inventory;
 pub mod lock;

@@ -56,6 +56,19 @@ impl TlsDir {
             .ca_certificate(Certificate::from_pem(f.ca))
             .identity(Identity::from_pem(f.cert, f.key)))
     }
+
+    /// `session_config` of this directory's files (an agent's, read once when it
+    /// starts); a certificate outside its validity is said, as `client_config` says it.
+    pub fn session_config(
+        &self,
+    ) -> anyhow::Result<std::sync::Arc<tokio_rustls::rustls::ClientConfig>> {
+        let f = self.read()?;
+        if let Some(problem) = validity_problem(&f.cert) {
+            tracing::warn!("{}: {problem}", self.cert().display());
+        }
+        session_config(&f.ca, &f.cert, &f.key)
+            .with_context(|| format!("the TLS files in {}", self.0.display()))
+    }
 }
 
 /// How a client reaches the coordinator.
@@ -173,26 +186,9 @@ pub async fn why_closed(
 async fn ask_again(dir: &TlsDir, given: &str, dialled: &str) -> Option<Option<Refusal>> {
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio_rustls::rustls::pki_types::pem::PemObject;
-    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+    use tokio_rustls::rustls::pki_types::ServerName;
     let f = dir.read().ok()?;
-    let mut roots = RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(f.ca.as_bytes()) {
-        roots.add(c.ok()?).ok()?;
-    }
-    let chain = CertificateDer::pem_slice_iter(f.cert.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .ok()?;
-    let key = PrivateKeyDer::from_pem_slice(f.key.as_bytes()).ok()?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .ok()?;
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let cfg = rustls_client(&f.ca, &f.cert, &f.key).ok()?;
     let name = ServerName::try_from(host_port(given, 443)?.0).ok()?;
     let (host, port) = host_port(dialled, 443)?;
     let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
@@ -490,4 +486,167 @@ mod tests {
         }
         assert_eq!(alert_in("received fatal alert: Nonsense"), None);
     }
+}
+
+/// The rustls client side of one process that dials coordinators again and again (an
+/// agent): one configuration, so that its session cache outlives each connection, and
+/// one cache for all coordinators, so that a ticket one coordinator gave is offered to the
+/// next. Coordinators serving one certificate open each other's tickets
+/// (the coordinator's `service::tickets`): an agent that fails over resumes its session
+/// (no certificates sent or verified, one key exchange) instead of a full handshake; any
+/// other coordinator cannot open the ticket and the handshake is simply full.
+pub fn session_config(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> anyhow::Result<std::sync::Arc<tokio_rustls::rustls::ClientConfig>> {
+    use std::sync::Arc;
+    use tokio_rustls::rustls::client::{ClientSessionMemoryCache, Resumption};
+    let mut cfg = rustls_client(ca_pem, cert_pem, key_pem)?;
+    cfg.resumption = Resumption::store(Arc::new(OneFleet(ClientSessionMemoryCache::new(8))));
+    Ok(Arc::new(cfg))
+}
+
+/// A rustls client configuration that trusts only the fleet CA, presents this party's
+/// certificate and speaks HTTP/2.
+fn rustls_client(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> anyhow::Result<tokio_rustls::rustls::ClientConfig> {
+    use std::sync::Arc;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.context("reading the CA certificate")?)
+            .context("not a usable CA certificate")?;
+    }
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .context("reading the certificate")?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("reading the key")?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .context("the certificate does not match its key")?;
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(cfg)
+}
+
+/// A client session cache with one slot for every coordinator: whatever name was
+/// dialled, the tickets are those of "the fleet's coordinators".
+#[derive(Debug)]
+struct OneFleet(tokio_rustls::rustls::client::ClientSessionMemoryCache);
+
+/// The one name `OneFleet` files every session under.
+fn fleet_name() -> tokio_rustls::rustls::pki_types::ServerName<'static> {
+    tokio_rustls::rustls::pki_types::ServerName::try_from("coordinators.platter.invalid")
+        .expect("a valid DNS name")
+}
+
+impl tokio_rustls::rustls::client::ClientSessionStore for OneFleet {
+    fn set_kx_hint(
+        &self,
+        _: tokio_rustls::rustls::pki_types::ServerName<'static>,
+        group: tokio_rustls::rustls::NamedGroup,
+    ) {
+        self.0.set_kx_hint(fleet_name(), group)
+    }
+    fn kx_hint(
+        &self,
+        _: &tokio_rustls::rustls::pki_types::ServerName<'_>,
+    ) -> Option<tokio_rustls::rustls::NamedGroup> {
+        self.0.kx_hint(&fleet_name())
+    }
+    fn set_tls12_session(
+        &self,
+        _: tokio_rustls::rustls::pki_types::ServerName<'static>,
+        value: tokio_rustls::rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.0.set_tls12_session(fleet_name(), value)
+    }
+    fn tls12_session(
+        &self,
+        _: &tokio_rustls::rustls::pki_types::ServerName<'_>,
+    ) -> Option<tokio_rustls::rustls::client::Tls12ClientSessionValue> {
+        self.0.tls12_session(&fleet_name())
+    }
+    fn remove_tls12_session(&self, _: &tokio_rustls::rustls::pki_types::ServerName<'static>) {
+        self.0.remove_tls12_session(&fleet_name())
+    }
+    fn insert_tls13_ticket(
+        &self,
+        _: tokio_rustls::rustls::pki_types::ServerName<'static>,
+        value: tokio_rustls::rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.0.insert_tls13_ticket(fleet_name(), value)
+    }
+    fn take_tls13_ticket(
+        &self,
+        _: &tokio_rustls::rustls::pki_types::ServerName<'static>,
+    ) -> Option<tokio_rustls::rustls::client::Tls13ClientSessionValue> {
+        self.0.take_tls13_ticket(&fleet_name())
+    }
+}
+
+/// A connector for `Endpoint::connect_with_connector` (the endpoint's URL is the
+/// coordinator's address as http://, its origin the https:// one): TCP to the URL's host
+/// and port, then TLS with `cfg` checking the coordinator's certificate for `server_name`.
+/// tonic's own TLS makes a new rustls configuration for every endpoint, so its sessions
+/// never resume on another endpoint.
+#[derive(Clone)]
+pub struct TlsConnect {
+    pub cfg: std::sync::Arc<tokio_rustls::rustls::ClientConfig>,
+    pub server_name: String,
+}
+
+impl tower_service::Service<tonic::codegen::http::Uri> for TlsConnect {
+    type Response = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: tonic::codegen::http::Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            use std::io::{Error, ErrorKind};
+            let (host, port) = host_port(&uri.to_string(), 443)
+                .ok_or_else(|| Error::new(ErrorKind::InvalidInput, format!("no host in {uri}")))?;
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(this.server_name)
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, e))?;
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            tcp.set_nodelay(true)?;
+            let tls = tokio_rustls::TlsConnector::from(this.cfg)
+                .connect(name, tcp)
+                .await?;
+            Ok(hyper_util::rt::TokioIo::new(tls))
+        })
+    }
+}
+
+/// An endpoint for `TlsConnect`: `url` (https://…) as http://, requests naming `url`.
+pub fn tls_endpoint(url: &str) -> anyhow::Result<tonic::transport::Endpoint> {
+    let origin: tonic::codegen::http::Uri = url
+        .parse()
+        .with_context(|| format!("bad coordinator address {url:?}"))?;
+    let plain = match url.strip_prefix("https://") {
+        Some(rest) => format!("http://{rest}"),
+        None => anyhow::bail!("coordinator address {url} must start with https:// when using TLS"),
+    };
+    Ok(tonic::transport::Endpoint::from_shared(plain)
+        .with_context(|| format!("bad coordinator address {url:?}"))?
+        .origin(origin))
 }

@@ -8,10 +8,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::Context;
+use std::sync::Arc;
 use tonic::codegen::http::Uri;
-use tonic::transport::{ClientTlsConfig, Endpoint};
 
-use crate::tls::Transport;
+use tokio_rustls::rustls::ClientConfig;
+use tonic::transport::Endpoint;
+
+use crate::tls::{TlsConnect, Transport};
 
 /// How long a name may take to resolve: a resolver that does not answer must not hold up
 /// the other coordinators.
@@ -20,17 +23,18 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The addresses an agent was given, checked once when it starts.
 pub(crate) struct Coordinators {
     given: Vec<Given>,
-    /// The client side of mutual TLS, read once from the identity directory; None for
-    /// plaintext.
-    tls: Option<ClientTlsConfig>,
+    /// The client side of mutual TLS, read once from the identity directory, one for
+    /// every coordinator and connection (its session cache resumes a session with the
+    /// next coordinator: `tls::session_config`); None for plaintext.
+    tls: Option<Arc<ClientConfig>>,
 }
 
 struct Given {
     /// As the operator wrote it, e.g. `https://coordinator.lab:7461`.
     url: String,
     uri: Uri,
-    /// The endpoint of `url` as given (with TLS, once the files are read: it checks the
-    /// name in `url`).
+    /// The endpoint of `url` as given (with TLS, its http:// form for `TlsConnect`,
+    /// which checks the name in `url`).
     endpoint: Endpoint,
     /// The host name to resolve and for TLS to check; None for an IP address.
     name: Option<String>,
@@ -46,6 +50,8 @@ pub(crate) struct Target {
     /// the name.
     pub url: String,
     pub endpoint: Endpoint,
+    /// With TLS: what dials `endpoint` (TCP, then TLS checking the given name).
+    pub tls: Option<TlsConnect>,
     /// Why its name did not resolve in this round: then it is not dialled, the try fails
     /// at once with this reason.
     pub unresolved: Option<String>,
@@ -73,16 +79,12 @@ impl Coordinators {
             .map(|url| Given::parse(url, transport))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let tls = match transport {
-            Transport::Tls(dir) => Some(dir.client_config()?),
+            Transport::Tls(dir) => Some(dir.session_config()?),
             Transport::Plaintext => None,
         };
-        if let Some(tls) = &tls {
+        if tls.is_some() {
             for g in &mut given {
-                g.endpoint = g
-                    .endpoint
-                    .clone()
-                    .tls_config(tls.clone())
-                    .with_context(|| format!("bad coordinator address {:?}", g.url))?;
+                g.endpoint = crate::tls::tls_endpoint(&g.url)?;
             }
         }
         Ok(Coordinators { given, tls })
@@ -113,7 +115,7 @@ impl Coordinators {
         let mut targets = Vec::new();
         for g in &self.given {
             let Some(name) = &g.name else {
-                targets.push(g.as_given());
+                targets.push(g.as_given(&self.tls));
                 continue;
             };
             match resolve(name.clone(), g.port).await {
@@ -131,24 +133,22 @@ impl Coordinators {
     /// coordinator's certificate is the given one, whatever address it resolved to.
     fn target(&self, g: &Given, addr: SocketAddr) -> Target {
         let url = g.with_address(addr);
-        let endpoint = Endpoint::from_shared(url.clone()).and_then(|e| {
-            // Requests name the coordinator as they would have without the resolution.
-            let e = e.origin(g.uri.clone());
-            match (&self.tls, &g.name) {
-                (Some(tls), Some(name)) => e.tls_config(tls.clone().domain_name(name.clone())),
-                _ => Ok(e),
-            }
-        });
-        match endpoint {
-            Ok(endpoint) => Target {
+        let endpoint = match &self.tls {
+            Some(_) => crate::tls::tls_endpoint(&url).ok(),
+            None => Endpoint::from_shared(url.clone()).ok(),
+        };
+        // Requests name the coordinator as they would have without the resolution.
+        match endpoint.map(|e| e.origin(g.uri.clone())) {
+            Some(endpoint) => Target {
                 given: g.url.clone(),
                 url,
                 endpoint,
+                tls: g.connector(&self.tls),
                 unresolved: None,
             },
             // Not expected (an address in a URL that parsed, a name that was a URL's
             // host); should it happen, the name is resolved when dialled instead.
-            Err(_) => g.as_given(),
+            None => g.as_given(&self.tls),
         }
     }
 }
@@ -191,11 +191,12 @@ impl Given {
         })
     }
 
-    fn as_given(&self) -> Target {
+    fn as_given(&self, tls: &Option<Arc<ClientConfig>>) -> Target {
         Target {
             given: self.url.clone(),
             url: self.url.clone(),
             endpoint: self.endpoint.clone(),
+            tls: self.connector(tls),
             unresolved: None,
         }
     }
@@ -203,8 +204,22 @@ impl Given {
     fn unresolved(&self, why: String) -> Target {
         Target {
             unresolved: Some(why),
-            ..self.as_given()
+            ..self.as_given(&None)
         }
+    }
+
+    /// With TLS, the connector that checks this address's name (or IP address) in the
+    /// coordinator's certificate.
+    fn connector(&self, tls: &Option<Arc<ClientConfig>>) -> Option<TlsConnect> {
+        let host = self
+            .uri
+            .host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        tls.as_ref().map(|cfg| TlsConnect {
+            cfg: cfg.clone(),
+            server_name: self.name.clone().unwrap_or_else(|| host.to_string()),
+        })
     }
 
     /// This address with `addr` in place of its host and port.

@@ -13,7 +13,6 @@ use platter_proto::v1::agent_link_client::AgentLinkClient;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 pub const HEARTBEAT: Duration = platter_proto::protocol::HEARTBEAT_INTERVAL;
 pub const CONNECT_ATTEMPTS: u32 = 3;
@@ -166,12 +165,33 @@ pub async fn agent(
         p = gate.acquire() => p.expect("gate"),
         _ = stop.cancelled() => return,
     };
+    // As platter-agent: one TLS configuration for all its connections, so that a session
+    // resumes on the next coordinator (`FLEET_RESUME=0`: a new one per connection, as
+    // before resumption, and every reconnect handshakes in full).
+    let tls = match platter_proto::tls::session_config(&spec.ca_pem, &spec.cert_pem, &spec.key_pem)
+    {
+        Ok(c) => c,
+        Err(e) => {
+            fleet.error(i, format!("{e:#}"));
+            fleet.add(C::Failed);
+            return;
+        }
+    };
+    let resume = common_env_resume();
+    let tls_config = || {
+        if resume {
+            Ok(tls.clone())
+        } else {
+            platter_proto::tls::session_config(&spec.ca_pem, &spec.cert_pem, &spec.key_pem)
+                .map_err(|e| format!("{e:#}"))
+        }
+    };
     let mut attempt = 0;
     let mut opened = loop {
         attempt += 1;
         let r = tokio::time::timeout(
             Duration::from_secs(60),
-            open(&spec, &spec.targets[0].1, &[]),
+            open(&spec, tls_config(), &spec.targets[0].1, &[]),
         )
         .await;
         match r {
@@ -224,7 +244,7 @@ pub async fn agent(
             }
             at = rotation.next(spec.targets.len());
             let r = tokio::select! {
-                r = open(&spec, &spec.targets[at].1, &held) => r,
+                r = open(&spec, tls_config(), &spec.targets[at].1, &held) => r,
                 _ = stop.cancelled() => return,
             };
             match r {
@@ -308,15 +328,28 @@ pub type Opened = (
     tonic::Streaming<pb::CoordinatorMessage>,
 );
 
-/// Dials `url` like `platter-agent` does (agent/src/link.rs) and says hello.
-pub async fn open(spec: &AgentSpec, url: &str, held: &[String]) -> Result<Opened, String> {
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(spec.ca_pem.as_bytes()))
-        .identity(Identity::from_pem(&spec.cert_pem, &spec.key_pem));
-    let mut endpoint = Endpoint::from_shared(url.to_string())
-        .map_err(|e| e.to_string())?
-        .tls_config(tls)
-        .map_err(|e| e.to_string())?
+/// Whether fake agents keep one TLS configuration (and so resume sessions): not when
+/// `FLEET_RESUME=0`.
+fn common_env_resume() -> bool {
+    std::env::var("FLEET_RESUME").map_or(true, |v| v != "0")
+}
+
+/// Dials `url` like `platter-agent` does (agent/src/link.rs: TLS through
+/// `platter_proto::tls::TlsConnect` with the agent's one configuration) and says hello.
+pub async fn open(
+    spec: &AgentSpec,
+    session: Result<std::sync::Arc<tokio_rustls::rustls::ClientConfig>, String>,
+    url: &str,
+    held: &[String],
+) -> Result<Opened, String> {
+    let cfg = session?;
+    let uri: tonic::codegen::http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let tls = platter_proto::tls::TlsConnect {
+        cfg,
+        server_name: uri.host().unwrap_or_default().to_string(),
+    };
+    let mut endpoint = platter_proto::tls::tls_endpoint(url)
+        .map_err(|e| format!("{e:#}"))?
         .connect_timeout(Duration::from_secs(5));
     if spec.keepalive {
         endpoint = endpoint
@@ -324,7 +357,7 @@ pub async fn open(spec: &AgentSpec, url: &str, held: &[String]) -> Result<Opened
             .keep_alive_timeout(Duration::from_secs(20));
     }
     let channel = endpoint
-        .connect()
+        .connect_with_connector(tls)
         .await
         .map_err(|e| platter_proto::tls::chain(&e))?;
     let mut client = AgentLinkClient::new(channel);

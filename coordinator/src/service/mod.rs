@@ -20,4 +20,5 @@ pub mod schedules;
 pub mod server;
 pub mod status;
 pub mod task_stream;
+pub mod tickets;
 pub mod tls;

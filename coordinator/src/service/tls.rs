@@ -6,6 +6,7 @@
 //! reason; tonic drops those errors silently. A peer that hangs up mid-handshake was not
 //! refused, and its log line says so.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Status};
 
+use super::tickets::FleetTickets;
 use crate::pki::{self, Peer, Role};
 
 /// A handshake that takes longer than this is dropped (a slow or idle client must not hold
@@ -46,12 +48,16 @@ pub fn server_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>> 
     .build()
     .context("building the client certificate verifier")?;
     let (chain, key) = own_identity(dir, &files)?;
+    // Sessions resume on any coordinator serving this certificate under this CA
+    // (`service::tickets`); `resumed_refusal` checks what resumption skips.
+    let tickets = FleetTickets::new(&[key.secret_der(), files.ca.as_bytes()]);
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .context("the coordinator certificate does not match its key")?;
     cfg.alpn_protocols = vec![b"h2".to_vec()];
+    cfg.ticketer = Arc::new(tickets);
     Ok(Arc::new(cfg))
 }
 
@@ -126,6 +132,20 @@ pub fn incoming(
                 let accept = acceptor.accept(tcp).into_fallible();
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
                     Ok(Ok(stream)) => {
+                        let conn = stream.get_ref().1;
+                        if let Some(why) = resumed_refusal(conn) {
+                            HANDSHAKES
+                                .refused_resumptions
+                                .fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(%peer, "resumed TLS session refused: {why}");
+                            return;
+                        }
+                        if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                            HANDSHAKES.resumed.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(%peer, "TLS session resumed");
+                        } else {
+                            HANDSHAKES.full.fetch_add(1, Ordering::Relaxed);
+                        }
                         let _ = tx.send(Ok(stream)).await;
                     }
                     Ok(Err((e, tcp))) => match HandshakeEnd::of(&e) {
@@ -152,6 +172,51 @@ pub fn incoming(
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// The handshakes this process's agent port completed, by kind (`/metrics`:
+/// `platter_tls_handshakes_total`).
+pub static HANDSHAKES: Handshakes = Handshakes {
+    full: AtomicU64::new(0),
+    resumed: AtomicU64::new(0),
+    refused_resumptions: AtomicU64::new(0),
+};
+
+pub struct Handshakes {
+    /// Certificates sent and verified.
+    pub full: AtomicU64,
+    /// A session resumed from a ticket (`service::tickets`).
+    pub resumed: AtomicU64,
+    /// Resumed, then refused by `resumed_refusal`.
+    pub refused_resumptions: AtomicU64,
+}
+
+/// Why a resumed session may not go on, if it may not: resumption skips the client's
+/// certificate (rustls restores the chain verified when the session began, from the
+/// ticket), so what may have changed since is checked here: the certificate is within
+/// its validity period now and names a platter role. A full handshake checks both in the
+/// verifier and `pki::peer`. The refused client dials again; its next handshake is full
+/// and says why in its own words.
+pub(crate) fn resumed_refusal(conn: &rustls::ServerConnection) -> Option<String> {
+    if conn.handshake_kind() != Some(rustls::HandshakeKind::Resumed) {
+        return None;
+    }
+    let Some(leaf) = conn.peer_certificates().and_then(|c| c.first()) else {
+        return Some("the session carries no client certificate".into());
+    };
+    let cert = match x509_parser::parse_x509_certificate(leaf) {
+        Ok((_, cert)) => cert,
+        Err(e) => return Some(format!("unreadable client certificate: {e}")),
+    };
+    let v = cert.validity();
+    let now = x509_parser::time::ASN1Time::now();
+    if now > v.not_after || now < v.not_before {
+        return Some(format!(
+            "the client certificate is valid {} to {}, not now",
+            v.not_before, v.not_after
+        ));
+    }
+    pki::peer(leaf).err().map(|e| e.to_string())
 }
 
 /// How a handshake that did not complete ended.
@@ -259,5 +324,103 @@ impl Auth {
             )));
         }
         Ok(Some(peer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::ServerName;
+    use tokio_rustls::TlsConnector;
+
+    /// A coordinator identity directory of `ca` for `localhost`.
+    fn coordinator_dir(ca: &pki::Ca, at: &std::path::Path) -> TlsDir {
+        let c = pki::issue(
+            ca,
+            Role::Coordinator,
+            &["localhost".into()],
+            pki::Validity::days(1),
+        )
+        .unwrap();
+        std::fs::create_dir_all(at).unwrap();
+        std::fs::write(at.join("ca.pem"), &ca.cert_pem).unwrap();
+        std::fs::write(at.join("cert.pem"), &c.cert_pem).unwrap();
+        std::fs::write(at.join("key.pem"), &c.key_pem).unwrap();
+        TlsDir(at.to_path_buf())
+    }
+
+    /// One connection over an in-memory pipe: the handshake, a byte each way (the client
+    /// reads the server's, and with it the session tickets that follow the handshake).
+    /// The server's judgement: how it ended and `resumed_refusal`'s word.
+    async fn connect(
+        server: &Arc<rustls::ServerConfig>,
+        client: &Arc<rustls::ClientConfig>,
+    ) -> (Option<rustls::HandshakeKind>, Option<String>) {
+        let (a, b) = tokio::io::duplex(64 << 10);
+        let acceptor = TlsAcceptor::from(server.clone());
+        let connector = TlsConnector::from(client.clone());
+        let server_side = async move {
+            let mut s = acceptor.accept(a).await.unwrap();
+            let verdict = (
+                s.get_ref().1.handshake_kind(),
+                resumed_refusal(s.get_ref().1),
+            );
+            s.write_all(b"s").await.unwrap();
+            s.flush().await.unwrap();
+            let mut one = [0u8; 1];
+            s.read_exact(&mut one).await.unwrap();
+            verdict
+        };
+        let client_side = async move {
+            let name = ServerName::try_from("localhost").unwrap();
+            let mut c = connector.connect(name, b).await.unwrap();
+            let mut one = [0u8; 1];
+            c.read_exact(&mut one).await.unwrap();
+            c.write_all(b"c").await.unwrap();
+            c.flush().await.unwrap();
+            // Whatever else the server sent (the tickets) is read before the end.
+            let _ = tokio::time::timeout(Duration::from_millis(50), c.read(&mut one)).await;
+        };
+        let (verdict, ()) = tokio::join!(server_side, client_side);
+        verdict
+    }
+
+    #[tokio::test]
+    async fn an_agent_resumes_on_any_coordinator_of_its_certificate_until_its_own_expires() {
+        use rustls::HandshakeKind::{Full, Resumed};
+        let tmp = tempfile::tempdir().unwrap();
+        let ca = pki::new_ca(pki::Validity::days(1)).unwrap();
+        let one = coordinator_dir(&ca, &tmp.path().join("a"));
+        let (a, b) = (server_config(&one).unwrap(), server_config(&one).unwrap());
+        let other = server_config(&coordinator_dir(&ca, &tmp.path().join("c"))).unwrap();
+        // An agent whose certificate lasts a few seconds more.
+        let agent = pki::issue(
+            &ca,
+            Role::Agent,
+            &["mover".into()],
+            pki::Validity::lasting(time::Duration::seconds(3)),
+        )
+        .unwrap();
+        let client =
+            platter_proto::tls::session_config(&ca.cert_pem, &agent.cert_pem, &agent.key_pem)
+                .unwrap();
+
+        assert_eq!(connect(&a, &client).await, (Some(Full), None));
+        // The next coordinator (same certificate, another process's config) opens A's ticket.
+        assert_eq!(connect(&b, &client).await, (Some(Resumed), None));
+        // One with a key of its own cannot: a full handshake, nothing lost. Its tickets
+        // are now the agent's newest (tried first), so the next visit to A is full once,
+        // and resumes again after.
+        assert_eq!(connect(&other, &client).await, (Some(Full), None));
+        assert_eq!(connect(&a, &client).await, (Some(Full), None));
+        assert_eq!(connect(&a, &client).await, (Some(Resumed), None));
+        // Once the agent's certificate has expired, a ticket still resumes the session in
+        // rustls, and the coordinator refuses it.
+        tokio::time::sleep(Duration::from_millis(3200)).await;
+        let (kind, refusal) = connect(&b, &client).await;
+        assert_eq!(kind, Some(Resumed));
+        let refusal = refusal.expect("an expired certificate is refused on resumption");
+        assert!(refusal.contains("not now"), "{refusal}");
     }
 }

@@ -147,6 +147,23 @@ fn render(ctx: &Ctx, counts: Option<Counts>) -> Result<String, std::fmt::Error> 
         clients,
     );
 
+    let handshakes = Family::<Labels, Counter>::default();
+    let h = &crate::service::tls::HANDSHAKES;
+    for (kind, n) in [
+        ("full", &h.full),
+        ("resumed", &h.resumed),
+        ("resumption_refused", &h.refused_resumptions),
+    ] {
+        handshakes
+            .get_or_create(&vec![("kind".into(), kind.into())])
+            .inc_by(n.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    registry.register(
+        "tls_handshakes",
+        "TLS handshakes of agents and operators completed on the gRPC port since this process started: full (certificates verified), resumed (a session ticket any coordinator of this certificate opens), resumption_refused (the resumed certificate expired)",
+        handshakes,
+    );
+
     let written = ctx.store.writer_stats();
     registry.register(
         "steps_stored",
