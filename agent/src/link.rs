@@ -185,7 +185,7 @@ impl LinkError {
 
 impl Link {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let mut rotation = Rotation::default();
+        let mut rotation = Rotation::for_host(&self.host);
         let mut targets = Vec::new();
         // The coordinator the log last said this agent is connected to.
         let mut announced: Option<String> = None;
@@ -544,9 +544,28 @@ pub struct Rotation {
     failures: u32,
     /// When the session under way connected.
     connected_at: Option<Instant>,
+    /// Where this host starts among the targets after the first: agents of a coordinator
+    /// that died spread over the others rather than all moving to the one given next
+    /// (`for_host`).
+    spread: usize,
 }
 
 impl Rotation {
+    /// `host`'s rotation: the first target first, as given; after it, the others from a
+    /// place that depends on the host's name, so the agents of one coordinator that dies
+    /// are spread evenly over the rest (a fleet of 10,000 given A, B, C moved all at once
+    /// to B before).
+    pub fn for_host(host: &str) -> Rotation {
+        // FNV-1a: stable across runs and versions, unlike the std hasher's seed.
+        let hash = host.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        Rotation {
+            spread: hash as usize,
+            ..Rotation::default()
+        }
+    }
+
     /// Whether the next try begins a round (the targets are resolved again then).
     fn round_starts(&self) -> bool {
         self.tried == 0
@@ -562,9 +581,13 @@ impl Rotation {
         self.connected_at = Some(Instant::now());
     }
 
-    /// Which of `targets` targets to dial next.
+    /// Which of `targets` targets to dial next: the first, then the others from this
+    /// host's place among them, each once per round.
     pub fn next(&self, targets: usize) -> usize {
-        self.at % targets
+        match self.at % targets {
+            0 => 0,
+            k => 1 + (k - 1 + self.spread) % (targets - 1),
+        }
     }
 
     /// A try ended; the pause before the next one if that ended a round.
@@ -676,5 +699,42 @@ mod tests {
             pauses,
             [false, false, true, false, false, true, false, false, true, false, false, true]
         );
+    }
+
+    /// Hosts all start with the first coordinator; when it dies, they spread evenly over
+    /// the others; each host still dials every coordinator once per round.
+    #[test]
+    fn the_agents_of_a_coordinator_that_died_spread_over_the_others() {
+        let targets = 4;
+        let mut next_after_first = [0usize; 4];
+        for i in 0..3000 {
+            let mut r = Rotation::for_host(&format!("host{i:05}"));
+            assert_eq!(r.next(targets), 0);
+            held(&mut r);
+            assert_eq!(pause(&mut r, targets), None);
+            next_after_first[r.next(targets)] += 1;
+            let mut round: Vec<usize> = (0..targets)
+                .map(|_| {
+                    let t = r.next(targets);
+                    let _ = pause(&mut r, targets);
+                    t
+                })
+                .collect();
+            round.sort();
+            assert_eq!(round, [0, 1, 2, 3], "host{i:05}");
+        }
+        assert_eq!(next_after_first[0], 0);
+        for k in 1..4 {
+            assert!(
+                (800..1200).contains(&next_after_first[k]),
+                "{next_after_first:?}"
+            );
+        }
+        // One coordinator, or two: as before.
+        let mut r = Rotation::for_host("rc66");
+        assert_eq!((r.next(1), r.next(2)), (0, 0));
+        held(&mut r);
+        let _ = pause(&mut r, 2);
+        assert_eq!(r.next(2), 1);
     }
 }

@@ -195,7 +195,7 @@ fn pages(rt: &tokio::runtime::Runtime, bin: &Path, s: &Settings) -> anyhow::Resu
     let web = Web::new(&http, token, Some(&ca.cert_pem))?;
 
     // The fleet: N fake agents, 200 handshakes at a time.
-    let fleet = Arc::new(Fleet::new(mono_ns(), s.agents));
+    let fleet = Arc::new(Fleet::new(mono_ns(), s.agents, 0));
     let stop = CancellationToken::new();
     let gate = Arc::new(Semaphore::new(200));
     let ca_pem: Arc<str> = Arc::from(ca.cert_pem.as_str());

@@ -70,18 +70,18 @@
 
 mod common;
 
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use common::agents::{agent, issue_agents, mono_ns, AgentSpec, Fleet, C};
+use common::children::AgentProcess;
 use common::procs::{
-    certs, clk_tck, cpu_secs, env_or, log_tail, machine_ticks, mib, percentile, platter_bin,
-    raise_nofile, snap, Coordinator, ProcSnap,
+    built_platter_bin, clk_tck, cpu_secs, env_or, fleet_pki, log_tail, machine_ticks, mib,
+    percentile, psql, raise_nofile, snap, Coordinator, ProcSnap, WorkDir,
 };
 use platter::pki::Ca;
 use tokio::sync::Semaphore;
@@ -90,239 +90,9 @@ use tokio_util::sync::CancellationToken;
 const PLAN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long the agents of a killed coordinator may take to be connected to another.
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(300);
-/// Set in the second agent process (`FLEET_COORDINATORS=2`): what it runs.
-const CHILD_ENV: &str = "FLEET_AGENT_PROCESS";
 
 fn main() {
-    let r = if std::env::var_os(CHILD_ENV).is_some() {
-        agent_process()
-    } else {
-        run()
-    };
-    match r {
-        Ok(true) => std::process::exit(0),
-        Ok(false) => std::process::exit(1),
-        Err(e) => {
-            eprintln!("fleet_scale: {e:#}");
-            std::process::exit(2);
-        }
-    }
-}
-
-/// The second agent process (`FLEET_COORDINATORS=2`): runs agents `FLEET_AGENT_PROCESS`
-/// = "FIRST,END,PER,M" (agent i carries `wave=one` when i % PER < M) of the coordinators
-/// in `FLEET_AGENT_TARGETS` ("INDEX=URL,INDEX=URL"), with the CA in `FLEET_AGENT_PKI`;
-/// says `ready` on stdout once its certificates are issued, starts on a `go` line on stdin
-/// and stops at its end; meanwhile reports on stdout every 50 ms what changed (`a` lines:
-/// an agent's times, `n`: the counters, `e`: the first error), times relative to
-/// `FLEET_EPOCH_NS` (CLOCK_MONOTONIC).
-fn agent_process() -> anyhow::Result<bool> {
-    let spec = std::env::var(CHILD_ENV)?;
-    let v: Vec<usize> = spec
-        .split(',')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("{CHILD_ENV}={spec}"))?;
-    let &[first, end, per, m] = v.as_slice() else {
-        bail!("{CHILD_ENV}={spec}: want FIRST,END,PER,M");
-    };
-    let targets: Arc<[(usize, String)]> = std::env::var("FLEET_AGENT_TARGETS")?
-        .split(',')
-        .map(|t| {
-            let (i, url) = t.split_once('=').context("FLEET_AGENT_TARGETS")?;
-            Ok((i.parse()?, url.to_string()))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .into();
-    let pki_dir = PathBuf::from(std::env::var("FLEET_AGENT_PKI")?);
-    let epoch_ns: u64 = std::env::var("FLEET_EPOCH_NS")?.parse()?;
-    let concurrency: usize = env_or("FLEET_CONCURRENCY", 200);
-    let n_devices: usize = env_or("FLEET_DEVICES", 0);
-    let keepalive = env_or("FLEET_KEEPALIVE", 1) != 0;
-    raise_nofile();
-    let ca = Ca {
-        cert_pem: std::fs::read_to_string(pki_dir.join("ca/ca.pem"))?,
-        key_pem: std::fs::read_to_string(pki_dir.join("ca/ca-key.pem"))?,
-    };
-    let certs = issue_agents(&ca, first..end)?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ready")?;
-    out.flush()?;
-    let stop = CancellationToken::new();
-    let (go_tx, go_rx) = std::sync::mpsc::channel();
-    {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines() {
-                match line {
-                    Ok(l) if l == "go" => {
-                        let _ = go_tx.send(());
-                    }
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
-            stop.cancel();
-        });
-    }
-    if go_rx.recv().is_err() {
-        return Ok(true);
-    }
-    let fleet = Arc::new(Fleet::new(epoch_ns, end));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let gate = Arc::new(Semaphore::new(concurrency));
-    let ca_pem: Arc<str> = Arc::from(ca.cert_pem.as_str());
-    for (i, (cert_pem, key_pem)) in (first..end).zip(certs) {
-        let spec = AgentSpec {
-            i,
-            targets: targets.clone(),
-            ca_pem: ca_pem.clone(),
-            cert_pem,
-            key_pem,
-            wave: i % per < m,
-            devices: n_devices,
-            keepalive,
-        };
-        rt.spawn(agent(spec, fleet.clone(), gate.clone(), stop.clone()));
-    }
-    // What was last reported per agent: connected_at, plan_at, plan_count, moved_at, on.
-    let mut sent = vec![[0u64; 5]; end - first];
-    let mut error_sent = false;
-    loop {
-        let stopping = stop.is_cancelled();
-        for (k, last) in sent.iter_mut().enumerate() {
-            let i = first + k;
-            let now = [
-                fleet.connected_at[i].load(Ordering::Relaxed),
-                fleet.plan_at[i].load(Ordering::Relaxed),
-                u64::from(fleet.plan_count[i].load(Ordering::Relaxed)),
-                fleet.moved_at[i].load(Ordering::Relaxed),
-                fleet.on[i].load(Ordering::Relaxed) as u64,
-            ];
-            if now != *last {
-                writeln!(
-                    out,
-                    "a {i} {} {} {} {} {}",
-                    now[0], now[1], now[2], now[3], now[4]
-                )?;
-                *last = now;
-            }
-        }
-        write!(out, "n")?;
-        for c in &fleet.counters {
-            write!(out, " {}", c.load(Ordering::Relaxed))?;
-        }
-        writeln!(out)?;
-        if !error_sent {
-            if let Some(e) = fleet.first_error.lock().unwrap().as_ref() {
-                writeln!(out, "e {}", e.replace('\n', " "))?;
-                error_sent = true;
-            }
-        }
-        if out.flush().is_err() || stopping {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    rt.shutdown_timeout(Duration::from_secs(5));
-    Ok(true)
-}
-
-/// The bench's side of the second agent process: its reports go into the bench's `Fleet`.
-struct AgentProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    pid: u32,
-}
-
-impl AgentProcess {
-    /// Starts it and waits until its certificates are issued.
-    fn start(
-        range: std::ops::Range<usize>,
-        per: usize,
-        m: usize,
-        targets: &[(usize, String)],
-        pki_dir: &Path,
-        fleet: &Arc<Fleet>,
-    ) -> anyhow::Result<AgentProcess> {
-        let exe = std::env::current_exe()?;
-        let targets: Vec<String> = targets.iter().map(|(i, u)| format!("{i}={u}")).collect();
-        let mut child = Command::new(exe)
-            .env(
-                CHILD_ENV,
-                format!("{},{},{per},{m}", range.start, range.end),
-            )
-            .env("FLEET_AGENT_TARGETS", targets.join(","))
-            .env("FLEET_AGENT_PKI", pki_dir)
-            .env("FLEET_EPOCH_NS", fleet.epoch_ns.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the second agent process")?;
-        let pid = child.id();
-        let stdin = child.stdin.take();
-        let mut lines = std::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
-        match lines.next() {
-            Some(Ok(l)) if l == "ready" => {}
-            other => bail!("the second agent process did not start: {other:?}"),
-        }
-        let fleet = fleet.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let mut w = line.split(' ');
-                match w.next() {
-                    Some("a") => {
-                        let v: Vec<u64> = w.filter_map(|x| x.parse().ok()).collect();
-                        if let &[i, connected, plan, count, moved, on] = v.as_slice() {
-                            let i = i as usize;
-                            fleet.connected_at[i].store(connected, Ordering::Relaxed);
-                            fleet.plan_at[i].store(plan, Ordering::Relaxed);
-                            fleet.plan_count[i].store(count as u32, Ordering::Relaxed);
-                            fleet.moved_at[i].store(moved, Ordering::Relaxed);
-                            fleet.on[i].store(on as usize, Ordering::Relaxed);
-                        }
-                    }
-                    Some("n") => {
-                        for (c, v) in fleet.remote.iter().zip(w) {
-                            c.store(v.parse().unwrap_or(0), Ordering::Relaxed);
-                        }
-                    }
-                    Some("e") => {
-                        let mut first = fleet.first_error.lock().unwrap();
-                        if first.is_none() {
-                            *first = Some(line[2..].to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        });
-        Ok(AgentProcess { child, stdin, pid })
-    }
-
-    fn go(&mut self) -> anyhow::Result<()> {
-        let stdin = self.stdin.as_mut().context("stdin")?;
-        writeln!(stdin, "go")?;
-        stdin.flush()?;
-        Ok(())
-    }
-}
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        // The end of its stdin stops it.
-        self.stdin.take();
-        for _ in 0..200 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    common::children::main("fleet_scale", run)
 }
 
 /// The processes' state at one point: each coordinator (None once dead), this bench with
@@ -410,17 +180,6 @@ impl PgSampler {
     fn start(server: Option<&str>, fleet: &Arc<Fleet>) -> PgSampler {
         let samples = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let psql = |server: &str, sql: &str| -> Option<String> {
-            let out = Command::new("psql")
-                .arg(server)
-                .args(["-XAtc", sql])
-                .stderr(Stdio::null())
-                .output()
-                .ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-        };
         let Some(server) = server else {
             return PgSampler {
                 samples,
@@ -632,29 +391,9 @@ fn run() -> anyhow::Result<bool> {
     if nofile < n as libc::rlim_t + 256 {
         eprintln!("warning: RLIMIT_NOFILE is {nofile}: too few descriptors for {n} agents");
     }
-    let bin = platter_bin();
-    if !bin.exists() {
-        bail!(
-            "{} does not exist: build it with `cargo build --release --bin platter` or set PLATTER_BIN",
-            bin.display()
-        );
-    }
-
-    let mut tmp = None;
-    let dir = match std::env::var_os("FLEET_DIR") {
-        Some(d) => {
-            let d = PathBuf::from(d);
-            std::fs::create_dir_all(&d)?;
-            d
-        }
-        None => {
-            let t = tempfile::Builder::new().prefix("fleet-scale-").tempdir()?;
-            let d = t.path().to_path_buf();
-            tmp = Some(t);
-            d
-        }
-    };
-    let keep = std::env::var_os("FLEET_DIR").is_some() || std::env::var_os("FLEET_KEEP").is_some();
+    let bin = built_platter_bin()?;
+    let work = WorkDir::new("fleet-scale-")?;
+    let (dir, keep) = (work.dir.clone(), work.keep);
     let pki_dir = dir.join("pki");
     let mode = if two {
         "two coordinators, N agents each"
@@ -677,15 +416,7 @@ fn run() -> anyhow::Result<bool> {
 
     // 1. PKI: CA, coordinator and operator through the CLI (issued afresh, replacing those
     // of a kept FLEET_DIR), agents through the library.
-    if !pki_dir.join("ca/ca.pem").exists() {
-        certs(&bin, &["init"], &pki_dir)?;
-    }
-    certs(
-        &bin,
-        &["issue", "coordinator", "localhost", "127.0.0.1", "--force"],
-        &pki_dir,
-    )?;
-    certs(&bin, &["issue", "operator", "bench", "--force"], &pki_dir)?;
+    fleet_pki(&bin, &pki_dir)?;
     let ca = Ca {
         cert_pem: std::fs::read_to_string(pki_dir.join("ca/ca.pem"))?,
         key_pem: std::fs::read_to_string(pki_dir.join("ca/ca-key.pem"))?,
@@ -759,14 +490,14 @@ fn run() -> anyhow::Result<bool> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let fleet = Arc::new(Fleet::new(mono_ns(), total));
+    let fleet = Arc::new(Fleet::new(mono_ns(), total, 1));
     let pg = PgSampler::start(postgres.as_deref(), &fleet);
     // A first sample before anything is measured.
     std::thread::sleep(Duration::from_millis(300));
     let mut agent_process = if two {
         let t = Instant::now();
         let targets_b = [(1, coords[1].url.clone()), (0, url_a.clone())];
-        let p = AgentProcess::start(n..2 * n, n, m, &targets_b, &pki_dir, &fleet)?;
+        let p = AgentProcess::start(0, n..2 * n, n, m, &targets_b, &pki_dir, &fleet)?;
         eprintln!(
             "second agent process pid {} ready ({n} certificates) in {:.2} s",
             p.pid,
@@ -1348,10 +1079,8 @@ fn run() -> anyhow::Result<bool> {
     drop(pg);
     rt.shutdown_timeout(Duration::from_secs(5));
     if keep {
-        if let Some(t) = tmp {
-            let _ = t.keep();
-        }
         eprintln!("kept {}", dir.display());
     }
+    drop(work);
     Ok(ok)
 }

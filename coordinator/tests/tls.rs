@@ -39,6 +39,20 @@ fn agents_known(dir: &Path) -> Vec<String> {
         .unwrap()
 }
 
+/// The control: a good agent, rc66, connects, and a good operator sees it idle.
+fn good_agent_seen(dir: &Path, port: u16) -> Proc {
+    let good = agent(dir, port, "rc66", &[]);
+    wait_for("rc66 to connect", Duration::from_secs(20), || {
+        agents_known(dir)
+            .contains(&"rc66".to_string())
+            .then_some(())
+    });
+    let v = agents_json(dir, port);
+    assert_eq!(v[0]["host"], "rc66");
+    assert_eq!(v[0]["state"], "idle");
+    good
+}
+
 /// An identity directory written with the library, for what the CLI will not make.
 fn write_identity(out: &Path, ca: &pki::Ca, role: Role, name: &str, validity: Validity) {
     let c = pki::issue(ca, role, &[name.to_string()], validity).unwrap();
@@ -92,15 +106,7 @@ fn every_wrong_certificate_is_refused_with_a_reason_on_both_sides() {
     let (_coordinator, port) = serve(dir);
 
     // The control: a good agent connects and a good operator sees it.
-    let _good = agent(dir, port, "rc66", &[]);
-    wait_for("rc66 to connect", Duration::from_secs(20), || {
-        agents_known(dir)
-            .contains(&"rc66".to_string())
-            .then_some(())
-    });
-    let v = agents_json(dir, port);
-    assert_eq!(v[0]["host"], "rc66");
-    assert_eq!(v[0]["state"], "idle");
+    let _good = good_agent_seen(dir, port);
 
     // 1. Plaintext to a TLS coordinator: an agent and an operator.
     let http = format!("http://127.0.0.1:{port}");
@@ -360,6 +366,24 @@ fn a_handshake_cut_off_by_the_peer_is_not_a_refusal() {
     let text = log(dir, "coordinator");
     assert!(!text.contains("refused"), "{text}");
     assert!(!text.contains("WARN"), "{text}");
+}
+
+/// Handshakes take turns (a few at once, so a reconnect storm is served in order), and a
+/// client that connects and says nothing takes no turn: a hundred of them held open do
+/// not keep an operator out. Were they holding the turns, the operator's handshake would
+/// wait for their 10 s timeouts, which would be in the log by the time it got in.
+#[test]
+fn clients_that_connect_and_say_nothing_hold_up_nobody() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_coordinator, port) = serve(dir);
+    let silent: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let _good = good_agent_seen(dir, port);
+    let text = log(dir, "coordinator");
+    assert!(!text.contains("timed out"), "{text}");
+    drop(silent);
 }
 
 /// SO_LINGER 0: closing `stream` sends a reset instead of a FIN, as a killed peer's

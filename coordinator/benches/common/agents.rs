@@ -68,8 +68,8 @@ pub struct Fleet {
     /// The coordinator (index + 1) agent i has a stream open to; 0 = none.
     pub on: Vec<AtomicUsize>,
     pub counters: [AtomicU64; COUNTERS],
-    /// The second agent process's counters, as it last reported them.
-    pub remote: [AtomicU64; COUNTERS],
+    /// Each agent process's counters, as it last reported them.
+    pub remote: Vec<[AtomicU64; COUNTERS]>,
     /// The coordinator (index + 1) the bench killed: its streams' ends are expected.
     pub killed: AtomicUsize,
     pub first_error: Mutex<Option<String>>,
@@ -78,7 +78,8 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(epoch_ns: u64, agents: usize) -> Fleet {
+    /// For `agents` agents, `processes` of them agent processes besides this one.
+    pub fn new(epoch_ns: u64, agents: usize, processes: usize) -> Fleet {
         let zeros = |_| AtomicU64::new(0);
         Fleet {
             epoch_ns,
@@ -88,7 +89,9 @@ impl Fleet {
             moved_at: (0..agents).map(zeros).collect(),
             on: (0..agents).map(|_| AtomicUsize::new(0)).collect(),
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
-            remote: std::array::from_fn(|_| AtomicU64::new(0)),
+            remote: (0..processes)
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
             killed: AtomicUsize::new(0),
             first_error: Mutex::new(None),
             redial_errors: Mutex::new(std::collections::HashMap::new()),
@@ -103,10 +106,14 @@ impl Fleet {
         self.counters[c as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// This process's count and the agent process's.
+    /// This process's count and the agent processes'.
     pub fn count(&self, c: C) -> usize {
-        (self.counters[c as usize].load(Ordering::Relaxed)
-            + self.remote[c as usize].load(Ordering::Relaxed)) as usize
+        let remote: u64 = self
+            .remote
+            .iter()
+            .map(|r| r[c as usize].load(Ordering::Relaxed))
+            .sum();
+        (self.counters[c as usize].load(Ordering::Relaxed) + remote) as usize
     }
 
     pub fn error(&self, i: usize, e: String) {
@@ -213,7 +220,7 @@ pub async fn agent(
     fleet.connected_at[i].store(fleet.since_epoch(), Ordering::Relaxed);
     fleet.add(C::Connected);
     // Which coordinator next, and when to pause: platter-agent's own pacing.
-    let mut rotation = platter_agent::Rotation::default();
+    let mut rotation = platter_agent::Rotation::for_host(&host_name(i));
     rotation.connected();
     let mut at = 0;
     let mut held: Vec<String> = Vec::new();

@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod children;
 pub mod procs;

@@ -241,6 +241,89 @@ pub fn platter_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_platter")))
 }
 
+/// What `psql URL -c SQL` printed (unaligned, tuples only), trimmed; None when it failed
+/// or is not installed.
+pub fn psql(url: &str, sql: &str) -> Option<String> {
+    let out = Command::new("psql")
+        .arg(url)
+        .args(["-XAtc", sql])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `platter_bin`, which must exist.
+pub fn built_platter_bin() -> anyhow::Result<PathBuf> {
+    let bin = platter_bin();
+    if !bin.exists() {
+        bail!(
+            "{} does not exist: build it with `cargo build --release --bin platter` or set PLATTER_BIN",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+/// Where a bench keeps its PKI, database and logs: `FLEET_DIR` (kept), else a temporary
+/// directory, removed when this is dropped unless `FLEET_KEEP` is set.
+pub struct WorkDir {
+    pub dir: PathBuf,
+    pub keep: bool,
+    tmp: Option<tempfile::TempDir>,
+}
+
+impl WorkDir {
+    pub fn new(prefix: &str) -> anyhow::Result<WorkDir> {
+        let keep =
+            std::env::var_os("FLEET_DIR").is_some() || std::env::var_os("FLEET_KEEP").is_some();
+        Ok(match std::env::var_os("FLEET_DIR") {
+            Some(d) => {
+                let dir = PathBuf::from(d);
+                std::fs::create_dir_all(&dir)?;
+                WorkDir {
+                    dir,
+                    keep,
+                    tmp: None,
+                }
+            }
+            None => {
+                let t = tempfile::Builder::new().prefix(prefix).tempdir()?;
+                WorkDir {
+                    dir: t.path().to_path_buf(),
+                    keep,
+                    tmp: Some(t),
+                }
+            }
+        })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if let (true, Some(t)) = (self.keep, self.tmp.take()) {
+            let _ = t.keep();
+        }
+    }
+}
+
+/// A bench fleet's CA in `pki_dir` (kept if there), and, issued afresh, one coordinator
+/// certificate for `localhost` and 127.0.0.1 (every coordinator serves it) and the
+/// operator `bench`.
+pub fn fleet_pki(bin: &Path, pki_dir: &Path) -> anyhow::Result<()> {
+    if !pki_dir.join("ca/ca.pem").exists() {
+        certs(bin, &["init"], pki_dir)?;
+    }
+    certs(
+        bin,
+        &["issue", "coordinator", "localhost", "127.0.0.1", "--force"],
+        pki_dir,
+    )?;
+    certs(bin, &["issue", "operator", "bench", "--force"], pki_dir)
+}
+
 pub fn certs(bin: &Path, args: &[&str], dir: &Path) -> anyhow::Result<()> {
     let out = Command::new(bin)
         .arg("certs")

@@ -30,6 +30,14 @@ use crate::pki::{self, Peer, Role};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshaken connections waiting for tonic to take them.
 const ACCEPTED_BACKLOG: usize = 1024;
+/// Handshakes in progress at once; the others wait their turn, first come first served,
+/// their `HANDSHAKE_TIMEOUT` not yet running. In a reconnect storm (a failover of 10,000
+/// agents) every handshake in flight at once made all of them progress together and
+/// finish late (BENCHMARKS.md: a median of 8 s for a 10 s storm), and took the CPU from
+/// the connected agents' streams; in turns, the first agents are connected at once and
+/// the rest in order. Each handshake is mostly CPU (a few RTTs of waiting), so a few per
+/// core keep the cores busy.
+const HANDSHAKES_AT_ONCE: usize = 64;
 
 /// Builds the rustls server configuration from a `--tls-dir` (ca.pem, cert.pem, key.pem).
 pub fn server_config(dir: &TlsDir) -> anyhow::Result<Arc<rustls::ServerConfig>> {
@@ -112,6 +120,7 @@ pub fn incoming(
 ) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
     let (tx, rx) = tokio::sync::mpsc::channel(ACCEPTED_BACKLOG);
     let acceptor = TlsAcceptor::from(cfg);
+    let turns = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_AT_ONCE));
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = tokio::select! {
@@ -127,10 +136,27 @@ pub fn incoming(
                 _ = shutdown.cancelled() => return,
             };
             let _ = tcp.set_nodelay(true);
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            let (acceptor, tx, turns) = (acceptor.clone(), tx.clone(), turns.clone());
             tokio::spawn(async move {
+                // A client that connects and says nothing takes no turn.
+                // (`peek` waits for a byte or the end; `readable` may answer at once.)
+                let mut first = [0u8; 1];
+                if tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first))
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(%peer, "TLS handshake timed out (the client sent nothing)");
+                    return;
+                }
+                let Ok(turn) = turns.acquire().await else {
+                    return;
+                };
                 let accept = acceptor.accept(tcp).into_fallible();
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
+                let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await;
+                // The turn ends with the handshake: handing the stream over or lingering
+                // for a refused client's alert takes none.
+                drop(turn);
+                match handshake {
                     Ok(Ok(stream)) => {
                         let conn = stream.get_ref().1;
                         if let Some(why) = resumed_refusal(conn) {

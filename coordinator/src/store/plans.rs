@@ -173,13 +173,19 @@ pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
 
 /// Plan `plan_id` as it was sent.
 pub(super) fn plan_by_id(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
-    let mut plans = Plans::default();
-    c.query_opt(
-        &format!("SELECT {PLAN_COLUMNS} FROM {PLAN_FROM} WHERE p.id = ?1"),
-        [plan_id],
-        |r| plans.read(r, 0),
-    )?
-    .ok_or(StoreError::NoRows)
+    Plans::default().by_id(c, plan_id)
+}
+
+impl Plans {
+    /// Plan `plan_id` as it was sent, its template parsed only if this reader has not yet.
+    pub fn by_id(&mut self, c: &Conn, plan_id: &PlanId) -> Result<Plan> {
+        c.query_opt(
+            &format!("SELECT {PLAN_COLUMNS} FROM {PLAN_FROM} WHERE p.id = ?1"),
+            [plan_id],
+            |r| self.read(r, 0),
+        )?
+        .ok_or(StoreError::NoRows)
+    }
 }
 
 #[cfg(test)]

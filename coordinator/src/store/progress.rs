@@ -248,12 +248,14 @@ impl Store {
                 }
             }
             let mut progress = Vec::with_capacity(plans.len());
+            // Each template parsed once however many of its hosts run a step now.
+            let mut read = super::plans::Plans::default();
             for (plan_id, host, steps_total, refused) in plans {
                 let t = tallies.remove(&plan_id).unwrap_or_default();
                 // The plan's body is read only for a plan that runs a step now, to name it.
                 let running = match t.running {
                     Some((index, _)) => {
-                        Some(RunningStep { index, plan: super::plans::plan_by_id(c, &plan_id)? })
+                        Some(RunningStep { index, plan: read.by_id(c, &plan_id)? })
                     }
                     None => None,
                 };
