@@ -306,12 +306,18 @@ impl Link {
         let endpoint = target
             .endpoint
             .clone()
-            .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(PING_INTERVAL)
             .keep_alive_timeout(PING_TIMEOUT);
+        // With TLS, the connector limits the TCP connection and the handshake apart
+        // (`tls::TCP_CONNECT_TIMEOUT`).
         let channel = match &target.tls {
             Some(tls) => endpoint.connect_with_connector(tls.clone()).await?,
-            None => endpoint.connect().await?,
+            None => {
+                endpoint
+                    .connect_timeout(crate::tls::TCP_CONNECT_TIMEOUT)
+                    .connect()
+                    .await?
+            }
         };
         let mut client = AgentLinkClient::new(channel).max_decoding_message_size(MAX_PLAN_BYTES);
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(256);

@@ -23,7 +23,12 @@
 //!
 //! Environment: `PLATTER_BIN`, `FLEET_IDLE_SECS` (default 10), `FLEET_CONCURRENCY`
 //! (handshakes in flight per agent process while connecting, default 200), `FLEET_RESUME`,
-//! `FLEET_DIR`/`FLEET_KEEP`, `FLEET_KILL=0` (no failover).
+//! `FLEET_DIR`/`FLEET_KEEP`, `FLEET_KILL=0` (no failover), `FLEET_KEEPALIVE=0` (no HTTP/2
+//! pings from the agents), `FLEET_HEARTBEAT_SECS` (the fake agents' heartbeat interval,
+//! default platter-agent's 5 s; the coordinators get a `--heartbeat-timeout` of three
+//! intervals). 100,000 agents on this 2-core machine need `FLEET_HEARTBEAT_SECS=60
+//! FLEET_KEEPALIVE=0 FLEET_CONCURRENCY=50`: at platter-agent's pace their heartbeats and
+//! pings alone are ~30,000 messages a second, more than 2 cores handle on both sides.
 //! PostgreSQL needs `max_connections` of at least ~20 per coordinator (8 × 20 > the
 //! default 100: `ALTER SYSTEM SET max_connections = 400` and a restart).
 
@@ -136,6 +141,11 @@ fn run() -> anyhow::Result<bool> {
         platter::store::db::Location::Postgres(u) => u,
         platter::store::db::Location::Sqlite(p) => bail!("not PostgreSQL: {}", p.display()),
     };
+    // Fake agents that heartbeat less often than platter-agent (FLEET_HEARTBEAT_SECS) must
+    // not be declared lost between two heartbeats.
+    let timeout = (3 * common::agents::heartbeat_interval().as_secs())
+        .max(15)
+        .to_string();
     let mut coords = Vec::new();
     for (i, name) in NAMES.iter().take(k).enumerate() {
         let db = format!("{store}&application_name=fleet-{}", name.to_lowercase());
@@ -145,7 +155,7 @@ fn run() -> anyhow::Result<bool> {
             std::ffi::OsStr::new(&db),
             Some(&pki_dir.join("coordinator-localhost")),
             dir.join(format!("coordinator-{}.log", name.to_lowercase())),
-            &[],
+            &["--heartbeat-timeout", &timeout],
         )?);
         if i == 0 {
             // The others start after the first has made the schema.
@@ -187,7 +197,17 @@ fn run() -> anyhow::Result<bool> {
     for p in &mut procs {
         p.go()?;
     }
+    let mut said = Instant::now();
     let connected = wait(CONNECT_TIMEOUT, || {
+        if said.elapsed() >= Duration::from_secs(10) {
+            said = Instant::now();
+            eprintln!(
+                "  {:.0} s: {} connected, per coordinator {:?}",
+                t.elapsed().as_secs_f64(),
+                fleet.count(C::Connected),
+                agents_on(&fleet, k)
+            );
+        }
         fleet.count(C::Connected) + fleet.count(C::Failed) >= n
     });
     let connect_time = t.elapsed();
@@ -283,7 +303,9 @@ fn run() -> anyhow::Result<bool> {
     );
     let count = |sql: &str| {
         let search = store.split("search_path%3D").nth(1).unwrap_or("public");
-        psql(&url, &format!("SET search_path TO {search}; {sql}")).unwrap_or_default()
+        // psql prints the SET's tag too: the answer is the last line.
+        let out = psql(&url, &format!("SET search_path TO {search}; {sql}")).unwrap_or_default();
+        out.lines().last().unwrap_or_default().to_string()
     };
     eprintln!(
         "  stored: {} plan rows, {} distinct template(s); plans table {} + templates {}",

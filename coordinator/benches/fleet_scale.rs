@@ -821,10 +821,14 @@ fn run() -> anyhow::Result<bool> {
         f(percentile(&connect_lat, 0.99))
     );
     for k in 0..n_coords {
+        // Its own agents: half each with two, all of them on A in a failover run.
+        let its_agents = match (two, k) {
+            (true, _) => connected / 2,
+            (false, 0) => connected,
+            (false, _) => 0,
+        };
         let per_agent_kib = match (m_start.coords[k], m_connected.coords[k]) {
-            (Some(a), Some(b)) => {
-                (b.rss_kib as f64 - a.rss_kib as f64) / (connected / n_coords).max(1) as f64
-            }
+            (Some(a), Some(b)) => (b.rss_kib as f64 - a.rss_kib as f64) / its_agents.max(1) as f64,
             _ => f64::NAN,
         };
         let c = co(k);

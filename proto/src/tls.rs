@@ -599,6 +599,19 @@ impl tokio_rustls::rustls::client::ClientSessionStore for OneFleet {
 /// and port, then TLS with `cfg` checking the coordinator's certificate for `server_name`.
 /// tonic's own TLS makes a new rustls configuration for every endpoint, so its sessions
 /// never resume on another endpoint.
+///
+/// Each part has its own time limit (give the endpoint none): a coordinator that does not
+/// accept the TCP connection within `TCP_CONNECT_TIMEOUT` is down or unreachable, but one
+/// that did is alive and may make a client wait its turn for the handshake in a reconnect
+/// storm (the coordinator's `service::tls` takes them a few at a time); a client that
+/// gave up after 5 s there (as it did with one limit for both) dialled again and again,
+/// each time at the back of the queue, and the handshakes made for clients already gone
+/// were wasted.
+pub const TCP_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// See `TCP_CONNECT_TIMEOUT`. Not much longer: a coordinator that is frozen (stopped, or
+/// hung) still accepts TCP connections in the kernel and never answers the handshake, and
+/// an agent dialling it waits this long before the next.
+pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 #[derive(Clone)]
 pub struct TlsConnect {
     pub cfg: std::sync::Arc<tokio_rustls::rustls::ClientConfig>,
@@ -627,11 +640,23 @@ impl tower_service::Service<tonic::codegen::http::Uri> for TlsConnect {
                 .ok_or_else(|| Error::new(ErrorKind::InvalidInput, format!("no host in {uri}")))?;
             let name = tokio_rustls::rustls::pki_types::ServerName::try_from(this.server_name)
                 .map_err(|e| Error::new(ErrorKind::InvalidInput, e))?;
-            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            let late = |what: &str, after: std::time::Duration| {
+                Error::new(
+                    ErrorKind::TimedOut,
+                    format!("{what} took over {} s", after.as_secs()),
+                )
+            };
+            let tcp = tokio::time::timeout(
+                TCP_CONNECT_TIMEOUT,
+                tokio::net::TcpStream::connect((host.as_str(), port)),
+            )
+            .await
+            .map_err(|_| late("the TCP connection", TCP_CONNECT_TIMEOUT))??;
             tcp.set_nodelay(true)?;
-            let tls = tokio_rustls::TlsConnector::from(this.cfg)
-                .connect(name, tcp)
-                .await?;
+            let handshake = tokio_rustls::TlsConnector::from(this.cfg).connect(name, tcp);
+            let tls = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake)
+                .await
+                .map_err(|_| late("the TLS handshake", TLS_HANDSHAKE_TIMEOUT))??;
             Ok(hyper_util::rt::TokioIo::new(tls))
         })
     }

@@ -15,6 +15,17 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 pub const HEARTBEAT: Duration = platter_proto::protocol::HEARTBEAT_INTERVAL;
+
+/// How often the fake agents heartbeat: `HEARTBEAT`, as `platter-agent` does, unless
+/// `FLEET_HEARTBEAT_SECS` says otherwise (fleet_many's 100,000 agents on 2 shared cores
+/// cannot all heartbeat every 5 s: 20,000 messages a second, each handled on both sides
+/// of the same machine; give the coordinators a `--heartbeat-timeout` to match).
+pub fn heartbeat_interval() -> Duration {
+    std::env::var("FLEET_HEARTBEAT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(HEARTBEAT, Duration::from_secs)
+}
 pub const CONNECT_ATTEMPTS: u32 = 3;
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for this process and the agent process.
@@ -284,8 +295,8 @@ pub async fn session(
     stop: &CancellationToken,
 ) -> Option<String> {
     let i = spec.i;
-    let mut heartbeat =
-        tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    let every = heartbeat_interval();
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     use pb::coordinator_message::Kind;
     loop {
@@ -355,9 +366,7 @@ pub async fn open(
         cfg,
         server_name: uri.host().unwrap_or_default().to_string(),
     };
-    let mut endpoint = platter_proto::tls::tls_endpoint(url)
-        .map_err(|e| format!("{e:#}"))?
-        .connect_timeout(Duration::from_secs(5));
+    let mut endpoint = platter_proto::tls::tls_endpoint(url).map_err(|e| format!("{e:#}"))?;
     if spec.keepalive {
         endpoint = endpoint
             .http2_keep_alive_interval(Duration::from_secs(10))

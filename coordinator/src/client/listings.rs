@@ -75,11 +75,7 @@ pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output
                 format!("{}/{}", c.cells_done, c.cells_total),
                 format!("{}/{}", c.steps_done, c.steps_total),
                 c.steps_failed.to_string(),
-                c.hosts
-                    .iter()
-                    .map(|h| h.host.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
+                hosts_cell(c),
             ]
         })
         .collect();
@@ -92,9 +88,115 @@ pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output
         )
 }
 
+/// A campaign's hosts in the list of campaigns: all of them, or for a fleet-wide campaign
+/// the first few and how many.
+fn hosts_cell(c: &pb::CampaignStatus) -> String {
+    const NAMED: usize = 3;
+    let names = c.hosts.iter().take(NAMED).map(|h| h.host.as_str());
+    let mut cell = names.collect::<Vec<_>>().join(",");
+    if c.hosts.len() > NAMED + 2 {
+        cell += &format!(",… ({} hosts)", grouped(c.hosts.len()));
+    } else {
+        for h in c.hosts.iter().skip(NAMED) {
+            cell += ",";
+            cell += &h.host;
+        }
+    }
+    cell
+}
+
+/// `n` with its thousands grouped: 99,812.
+fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// Hosts a campaign's status lists one by one; beyond, a fleet-wide campaign's status
+/// counts its hosts and lists only those that need attention or run a step.
+const HOSTS_LISTED: usize = 50;
+
+/// Why `h` needs someone's attention, if it does: its plan refused, its journal in fault,
+/// or its agent away with steps still to run.
+fn attention(h: &pb::HostProgress) -> Option<&'static str> {
+    if !h.refused.is_empty() {
+        Some("refused the plan")
+    } else if !h.journal_fault.is_empty() {
+        Some("journal fault")
+    } else if !h.connected && h.steps_done < h.steps_total {
+        Some("not connected")
+    } else {
+        None
+    }
+}
+
+fn done(h: &pb::HostProgress) -> bool {
+    h.steps_done >= h.steps_total
+}
+
+fn running(h: &pb::HostProgress) -> bool {
+    !done(h) && !h.current_step.is_empty()
+}
+
+/// "hosts: 99,812 done, 150 running, 0 waiting, 38 need attention (30 not connected, 8
+/// refused the plan)".
+fn host_summary(c: &pb::CampaignStatus) -> String {
+    let mut why: Vec<(&str, usize)> = Vec::new();
+    let (mut done_n, mut running_n, mut waiting, mut attention_n) = (0, 0, 0, 0);
+    for h in &c.hosts {
+        match attention(h) {
+            Some(w) => {
+                attention_n += 1;
+                match why.iter_mut().find(|(x, _)| *x == w) {
+                    Some((_, n)) => *n += 1,
+                    None => why.push((w, 1)),
+                }
+            }
+            None if done(h) => done_n += 1,
+            None if running(h) => running_n += 1,
+            None => waiting += 1,
+        }
+    }
+    let mut out = format!(
+        "hosts: {} done, {} running, {} waiting, {} need attention",
+        grouped(done_n),
+        grouped(running_n),
+        grouped(waiting),
+        grouped(attention_n)
+    );
+    if !why.is_empty() {
+        let parts: Vec<String> = why
+            .iter()
+            .map(|(w, n)| format!("{} {w}", grouped(*n)))
+            .collect();
+        out += &format!(" ({})", parts.join(", "));
+    }
+    out + "\n"
+}
+
 fn host_table(c: &pb::CampaignStatus) -> String {
-    let rows: Vec<Vec<String>> = c
-        .hosts
+    // A fleet-wide campaign: counted, then the hosts that need attention, then those
+    // running a step, up to HOSTS_LISTED.
+    let (mut out, listed): (String, Vec<&pb::HostProgress>) = if c.hosts.len() > HOSTS_LISTED {
+        let first = c.hosts.iter().filter(|h| attention(h).is_some());
+        let then = c
+            .hosts
+            .iter()
+            .filter(|h| attention(h).is_none() && running(h));
+        (
+            host_summary(c),
+            first.chain(then).take(HOSTS_LISTED).collect(),
+        )
+    } else {
+        (String::new(), c.hosts.iter().collect())
+    };
+    let rows: Vec<Vec<String>> = listed
         .iter()
         .map(|h| {
             vec![
@@ -120,8 +222,16 @@ fn host_table(c: &pb::CampaignStatus) -> String {
             ]
         })
         .collect();
-    let mut out = table(&["host", "link", "steps", "ETA", "current step"], &rows);
-    for h in c.hosts.iter().filter(|h| !h.refused.is_empty()) {
+    if !rows.is_empty() {
+        out += &table(&["host", "link", "steps", "ETA", "current step"], &rows);
+    }
+    if listed.len() < c.hosts.len() {
+        out += &format!(
+            "… {} more host(s) not listed (done, waiting, or past the first {HOSTS_LISTED}); `--output json` lists every host\n",
+            grouped(c.hosts.len() - listed.len())
+        );
+    }
+    for h in listed.iter().filter(|h| !h.refused.is_empty()) {
         out += &format!(
             "host {} refused the plan, nothing ran: {}\n",
             h.host, h.refused
@@ -352,5 +462,69 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(eta(&fresh), None);
+    }
+
+    /// A fleet-wide campaign's status counts its hosts and lists those that need
+    /// attention first, then those running; a small one lists every host as before.
+    #[test]
+    fn a_fleet_wide_campaigns_status_counts_hosts_and_lists_those_that_need_attention() {
+        let host =
+            |i: usize, done: u32, step: &str, connected: bool, refused: &str| pb::HostProgress {
+                host: format!("h{i:03}"),
+                connected,
+                steps_total: 4,
+                steps_done: done,
+                current_step: step.into(),
+                refused: refused.into(),
+                ..Default::default()
+            };
+        let mut hosts = Vec::new();
+        for i in 0..1000 {
+            hosts.push(match i {
+                0..=969 => host(i, 4, "", true, ""),
+                970..=989 => host(i, 2, "measure rep 2", true, ""),
+                990..=994 => host(i, 0, "", true, ""),
+                995..=997 => host(i, 1, "", false, ""),
+                _ => host(i, 0, "", true, "no such user: bench"),
+            });
+        }
+        let c = pb::CampaignStatus {
+            campaign_id: "c1".into(),
+            name: "every-server".into(),
+            hosts,
+            ..Default::default()
+        };
+        let text = host_table(&c);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "hosts: 970 done, 20 running, 5 waiting, 5 need attention (3 not connected, 2 refused the plan)"
+        );
+        // The header, the 5 that need attention, then the 20 running.
+        assert!(lines[1].starts_with("host "), "{text}");
+        assert!(
+            lines[2].starts_with("h995") && lines[2].contains("not connected"),
+            "{text}"
+        );
+        assert!(lines[5].starts_with("h998"), "{text}");
+        assert!(
+            lines[7].starts_with("h970") && lines[7].contains("measure rep 2"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 1 + 1 + 25 + 1 + 2, "{text}");
+        assert!(text.contains("… 975 more host(s) not listed"), "{text}");
+        assert!(text.contains("host h999 refused the plan, nothing ran: no such user: bench"));
+        assert_eq!(hosts_cell(&c), "h000,h001,h002,… (1,000 hosts)");
+        assert_eq!(grouped(99_812), "99,812");
+        assert_eq!(grouped(100), "100");
+
+        let small = pb::CampaignStatus {
+            hosts: c.hosts[..3].to_vec(),
+            ..c.clone()
+        };
+        let text = host_table(&small);
+        assert!(text.starts_with("host "), "{text}");
+        assert_eq!(text.lines().count(), 4);
+        assert_eq!(hosts_cell(&small), "h000,h001,h002");
     }
 }

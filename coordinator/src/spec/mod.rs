@@ -249,13 +249,20 @@ impl Campaign {
         matched.sort();
         if matched.is_empty() {
             let want: Vec<String> = sel.pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let known: Vec<String> = agents
+            // A few known agents say what labels look like; a fleet's all would be a
+            // megabyte of error.
+            const SHOWN: usize = 20;
+            let mut known: Vec<String> = agents
                 .iter()
+                .take(SHOWN)
                 .map(|(h, l)| {
                     let l: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
                     format!("{h} [{}]", l.join(" "))
                 })
                 .collect();
+            if agents.len() > SHOWN {
+                known.push(format!("… and {} more", agents.len() - SHOWN));
+            }
             return Err(format!(
                 "{}:{}: hosts.labels: no agent has the labels {}{}",
                 sel.line,
@@ -268,8 +275,10 @@ impl Campaign {
                 }
             ));
         }
+        // A set, not a search of the list per host: a label may select 100,000.
+        let mut named: std::collections::HashSet<String> = self.hosts.iter().cloned().collect();
         for h in matched {
-            if !self.hosts.iter().any(|x| x == h) {
+            if named.insert(h.to_string()) {
                 self.hosts.push(h.to_string());
             }
         }

@@ -668,8 +668,10 @@ impl Control for ControlService {
                     unreadable(&store, &e).ok_or_else(|| store_status(e))?;
                     let last = last.agents.lock().expect("last-read lock").clone();
                     let mut rows = last.map(|r| r.to_vec()).unwrap_or_default();
+                    let listed: std::collections::HashSet<HostName> =
+                        rows.iter().map(|r| r.host.clone()).collect();
                     for host in hub.connected_hosts() {
-                        if !rows.iter().any(|r| r.host == host) {
+                        if !listed.contains(&host) {
                             rows.push(StoredAgent {
                                 host,
                                 boot_id: String::new(),
