@@ -636,8 +636,13 @@ impl tower_service::Service<tonic::codegen::http::Uri> for TlsConnect {
         let this = self.clone();
         Box::pin(async move {
             use std::io::{Error, ErrorKind};
-            let (host, port) = host_port(&uri.to_string(), 443)
-                .ok_or_else(|| Error::new(ErrorKind::InvalidInput, format!("no host in {uri}")))?;
+            let host = uri
+                .host()
+                .ok_or_else(|| Error::new(ErrorKind::InvalidInput, format!("no host in {uri}")))?
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            let port = uri.port_u16().unwrap_or(443);
             let name = tokio_rustls::rustls::pki_types::ServerName::try_from(this.server_name)
                 .map_err(|e| Error::new(ErrorKind::InvalidInput, e))?;
             let late = |what: &str, after: std::time::Duration| {

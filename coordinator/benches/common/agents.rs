@@ -195,7 +195,8 @@ pub async fn agent(
             return;
         }
     };
-    let resume = common_env_resume();
+    // `FLEET_RESUME=0`: no session kept (see above).
+    let resume = super::procs::env_or("FLEET_RESUME", 1) != 0;
     let tls_config = || {
         if resume {
             Ok(tls.clone())
@@ -345,12 +346,6 @@ pub type Opened = (
     mpsc::Sender<pb::AgentMessage>,
     tonic::Streaming<pb::CoordinatorMessage>,
 );
-
-/// Whether fake agents keep one TLS configuration (and so resume sessions): not when
-/// `FLEET_RESUME=0`.
-fn common_env_resume() -> bool {
-    std::env::var("FLEET_RESUME").map_or(true, |v| v != "0")
-}
 
 /// Dials `url` like `platter-agent` does (agent/src/link.rs: TLS through
 /// `platter_proto::tls::TlsConnect` with the agent's one configuration) and says hello.

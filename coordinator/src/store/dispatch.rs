@@ -107,8 +107,10 @@ impl Store {
             return Self::dispatch_pass_pg(pg, hosts, mark);
         }
         let mut out = Vec::new();
+        // One reader for the pass: each template parsed once, however many hosts share it.
+        let mut plans = Plans::default();
         for host in hosts {
-            match Self::next_plan(c, host)? {
+            match Self::next_plan(c, &mut plans, host)? {
                 Some(Next::Active(plan)) => out.push((host.clone(), plan, false)),
                 Some(Next::Queued(id, plan)) if mark => {
                     c.execute("UPDATE plans SET state = 'sent' WHERE id = ?1", [&id])?;
@@ -194,10 +196,9 @@ impl Store {
     }
 
     /// The plan `host` runs, else its next queued one; reads only.
-    fn next_plan(c: &Conn, host: &str) -> Result<Option<Next>> {
+    fn next_plan(c: &Conn, plans: &mut Plans, host: &str) -> Result<Option<Next>> {
         // Statements are cached per connection: a fan-out asks this once per host, and
         // preparing them anew was a third of its CPU (BENCHMARKS.md, fleet scale).
-        let mut plans = Plans::default();
         let active = c.query_opt(
             &format!(
                 "SELECT {PLAN_COLUMNS} FROM {PLAN_FROM}
