@@ -231,7 +231,7 @@ pub(super) fn writer_loop(w: Writer, mut conn: Conn, mut rx: mpsc::Receiver<Batc
         }
         // Two writers (of this coordinator or another) that end plans of the same two
         // campaigns at once lock the campaigns' rows in opposite orders: PostgreSQL
-        // breaks the deadlock by failing one, which is tried again at once rather than
+        // breaks the deadlock by failing one, which is tried again shortly rather than
         // failing its agents' batches (and the store's health) for it.
         let started = Instant::now();
         let committed = retrying_collisions(
