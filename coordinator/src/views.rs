@@ -82,6 +82,38 @@ pub fn hms(d: Duration) -> String {
     }
 }
 
+/// The agent states an operator filters by, in the order counts are told.
+pub const AGENT_STATES: [&str; 5] = ["idle", "busy", "lost", "offline", "journal fault"];
+
+/// An agent's state for counting and filtering: "journal fault: WHY" counts as one.
+pub fn state_kind(state: &str) -> &str {
+    if state.starts_with("journal fault") {
+        "journal fault"
+    } else {
+        state
+    }
+}
+
+/// Whether the agent is in the state `state` ("" any) and `q` ("" any) is a part of its
+/// name, one of its labels (`key=value`, or `key`), or a part of a drive's model: the
+/// selection of `platter agents --state --match` and the console's host filter.
+pub fn agent_matches(a: &pb::AgentInfo, state: &str, q: &str) -> bool {
+    let state = state.is_empty() || state_kind(&a.state) == state;
+    let q = q.trim();
+    let query = q.is_empty()
+        || a.host.contains(q)
+        || a.labels.iter().any(|(k, v)| {
+            k == q || q.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('=')) == Some(v)
+        })
+        || a.devices.iter().any(|d| d.model.contains(q));
+    state && query
+}
+
+/// Whether the agent needs a person: its journal in fault, or lost, or offline.
+pub fn agent_needs_attention(a: &pb::AgentInfo) -> bool {
+    matches!(state_kind(&a.state), "journal fault" | "lost" | "offline")
+}
+
 /// One agent of `platter agents --output json` and `/api/v1/hosts`; `fault` is the store's.
 pub fn agent_json(a: &pb::AgentInfo, fault: Option<&pb::StoreFault>) -> serde_json::Value {
     let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();

@@ -10,14 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pb::agent_link_client::AgentLinkClient;
 use pb::control_client::ControlClient;
 use platter::service::server::{Coordinator, ServeOptions};
 use platter::store::Store;
 use platter_proto::model::{Sample, StepKind};
 use platter_proto::v1 as pb;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 const AGENTS: usize = 100;
@@ -68,19 +65,8 @@ async fn fill(store: &Store) -> String {
 /// A fake agent: says hello, then heartbeats until `stop`; counts a stream the
 /// coordinator ended as dropped.
 async fn agent(url: String, i: usize, stop: CancellationToken, dropped: Arc<AtomicUsize>) {
-    let mut client = AgentLinkClient::connect(url).await.unwrap();
-    let (tx, rx) = mpsc::channel(4);
     let hello = common::fake_hello(&format!("f{i:03}"), &format!("boot-{i}"), Vec::new());
-    tx.send(pb::AgentMessage {
-        kind: Some(pb::agent_message::Kind::Hello(hello)),
-    })
-    .await
-    .unwrap();
-    let mut inbound = client
-        .open(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    let (mut inbound, tx) = common::fake_link(&url, hello).await;
     let mut tick = tokio::time::interval(HEARTBEAT);
     loop {
         tokio::select! {
@@ -139,7 +125,7 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
         let t0 = Instant::now();
         loop {
             let list = control
-                .list_agents(pb::ListAgentsRequest {})
+                .list_agents(pb::ListAgentsRequest::default())
                 .await
                 .unwrap()
                 .into_inner();
@@ -203,7 +189,7 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
         );
 
         let list = control
-            .list_agents(pb::ListAgentsRequest {})
+            .list_agents(pb::ListAgentsRequest::default())
             .await
             .unwrap()
             .into_inner();

@@ -7,11 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use pb::agent_link_client::AgentLinkClient;
 use platter::service::server::{Coordinator, ServeOptions};
 use platter_proto::v1 as pb;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 /// Opens an AgentLink stream as host `h` holding `held`; returns the stream and the
@@ -23,20 +21,7 @@ async fn connect(
     tonic::Streaming<pb::CoordinatorMessage>,
     mpsc::Sender<pb::AgentMessage>,
 ) {
-    let mut client = AgentLinkClient::connect(url.to_string()).await.unwrap();
-    let (tx, rx) = mpsc::channel(4);
-    let hello = common::fake_hello("h", "boot", held);
-    tx.send(pb::AgentMessage {
-        kind: Some(pb::agent_message::Kind::Hello(hello)),
-    })
-    .await
-    .unwrap();
-    let inbound = client
-        .open(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    (inbound, tx)
+    common::fake_link(url, common::fake_hello("h", "boot", held)).await
 }
 
 async fn next(

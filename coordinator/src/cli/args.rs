@@ -158,8 +158,20 @@ pub enum Command {
         client: ClientArgs,
     },
     /// The fleet: hosts with labels, drives, state (idle, busy, lost, offline), last seen
-    /// and current campaign.
+    /// and current campaign. Past 50 hosts the table counts them by state and lists those
+    /// needing attention (journal fault, lost, offline) first; `--all` lists every one,
+    /// `--output json` lists every one matching.
     Agents {
+        /// Only agents in this state.
+        #[arg(long, value_parser = ["idle", "busy", "lost", "offline", "journal-fault"])]
+        state: Option<String>,
+        /// Only agents whose name contains TEXT, with the label TEXT (`rack=b12`, or a
+        /// label's key), or with a drive whose model contains TEXT.
+        #[arg(long = "match", value_name = "TEXT")]
+        matching: Option<String>,
+        /// List every matching agent in the table, however many.
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         client: ClientArgs,
         #[arg(long, value_enum, default_value_t = Output::Table)]

@@ -28,7 +28,7 @@ pub(super) async fn inventory(
         Some(client) => client
             .connect()
             .await?
-            .list_agents(pb::ListAgentsRequest {})
+            .list_agents(pb::ListAgentsRequest::default())
             .await
             .map_err(|s| call_error("list agents", s))?
             .into_inner()

@@ -130,7 +130,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         // The plan needs this host's inventory, which arrives with the agent's hello.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
-            let agents = client.list_agents(pb::ListAgentsRequest {}).await?.into_inner().agents;
+            let agents = client.list_agents(pb::ListAgentsRequest::default()).await?.into_inner().agents;
             if agents.iter().any(|a| a.host == host && a.connected) {
                 break;
             }

@@ -343,7 +343,10 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let why = match client
                 .connect()
                 .await?
-                .list_agents(pb::ListAgentsRequest {})
+                .list_agents(pb::ListAgentsRequest {
+                    limit: 1,
+                    ..Default::default()
+                })
                 .await
             {
                 Ok(r) => r
@@ -356,11 +359,26 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             println!("{url}: NOT serving{}", why.unwrap_or_default());
             Ok(1)
         }
-        Command::Agents { client, output } => {
+        Command::Agents {
+            state,
+            matching,
+            all,
+            client,
+            output,
+        } => {
+            let whole = all || output == Output::Json;
             let agents = client
                 .connect()
                 .await?
-                .list_agents(pb::ListAgentsRequest {})
+                .list_agents(pb::ListAgentsRequest {
+                    state: state.unwrap_or_default().replace('-', " "),
+                    r#match: matching.unwrap_or_default(),
+                    limit: if whole {
+                        0
+                    } else {
+                        client::AGENTS_LISTED as u32
+                    },
+                })
                 .await
                 .map_err(|s| call_error("agents", s))?
                 .into_inner();

@@ -240,7 +240,33 @@ fn host_table(c: &pb::CampaignStatus) -> String {
     out
 }
 
-/// `platter agents`.
+/// Agents `platter agents` lists in its table unless told `--all`; past them it counts.
+pub const AGENTS_LISTED: usize = HOSTS_LISTED;
+
+/// "100,000 agents: 99,812 idle, 150 busy, 38 lost", or with a selection "2,000 of
+/// 100,000 agents match: …".
+fn agent_counts(response: &pb::ListAgentsResponse) -> String {
+    let parts: Vec<String> = crate::views::AGENT_STATES
+        .iter()
+        .filter_map(|s| {
+            let n = *response.counts.get(*s)?;
+            (n > 0).then(|| format!("{} {s}", grouped(n as usize)))
+        })
+        .collect();
+    let head = if response.matched == response.total {
+        format!("{} agents", grouped(response.total as usize))
+    } else {
+        format!(
+            "{} of {} agents match",
+            grouped(response.matched as usize),
+            grouped(response.total as usize)
+        )
+    };
+    format!("{head}: {}\n", parts.join(", "))
+}
+
+/// `platter agents`: every agent in the answer, or, when the coordinator listed fewer
+/// than matched (`limit`), their counts by state first and how many more there are.
 pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> String {
     let (agents, fault) = (&response.agents, response.store_fault.as_ref());
     let now = crate::store::now_ms();
@@ -250,6 +276,12 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
             .map(|a| crate::views::agent_json(a, fault))
             .collect();
         return serde_json::to_string_pretty(&v).expect("json") + "\n";
+    }
+    let cut = (response.matched as usize).saturating_sub(agents.len());
+    let mut agents: Vec<&pb::AgentInfo> = agents.iter().collect();
+    if cut == 0 {
+        // All of them: by name, as ever (a limited answer puts attention first).
+        agents.sort_by(|a, b| a.host.cmp(&b.host));
     }
     let rows: Vec<Vec<String>> = agents
         .iter()
@@ -311,11 +343,22 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
         .iter()
         .map(|a| (a.host.as_str(), a.tools.as_slice()))
         .collect();
-    let mut out = fault.map(fault_line).unwrap_or_default()
-        + &table(
+    let mut out = fault.map(fault_line).unwrap_or_default();
+    if cut > 0 {
+        out += &agent_counts(response);
+    }
+    if !rows.is_empty() {
+        out += &table(
             &["host", "state", "labels", "drives", "last seen", "campaign"],
             &rows,
         );
+    }
+    if cut > 0 {
+        out += &format!(
+            "… {} more agent(s) not listed (those needing attention come first); `--state` or `--match` narrow the list, `--all` lists every one, `--output json` too\n",
+            grouped(cut)
+        );
+    }
     if tools.iter().any(|(_, t)| !t.is_empty()) {
         out += "\ntools (as each agent reported them when it connected):\n";
         out += &tool_table(&tools);

@@ -572,6 +572,33 @@ pub fn fake_hello(host: &str, boot_id: &str, held: Vec<String>) -> platter_proto
     }
 }
 
+/// Opens an AgentLink stream to the plaintext coordinator at `url` with `hello`, as a fake
+/// agent: the coordinator's stream, and the sender that keeps the agent's side open.
+pub async fn fake_link(
+    url: &str,
+    hello: platter_proto::v1::Hello,
+) -> (
+    tonic::Streaming<platter_proto::v1::CoordinatorMessage>,
+    tokio::sync::mpsc::Sender<platter_proto::v1::AgentMessage>,
+) {
+    use platter_proto::v1 as pb;
+    let mut client = pb::agent_link_client::AgentLinkClient::connect(url.to_string())
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(pb::AgentMessage {
+        kind: Some(pb::agent_message::Kind::Hello(hello)),
+    })
+    .await
+    .unwrap();
+    let inbound = client
+        .open(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    (inbound, tx)
+}
+
 /// A user of this host made for a test (`useradd`, no home: the campaign names one), removed
 /// when dropped. Needs root.
 pub struct TestUser(pub String);

@@ -13,7 +13,6 @@ use serde::Deserialize;
 use tonic::Status;
 
 use super::auth::{Access, CsrfForm};
-use super::fleet::state_kind;
 use super::layout::url_part;
 use super::Ctx;
 use crate::report::history::Flag;
@@ -331,15 +330,7 @@ pub(super) struct HostFilter {
 
 impl HostFilter {
     pub(super) fn matches(&self, a: &pb::AgentInfo) -> bool {
-        let state = self.state.is_empty() || state_kind(&a.state) == self.state;
-        let q = self.q.trim();
-        let query = q.is_empty()
-            || a.host.contains(q)
-            || a.labels
-                .iter()
-                .any(|(k, v)| format!("{k}={v}") == q || k == q)
-            || a.devices.iter().any(|d| d.model.contains(q));
-        state && query
+        crate::views::agent_matches(a, &self.state, &self.q)
     }
 }
 

@@ -16,7 +16,7 @@ use tonic::{Request, Status};
 use super::Ctx;
 use crate::service::tls::InProcess;
 use crate::store::reports::FailedStep;
-use crate::views::{verdict_of, Verdict};
+use crate::views::{state_kind, verdict_of, Verdict};
 use indexmap::IndexMap;
 use platter_proto::model::{CampaignId, HostName};
 
@@ -156,15 +156,6 @@ pub(super) struct Overview {
     pub hosts_total: usize,
 }
 
-/// An agent's state for counting and filtering: "journal fault: WHY" counts as one.
-pub(super) fn state_kind(state: &str) -> &str {
-    if state.starts_with("journal fault") {
-        "journal fault"
-    } else {
-        state
-    }
-}
-
 impl Ctx {
     pub(super) async fn agents(&self) -> Result<Arc<pb::ListAgentsResponse>, Status> {
         self.reads
@@ -172,7 +163,7 @@ impl Ctx {
             .get(|| async {
                 let r = self
                     .control
-                    .list_agents(in_process(pb::ListAgentsRequest {}))
+                    .list_agents(in_process(pb::ListAgentsRequest::default()))
                     .await?;
                 Ok(r.into_inner())
             })

@@ -649,6 +649,14 @@ impl Control for ControlService {
         request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
+        let want = request.into_inner();
+        if !want.state.is_empty() && !crate::views::AGENT_STATES.contains(&want.state.as_str()) {
+            return Err(Status::invalid_argument(format!(
+                "no agent state {:?}: one of {}",
+                want.state,
+                crate::views::AGENT_STATES.join(", ")
+            )));
+        }
         let store = self.store.clone();
         let hub = self.hub.clone();
         let last = self.last.clone();
@@ -689,6 +697,7 @@ impl Control for ControlService {
             }
         })
         .await?;
+        let total = rows.len() as u64;
         let rows = rows.iter().map(|a| pb::AgentInfo {
             host: a.host.to_string(),
             connected: false,
@@ -726,9 +735,27 @@ impl Control for ControlService {
             };
             a
         });
+        let mut counts = std::collections::HashMap::new();
+        let mut agents: Vec<pb::AgentInfo> = agents
+            .filter(|a| crate::views::agent_matches(a, &want.state, &want.r#match))
+            .inspect(|a| {
+                *counts
+                    .entry(crate::views::state_kind(&a.state).to_string())
+                    .or_insert(0) += 1
+            })
+            .collect();
+        let matched = agents.len() as u64;
+        if want.limit > 0 {
+            // Those needing a person first; the sort is stable, so each part stays by name.
+            agents.sort_by_key(|a| !crate::views::agent_needs_attention(a));
+            agents.truncate(want.limit as usize);
+        }
         Ok(Response::new(pb::ListAgentsResponse {
-            agents: agents.collect(),
+            agents,
             store_fault: self.store.fault().map(Into::into),
+            total,
+            matched,
+            counts,
         }))
     }
 

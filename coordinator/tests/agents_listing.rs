@@ -1,0 +1,205 @@
+//! `platter agents` on a fleet larger than a screen: past 50 hosts the table counts the
+//! agents by state and lists those needing attention first, then says how many more there
+//! are; `--state`, `--match` and `--all` select and list, `--output json` lists every
+//! matching agent. The coordinator selects and counts (a fleet of 100,000 sends 50 rows,
+//! not 100,000), so the answer's counts are checked on the wire too.
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use pb::control_client::ControlClient;
+use platter::service::server::{Coordinator, ServeOptions};
+use platter_proto::v1 as pb;
+use tokio_util::sync::CancellationToken;
+
+const AGENTS: usize = 60;
+/// Agents that go away: offline, so listed first.
+const GONE: [usize; 3] = [7, 31, 58];
+
+/// A fake agent `a{i:02}`: rack a (the first 40) or b, a Samsung drive on every tenth;
+/// says hello, then heartbeats until `stop`.
+async fn agent(url: String, i: usize, stop: CancellationToken) {
+    let mut hello = common::fake_hello(&format!("a{i:02}"), &format!("boot-{i}"), Vec::new());
+    let rack = if i < 40 { "a" } else { "b" };
+    hello.labels.insert("rack".into(), rack.into());
+    if i.is_multiple_of(10) {
+        hello.devices.push(pb::Device {
+            path: "/dev/sda".into(),
+            model: "Samsung SSD 860 EVO 500GB".into(),
+            size_bytes: 500 << 30,
+            ..Default::default()
+        });
+    }
+    let (mut inbound, tx) = common::fake_link(&url, hello).await;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            m = inbound.message() => if !matches!(m, Ok(Some(_))) { return },
+            _ = tick.tick() => {
+                let hb = pb::Heartbeat { current_plan_id: String::new(), current_step_index: 0, journal_fault: String::new() };
+                let m = pb::AgentMessage { kind: Some(pb::agent_message::Kind::Heartbeat(hb)) };
+                if tx.send(m).await.is_err() { return }
+            }
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+fn agents(url: &str, args: &[&str]) -> Output {
+    common::platter()
+        .args(["agents", "--coordinator", url, "--dangerously-insecure"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(url: &str, args: &[&str]) -> String {
+    let out = agents(url, args);
+    assert!(
+        out.status.success(),
+        "platter agents {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The hosts of a table's rows, in order.
+fn listed(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.len() == 3 && w.starts_with('a'))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let shutdown = CancellationToken::new();
+    let coordinator = rt.block_on(async {
+        let opts = ServeOptions::plaintext(&db, "127.0.0.1:0".parse().unwrap());
+        Coordinator::start(opts, shutdown.clone()).await.unwrap()
+    });
+    let url = format!("http://{}", coordinator.addr);
+    let stops: Vec<CancellationToken> = (0..AGENTS).map(|_| CancellationToken::new()).collect();
+    let mut control = rt.block_on(async {
+        for (i, stop) in stops.iter().enumerate() {
+            tokio::spawn(agent(url.clone(), i, stop.clone()));
+        }
+        ControlClient::connect(url.clone()).await.unwrap()
+    });
+    let mut wait_for = |what: &str, want: &dyn Fn(&pb::ListAgentsResponse) -> bool| {
+        let t0 = Instant::now();
+        loop {
+            let r = rt
+                .block_on(control.list_agents(pb::ListAgentsRequest::default()))
+                .unwrap()
+                .into_inner();
+            if want(&r) {
+                return;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "{what}: {r:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let count = |r: &pb::ListAgentsResponse, s: &str| r.counts.get(s).copied().unwrap_or(0);
+    wait_for("every agent idle", &|r| count(r, "idle") == AGENTS as u64);
+    for i in GONE {
+        stops[i].cancel();
+    }
+    wait_for("three agents offline", &|r| count(r, "offline") == 3);
+
+    // The table: counts, the offline first, 50 in all, how many more.
+    let shown = text(&url, &[]);
+    let first = shown.lines().next().unwrap();
+    assert_eq!(first, "60 agents: 57 idle, 3 offline", "{shown}");
+    let hosts = listed(&shown);
+    assert_eq!(hosts.len(), 50, "{shown}");
+    assert_eq!(hosts[..3], ["a07", "a31", "a58"], "{shown}");
+    assert_eq!(hosts[3..6], ["a00", "a01", "a02"], "then by name: {shown}");
+    assert!(shown.contains("… 10 more agent(s) not listed"), "{shown}");
+
+    // Every one, by name, without counts.
+    let all = text(&url, &["--all"]);
+    let hosts = listed(&all);
+    let want: Vec<String> = (0..AGENTS).map(|i| format!("a{i:02}")).collect();
+    assert_eq!(hosts, want, "{all}");
+    assert!(!all.contains("more agent(s)"), "{all}");
+
+    // Selections: small ones are listed whole, by name.
+    let offline = text(&url, &["--state", "offline"]);
+    assert_eq!(listed(&offline), ["a07", "a31", "a58"], "{offline}");
+    let rack_b = text(&url, &["--match", "rack=b"]);
+    let want: Vec<String> = (40..AGENTS).map(|i| format!("a{i:02}")).collect();
+    assert_eq!(listed(&rack_b), want, "{rack_b}");
+    let idle_b = text(&url, &["--match", "rack=b", "--state", "idle"]);
+    assert_eq!(listed(&idle_b).len(), 19, "{idle_b}");
+    // A selection past 50: counted against the whole fleet.
+    let rack_a = text(&url, &["--match", "a"]);
+    assert_eq!(
+        rack_a.lines().next().unwrap(),
+        "60 agents: 57 idle, 3 offline",
+        "every name contains `a`: {rack_a}"
+    );
+    let idle = text(&url, &["--state", "idle"]);
+    assert_eq!(
+        idle.lines().next().unwrap(),
+        "57 of 60 agents match: 57 idle",
+        "{idle}"
+    );
+
+    // JSON: every matching agent, whatever their number.
+    let json: serde_json::Value = serde_json::from_str(&text(&url, &["--output", "json"])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), AGENTS);
+    let samsung: serde_json::Value = serde_json::from_str(&text(
+        &url,
+        &["--output", "json", "--match", "Samsung SSD 860"],
+    ))
+    .unwrap();
+    let hosts: Vec<&str> = samsung
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["a00", "a10", "a20", "a30", "a40", "a50"]);
+
+    // On the wire: 50 rows asked for, the counts of all that match.
+    let r = rt
+        .block_on(control.list_agents(pb::ListAgentsRequest {
+            state: "idle".into(),
+            limit: 5,
+            ..Default::default()
+        }))
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.agents.len(), r.matched, r.total), (5, 57, 60));
+    // A state that does not exist: said, with those that do.
+    let e = rt
+        .block_on(control.list_agents(pb::ListAgentsRequest {
+            state: "sleeping".into(),
+            ..Default::default()
+        }))
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message()
+            .contains("idle, busy, lost, offline, journal fault"),
+        "{e:?}"
+    );
+    let out = agents(&url, &["--state", "sleeping"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("journal-fault"), "{err}");
+
+    for s in &stops {
+        s.cancel();
+    }
+    shutdown.cancel();
+    rt.block_on(async { drop(coordinator) });
+}
