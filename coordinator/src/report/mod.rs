@@ -95,6 +95,29 @@ struct Gathered {
     raw: Vec<RawSample>,
     missing: u32,
     reason: String,
+    /// The sample `unit` and `reason` are the latest measured and the latest missing
+    /// one's, by `RawSample::order`: samples come in no set order.
+    unit_of: Option<(i64, u32, u32)>,
+    reason_of: Option<(i64, u32, u32)>,
+}
+
+impl Gathered {
+    /// Its samples in the order their repetitions started, `values` with them.
+    fn in_order(&mut self) {
+        if self.raw.is_sorted_by_key(RawSample::order) {
+            return;
+        }
+        self.raw.sort_unstable_by_key(RawSample::order);
+        self.values = self.raw.iter().filter_map(|r| r.value).collect();
+    }
+}
+
+impl RawSample {
+    /// When it started, then its repetition and attempt: one cell's samples of one metric
+    /// never tie (a step has one sample of a metric).
+    fn order(&self) -> (i64, u32, u32) {
+        (self.started_unix_ns, self.repetition, self.attempt)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -522,15 +545,28 @@ impl Report {
                     }
                 };
                 let g = &mut by_metric[at];
-                // A value the tool could not measure has no unit: keep the measured ones'.
-                if (raw.value.is_some() || g.unit.is_empty()) && g.unit != s.unit {
-                    g.unit = s.unit.to_string();
-                }
+                let order = Some(raw.order());
                 match raw.value {
-                    Some(v) => g.values.push(v),
+                    Some(v) => {
+                        g.values.push(v);
+                        // A value the tool could not measure has no unit: the latest
+                        // measured one's.
+                        if g.unit_of < order {
+                            g.unit_of = order;
+                            if g.unit != s.unit {
+                                g.unit = s.unit.to_string();
+                            }
+                        }
+                    }
                     None => {
                         g.missing += 1;
-                        g.reason.clone_from(&raw.missing);
+                        if g.unit.is_empty() {
+                            g.unit = s.unit.to_string();
+                        }
+                        if g.reason_of < order {
+                            g.reason_of = order;
+                            g.reason.clone_from(&raw.missing);
+                        }
                     }
                 }
                 g.raw.push(raw);
@@ -562,6 +598,7 @@ impl Report {
             for cell in reports::cells(c, campaign_id)? {
                 let n = cell.n;
                 let mut by_metric = values.remove(&n).unwrap_or_default();
+                by_metric.values_mut().for_each(Gathered::in_order);
                 // One order whatever order a step's samples came in (SQLite returns them by
                 // name, PostgreSQL as stored; sorting them in SQL cost 20–30% of the query):
                 // the command's own metrics first, then by name.

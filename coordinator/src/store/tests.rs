@@ -347,6 +347,74 @@ async fn a_reports_metrics_come_in_the_same_order_from_both_engines() {
     assert_eq!(orders.len(), 1);
 }
 
+/// A cell's samples come in the order its repetitions started, whatever order the store
+/// returns them in (it is asked for none), on both engines; a metric's reason for missing
+/// values is its latest repetition's.
+#[tokio::test]
+async fn a_cells_samples_come_in_the_order_their_repetitions_started() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let yaml = "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 3\n";
+        let c = crate::spec::parse("t.yaml", yaml).unwrap();
+        let planned =
+            crate::planning::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", yaml).unwrap();
+        let plan = &planned.plans[0];
+        let measures: Vec<u32> = (0..plan.steps.len() as u32)
+            .filter(|&i| {
+                matches!(
+                    plan.steps[i as usize].kind,
+                    platter_proto::model::StepKind::Measure(_)
+                )
+            })
+            .collect();
+        assert_eq!(measures.len(), 3);
+        // Repetition 1 started last (a clock set back, or a retry), 2 first.
+        let runs = [(300, 1.0, "r1"), (100, 2.0, "r2"), (200, 3.0, "")];
+        let records = measures
+            .iter()
+            .zip(runs)
+            .enumerate()
+            .map(|(k, (&step, (started, wall, why)))| {
+                let mut r = end(k as u64 + 1, plan, step, 1, wall);
+                if let RecordKind::Step(e) = &mut r.kind {
+                    e.started_unix_ns = started;
+                    e.samples.push(Sample {
+                        metric: "iops".into(),
+                        value: if why.is_empty() { 5.0 } else { f64::NAN },
+                        unit: "1/s".into(),
+                        histogram: Vec::new(),
+                        missing: why.into(),
+                    });
+                }
+                r
+            })
+            .collect();
+        store.write_records(&"h".into(), records).await.unwrap();
+        let report = crate::report::Report::load(&store, &planned.id).unwrap();
+        let metric = |name: &str| {
+            report.cells[0]
+                .metrics
+                .iter()
+                .find(|m| m.metric == name)
+                .unwrap()
+                .clone()
+        };
+        let wall = metric("wall");
+        let started: Vec<i64> = wall.samples.iter().map(|s| s.started_unix_ns).collect();
+        assert_eq!(started, [100, 200, 300], "{}", store.location());
+        assert_eq!(wall.values, [2.0, 3.0, 1.0], "{}", store.location());
+        let iops = metric("iops");
+        assert_eq!(iops.values, [5.0], "{}", store.location());
+        assert_eq!(
+            (iops.not_measured, iops.not_measured_reason.as_str()),
+            (2, "r1"),
+            "{}",
+            store.location()
+        );
+    }
+}
+
 /// With several writers, one that cannot commit stays the store's fault while the
 /// others commit (health does not flap); a failure of the other writes ends with any
 /// commit.
