@@ -294,7 +294,8 @@ impl PairwiseDiffs {
 
     /// The k-th smallest difference (1-based): the smallest float t with at least k
     /// differences ≤ t, found by bisecting the floats between the smallest and the
-    /// largest difference in their total order (at most 64 counts).
+    /// largest difference in their total order until few differences lie between the
+    /// two (at most 64 counts), then selecting among those.
     fn kth(&self, k: usize) -> f64 {
         debug_assert!(k >= 1 && k <= self.x.len() * self.y.len());
         // Floats → integers with the same order (negative floats flipped).
@@ -306,18 +307,50 @@ impl PairwiseDiffs {
         let (first_y, last_y) = (self.y[0], self.y[self.y.len() - 1]);
         let (first_x, last_x) = (self.x[0], self.x[self.x.len() - 1]);
         let (mut lo, mut hi) = (key(first_y - last_x), key(last_y - first_x));
-        // Invariant: count(≤ float(hi)) ≥ k; the answer is in [lo, hi].
+        // Invariant: the answer is in [lo, hi]; `below` differences are < float(lo),
+        // `upto` are ≤ float(hi) (below < k ≤ upto).
+        let (mut below, mut upto) = (0, self.x.len() * self.y.len());
+        // Few enough to hold and select from: what a count costs to pass over anyway.
+        let few = 4 * (self.x.len() + self.y.len());
         while lo < hi {
+            if upto - below <= few {
+                let mut between = self.between(float(lo), float(hi));
+                debug_assert_eq!(between.len(), upto - below);
+                let (_, kth, _) = between.select_nth_unstable_by(k - below - 1, f64::total_cmp);
+                // −0.0 counts like 0.0, but no difference is −0.0 (x − x is +0.0).
+                return *kth + 0.0;
+            }
             let mid = ((i128::from(lo) + i128::from(hi)) >> 1) as i64;
             let t = float(mid);
-            if self.count(|d| d <= t) >= k {
+            let n = self.count(|d| d <= t);
+            if n >= k {
                 hi = mid;
+                upto = n;
             } else {
+                // No float lies between float(mid) and float(mid + 1).
                 lo = mid + 1;
+                below = n;
             }
         }
-        // −0.0 counts like 0.0, but no difference is −0.0 (x − x is +0.0).
         float(lo) + 0.0
+    }
+
+    /// Every difference d with lo ≤ d ≤ hi. For a fixed y those are the x of one run of
+    /// `x`, whose two ends only move right as y grows (as in `count`).
+    fn between(&self, lo: f64, hi: f64) -> Vec<f64> {
+        let (mut first, mut end) = (0, 0);
+        let mut out = Vec::new();
+        for &y in &self.y {
+            while first < self.x.len() && y - self.x[first] > hi {
+                first += 1;
+            }
+            end = end.max(first);
+            while end < self.x.len() && y - self.x[end] >= lo {
+                end += 1;
+            }
+            out.extend(self.x[first..end].iter().map(|&x| y - x));
+        }
+        out
     }
 }
 
@@ -1027,6 +1060,9 @@ mod tests {
             (7, 5, 3),
             (40, 31, 1000),
             (64, 64, 4),
+            // Past `few`: bisected first, then selected.
+            (300, 250, 1_000_000),
+            (200, 220, 7),
         ] {
             let draw = |rng: &mut Rng, k: usize| -> Vec<f64> {
                 (0..k)
@@ -1041,7 +1077,9 @@ mod tests {
             // Sorted the way `PairwiseDiffs` forms them (logs first, then subtract).
             all.sort_by(f64::total_cmp);
             let d = PairwiseDiffs::new(&b, &c);
-            for k in 1..=m * n {
+            for k in
+                (1..=m * n).filter(|k| m * n < 5000 || k % 97 == 0 || *k <= 3 || *k > m * n - 3)
+            {
                 assert_eq!(
                     d.kth(k).to_bits(),
                     all[k - 1].to_bits(),
