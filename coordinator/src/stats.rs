@@ -307,14 +307,16 @@ impl PairwiseDiffs {
         let (first_y, last_y) = (self.y[0], self.y[self.y.len() - 1]);
         let (first_x, last_x) = (self.x[0], self.x[self.x.len() - 1]);
         let (mut lo, mut hi) = (key(first_y - last_x), key(last_y - first_x));
-        // Invariant: the answer is in [lo, hi]; `below` differences are < float(lo),
-        // `upto` are ≤ float(hi) (below < k ≤ upto).
-        let (mut below, mut upto) = (0, self.x.len() * self.y.len());
+        // Invariant: the answer is in [lo, hi]; `below` differences are ≤ `under` (none
+        // when it is None: lo is the smallest), `upto` are ≤ float(hi) (below < k ≤ upto).
+        // (`under` is the float below float(lo), not float(lo) itself: −0.0 and 0.0 are
+        // next to each other in the order but equal.)
+        let (mut below, mut under, mut upto) = (0, None, self.x.len() * self.y.len());
         // Few enough to hold and select from: what a count costs to pass over anyway.
         let few = 4 * (self.x.len() + self.y.len());
         while lo < hi {
             if upto - below <= few {
-                let mut between = self.between(float(lo), float(hi));
+                let mut between = self.between(under, float(hi));
                 debug_assert_eq!(between.len(), upto - below);
                 let (_, kth, _) = between.select_nth_unstable_by(k - below - 1, f64::total_cmp);
                 // −0.0 counts like 0.0, but no difference is −0.0 (x − x is +0.0).
@@ -327,17 +329,18 @@ impl PairwiseDiffs {
                 hi = mid;
                 upto = n;
             } else {
-                // No float lies between float(mid) and float(mid + 1).
                 lo = mid + 1;
                 below = n;
+                under = Some(t);
             }
         }
         float(lo) + 0.0
     }
 
-    /// Every difference d with lo ≤ d ≤ hi. For a fixed y those are the x of one run of
-    /// `x`, whose two ends only move right as y grows (as in `count`).
-    fn between(&self, lo: f64, hi: f64) -> Vec<f64> {
+    /// Every difference d with under < d ≤ hi (any d ≤ hi when `under` is None). For a
+    /// fixed y those are the x of one run of `x`, whose two ends only move right as y grows
+    /// (as in `count`).
+    fn between(&self, under: Option<f64>, hi: f64) -> Vec<f64> {
         let (mut first, mut end) = (0, 0);
         let mut out = Vec::new();
         for &y in &self.y {
@@ -345,7 +348,7 @@ impl PairwiseDiffs {
                 first += 1;
             }
             end = end.max(first);
-            while end < self.x.len() && y - self.x[end] >= lo {
+            while end < self.x.len() && under.is_none_or(|u| y - self.x[end] > u) {
                 end += 1;
             }
             out.extend(self.x[first..end].iter().map(|&x| y - x));
@@ -1094,6 +1097,26 @@ mod tests {
                 d.count(|x| x < 0.0),
                 all.iter().filter(|x| **x < 0.0).count()
             );
+        }
+    }
+
+    /// Differences −d, 0 and d, few of them above 0: the first bisection lands on −0.0
+    /// (next to 0.0 in the order, and equal to it), then few enough remain to select
+    /// among, none of them the zeros already counted below.
+    #[test]
+    fn pairwise_order_statistics_past_a_tie_at_zero() {
+        let mut b = vec![1.0_f64; 50];
+        b.push(2.0);
+        let mut c = vec![1.0_f64; 49];
+        c.extend([2.0, 2.0]);
+        let mut all: Vec<f64> = c
+            .iter()
+            .flat_map(|c| b.iter().map(move |b| c.ln() - b.ln()))
+            .collect();
+        all.sort_by(f64::total_cmp);
+        let d = PairwiseDiffs::new(&b, &c);
+        for k in 1..=all.len() {
+            assert_eq!(d.kth(k).to_bits(), all[k - 1].to_bits(), "k={k}");
         }
     }
 
