@@ -114,6 +114,33 @@ pub fn agent_needs_attention(a: &pb::AgentInfo) -> bool {
     matches!(state_kind(&a.state), "journal fault" | "lost" | "offline")
 }
 
+/// The agents `request` selects (`state`, `match`), counted by state, at most `limit` of
+/// them listed, those needing attention first: what the Control service answers, and what
+/// `platter agents` makes of an older coordinator's every agent. Sets `agents`, `matched`
+/// and `counts` of `response`.
+pub fn select_agents(
+    response: &mut pb::ListAgentsResponse,
+    agents: impl Iterator<Item = pb::AgentInfo>,
+    request: &pb::ListAgentsRequest,
+) {
+    response.counts.clear();
+    response.agents = agents
+        .filter(|a| agent_matches(a, &request.state, &request.r#match))
+        .collect();
+    for a in &response.agents {
+        *response
+            .counts
+            .entry(state_kind(&a.state).to_string())
+            .or_insert(0) += 1;
+    }
+    response.matched = response.agents.len() as u64;
+    if request.limit > 0 {
+        // The sort is stable: each part stays in the order it came (by name).
+        response.agents.sort_by_key(|a| !agent_needs_attention(a));
+        response.agents.truncate(request.limit as usize);
+    }
+}
+
 /// One agent of `platter agents --output json` and `/api/v1/hosts`; `fault` is the store's.
 pub fn agent_json(a: &pb::AgentInfo, fault: Option<&pb::StoreFault>) -> serde_json::Value {
     let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();

@@ -367,21 +367,24 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             output,
         } => {
             let whole = all || output == Output::Json;
-            let agents = client
+            let request = pb::ListAgentsRequest {
+                state: state.unwrap_or_default().replace('-', " "),
+                r#match: matching.unwrap_or_default(),
+                limit: if whole {
+                    0
+                } else {
+                    client::AGENTS_LISTED as u32
+                },
+            };
+            let mut agents = client
                 .connect()
                 .await?
-                .list_agents(pb::ListAgentsRequest {
-                    state: state.unwrap_or_default().replace('-', " "),
-                    r#match: matching.unwrap_or_default(),
-                    limit: if whole {
-                        0
-                    } else {
-                        client::AGENTS_LISTED as u32
-                    },
-                })
+                .list_agents(request.clone())
                 .await
                 .map_err(|s| call_error("agents", s))?
                 .into_inner();
+            // An older coordinator sends every agent: selected here.
+            client::select_here(&mut agents, &request);
             print!("{}", client::render_agents(&agents, output));
             Ok(0)
         }

@@ -265,6 +265,19 @@ fn agent_counts(response: &pb::ListAgentsResponse) -> String {
     format!("{head}: {}\n", parts.join(", "))
 }
 
+/// What a coordinator older than agent selection answered (every agent, no counts): the
+/// selection, counts and limit `request` asked for, made here. A coordinator that selects
+/// counts the store's agents in `total`, so it is never taken for an older one unless the
+/// fleet is empty (and then there is nothing to select).
+pub fn select_here(response: &mut pb::ListAgentsResponse, request: &pb::ListAgentsRequest) {
+    if response.total > 0 || response.agents.is_empty() {
+        return;
+    }
+    response.total = response.agents.len() as u64;
+    let every = std::mem::take(&mut response.agents);
+    crate::views::select_agents(response, every.into_iter(), request);
+}
+
 /// `platter agents`: every agent in the answer, or, when the coordinator listed fewer
 /// than matched (`limit`), their counts by state first and how many more there are.
 pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> String {
@@ -505,6 +518,71 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(eta(&fresh), None);
+    }
+
+    /// An older coordinator sends every agent and no counts: the selection is made here,
+    /// and the table counts and cuts as with a coordinator that selects.
+    #[test]
+    fn an_older_coordinators_every_agent_is_selected_and_counted_here() {
+        let agent = |i: usize, state: &str| pb::AgentInfo {
+            host: format!("h{i:03}"),
+            state: state.into(),
+            labels: [(
+                "rack".to_string(),
+                if i < 60 { "a" } else { "b" }.to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let every = pb::ListAgentsResponse {
+            agents: (0..80)
+                .map(|i| agent(i, if i == 70 { "lost" } else { "idle" }))
+                .collect(),
+            ..Default::default()
+        };
+        let request = pb::ListAgentsRequest {
+            limit: AGENTS_LISTED as u32,
+            ..Default::default()
+        };
+        let mut all = every.clone();
+        select_here(&mut all, &request);
+        assert_eq!((all.total, all.matched, all.agents.len()), (80, 80, 50));
+        assert_eq!(all.agents[0].host, "h070", "the lost one first");
+        let table = render_agents(&all, Output::Table);
+        assert!(table.starts_with("80 agents: 79 idle, 1 lost\n"), "{table}");
+        assert!(table.contains("… 30 more agent(s) not listed"), "{table}");
+
+        let mut rack_b = every.clone();
+        select_here(
+            &mut rack_b,
+            &pb::ListAgentsRequest {
+                r#match: "rack=b".into(),
+                ..request.clone()
+            },
+        );
+        assert_eq!(
+            (rack_b.total, rack_b.matched, rack_b.agents.len()),
+            (80, 20, 20)
+        );
+        let table = render_agents(&rack_b, Output::Table);
+        assert!(!table.contains("more agent(s)"), "{table}");
+        assert_eq!(
+            table.lines().nth(1).unwrap().split_whitespace().next(),
+            Some("h060"),
+            "by name: {table}"
+        );
+
+        // A coordinator that selected is left alone.
+        let mut selected = pb::ListAgentsResponse {
+            total: 80,
+            matched: 1,
+            ..every.clone()
+        };
+        selected.agents.truncate(1);
+        let before = selected.clone();
+        select_here(&mut selected, &request);
+        assert_eq!(selected, before);
     }
 
     /// A fleet-wide campaign's status counts its hosts and lists those that need

@@ -210,7 +210,9 @@ fn why_closed(url: &str, dir: &TlsDir) -> Option<Refusal> {
 pub mod listings;
 
 pub use crate::views::{eta, fault_line};
-pub use listings::{render_agents, render_status, tool_table, watch, Output, AGENTS_LISTED};
+pub use listings::{
+    render_agents, render_status, select_here, tool_table, watch, Output, AGENTS_LISTED,
+};
 
 #[cfg(test)]
 mod tests {

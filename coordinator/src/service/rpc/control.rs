@@ -735,28 +735,13 @@ impl Control for ControlService {
             };
             a
         });
-        let mut counts = std::collections::HashMap::new();
-        let mut agents: Vec<pb::AgentInfo> = agents
-            .filter(|a| crate::views::agent_matches(a, &want.state, &want.r#match))
-            .inspect(|a| {
-                *counts
-                    .entry(crate::views::state_kind(&a.state).to_string())
-                    .or_insert(0) += 1
-            })
-            .collect();
-        let matched = agents.len() as u64;
-        if want.limit > 0 {
-            // Those needing a person first; the sort is stable, so each part stays by name.
-            agents.sort_by_key(|a| !crate::views::agent_needs_attention(a));
-            agents.truncate(want.limit as usize);
-        }
-        Ok(Response::new(pb::ListAgentsResponse {
-            agents,
+        let mut response = pb::ListAgentsResponse {
             store_fault: self.store.fault().map(Into::into),
             total,
-            matched,
-            counts,
-        }))
+            ..Default::default()
+        };
+        crate::views::select_agents(&mut response, agents, &want);
+        Ok(Response::new(response))
     }
 
     async fn report(
