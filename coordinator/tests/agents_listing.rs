@@ -134,6 +134,10 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
     // Selections: small ones are listed whole, by name.
     let offline = text(&url, &["--state", "offline"]);
     assert_eq!(listed(&offline), ["a07", "a31", "a58"], "{offline}");
+    assert_eq!(
+        text(&url, &["--state", "lost"]),
+        "none of the 60 agents match\n"
+    );
     let rack_b = text(&url, &["--match", "rack=b"]);
     let want: Vec<String> = (40..AGENTS).map(|i| format!("a{i:02}")).collect();
     assert_eq!(listed(&rack_b), want, "{rack_b}");

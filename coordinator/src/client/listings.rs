@@ -365,6 +365,13 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
             &["host", "state", "labels", "drives", "last seen", "campaign"],
             &rows,
         );
+    } else if response.total > 0 {
+        out += &format!(
+            "none of the {} agents match\n",
+            grouped(response.total as usize)
+        );
+    } else {
+        out += "no agent has connected yet\n";
     }
     if cut > 0 {
         out += &format!(
@@ -571,6 +578,23 @@ mod tests {
             table.lines().nth(1).unwrap().split_whitespace().next(),
             Some("h060"),
             "by name: {table}"
+        );
+
+        let mut none = every.clone();
+        select_here(
+            &mut none,
+            &pb::ListAgentsRequest {
+                state: "offline".into(),
+                ..request.clone()
+            },
+        );
+        assert_eq!(
+            render_agents(&none, Output::Table),
+            "none of the 80 agents match\n"
+        );
+        assert_eq!(
+            render_agents(&Default::default(), Output::Table),
+            "no agent has connected yet\n"
         );
 
         // A coordinator that selected is left alone.
