@@ -1051,6 +1051,17 @@ mod tests {
         }
     }
 
+    /// Every difference `ln c − ln b`, sorted: formed the way `PairwiseDiffs` forms them
+    /// (logs first, then subtract), so its k-th is the very float `kth` must give.
+    fn every_difference(b: &[f64], c: &[f64]) -> Vec<f64> {
+        let mut all: Vec<f64> = c
+            .iter()
+            .flat_map(|c| b.iter().map(move |b| c.ln() - b.ln()))
+            .collect();
+        all.sort_by(f64::total_cmp);
+        all
+    }
+
     /// The counting selection gives the very floats a sorted list of all m·n
     /// differences holds, with ties, negative and positive shifts, and one-value groups.
     #[test]
@@ -1073,12 +1084,7 @@ mod tests {
                     .collect()
             };
             let (b, c) = (draw(&mut rng, m), draw(&mut rng, n));
-            let mut all: Vec<f64> = c
-                .iter()
-                .flat_map(|c| b.iter().map(move |b| c.ln() - b.ln()))
-                .collect();
-            // Sorted the way `PairwiseDiffs` forms them (logs first, then subtract).
-            all.sort_by(f64::total_cmp);
+            let all = every_difference(&b, &c);
             let d = PairwiseDiffs::new(&b, &c);
             for k in
                 (1..=m * n).filter(|k| m * n < 5000 || k % 97 == 0 || *k <= 3 || *k > m * n - 3)
@@ -1109,11 +1115,7 @@ mod tests {
         b.push(2.0);
         let mut c = vec![1.0_f64; 49];
         c.extend([2.0, 2.0]);
-        let mut all: Vec<f64> = c
-            .iter()
-            .flat_map(|c| b.iter().map(move |b| c.ln() - b.ln()))
-            .collect();
-        all.sort_by(f64::total_cmp);
+        let all = every_difference(&b, &c);
         let d = PairwiseDiffs::new(&b, &c);
         for k in 1..=all.len() {
             assert_eq!(d.kth(k).to_bits(), all[k - 1].to_bits(), "k={k}");

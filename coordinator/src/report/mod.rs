@@ -95,20 +95,23 @@ struct Gathered {
     raw: Vec<RawSample>,
     missing: u32,
     reason: String,
-    /// The sample `unit` and `reason` are the latest measured and the latest missing
-    /// one's, by `RawSample::order`: samples come in no set order.
+    /// The sample `unit` is the latest measured one's, by `RawSample::order`: samples
+    /// come in no set order.
     unit_of: Option<(i64, u32, u32)>,
-    reason_of: Option<(i64, u32, u32)>,
 }
 
 impl Gathered {
-    /// Its samples in the order their repetitions started, `values` with them.
+    /// Its samples in the order their repetitions started, `values` with them, and
+    /// `reason` the latest missing one's.
     fn in_order(&mut self) {
-        if self.raw.is_sorted_by_key(RawSample::order) {
-            return;
+        if !self.raw.is_sorted_by_key(RawSample::order) {
+            self.raw.sort_unstable_by_key(RawSample::order);
+            self.values = self.raw.iter().filter_map(|r| r.value).collect();
         }
-        self.raw.sort_unstable_by_key(RawSample::order);
-        self.values = self.raw.iter().filter_map(|r| r.value).collect();
+        if self.missing > 0 {
+            let latest = self.raw.iter().rev().find(|r| r.value.is_none());
+            self.reason = latest.map(|r| r.missing.clone()).unwrap_or_default();
+        }
     }
 }
 
@@ -562,10 +565,6 @@ impl Report {
                         g.missing += 1;
                         if g.unit.is_empty() {
                             g.unit = s.unit.to_string();
-                        }
-                        if g.reason_of < order {
-                            g.reason_of = order;
-                            g.reason.clone_from(&raw.missing);
                         }
                     }
                 }

@@ -80,9 +80,16 @@ pub struct Hub {
     /// Counts changes of who is connected, lost or holding its steps here: the console's
     /// live pages look again when it moves (`generation`).
     generation: AtomicU64,
-    /// Hosts `dispatch_soon` was asked for and not yet dispatched to, and whether a task
-    /// dispatching them runs (`dispatch_soon`).
-    soon: Mutex<(Vec<HostName>, bool)>,
+    /// What `dispatch_soon` was asked for and has yet to do.
+    soon: Mutex<Soon>,
+}
+
+/// Hosts `dispatch_soon` was asked for and not yet dispatched to (each once, however often
+/// asked), and whether a task dispatching them runs.
+#[derive(Default)]
+struct Soon {
+    hosts: indexmap::IndexSet<HostName>,
+    running: bool,
 }
 
 /// A change of one agent's link to this coordinator, for the other coordinators on a
@@ -113,7 +120,7 @@ impl Hub {
             links_changed: tokio::sync::Notify::new(),
             next_id: AtomicU64::new(1),
             generation: AtomicU64::new(0),
-            soon: Mutex::new((Vec::new(), false)),
+            soon: Mutex::new(Soon::default()),
         }
     }
 
@@ -442,40 +449,34 @@ impl Hub {
     pub fn dispatch_soon(self: &Arc<Self>, hosts: Vec<HostName>) {
         {
             let mut soon = self.soon.lock().expect("dispatch_soon");
-            soon.0.extend(hosts);
-            if soon.1 {
+            soon.hosts.extend(hosts);
+            if soon.running {
                 return;
             }
-            soon.1 = true;
+            soon.running = true;
         }
-        let hub = self.clone();
-        tokio::task::spawn_blocking(move || loop {
-            // Should a dispatch panic, the next `dispatch_soon` starts a task again.
-            struct Running<'h>(&'h Hub);
-            impl Drop for Running<'_> {
-                fn drop(&mut self) {
-                    if std::thread::panicking() {
-                        if let Ok(mut soon) = self.0.soon.lock() {
-                            soon.1 = false;
-                        }
+        // Should a dispatch panic, the next `dispatch_soon` starts a task again.
+        struct Running(Arc<Hub>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    if let Ok(mut soon) = self.0.soon.lock() {
+                        soon.running = false;
                     }
                 }
             }
-            let _running = Running(&hub);
-            let batch = {
+        }
+        let running = Running(self.clone());
+        tokio::task::spawn_blocking(move || loop {
+            let hub = &running.0;
+            let batch: Vec<HostName> = {
                 let mut soon = hub.soon.lock().expect("dispatch_soon");
-                if soon.0.is_empty() {
-                    soon.1 = false;
+                if soon.hosts.is_empty() {
+                    soon.running = false;
                     return;
                 }
-                std::mem::take(&mut soon.0)
+                std::mem::take(&mut soon.hosts).into_iter().collect()
             };
-            // A host asked for twice is dispatched once.
-            let mut seen = std::collections::HashSet::new();
-            let batch: Vec<HostName> = batch
-                .into_iter()
-                .filter(|h| seen.insert(h.clone()))
-                .collect();
             hub.dispatch_to(&batch);
         });
     }
@@ -736,7 +737,7 @@ mod tests {
         }
         // Once the last pass is done, nobody got a second message and no task runs.
         let idle = async {
-            while hub.soon.lock().unwrap().1 {
+            while hub.soon.lock().unwrap().running {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         };

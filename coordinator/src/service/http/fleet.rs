@@ -16,7 +16,7 @@ use tonic::{Request, Status};
 use super::Ctx;
 use crate::service::tls::InProcess;
 use crate::store::reports::FailedStep;
-use crate::views::{state_kind, verdict_of, Verdict};
+use crate::views::{verdict_of, Verdict};
 use indexmap::IndexMap;
 use platter_proto::model::{CampaignId, HostName};
 
@@ -449,13 +449,13 @@ impl Ctx {
             .map(|c| (c.campaign_id.as_str(), c.name.as_str()))
             .collect();
         let mut attention = Vec::new();
-        let mut counts: Vec<(String, usize)> = Vec::new();
+        // Counted by the Control service, as `platter agents` shows them.
+        let mut counts: Vec<(String, usize)> = agents
+            .counts
+            .iter()
+            .map(|(s, n)| (s.clone(), *n as usize))
+            .collect();
         for a in &agents.agents {
-            let kind = state_kind(&a.state);
-            match counts.iter_mut().find(|(s, _)| s == kind) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((kind.to_string(), 1)),
-            }
             let campaign = || {
                 let name = names.get(a.current_campaign.as_str()).unwrap_or(&"?");
                 format!("{name} ({})", a.current_campaign)
