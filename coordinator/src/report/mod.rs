@@ -514,68 +514,28 @@ impl Report {
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
             let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
             let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-            // Each row is folded in as it is read (a million of them need not be held); the
-            // histograms come with their samples rather than by a second pass over them.
-            reports::each_sample(c, campaign_id, |s| {
-                let raw = RawSample {
-                    value: s.value,
-                    missing: s.missing,
-                    repetition: s.repetition,
-                    attempt: s.attempt,
-                    started_unix_ns: s.started_unix_ns,
+            // The plans are read first and parsed on another thread while the samples are
+            // read and folded (each on a core of its own).
+            let plan_rows = reports::plan_rows(c, campaign_id)?;
+            let (plans, read) = std::thread::scope(|scope| {
+                let parsing = std::thread::Builder::new()
+                    .name("report-plans".into())
+                    .spawn_scoped(scope, move || plan_rows.parse());
+                let read = fold_samples(c, campaign_id, &mut values, &mut histograms);
+                let plans = match parsing {
+                    Ok(parsing) => parsing
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    Err(_) => reports::plans(c, campaign_id),
                 };
-                if let Some(h) = s.histogram {
-                    histograms.entry(s.cell).or_default().push(h);
-                }
-                let by_metric = values.entry(s.cell).or_insert_with(|| {
-                    COMMAND_METRICS
-                        .iter()
-                        .map(|m| {
-                            let g = Gathered {
-                                unit: "s".into(),
-                                ..Default::default()
-                            };
-                            (m.to_string(), g)
-                        })
-                        .collect()
-                });
-                let at = match by_metric.get_index_of(s.metric) {
-                    Some(at) => at,
-                    None => {
-                        by_metric
-                            .insert_full(s.metric.to_string(), Gathered::default())
-                            .0
-                    }
-                };
-                let g = &mut by_metric[at];
-                let order = Some(raw.order());
-                match raw.value {
-                    Some(v) => {
-                        g.values.push(v);
-                        // A value the tool could not measure has no unit: the latest
-                        // measured one's.
-                        if g.unit_of < order {
-                            g.unit_of = order;
-                            if g.unit != s.unit {
-                                g.unit = s.unit.to_string();
-                            }
-                        }
-                    }
-                    None => {
-                        g.missing += 1;
-                        if g.unit.is_empty() {
-                            g.unit = s.unit.to_string();
-                        }
-                    }
-                }
-                g.raw.push(raw);
-                Ok(())
-            })?;
+                (plans, read)
+            });
+            read?;
+            let plans = plans?;
             let failed: HashMap<i64, u32> = reports::failed_repetitions(c, campaign_id)?
                 .into_iter()
                 .map(|f| (f.cell, f.repetitions))
                 .collect();
-            let plans = reports::plans(c, campaign_id)?;
             let mut notes = how_measured(
                 reports::unusual_measures(c, campaign_id)?,
                 reports::skipped_steps(c, campaign_id)?,
@@ -811,6 +771,72 @@ fn metric_rank(metric: &str) -> (usize, &str) {
         },
     };
     (rank, metric)
+}
+
+/// Each counted sample of the campaign folded into `values` (by cell, then metric) as it
+/// is read: a million of them need not be held. The histograms come with their samples
+/// rather than by a second pass over them.
+fn fold_samples(
+    c: &crate::store::db::Conn,
+    campaign_id: &platter_proto::model::CampaignId,
+    values: &mut HashMap<i64, IndexMap<String, Gathered>>,
+    histograms: &mut HashMap<i64, Vec<Vec<u8>>>,
+) -> Result<()> {
+    reports::each_sample(c, campaign_id, |s| {
+        let raw = RawSample {
+            value: s.value,
+            missing: s.missing,
+            repetition: s.repetition,
+            attempt: s.attempt,
+            started_unix_ns: s.started_unix_ns,
+        };
+        if let Some(h) = s.histogram {
+            histograms.entry(s.cell).or_default().push(h);
+        }
+        let by_metric = values.entry(s.cell).or_insert_with(|| {
+            COMMAND_METRICS
+                .iter()
+                .map(|m| {
+                    let g = Gathered {
+                        unit: "s".into(),
+                        ..Default::default()
+                    };
+                    (m.to_string(), g)
+                })
+                .collect()
+        });
+        let at = match by_metric.get_index_of(s.metric) {
+            Some(at) => at,
+            None => {
+                by_metric
+                    .insert_full(s.metric.to_string(), Gathered::default())
+                    .0
+            }
+        };
+        let g = &mut by_metric[at];
+        let order = Some(raw.order());
+        match raw.value {
+            Some(v) => {
+                g.values.push(v);
+                // A value the tool could not measure has no unit: the latest
+                // measured one's.
+                if g.unit_of < order {
+                    g.unit_of = order;
+                    if g.unit != s.unit {
+                        g.unit = s.unit.to_string();
+                    }
+                }
+            }
+            None => {
+                g.missing += 1;
+                if g.unit.is_empty() {
+                    g.unit = s.unit.to_string();
+                }
+            }
+        }
+        g.raw.push(raw);
+        Ok(())
+    })
 }
 
 /// Per cell (`cells.n`), its warm-up runs' values, metric by metric by name.

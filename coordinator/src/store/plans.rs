@@ -122,24 +122,80 @@ pub(super) struct Plans {
     templates: HashMap<String, Plan>,
 }
 
+/// A plan's columns as read, not yet parsed (`Plans::assemble`): what a reader takes off
+/// the connection to parse elsewhere, on another thread or later.
+pub struct PlanParts {
+    id: String,
+    host: String,
+    /// The plan's text, when it was stored whole (no template).
+    body: String,
+    /// The template's hash, and the plan's cells as JSON.
+    template: Option<(String, String)>,
+    /// The template's text: taken only from the first row that names it.
+    template_body: Option<String>,
+}
+
 impl Plans {
     /// The plan in `r`'s columns `at..at + 6` (`PLAN_COLUMNS`).
     pub fn read(&mut self, r: &Row<'_>, at: usize) -> Result<Plan> {
-        let id: String = r.get(at)?;
-        let host: String = r.get(at + 1)?;
-        let Some(hash) = r.get::<Option<String>>(at + 3)? else {
-            return Ok(serde_json::from_str(&r.get::<String>(at + 2)?)?);
+        let taken = |hash: &str| self.templates.contains_key(hash);
+        let parts = PlanParts::read(r, at, taken)?;
+        self.assemble(parts)
+    }
+
+    /// The plan `parts` hold, its template parsed if this reader has not yet.
+    pub fn assemble(&mut self, parts: PlanParts) -> Result<Plan> {
+        let PlanParts {
+            id,
+            host,
+            body,
+            template,
+            template_body,
+        } = parts;
+        let Some((hash, cells)) = template else {
+            return Ok(serde_json::from_str(&body)?);
         };
-        let cells: Vec<CellId> = serde_json::from_str(&r.get::<String>(at + 4)?)?;
+        let cells: Vec<CellId> = serde_json::from_str(&cells)?;
         if !self.templates.contains_key(&hash) {
-            let text: Option<String> = r.get(at + 5)?;
-            let text = text.ok_or_else(|| {
+            let text = template_body.ok_or_else(|| {
                 StoreError::Decode(format!("plan {id}: no template {hash} in the store"))
             })?;
             self.templates
                 .insert(hash.clone(), serde_json::from_str(&text)?);
         }
         join(&self.templates[&hash], &id, &host, &cells)
+    }
+}
+
+impl PlanParts {
+    /// The columns `at..at + 6` (`PLAN_COLUMNS`) of `r`; the template's text only when
+    /// `taken` says its hash has not been read yet (a campaign on 100,000 identical hosts
+    /// has one template, and its text comes with every row).
+    pub fn read(r: &Row<'_>, at: usize, taken: impl Fn(&str) -> bool) -> Result<PlanParts> {
+        let id: String = r.get(at)?;
+        let host: String = r.get(at + 1)?;
+        let Some(hash) = r.get::<Option<String>>(at + 3)? else {
+            return Ok(PlanParts {
+                id,
+                host,
+                body: r.get(at + 2)?,
+                template: None,
+                template_body: None,
+            });
+        };
+        let template_body = if taken(&hash) { None } else { r.get(at + 5)? };
+        Ok(PlanParts {
+            id,
+            host,
+            body: String::new(),
+            template: Some((hash, r.get(at + 4)?)),
+            template_body,
+        })
+    }
+
+    /// The hash of the template the plan names, if it has one.
+    pub fn template(&self) -> Option<&str> {
+        self.template.as_ref().map(|(hash, _)| hash.as_str())
     }
 }
 
