@@ -207,6 +207,39 @@ pub struct Comparison {
     pub significant: bool,
 }
 
+/// `f` of each of `items`, in their order, the items split evenly over the machine's
+/// cores. (std's scoped threads, not a thread pool: a report makes its tests in one batch,
+/// and a pool would live on in the coordinator for nothing in between.) A part whose
+/// thread cannot be started is done on this one.
+pub fn each_on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 || items.len() < 2 {
+        return items.iter().map(f).collect();
+    }
+    let part = items.len().div_ceil(cores);
+    std::thread::scope(|scope| {
+        let f = &f;
+        let mut parts = items.chunks(part);
+        let here = parts.next().unwrap_or_default();
+        let elsewhere: Vec<_> = parts
+            .map(|p| {
+                let spawned = std::thread::Builder::new()
+                    .name("stats".into())
+                    .spawn_scoped(scope, move || p.iter().map(f).collect::<Vec<R>>());
+                (p, spawned)
+            })
+            .collect();
+        let mut out: Vec<R> = here.iter().map(f).collect();
+        for (p, spawned) in elsewhere {
+            match spawned {
+                Ok(h) => out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+                Err(_) => out.extend(p.iter().map(f)),
+            }
+        }
+        out
+    })
+}
+
 /// Compares the two groups. `None` when either side is empty, not finite, or not
 /// positive (a ratio of times, sizes or rates needs positive values).
 pub fn compare(baseline: &[f64], candidate: &[f64]) -> Option<Comparison> {
@@ -220,7 +253,8 @@ pub fn compare(baseline: &[f64], candidate: &[f64]) -> Option<Comparison> {
     let shift = if pairs % 2 == 1 {
         diffs.kth(pairs / 2 + 1)
     } else {
-        (diffs.kth(pairs / 2) + diffs.kth(pairs / 2 + 1)) / 2.0
+        let (lower, upper) = diffs.kth_and_next(pairs / 2);
+        (lower + upper) / 2.0
     };
     let ratio = shift.exp();
     let pct = |d: f64| d.exp_m1() * 100.0;
@@ -335,6 +369,31 @@ impl PairwiseDiffs {
             }
         }
         float(lo) + 0.0
+    }
+
+    /// The k-th and the (k + 1)-th smallest differences (1 ≤ k < m·n): the second is the
+    /// first again when more than k differences equal it, else the smallest difference
+    /// above it, found in one more pass rather than a second selection (an even number
+    /// of pairs takes the mean of both as its shift).
+    fn kth_and_next(&self, k: usize) -> (f64, f64) {
+        let kth = self.kth(k);
+        // For each y the x with y − x > kth are a prefix of `x` (as in `count`); its last
+        // gives the row's smallest difference above kth.
+        let (mut start, mut upto, mut next) = (0, 0, f64::INFINITY);
+        for &y in &self.y {
+            while start < self.x.len() && y - self.x[start] > kth {
+                start += 1;
+            }
+            upto += self.x.len() - start;
+            if start > 0 {
+                next = next.min(y - self.x[start - 1]);
+            }
+        }
+        if upto > k {
+            (kth, kth)
+        } else {
+            (kth, next + 0.0)
+        }
     }
 
     /// Every difference d with under < d ≤ hi (any d ≤ hi when `under` is None). For a
@@ -1094,6 +1153,11 @@ mod tests {
                     all[k - 1].to_bits(),
                     "m={m} n={n} k={k}"
                 );
+                if k < m * n {
+                    let (kth, next) = d.kth_and_next(k);
+                    assert_eq!(next.to_bits(), all[k].to_bits(), "m={m} n={n} k={k}, next");
+                    assert_eq!(kth.to_bits(), all[k - 1].to_bits());
+                }
             }
             assert_eq!(
                 d.count(|x| x <= 0.0),
@@ -1103,6 +1167,56 @@ mod tests {
                 d.count(|x| x < 0.0),
                 all.iter().filter(|x| **x < 0.0).count()
             );
+        }
+    }
+
+    /// Parts done on other cores come back in the items' order, whatever their number.
+    #[test]
+    fn each_on_cores_keeps_the_items_order() {
+        for n in [0, 1, 2, 3, 7, 100] {
+            let items: Vec<u64> = (0..n).collect();
+            let squares = each_on_cores(&items, |i| i * i);
+            assert_eq!(squares, items.iter().map(|i| i * i).collect::<Vec<_>>());
+        }
+    }
+
+    /// Groups the size of a million-sample report's cells (~1,700 values: millions of
+    /// differences, bisected many times before few remain to select among): distinct
+    /// values, values with many ties (a window of equal differences that bisecting cannot
+    /// split), and a shifted candidate.
+    #[test]
+    fn pairwise_order_statistics_of_large_groups_match_sorting() {
+        let mut rng = Rng::new(11);
+        for (m, n, distinct, shift) in [
+            (1700, 1650, 1_000_000, 1.0),
+            (1500, 1600, 3, 1.0),
+            (1600, 1700, 40, 1.3),
+        ] {
+            let draw = |rng: &mut Rng, k: usize, scale: f64| -> Vec<f64> {
+                (0..k)
+                    .map(|_| (0.5 + (rng.next_u64() % distinct) as f64 * 0.37) * scale)
+                    .collect()
+            };
+            let (b, c) = (draw(&mut rng, m, 1.0), draw(&mut rng, n, shift));
+            let all = every_difference(&b, &c);
+            let d = PairwiseDiffs::new(&b, &c);
+            let total = m * n;
+            for k in [
+                1,
+                2,
+                977,
+                total / 3,
+                total / 2,
+                total / 2 + 1,
+                total - 5000,
+                total,
+            ] {
+                assert_eq!(
+                    d.kth(k).to_bits(),
+                    all[k - 1].to_bits(),
+                    "m={m} n={n} distinct={distinct} k={k}"
+                );
+            }
         }
     }
 
@@ -1119,6 +1233,14 @@ mod tests {
         let d = PairwiseDiffs::new(&b, &c);
         for k in 1..=all.len() {
             assert_eq!(d.kth(k).to_bits(), all[k - 1].to_bits(), "k={k}");
+            if k < all.len() {
+                let (kth, next) = d.kth_and_next(k);
+                assert_eq!(
+                    (kth.to_bits(), next.to_bits()),
+                    (all[k - 1].to_bits(), all[k].to_bits()),
+                    "k={k}"
+                );
+            }
         }
     }
 
