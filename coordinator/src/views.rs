@@ -134,11 +134,49 @@ pub fn select_agents(
             .or_insert(0) += 1;
     }
     response.matched = response.agents.len() as u64;
+    response.tools = tool_counts(&response.agents);
     if request.limit > 0 {
         // The sort is stable: each part stays in the order it came (by name).
         response.agents.sort_by_key(|a| !agent_needs_attention(a));
         response.agents.truncate(request.limit as usize);
     }
+}
+
+/// How many hosts a `ToolCount` names, of those that have that version.
+pub const TOOL_EXAMPLES: usize = 3;
+
+/// Each version of each tool among `agents` (in the order given, by name), with how many
+/// reported it and the first few of them; by tool, then the most common version first.
+/// What `platter agents` shows of a fleet too large to list host by host: "fio 3.33 on
+/// 9,950 hosts, not found on 50".
+pub fn tool_counts(agents: &[pb::AgentInfo]) -> Vec<pb::ToolCount> {
+    let mut counts: indexmap::IndexMap<(&str, &str), pb::ToolCount> = indexmap::IndexMap::new();
+    for a in agents {
+        for t in &a.tools {
+            // A tool the agent lacks has no path; its version says nothing then.
+            let version = if t.path.is_empty() { "" } else { &t.version };
+            let c = counts
+                .entry((&t.name, version))
+                .or_insert_with(|| pb::ToolCount {
+                    name: t.name.clone(),
+                    version: version.to_string(),
+                    ..Default::default()
+                });
+            c.hosts += 1;
+            if c.examples.len() < TOOL_EXAMPLES {
+                c.examples.push(a.host.clone());
+            }
+        }
+    }
+    let mut counts: Vec<pb::ToolCount> = counts.into_values().collect();
+    counts.sort_by(|a, b| {
+        (&a.name, std::cmp::Reverse(a.hosts), &a.version).cmp(&(
+            &b.name,
+            std::cmp::Reverse(b.hosts),
+            &b.version,
+        ))
+    });
+    counts
 }
 
 /// One agent of `platter agents --output json` and `/api/v1/hosts`; `fault` is the store's.
@@ -547,4 +585,59 @@ pub fn render_schedule(s: &pb::ScheduleInfo) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(host: &str, tools: &[(&str, &str, &str)]) -> pb::AgentInfo {
+        pb::AgentInfo {
+            host: host.into(),
+            tools: tools
+                .iter()
+                .map(|(name, path, version)| pb::ToolVersion {
+                    name: name.to_string(),
+                    path: path.to_string(),
+                    version: version.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Versions counted per tool, the most common first; a tool without a path is "not
+    /// found" whatever version came with it; the first hosts of each are named, no more.
+    #[test]
+    fn tools_are_counted_by_version_across_agents() {
+        let fio = |v: &'static str| ("fio", "/usr/bin/fio", v);
+        let agents = [
+            agent("h1", &[fio("3.33"), ("bonnie++", "", "")]),
+            agent(
+                "h2",
+                &[fio("3.28"), ("bonnie++", "/usr/sbin/bonnie++", "2.00a")],
+            ),
+            agent("h3", &[fio("3.33"), ("bonnie++", "", "2.00a")]),
+            agent("h4", &[fio("3.33")]),
+            agent("h5", &[fio("3.33")]),
+            agent("h6", &[]),
+        ];
+        let counts: Vec<(String, String, u64, Vec<String>)> = tool_counts(&agents)
+            .into_iter()
+            .map(|c| (c.name, c.version, c.hosts, c.examples))
+            .collect();
+        let row = |n: &str, v: &str, k: u64, hosts: &[&str]| {
+            let hosts = hosts.iter().map(|h| h.to_string()).collect();
+            (n.to_string(), v.to_string(), k, hosts)
+        };
+        assert_eq!(
+            counts,
+            [
+                row("bonnie++", "", 2, &["h1", "h3"]),
+                row("bonnie++", "2.00a", 1, &["h2"]),
+                row("fio", "3.33", 4, &["h1", "h3", "h4"]),
+                row("fio", "3.28", 1, &["h2"]),
+            ]
+        );
+    }
 }

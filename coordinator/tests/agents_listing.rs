@@ -18,8 +18,8 @@ const AGENTS: usize = 60;
 /// Agents that go away: offline, so listed first.
 const GONE: [usize; 3] = [7, 31, 58];
 
-/// A fake agent `a{i:02}`: rack a (the first 40) or b, a Samsung drive on every tenth;
-/// says hello, then heartbeats until `stop`.
+/// A fake agent `a{i:02}`: rack a (the first 40) or b, a Samsung drive on every tenth,
+/// fio in one of two versions or none; says hello, then heartbeats until `stop`.
 async fn agent(url: String, i: usize, stop: CancellationToken) {
     let mut hello = common::fake_hello(&format!("a{i:02}"), &format!("boot-{i}"), Vec::new());
     let rack = if i < 40 { "a" } else { "b" };
@@ -32,6 +32,17 @@ async fn agent(url: String, i: usize, stop: CancellationToken) {
             ..Default::default()
         });
     }
+    // fio 3.33 on most, 3.28 on two, none on every twentieth.
+    let fio = match i {
+        12 | 44 => Some("3.28"),
+        _ if i.is_multiple_of(20) => None,
+        _ => Some("3.33"),
+    };
+    hello.tools.push(pb::ToolVersion {
+        name: "fio".into(),
+        path: fio.map_or("", |_| "/usr/bin/fio").into(),
+        version: fio.unwrap_or("").into(),
+    });
     let (mut inbound, tx) = common::fake_link(&url, hello).await;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
@@ -65,10 +76,11 @@ fn text(url: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The hosts of a table's rows, in order.
+/// The hosts of a table's rows, in order (not those of its tools below).
 fn listed(table: &str) -> Vec<String> {
     table
         .lines()
+        .take_while(|l| !l.starts_with("tools"))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|w| w.len() == 3 && w.starts_with('a'))
         .map(String::from)
@@ -123,6 +135,24 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
     assert_eq!(hosts[..3], ["a07", "a31", "a58"], "{shown}");
     assert_eq!(hosts[3..6], ["a00", "a01", "a02"], "then by name: {shown}");
     assert!(shown.contains("… 10 more agent(s) not listed"), "{shown}");
+    // The tools of all 60, not of the 50 listed, counted by version, the most common first.
+    let (_, tools) = shown
+        .split_once("tools of the 60 agents (as each reported them when it connected):\n")
+        .unwrap_or_else(|| panic!("no tools summary: {shown}"));
+    let rows: Vec<String> = tools
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "tool version hosts e.g.",
+            "fio 3.33 55 a01, a02, a03, …",
+            "fio not found 3 a00, a20, a40",
+            "fio 3.28 2 a12, a44",
+        ],
+        "{shown}"
+    );
 
     // Every one, by name, without counts.
     let all = text(&url, &["--all"]);
@@ -130,6 +160,9 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
     let want: Vec<String> = (0..AGENTS).map(|i| format!("a{i:02}")).collect();
     assert_eq!(hosts, want, "{all}");
     assert!(!all.contains("more agent(s)"), "{all}");
+    // Listed whole, each host's tools are shown host by host.
+    assert!(all.contains("tools (as each agent reported them"), "{all}");
+    assert!(!all.contains("tools of the"), "{all}");
 
     // Selections: small ones are listed whole, by name.
     let offline = text(&url, &["--state", "offline"]);
@@ -183,6 +216,13 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
         .unwrap()
         .into_inner();
     assert_eq!((r.agents.len(), r.matched, r.total), (5, 57, 60));
+    // The tools of the 57 that match, not of the 5 listed: a00, a20, a40 are idle.
+    let fio: Vec<(&str, u64)> = r
+        .tools
+        .iter()
+        .map(|t| (t.version.as_str(), t.hosts))
+        .collect();
+    assert_eq!(fio, [("3.33", 52), ("", 3), ("3.28", 2)], "{:?}", r.tools);
     // A state that does not exist: said, with those that do.
     let e = rt
         .block_on(control.list_agents(pb::ListAgentsRequest {

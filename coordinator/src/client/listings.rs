@@ -379,11 +379,44 @@ pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> Strin
             grouped(cut)
         );
     }
-    if tools.iter().any(|(_, t)| !t.is_empty()) {
+    if cut > 0 && !response.tools.is_empty() {
+        // Not the listed hosts' tools alone: every matching agent's, counted.
+        let which = if response.matched < response.total {
+            " that match"
+        } else {
+            ""
+        };
+        out += &format!(
+            "\ntools of the {} agents{which} (as each reported them when it connected):\n",
+            grouped(response.matched as usize)
+        );
+        out += &tool_counts_table(&response.tools);
+    } else if tools.iter().any(|(_, t)| !t.is_empty()) {
         out += "\ntools (as each agent reported them when it connected):\n";
         out += &tool_table(&tools);
     }
     out
+}
+
+/// Each version of each tool with how many hosts reported it and the first of them:
+/// "fio  3.33  9,950  rc01, rc02, rc03, …".
+fn tool_counts_table(counts: &[pb::ToolCount]) -> String {
+    let rows: Vec<Vec<String>> = counts
+        .iter()
+        .map(|c| {
+            let version = if c.version.is_empty() {
+                "not found".to_string()
+            } else {
+                c.version.clone()
+            };
+            let mut hosts = c.examples.join(", ");
+            if c.hosts as usize > c.examples.len() {
+                hosts += ", …";
+            }
+            vec![c.name.clone(), version, grouped(c.hosts as usize), hosts]
+        })
+        .collect();
+    table(&["tool", "version", "hosts", "e.g."], &rows)
 }
 
 /// Each host's tools: one row per program, its version and where it is, or "not found".
