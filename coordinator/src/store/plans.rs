@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use platter_proto::model::{CellId, Plan, PlanId};
+use platter_proto::model::{CampaignId, CellId, Plan, PlanId};
 use sha2::{Digest, Sha256};
 
 use super::db::{params, Conn, Row};
@@ -168,9 +168,10 @@ impl Plans {
 }
 
 impl PlanParts {
-    /// The columns `at..at + 6` (`PLAN_COLUMNS`) of `r`; the template's text only when
-    /// `taken` says its hash has not been read yet (a campaign on 100,000 identical hosts
-    /// has one template, and its text comes with every row).
+    /// The columns `at..at + 6` (`PLAN_COLUMNS`) of `r`; the template's text (the last)
+    /// only when `taken` says its hash has not been read yet (a campaign on 100,000
+    /// identical hosts has one template, and its text comes with every row). A reader that
+    /// reads templates apart selects the first five and says every hash is taken.
     pub fn read(r: &Row<'_>, at: usize, taken: impl Fn(&str) -> bool) -> Result<PlanParts> {
         let id: String = r.get(at)?;
         let host: String = r.get(at + 1)?;
@@ -196,6 +197,63 @@ impl PlanParts {
     /// The hash of the template the plan names, if it has one.
     pub fn template(&self) -> Option<&str> {
         self.template.as_ref().map(|(hash, _)| hash.as_str())
+    }
+
+    /// These parts with their template's text, read apart (`None` keeps what they have).
+    pub fn with_template_text(mut self, text: Option<String>) -> PlanParts {
+        if text.is_some() {
+            self.template_body = text;
+        }
+        self
+    }
+}
+
+/// A campaign's plans as read, not yet parsed (`parse`): the plan rows without their
+/// templates' text, then each template's text once. (A campaign on 100,000 identical
+/// hosts has one template; joined to every plan row, its text would come 100,000 times.)
+pub struct CampaignPlans {
+    /// Each plan's parts, and whether its agent refused it.
+    plans: Vec<(bool, PlanParts)>,
+    /// The text of each template the plans name, by hash.
+    templates: HashMap<String, String>,
+}
+
+impl CampaignPlans {
+    pub fn read(c: &Conn, campaign_id: &CampaignId) -> Result<CampaignPlans> {
+        let plans = c.query_map(
+            "SELECT p.state, p.id, p.host, p.body, p.template, p.cells FROM plans p WHERE p.campaign_id = ?1",
+            [campaign_id],
+            |r| {
+                // The templates' text is read below (`|_| true`: never from this row).
+                let parts = PlanParts::read(r, 1, |_| true)?;
+                Ok((r.get::<String>(0)? == "refused", parts))
+            },
+        )?;
+        let templates = c
+            .query_map(
+                "SELECT t.hash, t.body FROM plan_templates t
+                  WHERE t.hash IN (SELECT p.template FROM plans p WHERE p.campaign_id = ?1)",
+                [campaign_id],
+                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+            )?
+            .into_iter()
+            .collect();
+        Ok(CampaignPlans { plans, templates })
+    }
+
+    /// The plans whose id `keep` keeps, as sent, each with whether its agent refused it;
+    /// each template parsed once.
+    pub fn parse(mut self, keep: impl Fn(&str) -> bool) -> Result<Vec<(bool, Plan)>> {
+        let mut plans = Plans::default();
+        self.plans
+            .into_iter()
+            .filter(|(_, parts)| keep(&parts.id))
+            .map(|(refused, parts)| {
+                // A template's text goes with the first plan naming it, which parses it.
+                let text = parts.template().and_then(|h| self.templates.remove(h));
+                Ok((refused, plans.assemble(parts.with_template_text(text))?))
+            })
+            .collect()
     }
 }
 

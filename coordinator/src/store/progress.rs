@@ -2,7 +2,7 @@
 //! per plan the steps that ended, failed, are running and the time they took. How that
 //! adds up per host is `crate::service::status`'s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 
@@ -248,14 +248,29 @@ impl Store {
                 }
             }
             let mut progress = Vec::with_capacity(plans.len());
-            // Each template parsed once however many of its hosts run a step now.
-            let mut read = super::plans::Plans::default();
+            // The plans that run a step now are read, to name it: all in one read, each
+            // template parsed once (a read per plan cost a fleet-wide campaign, its hosts
+            // all running at once, a round trip per host).
+            let running: HashSet<&str> = tallies
+                .iter()
+                .filter(|(_, t)| t.running.is_some())
+                .map(|(id, _)| id.as_str())
+                .collect();
+            let mut running_plans: HashMap<PlanId, Plan> = if running.is_empty() {
+                HashMap::new()
+            } else {
+                super::plans::CampaignPlans::read(c, &campaign_id)?
+                    .parse(|id| running.contains(id))?
+                    .into_iter()
+                    .map(|(_, plan)| (plan.id.clone(), plan))
+                    .collect()
+            };
             for (plan_id, host, steps_total, refused) in plans {
                 let t = tallies.remove(&plan_id).unwrap_or_default();
-                // The plan's body is read only for a plan that runs a step now, to name it.
                 let running = match t.running {
                     Some((index, _)) => {
-                        Some(RunningStep { index, plan: read.by_id(c, &plan_id)? })
+                        let plan = running_plans.remove(&plan_id).ok_or(StoreError::NoRows)?;
+                        Some(RunningStep { index, plan })
                     }
                     None => None,
                 };

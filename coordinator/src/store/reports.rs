@@ -6,15 +6,13 @@
 //! (its samples, counts and failures agree). What the rows mean (statistics, notes,
 //! advice) is the report's; nothing here decides.
 
-use std::collections::HashSet;
-
 use indexmap::IndexMap;
 use platter_proto::model::{CampaignId, CellId, HostName, Plan, PlanId, NOT_MEASURED};
 use platter_proto::provenance::Provenance;
 
 use super::db::{params, Conn};
 use super::error::Result;
-use super::plans::{PlanParts, Plans, PLAN_COLUMNS, PLAN_FROM};
+use super::plans::CampaignPlans;
 use super::progress::LATEST;
 
 /// A campaign as submitted, as its report heads it.
@@ -364,43 +362,26 @@ pub fn plans(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CampaignPlan>> {
 /// The campaign's plans as read, not yet parsed (`PlanRows::parse`): a report reads them
 /// before its samples and parses them on another thread meanwhile (a million-sample
 /// campaign's template is 14 MB of JSON, a tenth of its report's time).
-pub struct PlanRows(Vec<(bool, PlanParts)>);
+pub struct PlanRows(CampaignPlans);
 
 /// The rows `PlanRows::parse` makes the campaign's plans of.
 pub fn plan_rows(c: &Conn, campaign_id: &CampaignId) -> Result<PlanRows> {
-    // Each template's text taken once: a campaign on 100,000 identical hosts has one.
-    let mut seen: HashSet<String> = HashSet::new();
-    let rows = c.query_map(
-        &format!("SELECT p.state, {PLAN_COLUMNS} FROM {PLAN_FROM} WHERE p.campaign_id = ?1"),
-        [campaign_id],
-        |r| {
-            let parts = PlanParts::read(r, 1, |hash| seen.contains(hash))?;
-            if let Some(hash) = parts.template() {
-                if !seen.contains(hash) {
-                    seen.insert(hash.to_string());
-                }
-            }
-            Ok((r.get::<String>(0)? == "refused", parts))
-        },
-    )?;
-    Ok(PlanRows(rows))
+    Ok(PlanRows(CampaignPlans::read(c, campaign_id)?))
 }
 
 impl PlanRows {
     /// Every plan, as sent; each template parsed once.
     pub fn parse(self) -> Result<Vec<CampaignPlan>> {
-        let mut plans = Plans::default();
-        self.0
+        Ok(self
+            .0
+            .parse(|_| true)?
             .into_iter()
-            .map(|(refused, parts)| {
-                let plan = plans.assemble(parts)?;
-                Ok(CampaignPlan {
-                    id: plan.id.clone(),
-                    refused,
-                    plan,
-                })
+            .map(|(refused, plan)| CampaignPlan {
+                id: plan.id.clone(),
+                refused,
+                plan,
             })
-            .collect()
+            .collect())
     }
 }
 
