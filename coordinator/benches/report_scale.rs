@@ -12,7 +12,9 @@
 //! Settings: `--samples N` (default 100,000; two campaigns of N each are stored, for
 //! `compare`), `--cells C` (default 100), `--metrics M` samples per measurement (default
 //! 4), `--formats json,table` (default), `--keep DIR` (keep the store there and print the
-//! commands to re-run by hand). With `PLATTER_BENCH_POSTGRES=postgres://…` the store is a
+//! commands to re-run by hand), `--fleet H` (also a campaign on H hosts, every one of them
+//! running its first step, and the times of `platter status` and `platter report` on it:
+//! what an operator asks of a fleet-wide campaign while it runs). With `PLATTER_BENCH_POSTGRES=postgres://…` the store is a
 //! new schema on that PostgreSQL server, and the reports read it from there, after an
 //! `ANALYZE` of it (what autovacuum does within a minute of a bulk insert, long before a
 //! real campaign of a million samples ends; `--no-analyze` reports straight after the
@@ -33,6 +35,7 @@ struct Args {
     formats: Vec<String>,
     keep: Option<PathBuf>,
     analyze: bool,
+    fleet: u64,
 }
 
 fn args() -> Args {
@@ -43,6 +46,7 @@ fn args() -> Args {
         formats: vec!["json".into(), "table".into()],
         keep: None,
         analyze: true,
+        fleet: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -54,6 +58,7 @@ fn args() -> Args {
             "--formats" => a.formats = v().split(',').map(String::from).collect(),
             "--keep" => a.keep = Some(v().into()),
             "--no-analyze" => a.analyze = false,
+            "--fleet" => a.fleet = v().parse().expect("--fleet H"),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -151,6 +156,61 @@ async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
     planned.id.into_string()
 }
 
+/// Stores a campaign on `hosts` hosts (`f00000`, …), one measurement each, and has every
+/// host accept its plan and start its measurement; returns its id.
+async fn fleet_campaign(store: &Store, hosts: u64) -> String {
+    let names: Vec<String> = (0..hosts).map(|i| format!("f{i:05}")).collect();
+    let yaml = format!(
+        "name: fleet\nhosts: {{ names: [{}] }}\nworkload: {{ command: {{ run: 'true' }} }}\nrepeat: 1\n",
+        names.join(", ")
+    );
+    let c = platter::spec::parse("fleet.yaml", &yaml).expect("fleet campaign");
+    let planned =
+        platter::planning::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
+    store
+        .insert_campaign(&planned, "fleet.yaml", &yaml)
+        .unwrap();
+    // A thousand hosts' records at a time: the writer commits them together.
+    for chunk in planned.plans.chunks(1000) {
+        let writes = chunk.iter().map(|plan| {
+            let step = plan
+                .steps
+                .iter()
+                .find(|s| matches!(s.kind, StepKind::Measure(_)))
+                .expect("a measure step");
+            let records = vec![
+                Record {
+                    seq: 1,
+                    kind: RecordKind::PlanAccepted {
+                        plan_id: plan.id.clone(),
+                    },
+                },
+                Record {
+                    seq: 2,
+                    kind: RecordKind::Step(StepEvent {
+                        plan_id: plan.id.clone(),
+                        kind: "measure".into(),
+                        step_index: step.index,
+                        cell_id: step.cell_id.clone(),
+                        repetition: step.repetition,
+                        attempt: 1,
+                        state: StepState::Started,
+                        started_unix_ns: 1_000,
+                        finished_unix_ns: 0,
+                        exit_status: 0,
+                        stderr_tail: String::new(),
+                        error: String::new(),
+                        samples: Vec::new(),
+                    }),
+                },
+            ];
+            async move { store.write_records(&plan.host, records).await.unwrap() }
+        });
+        futures::future::join_all(writes).await;
+    }
+    planned.id.into_string()
+}
+
 fn platter_bin() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let release = root.join("target/release/platter");
@@ -206,10 +266,14 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let t = Instant::now();
     let store = Store::open_at(&location).unwrap();
-    let (first, second) = rt.block_on(async {
+    let (first, second, fleet) = rt.block_on(async {
         let first = campaign(&store, &a, "first", 1.0).await;
         let second = campaign(&store, &a, "second", 1.03).await;
-        (first, second)
+        let fleet = match a.fleet {
+            0 => None,
+            hosts => Some(fleet_campaign(&store, hosts).await),
+        };
+        (first, second, fleet)
     });
     let samples: i64 = store
         .read(|c| c.query_row("SELECT COUNT(*) FROM sample_rows", (), |r| r.get(0)))
@@ -241,9 +305,22 @@ fn main() {
         took.as_secs_f64(),
         samples / 2
     );
+    if let Some(fleet) = &fleet {
+        for what in ["status", "report"] {
+            let (took, rss) = timed(&bin, &[what, fleet, "--db", &db_arg]);
+            println!(
+                "{what} of a campaign on {} hosts, all running {:>7.2} s  peak RSS {rss:>7.1} MiB",
+                a.fleet,
+                took.as_secs_f64()
+            );
+        }
+    }
     if a.keep.is_some() {
         println!(
             "again by hand: platter report {first} --db {db_arg}; platter compare {first} {second} --db {db_arg}"
         );
+        if let Some(fleet) = &fleet {
+            println!("the fleet: platter status {fleet} --db {db_arg}");
+        }
     }
 }
