@@ -124,22 +124,26 @@ pub(super) struct Plans {
 
 /// A plan's columns as read, not yet parsed (`Plans::assemble`): what a reader takes off
 /// the connection to parse elsewhere, on another thread or later.
-pub struct PlanParts {
+pub(super) struct PlanParts {
     id: String,
     host: String,
     /// The plan's text, when it was stored whole (no template).
     body: String,
     /// The template's hash, and the plan's cells as JSON.
     template: Option<(String, String)>,
-    /// The template's text: taken only from the first row that names it.
+    /// The template's text, for the first plan read that names it.
     template_body: Option<String>,
 }
 
 impl Plans {
     /// The plan in `r`'s columns `at..at + 6` (`PLAN_COLUMNS`).
     pub fn read(&mut self, r: &Row<'_>, at: usize) -> Result<Plan> {
-        let taken = |hash: &str| self.templates.contains_key(hash);
-        let parts = PlanParts::read(r, at, taken)?;
+        let mut parts = PlanParts::read(r, at)?;
+        // The template's text is read off the row only while it is not parsed yet.
+        let parsed = |hash: &str| self.templates.contains_key(hash);
+        if parts.template().is_some_and(|hash| !parsed(hash)) {
+            parts.template_body = r.get(at + 5)?;
+        }
         self.assemble(parts)
     }
 
@@ -168,11 +172,9 @@ impl Plans {
 }
 
 impl PlanParts {
-    /// The columns `at..at + 6` (`PLAN_COLUMNS`) of `r`; the template's text (the last)
-    /// only when `taken` says its hash has not been read yet (a campaign on 100,000
-    /// identical hosts has one template, and its text comes with every row). A reader that
-    /// reads templates apart selects the first five and says every hash is taken.
-    pub fn read(r: &Row<'_>, at: usize, taken: impl Fn(&str) -> bool) -> Result<PlanParts> {
+    /// The columns `at..at + 5` of `r`: `PLAN_COLUMNS` but the template's text, which is
+    /// read once per template (`Plans::read`, `CampaignPlans`).
+    pub fn read(r: &Row<'_>, at: usize) -> Result<PlanParts> {
         let id: String = r.get(at)?;
         let host: String = r.get(at + 1)?;
         let Some(hash) = r.get::<Option<String>>(at + 3)? else {
@@ -184,13 +186,12 @@ impl PlanParts {
                 template_body: None,
             });
         };
-        let template_body = if taken(&hash) { None } else { r.get(at + 5)? };
         Ok(PlanParts {
             id,
             host,
             body: String::new(),
             template: Some((hash, r.get(at + 4)?)),
-            template_body,
+            template_body: None,
         })
     }
 
@@ -223,11 +224,7 @@ impl CampaignPlans {
         let plans = c.query_map(
             "SELECT p.state, p.id, p.host, p.body, p.template, p.cells FROM plans p WHERE p.campaign_id = ?1",
             [campaign_id],
-            |r| {
-                // The templates' text is read below (`|_| true`: never from this row).
-                let parts = PlanParts::read(r, 1, |_| true)?;
-                Ok((r.get::<String>(0)? == "refused", parts))
-            },
+            |r| Ok((r.get::<String>(0)? == "refused", PlanParts::read(r, 1)?)),
         )?;
         let templates = c
             .query_map(

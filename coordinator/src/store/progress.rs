@@ -32,6 +32,10 @@ pub struct CampaignRow {
     pub yaml: String,
 }
 
+/// How many running plans a campaign's progress reads one by one; more are read with
+/// the rest of the campaign's plans in one go.
+pub(super) const READ_ONE_BY_ONE: usize = 32;
+
 /// The step a plan runs now, with the plan (read only then).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunningStep {
@@ -248,17 +252,23 @@ impl Store {
                 }
             }
             let mut progress = Vec::with_capacity(plans.len());
-            // The plans that run a step now are read, to name it: all in one read, each
-            // template parsed once (a read per plan cost a fleet-wide campaign, its hosts
-            // all running at once, a round trip per host).
-            let running: HashSet<&str> = tallies
+            // The plans that run a step now are read, to name it, each template parsed
+            // once: a few one by one (one host of 100,000 running reads one plan row, not
+            // 100,000), more in one read of the campaign's plans (a read per plan cost a
+            // fleet-wide campaign, its hosts all running at once, a round trip per host).
+            let running: HashSet<&PlanId> = tallies
                 .iter()
                 .filter(|(_, t)| t.running.is_some())
-                .map(|(id, _)| id.as_str())
+                .map(|(id, _)| id)
                 .collect();
-            let mut running_plans: HashMap<PlanId, Plan> = if running.is_empty() {
-                HashMap::new()
+            let mut running_plans: HashMap<PlanId, Plan> = if running.len() <= READ_ONE_BY_ONE {
+                let mut read = super::plans::Plans::default();
+                running
+                    .into_iter()
+                    .map(|id| Ok((id.clone(), read.by_id(c, id)?)))
+                    .collect::<Result<_>>()?
             } else {
+                let running: HashSet<&str> = running.iter().map(|id| id.as_str()).collect();
                 super::plans::CampaignPlans::read(c, &campaign_id)?
                     .parse(|id| running.contains(id))?
                     .into_iter()

@@ -1097,54 +1097,64 @@ fn identical_plans_are_stored_once_and_each_host_gets_its_own() {
             assert_eq!(planned.plans.iter().find(|q| q.id == p.id), Some(&p.plan));
         }
 
-        // 30 hosts run their first step: the campaign's progress names it with each
-        // one's own plan (read in one go), the other 10 run none.
-        let batches: Vec<Batch> = planned.plans[..30]
-            .iter()
-            .map(|p| {
-                let mut started = end(2, p, 0, 1, 0.0);
-                if let RecordKind::Step(e) = &mut started.kind {
-                    e.state = StepState::Started;
-                    e.kind = "storage_setup".into();
-                    e.samples.clear();
-                }
-                let accepted = Record {
-                    seq: 1,
-                    kind: RecordKind::PlanAccepted {
-                        plan_id: p.id.clone(),
-                    },
-                };
-                Batch {
-                    host: p.host.clone(),
-                    hello: None,
-                    inventory: None,
-                    records: vec![accepted, started],
-                    done: oneshot::channel().0,
-                }
-            })
-            .collect();
+        // 30 hosts run their first step, then all 40: the campaign's progress names it
+        // with each one's own plan, whether it reads the running plans one by one (up to
+        // `READ_ONE_BY_ONE`) or with the campaign's plans in one go.
+        const { assert!(30 <= progress::READ_ONE_BY_ONE && 40 > progress::READ_ONE_BY_ONE) };
         let conn = store.opener.writer().unwrap();
         let instance = Instance {
             mark: "test".into(),
             channel: "platter_test".into(),
         };
-        let outcomes = commit(
-            &conn,
-            &mut CellKeys::default(),
-            &mut KnownPlans::default(),
-            &batches,
-            &instance,
-        )
-        .unwrap();
-        assert!(outcomes.iter().all(|o| o.refused.is_empty()));
-        let progress = store.campaign_progress(planned.id.as_str()).unwrap();
-        assert_eq!(progress.plans.len(), 40);
-        for p in &progress.plans {
-            let want = planned.plans.iter().find(|q| q.host == p.host).unwrap();
-            let runs = planned.plans[..30].iter().any(|q| q.host == p.host);
-            match &p.running {
-                Some(r) => assert!(runs && r.index == 0 && r.plan == *want, "{}", p.host),
-                None => assert!(!runs, "{} runs its first step", p.host),
+        for (from, upto) in [(0, 30), (30, 40)] {
+            let batches: Vec<Batch> = planned.plans[from..upto]
+                .iter()
+                .map(|p| {
+                    let mut started = end(2, p, 0, 1, 0.0);
+                    if let RecordKind::Step(e) = &mut started.kind {
+                        e.state = StepState::Started;
+                        e.kind = "storage_setup".into();
+                        e.samples.clear();
+                    }
+                    let accepted = Record {
+                        seq: 1,
+                        kind: RecordKind::PlanAccepted {
+                            plan_id: p.id.clone(),
+                        },
+                    };
+                    Batch {
+                        host: p.host.clone(),
+                        hello: None,
+                        inventory: None,
+                        records: vec![accepted, started],
+                        done: oneshot::channel().0,
+                    }
+                })
+                .collect();
+            let outcomes = commit(
+                &conn,
+                &mut CellKeys::default(),
+                &mut KnownPlans::default(),
+                &batches,
+                &instance,
+            )
+            .unwrap();
+            assert!(outcomes.iter().all(|o| o.refused.is_empty()));
+            let started = |host: &HostName| planned.plans[..upto].iter().any(|q| q.host == *host);
+            let progress = store.campaign_progress(planned.id.as_str()).unwrap();
+            assert_eq!(progress.plans.len(), 40);
+            for p in &progress.plans {
+                let want = planned.plans.iter().find(|q| q.host == p.host).unwrap();
+                match &p.running {
+                    Some(r) => {
+                        assert!(
+                            started(&p.host) && r.index == 0 && r.plan == *want,
+                            "{}",
+                            p.host
+                        )
+                    }
+                    None => assert!(!started(&p.host), "{} runs its first step", p.host),
+                }
             }
         }
     }
