@@ -9,7 +9,7 @@ use platter_proto::model::{CampaignId, HostName, Plan, PlanId};
 use super::db::{self, Conn};
 use super::error::{retrying_collisions, Result, StoreError};
 use super::notify::Change;
-use super::plans::{Plans, PLAN_COLUMNS, PLAN_FROM};
+use super::plans::{PlanParts, Plans, PLAN_COLUMNS, PLAN_FROM};
 use super::Store;
 
 /// What a host should run: the plan it has (sent or accepted), or its next queued one.
@@ -143,25 +143,47 @@ impl Store {
                 &[&names],
             )?;
         }
-        // Per host, the plan it runs, else its next queued one (false sorts first).
-        // Each template parsed once, however many hosts share it.
-        let mut plans = Plans::default();
-        let mut next = std::collections::HashMap::new();
+        // Per host, the plan it runs, else its next queued one (false sorts first); then
+        // the text of each template they name, once (joined to each host's row, a
+        // fan-out to 100,000 hosts would carry it 100,000 times). Each template parsed
+        // once, however many hosts share it.
         let rows = pg.query_typed(
-            &format!(
-                "SELECT DISTINCT ON (p.host) p.state = 'queued', {PLAN_COLUMNS} FROM {PLAN_FROM}
-                  WHERE p.host = ANY($1::text[]) AND p.state IN ('sent', 'accepted', 'queued')
-                  ORDER BY p.host, p.state = 'queued', p.queued_seq"
-            ),
+            "SELECT DISTINCT ON (p.host) p.state = 'queued', p.id, p.host, p.body, p.template, p.cells
+               FROM plans p
+              WHERE p.host = ANY($1::text[]) AND p.state IN ('sent', 'accepted', 'queued')
+              ORDER BY p.host, p.state = 'queued', p.queued_seq",
             &[&names],
         )?;
+        let mut found = Vec::with_capacity(rows.len());
         for row in &rows {
             let r = db::Row::pg(row);
             let queued: bool = r.get(0)?;
             if queued && !mark {
                 return Ok(None);
             }
-            let plan = plans.read(&r, 1)?;
+            found.push((PlanParts::read(&r, 1)?, queued));
+        }
+        let hashes: Vec<&str> = found
+            .iter()
+            .filter_map(|(parts, _)| parts.template())
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .collect();
+        let mut texts: std::collections::HashMap<String, String> = if hashes.is_empty() {
+            Default::default()
+        } else {
+            pg.query_typed(
+                "SELECT hash, body FROM plan_templates WHERE hash = ANY($1::text[])",
+                &[&hashes],
+            )?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_>>()?
+        };
+        let mut plans = Plans::default();
+        let mut next = std::collections::HashMap::new();
+        for (parts, queued) in found {
+            let plan = plans.assemble_from(parts, &mut texts)?;
             next.insert(plan.host.clone(), (plan, queued));
         }
         let mut out = Vec::with_capacity(next.len());

@@ -147,6 +147,17 @@ impl Plans {
         self.assemble(parts)
     }
 
+    /// The plan `parts` hold, its template's text taken from `texts` (by hash) for the
+    /// first plan that names it, which parses it.
+    pub fn assemble_from(
+        &mut self,
+        parts: PlanParts,
+        texts: &mut HashMap<String, String>,
+    ) -> Result<Plan> {
+        let text = parts.template().and_then(|h| texts.remove(h));
+        self.assemble(parts.with_template_text(text))
+    }
+
     /// The plan `parts` hold, its template parsed if this reader has not yet.
     pub fn assemble(&mut self, parts: PlanParts) -> Result<Plan> {
         let PlanParts {
@@ -245,11 +256,7 @@ impl CampaignPlans {
         self.plans
             .into_iter()
             .filter(|(_, parts)| keep(&parts.id))
-            .map(|(refused, parts)| {
-                // A template's text goes with the first plan naming it, which parses it.
-                let text = parts.template().and_then(|h| self.templates.remove(h));
-                Ok((refused, plans.assemble(parts.with_template_text(text))?))
-            })
+            .map(|(refused, parts)| Ok((refused, plans.assemble_from(parts, &mut self.templates)?)))
             .collect()
     }
 }
