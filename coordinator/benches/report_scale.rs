@@ -75,6 +75,15 @@ const METRICS: [&str; 6] = [
     "disk.writes",
 ];
 
+/// Plans the campaign `yaml` and stores it, as a submission does.
+fn submit(store: &Store, file: &str, yaml: &str) -> platter::planning::planner::PlannedCampaign {
+    let c = platter::spec::parse(file, yaml).expect("a campaign");
+    let planned =
+        platter::planning::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
+    store.insert_campaign(&planned, file, yaml).unwrap();
+    planned
+}
+
 /// Stores one campaign of `cells` cells whose measurements carry `metrics` samples each,
 /// `samples` in all; returns its id. `shift` scales the values (a slower second run).
 async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
@@ -85,12 +94,7 @@ async fn campaign(store: &Store, a: &Args, name: &str, shift: f64) -> String {
         "name: {name}\nhosts: {{ names: [h] }}\nmatrix: {{ x: [{}], labels: [x] }}\nworkload: {{ command: {{ run: 'true' }} }}\nrepeat: {repeat}\n",
         xs.join(", ")
     );
-    let c = platter::spec::parse("synthetic.yaml", &yaml).expect("synthetic campaign");
-    let planned =
-        platter::planning::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
-    store
-        .insert_campaign(&planned, "synthetic.yaml", &yaml)
-        .unwrap();
+    let planned = submit(store, "synthetic.yaml", &yaml);
     let plan = &planned.plans[0];
     let mut seq = 0u64;
     let mut batch = Vec::new();
@@ -164,12 +168,7 @@ async fn fleet_campaign(store: &Store, hosts: u64) -> String {
         "name: fleet\nhosts: {{ names: [{}] }}\nworkload: {{ command: {{ run: 'true' }} }}\nrepeat: 1\n",
         names.join(", ")
     );
-    let c = platter::spec::parse("fleet.yaml", &yaml).expect("fleet campaign");
-    let planned =
-        platter::planning::planner::plan(&c, "", store.id(), 1, &Default::default()).unwrap();
-    store
-        .insert_campaign(&planned, "fleet.yaml", &yaml)
-        .unwrap();
+    let planned = submit(store, "fleet.yaml", &yaml);
     // A thousand hosts' records at a time: the writer commits them together.
     for chunk in planned.plans.chunks(1000) {
         let writes = chunk.iter().map(|plan| {

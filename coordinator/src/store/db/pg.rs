@@ -176,13 +176,16 @@ impl PgConn {
             let _runtime = self.rt.enter();
             tokio::time::timeout(deadline, f)
         };
-        block_on(timed).map_err(|_| {
-            self.timed_out.set(true);
-            StoreError::Timeout {
-                what: "waiting for PostgreSQL",
-                after: deadline,
-            }
-        })
+        block_on(timed).map_err(|_| self.gave_up(deadline))
+    }
+
+    /// A request outlived `deadline`: the connection is given up (`timed_out`).
+    fn gave_up(&self, deadline: Duration) -> StoreError {
+        self.timed_out.set(true);
+        StoreError::Timeout {
+            what: "waiting for PostgreSQL",
+            after: deadline,
+        }
     }
 
     fn statement(&self, sql: &str) -> Result<Statement> {
@@ -251,13 +254,7 @@ impl PgConn {
                 }
             })
         };
-        taken.unwrap_or_else(|()| {
-            self.timed_out.set(true);
-            Err(StoreError::Timeout {
-                what: "waiting for PostgreSQL",
-                after: deadline,
-            })
-        })
+        taken.unwrap_or_else(|()| Err(self.gave_up(deadline)))
     }
 
     /// `COPY … FROM STDIN (FORMAT binary)` of `rows`, each its columns of `types`; the
