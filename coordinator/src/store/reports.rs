@@ -6,6 +6,8 @@
 //! (its samples, counts and failures agree). What the rows mean (statistics, notes,
 //! advice) is the report's; nothing here decides.
 
+use std::collections::HashMap;
+
 use indexmap::IndexMap;
 use platter_proto::model::{CampaignId, CellId, HostName, Plan, PlanId, NOT_MEASURED};
 use platter_proto::provenance::Provenance;
@@ -178,42 +180,142 @@ pub fn campaign(c: &Conn, campaign_id: &CampaignId) -> Result<Option<ReportCampa
 /// the reader puts each cell's in the order its repetitions started. (Sorting a million
 /// samples in SQL was a fifth of a report's time on SQLite; sorting them by metric too
 /// cost 20–30% of the query.)
+///
+/// The campaign's ended steps are read first (a sample belongs to a step's end), then
+/// the samples under them: when the campaign's step rows lie mostly together, as when it
+/// ran alone, by one range of the samples' key, each row looked up among the steps here
+/// and the few of other campaigns skipped; else joined to the campaign's steps in SQL.
+/// The range spares the server a join and three columns a row: on PostgreSQL the
+/// samples of a 1M-sample campaign took 509 + 170 ms of its time that way against
+/// 1,084 ms joined (`COPY … TO STDOUT` of each, best of six), and a store of many
+/// campaigns is not read whole for one of them.
 pub fn each_sample(
     c: &Conn,
     campaign_id: &CampaignId,
-    mut f: impl FnMut(Sample<'_>) -> Result<()>,
+    f: impl FnMut(Sample<'_>) -> Result<()>,
 ) -> Result<()> {
-    // Steps are found through their plans (the steps table is indexed by plan only).
-    c.query_each(
-        "SELECT st.cell, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), st.repetition, st.attempt, st.started_unix_ns, sa.histogram
-           FROM plans p JOIN steps st ON st.plan_id = p.id
-           JOIN samples sa ON sa.step = st.n WHERE p.campaign_id = ?1 AND st.warmup = 0",
-        [campaign_id],
-        |r| {
-            let cell = r.get(0)?;
+    let steps = CountedSteps::read(c, campaign_id)?;
+    let way = steps.way(c)?;
+    steps.each_sample(c, campaign_id, way, f)
+}
+
+/// How the samples of a campaign's steps are read (`each_sample`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SamplesBy {
+    /// One range of `samples.step`, from the campaign's first step row to its last.
+    Range { first: i64, last: i64 },
+    /// Joined to the campaign's steps in SQL.
+    Join,
+}
+
+/// A counted (not warm-up) step's end, as its samples need it.
+struct StepFacts {
+    cell: i64,
+    repetition: u32,
+    attempt: u32,
+    started_unix_ns: i64,
+}
+
+/// The campaign's counted steps' ends, by step row (`steps.n`), looked up once per sample
+/// (foldhash: SipHash was 2% of a 1M-sample report's CPU).
+pub(crate) struct CountedSteps(HashMap<i64, StepFacts, foldhash::fast::RandomState>);
+
+impl CountedSteps {
+    pub(crate) fn read(c: &Conn, campaign_id: &CampaignId) -> Result<CountedSteps> {
+        let mut steps = HashMap::default();
+        c.query_each(
+            "SELECT st.n, st.cell, st.repetition, st.attempt, st.started_unix_ns
+               FROM plans p JOIN steps st ON st.plan_id = p.id
+              WHERE p.campaign_id = ?1 AND st.warmup = 0 AND st.state != 'started'",
+            [campaign_id],
+            |r| {
+                let facts = StepFacts {
+                    cell: r.get(1)?,
+                    repetition: r.get(2)?,
+                    attempt: r.get(3)?,
+                    started_unix_ns: r.get(4)?,
+                };
+                steps.insert(r.get(0)?, facts);
+                Ok(())
+            },
+        )?;
+        Ok(CountedSteps(steps))
+    }
+
+    /// The one range of step rows that holds all its own, if it has any.
+    pub(crate) fn range(&self) -> Option<SamplesBy> {
+        let first = *self.0.keys().min()?;
+        let last = *self.0.keys().max()?;
+        Some(SamplesBy::Range { first, last })
+    }
+
+    /// Its range when at most as many ended steps of other campaigns (or warm-ups) lie
+    /// within it as its own, so that at most half the rows read are skipped; else a join.
+    pub(crate) fn way(&self, c: &Conn) -> Result<SamplesBy> {
+        let Some(SamplesBy::Range { first, last }) = self.range() else {
+            return Ok(SamplesBy::Join);
+        };
+        let within: i64 = c.query_row(
+            "SELECT COUNT(*) FROM steps WHERE n BETWEEN ?1 AND ?2 AND state != 'started'",
+            params![first, last],
+            |r| r.get(0),
+        )?;
+        Ok(if within <= 2 * self.0.len() as i64 {
+            SamplesBy::Range { first, last }
+        } else {
+            SamplesBy::Join
+        })
+    }
+
+    pub(crate) fn each_sample(
+        &self,
+        c: &Conn,
+        campaign_id: &CampaignId,
+        way: SamplesBy,
+        mut f: impl FnMut(Sample<'_>) -> Result<()>,
+    ) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let mut each = |r: &super::db::Row<'_>| -> Result<()> {
+            let Some(step) = self.0.get(&r.get::<i64>(0)?) else {
+                return Ok(()); // another campaign's, or a warm-up's
+            };
             let value = r.get(3)?;
             let missing = r.get(4)?;
-            let repetition = r.get(5)?;
-            let attempt = r.get(6)?;
-            let started_unix_ns = r.get(7)?;
-            let histogram = r.get(8)?;
+            let histogram = r.get(5)?;
             r.text(1, |metric| {
                 r.text(2, |unit| {
                     f(Sample {
-                        cell,
+                        cell: step.cell,
                         metric,
                         unit,
                         value,
                         missing,
-                        repetition,
-                        attempt,
-                        started_unix_ns,
+                        repetition: step.repetition,
+                        attempt: step.attempt,
+                        started_unix_ns: step.started_unix_ns,
                         histogram,
                     })
                 })?
             })?
-        },
-    )
+        };
+        match way {
+            SamplesBy::Range { first, last } => c.query_each(
+                "SELECT step, metric, unit, value, COALESCE(missing, ''), histogram
+                   FROM samples WHERE step BETWEEN ?1 AND ?2",
+                params![first, last],
+                &mut each,
+            ),
+            SamplesBy::Join => c.query_each(
+                "SELECT sa.step, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), sa.histogram
+                   FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
+                  WHERE p.campaign_id = ?1 AND st.warmup = 0 AND st.state != 'started'",
+                [campaign_id],
+                &mut each,
+            ),
+        }
+    }
 }
 
 /// Per cell with any, its counted repetitions without samples.

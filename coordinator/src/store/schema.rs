@@ -201,8 +201,20 @@ pub(super) fn migrations() -> Migrations<'static> {
         M::up(SCHEDULES_SCHEMA),
         M::up(LEDGER_SCHEMA),
         M::up(PLAN_TEMPLATES_SCHEMA),
+        M::up(UNUSUAL_STEPS_SCHEMA),
     ])
 }
+
+/// The few steps a report looks for apart from the rest: those that failed or were skipped
+/// or ran again (`steps_unusual`), and warm-up runs (`steps_warmup`). Without them each of
+/// a report's seven queries for such steps read every step of the campaign: on PostgreSQL
+/// 12–59 ms each, 257 ms of a 1M-sample report's 1.4 s, for none found. Both engines run
+/// the same text; SQLite uses an index only where the query names one of its terms as it
+/// is written (`s.state = 'failed'`).
+pub(crate) const UNUSUAL_STEPS_SCHEMA: &str = r#"
+CREATE INDEX steps_unusual ON steps (plan_id) WHERE state = 'failed' OR state = 'skipped' OR attempt > 1;
+CREATE INDEX steps_warmup ON steps (plan_id) WHERE warmup = 1;
+"#;
 
 /// Plans stored once per distinct template (issue 32, `store::plans`); PostgreSQL's is
 /// the same in its types (`db::pg_schema`). A plan row names its template and lists its cells; `body` stays '' for

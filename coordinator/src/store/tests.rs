@@ -415,6 +415,101 @@ async fn a_cells_samples_come_in_the_order_their_repetitions_started() {
     }
 }
 
+/// A campaign's samples are read by one range of step rows when its rows lie together
+/// and joined in SQL when other campaigns' rows are interleaved with them; either way
+/// every counted sample comes once, with its own step's facts, and none of another
+/// campaign's, on both engines.
+#[tokio::test]
+async fn a_campaigns_samples_are_the_same_read_by_range_or_by_join() {
+    use super::reports::{CountedSteps, SamplesBy};
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let at = store.location().to_string();
+        let campaign = |host: &str| {
+            let yaml = format!(
+                "name: {host}\nhosts: {{ names: [{host}] }}\nworkload: {{ command: {{ run: x }} }}\nrepeat: 4\n"
+            );
+            let c = crate::spec::parse("t.yaml", &yaml).unwrap();
+            let planned =
+                crate::planning::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+            store.insert_campaign(&planned, "t.yaml", &yaml).unwrap();
+            planned
+        };
+        let measures = |plan: &Plan| -> Vec<u32> {
+            (0..plan.steps.len() as u32)
+                .filter(|&i| {
+                    matches!(
+                        plan.steps[i as usize].kind,
+                        platter_proto::model::StepKind::Measure(_)
+                    )
+                })
+                .collect()
+        };
+        // Three campaigns' step ends stored in turn (their rows interleave), then a
+        // fourth's alone; campaign k's repetition r measures 10·k + r, started at r.
+        let campaigns: Vec<PlannedCampaign> = ["a", "b", "c", "d"].map(campaign).into();
+        let mut seq = 0;
+        let mut store_end = |k: usize, r: usize| {
+            let plan = &campaigns[k].plans[0];
+            seq += 1;
+            let mut record = end(seq, plan, measures(plan)[r], 1, (10 * k + r) as f64);
+            if let RecordKind::Step(e) = &mut record.kind {
+                e.started_unix_ns = r as i64;
+            }
+            (plan.host.clone(), record)
+        };
+        let mut ends = Vec::new();
+        for r in 0..4 {
+            for k in 0..3 {
+                ends.push(store_end(k, r));
+            }
+        }
+        ends.extend((0..4).map(|r| store_end(3, r)));
+        for (host, record) in ends {
+            store.write_records(&host, vec![record]).await.unwrap();
+        }
+        for (k, planned) in campaigns.iter().enumerate() {
+            let read = |way: fn(&CountedSteps, &crate::store::db::Conn) -> Result<SamplesBy>| {
+                store
+                    .read(|c| {
+                        let steps = CountedSteps::read(c, &planned.id)?;
+                        let way = way(&steps, c)?;
+                        let mut got = Vec::new();
+                        steps.each_sample(c, &planned.id, way, |s| {
+                            let metric = s.metric.to_string();
+                            got.push((s.value, s.repetition, s.started_unix_ns, metric));
+                            Ok(())
+                        })?;
+                        got.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                        Ok((way, got))
+                    })
+                    .unwrap()
+            };
+            let want: Vec<_> = (0..4)
+                .map(|r| {
+                    let value = Some((10 * k + r) as f64);
+                    (value, r as u32 + 1, r as i64, "wall".to_string())
+                })
+                .collect();
+            let (chosen, got) = read(|steps, c| steps.way(c));
+            assert_eq!(got, want, "campaign {k} read as chosen ({chosen:?}), {at}");
+            let interleaved = k < 3;
+            assert_eq!(
+                chosen == SamplesBy::Join,
+                interleaved,
+                "campaign {k} read {chosen:?}, {at}"
+            );
+            // Forced either way, the same: a range from an interleaved campaign's first
+            // row to its last skips the others' samples in between.
+            let (range, got) = read(|steps, _| Ok(steps.range().unwrap()));
+            assert!(matches!(range, SamplesBy::Range { .. }));
+            assert_eq!(got, want, "campaign {k} read by range, {at}");
+            let (_, got) = read(|_, _| Ok(SamplesBy::Join));
+            assert_eq!(got, want, "campaign {k} joined, {at}");
+        }
+    }
+}
+
 /// With several writers, one that cannot commit stays the store's fault while the
 /// others commit (health does not flap); a failure of the other writes ends with any
 /// commit.

@@ -1,7 +1,7 @@
 //! PostgreSQL's schema, as migrations; applied by `pg::migrate` (`platter db migrate`, and
 //! every coordinator at its start).
 
-use crate::store::schema::PRESENCE_SCHEMA;
+use crate::store::schema::{PRESENCE_SCHEMA, UNUSUAL_STEPS_SCHEMA};
 
 /// PostgreSQL's schema, as migrations: the same tables, views and constraints as the
 /// SQLite schema (`store::schema::migrations`) at its latest, in PostgreSQL's types (all integers
@@ -266,4 +266,6 @@ CREATE TABLE plan_templates (
 ALTER TABLE plans ADD COLUMN template TEXT COLLATE "C";
 ALTER TABLE plans ADD COLUMN cells TEXT COLLATE "C";
 "#,
+    // Failed, skipped, retried and warm-up steps indexed apart: the same text as SQLite's.
+    UNUSUAL_STEPS_SCHEMA,
 ];
