@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, Stream};
+use futures::{FutureExt, Stream, StreamExt};
 use platter_proto::inventory::{Device, ToolVersion};
 use platter_proto::model::{HostName, PlanId, Record};
 use platter_proto::v1 as pb;
@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::pki::Role;
-use crate::service::hub::Hub;
+use crate::service::hub::{Hub, Outbound};
 use crate::service::tls::Auth;
 use crate::store::Store;
 
@@ -122,7 +122,7 @@ impl AgentLink for AgentLinkService {
                 })),
             };
             // The channel is new and has room for far more than a hello's plans.
-            let _ = tx.try_send(Ok(cancel));
+            let _ = tx.try_send(Box::new(Ok(cancel)));
         }
         let tools = hello.tools.iter().cloned().map(ToolVersion::from).collect();
         self.hub.set_tools(&host, tools);
@@ -135,9 +135,12 @@ impl AgentLink for AgentLinkService {
                 // The hello is stored before anything the agent sends, waiting for the store
                 // if it cannot commit; the agent counts as connected meanwhile, and `status`
                 // and `agents` say why nothing moves.
-                until_stored(&tx, || {
+                // Boxed, as every store write below: a write's future lives only while it
+                // is waited for, and held inline it made each agent's task as large as
+                // the largest of them for as long as the agent stays connected.
+                Box::pin(until_stored(&tx, || {
                     store.agent_seen(&host, &seen.0, &seen.1, &devices, &labels)
-                })
+                }))
                 .await?;
                 tracing::info!(agent = %host, boot_id = %seen.0, held = held_at_hello, "agent connected");
                 hub.dispatch_soon(vec![host.clone()]);
@@ -163,7 +166,7 @@ impl AgentLink for AgentLinkService {
             };
             hub.disconnect(&host, conn, lost);
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|m| *m))))
     }
 }
 
@@ -182,10 +185,7 @@ const STORE_RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// its unacked records, and is answered within a second of the store's recovery instead
 /// of after a reconnect. Gives up when the agent went away (it resends on reconnect) or
 /// the write failed for another reason.
-async fn until_stored<T, F, Fut>(
-    tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
-    mut write: F,
-) -> Result<T, Status>
+async fn until_stored<T, F, Fut>(tx: &Outbound, mut write: F) -> Result<T, Status>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = crate::store::Result<T>>,
@@ -205,7 +205,7 @@ async fn serve(
     host: &HostName,
     conn: u64,
     inbound: &mut Streaming<pb::AgentMessage>,
-    tx: &mpsc::Sender<Result<pb::CoordinatorMessage, Status>>,
+    tx: &Outbound,
     store: &Store,
     hub: &Arc<Hub>,
     timeout: Duration,
@@ -239,7 +239,7 @@ async fn serve(
                     let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
                     // Also mounts and write-cache changes of plans' own storage steps: debug.
                     tracing::debug!(agent = %host, drives = devices.len(), "agent's drives changed");
-                    until_stored(tx, || store.agent_devices(host, &devices)).await?;
+                    Box::pin(until_stored(tx, || store.agent_devices(host, &devices))).await?;
                 }
                 Some(Kind::Inventory(_)) => {}
                 Some(Kind::Hello(_)) => {
@@ -255,7 +255,10 @@ async fn serve(
             continue;
         }
         let seq = batch.iter().map(|r| r.seq).max().unwrap_or(0);
-        let outcome = until_stored(tx, || store.write_records(host, batch.clone())).await?;
+        let outcome = Box::pin(until_stored(tx, || {
+            store.write_records(host, batch.clone())
+        }))
+        .await?;
         let refused = outcome
             .refusals
             .iter()
@@ -268,7 +271,7 @@ async fn serve(
             kind: Some(pb::coordinator_message::Kind::Ack(pb::Ack { seq, refused })),
         };
         // An agent that stops reading its stream is as good as silent.
-        match tokio::time::timeout(timeout, tx.send(Ok(ack))).await {
+        match tokio::time::timeout(timeout, tx.send(Box::new(Ok(ack)))).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(Status::cancelled("agent went away")),
             Err(_) => {
