@@ -449,22 +449,31 @@ async fn a_campaigns_samples_are_the_same_read_by_range_or_by_join() {
         // fourth's alone; campaign k's repetition r measures 10·k + r, started at r.
         let campaigns: Vec<PlannedCampaign> = ["a", "b", "c", "d"].map(campaign).into();
         let mut seq = 0;
-        let mut store_end = |k: usize, r: usize| {
+        let mut step = |k: usize, r: usize, state: StepState| {
             let plan = &campaigns[k].plans[0];
             seq += 1;
             let mut record = end(seq, plan, measures(plan)[r], 1, (10 * k + r) as f64);
             if let RecordKind::Step(e) = &mut record.kind {
                 e.started_unix_ns = r as i64;
+                if state == StepState::Started {
+                    e.state = state;
+                    e.samples.clear();
+                }
             }
             (plan.host.clone(), record)
         };
         let mut ends = Vec::new();
         for r in 0..4 {
             for k in 0..3 {
-                ends.push(store_end(k, r));
+                ends.push(step(k, r, StepState::Succeeded));
             }
         }
-        ends.extend((0..4).map(|r| store_end(3, r)));
+        // The fourth's each after its start, as an agent sends them: a `started` row
+        // lies between every two ends and still the range is chosen.
+        for r in 0..4 {
+            ends.push(step(3, r, StepState::Started));
+            ends.push(step(3, r, StepState::Succeeded));
+        }
         for (host, record) in ends {
             store.write_records(&host, vec![record]).await.unwrap();
         }
