@@ -242,17 +242,18 @@ impl CountedSteps {
         Ok(CountedSteps(steps))
     }
 
-    /// The one range of step rows that holds all its own, if it has any.
-    pub(crate) fn range(&self) -> Option<SamplesBy> {
-        let first = *self.0.keys().min()?;
-        let last = *self.0.keys().max()?;
-        Some(SamplesBy::Range { first, last })
+    /// Its first and last step rows (the one range that holds all its own), if it has any.
+    pub(crate) fn span(&self) -> Option<(i64, i64)> {
+        self.0.keys().fold(None, |span, &n| match span {
+            None => Some((n, n)),
+            Some((first, last)) => Some((first.min(n), last.max(n))),
+        })
     }
 
     /// Its range when at most as many ended steps of other campaigns (or warm-ups) lie
     /// within it as its own, so that at most half the rows read are skipped; else a join.
     pub(crate) fn way(&self, c: &Conn) -> Result<SamplesBy> {
-        let Some(SamplesBy::Range { first, last }) = self.range() else {
+        let Some((first, last)) = self.span() else {
             return Ok(SamplesBy::Join);
         };
         let within: i64 = c.query_row(

@@ -347,6 +347,18 @@ async fn a_reports_metrics_come_in_the_same_order_from_both_engines() {
     assert_eq!(orders.len(), 1);
 }
 
+/// The indexes of `plan`'s measure steps, in order.
+fn measure_steps(plan: &Plan) -> Vec<u32> {
+    (0..plan.steps.len() as u32)
+        .filter(|&i| {
+            matches!(
+                plan.steps[i as usize].kind,
+                platter_proto::model::StepKind::Measure(_)
+            )
+        })
+        .collect()
+}
+
 /// A cell's samples come in the order its repetitions started, whatever order the store
 /// returns them in (it is asked for none), on both engines; a metric's reason for missing
 /// values is its latest repetition's.
@@ -360,14 +372,7 @@ async fn a_cells_samples_come_in_the_order_their_repetitions_started() {
             crate::planning::planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
         store.insert_campaign(&planned, "t.yaml", yaml).unwrap();
         let plan = &planned.plans[0];
-        let measures: Vec<u32> = (0..plan.steps.len() as u32)
-            .filter(|&i| {
-                matches!(
-                    plan.steps[i as usize].kind,
-                    platter_proto::model::StepKind::Measure(_)
-                )
-            })
-            .collect();
+        let measures = measure_steps(plan);
         assert_eq!(measures.len(), 3);
         // Repetition 1 started last (a clock set back, or a retry), 2 first.
         let runs = [(300, 1.0, "r1"), (100, 2.0, "r2"), (200, 3.0, "")];
@@ -435,16 +440,6 @@ async fn a_campaigns_samples_are_the_same_read_by_range_or_by_join() {
             store.insert_campaign(&planned, "t.yaml", &yaml).unwrap();
             planned
         };
-        let measures = |plan: &Plan| -> Vec<u32> {
-            (0..plan.steps.len() as u32)
-                .filter(|&i| {
-                    matches!(
-                        plan.steps[i as usize].kind,
-                        platter_proto::model::StepKind::Measure(_)
-                    )
-                })
-                .collect()
-        };
         // Three campaigns' step ends stored in turn (their rows interleave), then a
         // fourth's alone; campaign k's repetition r measures 10·k + r, started at r.
         let campaigns: Vec<PlannedCampaign> = ["a", "b", "c", "d"].map(campaign).into();
@@ -452,7 +447,7 @@ async fn a_campaigns_samples_are_the_same_read_by_range_or_by_join() {
         let mut step = |k: usize, r: usize, state: StepState| {
             let plan = &campaigns[k].plans[0];
             seq += 1;
-            let mut record = end(seq, plan, measures(plan)[r], 1, (10 * k + r) as f64);
+            let mut record = end(seq, plan, measure_steps(plan)[r], 1, (10 * k + r) as f64);
             if let RecordKind::Step(e) = &mut record.kind {
                 e.started_unix_ns = r as i64;
                 if state == StepState::Started {
@@ -510,7 +505,10 @@ async fn a_campaigns_samples_are_the_same_read_by_range_or_by_join() {
             );
             // Forced either way, the same: a range from an interleaved campaign's first
             // row to its last skips the others' samples in between.
-            let (range, got) = read(|steps, _| Ok(steps.range().unwrap()));
+            let (range, got) = read(|steps, _| {
+                let (first, last) = steps.span().unwrap();
+                Ok(SamplesBy::Range { first, last })
+            });
             assert!(matches!(range, SamplesBy::Range { .. }));
             assert_eq!(got, want, "campaign {k} read by range, {at}");
             let (_, got) = read(|_, _| Ok(SamplesBy::Join));

@@ -135,12 +135,9 @@ impl AgentLink for AgentLinkService {
                 // The hello is stored before anything the agent sends, waiting for the store
                 // if it cannot commit; the agent counts as connected meanwhile, and `status`
                 // and `agents` say why nothing moves.
-                // Boxed, as every store write below: a write's future lives only while it
-                // is waited for, and held inline it made each agent's task as large as
-                // the largest of them for as long as the agent stays connected.
-                Box::pin(until_stored(&tx, || {
+                until_stored(&tx, || {
                     store.agent_seen(&host, &seen.0, &seen.1, &devices, &labels)
-                }))
+                })
                 .await?;
                 tracing::info!(agent = %host, boot_id = %seen.0, held = held_at_hello, "agent connected");
                 hub.dispatch_soon(vec![host.clone()]);
@@ -191,10 +188,13 @@ where
     Fut: std::future::Future<Output = crate::store::Result<T>>,
 {
     loop {
-        match write().await {
+        // The write and the wait are boxed: each lives only while it is waited for, and
+        // held inline they made each agent's task as large as the largest of them for as
+        // long as the agent stayed connected (1 KiB more of every connected agent's memory).
+        match Box::pin(write()).await {
             Ok(t) => return Ok(t),
             Err(e) if crate::store::is_store_fault(&e) && !tx.is_closed() => {
-                tokio::time::sleep(STORE_RETRY_INTERVAL).await;
+                Box::pin(tokio::time::sleep(STORE_RETRY_INTERVAL)).await;
             }
             Err(e) => return Err(Status::unavailable(e.to_string())),
         }
@@ -239,7 +239,7 @@ async fn serve(
                     let devices: Vec<Device> = inv.devices.into_iter().map(Device::from).collect();
                     // Also mounts and write-cache changes of plans' own storage steps: debug.
                     tracing::debug!(agent = %host, drives = devices.len(), "agent's drives changed");
-                    Box::pin(until_stored(tx, || store.agent_devices(host, &devices))).await?;
+                    until_stored(tx, || store.agent_devices(host, &devices)).await?;
                 }
                 Some(Kind::Inventory(_)) => {}
                 Some(Kind::Hello(_)) => {
@@ -255,10 +255,7 @@ async fn serve(
             continue;
         }
         let seq = batch.iter().map(|r| r.seq).max().unwrap_or(0);
-        let outcome = Box::pin(until_stored(tx, || {
-            store.write_records(host, batch.clone())
-        }))
-        .await?;
+        let outcome = until_stored(tx, || store.write_records(host, batch.clone())).await?;
         let refused = outcome
             .refusals
             .iter()
