@@ -862,6 +862,51 @@ async fn resent_and_repeated_records_are_stored_once() {
     }
 }
 
+/// A batch sent again whole after a lost ack, with a new record after it (as an agent
+/// sends after a reconnect): the new step is stored, the resent ones are not stored twice
+/// and none is refused. (On PostgreSQL the batch's `COPY` fails on the resent keys and the
+/// batch goes in again by `INSERT … ON CONFLICT`.)
+#[tokio::test]
+async fn a_batch_resent_with_a_new_record_stores_the_new_one_and_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let c = crate::spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 3\n",
+        )
+        .unwrap();
+        let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let plan = &planned.plans[0];
+        store.plan_for_host("h").unwrap().unwrap();
+        let first = vec![end(1, plan, 0, 1, 1.0), end(2, plan, 1, 1, 2.0)];
+        store
+            .write_records(&"h".into(), first.clone())
+            .await
+            .unwrap();
+        let mut again = first;
+        again.push(end(3, plan, 2, 1, 3.0));
+        let outcome = store.write_records(&"h".into(), again).await.unwrap();
+        assert!(outcome.refused.is_empty(), "{:?}", outcome.refused);
+        let values: Vec<f64> = store
+            .read(|c| {
+                c.query_map(
+                    "SELECT value FROM sample_rows ORDER BY repetition",
+                    (),
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(values, [1.0, 2.0, 3.0]);
+        let refused: i64 = store
+            .read(|c| c.query_row("SELECT COUNT(*) FROM refused_records", (), |r| r.get(0)))
+            .unwrap();
+        assert_eq!(refused, 0);
+        let stats = store.writer_stats();
+        assert_eq!((stats.steps_stored, stats.samples_stored), (3, 3));
+    }
+}
+
 /// A preparation step that ran again (its measure was cut off) ends once per attempt;
 /// a resend of either end is still stored once.
 #[tokio::test]

@@ -462,6 +462,12 @@ pub(super) fn is_the_records_fault(e: &StoreError) -> bool {
     }
 }
 
+/// Whether PostgreSQL refused a row for a unique key another row has (`COPY` of a step
+/// end stored before).
+pub(super) fn is_a_key_taken(e: &StoreError) -> bool {
+    matches!(e, StoreError::Pg(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION))
+}
+
 /// Stores the agent's row (hello, inventory) and how far its records go.
 pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
     if let Some(a) = &b.hello {
@@ -669,11 +675,25 @@ impl db::Params for SampleRow<'_> {
     }
 }
 
+/// How a run of step ends goes into `steps` on PostgreSQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StepsBy {
+    /// Keys drawn from the table's sequence, the rows copied in (`COPY`): the cheapest for
+    /// the server (an `INSERT … ON CONFLICT` is a speculative insertion per row: 1.3× the
+    /// server's time for the steps, BENCHMARKS.md), but a step end stored before (a record
+    /// sent again after a reconnect) fails the whole `COPY`.
+    Copy,
+    /// `INSERT … ON CONFLICT DO NOTHING`: step ends stored before are skipped. For a batch
+    /// whose `COPY` failed on a key already taken.
+    Upsert,
+}
+
 /// PostgreSQL: a batch's records as `store_record` stores them, but each run of step
-/// ends goes in as two statements (its steps, then their samples, as arrays `unnest`ed),
-/// not one round trip per row: PostgreSQL is across a socket, and per-row statements
-/// stored some 7,000 samples/s (BENCHMARKS.md). Records that are not step ends, and step
-/// ends that are refused, go through `store_record` in their order.
+/// ends goes in as two statements (its steps, then their samples), not one round trip per
+/// row: PostgreSQL is across a socket, and per-row statements stored some 7,000 samples/s
+/// (BENCHMARKS.md). Records that are not step ends, and step ends that are refused, go
+/// through `store_record` in their order.
+#[allow(clippy::too_many_arguments)] // the writer's state, then the batch and how
 pub(super) fn store_records_pg(
     c: &Conn,
     pg: &db::pg::PgConn,
@@ -681,6 +701,7 @@ pub(super) fn store_records_pg(
     plans: &mut KnownPlans,
     host: &str,
     records: &[Record],
+    how: StepsBy,
     outcome: &mut BatchOutcome,
 ) -> Result<()> {
     let mut run: Vec<(&platter_proto::model::StepEvent, i64, bool)> = Vec::new();
@@ -697,18 +718,20 @@ pub(super) fn store_records_pg(
                 }
             }
         }
-        insert_steps_pg(pg, host, &mut run, outcome)?;
+        insert_steps_pg(pg, host, &mut run, how, outcome)?;
         store_record(c, cells, plans, host, r, outcome)?;
     }
-    insert_steps_pg(pg, host, &mut run, outcome)
+    insert_steps_pg(pg, host, &mut run, how, outcome)
 }
 
-/// Inserts a run of step ends (a resent one is skipped, as `INSERT OR IGNORE` does), then
-/// the samples of those inserted, counting both in `outcome`; empties `run`.
+/// Inserts a run of step ends (`StepsBy::Upsert`: a resent one is skipped, as `INSERT OR
+/// IGNORE` does; `StepsBy::Copy`: a resent one fails the statement), then the samples of
+/// those inserted, counting both in `outcome`; empties `run`.
 pub(super) fn insert_steps_pg(
     pg: &db::pg::PgConn,
     host: &str,
     run: &mut Vec<(&platter_proto::model::StepEvent, i64, bool)>,
+    how: StepsBy,
     outcome: &mut BatchOutcome,
 ) -> Result<()> {
     if run.is_empty() {
@@ -764,38 +787,101 @@ pub(super) fn insert_steps_pg(
         error.push(e.error.as_str());
         warmup.push(i64::from(*w));
     }
-    let hosts = vec![host; n];
-    // Resent records (already stored) are skipped on the one key that says so, not on
-    // every unique index of `steps` (`ON CONFLICT DO NOTHING` without a target probes each
-    // of them once more per row: 1.3× the time). Any other conflict (an end the step has
-    // already under another state; another coordinator storing the same record at this
-    // moment) fails the agent's savepoint, and its batch is stored record by record with
-    // `INSERT OR IGNORE` (`commit`), as on SQLite.
-    let inserted = pg.query_typed(
-        "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
-                            started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
-         SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
-                              $7::int8[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::text[],
-                              $13::text[], $14::int8[])
-         ON CONFLICT (plan_id, step_index, attempt, state) DO NOTHING
-         RETURNING n, plan_id, step_index, attempt, state",
-        &[
-            &plan_id, &index, &attempt, &state, &kind, &cell, &repetition, &hosts, &started,
-            &finished, &exit, &stderr, &error, &warmup,
-        ],
-    )?;
     let mut step_of: Vec<Option<i64>> = vec![None; run.len()];
-    for row in &inserted {
-        let key = (
-            row.try_get::<_, &str>(1)?,
-            row.try_get::<_, i64>(2)?,
-            row.try_get::<_, i64>(3)?,
-            row.try_get::<_, &str>(4)?,
-        );
-        if let Some(&i) = place.get(&key) {
-            step_of[i] = Some(row.try_get(0)?);
+    let inserted = match how {
+        StepsBy::Copy => {
+            // `nextval` per row: the keys are this writer's alone whatever other writers
+            // and coordinators draw meanwhile.
+            let keys = pg.query_typed(
+                "SELECT nextval('steps_n_seq') FROM generate_series(1, $1::int8)",
+                &[&(n as i64)],
+            )?;
+            let keys = keys
+                .iter()
+                .map(|row| row.try_get::<_, i64>(0))
+                .collect::<std::result::Result<Vec<i64>, _>>()?;
+            let rows = (0..n).map(|j| -> [&(dyn ToSql + Sync); 15] {
+                [
+                    &keys[j],
+                    &plan_id[j],
+                    &index[j],
+                    &attempt[j],
+                    &state[j],
+                    &kind[j],
+                    &cell[j],
+                    &repetition[j],
+                    &host,
+                    &started[j],
+                    &finished[j],
+                    &exit[j],
+                    &stderr[j],
+                    &error[j],
+                    &warmup[j],
+                ]
+            });
+            pg.copy_in(
+                "COPY steps (n, plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                             started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+                 FROM STDIN (FORMAT binary)",
+                &[
+                    Type::INT8,
+                    Type::TEXT,
+                    Type::INT8,
+                    Type::INT8,
+                    Type::TEXT,
+                    Type::TEXT,
+                    Type::INT8,
+                    Type::INT8,
+                    Type::TEXT,
+                    Type::INT8,
+                    Type::INT8,
+                    Type::INT8,
+                    Type::TEXT,
+                    Type::TEXT,
+                    Type::INT8,
+                ],
+                rows,
+            )?;
+            for (&i, &key) in firsts.iter().zip(&keys) {
+                step_of[i] = Some(key);
+            }
+            n
         }
-    }
+        StepsBy::Upsert => {
+            let hosts = vec![host; n];
+            // Resent records (already stored) are skipped on the one key that says so, not
+            // on every unique index of `steps` (`ON CONFLICT DO NOTHING` without a target
+            // probes each of them once more per row: 1.3× the time). Any other conflict (an
+            // end the step has already under another state; another coordinator storing
+            // the same record at this moment) fails the agent's savepoint, and its batch is
+            // stored record by record with `INSERT OR IGNORE` (`commit`), as on SQLite.
+            let inserted = pg.query_typed(
+                "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                                    started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+                 SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
+                                      $7::int8[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::text[],
+                                      $13::text[], $14::int8[])
+                 ON CONFLICT (plan_id, step_index, attempt, state) DO NOTHING
+                 RETURNING n, plan_id, step_index, attempt, state",
+                &[
+                    &plan_id, &index, &attempt, &state, &kind, &cell, &repetition, &hosts,
+                    &started, &finished, &exit, &stderr, &error, &warmup,
+                ],
+            )?;
+            for row in &inserted {
+                let key = (
+                    row.try_get::<_, &str>(1)?,
+                    row.try_get::<_, i64>(2)?,
+                    row.try_get::<_, i64>(3)?,
+                    row.try_get::<_, &str>(4)?,
+                );
+                if let Some(&i) = place.get(&key) {
+                    step_of[i] = Some(row.try_get(0)?);
+                }
+            }
+            inserted.len()
+        }
+    };
     // The samples of steps this statement inserted cannot be stored yet (their step's row
     // is new), so they are copied in without a conflict check: `COPY` took half the time
     // of the same rows through a staging table and `INSERT … ON CONFLICT DO NOTHING`
@@ -830,7 +916,7 @@ pub(super) fn insert_steps_pg(
             rows,
         )?;
     }
-    outcome.steps_stored += inserted.len() as u64;
+    outcome.steps_stored += inserted as u64;
     run.clear();
     Ok(())
 }
@@ -864,21 +950,30 @@ pub(super) fn commit(
             continue;
         }
         let mut outcome = BatchOutcome::default();
-        let whole = {
+        let mut whole = |how: StepsBy, outcome: &mut BatchOutcome| {
             let sp = tx.savepoint()?;
             let applied = store_agent(&sp, b).and_then(|()| match sp.as_postgres() {
                 Some(pg) => {
-                    store_records_pg(&sp, pg, cells, plans, &b.host, &b.records, &mut outcome)
+                    store_records_pg(&sp, pg, cells, plans, &b.host, &b.records, how, outcome)
                 }
                 None => b
                     .records
                     .iter()
-                    .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, &mut outcome)),
+                    .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, outcome)),
             });
             match applied {
                 Ok(()) => sp.commit(),
                 Err(e) => Err(e), // dropping `sp` rolls it back
             }
+        };
+        let whole = match whole(StepsBy::Copy, &mut outcome) {
+            // A key taken: most likely a record sent again after a reconnect, which the
+            // `INSERT` skips (a record at fault fails that too, and goes on below).
+            Err(e) if is_a_key_taken(&e) => {
+                outcome = BatchOutcome::default();
+                whole(StepsBy::Upsert, &mut outcome)
+            }
+            other => other,
         };
         match whole {
             Ok(()) => {}
