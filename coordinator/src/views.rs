@@ -98,15 +98,43 @@ pub fn state_kind(state: &str) -> &str {
 /// name, one of its labels (`key=value`, or `key`), or a part of a drive's model: the
 /// selection of `platter agents --state --match` and the console's host filter.
 pub fn agent_matches(a: &pb::AgentInfo, state: &str, q: &str) -> bool {
-    let state = state.is_empty() || state_kind(&a.state) == state;
+    selects(a, state, q)
+}
+
+fn selects<A: Listed>(a: &A, state: &str, q: &str) -> bool {
+    let info = a.info();
+    let state = state.is_empty() || state_kind(&info.state) == state;
     let q = q.trim();
     let query = q.is_empty()
-        || a.host.contains(q)
-        || a.labels.iter().any(|(k, v)| {
+        || info.host.contains(q)
+        || info.labels.iter().any(|(k, v)| {
             k == q || q.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('=')) == Some(v)
         })
-        || a.devices.iter().any(|d| d.model.contains(q));
+        || a.model_contains(q);
     state && query
+}
+
+/// An agent to select, whose drives may not have been read yet: the coordinator reads
+/// them only for the agents it lists and for a `--match` that no name or label met.
+pub trait Listed {
+    /// The agent, its drives aside.
+    fn info(&self) -> &pb::AgentInfo;
+    /// Whether a drive's model contains `q`.
+    fn model_contains(&self, q: &str) -> bool;
+    /// The agent with its drives.
+    fn listed(self) -> pb::AgentInfo;
+}
+
+impl Listed for pb::AgentInfo {
+    fn info(&self) -> &pb::AgentInfo {
+        self
+    }
+    fn model_contains(&self, q: &str) -> bool {
+        self.devices.iter().any(|d| d.model.contains(q))
+    }
+    fn listed(self) -> pb::AgentInfo {
+        self
+    }
 }
 
 /// Whether the agent needs a person: its journal in fault, or lost, or offline.
@@ -118,28 +146,29 @@ pub fn agent_needs_attention(a: &pb::AgentInfo) -> bool {
 /// them listed, those needing attention first: what the Control service answers, and what
 /// `platter agents` makes of an older coordinator's every agent. Sets `agents`, `matched`
 /// and `counts` of `response`.
-pub fn select_agents(
+pub fn select_agents<A: Listed>(
     response: &mut pb::ListAgentsResponse,
-    agents: impl Iterator<Item = pb::AgentInfo>,
+    agents: impl Iterator<Item = A>,
     request: &pb::ListAgentsRequest,
 ) {
     response.counts.clear();
-    response.agents = agents
-        .filter(|a| agent_matches(a, &request.state, &request.r#match))
+    let mut selected: Vec<A> = agents
+        .filter(|a| selects(a, &request.state, &request.r#match))
         .collect();
-    for a in &response.agents {
+    for a in &selected {
         *response
             .counts
-            .entry(state_kind(&a.state).to_string())
+            .entry(state_kind(&a.info().state).to_string())
             .or_insert(0) += 1;
     }
-    response.matched = response.agents.len() as u64;
-    response.tools = tool_counts(&response.agents);
+    response.matched = selected.len() as u64;
+    response.tools = tool_counts(selected.iter().map(Listed::info));
     if request.limit > 0 {
         // The sort is stable: each part stays in the order it came (by name).
-        response.agents.sort_by_key(|a| !agent_needs_attention(a));
-        response.agents.truncate(request.limit as usize);
+        selected.sort_by_key(|a| !agent_needs_attention(a.info()));
+        selected.truncate(request.limit as usize);
     }
+    response.agents = selected.into_iter().map(Listed::listed).collect();
 }
 
 /// How many hosts a `ToolCount` names, of those that have that version.
@@ -149,7 +178,7 @@ pub const TOOL_EXAMPLES: usize = 3;
 /// reported it and the first few of them; by tool, then the most common version first.
 /// What `platter agents` shows of a fleet too large to list host by host: "fio 3.33 on
 /// 9,950 hosts, not found on 50".
-pub fn tool_counts(agents: &[pb::AgentInfo]) -> Vec<pb::ToolCount> {
+pub fn tool_counts<'a>(agents: impl IntoIterator<Item = &'a pb::AgentInfo>) -> Vec<pb::ToolCount> {
     let mut counts: indexmap::IndexMap<(&str, &str), pb::ToolCount> = indexmap::IndexMap::new();
     for a in agents {
         for t in &a.tools {

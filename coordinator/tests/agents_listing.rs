@@ -205,6 +205,19 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
         .map(|a| a["host"].as_str().unwrap())
         .collect();
     assert_eq!(hosts, ["a00", "a10", "a20", "a30", "a40", "a50"]);
+    assert_eq!(
+        samsung[0]["drives"][0]["model"], "Samsung SSD 860 EVO 500GB",
+        "{samsung}"
+    );
+    // The coordinator reads an agent's drives only where they may match or are listed:
+    // what the drives' stored form holds besides models (its keys, a path) matches none.
+    for q in ["model", "/dev/sda", "\"size_bytes\"", "EVO\" "] {
+        assert_eq!(
+            text(&url, &["--match", q]),
+            "none of the 60 agents match\n",
+            "--match {q}"
+        );
+    }
 
     // On the wire: 50 rows asked for, the counts of all that match.
     let r = rt
@@ -216,6 +229,19 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
         .unwrap()
         .into_inner();
     assert_eq!((r.agents.len(), r.matched, r.total), (5, 57, 60));
+    // Those listed carry their drives: a00 has one, a01 none.
+    let drives: Vec<(&str, Vec<&str>)> = r
+        .agents
+        .iter()
+        .map(|a| {
+            (
+                a.host.as_str(),
+                a.devices.iter().map(|d| d.model.as_str()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(drives[0], ("a00", vec!["Samsung SSD 860 EVO 500GB"]));
+    assert_eq!(drives[1], ("a01", vec![]));
     // The tools of the 57 that match, not of the 5 listed: a00, a20, a40 are idle.
     let fio: Vec<(&str, u64)> = r
         .tools

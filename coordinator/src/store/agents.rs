@@ -20,9 +20,40 @@ pub struct StoredAgent {
     pub boot_id: String,
     pub version: String,
     pub last_seen_unix_ms: i64,
-    pub devices: Vec<Device>,
+    pub devices: DevicesJson,
     pub labels: HashMap<String, String>,
     pub current_campaign: Option<CampaignId>,
+}
+
+/// An agent's devices as the store keeps them (JSON), read only where they are needed:
+/// `platter agents` lists 50 of a fleet of 100,000, and reading every agent's devices took
+/// most of its time there (BENCHMARKS.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DevicesJson(Box<str>);
+
+impl Default for DevicesJson {
+    /// No devices.
+    fn default() -> Self {
+        DevicesJson("[]".into())
+    }
+}
+
+impl DevicesJson {
+    pub fn read(&self) -> Result<Vec<Device>> {
+        Ok(serde_json::from_str(&self.0)?)
+    }
+
+    /// False when no device's model can contain `q` (`q` is nowhere in the JSON; a `q`
+    /// that JSON would escape is looked for in the devices read); true when one does.
+    pub fn any_model_contains(&self, q: &str) -> bool {
+        let escaped = q.chars().any(|c| c == '"' || c == '\\' || c.is_control());
+        if !escaped && !self.0.contains(q) {
+            return false;
+        }
+        self.read()
+            .map(|d| d.iter().any(|d| d.model.contains(q)))
+            .unwrap_or(false)
+    }
 }
 
 impl Store {
@@ -144,7 +175,7 @@ impl Store {
             rows.into_iter()
                 .map(
                     |(host, boot_id, version, last_seen_unix_ms, devices, labels)| {
-                        let devices: Vec<Device> = serde_json::from_str(&devices)?;
+                        let devices = DevicesJson(devices.into());
                         let current_campaign = holding.remove(&host);
                         Ok(StoredAgent {
                             host,

@@ -685,7 +685,7 @@ impl Control for ControlService {
                                 boot_id: String::new(),
                                 version: String::new(),
                                 last_seen_unix_ms: 0,
-                                devices: Vec::new(),
+                                devices: Default::default(),
                                 labels: Default::default(),
                                 current_campaign: None,
                             });
@@ -698,13 +698,15 @@ impl Control for ControlService {
         })
         .await?;
         let total = rows.len() as u64;
+        let stored = rows.clone();
         let rows = rows.iter().map(|a| pb::AgentInfo {
             host: a.host.to_string(),
             connected: false,
             boot_id: a.boot_id.clone(),
             agent_version: a.version.clone(),
             last_seen_unix_ms: a.last_seen_unix_ms,
-            devices: a.devices.iter().map(pb::Device::from).collect(),
+            // Read for the agents listed (`Unread`).
+            devices: Vec::new(),
             labels: a.labels.clone(),
             state: String::new(),
             current_campaign: a
@@ -715,7 +717,7 @@ impl Control for ControlService {
             tools: Vec::new(),
             coordinator: String::new(),
         });
-        let agents = rows.into_iter().map(|mut a| {
+        let agents = rows.zip(stored.iter()).map(|(mut a, stored)| {
             let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
             a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
             a.coordinator = w.coordinator;
@@ -733,7 +735,10 @@ impl Control for ControlService {
                 (Presence::Lost, _) => "lost".into(),
                 (Presence::Offline, _) => "offline".into(),
             };
-            a
+            Unread {
+                info: a,
+                devices: &stored.devices,
+            }
         });
         let mut response = pb::ListAgentsResponse {
             store_fault: self.store.fault().map(Into::into),
@@ -821,4 +826,32 @@ async fn load_status(
             .ok_or_else(|| store_status(e)),
     })
     .await
+}
+
+/// An agent of `list_agents` whose drives are read from the store's JSON only if it is
+/// listed, or if a `--match` no name or label met may name a drive's model.
+struct Unread<'a> {
+    info: pb::AgentInfo,
+    devices: &'a crate::store::agents::DevicesJson,
+}
+
+impl crate::views::Listed for Unread<'_> {
+    fn info(&self) -> &pb::AgentInfo {
+        &self.info
+    }
+
+    fn model_contains(&self, q: &str) -> bool {
+        self.devices.any_model_contains(q)
+    }
+
+    fn listed(mut self) -> pb::AgentInfo {
+        match self.devices.read() {
+            Ok(devices) => self.info.devices = devices.iter().map(pb::Device::from).collect(),
+            // One agent's row, not the listing: it is listed without drives.
+            Err(e) => {
+                tracing::warn!(agent = %self.info.host, error = %e, "this agent's stored devices cannot be read")
+            }
+        }
+        self.info
+    }
 }
