@@ -144,8 +144,9 @@ pub fn agent_needs_attention(a: &pb::AgentInfo) -> bool {
 
 /// The agents `request` selects (`state`, `match`), counted by state, at most `limit` of
 /// them listed, those needing attention first: what the Control service answers, and what
-/// `platter agents` makes of an older coordinator's every agent. Sets `agents`, `matched`
-/// and `counts` of `response`.
+/// `platter agents` makes of an older coordinator's every agent. Sets `agents`, `matched`,
+/// `counts` and `tools` of `response`; only the agents listed are made whole
+/// (`Listed::listed`).
 pub fn select_agents<A: Listed>(
     response: &mut pb::ListAgentsResponse,
     agents: impl Iterator<Item = A>,

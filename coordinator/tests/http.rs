@@ -97,6 +97,12 @@ fn health_readiness_and_metrics_follow_the_fleet() {
     );
     let commits = sample(&m, "platter_store_commits_total").unwrap_or(0.0);
     assert!(commits > 0.0, "{m}");
+    // Every batch stored whole.
+    assert_eq!(
+        sample(&m, "platter_store_batches_one_by_one_total"),
+        Some(0.0),
+        "{m}"
+    );
     assert_eq!(
         sample(&m, "platter_store_commit_seconds_count"),
         Some(commits),

@@ -43,8 +43,10 @@ impl DevicesJson {
         Ok(serde_json::from_str(&self.0)?)
     }
 
-    /// False when no device's model can contain `q` (`q` is nowhere in the JSON; a `q`
-    /// that JSON would escape is looked for in the devices read); true when one does.
+    /// Whether a device's model contains `q`. The JSON is searched first: the column is
+    /// written only by `serde_json`, which escapes nothing but `"`, `\` and control
+    /// characters, so a `q` without those that is in a model is in the JSON as it is, and
+    /// only an agent whose JSON holds it is decoded. False if the JSON cannot be decoded.
     pub fn any_model_contains(&self, q: &str) -> bool {
         let escaped = q.chars().any(|c| c == '"' || c == '\\' || c.is_control());
         if !escaped && !self.0.contains(q) {
@@ -190,5 +192,58 @@ impl Store {
                 )
                 .collect()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Models with what JSON escapes and what it does not: each found by a part of it,
+    /// and nothing found that is only in the JSON's keys or other fields.
+    #[test]
+    fn a_part_of_a_model_is_found_however_the_json_writes_it() {
+        let models = [
+            "Quote \"Pro\" 1TB",
+            "Back\\slash",
+            "Tab\there",
+            "NVMe/PCIe 4.0",
+            "Ünïcode SSD",
+            "del\u{7f}te",
+        ];
+        let devices: Vec<Device> = models
+            .iter()
+            .map(|m| {
+                // An inventory's device as the fleet bench's agents report one.
+                let mut d: Device = serde_json::from_str(
+                    r#"{"name":"sdz","path":"/dev/sdz","major_minor":"8:0","vendor":"ATA","model":"",
+                        "serial":"S1","firmware":"F1","size_bytes":1000204886016,"rotational":false,
+                        "transport":"ata","controller":["sd","ahci"],"pci_address":"0000:00:17.0",
+                        "by_id":[],"by_path":[],"write_cache":"write_back","write_cache_source":"",
+                        "partitions":[],"mounted":[],"holders":[],"holds_root":false,
+                        "backing_file":null,"wwn":""}"#,
+                )
+                .unwrap();
+                d.model = m.to_string();
+                d
+            })
+            .collect();
+        let json = DevicesJson(serde_json::to_string(&devices).unwrap().into());
+        for q in [
+            "\"Pro\"",
+            "k\\s",
+            "\th",
+            "NVMe/PCIe",
+            "Ünï",
+            "l\u{7f}t",
+            "1TB",
+        ] {
+            assert!(json.any_model_contains(q), "{q:?} in {json:?}");
+        }
+        for q in ["model", "/dev/sdz", "\"path\"", "Pro\\", "Tab\\t"] {
+            assert!(!json.any_model_contains(q), "{q:?} in {json:?}");
+        }
+        assert!(!DevicesJson("not json".into()).any_model_contains("json"));
+        assert!(DevicesJson::default().read().unwrap().is_empty());
     }
 }

@@ -36,6 +36,8 @@ pub struct BatchOutcome {
     /// `WriterStats` once its transaction commits.
     pub(super) steps_stored: u64,
     pub(super) samples_stored: u64,
+    /// The batch was stored record by record: a record of it could not be stored.
+    pub(super) one_by_one: bool,
 }
 
 pub(super) struct Batch {
@@ -94,6 +96,7 @@ pub const COMMIT_BUCKETS: [f64; 13] = [
 pub(super) struct WriterCounters {
     steps: AtomicU64,
     samples: AtomicU64,
+    one_by_one: AtomicU64,
     commit_nanos: AtomicU64,
     /// Commits per latency bucket (`COMMIT_BUCKETS`, then one for slower ones): their
     /// sum is the number of commits, so a snapshot's count and buckets always agree.
@@ -107,6 +110,8 @@ impl WriterCounters {
         });
         self.steps.fetch_add(steps, Ordering::Relaxed);
         self.samples.fetch_add(samples, Ordering::Relaxed);
+        let one_by_one = outcomes.iter().filter(|o| o.one_by_one).count() as u64;
+        self.one_by_one.fetch_add(one_by_one, Ordering::Relaxed);
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
         let secs = took.as_secs_f64();
@@ -126,6 +131,7 @@ impl WriterCounters {
         WriterStats {
             steps_stored: self.steps.load(Ordering::Relaxed),
             samples_stored: self.samples.load(Ordering::Relaxed),
+            batches_one_by_one: self.one_by_one.load(Ordering::Relaxed),
             commits: buckets.iter().sum(),
             commit_seconds_sum: self.commit_nanos.load(Ordering::Relaxed) as f64 / 1e9,
             commit_buckets: buckets,
@@ -141,6 +147,9 @@ pub struct WriterStats {
     pub steps_stored: u64,
     /// Sample rows committed.
     pub samples_stored: u64,
+    /// Agents' batches stored record by record because a record of them could not be
+    /// stored (it breaks a constraint): each such record is refused with its reason.
+    pub batches_one_by_one: u64,
     /// Transactions of agents' batches (records, hellos, inventories) committed; a failed
     /// one is not counted, nor the probe of a writer with a fault.
     pub commits: u64,
@@ -462,10 +471,14 @@ pub(super) fn is_the_records_fault(e: &StoreError) -> bool {
     }
 }
 
-/// Whether PostgreSQL refused a row for a unique key another row has (`COPY` of a step
-/// end stored before).
-pub(super) fn is_a_key_taken(e: &StoreError) -> bool {
-    matches!(e, StoreError::Pg(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION))
+/// Whether PostgreSQL refused a step's row for a unique key another row of `steps` has
+/// (`COPY` of a step end stored before). Told by the table, not by the index: which of
+/// its unique indexes PostgreSQL checks first is not set. A sample's key taken (two
+/// samples of one metric in a record) is the record's fault, and no upsert mends it.
+pub(super) fn is_a_step_stored_before(e: &StoreError) -> bool {
+    let StoreError::Pg(e) = e else { return false };
+    e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+        && e.as_db_error().and_then(|d| d.table()) == Some("steps")
 }
 
 /// Stores the agent's row (hello, inventory) and how far its records go.
@@ -791,7 +804,9 @@ pub(super) fn insert_steps_pg(
     let inserted = match how {
         StepsBy::Copy => {
             // `nextval` per row: the keys are this writer's alone whatever other writers
-            // and coordinators draw meanwhile.
+            // and coordinators draw meanwhile. (The sequence of the identity column `n`,
+            // named by PostgreSQL when the first migration made `steps`; the store's role
+            // owns it, as it owns the tables.)
             let keys = pg.query_typed(
                 "SELECT nextval('steps_n_seq') FROM generate_series(1, $1::int8)",
                 &[&(n as i64)],
@@ -800,6 +815,7 @@ pub(super) fn insert_steps_pg(
                 .iter()
                 .map(|row| row.try_get::<_, i64>(0))
                 .collect::<std::result::Result<Vec<i64>, _>>()?;
+            debug_assert_eq!(keys.len(), n, "a key for every step end");
             let rows = (0..n).map(|j| -> [&(dyn ToSql + Sync); 15] {
                 [
                     &keys[j],
@@ -849,12 +865,13 @@ pub(super) fn insert_steps_pg(
         }
         StepsBy::Upsert => {
             let hosts = vec![host; n];
-            // Resent records (already stored) are skipped on the one key that says so, not
-            // on every unique index of `steps` (`ON CONFLICT DO NOTHING` without a target
-            // probes each of them once more per row: 1.3× the time). Any other conflict (an
-            // end the step has already under another state; another coordinator storing
-            // the same record at this moment) fails the agent's savepoint, and its batch is
-            // stored record by record with `INSERT OR IGNORE` (`commit`), as on SQLite.
+            // Resent records (already stored, or being stored by another coordinator at
+            // this moment: the `INSERT` waits for it) are skipped on the one key that says
+            // so, not on every unique index of `steps` (`ON CONFLICT DO NOTHING` without a
+            // target probes each of them once more per row: 1.3× the time). Any other
+            // conflict (an end the step has already under another state) fails the agent's
+            // savepoint, and its batch is stored record by record with `INSERT OR IGNORE`
+            // (`commit`), as on SQLite.
             let inserted = pg.query_typed(
                 "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
                                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
@@ -928,9 +945,11 @@ pub(super) const NULL_TEXT: Option<&str> = None;
 
 /// Commits `batches` in one transaction. Each agent's batch is applied in a savepoint of
 /// its own: a record that can never be stored (it breaks a constraint) does not fail the
-/// other agents' batches. Such a batch is then stored record by record, and the records
-/// at fault are refused with the reason (`refused_records`, and the report counts their
-/// measurements as missing) instead of being resent forever.
+/// other agents' batches. On PostgreSQL its step ends are copied in (`StepsBy::Copy`);
+/// where one was stored before, the batch goes in again by `StepsBy::Upsert`. A batch
+/// that still fails is then stored record by record, and the records at fault are refused
+/// with the reason (`refused_records`, and the report counts their measurements as
+/// missing) instead of being resent forever.
 pub(super) fn commit(
     conn: &Conn,
     cells: &mut CellKeys,
@@ -950,7 +969,7 @@ pub(super) fn commit(
             continue;
         }
         let mut outcome = BatchOutcome::default();
-        let mut whole = |how: StepsBy, outcome: &mut BatchOutcome| {
+        let mut apply = |how: StepsBy, outcome: &mut BatchOutcome| {
             let sp = tx.savepoint()?;
             let applied = store_agent(&sp, b).and_then(|()| match sp.as_postgres() {
                 Some(pg) => {
@@ -966,12 +985,12 @@ pub(super) fn commit(
                 Err(e) => Err(e), // dropping `sp` rolls it back
             }
         };
-        let whole = match whole(StepsBy::Copy, &mut outcome) {
-            // A key taken: most likely a record sent again after a reconnect, which the
-            // `INSERT` skips (a record at fault fails that too, and goes on below).
-            Err(e) if is_a_key_taken(&e) => {
+        let whole = match apply(StepsBy::Copy, &mut outcome) {
+            // A step's key taken: most likely a record sent again after a reconnect, which
+            // the `INSERT` skips (a record at fault fails that too, and goes on below).
+            Err(e) if is_a_step_stored_before(&e) => {
                 outcome = BatchOutcome::default();
-                whole(StepsBy::Upsert, &mut outcome)
+                apply(StepsBy::Upsert, &mut outcome)
             }
             other => other,
         };
@@ -979,7 +998,10 @@ pub(super) fn commit(
             Ok(()) => {}
             Err(e) if is_the_records_fault(&e) => {
                 tracing::warn!(agent = %b.host, error = %e, "a record of this batch cannot be stored; storing the others one by one");
-                outcome = BatchOutcome::default();
+                outcome = BatchOutcome {
+                    one_by_one: true,
+                    ..Default::default()
+                };
                 store_agent(&tx, b)?;
                 for r in &b.records {
                     let sp = tx.savepoint()?;

@@ -176,6 +176,11 @@ fn render(ctx: &Ctx, counts: Option<Counts>) -> Result<String, std::fmt::Error> 
         counter(written.samples_stored),
     );
     registry.register(
+        "store_batches_one_by_one",
+        "Agents' batches the store's writers stored record by record since this process started, because a record of them broke a constraint (each such record is refused, with its reason, in refused_records)",
+        counter(written.batches_one_by_one),
+    );
+    registry.register(
         "store_commits",
         "Transactions the store's writers committed (agents' records, hellos, inventories) since this process started",
         counter(written.commits),

@@ -698,26 +698,25 @@ impl Control for ControlService {
         })
         .await?;
         let total = rows.len() as u64;
-        let stored = rows.clone();
-        let rows = rows.iter().map(|a| pb::AgentInfo {
-            host: a.host.to_string(),
-            connected: false,
-            boot_id: a.boot_id.clone(),
-            agent_version: a.version.clone(),
-            last_seen_unix_ms: a.last_seen_unix_ms,
-            // Read for the agents listed (`Unread`).
-            devices: Vec::new(),
-            labels: a.labels.clone(),
-            state: String::new(),
-            current_campaign: a
-                .current_campaign
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            tools: Vec::new(),
-            coordinator: String::new(),
-        });
-        let agents = rows.zip(stored.iter()).map(|(mut a, stored)| {
+        let agents = rows.iter().map(|stored| {
+            let mut a = pb::AgentInfo {
+                host: stored.host.to_string(),
+                connected: false,
+                boot_id: stored.boot_id.clone(),
+                agent_version: stored.version.clone(),
+                last_seen_unix_ms: stored.last_seen_unix_ms,
+                // Read for the agents listed (`Unread`).
+                devices: Vec::new(),
+                labels: stored.labels.clone(),
+                state: String::new(),
+                current_campaign: stored
+                    .current_campaign
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                tools: Vec::new(),
+                coordinator: String::new(),
+            };
             let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
             a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
             a.coordinator = w.coordinator;
@@ -847,7 +846,9 @@ impl crate::views::Listed for Unread<'_> {
     fn listed(mut self) -> pb::AgentInfo {
         match self.devices.read() {
             Ok(devices) => self.info.devices = devices.iter().map(pb::Device::from).collect(),
-            // One agent's row, not the listing: it is listed without drives.
+            // One agent's row fails that agent, not the listing of the fleet (where
+            // before every agent's drives were read and one bad row failed them all): it
+            // is listed without drives, and the coordinator's log says why.
             Err(e) => {
                 tracing::warn!(agent = %self.info.host, error = %e, "this agent's stored devices cannot be read")
             }
