@@ -794,17 +794,35 @@ fn cancelling_a_plan_that_was_only_sent_frees_its_host() {
     }
 }
 
+/// A campaign of one host `h` measuring `repeat` times, stored in `store`.
+fn stored_repeated(store: &Store, repeat: u32) -> planner::PlannedCampaign {
+    let yaml = format!(
+        "name: t\nhosts: {{ names: [h] }}\nworkload: {{ command: {{ run: x }} }}\nrepeat: {repeat}\n"
+    );
+    let c = crate::spec::parse("t.yaml", &yaml).unwrap();
+    let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
+    store.insert_campaign(&planned, "t.yaml", "").unwrap();
+    planned
+}
+
+/// The store's sample values, by repetition.
+fn stored_values(store: &Store) -> Vec<f64> {
+    store
+        .read(|c| {
+            c.query_map(
+                "SELECT value FROM sample_rows ORDER BY repetition",
+                (),
+                |r| r.get(0),
+            )
+        })
+        .unwrap()
+}
+
 #[tokio::test]
 async fn resent_and_repeated_records_are_stored_once() {
     let dir = tempfile::tempdir().unwrap();
     for store in testing::stores(dir.path()) {
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 2\n",
-        )
-        .unwrap();
-        let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let planned = stored_repeated(&store, 2);
         let plan = &planned.plans[0];
         let (dispatched, new) = store.plan_for_host("h").unwrap().unwrap();
         assert!(new);
@@ -832,15 +850,7 @@ async fn resent_and_repeated_records_are_stored_once() {
             .write_records(&"h".into(), vec![end(3, plan, 1, 1, 2.0)])
             .await
             .unwrap();
-        let values: Vec<f64> = store
-            .read(|c| {
-                c.query_map(
-                    "SELECT value FROM sample_rows ORDER BY repetition",
-                    (),
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
+        let values = stored_values(&store);
         assert_eq!(values, [1.0, 2.0]);
 
         let finished = Record {
@@ -877,13 +887,7 @@ async fn resent_and_repeated_records_are_stored_once() {
 async fn a_batch_resent_with_a_new_record_stores_the_new_one_and_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     for store in testing::stores(dir.path()) {
-        let c = crate::spec::parse(
-            "t.yaml",
-            "name: t\nhosts: { names: [h] }\nworkload: { command: { run: x } }\nrepeat: 4\n",
-        )
-        .unwrap();
-        let planned = planner::plan(&c, "", "test", 1, &Default::default()).unwrap();
-        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let planned = stored_repeated(&store, 4);
         let plan = &planned.plans[0];
         store.plan_for_host("h").unwrap().unwrap();
         let accepted = Record {
@@ -906,15 +910,7 @@ async fn a_batch_resent_with_a_new_record_stores_the_new_one_and_nothing_twice()
         assert!(outcome.refused.is_empty(), "{:?}", outcome.refused);
         assert!(!outcome.one_by_one, "the batch went in record by record");
         assert_eq!((outcome.steps_stored, outcome.samples_stored), (2, 2));
-        let values: Vec<f64> = store
-            .read(|c| {
-                c.query_map(
-                    "SELECT value FROM sample_rows ORDER BY repetition",
-                    (),
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
+        let values = stored_values(&store);
         assert_eq!(values, [1.0, 2.0, 3.0, 4.0]);
         let refused: i64 = store
             .read(|c| c.query_row("SELECT COUNT(*) FROM refused_records", (), |r| r.get(0)))
