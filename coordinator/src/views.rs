@@ -103,26 +103,37 @@ pub fn agent_matches(a: &pb::AgentInfo, state: &str, q: &str) -> bool {
 
 fn selects<A: Listed>(a: &A, state: &str, q: &str) -> bool {
     let info = a.info();
-    let state = state.is_empty() || state_kind(&info.state) == state;
     let q = q.trim();
-    let query = q.is_empty()
-        || info.host.contains(q)
-        || info.labels.iter().any(|(k, v)| {
+    in_state(info, state) && (q.is_empty() || named(info, q) || a.model_contains(q))
+}
+
+fn in_state(a: &pb::AgentInfo, state: &str) -> bool {
+    state.is_empty() || state_kind(&a.state) == state
+}
+
+/// Whether `q` is a part of the agent's name or one of its labels.
+fn named(a: &pb::AgentInfo, q: &str) -> bool {
+    a.host.contains(q)
+        || a.labels.iter().any(|(k, v)| {
             k == q || q.strip_prefix(k.as_str()).and_then(|r| r.strip_prefix('=')) == Some(v)
         })
-        || a.model_contains(q);
-    state && query
+}
+
+/// Whether only a drive's model could put the agent among those `state` and `q` select:
+/// it is in the state, and `q` is neither empty nor a part of its name or labels.
+pub fn only_a_drive_may_select(a: &pb::AgentInfo, state: &str, q: &str) -> bool {
+    let q = q.trim();
+    in_state(a, state) && !q.is_empty() && !named(a, q)
 }
 
 /// An agent to select, whose drives may not have been read yet: the coordinator reads
-/// them only for the agents it lists and for a `--match` that no name or label met.
+/// them only for the agents it lists and, for a `--match` that no name or label met, only
+/// for those whose drives' JSON holds the words.
 pub trait Listed {
     /// The agent, its drives aside.
     fn info(&self) -> &pb::AgentInfo;
     /// Whether a drive's model contains `q`.
     fn model_contains(&self, q: &str) -> bool;
-    /// The agent with its drives.
-    fn listed(self) -> pb::AgentInfo;
 }
 
 impl Listed for pb::AgentInfo {
@@ -131,9 +142,6 @@ impl Listed for pb::AgentInfo {
     }
     fn model_contains(&self, q: &str) -> bool {
         self.devices.iter().any(|d| d.model.contains(q))
-    }
-    fn listed(self) -> pb::AgentInfo {
-        self
     }
 }
 
@@ -144,24 +152,18 @@ pub fn agent_needs_attention(a: &pb::AgentInfo) -> bool {
 
 /// The agents `request` selects (`state`, `match`), counted by state, at most `limit` of
 /// them listed, those needing attention first: what the Control service answers, and what
-/// `platter agents` makes of an older coordinator's every agent. Sets `agents`, `matched`,
-/// `counts` and `tools` of `response`; only the agents listed are made whole
-/// (`Listed::listed`).
+/// `platter agents` makes of an older coordinator's every agent. Sets `matched`, `counts`
+/// and `tools` of `response` and returns the agents to list, whose drives the caller
+/// reads.
 pub fn select_agents<A: Listed>(
     response: &mut pb::ListAgentsResponse,
     agents: impl Iterator<Item = A>,
     request: &pb::ListAgentsRequest,
-) {
-    response.counts.clear();
+) -> Vec<A> {
     let mut selected: Vec<A> = agents
         .filter(|a| selects(a, &request.state, &request.r#match))
         .collect();
-    for a in &selected {
-        *response
-            .counts
-            .entry(state_kind(&a.info().state).to_string())
-            .or_insert(0) += 1;
-    }
+    response.counts = state_counts(selected.iter().map(Listed::info));
     response.matched = selected.len() as u64;
     response.tools = tool_counts(selected.iter().map(Listed::info));
     if request.limit > 0 {
@@ -169,7 +171,39 @@ pub fn select_agents<A: Listed>(
         selected.sort_by_key(|a| !agent_needs_attention(a.info()));
         selected.truncate(request.limit as usize);
     }
-    response.agents = selected.into_iter().map(Listed::listed).collect();
+    selected
+}
+
+/// `agents` counted by state (journal faults as "journal fault").
+pub fn state_counts<'a>(
+    agents: impl IntoIterator<Item = &'a pb::AgentInfo>,
+) -> std::collections::HashMap<String, u64> {
+    let mut counts = std::collections::HashMap::new();
+    for a in agents {
+        *counts.entry(state_kind(&a.state).to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The agents in the state `state` and matching `q` (as `agent_matches`), in the order
+/// given: how many, and the `take` of them after the first `skip` — a page of the
+/// console's hosts, whose drives the caller reads.
+pub fn page_of_agents<A: Listed>(
+    agents: impl Iterator<Item = A>,
+    state: &str,
+    q: &str,
+    skip: usize,
+    take: usize,
+) -> (usize, Vec<A>) {
+    let mut matched = 0;
+    let mut page = Vec::new();
+    for a in agents.filter(|a| selects(a, state, q)) {
+        if matched >= skip && page.len() < take {
+            page.push(a);
+        }
+        matched += 1;
+    }
+    (matched, page)
 }
 
 /// How many hosts a `ToolCount` names, of those that have that version.

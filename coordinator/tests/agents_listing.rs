@@ -94,7 +94,8 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let shutdown = CancellationToken::new();
     let coordinator = rt.block_on(async {
-        let opts = ServeOptions::plaintext(&db, "127.0.0.1:0".parse().unwrap());
+        let mut opts = ServeOptions::plaintext(&db, "127.0.0.1:0".parse().unwrap());
+        opts.http = Some("127.0.0.1:0".parse().unwrap());
         Coordinator::start(opts, shutdown.clone()).await.unwrap()
     });
     let url = format!("http://{}", coordinator.addr);
@@ -266,6 +267,89 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("journal-fault"), "{err}");
+
+    // The console pages through the same fleet, reading drives only for the hosts it
+    // shows, or for a filter, those whose drives' JSON holds the words.
+    let http = coordinator.http.unwrap().to_string();
+    common::web::add_user_to(
+        dir.path(),
+        db.to_str().unwrap(),
+        "ops",
+        "viewer",
+        "a long enough password",
+    );
+    let token = common::run_ok(common::platter().args([
+        "tokens",
+        "add",
+        "--user",
+        "ops",
+        "--label",
+        "test",
+        "--db",
+        db.to_str().unwrap(),
+    ]));
+    let bearer = format!("Bearer {}", String::from_utf8(token.stdout).unwrap().trim());
+    let get = |path: &str| {
+        let a = common::web::call(&http, "GET", path, &[("Authorization", &bearer)], "");
+        assert_eq!(a.status, 200, "{path}: {a:?}");
+        serde_json::from_str::<serde_json::Value>(&a.body).unwrap()
+    };
+    let hosts_of = |v: &serde_json::Value| -> Vec<(String, Vec<String>)> {
+        v["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                let models = h["drives"].as_array().unwrap().iter();
+                let models = models.map(|d| d["model"].as_str().unwrap().to_string());
+                (h["host"].as_str().unwrap().to_string(), models.collect())
+            })
+            .collect()
+    };
+    let samsung = || vec!["Samsung SSD 860 EVO 500GB".to_string()];
+    let page = get("/api/v1/hosts?q=SSD%20860");
+    assert_eq!(
+        (&page["total"], &page["matched"]),
+        (&60.into(), &6.into()),
+        "{page}"
+    );
+    let found = hosts_of(&page);
+    let names: Vec<&str> = found.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(names, ["a00", "a10", "a20", "a30", "a40", "a50"]);
+    assert!(found.iter().all(|(_, m)| *m == samsung()), "{found:?}");
+    // A page of 100 by name, each with its drives or none; the page after it, empty.
+    let first = get("/api/v1/hosts");
+    assert_eq!(
+        (&first["total"], &first["matched"]),
+        (&60.into(), &60.into())
+    );
+    let rows = hosts_of(&first);
+    assert_eq!(rows.len(), 60, "{first}");
+    assert_eq!(rows[50], ("a50".to_string(), samsung()));
+    assert_eq!(rows[51], ("a51".to_string(), vec![]));
+    let second = get("/api/v1/hosts?page=1");
+    assert_eq!(
+        (&second["matched"], hosts_of(&second).len()),
+        (&60.into(), 0)
+    );
+    for q in ["%2Fdev%2Fsda", "model", "%22size_bytes%22"] {
+        assert_eq!(get(&format!("/api/v1/hosts?q={q}"))["matched"], 0, "{q}");
+    }
+    let a30 = get("/api/v1/hosts/a30");
+    assert_eq!(
+        hosts_of(&serde_json::json!({ "hosts": [a30] })),
+        [("a30".to_string(), samsung())]
+    );
+    let page =
+        |path: &str| common::web::call(&http, "GET", path, &[("Authorization", &bearer)], "").body;
+    let offline = page("/hosts?q=Samsung&state=offline");
+    assert!(offline.contains("0 of 60 host(s)"), "{offline}");
+    let html = page("/hosts?q=Samsung");
+    assert!(html.contains("6 of 60 host(s)"), "{html}");
+    assert!(
+        html.contains("/dev/sda Samsung SSD 860 EVO 500GB"),
+        "{html}"
+    );
 
     for s in &stops {
         s.cancel();

@@ -275,7 +275,7 @@ pub fn select_here(response: &mut pb::ListAgentsResponse, request: &pb::ListAgen
     }
     response.total = response.agents.len() as u64;
     let every = std::mem::take(&mut response.agents);
-    crate::views::select_agents(response, every.into_iter(), request);
+    response.agents = crate::views::select_agents(response, every.into_iter(), request);
 }
 
 /// `platter agents`: every agent in the answer, or, when the coordinator listed fewer

@@ -13,21 +13,20 @@ use super::writer::{writer_of, AgentRow, Batch, BatchOutcome};
 use super::Store;
 
 /// An agent as its last hello left it, with the campaign of the plan it holds (sent or
-/// accepted), if any.
+/// accepted), if any; its devices are read apart (`Store::devices_json`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredAgent {
     pub host: HostName,
     pub boot_id: String,
     pub version: String,
     pub last_seen_unix_ms: i64,
-    pub devices: DevicesJson,
     pub labels: HashMap<String, String>,
     pub current_campaign: Option<CampaignId>,
 }
 
 /// An agent's devices as the store keeps them (JSON), read only where they are needed:
 /// `platter agents` lists 50 of a fleet of 100,000, and reading every agent's devices took
-/// most of its time there (BENCHMARKS.md).
+/// most of its time there (BENCHMARKS.md), and a console page most of its time after.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DevicesJson(Box<str>);
 
@@ -39,6 +38,11 @@ impl Default for DevicesJson {
 }
 
 impl DevicesJson {
+    /// Whether the JSON writes `q` otherwise than as it is (`"`, `\\`, control characters).
+    fn escapes(q: &str) -> bool {
+        q.chars().any(|c| c == '"' || c == '\\' || c.is_control())
+    }
+
     pub fn read(&self) -> Result<Vec<Device>> {
         Ok(serde_json::from_str(&self.0)?)
     }
@@ -48,8 +52,7 @@ impl DevicesJson {
     /// characters, so a `q` without those that is in a model is in the JSON as it is, and
     /// only an agent whose JSON holds it is decoded. False if the JSON cannot be decoded.
     pub fn any_model_contains(&self, q: &str) -> bool {
-        let escaped = q.chars().any(|c| c == '"' || c == '\\' || c.is_control());
-        if !escaped && !self.0.contains(q) {
+        if !Self::escapes(q) && !self.0.contains(q) {
             return false;
         }
         self.read()
@@ -146,7 +149,7 @@ impl Store {
         })
     }
 
-    /// Every agent the store has heard from, by host.
+    /// Every agent the store has heard from, by host, without its devices.
     pub fn agents(&self) -> Result<Vec<StoredAgent>> {
         self.read(|c| {
             // The campaign of the plan each host holds (its first queued, where several
@@ -159,45 +162,160 @@ impl Store {
             )?;
             // Later rows of a host are earlier in the queue: the last one written stays.
             let mut holding: HashMap<HostName, CampaignId> = held.into_iter().collect();
-            let rows = c.query_map(
-                "SELECT host, boot_id, agent_version, last_seen_unix_ms, devices, labels
+            c.query_map(
+                "SELECT host, boot_id, agent_version, last_seen_unix_ms, labels
                    FROM agents ORDER BY host",
                 (),
                 |r| {
-                    Ok((
-                        r.get::<HostName>(0)?,
-                        r.get::<String>(1)?,
-                        r.get::<String>(2)?,
-                        r.get::<i64>(3)?,
-                        r.get::<String>(4)?,
-                        r.get::<String>(5)?,
-                    ))
+                    let host = r.get::<HostName>(0)?;
+                    let current_campaign = holding.remove(&host);
+                    Ok(StoredAgent {
+                        host,
+                        boot_id: r.get(1)?,
+                        version: r.get(2)?,
+                        last_seen_unix_ms: r.get(3)?,
+                        labels: r.text(4, |t| serde_json::from_str(t))??,
+                        current_campaign,
+                    })
                 },
-            )?;
-            rows.into_iter()
-                .map(
-                    |(host, boot_id, version, last_seen_unix_ms, devices, labels)| {
-                        let devices = DevicesJson(devices.into());
-                        let current_campaign = holding.remove(&host);
-                        Ok(StoredAgent {
-                            host,
-                            boot_id,
-                            version,
-                            last_seen_unix_ms,
-                            devices,
-                            labels: serde_json::from_str(&labels)?,
-                            current_campaign,
-                        })
-                    },
-                )
-                .collect()
+            )
         })
     }
+
+    /// The devices' JSON of the agents `which` names: those listed, or those that may
+    /// have a drive whose model contains a word.
+    pub fn devices_json(&self, which: Devices<'_>) -> Result<DevicesByHost> {
+        self.read(|c| {
+            let mut out = DevicesByHost::default();
+            let mut each = |r: &super::db::Row<'_>| {
+                out.insert(r.get::<HostName>(0)?, DevicesJson(r.get::<String>(1)?.into()));
+                Ok(())
+            };
+            let pg = c.is_postgres();
+            match which {
+                // One statement for them all, their names a JSON array.
+                Devices::Of(hosts) => {
+                    let names = serde_json::to_string(hosts)?;
+                    let sql = if pg {
+                        "SELECT host, devices FROM agents
+                          WHERE host IN (SELECT json_array_elements_text(?1::text::json))"
+                    } else {
+                        "SELECT host, devices FROM agents WHERE host IN (SELECT value FROM json_each(?1))"
+                    };
+                    c.query_each(sql, [names], &mut each)?;
+                }
+                // The JSON holds an unescaped word as it is (`DevicesJson::any_model_contains`):
+                // the store searches it, and sends only the agents' JSON that holds it.
+                Devices::Containing(q) if !DevicesJson::escapes(q) => {
+                    let sql = if pg {
+                        "SELECT host, devices FROM agents WHERE strpos(devices, ?1) > 0"
+                    } else {
+                        "SELECT host, devices FROM agents WHERE instr(devices, ?1) > 0"
+                    };
+                    c.query_each(sql, [q], &mut each)?;
+                }
+                Devices::Containing(_) | Devices::All => {
+                    c.query_each("SELECT host, devices FROM agents", (), &mut each)?;
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// Agents' devices' JSON by name (foldhash: a listing of 100,000 agents looks each up).
+pub type DevicesByHost = HashMap<HostName, DevicesJson, foldhash::fast::RandomState>;
+
+/// Whose devices `Store::devices_json` reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Devices<'a> {
+    /// These agents'.
+    Of(&'a [HostName]),
+    /// At least those of every agent with a drive whose model contains this word.
+    Containing(&'a str),
+    /// Every agent's.
+    All,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A drive of model `model`, as the fleet bench's agents report one.
+    fn device(model: &str) -> Device {
+        let mut d: Device = serde_json::from_str(
+            r#"{"name":"sdz","path":"/dev/sdz","major_minor":"8:0","vendor":"ATA","model":"",
+                "serial":"S1","firmware":"F1","size_bytes":1000204886016,"rotational":false,
+                "transport":"ata","controller":["sd","ahci"],"pci_address":"0000:00:17.0",
+                "by_id":[],"by_path":[],"write_cache":"write_back","write_cache_source":"",
+                "partitions":[],"mounted":[],"holders":[],"holds_root":false,
+                "backing_file":null,"wwn":""}"#,
+        )
+        .unwrap();
+        d.model = model.to_string();
+        d
+    }
+
+    /// The agents' rows come without their drives; the drives' JSON of the agents named,
+    /// of those whose JSON holds a word (the store searches it; a word the JSON escapes
+    /// gets every agent's, to be decoded and looked at), or of all: on both engines.
+    #[tokio::test]
+    async fn drives_are_read_for_the_agents_named_or_holding_a_word() {
+        let dir = tempfile::tempdir().unwrap();
+        for store in crate::store::testing::stores(dir.path()) {
+            let fleet = [
+                (
+                    "h1",
+                    vec![device("Samsung SSD 860 EVO"), device("WDC WD10")],
+                ),
+                ("h2", vec![device("Quote \"Pro\" Ünï")]),
+                ("h3", vec![]),
+            ];
+            for (host, devices) in &fleet {
+                let labels = [("rack".to_string(), "a".to_string())];
+                store
+                    .agent_seen(&(*host).into(), "b", "v", devices, &labels)
+                    .await
+                    .unwrap();
+            }
+            let rows = store.agents().unwrap();
+            let hosts: Vec<&str> = rows.iter().map(|r| r.host.as_str()).collect();
+            assert_eq!(hosts, ["h1", "h2", "h3"]);
+            assert_eq!(rows[0].labels.get("rack").map(String::as_str), Some("a"));
+            let read = |which| {
+                let mut got: Vec<(String, Vec<String>)> = store
+                    .devices_json(which)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(h, j)| {
+                        (
+                            h.to_string(),
+                            j.read().unwrap().into_iter().map(|d| d.model).collect(),
+                        )
+                    })
+                    .collect();
+                got.sort();
+                got
+            };
+            let h1 = (
+                "h1".to_string(),
+                vec!["Samsung SSD 860 EVO".to_string(), "WDC WD10".to_string()],
+            );
+            let h2 = ("h2".to_string(), vec!["Quote \"Pro\" Ünï".to_string()]);
+            let h3 = ("h3".to_string(), vec![]);
+            assert_eq!(read(Devices::Containing("EVO")), std::slice::from_ref(&h1));
+            assert_eq!(read(Devices::Containing("Ünï")), std::slice::from_ref(&h2));
+            assert_eq!(read(Devices::Containing("Intel")), []);
+            // `"` is written `\"` in the JSON: every agent's, the caller decodes them.
+            assert_eq!(
+                read(Devices::Containing("\"Pro\"")),
+                [h1.clone(), h2.clone(), h3.clone()]
+            );
+            assert_eq!(read(Devices::All), [h1.clone(), h2.clone(), h3.clone()]);
+            let named: Vec<HostName> = vec!["h3".into(), "h1".into(), "gone".into()];
+            assert_eq!(read(Devices::Of(&named)), [h1, h3]);
+        }
+    }
 
     /// Models with what JSON escapes and what it does not: each found by a part of it,
     /// and nothing found that is only in the JSON's keys or other fields.
@@ -211,23 +329,7 @@ mod tests {
             "Ünïcode SSD",
             "del\u{7f}te",
         ];
-        let devices: Vec<Device> = models
-            .iter()
-            .map(|m| {
-                // An inventory's device as the fleet bench's agents report one.
-                let mut d: Device = serde_json::from_str(
-                    r#"{"name":"sdz","path":"/dev/sdz","major_minor":"8:0","vendor":"ATA","model":"",
-                        "serial":"S1","firmware":"F1","size_bytes":1000204886016,"rotational":false,
-                        "transport":"ata","controller":["sd","ahci"],"pci_address":"0000:00:17.0",
-                        "by_id":[],"by_path":[],"write_cache":"write_back","write_cache_source":"",
-                        "partitions":[],"mounted":[],"holders":[],"holds_root":false,
-                        "backing_file":null,"wwn":""}"#,
-                )
-                .unwrap();
-                d.model = m.to_string();
-                d
-            })
-            .collect();
+        let devices: Vec<Device> = models.iter().map(|m| device(m)).collect();
         let json = DevicesJson(serde_json::to_string(&devices).unwrap().into());
         for q in [
             "\"Pro\"",

@@ -75,17 +75,12 @@ pub(super) async fn hosts(
         Err(s) => return failed(&s),
     };
     let fault = agents.store_fault.as_ref();
-    let matched: Vec<_> = agents.agents.iter().filter(|a| filter.matches(a)).collect();
-    let page: Vec<Value> = matched
-        .iter()
-        .skip(filter.page * PAGE_ROWS)
-        .take(PAGE_ROWS)
-        .map(|a| agent_json(a, fault))
-        .collect();
+    let (matched, page) = filter.page_of(&agents).await;
+    let page: Vec<Value> = page.iter().map(|a| agent_json(a, fault)).collect();
     Json(json!({
         "store_fault": fault.map(fault_json),
-        "total": agents.agents.len(),
-        "matched": matched.len(),
+        "total": agents.infos().len(),
+        "matched": matched,
         "page": filter.page,
         "page_rows": PAGE_ROWS,
         "hosts": page,
@@ -102,12 +97,12 @@ pub(super) async fn host(
         Ok(a) => a,
         Err(s) => return failed(&s),
     };
-    let Some(a) = agents.agents.iter().find(|a| a.host == name) else {
+    let Some(a) = super::fleet::agent_of(&agents, &name).await else {
         return failed(&Status::not_found(format!(
             "no agent named {name:?} has connected"
         )));
     };
-    let mut v = agent_json(a, agents.store_fault.as_ref());
+    let mut v = agent_json(&a, agents.store_fault.as_ref());
     let campaigns = ctx.campaigns().await.ok();
     v["campaigns"] = campaigns
         .as_ref()

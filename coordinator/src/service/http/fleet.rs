@@ -14,6 +14,7 @@ use serde::Serialize;
 use tonic::{Request, Status};
 
 use super::Ctx;
+use crate::service::rpc::control::Fleet;
 use crate::service::tls::InProcess;
 use crate::store::reports::FailedStep;
 use crate::views::{verdict_of, Verdict};
@@ -57,7 +58,7 @@ pub(super) const FAILURES_SHOWN: usize = 20;
 /// The fleet's two big reads, each shared by the requests that wait for it.
 #[derive(Default)]
 pub(super) struct Reads {
-    agents: Shared<pb::ListAgentsResponse>,
+    agents: Shared<Fleet>,
     campaigns: Shared<pb::ListCampaignsResponse>,
 }
 
@@ -157,17 +158,10 @@ pub(super) struct Overview {
 }
 
 impl Ctx {
-    pub(super) async fn agents(&self) -> Result<Arc<pb::ListAgentsResponse>, Status> {
-        self.reads
-            .agents
-            .get(|| async {
-                let r = self
-                    .control
-                    .list_agents(in_process(pb::ListAgentsRequest::default()))
-                    .await?;
-                Ok(r.into_inner())
-            })
-            .await
+    /// The fleet as its pages select from it: read once per change, each page's agents
+    /// made whole only where shown.
+    pub(super) async fn agents(&self) -> Result<Arc<Fleet>, Status> {
+        self.reads.agents.get(|| self.control.fleet()).await
     }
 
     pub(super) async fn campaigns(&self) -> Result<Arc<pb::ListCampaignsResponse>, Status> {
@@ -450,12 +444,11 @@ impl Ctx {
             .collect();
         let mut attention = Vec::new();
         // Counted by the Control service, as `platter agents` shows them.
-        let mut counts: Vec<(String, usize)> = agents
-            .counts
-            .iter()
-            .map(|(s, n)| (s.clone(), *n as usize))
+        let mut counts: Vec<(String, usize)> = crate::views::state_counts(agents.infos())
+            .into_iter()
+            .map(|(s, n)| (s, n as usize))
             .collect();
-        for a in &agents.agents {
+        for a in agents.infos() {
             let campaign = || {
                 let name = names.get(a.current_campaign.as_str()).unwrap_or(&"?");
                 format!("{name} ({})", a.current_campaign)
@@ -574,10 +567,19 @@ impl Ctx {
             attention,
             running,
             recent,
-            hosts_total: agents.agents.len(),
+            hosts_total: agents.infos().len(),
             hosts: counts,
         })
     }
+}
+
+/// The agent named `name` of `fleet`, whole (its drives read off the async workers).
+pub(super) async fn agent_of(fleet: &Arc<Fleet>, name: &str) -> Option<pb::AgentInfo> {
+    let (fleet, name) = (fleet.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || fleet.agent(&name))
+        .await
+        .ok()
+        .flatten()
 }
 
 fn submit_request(file_name: &str, yaml: &str) -> pb::SubmitRequest {

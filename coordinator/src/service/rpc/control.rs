@@ -21,7 +21,7 @@ use crate::service::status::CampaignStatus;
 use crate::service::task_stream::task_stream;
 use crate::service::tls::Auth;
 use crate::spec;
-use crate::store::agents::StoredAgent;
+use crate::store::agents::{Devices, DevicesByHost, DevicesJson, StoredAgent};
 use crate::store::{CampaignState, Store, StoreError, StoreFault};
 
 /// Watchers get at most this many updates per second.
@@ -328,6 +328,102 @@ fn unplanned_status(e: Unplanned) -> Status {
         Unplanned::Invalid(e) => invalid_campaign(&e),
         Unplanned::Refused(words) => Status::invalid_argument(words),
         Unplanned::Store(e) => store_status(e),
+    }
+}
+
+impl ControlService {
+    /// Every agent the store knows (or, while it cannot be read, those last read and
+    /// connected since), each in its state, its drives not read yet: what `list_agents`
+    /// selects from, and what the console reads once per change and pages through (at
+    /// 100,000 agents, reading every agent's drives for a page of 50 was most of a page's
+    /// time).
+    pub(crate) async fn fleet(&self) -> Result<Fleet, Status> {
+        let store = self.store.clone();
+        let hub = self.hub.clone();
+        let last = self.last.clone();
+        let (rows, fleet, last_read) = blocking(move || {
+            let read = || {
+                let fleet = crate::service::presence::fleet_of(&hub)?;
+                Ok((Arc::new(store.agents()?), fleet))
+            };
+            match read() {
+                Ok((rows, fleet)) => {
+                    *last.agents.lock().expect("last-read lock") = Some(rows.clone());
+                    Ok((rows, fleet, false))
+                }
+                // The store cannot be read: the agents last read, and those connected
+                // here since (their presence is this coordinator's own).
+                Err(e) => {
+                    unreadable(&store, &e).ok_or_else(|| store_status(e))?;
+                    let last = last.agents.lock().expect("last-read lock").clone();
+                    let mut rows = last.map(|r| r.to_vec()).unwrap_or_default();
+                    let listed: std::collections::HashSet<HostName> =
+                        rows.iter().map(|r| r.host.clone()).collect();
+                    for host in hub.connected_hosts() {
+                        if !listed.contains(&host) {
+                            rows.push(StoredAgent {
+                                host,
+                                boot_id: String::new(),
+                                version: String::new(),
+                                last_seen_unix_ms: 0,
+                                labels: Default::default(),
+                                current_campaign: None,
+                            });
+                        }
+                    }
+                    rows.sort_by(|a, b| a.host.cmp(&b.host));
+                    Ok((Arc::new(rows), None, true))
+                }
+            }
+        })
+        .await?;
+        let infos = rows
+            .iter()
+            .map(|stored| {
+                let mut a = pb::AgentInfo {
+                    host: stored.host.to_string(),
+                    connected: false,
+                    boot_id: stored.boot_id.clone(),
+                    agent_version: stored.version.clone(),
+                    last_seen_unix_ms: stored.last_seen_unix_ms,
+                    // Read for the agents listed (`Fleet::whole`).
+                    devices: Vec::new(),
+                    labels: stored.labels.clone(),
+                    state: String::new(),
+                    current_campaign: stored
+                        .current_campaign
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                    tools: Vec::new(),
+                    coordinator: String::new(),
+                };
+                let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
+                a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
+                a.coordinator = w.coordinator;
+                let presence = w.presence;
+                a.connected = presence == Presence::Connected;
+                let fault = a
+                    .connected
+                    .then(|| self.hub.journal_fault(&a.host))
+                    .flatten();
+                a.state = match (presence, fault) {
+                    // Connected, and holding its steps: the one state that needs a person.
+                    (Presence::Connected, Some(fault)) => format!("journal fault: {fault}"),
+                    (Presence::Connected, None) if a.current_campaign.is_empty() => "idle".into(),
+                    (Presence::Connected, None) => "busy".into(),
+                    (Presence::Lost, _) => "lost".into(),
+                    (Presence::Offline, _) => "offline".into(),
+                };
+                a
+            })
+            .collect();
+        Ok(Fleet {
+            store: self.store.clone(),
+            infos,
+            last_read,
+            store_fault: self.store.fault().map(Into::into),
+        })
     }
 }
 
@@ -657,94 +753,9 @@ impl Control for ControlService {
                 crate::views::AGENT_STATES.join(", ")
             )));
         }
-        let store = self.store.clone();
-        let hub = self.hub.clone();
-        let last = self.last.clone();
-        let (rows, fleet) = blocking(move || {
-            let read = || {
-                let fleet = crate::service::presence::fleet_of(&hub)?;
-                Ok((Arc::new(store.agents()?), fleet))
-            };
-            match read() {
-                Ok((rows, fleet)) => {
-                    *last.agents.lock().expect("last-read lock") = Some(rows.clone());
-                    Ok((rows, fleet))
-                }
-                // The store cannot be read: the agents last read, and those connected
-                // here since (their presence is this coordinator's own).
-                Err(e) => {
-                    unreadable(&store, &e).ok_or_else(|| store_status(e))?;
-                    let last = last.agents.lock().expect("last-read lock").clone();
-                    let mut rows = last.map(|r| r.to_vec()).unwrap_or_default();
-                    let listed: std::collections::HashSet<HostName> =
-                        rows.iter().map(|r| r.host.clone()).collect();
-                    for host in hub.connected_hosts() {
-                        if !listed.contains(&host) {
-                            rows.push(StoredAgent {
-                                host,
-                                boot_id: String::new(),
-                                version: String::new(),
-                                last_seen_unix_ms: 0,
-                                devices: Default::default(),
-                                labels: Default::default(),
-                                current_campaign: None,
-                            });
-                        }
-                    }
-                    rows.sort_by(|a, b| a.host.cmp(&b.host));
-                    Ok((Arc::new(rows), None))
-                }
-            }
-        })
-        .await?;
-        let total = rows.len() as u64;
-        let agents = rows.iter().map(|stored| {
-            let mut a = pb::AgentInfo {
-                host: stored.host.to_string(),
-                connected: false,
-                boot_id: stored.boot_id.clone(),
-                agent_version: stored.version.clone(),
-                last_seen_unix_ms: stored.last_seen_unix_ms,
-                // Read for the agents listed (`Unread`).
-                devices: Vec::new(),
-                labels: stored.labels.clone(),
-                state: String::new(),
-                current_campaign: stored
-                    .current_campaign
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-                tools: Vec::new(),
-                coordinator: String::new(),
-            };
-            let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
-            a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
-            a.coordinator = w.coordinator;
-            let presence = w.presence;
-            a.connected = presence == Presence::Connected;
-            let fault = a
-                .connected
-                .then(|| self.hub.journal_fault(&a.host))
-                .flatten();
-            a.state = match (presence, fault) {
-                // Connected, and holding its steps: the one state that needs a person.
-                (Presence::Connected, Some(fault)) => format!("journal fault: {fault}"),
-                (Presence::Connected, None) if a.current_campaign.is_empty() => "idle".into(),
-                (Presence::Connected, None) => "busy".into(),
-                (Presence::Lost, _) => "lost".into(),
-                (Presence::Offline, _) => "offline".into(),
-            };
-            Unread {
-                info: a,
-                devices: &stored.devices,
-            }
-        });
-        let mut response = pb::ListAgentsResponse {
-            store_fault: self.store.fault().map(Into::into),
-            total,
-            ..Default::default()
-        };
-        crate::views::select_agents(&mut response, agents, &want);
+        let fleet = self.fleet().await?;
+        // Reading the listed agents' drives blocks.
+        let response = blocking(move || Ok(fleet.select(&want))).await?;
         Ok(Response::new(response))
     }
 
@@ -827,32 +838,155 @@ async fn load_status(
     .await
 }
 
-/// An agent of `list_agents` whose drives are read from the store's JSON only if it is
-/// listed, or if a `--match` no name or label met may name a drive's model.
+/// The fleet as the store has it (`ControlService::fleet`): each agent in its state, in
+/// the order of their names, its drives read from the store only for the agents listed
+/// (or, for a match, those whose drives' JSON holds the words). Its reads block.
+pub(crate) struct Fleet {
+    store: Store,
+    /// Every agent, without its drives.
+    infos: Vec<pb::AgentInfo>,
+    /// The agents were what this coordinator last read: the store does not answer, and
+    /// their drives are not asked of it.
+    last_read: bool,
+    /// Set while the store cannot commit.
+    pub store_fault: Option<pb::StoreFault>,
+}
+
+/// Agents at most whose drives are read by name; more, and every agent's are read
+/// (`platter agents --all`), or, for a match, those whose drives' JSON holds the words.
+const DRIVES_ONE_BY_ONE: usize = 1_000;
+
+impl Fleet {
+    /// Every agent, its drives aside, by name.
+    pub(crate) fn infos(&self) -> &[pb::AgentInfo] {
+        &self.infos
+    }
+
+    /// The agents' drives' JSON `which` names; none (and the log says why) if the store
+    /// cannot give them: the agents are listed without their drives rather than not at all.
+    fn devices(&self, which: Devices<'_>) -> DevicesByHost {
+        if self.last_read {
+            return DevicesByHost::default();
+        }
+        self.store.devices_json(which).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the agents' devices cannot be read; listed without them");
+            DevicesByHost::default()
+        })
+    }
+
+    /// `listed`, each with its drives.
+    fn whole<'a>(
+        &self,
+        listed: impl ExactSizeIterator<Item = &'a pb::AgentInfo>,
+        mut known: DevicesByHost,
+    ) -> Vec<pb::AgentInfo> {
+        let listed: Vec<&pb::AgentInfo> = listed.collect();
+        let unknown: Vec<HostName> = listed
+            .iter()
+            .filter(|a| !known.contains_key(a.host.as_str()))
+            .map(|a| HostName::from(a.host.clone()))
+            .collect();
+        if unknown.len() > DRIVES_ONE_BY_ONE {
+            known = self.devices(Devices::All);
+        } else if !unknown.is_empty() {
+            known.extend(self.devices(Devices::Of(&unknown)));
+        }
+        listed
+            .into_iter()
+            .map(|a| {
+                let mut a = a.clone();
+                match known.get(a.host.as_str()).map(DevicesJson::read) {
+                    Some(Ok(devices)) => a.devices = devices.iter().map(pb::Device::from).collect(),
+                    // One agent's row fails that agent, not the listing of the fleet: it
+                    // is listed without drives, and the coordinator's log says why.
+                    Some(Err(e)) => {
+                        tracing::warn!(agent = %a.host, error = %e, "this agent's stored devices cannot be read")
+                    }
+                    None => {}
+                }
+                a
+            })
+            .collect()
+    }
+
+    /// Every agent to select from, `models` the drives' JSON of those a match on a model
+    /// may select (the others have no drive whose model holds the words).
+    fn candidates<'a>(&'a self, models: &'a DevicesByHost) -> impl Iterator<Item = Unread<'a>> {
+        self.infos.iter().map(move |info| Unread {
+            info,
+            devices: models.get(info.host.as_str()),
+        })
+    }
+
+    /// The drives' JSON a selection by `state` and `q` needs: of the agents in that state
+    /// that no name or label of theirs selects — where they are many, only of those whose
+    /// JSON holds `q`.
+    fn models(&self, state: &str, q: &str) -> DevicesByHost {
+        let q = q.trim();
+        let unmet = || {
+            let infos = self.infos.iter();
+            infos.filter(|a| crate::views::only_a_drive_may_select(a, state, q))
+        };
+        match unmet().count() {
+            0 => DevicesByHost::default(),
+            n if n <= DRIVES_ONE_BY_ONE => {
+                let names: Vec<HostName> = unmet().map(|a| a.host.clone().into()).collect();
+                self.devices(Devices::Of(&names))
+            }
+            _ => self.devices(Devices::Containing(q)),
+        }
+    }
+
+    /// The agent named `host`, whole.
+    pub(crate) fn agent(&self, host: &str) -> Option<pb::AgentInfo> {
+        // Found by a look at each: PostgreSQL orders names by its collation, not by bytes.
+        let a = self.infos.iter().find(|a| a.host == host)?;
+        self.whole(std::iter::once(a), DevicesByHost::default())
+            .pop()
+    }
+
+    /// How many agents in the state `state` match `q` (as `views::agent_matches`), and
+    /// the `take` of them after the first `skip`, whole, by name.
+    pub(crate) fn page(
+        &self,
+        state: &str,
+        q: &str,
+        skip: usize,
+        take: usize,
+    ) -> (usize, Vec<pb::AgentInfo>) {
+        let models = self.models(state, q);
+        let (matched, page) =
+            crate::views::page_of_agents(self.candidates(&models), state, q, skip, take);
+        let page = self.whole(page.iter().map(|u| u.info), DevicesByHost::default());
+        (matched, page)
+    }
+
+    /// What `list_agents` answers to `want`.
+    pub(crate) fn select(&self, want: &pb::ListAgentsRequest) -> pb::ListAgentsResponse {
+        let mut response = pb::ListAgentsResponse {
+            store_fault: self.store_fault.clone(),
+            total: self.infos.len() as u64,
+            ..Default::default()
+        };
+        let models = self.models(&want.state, &want.r#match);
+        let listed = crate::views::select_agents(&mut response, self.candidates(&models), want);
+        response.agents = self.whole(listed.iter().map(|u| u.info), DevicesByHost::default());
+        response
+    }
+}
+
+/// An agent of the fleet to select, with its drives' JSON if a match may need them.
 struct Unread<'a> {
-    info: pb::AgentInfo,
-    devices: &'a crate::store::agents::DevicesJson,
+    info: &'a pb::AgentInfo,
+    devices: Option<&'a DevicesJson>,
 }
 
 impl crate::views::Listed for Unread<'_> {
     fn info(&self) -> &pb::AgentInfo {
-        &self.info
+        self.info
     }
 
     fn model_contains(&self, q: &str) -> bool {
-        self.devices.any_model_contains(q)
-    }
-
-    fn listed(mut self) -> pb::AgentInfo {
-        match self.devices.read() {
-            Ok(devices) => self.info.devices = devices.iter().map(pb::Device::from).collect(),
-            // One agent's row fails that agent, not the listing of the fleet (where
-            // before every agent's drives were read and one bad row failed them all): it
-            // is listed without drives, and the coordinator's log says why.
-            Err(e) => {
-                tracing::warn!(agent = %self.info.host, error = %e, "this agent's stored devices cannot be read")
-            }
-        }
-        self.info
+        self.devices.is_some_and(|d| d.any_model_contains(q))
     }
 }
