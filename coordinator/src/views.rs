@@ -127,8 +127,9 @@ pub fn only_a_drive_may_select(a: &pb::AgentInfo, state: &str, q: &str) -> bool 
 }
 
 /// An agent to select, whose drives may not have been read yet: the coordinator reads
-/// them only for the agents it lists and, for a `--match` that no name or label met, only
-/// for those whose drives' JSON holds the words.
+/// them only for the agents it lists and, for a `--match` that no name or label met, for
+/// those agents (by name where they are few, else only those whose drives' JSON holds
+/// the words).
 pub trait Listed {
     /// The agent, its drives aside.
     fn info(&self) -> &pb::AgentInfo;

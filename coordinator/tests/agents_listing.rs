@@ -342,6 +342,8 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
     );
     let page =
         |path: &str| common::web::call(&http, "GET", path, &[("Authorization", &bearer)], "").body;
+    let idle = page("/hosts?q=Samsung&state=idle");
+    assert!(idle.contains("6 of 60 host(s)"), "{idle}");
     let offline = page("/hosts?q=Samsung&state=offline");
     assert!(offline.contains("0 of 60 host(s)"), "{offline}");
     let html = page("/hosts?q=Samsung");

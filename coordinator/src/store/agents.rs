@@ -27,8 +27,10 @@ pub struct StoredAgent {
 /// An agent's devices as the store keeps them (JSON), read only where they are needed:
 /// `platter agents` lists 50 of a fleet of 100,000, and reading every agent's devices took
 /// most of its time there (BENCHMARKS.md), and a console page most of its time after.
+/// Shared, not copied: the coordinator keeps the drives it last read for when the store
+/// does not answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DevicesJson(Box<str>);
+pub struct DevicesJson(std::sync::Arc<str>);
 
 impl Default for DevicesJson {
     /// No devices.
@@ -240,21 +242,7 @@ pub enum Devices<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A drive of model `model`, as the fleet bench's agents report one.
-    fn device(model: &str) -> Device {
-        let mut d: Device = serde_json::from_str(
-            r#"{"name":"sdz","path":"/dev/sdz","major_minor":"8:0","vendor":"ATA","model":"",
-                "serial":"S1","firmware":"F1","size_bytes":1000204886016,"rotational":false,
-                "transport":"ata","controller":["sd","ahci"],"pci_address":"0000:00:17.0",
-                "by_id":[],"by_path":[],"write_cache":"write_back","write_cache_source":"",
-                "partitions":[],"mounted":[],"holders":[],"holds_root":false,
-                "backing_file":null,"wwn":""}"#,
-        )
-        .unwrap();
-        d.model = model.to_string();
-        d
-    }
+    use crate::store::testing::drive;
 
     /// The agents' rows come without their drives; the drives' JSON of the agents named,
     /// of those whose JSON holds a word (the store searches it; a word the JSON escapes
@@ -264,12 +252,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for store in crate::store::testing::stores(dir.path()) {
             let fleet = [
-                (
-                    "h1",
-                    vec![device("Samsung SSD 860 EVO"), device("WDC WD10")],
-                ),
-                ("h2", vec![device("Quote \"Pro\" Ünï")]),
+                ("h1", vec![drive("Samsung SSD 860 EVO"), drive("WDC WD10")]),
+                ("h2", vec![drive("Quote \"Pro\" Ünï")]),
                 ("h3", vec![]),
+                ("q\"\\é", vec![drive("Odd")]),
             ];
             for (host, devices) in &fleet {
                 let labels = [("rack".to_string(), "a".to_string())];
@@ -280,7 +266,7 @@ mod tests {
             }
             let rows = store.agents().unwrap();
             let hosts: Vec<&str> = rows.iter().map(|r| r.host.as_str()).collect();
-            assert_eq!(hosts, ["h1", "h2", "h3"]);
+            assert_eq!(hosts, ["h1", "h2", "h3", "q\"\\é"]);
             assert_eq!(rows[0].labels.get("rack").map(String::as_str), Some("a"));
             let read = |which| {
                 let mut got: Vec<(String, Vec<String>)> = store
@@ -303,17 +289,17 @@ mod tests {
             );
             let h2 = ("h2".to_string(), vec!["Quote \"Pro\" Ünï".to_string()]);
             let h3 = ("h3".to_string(), vec![]);
+            let odd = ("q\"\\é".to_string(), vec!["Odd".to_string()]);
             assert_eq!(read(Devices::Containing("EVO")), std::slice::from_ref(&h1));
             assert_eq!(read(Devices::Containing("Ünï")), std::slice::from_ref(&h2));
             assert_eq!(read(Devices::Containing("Intel")), []);
             // `"` is written `\"` in the JSON: every agent's, the caller decodes them.
-            assert_eq!(
-                read(Devices::Containing("\"Pro\"")),
-                [h1.clone(), h2.clone(), h3.clone()]
-            );
-            assert_eq!(read(Devices::All), [h1.clone(), h2.clone(), h3.clone()]);
-            let named: Vec<HostName> = vec!["h3".into(), "h1".into(), "gone".into()];
-            assert_eq!(read(Devices::Of(&named)), [h1, h3]);
+            let every = [h1.clone(), h2.clone(), h3.clone(), odd.clone()];
+            assert_eq!(read(Devices::Containing("\"Pro\"")), every);
+            assert_eq!(read(Devices::All), every);
+            // Names as odd as JSON gets, in one statement.
+            let named: Vec<HostName> = ["h3", "q\"\\é", "h1", "gone"].map(HostName::from).to_vec();
+            assert_eq!(read(Devices::Of(&named)), [h1, h3, odd]);
         }
     }
 
@@ -329,7 +315,7 @@ mod tests {
             "Ünïcode SSD",
             "del\u{7f}te",
         ];
-        let devices: Vec<Device> = models.iter().map(|m| device(m)).collect();
+        let devices: Vec<Device> = models.iter().map(|m| drive(m)).collect();
         let json = DevicesJson(serde_json::to_string(&devices).unwrap().into());
         for q in [
             "\"Pro\"",

@@ -76,3 +76,18 @@ pub fn stores(dir: &Path) -> Vec<Store> {
     }
     out
 }
+
+/// A drive of model `model`, as the fleet bench's agents report one.
+pub fn drive(model: &str) -> platter_proto::inventory::Device {
+    let mut d: platter_proto::inventory::Device = serde_json::from_str(
+        r#"{"name":"sdz","path":"/dev/sdz","major_minor":"8:0","vendor":"ATA","model":"",
+            "serial":"S1","firmware":"F1","size_bytes":1000204886016,"rotational":false,
+            "transport":"ata","controller":["sd","ahci"],"pci_address":"0000:00:17.0",
+            "by_id":[],"by_path":[],"write_cache":"write_back","write_cache_source":"",
+            "partitions":[],"mounted":[],"holders":[],"holds_root":false,
+            "backing_file":null,"wwn":""}"#,
+    )
+    .unwrap();
+    d.model = model.to_string();
+    d
+}

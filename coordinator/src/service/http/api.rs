@@ -75,7 +75,10 @@ pub(super) async fn hosts(
         Err(s) => return failed(&s),
     };
     let fault = agents.store_fault.as_ref();
-    let (matched, page) = filter.page_of(&agents).await;
+    let (matched, page) = match filter.page_of(&agents).await {
+        Ok(p) => p,
+        Err(s) => return failed(&s),
+    };
     let page: Vec<Value> = page.iter().map(|a| agent_json(a, fault)).collect();
     Json(json!({
         "store_fault": fault.map(fault_json),
@@ -97,7 +100,11 @@ pub(super) async fn host(
         Ok(a) => a,
         Err(s) => return failed(&s),
     };
-    let Some(a) = super::fleet::agent_of(&agents, &name).await else {
+    let a = match super::fleet::agent_of(&agents, &name).await {
+        Ok(a) => a,
+        Err(s) => return failed(&s),
+    };
+    let Some(a) = a else {
         return failed(&Status::not_found(format!(
             "no agent named {name:?} has connected"
         )));

@@ -335,12 +335,11 @@ impl HostFilter {
     pub(super) async fn page_of(
         &self,
         fleet: &std::sync::Arc<Fleet>,
-    ) -> (usize, Vec<pb::AgentInfo>) {
+    ) -> Result<(usize, Vec<pb::AgentInfo>), Status> {
         let (fleet, state, q) = (fleet.clone(), self.state.clone(), self.q.clone());
         let skip = self.page * PAGE_ROWS;
-        tokio::task::spawn_blocking(move || fleet.page(&state, &q, skip, PAGE_ROWS))
+        crate::service::rpc::control::blocking(move || fleet.page(&state, &q, skip, PAGE_ROWS))
             .await
-            .unwrap_or_default()
     }
 }
 
@@ -428,7 +427,10 @@ async fn hosts_main(ctx: &Ctx, filter: &HostFilter) -> Main {
         &filter.state,
     ));
     b.push_str("</select> <button type=\"submit\">Filter</button></form>");
-    let (matched, page) = filter.page_of(&agents).await;
+    let (matched, page) = match filter.page_of(&agents).await {
+        Ok(p) => p,
+        Err(s) => return Main::failed("Hosts", &s),
+    };
     // Campaign names are shown for busy hosts only; reading every campaign's progress for
     // them costs as much as reading the fleet (200 campaigns of 50 hosts: 0.13 s).
     let names = if page.iter().any(|a| a.state == "busy") {
@@ -496,7 +498,11 @@ async fn host_main(ctx: &Ctx, name: &str) -> Main {
         Ok(a) => a,
         Err(s) => return Main::failed("Host", &s),
     };
-    let Some(a) = super::fleet::agent_of(&agents, name).await else {
+    let a = match super::fleet::agent_of(&agents, name).await {
+        Ok(a) => a,
+        Err(s) => return Main::failed("Host", &s),
+    };
+    let Some(a) = a else {
         let s = Status::not_found(format!("no agent named {name:?} has connected"));
         return Main::failed("Host", &s);
     };

@@ -14,7 +14,7 @@ use serde::Serialize;
 use tonic::{Request, Status};
 
 use super::Ctx;
-use crate::service::rpc::control::Fleet;
+use crate::service::rpc::control::{blocking, Fleet};
 use crate::service::tls::InProcess;
 use crate::store::reports::FailedStep;
 use crate::views::{verdict_of, Verdict};
@@ -158,8 +158,8 @@ pub(super) struct Overview {
 }
 
 impl Ctx {
-    /// The fleet as its pages select from it: read once per change, each page's agents
-    /// made whole only where shown.
+    /// The fleet as its pages select from it (one read for the requests that overlap it,
+    /// `Shared`), each page's agents made whole only where shown.
     pub(super) async fn agents(&self) -> Result<Arc<Fleet>, Status> {
         self.reads.agents.get(|| self.control.fleet()).await
     }
@@ -574,12 +574,12 @@ impl Ctx {
 }
 
 /// The agent named `name` of `fleet`, whole (its drives read off the async workers).
-pub(super) async fn agent_of(fleet: &Arc<Fleet>, name: &str) -> Option<pb::AgentInfo> {
+pub(super) async fn agent_of(
+    fleet: &Arc<Fleet>,
+    name: &str,
+) -> Result<Option<pb::AgentInfo>, Status> {
     let (fleet, name) = (fleet.clone(), name.to_string());
-    tokio::task::spawn_blocking(move || fleet.agent(&name))
-        .await
-        .ok()
-        .flatten()
+    blocking(move || Ok(fleet.agent(&name))).await
 }
 
 fn submit_request(file_name: &str, yaml: &str) -> pb::SubmitRequest {

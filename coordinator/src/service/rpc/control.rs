@@ -51,11 +51,31 @@ pub struct LastRead {
     all: std::sync::Mutex<Option<Vec<CampaignStatus>>>,
     /// Campaigns as last listed, read again only once they changed.
     known: crate::service::status::Known,
-    /// Shared, not copied: a fleet of 10,000 agents is 10 MB of rows.
+    /// Shared, not copied: a fleet of 100,000 agents is 20 MB of rows.
     agents: std::sync::Mutex<Option<Arc<Vec<StoredAgent>>>>,
+    /// The drives' JSON last read of each agent whose drives were read.
+    drives: std::sync::Mutex<DevicesByHost>,
 }
 
 impl LastRead {
+    fn remember_drives(&self, read: &DevicesByHost) {
+        let mut drives = self.drives.lock().expect("last-read lock");
+        drives.extend(read.iter().map(|(h, d)| (h.clone(), d.clone())));
+    }
+
+    /// The drives last read of the agents `which` names (`Devices::Containing`: of every
+    /// agent whose drives were read; the caller looks at their models).
+    fn drives(&self, which: Devices<'_>) -> DevicesByHost {
+        let drives = self.drives.lock().expect("last-read lock");
+        match which {
+            Devices::Of(hosts) => hosts
+                .iter()
+                .filter_map(|h| Some((h.clone(), drives.get(h)?.clone())))
+                .collect(),
+            Devices::Containing(_) | Devices::All => drives.clone(),
+        }
+    }
+
     fn campaign(&self, reference: &str, s: &CampaignStatus) {
         let mut known = self.campaigns.lock().expect("last-read lock");
         known.insert(reference.to_string(), s.clone());
@@ -134,7 +154,7 @@ pub(super) fn store_status(e: StoreError) -> Status {
 /// Runs store reads and writes, parsing and rendering off the async workers, which carry
 /// every agent's stream and heartbeats: a long report or a store waiting on its busy
 /// timeout must not starve them.
-pub(super) async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     tokio::task::spawn_blocking(f)
@@ -334,7 +354,7 @@ fn unplanned_status(e: Unplanned) -> Status {
 impl ControlService {
     /// Every agent the store knows (or, while it cannot be read, those last read and
     /// connected since), each in its state, its drives not read yet: what `list_agents`
-    /// selects from, and what the console reads once per change and pages through (at
+    /// selects from, and what the console's pages share a read of and page through (at
     /// 100,000 agents, reading every agent's drives for a page of 50 was most of a page's
     /// time).
     pub(crate) async fn fleet(&self) -> Result<Fleet, Status> {
@@ -422,6 +442,8 @@ impl ControlService {
             store: self.store.clone(),
             infos,
             last_read,
+            last: self.last.clone(),
+            by_name: DRIVES_BY_NAME,
             store_fault: self.store.fault().map(Into::into),
         })
     }
@@ -755,7 +777,7 @@ impl Control for ControlService {
         }
         let fleet = self.fleet().await?;
         // Reading the listed agents' drives blocks.
-        let response = blocking(move || Ok(fleet.select(&want))).await?;
+        let response = blocking(move || fleet.select(&want)).await?;
         Ok(Response::new(response))
     }
 
@@ -840,21 +862,24 @@ async fn load_status(
 
 /// The fleet as the store has it (`ControlService::fleet`): each agent in its state, in
 /// the order of their names, its drives read from the store only for the agents listed
-/// (or, for a match, those whose drives' JSON holds the words). Its reads block.
+/// (or, for a match, those no name or label of theirs selects). Its reads block.
 pub(crate) struct Fleet {
     store: Store,
     /// Every agent, without its drives.
     infos: Vec<pb::AgentInfo>,
     /// The agents were what this coordinator last read: the store does not answer, and
-    /// their drives are not asked of it.
+    /// their drives are those last read too (`LastRead::drives`).
     last_read: bool,
+    last: Arc<LastRead>,
+    /// Agents at most whose drives are read by name (`DRIVES_BY_NAME`).
+    by_name: usize,
     /// Set while the store cannot commit.
     pub store_fault: Option<pb::StoreFault>,
 }
 
 /// Agents at most whose drives are read by name; more, and every agent's are read
 /// (`platter agents --all`), or, for a match, those whose drives' JSON holds the words.
-const DRIVES_ONE_BY_ONE: usize = 1_000;
+const DRIVES_BY_NAME: usize = 1_000;
 
 impl Fleet {
     /// Every agent, its drives aside, by name.
@@ -862,22 +887,23 @@ impl Fleet {
         &self.infos
     }
 
-    /// The agents' drives' JSON `which` names; none (and the log says why) if the store
-    /// cannot give them: the agents are listed without their drives rather than not at all.
-    fn devices(&self, which: Devices<'_>) -> DevicesByHost {
+    /// The agents' drives' JSON `which` names, from the store, or as last read while it
+    /// does not answer.
+    fn devices(&self, which: Devices<'_>) -> Result<DevicesByHost, StoreError> {
         if self.last_read {
-            return DevicesByHost::default();
+            return Ok(self.last.drives(which));
         }
-        self.store.devices_json(which).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "the agents' devices cannot be read; listed without them");
-            DevicesByHost::default()
-        })
+        let read = self.store.devices_json(which)?;
+        self.last.remember_drives(&read);
+        Ok(read)
     }
 
-    /// `listed`, each with its drives.
+    /// `listed`, each with its drives (those in `known` as they are there, the others
+    /// read). An agent whose drives cannot be read is listed without them rather than
+    /// not at all, and the coordinator's log says why.
     fn whole<'a>(
         &self,
-        listed: impl ExactSizeIterator<Item = &'a pb::AgentInfo>,
+        listed: impl Iterator<Item = &'a pb::AgentInfo>,
         mut known: DevicesByHost,
     ) -> Vec<pb::AgentInfo> {
         let listed: Vec<&pb::AgentInfo> = listed.collect();
@@ -886,10 +912,18 @@ impl Fleet {
             .filter(|a| !known.contains_key(a.host.as_str()))
             .map(|a| HostName::from(a.host.clone()))
             .collect();
-        if unknown.len() > DRIVES_ONE_BY_ONE {
-            known = self.devices(Devices::All);
-        } else if !unknown.is_empty() {
-            known.extend(self.devices(Devices::Of(&unknown)));
+        let which = match unknown.len() {
+            0 => None,
+            n if n <= self.by_name => Some(Devices::Of(&unknown)),
+            _ => Some(Devices::All),
+        };
+        if let Some(which) = which {
+            match self.devices(which) {
+                Ok(read) => known.extend(read),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the agents' devices cannot be read; listed without them")
+                }
+            }
         }
         listed
             .into_iter()
@@ -897,8 +931,6 @@ impl Fleet {
                 let mut a = a.clone();
                 match known.get(a.host.as_str()).map(DevicesJson::read) {
                     Some(Ok(devices)) => a.devices = devices.iter().map(pb::Device::from).collect(),
-                    // One agent's row fails that agent, not the listing of the fleet: it
-                    // is listed without drives, and the coordinator's log says why.
                     Some(Err(e)) => {
                         tracing::warn!(agent = %a.host, error = %e, "this agent's stored devices cannot be read")
                     }
@@ -919,22 +951,23 @@ impl Fleet {
     }
 
     /// The drives' JSON a selection by `state` and `q` needs: of the agents in that state
-    /// that no name or label of theirs selects — where they are many, only of those whose
-    /// JSON holds `q`.
-    fn models(&self, state: &str, q: &str) -> DevicesByHost {
+    /// that no name or label of theirs selects — by name where they are few, else of
+    /// those whose JSON holds `q`. A selection cannot be made without them: an error.
+    fn models(&self, state: &str, q: &str) -> Result<DevicesByHost, Status> {
         let q = q.trim();
         let unmet = || {
             let infos = self.infos.iter();
             infos.filter(|a| crate::views::only_a_drive_may_select(a, state, q))
         };
-        match unmet().count() {
-            0 => DevicesByHost::default(),
-            n if n <= DRIVES_ONE_BY_ONE => {
+        let read = match unmet().count() {
+            0 => return Ok(DevicesByHost::default()),
+            n if n <= self.by_name => {
                 let names: Vec<HostName> = unmet().map(|a| a.host.clone().into()).collect();
                 self.devices(Devices::Of(&names))
             }
             _ => self.devices(Devices::Containing(q)),
-        }
+        };
+        read.map_err(store_status)
     }
 
     /// The agent named `host`, whole.
@@ -953,25 +986,28 @@ impl Fleet {
         q: &str,
         skip: usize,
         take: usize,
-    ) -> (usize, Vec<pb::AgentInfo>) {
-        let models = self.models(state, q);
+    ) -> Result<(usize, Vec<pb::AgentInfo>), Status> {
+        let models = self.models(state, q)?;
         let (matched, page) =
             crate::views::page_of_agents(self.candidates(&models), state, q, skip, take);
-        let page = self.whole(page.iter().map(|u| u.info), DevicesByHost::default());
-        (matched, page)
+        let infos = page.iter().map(|u| u.info);
+        Ok((matched, self.whole(infos, models.clone())))
     }
 
     /// What `list_agents` answers to `want`.
-    pub(crate) fn select(&self, want: &pb::ListAgentsRequest) -> pb::ListAgentsResponse {
+    pub(crate) fn select(
+        &self,
+        want: &pb::ListAgentsRequest,
+    ) -> Result<pb::ListAgentsResponse, Status> {
         let mut response = pb::ListAgentsResponse {
             store_fault: self.store_fault.clone(),
             total: self.infos.len() as u64,
             ..Default::default()
         };
-        let models = self.models(&want.state, &want.r#match);
+        let models = self.models(&want.state, &want.r#match)?;
         let listed = crate::views::select_agents(&mut response, self.candidates(&models), want);
-        response.agents = self.whole(listed.iter().map(|u| u.info), DevicesByHost::default());
-        response
+        response.agents = self.whole(listed.iter().map(|u| u.info), models.clone());
+        Ok(response)
     }
 }
 
@@ -988,5 +1024,121 @@ impl crate::views::Listed for Unread<'_> {
 
     fn model_contains(&self, q: &str) -> bool {
         self.devices.is_some_and(|d| d.any_model_contains(q))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::{drive, stores};
+
+    /// A fleet of `store`'s agents, every other one idle, reading drives by name for at
+    /// most `by_name` agents.
+    fn fleet_of(store: &Store, by_name: usize, last: &Arc<LastRead>, last_read: bool) -> Fleet {
+        let infos = store
+            .agents()
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| pb::AgentInfo {
+                host: a.host.to_string(),
+                labels: a.labels,
+                state: if i % 2 == 0 { "idle" } else { "offline" }.into(),
+                ..Default::default()
+            })
+            .collect();
+        Fleet {
+            store: store.clone(),
+            infos,
+            last_read,
+            last: last.clone(),
+            by_name,
+            store_fault: None,
+        }
+    }
+
+    /// Whether drives are read by name, by the words in the store, or all of them, and
+    /// whether from the store or as last read, an agent is selected and listed with its
+    /// drives alike: on both engines.
+    #[tokio::test]
+    async fn agents_are_selected_alike_however_their_drives_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for store in stores(dir.path()) {
+            let agents = [
+                ("n1", "a", vec![drive("Samsung SSD 860 EVO"), drive("WDC")]),
+                ("n2", "b", vec![drive("Quote \"Pro\" Ünï")]),
+                ("q\"\\é", "a", vec![drive("Odd EVO")]),
+                ("n4", "b", vec![]),
+            ];
+            for (host, rack, drives) in &agents {
+                let labels = [("rack".to_string(), rack.to_string())];
+                store
+                    .agent_seen(&(*host).into(), "b", "v", drives, &labels)
+                    .await
+                    .unwrap();
+            }
+            let last = Arc::new(LastRead::default());
+            let by_name = fleet_of(&store, DRIVES_BY_NAME, &last, false);
+            let by_words = fleet_of(&store, 0, &last, false);
+            let as_last_read = fleet_of(&store, DRIVES_BY_NAME, &last, true);
+            let models = |r: &pb::ListAgentsResponse| -> Vec<(String, Vec<String>)> {
+                let agents = r.agents.iter();
+                agents
+                    .map(|a| {
+                        (
+                            a.host.clone(),
+                            a.devices.iter().map(|d| d.model.clone()).collect(),
+                        )
+                    })
+                    .collect()
+            };
+            for q in [
+                "", "EVO", "n", "rack=a", "\"Pro\"", "Ünï", "q\"", "WDC", "Intel", "/dev/sdz",
+            ] {
+                for state in ["", "idle"] {
+                    for limit in [0, 1] {
+                        let want = pb::ListAgentsRequest {
+                            state: state.into(),
+                            r#match: q.into(),
+                            limit,
+                        };
+                        let a = by_name.select(&want).unwrap();
+                        let b = by_words.select(&want).unwrap();
+                        let c = as_last_read.select(&want).unwrap();
+                        let what = format!("{q:?} {state:?} {limit}");
+                        assert_eq!(
+                            (models(&a), a.matched, &a.counts),
+                            (models(&b), b.matched, &b.counts),
+                            "{what}"
+                        );
+                        assert_eq!((models(&a), a.matched), (models(&c), c.matched), "{what}");
+                        let page = by_words.page(state, q, 0, 50).unwrap();
+                        assert_eq!(page.0 as u64, a.matched, "{what}");
+                    }
+                }
+            }
+            let evo = by_words.select(&pb::ListAgentsRequest {
+                r#match: "EVO".into(),
+                ..Default::default()
+            });
+            let evo = models(&evo.unwrap());
+            let n1 = (
+                "n1".to_string(),
+                vec!["Samsung SSD 860 EVO".to_string(), "WDC".to_string()],
+            );
+            let odd = ("q\"\\é".to_string(), vec!["Odd EVO".to_string()]);
+            assert_eq!(evo, [n1, odd.clone()]);
+            let pro = by_name.page("", "\"Pro\"", 0, 50).unwrap();
+            assert_eq!(pro.1[0].devices[0].model, "Quote \"Pro\" Ünï");
+            assert_eq!(pro.0, 1);
+            let one = as_last_read.agent("q\"\\é").unwrap();
+            assert_eq!(
+                models(&pb::ListAgentsResponse {
+                    agents: vec![one],
+                    ..Default::default()
+                }),
+                [odd]
+            );
+        }
     }
 }
