@@ -33,6 +33,11 @@ pub(crate) const JOURNAL_RETRY: Duration = Duration::from_secs(1);
 /// How long a measure step waits for the coordinator to ack what was sent before it, so
 /// that storing those records does not compete with the measurement.
 pub(crate) const QUIESCE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The journal records the coordinator's acks once this many more records were acked
+/// (and when the agent stops): a restart resends at most this many, which the store
+/// takes once. Journaled at every step, the acks cost a plan of `/bin/true` steps a
+/// write and an fdatasync per step.
+pub(crate) const ACKS_PERSISTED_EVERY: u64 = 256;
 
 #[derive(Debug, Clone)]
 pub(crate) struct ExecConfig {
@@ -122,12 +127,15 @@ impl Executor {
                 self.accept(plan)?;
             }
             if shutdown.is_cancelled() {
+                self.shared.send_now();
                 return self.persist_acks();
             }
             if let Some(plan_id) = self.state.current().map(|p| p.plan.id.clone()) {
                 self.advance(&plan_id, &shutdown)?;
                 continue;
             }
+            // Nothing to run: what was pushed quietly goes now.
+            self.shared.send_now();
             match self.plans.blocking_recv() {
                 Some(plan) => self.accept(plan)?,
                 // The link has stopped, after waiting for the last acks: journal them, so
@@ -196,6 +204,16 @@ impl Executor {
         Ok(())
     }
 
+    /// `persist_acks` once `ACKS_PERSISTED_EVERY` records were acked since the journal
+    /// last said: between steps, so that a restart resends at most that many (the store
+    /// takes a record it has once), without a journal write and fdatasync for every step.
+    fn persist_some_acks(&mut self) -> Result<(), JournalError> {
+        if self.shared.acked() >= self.state.acked + ACKS_PERSISTED_EVERY {
+            self.persist_acks()?;
+        }
+        Ok(())
+    }
+
     /// Appends `entry` to the journal. While the journal's filesystem is full or read-only
     /// this holds the executor — no step starts or ends unjournaled, so nothing runs —
     /// and tries again every `JOURNAL_RETRY` until a write succeeds or the agent stops.
@@ -220,6 +238,8 @@ impl Executor {
                     if held.is_none() {
                         tracing::error!(error = %e, "the agent holds its steps: nothing runs that its journal cannot record; make room in or fix its state directory (--state-dir) and they go on, nothing lost");
                         held = Some(Instant::now());
+                        // What was journaled before goes on to the coordinator meanwhile.
+                        self.shared.send_now();
                         // For the coordinator (`platter agents`), with the next heartbeat.
                         self.shared.set_journal_fault(Some(e.to_string()));
                     }
@@ -248,13 +268,27 @@ impl Executor {
 
     /// Journals a record, then hands it to the link.
     fn emit(&mut self, kind: RecordKind) -> Result<(), JournalError> {
+        let record = self.journaled(kind)?;
+        self.shared.push(record);
+        Ok(())
+    }
+
+    /// `emit` of a step's end: the link sends it with the next record (the next step's
+    /// start, or the plan's end), or when the executor waits for plans.
+    fn emit_quietly(&mut self, kind: RecordKind) -> Result<(), JournalError> {
+        let record = self.journaled(kind)?;
+        self.shared.push_quietly(record);
+        Ok(())
+    }
+
+    /// The next record, journaled.
+    fn journaled(&mut self, kind: RecordKind) -> Result<Record, JournalError> {
         let record = Record {
             seq: self.state.next_seq,
             kind,
         };
         self.append(Entry::Record(record.clone()))?;
-        self.shared.push(record);
-        Ok(())
+        Ok(record)
     }
 
     fn event(
@@ -319,13 +353,13 @@ impl Executor {
         if ending.failed {
             tracing::warn!(plan = %plan_id, step = step.index, error = %e.error, "step failed");
         }
-        self.emit(RecordKind::Step(e))
+        self.emit_quietly(RecordKind::Step(e))
     }
 
     /// Runs the next step of `plan_id`, or ends the plan when no step is left.
     fn advance(&mut self, plan_id: &str, shutdown: &CancellationToken) -> Result<(), JournalError> {
         // Persist acks at step boundaries only, so a restart does not resend everything.
-        self.persist_acks()?;
+        self.persist_some_acks()?;
         let progress = self
             .state
             .held(plan_id)
@@ -365,7 +399,7 @@ impl Executor {
         // Teardown undoes setup whatever happened: it runs even in a cancelled or
         // aborted plan.
         let teardown = matches!(step.kind, StepKind::StorageTeardown(_));
-        self.active_storage = progress.plan.storage_at(index);
+        self.active_storage = progress.storage_at(index);
         self.shared_storage = !progress.plan.run_as.is_empty();
         if (self.shared.is_cancelled(plan_id) || aborted) && !teardown {
             let mut e = self.event(

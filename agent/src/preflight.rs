@@ -168,9 +168,17 @@ impl Check<'_> {
                 programs.add(program, used_for);
             }
         };
+        // The storage in effect (`Plan::storage_at`), followed along the steps rather than
+        // looked up for each (a walk back per step cost a plan of 8,000 steps without
+        // storage 32 million steps' looks at its acceptance).
+        let mut storage = None;
         for step in &plan.steps {
             let cell = &step.cell_id;
-            let storage = plan.storage_at(step.index);
+            match &step.kind {
+                StepKind::StorageSetup(c) => storage = Some(c.clone()),
+                StepKind::StorageTeardown(_) => storage = None,
+                _ => {}
+            }
             let script = |s: &str| (self.substitute)(s, step, storage.as_ref());
             match &step.kind {
                 StepKind::Setup(s) | StepKind::Clean(s) | StepKind::Command(s) => {

@@ -67,8 +67,21 @@ impl Shared {
     }
 
     pub(crate) fn push(&self, record: Record) {
+        self.push_quietly(record);
+        self.outbox_changed.notify_one();
+    }
+
+    /// `push` without waking the link: the record goes with the next one pushed (or the
+    /// next heartbeat, or `send_now`). A step's end is pushed so, and the next step's
+    /// start wakes the link: the coordinator stores both in one commit, and a measure
+    /// step waits for one round trip of acks, not two.
+    pub(crate) fn push_quietly(&self, record: Record) {
         self.next_seq.fetch_max(record.seq + 1, Ordering::SeqCst);
         self.outbox.lock().expect("outbox lock").push_back(record);
+    }
+
+    /// Wakes the link to send what was pushed quietly.
+    pub(crate) fn send_now(&self) {
         self.outbox_changed.notify_one();
     }
 

@@ -97,10 +97,6 @@ pub fn state_kind(state: &str) -> &str {
 /// Whether the agent is in the state `state` ("" any) and `q` ("" any) is a part of its
 /// name, one of its labels (`key=value`, or `key`), or a part of a drive's model: the
 /// selection of `platter agents --state --match` and the console's host filter.
-pub fn agent_matches(a: &pb::AgentInfo, state: &str, q: &str) -> bool {
-    selects(a, state, q)
-}
-
 fn selects<A: Listed>(a: &A, state: &str, q: &str) -> bool {
     let info = a.info();
     let q = q.trim();
@@ -186,7 +182,7 @@ pub fn state_counts<'a>(
     counts
 }
 
-/// The agents in the state `state` and matching `q` (as `agent_matches`), in the order
+/// The agents in the state `state` and matching `q` (as `select_agents` selects), in the order
 /// given: how many, and the `take` of them after the first `skip` — a page of the
 /// console's hosts, whose drives the caller reads.
 pub fn page_of_agents<A: Listed>(
