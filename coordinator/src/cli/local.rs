@@ -127,6 +127,12 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
     let result = async {
         let url = format!("http://{}", coordinator.addr);
         let mut client = client::connect(&url, &Transport::Plaintext).await?;
+        // The watch rides out the store's bad moments (a full disk) as a fleet's does.
+        let mut session = client::Session::new(
+            vec![url.clone()],
+            Transport::Plaintext,
+            client::DEFAULT_RETRY_FOR,
+        );
         // The plan needs this host's inventory, which arrives with the agent's hello.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -167,7 +173,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
             campaign.repetitions_text()
         );
         tokio::select! {
-            r = client::watch(&mut client, &resp.campaign_id) => { r?; }
+            r = client::watch(&mut session, &resp.campaign_id) => { r?; }
             ended = &mut agent => {
                 agent_ended = true;
                 return Err(agent_stopped(ended, state_dir));

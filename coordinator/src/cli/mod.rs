@@ -268,19 +268,27 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 );
                 return Ok(status_exit(&list, campaign.is_some()));
             }
-            let mut c = client.connect().await?;
+            let mut session = client.session()?;
             let list = match &campaign {
-                Some(id) => vec![c
-                    .get_campaign(pb::GetCampaignRequest {
+                Some(id) => {
+                    let request = pb::GetCampaignRequest {
                         campaign_id: id.clone(),
-                    })
-                    .await
-                    .map_err(|s| call_error("status", s))?
-                    .into_inner()],
+                    };
+                    vec![session
+                        .call("status", |mut c| {
+                            let r = request.clone();
+                            async move { c.get_campaign(r).await }
+                        })
+                        .await?
+                        .map_err(|s| call_error("status", s))?
+                        .into_inner()]
+                }
                 None => {
-                    let r = c
-                        .list_campaigns(pb::ListCampaignsRequest {})
-                        .await
+                    let r = session
+                        .call("status", |mut c| async move {
+                            c.list_campaigns(pb::ListCampaignsRequest {}).await
+                        })
+                        .await?
                         .map_err(|s| call_error("status", s))?
                         .into_inner();
                     // Each campaign carries the store's fault; with none known, say it here.
@@ -300,7 +308,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             Ok(status_exit(&list, campaign.is_some()))
         }
         Command::Watch { campaign, client } => {
-            let last = client::watch(&mut client.connect().await?, &campaign).await?;
+            let last = client::watch(&mut client.session()?, &campaign).await?;
             Ok(if last.steps_failed > 0 {
                 EXIT_FAILED_STEPS
             } else {
@@ -324,7 +332,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         }
         Command::Health { client } => {
             use tonic_health::pb::health_check_response::ServingStatus;
-            let (url, _) = client.resolve()?;
+            let url = client.resolve()?.0.remove(0);
             let mut health =
                 tonic_health::pb::health_client::HealthClient::new(client.channel().await?);
             let status = health
@@ -377,10 +385,12 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 },
             };
             let mut agents = client
-                .connect()
+                .session()?
+                .call("agents", |mut c| {
+                    let r = request.clone();
+                    async move { c.list_agents(r).await }
+                })
                 .await?
-                .list_agents(request.clone())
-                .await
                 .map_err(|s| call_error("agents", s))?
                 .into_inner();
             // An older coordinator sends every agent: selected here.
@@ -601,7 +611,14 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                         threshold_pct: threshold,
                         until: String::new(),
                     };
-                    match client.connect().await?.history(req).await {
+                    let asked = client
+                        .session()?
+                        .call("reading the history", |mut c| {
+                            let r = req.clone();
+                            async move { c.history(r).await }
+                        })
+                        .await?;
+                    match asked {
                         Ok(r) => serde_json::from_str(&r.into_inner().history_json)
                             .context("reading the coordinator's history")?,
                         Err(s) if s.code() == tonic::Code::NotFound => {
@@ -804,6 +821,7 @@ async fn submit(
     watch_it: bool,
     format: Format,
 ) -> anyhow::Result<i32> {
+    let mut session = client.session()?;
     let mut client = client.connect().await?;
     let resp = match submit_file(&mut client, file, yaml, "", false).await? {
         Ok(r) => r,
@@ -816,7 +834,8 @@ async fn submit(
     if !watch_it {
         return Ok(0);
     }
-    client::watch(&mut client, &resp.campaign_id).await?;
+    client::watch(&mut session, &resp.campaign_id).await?;
+    let mut client = session.connect().await?;
     let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
     print!("{rendered}");
     Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use platter_proto::v1 as pb;
-use platter_proto::v1::control_client::ControlClient;
-use tonic::transport::Channel;
 
 use super::call_error;
+use super::session::{passes, Session};
 use crate::views::{campaign_json, eta, fault_line, hms, state_name};
 
 /// `table` for people, `json` for scripts.
@@ -439,48 +438,123 @@ pub fn tool_table(hosts: &[(&str, &[pb::ToolVersion])]) -> String {
 
 /// Follows a campaign until it ends: on a terminal one live line per host (current step,
 /// done/total, ETA); otherwise a plain line whenever a host makes progress, for logs.
-pub async fn watch(
-    client: &mut ControlClient<Channel>,
-    campaign: &str,
-) -> anyhow::Result<pb::CampaignStatus> {
-    let mut stream = client
-        .watch(pb::GetCampaignRequest {
+///
+/// It rides through what passes: a coordinator gone (the next one named is asked), a
+/// broken connection, a store that does not answer (the coordinator says so with each
+/// status: the STORE FAULT line, said when it starts and when it ends). Each failure is
+/// said once, and the watch goes on where it was; only what the user must act on (an
+/// unknown campaign, a refused certificate) or failures past `--retry-for` end it.
+pub async fn watch(session: &mut Session, campaign: &str) -> anyhow::Result<pb::CampaignStatus> {
+    let mut shown = Shown::new();
+    loop {
+        let request = pb::GetCampaignRequest {
             campaign_id: campaign.into(),
-        })
-        .await
-        .map_err(|s| call_error("watch", s))?
-        .into_inner();
-    let live = std::io::stderr().is_terminal();
-    let multi = MultiProgress::new();
-    // `wide_msg`: the message takes the room the terminal has left and is cut to it, so a
-    // long step never wraps (a wrapped line is drawn again on every tick, one row lower).
-    let style =
-        ProgressStyle::with_template("{prefix:<12} [{bar:24}] {pos:>4}/{len:<4} {wide_msg}")
+        };
+        let mut stream = match session
+            .call("watch", |mut c| {
+                let r = request.clone();
+                async move { c.watch(r).await }
+            })
+            .await?
+        {
+            Ok(s) => s.into_inner(),
+            Err(s) => return Err(call_error("watch", s)),
+        };
+        loop {
+            match stream.message().await {
+                Ok(Some(s)) => {
+                    session.answered();
+                    shown.show(s);
+                }
+                Ok(None) => return shown.finish(),
+                Err(s) if passes(&s) && !session.given_up() => {
+                    session.failed(call_error("watch", s).to_string()).await;
+                    break;
+                }
+                Err(s) => {
+                    shown.clear();
+                    return Err(call_error("watch", s));
+                }
+            }
+        }
+    }
+}
+
+/// What `watch` has shown: the bars (or the lines printed) and the last status.
+struct Shown {
+    live: bool,
+    multi: MultiProgress,
+    style: ProgressStyle,
+    bars: HashMap<String, ProgressBar>,
+    printed: HashMap<String, u32>,
+    last: Option<pb::CampaignStatus>,
+}
+
+impl Shown {
+    fn new() -> Shown {
+        Shown {
+            live: std::io::stderr().is_terminal(),
+            multi: MultiProgress::new(),
+            // `wide_msg`: the message takes the room the terminal has left and is cut to
+            // it, so a long step never wraps (a wrapped line is drawn again on every tick,
+            // one row lower).
+            style: ProgressStyle::with_template(
+                "{prefix:<12} [{bar:24}] {pos:>4}/{len:<4} {wide_msg}",
+            )
             .expect("static template")
-            .progress_chars("=> ");
-    let mut bars: HashMap<String, ProgressBar> = HashMap::new();
-    let mut printed: HashMap<String, u32> = HashMap::new();
-    let mut last: Option<pb::CampaignStatus> = None;
-    while let Some(s) = stream.message().await.map_err(|s| call_error("watch", s))? {
+            .progress_chars("=> "),
+            bars: HashMap::new(),
+            printed: HashMap::new(),
+            last: None,
+        }
+    }
+
+    fn say(&self, line: &str) {
+        if self.live {
+            let _ = self.multi.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn clear(&self) {
+        for b in self.bars.values() {
+            b.finish_and_clear();
+        }
+    }
+
+    fn finish(self) -> anyhow::Result<pb::CampaignStatus> {
+        self.clear();
+        let last = self
+            .last
+            .ok_or_else(|| anyhow::anyhow!("the coordinator sent no status"))?;
+        eprintln!(
+            "campaign {}: {}, {}/{} steps, {} failed",
+            last.campaign_id,
+            state_name(last.state),
+            last.steps_done,
+            last.steps_total,
+            last.steps_failed
+        );
+        Ok(last)
+    }
+
+    fn show(&mut self, s: pb::CampaignStatus) {
         // A store fault is said when it starts and when it ends, not on every update.
-        let had = last.as_ref().and_then(|l| l.store_fault.as_ref());
+        let had = self.last.as_ref().and_then(|l| l.store_fault.as_ref());
         let said = match (had, &s.store_fault) {
             (None, Some(f)) => Some(fault_line(f)),
             (Some(_), None) => Some("the coordinator's store commits again.\n".to_string()),
             _ => None,
         };
         if let Some(line) = said {
-            let line = line.trim_end();
-            if live {
-                let _ = multi.println(line);
-            } else {
-                eprintln!("{line}");
-            }
+            self.say(line.trim_end());
         }
         for h in &s.hosts {
             // An agent's journal fault, like the store's, is said when it starts and
             // when it ends; the host's line shows it meanwhile.
-            let had = last
+            let had = self
+                .last
                 .as_ref()
                 .and_then(|l| l.hosts.iter().find(|o| o.host == h.host))
                 .map_or("", |o| o.journal_fault.as_str());
@@ -491,11 +565,7 @@ pub async fn watch(
                 _ => None,
             };
             if let Some(line) = said {
-                if live {
-                    let _ = multi.println(&line);
-                } else {
-                    eprintln!("{line}");
-                }
+                self.say(&line);
             }
             let eta = eta(h).map(hms).unwrap_or("?".into());
             let link = match (h.connected, h.journal_fault.is_empty()) {
@@ -504,8 +574,9 @@ pub async fn watch(
                 (false, true) => " (not connected)",
             };
             let msg = format!("ETA {eta}{link}  {}", h.current_step);
-            if live {
-                let bar = bars.entry(h.host.clone()).or_insert_with(|| {
+            if self.live {
+                let (multi, style) = (&self.multi, &self.style);
+                let bar = self.bars.entry(h.host.clone()).or_insert_with(|| {
                     let b = multi.add(ProgressBar::new(h.steps_total.into()));
                     b.set_style(style.clone());
                     b.set_prefix(h.host.clone());
@@ -515,29 +586,16 @@ pub async fn watch(
                 bar.set_length(h.steps_total.into());
                 bar.set_position(h.steps_done.into());
                 bar.set_message(msg);
-            } else if printed.get(&h.host) != Some(&h.steps_done) {
-                printed.insert(h.host.clone(), h.steps_done);
+            } else if self.printed.get(&h.host) != Some(&h.steps_done) {
+                self.printed.insert(h.host.clone(), h.steps_done);
                 eprintln!(
                     "{:<12} {:>4}/{:<4} steps  {msg}",
                     h.host, h.steps_done, h.steps_total
                 );
             }
         }
-        last = Some(s);
+        self.last = Some(s);
     }
-    for b in bars.values() {
-        b.finish_and_clear();
-    }
-    let last = last.ok_or_else(|| anyhow::anyhow!("the coordinator sent no status"))?;
-    eprintln!(
-        "campaign {}: {}, {}/{} steps, {} failed",
-        last.campaign_id,
-        state_name(last.state),
-        last.steps_done,
-        last.steps_total,
-        last.steps_failed
-    );
-    Ok(last)
 }
 
 #[cfg(test)]

@@ -7,9 +7,12 @@
 //! `~/.config/platter/client.toml`):
 //!
 //! ```toml
-//! coordinator = "https://coordinator.lab:7461"
+//! coordinator = "https://coordinator.lab:7461"   # or several: ["https://a:7461", "https://b:7461"]
 //! tls_dir = "/home/alice/.config/platter/operator-alice"
 //! ```
+//!
+//! Several coordinators (on one PostgreSQL store) are tried in turn: a command moves to
+//! the next when one is gone, and rides out a store that does not answer (`session`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,9 +24,10 @@ use serde::Deserialize;
 use tonic::transport::Channel;
 
 /// How to reach the coordinator, shared by every operator command.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// The coordinator, e.g. https://coordinator.lab:7461
+    /// The coordinator, e.g. https://coordinator.lab:7461; several, comma-separated
+    /// (coordinators sharing a PostgreSQL store), are tried in turn when one is gone
     #[arg(long, env = "PLATTER_COORDINATOR")]
     pub coordinator: Option<String>,
     /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem (an operator
@@ -36,12 +40,39 @@ pub struct ClientArgs {
     /// Client file with `coordinator` and `tls_dir` [default: ~/.config/platter/client.toml]
     #[arg(long, env = "PLATTER_CONFIG")]
     pub config: Option<PathBuf>,
+    /// How long to keep trying while no coordinator answers or its store does not (each
+    /// failure said once on stderr); 0 fails at once. `watch` counts it from each failure
+    #[arg(long, env = "PLATTER_RETRY_FOR", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub retry_for: Duration,
+}
+
+impl Default for ClientArgs {
+    fn default() -> Self {
+        ClientArgs {
+            coordinator: None,
+            tls_dir: None,
+            dangerously_insecure: false,
+            config: None,
+            retry_for: DEFAULT_RETRY_FOR,
+        }
+    }
+}
+
+/// `--retry-for`'s default: longer than a coordinator's restart or a database's failover.
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(120);
+
+/// One coordinator, or several to try in turn.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Coordinators {
+    One(String),
+    Several(Vec<String>),
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ClientFile {
-    coordinator: Option<String>,
+    coordinator: Option<Coordinators>,
     tls_dir: Option<PathBuf>,
     #[serde(default)]
     dangerously_insecure: bool,
@@ -82,20 +113,32 @@ impl ClientArgs {
         })
     }
 
-    /// Flags and environment over the client file.
-    pub fn resolve(&self) -> anyhow::Result<(String, Transport)> {
+    /// Flags and environment over the client file: the coordinators to try, in order (at
+    /// least one), and how to speak to them.
+    pub fn resolve(&self) -> anyhow::Result<(Vec<String>, Transport)> {
         let (file, file_path) = self.client_file()?;
-        let Some(url) = self.coordinator.clone().or(file.coordinator) else {
+        let urls: Vec<String> = match (&self.coordinator, file.coordinator) {
+            (Some(flag), _) => flag.split(',').map(str::to_string).collect(),
+            (None, Some(Coordinators::One(url))) => vec![url],
+            (None, Some(Coordinators::Several(urls))) => urls,
+            (None, None) => Vec::new(),
+        };
+        let urls: Vec<String> = urls
+            .into_iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.is_empty() {
             bail!(
-                "which coordinator? pass --coordinator https://HOST:7461, set PLATTER_COORDINATOR, \
+                "which coordinator? pass --coordinator https://HOST:7461 (several: A,B), set PLATTER_COORDINATOR, \
                  or put `coordinator = \"…\"` in {}",
                 file_path.or_else(default_config).map(|p| p.display().to_string()).unwrap_or("a client file".into())
             );
-        };
+        }
         match self.tls_dir.clone().or(file.tls_dir) {
-            Some(dir) => Ok((url, Transport::Tls(TlsDir(dir)))),
+            Some(dir) => Ok((urls, Transport::Tls(TlsDir(dir)))),
             None if self.dangerously_insecure || file.dangerously_insecure => {
-                Ok((url, Transport::Plaintext))
+                Ok((urls, Transport::Plaintext))
             }
             None => bail!(
                 "no client certificate: pass --tls-dir DIR (from `platter certs issue operator NAME`), \
@@ -104,15 +147,31 @@ impl ClientArgs {
         }
     }
 
-    pub async fn connect(&self) -> anyhow::Result<ControlClient<Channel>> {
-        let (url, transport) = self.resolve()?;
-        connect(&url, &transport).await
+    /// The coordinators named, to call through (`Session::call`): the first that answers,
+    /// the next when it is gone.
+    pub fn session(&self) -> anyhow::Result<Session> {
+        let (urls, transport) = self.resolve()?;
+        Ok(Session::new(urls, transport, self.retry_for))
     }
 
-    /// `connect`'s channel, for a service other than Control (health).
+    /// A client of the first coordinator that answers, each named tried once.
+    pub async fn connect(&self) -> anyhow::Result<ControlClient<Channel>> {
+        let (urls, transport) = self.resolve()?;
+        let mut last = None;
+        for url in &urls {
+            match connect(url, &transport).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("resolve names at least one coordinator"))
+    }
+
+    /// `connect`'s channel, for a service other than Control (health): the first
+    /// coordinator named.
     pub async fn channel(&self) -> anyhow::Result<Channel> {
-        let (url, transport) = self.resolve()?;
-        channel(&url, &transport).await
+        let (urls, transport) = self.resolve()?;
+        channel(&urls[0], &transport).await
     }
 }
 
@@ -127,17 +186,33 @@ pub async fn connect(url: &str, transport: &Transport) -> anyhow::Result<Control
         .max_decoding_message_size(MAX_RESPONSE_BYTES))
 }
 
+/// A failure to reach a coordinator, and whether it passes (nothing answered, or the
+/// connection broke: `Session` tries again) or the user must act (a bad URL, a refused
+/// certificate, a coordinator that speaks another transport).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ConnectFailed {
+    message: String,
+    pub passes: bool,
+}
+
+fn connect_failed(message: String, passes: bool) -> anyhow::Error {
+    ConnectFailed { message, passes }.into()
+}
+
 /// A channel to the coordinator at `url`, checked as `connect` says.
 pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel> {
     use platter_proto::tls::{self, PlaintextAnswer};
-    let endpoint = transport.endpoint(url)?;
+    let endpoint = transport
+        .endpoint(url)
+        .map_err(|e| connect_failed(format!("{e:#}"), false))?;
     if let (Transport::Tls(dir), Ok(mut dialled)) = (transport, DIALLED.lock()) {
         *dialled = Some((url.to_string(), dir.clone()));
     }
     if *transport == Transport::Plaintext {
         let answer = tls::plaintext_answer(url, Duration::from_secs(10)).await;
         if answer == Some(PlaintextAnswer::NotHttp2) {
-            bail!("{}", tls::requires_tls(url));
+            return Err(connect_failed(tls::requires_tls(url), false));
         }
     }
     let channel = endpoint
@@ -147,12 +222,13 @@ pub async fn channel(url: &str, transport: &Transport) -> anyhow::Result<Channel
         .map_err(|e| {
             let why = tls::chain(&e);
             match tls::speaks_plaintext(url, &why) {
-                Some(plain) => anyhow::anyhow!("{plain} ({why})"),
+                Some(plain) => connect_failed(format!("{plain} ({why})"), false),
                 None => match Refusal::of(&e).filter(|_| *transport != Transport::Plaintext) {
-                    Some(refusal) => {
-                        anyhow::anyhow!("connecting to coordinator {url}: {refusal} — {why}")
-                    }
-                    None => anyhow::anyhow!("connecting to coordinator {url}: {why}"),
+                    Some(refusal) => connect_failed(
+                        format!("connecting to coordinator {url}: {refusal} — {why}"),
+                        false,
+                    ),
+                    None => connect_failed(format!("connecting to coordinator {url}: {why}"), true),
                 },
             }
         })?;
@@ -208,6 +284,9 @@ fn why_closed(url: &str, dir: &TlsDir) -> Option<Refusal> {
 }
 
 pub mod listings;
+pub mod session;
+
+pub use session::Session;
 
 pub use crate::views::{eta, fault_line};
 pub use listings::{
@@ -231,8 +310,8 @@ mod tests {
             config: Some(f.clone()),
             ..Default::default()
         };
-        let (url, t) = args.resolve().unwrap();
-        assert_eq!(url, "https://c.lab:7461");
+        let (urls, t) = args.resolve().unwrap();
+        assert_eq!(urls, ["https://c.lab:7461"]);
         assert_eq!(t, Transport::Tls(TlsDir(d.path().join("operator-alice"))));
         let args = ClientArgs {
             config: Some(f.clone()),
@@ -243,9 +322,29 @@ mod tests {
         assert_eq!(
             args.resolve().unwrap(),
             (
-                "https://other:1".into(),
+                vec!["https://other:1".to_string()],
                 Transport::Tls(TlsDir("/x".into()))
             )
+        );
+        // Several, by flag (commas) or in the file (a list), tried in that order.
+        let args = ClientArgs {
+            config: Some(f.clone()),
+            coordinator: Some("https://a:1, https://b:1,".into()),
+            ..Default::default()
+        };
+        assert_eq!(args.resolve().unwrap().0, ["https://a:1", "https://b:1"]);
+        std::fs::write(
+            &f,
+            "coordinator = [\"https://a:7461\", \"https://b:7461\"]\ntls_dir = \"x\"\n",
+        )
+        .unwrap();
+        let args = ClientArgs {
+            config: Some(f.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            args.resolve().unwrap().0,
+            ["https://a:7461", "https://b:7461"]
         );
         std::fs::write(&f, "coordinater = \"x\"\n").unwrap();
         let err = ClientArgs {
