@@ -331,6 +331,7 @@ impl Link {
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             held_plan_ids: self.shared.held().into_iter().map(String::from).collect(),
             next_seq: self.shared.next_seq.load(Ordering::SeqCst),
+            acked_seq: self.shared.acked(),
             devices: devices.clone(),
             labels: self.labels.iter().cloned().collect(),
             tools,

@@ -375,6 +375,7 @@ fn write_wire_seeds() {
                             agent_version: "0.1.0".into(),
                             held_plan_ids: vec!["p".into()],
                             next_seq: 7,
+                            acked_seq: 0,
                             devices: facts.devices.iter().map(|d| (&d.device).into()).collect(),
                             labels: [("rack".to_string(), "b12".to_string())].into(),
                             tools: Vec::new(),

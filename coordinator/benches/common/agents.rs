@@ -384,6 +384,7 @@ pub async fn open(
         agent_version: "fleet-bench".into(),
         held_plan_ids: held.to_vec(),
         next_seq: 1,
+        acked_seq: 0,
         devices: devices(&host, spec.devices),
         labels,
         tools: Vec::new(),

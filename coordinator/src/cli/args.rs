@@ -309,7 +309,8 @@ pub enum Command {
     },
     /// Run an agent (the same as the `platter-agent` binary).
     Agent(platter_agent::cli::AgentArgs),
-    /// The store's schema (coordinators also migrate it when they start).
+    /// The store: its schema (coordinators also migrate it when they start), and backups
+    /// of an SQLite store (taken while it is served) and their restoring.
     #[command(subcommand)]
     Db(DbCommand),
     /// Accounts of the browser console: who may sign in, and with which role (viewer
@@ -592,6 +593,42 @@ pub enum DbCommand {
         /// An SQLite file, or `postgres://USER:PASSWORD@HOST:PORT/DBNAME`
         #[arg(long, env = "PLATTER_DB")]
         db: crate::store::db::Location,
+    },
+    /// Copy an SQLite store to FILE while it is served, and say what was copied.
+    ///
+    /// The copy is consistent whatever a coordinator or `platter run` writes meanwhile
+    /// (SQLite's VACUUM INTO: one snapshot); no lock is taken and nothing of the store
+    /// changes. It is written beside FILE under a temporary name, fsync'd and renamed:
+    /// FILE is whole or absent. A PostgreSQL store is backed up with pg_dump: asked for
+    /// one, this says how.
+    Backup {
+        /// Where the copy goes; refused if it exists, unless --force
+        file: std::path::PathBuf,
+        /// The store: an SQLite file (`platter run` writes platter-data/platter.db)
+        #[arg(long, env = "PLATTER_DB", default_value = "platter-data/platter.db")]
+        db: crate::store::db::Location,
+        /// Replace FILE if it exists
+        #[arg(long)]
+        force: bool,
+    },
+    /// Put a backup (from `platter db backup`) in the place of the SQLite store --db.
+    ///
+    /// The backup is checked first (SQLite's integrity check, a platter store, a schema
+    /// no newer than this platter's); a store in use by a coordinator or `platter run` is
+    /// refused, naming who has it; a store already there is replaced only with --force,
+    /// and then kept beside as PATH.replaced-TIME (with its -wal). The copy is written
+    /// under a temporary name, migrated to this platter's schema, given a new identity,
+    /// fsync'd and renamed.
+    #[command(after_long_help = super::db::AFTER_RESTORE)]
+    Restore {
+        /// The backup file
+        backup: std::path::PathBuf,
+        /// The store to restore: an SQLite file
+        #[arg(long)]
+        db: crate::store::db::Location,
+        /// Replace the store at --db (kept as PATH.replaced-TIME)
+        #[arg(long)]
+        force: bool,
     },
 }
 

@@ -4,11 +4,12 @@
 //! `args` holds the clap types; `local` runs a campaign on this machine (`platter run`)
 //! and `platter serve`; `output` writes reports and comparisons; `inventory` is `platter
 //! inventory`; `certs` is `platter certs`; `users` is `platter users` and `platter tokens`
-//! (the console's accounts). This file dispatches the commands and holds
-//! validate and submit.
+//! (the console's accounts); `db` is `platter db` (migrate, backup, restore). This file
+//! dispatches the commands and holds validate and submit.
 
 mod args;
 mod certs;
+mod db;
 mod drives;
 mod inventory;
 mod local;
@@ -315,21 +316,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
                 0
             })
         }
-        Command::Db(DbCommand::Migrate { db }) => {
-            let said = tokio::task::spawn_blocking(move || {
-                if let crate::store::db::Location::Sqlite(path) = &db {
-                    // As `serve` does: the store's directory is made if missing.
-                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                        std::fs::create_dir_all(dir)
-                            .with_context(|| format!("making {}", dir.display()))?;
-                    }
-                }
-                crate::store::migrate(&db).with_context(|| format!("migrating the store {db}"))
-            })
-            .await??;
-            println!("{said}");
-            Ok(0)
-        }
+        Command::Db(c) => db::db(c).await,
         Command::Health { client } => {
             use tonic_health::pb::health_check_response::ServingStatus;
             let url = client.resolve()?.0.remove(0);

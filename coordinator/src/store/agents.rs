@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::error::{Result, StoreError};
 
-use super::writer::{writer_of, AgentRow, Batch, BatchOutcome};
+use super::writer::{writer_of, AckedElsewhere, AgentRow, Batch, BatchOutcome};
 use super::Store;
 
 /// An agent as its last hello left it, with the campaign of the plan it holds (sent or
@@ -105,6 +105,24 @@ impl Store {
         devices: &[Device],
         labels: &[(String, String)],
     ) -> Result<()> {
+        self.agent_hello(host, boot_id, version, devices, labels, 0)
+            .await?;
+        Ok(())
+    }
+
+    /// `agent_seen` for a hello that says how far the agent's records were acked
+    /// (`acked_seq`): the records of those this store never heard of, if any (it was
+    /// restored from a backup taken before them, or the agent was served by another
+    /// store), said once.
+    pub async fn agent_hello(
+        &self,
+        host: &HostName,
+        boot_id: &str,
+        version: &str,
+        devices: &[Device],
+        labels: &[(String, String)],
+        acked_seq: u64,
+    ) -> Result<Option<AckedElsewhere>> {
         let labels: serde_json::Map<String, serde_json::Value> = labels
             .iter()
             .map(|(k, v)| (k.clone(), v.clone().into()))
@@ -114,9 +132,10 @@ impl Store {
             version: version.to_string(),
             devices: serde_json::to_string(devices)?,
             labels: serde_json::to_string(&labels)?,
+            acked_seq,
         };
-        self.to_writer(host, Some(row), None, Vec::new()).await?;
-        Ok(())
+        let outcome = self.to_writer(host, Some(row), None, Vec::new()).await?;
+        Ok(outcome.acked_elsewhere)
     }
 
     /// Stores a connected agent's new device list; resolves once committed.

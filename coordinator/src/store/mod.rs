@@ -13,7 +13,8 @@
 //! makes, on its one read connection), and the `impl Store` blocks by aggregate:
 //! `campaigns`, `dispatch` (with cancel), `agents`, `presence`, `progress` (what `status`
 //! reads of a campaign), `accounts` (the console's accounts, sessions and API tokens), `schedules` (schedules
-//! and their firings, each exactly once across coordinators). No
+//! and their firings, each exactly once across coordinators); `backup` copies an SQLite
+//! store while it is served and restores a copy under a new identity. No
 //! SQL is written outside this wing.
 //!
 //! Reads (`read`: reports, status, agent lists) take a connection of their own from a small
@@ -44,6 +45,7 @@ use tokio::sync::{mpsc, watch};
 
 pub mod accounts;
 pub mod agents;
+pub mod backup;
 mod campaigns;
 mod connect;
 pub mod db;
@@ -79,7 +81,9 @@ pub use error::{
 };
 pub use health::PING_DEADLINE;
 pub use notify::Change;
-pub use writer::{writer_of, BatchOutcome, WriterStats, COMMIT_BUCKETS, DEFAULT_PG_WRITERS};
+pub use writer::{
+    writer_of, AckedElsewhere, BatchOutcome, WriterStats, COMMIT_BUCKETS, DEFAULT_PG_WRITERS,
+};
 
 /// Brings the store at `location` to the latest schema; says what it did.
 pub fn migrate(location: &Location) -> Result<String> {

@@ -194,6 +194,69 @@ async fn the_writer_counts_what_it_committed() {
     }
 }
 
+/// A hello saying the agent's records were acked further than this store heard of them is
+/// answered with the records it lacks, once; records stored or refused count as heard of.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hello_acked_past_what_the_store_heard_of_is_told_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let planned = test_campaign("h", 1);
+        store.insert_campaign(&planned, "t.yaml", "").unwrap();
+        let h: HostName = "h".into();
+        let hello = |acked| store.agent_hello(&h, "b", "v", &[], &[], acked);
+        assert_eq!(
+            hello(0).await.unwrap(),
+            None,
+            "an older agent: nothing said"
+        );
+        let accepted = Record {
+            seq: 4,
+            kind: RecordKind::PlanAccepted {
+                plan_id: planned.plans[0].id.clone(),
+            },
+        };
+        let unknown = Record {
+            seq: 5,
+            kind: RecordKind::PlanAccepted {
+                plan_id: "never-planned".into(),
+            },
+        };
+        let outcome = store
+            .write_records(&"h".into(), vec![accepted, unknown])
+            .await
+            .unwrap();
+        assert_eq!(outcome.never_made.len(), 1);
+        assert_eq!(
+            hello(5).await.unwrap(),
+            None,
+            "stored and refused: heard of"
+        );
+        assert_eq!(
+            hello(9).await.unwrap(),
+            Some(AckedElsewhere {
+                first: 6,
+                last: 9,
+                known_agent: true
+            })
+        );
+        assert_eq!(hello(9).await.unwrap(), None, "said once");
+        // An agent whose journal was begun again (its state directory wiped) is behind.
+        assert_eq!(hello(2).await.unwrap(), None);
+        let new = store
+            .agent_hello(&"g".into(), "b", "v", &[], &[], 3)
+            .await
+            .unwrap();
+        assert_eq!(
+            new,
+            Some(AckedElsewhere {
+                first: 1,
+                last: 3,
+                known_agent: false
+            })
+        );
+    }
+}
+
 /// Two stores on one new PostgreSQL database, as two coordinators sharing it have;
 /// None without a test server.
 fn two_on_postgres() -> Option<(Store, Store)> {

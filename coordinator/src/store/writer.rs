@@ -38,6 +38,24 @@ pub struct BatchOutcome {
     pub(super) samples_stored: u64,
     /// The batch was stored record by record: a record of it could not be stored.
     pub(super) one_by_one: bool,
+    /// A hello's: records of the agent's that another store acknowledged and this one
+    /// never stored.
+    pub acked_elsewhere: Option<AckedElsewhere>,
+}
+
+/// Records of an agent's, `first..=last` by sequence number, that a store other than this
+/// one acknowledged: the agent's hello says it has been acked up to `last`, while this
+/// store heard of its records only up to `first - 1`. This store was restored from a
+/// backup taken before them, or the agent was served by another store; the agent no longer
+/// holds them, so they are lacking here for good. Told once: the store then counts them as
+/// heard of (`agents.last_seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckedElsewhere {
+    pub first: u64,
+    pub last: u64,
+    /// Whether this store had heard of the agent before (else it is new here, and all it
+    /// ever sent went to other stores).
+    pub known_agent: bool,
 }
 
 pub(super) struct Batch {
@@ -59,6 +77,8 @@ pub(super) struct AgentRow {
     pub(super) devices: String,
     /// JSON
     pub(super) labels: String,
+    /// The highest sequence number a coordinator acked to the agent (0: not said).
+    pub(super) acked_seq: u64,
 }
 
 /// How many writers a PostgreSQL store has unless told (`platter serve --db-writers`).
@@ -481,15 +501,42 @@ pub(super) fn is_a_step_stored_before(e: &StoreError) -> bool {
         && e.as_db_error().and_then(|d| d.table()) == Some("steps")
 }
 
-/// Stores the agent's row (hello, inventory) and how far its records go.
-pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
+/// Stores the agent's row (hello, inventory) and how far its records go; a hello that says
+/// more of its records were acked than this store heard of is answered with those
+/// (`AckedElsewhere`).
+pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<Option<AckedElsewhere>> {
+    let mut elsewhere = None;
     if let Some(a) = &b.hello {
+        // `last_seq` is how far this store heard of the agent's records (stored, refused,
+        // or told acked elsewhere). Read only when the hello says anything was acked: an
+        // indexed read beside the row's write, in the same transaction.
+        if a.acked_seq > 0 {
+            let heard: Option<i64> = c.query_opt(
+                "SELECT last_seq FROM agents WHERE host = ?1",
+                params![b.host],
+                |r| r.get(0),
+            )?;
+            let upto = heard.map_or(0, |n| n.max(0) as u64);
+            if a.acked_seq > upto {
+                elsewhere = Some(AckedElsewhere {
+                    first: upto + 1,
+                    last: a.acked_seq,
+                    known_agent: heard.is_some(),
+                });
+            }
+        }
         c.execute(
             "INSERT INTO agents (host, boot_id, agent_version, last_seen_unix_ms, devices, labels) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (host) DO UPDATE SET boot_id = excluded.boot_id, agent_version = excluded.agent_version,
              last_seen_unix_ms = excluded.last_seen_unix_ms, devices = excluded.devices, labels = excluded.labels",
             params![b.host, a.boot_id, a.version, now_ms(), a.devices, a.labels],
         )?;
+        if let Some(e) = &elsewhere {
+            c.execute(
+                "UPDATE agents SET last_seq = ?2 WHERE host = ?1",
+                params![b.host, e.last as i64],
+            )?;
+        }
     }
     if let Some(devices) = &b.inventory {
         c.execute(
@@ -509,14 +556,14 @@ pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<()> {
     }
     if b.records.is_empty() && b.hello.is_some() {
         // The hello set when it was seen; there is no record to count.
-        return Ok(());
+        return Ok(elsewhere);
     }
     let last_seq = b.records.iter().map(|r| r.seq).max().unwrap_or(0);
     c.execute(
         "UPDATE agents SET last_seq = CASE WHEN last_seq > ?2 THEN last_seq ELSE ?2 END, last_seen_unix_ms = ?3 WHERE host = ?1",
         params![b.host, last_seq as i64, now_ms()],
     )?;
-    Ok(())
+    Ok(elsewhere)
 }
 
 /// Applies one record of `host`'s: a record of a plan this store never made, or of
@@ -964,21 +1011,26 @@ pub(super) fn commit(
             // A hello or an inventory: no record to fail alone, so no savepoint (two round
             // trips per agent on PostgreSQL when a fleet connects at once). Its failure
             // fails the commit, as it would after the savepoint.
-            store_agent(&tx, b)?;
-            outcomes.push(BatchOutcome::default());
+            outcomes.push(BatchOutcome {
+                acked_elsewhere: store_agent(&tx, b)?,
+                ..BatchOutcome::default()
+            });
             continue;
         }
         let mut outcome = BatchOutcome::default();
         let mut apply = |how: StepsBy, outcome: &mut BatchOutcome| {
             let sp = tx.savepoint()?;
-            let applied = store_agent(&sp, b).and_then(|()| match sp.as_postgres() {
-                Some(pg) => {
-                    store_records_pg(&sp, pg, cells, plans, &b.host, &b.records, how, outcome)
+            let applied = store_agent(&sp, b).and_then(|elsewhere| {
+                outcome.acked_elsewhere = elsewhere;
+                match sp.as_postgres() {
+                    Some(pg) => {
+                        store_records_pg(&sp, pg, cells, plans, &b.host, &b.records, how, outcome)
+                    }
+                    None => b
+                        .records
+                        .iter()
+                        .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, outcome)),
                 }
-                None => b
-                    .records
-                    .iter()
-                    .try_for_each(|r| store_record(&sp, cells, plans, &b.host, r, outcome)),
             });
             match applied {
                 Ok(()) => sp.commit(),
@@ -1002,7 +1054,7 @@ pub(super) fn commit(
                     one_by_one: true,
                     ..Default::default()
                 };
-                store_agent(&tx, b)?;
+                outcome.acked_elsewhere = store_agent(&tx, b)?;
                 for r in &b.records {
                     let sp = tx.savepoint()?;
                     match store_record(&sp, cells, plans, &b.host, r, &mut outcome) {

@@ -566,6 +566,7 @@ pub fn fake_hello(host: &str, boot_id: &str, held: Vec<String>) -> platter_proto
         agent_version: "test".into(),
         held_plan_ids: held,
         next_seq: 1,
+        acked_seq: 0,
         devices: Vec::new(),
         labels: Default::default(),
         tools: Vec::new(),

@@ -129,17 +129,20 @@ impl AgentLink for AgentLinkService {
         let conn = self.hub.connect(&host, tx.clone(), held);
         let (store, hub, shutdown) = (self.store.clone(), self.hub.clone(), self.shutdown.clone());
         let timeout = self.heartbeat_timeout;
-        let seen = (hello.boot_id, hello.agent_version);
+        let seen = (hello.boot_id, hello.agent_version, hello.acked_seq);
         self.tasks.spawn(async move {
             let serving = async {
                 // The hello is stored before anything the agent sends, waiting for the store
                 // if it cannot commit; the agent counts as connected meanwhile, and `status`
                 // and `agents` say why nothing moves.
-                until_stored(&tx, || {
-                    store.agent_seen(&host, &seen.0, &seen.1, &devices, &labels)
+                let elsewhere = until_stored(&tx, || {
+                    store.agent_hello(&host, &seen.0, &seen.1, &devices, &labels, seen.2)
                 })
                 .await?;
                 tracing::info!(agent = %host, boot_id = %seen.0, held = held_at_hello, "agent connected");
+                if let Some(e) = elsewhere {
+                    acked_elsewhere(&host, e);
+                }
                 hub.dispatch_soon(vec![host.clone()]);
                 serve(&host, conn, &mut inbound, &tx, &store, &hub, timeout).await
             };
@@ -164,6 +167,27 @@ impl AgentLink for AgentLinkService {
             hub.disconnect(&host, conn, lost);
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|m| *m))))
+    }
+}
+
+/// Says that `host`'s records `e.first..=e.last` were acked by another store and are not
+/// in this one: expected once per agent after this store was restored from a backup (the
+/// original acked what the agents sent after the backup was taken), and then their
+/// measurements are missing from the reports of their campaigns; else the agent was served
+/// by another store. The store counts them as heard of: said once.
+fn acked_elsewhere(host: &str, e: crate::store::AckedElsewhere) {
+    let seqs = if e.first == e.last {
+        format!("seq {}", e.first)
+    } else {
+        format!("seq {}–{}", e.first, e.last)
+    };
+    let records = e.last - e.first + 1;
+    if e.known_agent {
+        tracing::warn!(agent = %host, records, "{records} record(s) of this agent ({seqs}) were acknowledged by another store and are not in this one: it was restored from a backup taken before them, or the agent was served by another store. The agent no longer holds them, so they are lacking here for good: the campaigns here they belong to report those measurements as missing (campaigns planned after the backup are not here at all)");
+    } else {
+        // A store new to the agent (a new store, or one restored from a backup taken
+        // before the agent's first hello): nothing of it was ever here.
+        tracing::info!(agent = %host, records, "the agent is new to this store: its records up to seq {} went to another store", e.last);
     }
 }
 
