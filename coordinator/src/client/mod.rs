@@ -40,8 +40,9 @@ pub struct ClientArgs {
     /// Client file with `coordinator` and `tls_dir` [default: ~/.config/platter/client.toml]
     #[arg(long, env = "PLATTER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// How long to keep trying while no coordinator answers or its store does not (each
-    /// failure said once on stderr); 0 fails at once. `watch` counts it from each failure
+    /// How long `status`, `agents`, `history` and `watch` keep trying while no coordinator
+    /// answers or its store does not (each failure said once on stderr; 0 fails at once;
+    /// `watch` counts it from each failure). Other commands try each coordinator once
     #[arg(long, env = "PLATTER_RETRY_FOR", default_value = "2m", value_parser = humantime::parse_duration)]
     pub retry_for: Duration,
 }

@@ -3,6 +3,7 @@
 //! does not. It must not retry what the user has to fix (a refused certificate, an unknown
 //! campaign, a bad argument): those come back at once.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -23,8 +24,9 @@ pub struct Session {
     at: usize,
     client: Option<ControlClient<Channel>>,
     retry_for: Duration,
-    /// Since when calls have failed, and the last failure said (each said once).
-    failing: Option<(Instant, String)>,
+    /// Since when calls have failed, and the last failure said of each coordinator (each
+    /// said once, however many rounds the list goes).
+    failing: Option<(Instant, HashMap<String, String>)>,
 }
 
 /// A failure that passes: the coordinator went away (or is restarting), a connection
@@ -154,9 +156,11 @@ impl Session {
         self.client = None;
         let from = self.url().to_string();
         self.at = (self.at + 1) % self.urls.len();
-        let since = self.failing.as_ref().map_or_else(Instant::now, |(t, _)| *t);
-        let said = self.failing.as_ref().map(|(_, w)| w.as_str());
-        if said != Some(why.as_str()) {
+        let (since, mut said) = self
+            .failing
+            .take()
+            .unwrap_or_else(|| (Instant::now(), HashMap::new()));
+        if said.get(&from) != Some(&why) {
             let next = if self.urls.len() > 1 {
                 format!("trying {}", self.url())
             } else {
@@ -168,8 +172,9 @@ impl Session {
                     self.retry_for.saturating_sub(since.elapsed()).as_secs()
                 ))
             );
+            said.insert(from, why);
         }
-        self.failing = Some((since, why));
+        self.failing = Some((since, said));
         // A pause once around the list: another coordinator is tried at once.
         if self.at == 0 || self.urls.len() == 1 {
             tokio::time::sleep(RETRY_PAUSE).await;
