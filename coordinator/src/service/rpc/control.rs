@@ -26,6 +26,9 @@ use crate::store::{CampaignState, Store, StoreError, StoreFault};
 
 /// Watchers get at most this many updates per second.
 const WATCH_MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// While a watch waits its turn to load, how often at most it looks whether its campaign
+/// ended (one row), after a change: a `platter run` ends within this of its last step.
+const WATCH_END_CHECK: Duration = Duration::from_millis(10);
 /// How soon a watch looks again after its status could not be read.
 const WATCH_RETRY: Duration = Duration::from_millis(500);
 /// A watch waits this many times as long as its last status took to load before it loads
@@ -790,18 +793,25 @@ impl Control for ControlService {
                     _ = shutdown.cancelled() => return,
                 }
                 // The campaign's end is not waited for: its state is one row, looked at
-                // while the next load waits its turn.
-                let until = tokio::time::Instant::now() + took * WATCH_COST_FACTOR;
-                loop {
-                    tokio::time::sleep(WATCH_MIN_INTERVAL).await;
-                    if tokio::time::Instant::now() >= until {
-                        break;
-                    }
+                // at once and then while the next load waits its turn (waiting out the
+                // interval first cost every `platter run` ~0.1 s at its end).
+                let until =
+                    tokio::time::Instant::now() + WATCH_MIN_INTERVAL.max(took * WATCH_COST_FACTOR);
+                let ended = || {
                     let (store, id) = (store.clone(), id.clone());
-                    let state = blocking(move || Ok(store.campaign_state(&id).ok())).await;
-                    if matches!(state, Ok(Some(s)) if s != CampaignState::Running) {
-                        break;
+                    async move {
+                        let state = blocking(move || Ok(store.campaign_state(&id).ok())).await;
+                        matches!(state, Ok(Some(s)) if s != CampaignState::Running)
                     }
+                };
+                // Looked at again after each change, at most every `WATCH_END_CHECK`.
+                while !ended().await {
+                    tokio::select! {
+                        r = changed.changed() => if r.is_err() { return },
+                        _ = tokio::time::sleep_until(until) => break,
+                        _ = shutdown.cancelled() => return,
+                    }
+                    tokio::time::sleep(WATCH_END_CHECK).await;
                 }
             }
         });
