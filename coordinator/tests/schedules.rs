@@ -566,3 +566,49 @@ fn two_coordinators_fire_each_slot_exactly_once_while_killed_and_restarted() {
         (slots[slots.len() - 1] - slots[0]) as f64 / 1000.0
     );
 }
+
+/// A campaign that selects its hosts by label runs again and again: submitted a second
+/// time, and fired twice by a trigger, each run gets the next generation. (Its generation
+/// was looked up under the hash of the campaign as written, not of the campaign with its
+/// hosts resolved, under which its runs are stored: every run after the first was given
+/// generation 1 and refused as a duplicate — in the lab's fault suite, a submission whose
+/// answer a killed coordinator never sent could not be made again.)
+#[test]
+fn a_campaign_that_selects_hosts_by_label_runs_again_under_its_next_generation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_c, port) = serve(dir);
+    let _h1 = agent(dir, port, "h1", &["--label", "role=lab"]);
+    wait_agents(dir, 1);
+    let file = write(
+        dir,
+        "by-label.yaml",
+        "name: by-label\nhosts: { labels: { role: lab } }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    let first = submit(dir, port, &file);
+    let second = submit(dir, port, &file);
+    assert!(first.contains("-1-"), "{first}");
+    assert!(second.contains("-2-"), "{second}");
+    assert_eq!(first.replace("-1-", "-2-"), second);
+
+    schedule_cmd(
+        dir,
+        port,
+        &[
+            "add",
+            file.to_str().unwrap(),
+            "--on-trigger",
+            "again",
+            "--policy",
+            "queue",
+        ],
+    );
+    for n in 3..=4 {
+        let out = run_ok(operator(dir, port).args(["trigger", "again"]));
+        let run = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        assert!(run.contains(&format!("-{n}-")), "firing {n}: {run}");
+    }
+    let f = firings(dir, "by-label");
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(f.iter().all(|f| f.campaign.is_some()), "{f:#?}");
+}

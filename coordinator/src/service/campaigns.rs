@@ -18,6 +18,37 @@ pub enum Unplanned {
     Store(StoreError),
 }
 
+/// The content hash a campaign is stored under: of the campaign with its label selectors
+/// resolved, as `expand` plans it, so that its generation and a resumable run are looked
+/// up under the hash its runs were stored with. (Hashed as written, a campaign that
+/// selects hosts by label was never found again: every later submission or firing of it
+/// was given generation 1 and refused as a duplicate.)
+pub fn stored_hash(
+    store: &Store,
+    limits: &spec::Limits,
+    file_name: &str,
+    yaml: &str,
+    local_host: &str,
+) -> Result<String, Unplanned> {
+    let campaign = resolved(store, limits, file_name, yaml)?;
+    planner::content_hash(&campaign, local_host).map_err(|e| Unplanned::Refused(e.to_string()))
+}
+
+/// The campaign parsed, its label selectors resolved against the known agents.
+fn resolved(
+    store: &Store,
+    limits: &spec::Limits,
+    file_name: &str,
+    yaml: &str,
+) -> Result<spec::Campaign, Unplanned> {
+    let mut campaign = spec::parse_with(file_name, yaml, limits).map_err(Unplanned::Invalid)?;
+    let labels = store.labels().map_err(Unplanned::Store)?;
+    campaign
+        .select_hosts(&labels)
+        .map_err(|e| Unplanned::Refused(format!("{file_name}:{e}")))?;
+    Ok(campaign)
+}
+
 /// Parses a campaign, resolves its label selectors against the known agents and plans it
 /// against their inventories.
 pub fn expand(
@@ -28,11 +59,7 @@ pub fn expand(
     local_host: &str,
     generation: u32,
 ) -> Result<(spec::Campaign, PlannedCampaign), Unplanned> {
-    let mut campaign = spec::parse_with(file_name, yaml, limits).map_err(Unplanned::Invalid)?;
-    let labels = store.labels().map_err(Unplanned::Store)?;
-    campaign
-        .select_hosts(&labels)
-        .map_err(|e| Unplanned::Refused(format!("{file_name}:{e}")))?;
+    let campaign = resolved(store, limits, file_name, yaml)?;
     let inventories = store.inventories().map_err(Unplanned::Store)?;
     let planned = planner::plan(&campaign, local_host, store.id(), generation, &inventories)
         .map_err(|e| match e {

@@ -294,10 +294,13 @@ impl Scheduler {
     }
 
     fn plan(&self, s: &Schedule) -> Result<planner::PlannedCampaign, Unplanned> {
-        let campaign =
-            spec::parse_with(&s.file_name, &s.yaml, &self.limits).map_err(Unplanned::Invalid)?;
-        let hash =
-            planner::content_hash(&campaign, "").map_err(|e| Unplanned::Refused(e.to_string()))?;
+        let hash = crate::service::campaigns::stored_hash(
+            &self.store,
+            &self.limits,
+            &s.file_name,
+            &s.yaml,
+            "",
+        )?;
         let generation = self
             .store
             .next_generation(&hash)

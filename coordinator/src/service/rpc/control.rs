@@ -471,10 +471,14 @@ impl Control for ControlService {
         let req = request.into_inner();
         let (store, hub, limits) = (self.store.clone(), self.hub.clone(), self.limits);
         let response = blocking(move || {
-            let campaign = spec::parse_with(&req.file_name, &req.yaml, &limits)
-                .map_err(|e| invalid_campaign(&e))?;
-            let hash = planner::content_hash(&campaign, &req.local_host)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let hash = campaigns::stored_hash(
+                &store,
+                &limits,
+                &req.file_name,
+                &req.yaml,
+                &req.local_host,
+            )
+            .map_err(unplanned_status)?;
             if req.resume {
                 if let Some(id) = store.resumable(&hash).map_err(store_status)? {
                     tracing::info!(campaign = %id, "resuming unfinished campaign");
