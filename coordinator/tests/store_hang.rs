@@ -26,6 +26,27 @@ use common::*;
 /// One frozen server at a time: the tests of this file share it.
 static FREEZE: Mutex<()> = Mutex::new(());
 
+/// This file's tests one at a time, taken before a test touches the server (a store made
+/// while another test holds the server frozen waits out its connect deadline and fails):
+/// `FREEZE` among the threads of `cargo test`, and a lock file among the processes of
+/// `cargo nextest`.
+struct OneAtATime {
+    _thread: std::sync::MutexGuard<'static, ()>,
+    _process: std::fs::File,
+}
+
+fn one_at_a_time() -> OneAtATime {
+    use std::os::fd::AsRawFd;
+    let thread = FREEZE.lock().unwrap_or_else(|p| p.into_inner());
+    let file = std::fs::File::create(std::env::temp_dir().join("platter-store-hang.lock")).unwrap();
+    // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    OneAtATime {
+        _thread: thread,
+        _process: file,
+    }
+}
+
 const CAMPAIGN: &str = r#"
 name: hang
 hosts: { names: [h1] }
@@ -169,10 +190,10 @@ fn postgres_and_root(why: &str) -> Option<(String, String)> {
 
 #[test]
 fn a_frozen_postgresql_is_a_fault_health_and_status_say_so_within_seconds_and_nothing_is_lost() {
+    let _one = one_at_a_time();
     let Some((db, server)) = postgres_and_root("freezing PostgreSQL's processes") else {
         return;
     };
-    let _one = FREEZE.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (_a, port_a) = serve_db(dir, &db, "coordinator-a", &[]);
@@ -263,10 +284,10 @@ fn at(url: &str, addr: std::net::SocketAddr) -> String {
 
 #[test]
 fn a_coordinator_waits_for_its_store_out_loud_and_serves_within_a_second_of_its_return() {
+    let _one = one_at_a_time();
     let Some((db, server)) = postgres_and_root("freezing PostgreSQL's processes") else {
         return;
     };
-    let _one = FREEZE.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
 
@@ -388,10 +409,10 @@ fn an_sqlite_store_locked_by_another_process_is_a_fault_within_seconds() {
 /// waited the freeze out — so only the move to B is asserted as said.)
 #[test]
 fn watch_rides_through_a_frozen_store_and_moves_to_the_next_coordinator() {
+    let _one = one_at_a_time();
     let Some((db, server)) = postgres_and_root("freezing PostgreSQL's processes") else {
         return;
     };
-    let _one = FREEZE.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (mut a, port_a) = serve_db(dir, &db, "coordinator-a", &[]);
