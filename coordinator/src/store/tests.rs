@@ -13,7 +13,8 @@ use crate::planning::planner;
 use crate::planning::planner::PlannedCampaign;
 use tokio_util::sync::CancellationToken;
 
-fn end(seq: u64, plan: &Plan, step: u32, attempt: u32, value: f64) -> Record {
+/// The end record of measure step `step` of `plan`, with one `wall` sample of `value` s.
+pub(super) fn end(seq: u64, plan: &Plan, step: u32, attempt: u32, value: f64) -> Record {
     let s = &plan.steps[step as usize];
     Record {
         seq,

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use platter_proto::model::{Record, RecordKind, Sample, StepEvent, StepKind, StepState};
+use platter_proto::model::{Record, RecordKind, StepKind};
 use rusqlite::Connection;
 
 use super::*;
@@ -16,36 +16,12 @@ async fn store_with_a_sample(dir: &Path, name: &str) -> (Store, PathBuf) {
     let planned = test_campaign("h", 1);
     store.insert_campaign(&planned, "t.yaml", "").unwrap();
     let plan = &planned.plans[0];
-    let (index, step) = plan
+    let index = plan
         .steps
         .iter()
-        .enumerate()
-        .find(|(_, s)| matches!(s.kind, StepKind::Measure(_)))
+        .position(|s| matches!(s.kind, StepKind::Measure(_)))
         .unwrap();
-    let end = Record {
-        seq: 1,
-        kind: RecordKind::Step(StepEvent {
-            plan_id: plan.id.clone(),
-            kind: "measure".into(),
-            step_index: index as u32,
-            cell_id: step.cell_id.clone(),
-            repetition: step.repetition,
-            attempt: 1,
-            state: StepState::Succeeded,
-            started_unix_ns: 0,
-            finished_unix_ns: 0,
-            exit_status: 0,
-            stderr_tail: String::new(),
-            error: String::new(),
-            samples: vec![Sample {
-                metric: "wall".into(),
-                value: 1.5,
-                unit: "s".into(),
-                histogram: Vec::new(),
-                missing: String::new(),
-            }],
-        }),
-    };
+    let end = crate::store::tests::end(1, plan, index as u32, 1, 1.5);
     store.write_records(&"h".into(), vec![end]).await.unwrap();
     (store, path)
 }
