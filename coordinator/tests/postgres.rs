@@ -67,7 +67,7 @@ fn a_campaign_submitted_to_one_coordinator_runs_on_the_others_agents() {
     assert!(
         said.contains(&format!(
             "PostgreSQL schema at version {0} ({0} migration(s) applied now)",
-            platter::store::db::pg_schema::MIGRATIONS.len()
+            platter::store::migrations::POSTGRES.len()
         )),
         "{said}"
     );

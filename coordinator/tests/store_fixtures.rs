@@ -598,7 +598,7 @@ fn write_fixture(db: &Path, from: &Path, about: &Value) {
 }
 
 /// The store of schema version 10, made from this build's (11) by undoing migration 11,
-/// which only added two indexes (`schema::UNUSUAL_STEPS_SCHEMA`): the rows are what a build
+/// which only added two indexes (`migrations/sqlite/011_unusual_steps.sql`): the rows are what a build
 /// at 10 wrote, so opening it runs a real migration on a real store. Recorded once; later
 /// schema versions record their own stores instead.
 fn record_earlier(v11: &Path, version: u32) {

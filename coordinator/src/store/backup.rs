@@ -23,7 +23,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::connect::{open_conn, BUSY_TIMEOUT};
 use super::error::StoreError;
-use super::schema::migrations;
+use super::migrations;
 
 /// Why a backup or a restore did not happen, in words that say what to do.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +136,7 @@ pub struct Restored {
 /// This platter's SQLite schema version: the number of its migrations.
 pub fn latest_schema_version() -> Result<i64> {
     let c = Connection::open_in_memory()?;
-    let pending = migrations()
+    let pending = migrations::sqlite()
         .pending_migrations(&c)
         .map_err(StoreError::from)?;
     Ok(i64::from(pending))

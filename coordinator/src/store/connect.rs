@@ -10,7 +10,7 @@ use rusqlite::Connection;
 
 use super::db::{self, Conn, Location};
 use super::error::Result;
-use super::schema::migrations;
+use super::migrations;
 
 /// How long a write waits for the other connection's transaction to end.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,7 +26,7 @@ pub(super) fn open_conn(path: &Path, busy_timeout: Duration) -> Result<Conn> {
     // index pages from the OS on every batch and stores half as many samples per second.
     conn.pragma_update(None, "cache_size", -65536)?;
     conn.busy_timeout(busy_timeout)?;
-    migrations().to_latest(&mut conn)?;
+    migrations::sqlite().to_latest(&mut conn)?;
     // Statements are prepared once per connection and kept (`prepare_cached`).
     conn.set_prepared_statement_cache_capacity(64);
     Ok(Conn::sqlite(conn))

@@ -5,8 +5,8 @@
 //! plan dispatch, reads) uses short transactions of its own.
 //!
 //! This module is the `Store` handle (open, the read pool, `with`/`write`); its wing holds
-//! the rest: `error` (what fails and in whose words), `schema` and `db::pg_schema` (both
-//! engines' migrations), `db` (the SQL interface), `connect`, `health` (faults and the
+//! the rest: `error` (what fails and in whose words), `migrations` (both engines'
+//! schemas, as SQL files), `db` (the SQL interface), `connect`, `health` (faults and the
 //! watch), `notify` (LISTEN/NOTIFY), `writer` (record batches), `plans`, `rounds` (adaptive
 //! repetition's reads on the caller's connection, and its rule applied: the next round in
 //! the writer's transaction, the verdicts for a report), `reports` (every read a report
@@ -53,6 +53,7 @@ mod dispatch;
 pub mod error;
 mod health;
 pub mod ledger;
+pub mod migrations;
 mod notify;
 mod plans;
 pub mod presence;
@@ -60,7 +61,6 @@ pub mod progress;
 pub mod reports;
 pub mod rounds;
 pub mod schedules;
-mod schema;
 /// Stores for tests of the store and what reads it, so each runs against both engines.
 #[doc(hidden)]
 pub mod testing;
@@ -97,7 +97,7 @@ pub fn migrate(location: &Location) -> Result<String> {
             let rt = db::pg::PgRuntime::new()?;
             let c = db::pg::connect(url, rt.handle(), db::pg::DEFAULT_DEADLINE, None)?;
             let applied = db::pg::migrate(&c)?;
-            let version = db::pg_schema::MIGRATIONS.len();
+            let version = migrations::POSTGRES.len();
             Ok(format!(
                 "{location}: PostgreSQL schema at version {version} ({applied} migration(s) applied now)"
             ))

@@ -3,7 +3,7 @@
 //! shared by several coordinators). The store, the reports and the status speak to a
 //! [`Conn`] in SQLite's dialect with `?N` parameters; for PostgreSQL the few differences
 //! are translated once per statement (`pg::translate`), and the schema is PostgreSQL's own
-//! (`pg_schema::MIGRATIONS`).
+//! (`store::migrations::POSTGRES`).
 //!
 //! Both engines are used synchronously, as the store always was: its writer runs on a
 //! thread of its own, reads run in `spawn_blocking`. PostgreSQL's client is async
@@ -14,7 +14,6 @@
 //! rewriting every query and the store's batching writer.
 
 pub mod pg;
-pub mod pg_schema;
 mod value;
 
 use std::borrow::Cow;

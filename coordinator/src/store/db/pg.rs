@@ -16,9 +16,9 @@ use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
-use super::pg_schema::MIGRATIONS;
 use super::value::Value;
 use crate::store::error::{retrying_collisions, Result, StoreError};
+use crate::store::migrations::POSTGRES as MIGRATIONS;
 
 /// The prefix of the channel coordinators tell each other of changes on
 /// (`NOTIFY platter_<store id>, '…'`).
@@ -481,7 +481,7 @@ fn migrate_once(c: &PgConn) -> Result<usize> {
         let done: i64 = rows[0].try_get(0)?;
         let mut n = 0;
         for (i, m) in MIGRATIONS.iter().enumerate().skip(done as usize) {
-            c.batch(m)?;
+            c.batch(m.sql)?;
             c.execute(
                 "INSERT INTO platter_schema (version) VALUES (?1)",
                 &[Value::Int(i as i64 + 1)],
