@@ -16,212 +16,41 @@ pub enum Command {
     /// Run a campaign on this machine: an embedded coordinator and agent over loopback,
     /// progress on stderr, the report on stdout. Run it again after an interruption or
     /// a reboot to resume.
-    Run {
-        /// The campaign YAML file
-        file: PathBuf,
-        #[command(flatten)]
-        run: RunArgs,
-    },
+    Run(RunArgs),
     /// Check a campaign file and print its cells and each host's plan; runs nothing.
     /// With a coordinator (--coordinator or PLATTER_COORDINATOR), expand it against the
     /// live fleet: which hosts (names and labels) and drives it would touch, within the
     /// coordinator's limits.
-    Validate {
-        file: PathBuf,
-        /// The host `local` stands for [default: this machine's hostname]
-        #[arg(long)]
-        local_host: Option<String>,
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Limits when checking here; with a coordinator, its own (`platter serve`) apply
-        #[command(flatten)]
-        limits: LimitArgs,
-        #[command(flatten)]
-        set: SetArgs,
-    },
+    Validate(ValidateArgs),
     /// Run a coordinator for a fleet of agents: campaigns from many operators at once,
     /// one plan at a time per host, hosts in parallel.
-    Serve {
-        /// The address to serve on; port 0 takes a free one. Once it listens, `platter
-        /// serve` prints `listening on ADDRESS` (the port bound) on stderr
-        #[arg(long, default_value = "0.0.0.0:7461")]
-        listen: SocketAddr,
-        /// The store: an SQLite file, or a PostgreSQL database that several coordinators
-        /// share (`postgres://USER:PASSWORD@HOST:PORT/DBNAME`; migrated at start, as
-        /// `platter db migrate` does)
-        #[arg(
-            long,
-            env = "PLATTER_DB",
-            default_value = "/var/lib/platter/platter.db"
-        )]
-        db: crate::store::db::Location,
-        /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem: PKI/coordinator-NAME,
-        /// as `platter certs issue coordinator NAME [MORE-NAMES…]` writes it. Agents and
-        /// operators must present certificates from the same CA.
-        #[arg(
-            long,
-            env = "PLATTER_TLS_DIR",
-            required_unless_present = "dangerously_insecure"
-        )]
-        tls_dir: Option<PathBuf>,
-        /// Serve plaintext gRPC: anyone who can reach the address can submit campaigns
-        /// and wipe every allowed drive of every agent.
-        #[arg(long, conflicts_with = "tls_dir")]
-        dangerously_insecure: bool,
-        /// Also serve HTTP on this address: the fleet console (sign in with an account
-        /// from `platter users add`) and its JSON API under /api/v1 (API tokens from
-        /// `platter tokens add`), `/healthz` (the process serves), `/readyz` (the store
-        /// answers and commits; 503 with the reason otherwise) and `/metrics`
-        /// (Prometheus). HTTPS with the coordinator's certificate under --tls-dir (people's
-        /// browsers and scrapers trust the fleet's ca.pem); without it plaintext, so a
-        /// loopback address (127.0.0.1:9461) unless with --dangerously-insecure. Once it
-        /// serves, `platter serve` prints `http on URL` on stderr
-        #[arg(long, value_name = "ADDR")]
-        http: Option<SocketAddr>,
-        /// Seconds without a heartbeat after which an agent is lost (its plans wait)
-        #[arg(
-            long,
-            default_value_t = crate::service::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
-            value_parser = heartbeat_timeout
-        )]
-        heartbeat_timeout: u64,
-        /// This coordinator's name where several share a PostgreSQL store: `platter
-        /// agents` and `platter status` say which coordinator holds each agent [default:
-        /// HOSTNAME:PORT]
-        #[arg(long, env = "PLATTER_COORDINATOR_NAME")]
-        name: Option<String>,
-        /// PostgreSQL: how many connections store agents' records at once, each for
-        /// agents of its own (one server backend uses one core), 1 to 16; a coordinator
-        /// also opens up to 24 for reads and 2 more, so mind the server's
-        /// `max_connections` (100 by default) across coordinators. An SQLite store has
-        /// one writer
-        #[arg(
-            long,
-            env = "PLATTER_DB_WRITERS",
-            default_value_t = crate::store::DEFAULT_PG_WRITERS as u16,
-            value_parser = clap::value_parser!(u16).range(1..=16)
-        )]
-        db_writers: u16,
-        /// Seconds each request to the store waits for its answer (a statement, a row, a
-        /// commit; PostgreSQL's connect too). A store that does not answer in time counts
-        /// as in fault, as one that cannot commit: health says NOT_SERVING within a few
-        /// seconds of a hang, `status` and `agents` say since when, agents keep their
-        /// records unacked. On PostgreSQL it also sets the server's statement_timeout (6×)
-        /// and idle_in_transaction_session_timeout (3×)
-        #[arg(long, env = "PLATTER_STORE_DEADLINE", default_value_t = 10,
-              value_parser = clap::value_parser!(u64).range(1..=3600))]
-        store_deadline: u64,
-        /// At start, exit (status 1) if the store is down or does not answer, instead of
-        /// waiting for it: by default the coordinator listens, says NOT_SERVING with the
-        /// reason, logs "waiting for the store", and serves once it answers
-        #[arg(long)]
-        exit_without_store: bool,
-        /// What submitted campaigns may ask for
-        #[command(flatten)]
-        limits: LimitArgs,
-    },
+    Serve(ServeArgs),
     /// Submit a campaign to a coordinator and print its id.
-    Submit {
-        file: PathBuf,
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Follow progress until the campaign ends, then print the report
-        #[arg(long)]
-        watch: bool,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-        /// The largest campaign file sent, in bytes or with K, M or G (the coordinator's
-        /// own limit, `platter serve --max-file-size`, applies too)
-        #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
-        max_file_size: u64,
-        #[command(flatten)]
-        set: SetArgs,
-    },
+    Submit(SubmitArgs),
     /// Campaigns and their progress: every campaign, or one with its hosts.
     #[command(visible_alias = "campaigns")]
-    Status {
-        /// A campaign id, or a name for its latest run; without one, every campaign
-        campaign: Option<String>,
-        /// Read this database file instead of asking a coordinator [default:
-        /// platter-data/platter.db, what `platter run` writes, unless a coordinator is named]
-        #[arg(long)]
-        db: Option<PathBuf>,
-        #[command(flatten)]
-        client: ClientArgs,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
-        output: Output,
-    },
+    Status(StatusArgs),
     /// Follow a campaign live: one line per host with its step, done/total and ETA.
-    Watch {
-        campaign: String,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Watch(WatchArgs),
     /// The fleet: hosts with labels, drives, state (idle, busy, lost, offline), last seen
     /// and current campaign. Past 50 hosts the table counts them by state and lists those
     /// needing attention (journal fault, lost, offline) first; `--all` lists every one,
     /// `--output json` lists every one matching.
-    Agents {
-        /// Only agents in this state.
-        #[arg(long, value_parser = ["idle", "busy", "lost", "offline", "journal-fault"])]
-        state: Option<String>,
-        /// Only agents whose name contains TEXT, with the label TEXT (`rack=b12`, or a
-        /// label's key), or with a drive whose model contains TEXT.
-        #[arg(long = "match", value_name = "TEXT")]
-        matching: Option<String>,
-        /// List every matching agent in the table, however many.
-        #[arg(long)]
-        all: bool,
-        #[command(flatten)]
-        client: ClientArgs,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
-        output: Output,
-    },
+    Agents(AgentsArgs),
     /// Whether the coordinator serves: exit status 0 when it answers and its store
     /// commits, 1 otherwise (for load balancers, monitoring and scripts; it asks the
     /// standard gRPC health service, grpc.health.v1, which other probes can ask too).
-    Health {
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Health(HealthArgs),
     /// Cancel a campaign: queued plans are dropped, running steps are killed, storage is
     /// torn down.
-    Cancel {
-        campaign: String,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Cancel(CancelArgs),
     /// The fleet's certificates: a CA, then one certificate per coordinator, agent and
     /// operator, each in its own directory for --tls-dir; `certs list` shows when they
     /// expire.
     #[command(subcommand)]
     Certs(Certs),
     /// Print the report of a campaign.
-    Report {
-        /// A campaign id, or a name for its latest run (`platter campaigns` lists them)
-        campaign: String,
-        /// Read this database file instead of asking a coordinator [default:
-        /// platter-data/platter.db, what `platter run` writes, unless a coordinator is named]
-        #[arg(long)]
-        db: Option<PathBuf>,
-        #[command(flatten)]
-        client: ClientArgs,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-        /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
-        #[arg(long, value_name = "FILE")]
-        junit: Option<PathBuf>,
-        /// Also judge this run against the run before it of the same name (as `platter
-        /// history` does; said on stderr) and exit 4 when it regressed (for CI); reads
-        /// the store (--db, or platter run's)
-        #[arg(long)]
-        fail_on_regression: bool,
-        /// The metric --fail-on-regression follows
-        #[arg(long, default_value = "wall", value_name = "METRIC")]
-        regression_metric: String,
-    },
+    Report(ReportArgs),
     /// Compare two campaigns run from the same matrix (another day, another fleet): each
     /// cell of B against the same host and parameters in A — the Hodges–Lehmann ratio of
     /// B to A with an interval of its real coverage, Holm-corrected — and the cells of
@@ -229,28 +58,7 @@ pub enum Command {
     /// hosts (and their drives, matched by position) of one campaign or of two face each
     /// other: `platter compare fleet@rc66 fleet@rcmonster`. Exits 3 when some cells could
     /// not be compared.
-    Compare {
-        /// The baseline: a campaign id or name, optionally @HOST
-        a: String,
-        /// What is compared with it: a campaign id or name, optionally @HOST
-        b: String,
-        /// Read both from this database file [default: platter-data/platter.db, what
-        /// `platter run` writes, unless a coordinator is named]
-        #[arg(long)]
-        db: Option<PathBuf>,
-        /// Ask a coordinator (--coordinator or PLATTER_COORDINATOR) instead
-        #[command(flatten)]
-        client: ClientArgs,
-        /// The metric to compare
-        #[arg(long, default_value = "wall")]
-        metric: String,
-        /// table for people, json for scripts
-        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-        format: String,
-        /// Exit 0 even when some cells could not be compared (they are still listed)
-        #[arg(long)]
-        allow_unmatched: bool,
-    },
+    Compare(CompareArgs),
     /// A series over time: the ended runs of one campaign name, oldest first. Per host and
     /// cell, each run's median with its interval and, against the run before it on the
     /// same host and parameters, the Hodges–Lehmann shift with its interval (Holm across
@@ -259,54 +67,10 @@ pub enum Command {
     /// changed on that host between the two runs (kernel, drives' firmware, tools…, from
     /// their provenance). Reads the store (`--db`, or `platter run`'s here). Exits 4 with
     /// --fail-on-regression when the latest run has a regression.
-    History {
-        /// The series: the campaigns' `series:`, else their name (a schedule's runs too)
-        series: String,
-        /// Read from this database file or PostgreSQL URL [default: the coordinator when
-        /// one is named, else platter-data/platter.db, what `platter run` writes]
-        #[arg(long)]
-        db: Option<PathBuf>,
-        #[command(flatten)]
-        client: ClientArgs,
-        /// The metric followed
-        #[arg(long, default_value = "wall")]
-        metric: String,
-        /// Only this host's cells
-        #[arg(long)]
-        host: Option<String>,
-        /// Only the cells with this parameter value, KEY=VALUE (repeatable: all of them)
-        #[arg(long = "cell", value_name = "KEY=VALUE")]
-        cells: Vec<String>,
-        /// Only the last N runs that ended [default: all]
-        #[arg(long, value_name = "N")]
-        last: Option<usize>,
-        /// Smallest shift flagged, in percent of the earlier run's value: a shift's whole
-        /// interval must lie beyond it [default: the latest run's `track: { threshold }`,
-        /// else 3]
-        #[arg(long, value_name = "PERCENT")]
-        threshold: Option<f64>,
-        /// table for people, json or csv for scripts and spreadsheets
-        #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
-        format: String,
-        /// Exit 4 when the latest run has a regression (for CI)
-        #[arg(long)]
-        fail_on_regression: bool,
-    },
+    History(HistoryArgs),
     /// List the block devices of this machine, or of every agent a coordinator knows:
     /// model, serial, transport, controller chain, write cache, and what is in use.
-    Inventory {
-        /// Ask the coordinator (--coordinator or PLATTER_COORDINATOR) for its agents'
-        /// inventories instead of scanning here
-        #[command(flatten)]
-        client: ClientArgs,
-        /// table for people, json for scripts
-        #[arg(long, alias = "output", default_value = "table", value_parser = ["table", "json"])]
-        format: String,
-        /// Read each drive's health now (smartctl --json, as a plan does before and after
-        /// it runs) instead of listing the drives; on this machine only
-        #[arg(long, conflicts_with = "coordinator")]
-        health: bool,
-    },
+    Inventory(InventoryArgs),
     /// Run an agent (the same as the `platter-agent` binary).
     Agent(platter_agent::cli::AgentArgs),
     /// The store: its schema (coordinators also migrate it when they start), and backups
@@ -333,59 +97,354 @@ pub enum Command {
     /// each run labelled: `platter trigger kernel-update --label kernel=6.12.1`. For CI
     /// systems without the CLI: `POST /api/v1/triggers/NAME` on the console with an
     /// operator's API token.
-    Trigger {
-        /// The trigger (or schedule) name
-        name: String,
-        /// A label kept with the run, KEY=VALUE (repeatable)
-        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
-        labels: Vec<(String, String)>,
-        #[command(flatten)]
-        client: ClientArgs,
-        /// table for people, json for scripts
-        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-        format: String,
-    },
+    Trigger(TriggerArgs),
     /// The drive ledger: every physical drive the agents reported (by WWN, else model and
     /// serial; a drive without a serial per host), where it was seen, its latest health
     /// (smartctl, read before and after each run) and the verdicts on it. Reads the store
     /// (--db, or `platter run`'s here) or the coordinator.
-    Drives {
-        /// Only drives whose model contains this (case-insensitive)
-        #[arg(long)]
-        model: Option<String>,
-        /// Only drives seen with this firmware
-        #[arg(long)]
-        firmware: Option<String>,
-        /// Only drives seen on this host
-        #[arg(long)]
-        host: Option<String>,
-        /// Only drives a verdict (performance or health) failed
-        #[arg(long)]
-        failed: bool,
-        #[command(flatten)]
-        ledger: LedgerArgs,
-    },
+    Drives(DrivesArgs),
     /// One drive's history: sightings (host, controller, firmware), moves and firmware
     /// changes, the runs that measured it with their key results and verdicts, its health
     /// over time
-    Drive {
-        /// The drive's id as `platter drives` lists it, its serial or its WWN
-        id: String,
-        #[command(flatten)]
-        ledger: LedgerArgs,
-    },
+    Drive(DriveArgs),
     /// A drive model's qualification across the fleet: on how many drives, hosts and
     /// controller types it passed, and every FAIL with its serial and campaign. Exits 1 when a
     /// drive of the model failed a verdict, 5 when no drive of it was judged
-    Qualification {
-        /// The model as the drives report it (`platter drives` lists them)
-        model: String,
-        /// Only runs of the drives with this firmware
-        #[arg(long)]
-        firmware: Option<String>,
-        #[command(flatten)]
-        ledger: LedgerArgs,
-    },
+    Qualification(QualificationArgs),
+}
+
+// `platter validate`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    pub file: PathBuf,
+    /// The host `local` stands for [default: this machine's hostname]
+    #[arg(long)]
+    pub local_host: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Limits when checking here; with a coordinator, its own (`platter serve`) apply
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub set: SetArgs,
+}
+
+// `platter serve`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The address to serve on; port 0 takes a free one. Once it listens, `platter
+    /// serve` prints `listening on ADDRESS` (the port bound) on stderr
+    #[arg(long, default_value = "0.0.0.0:7461")]
+    pub listen: SocketAddr,
+    /// The store: an SQLite file, or a PostgreSQL database that several coordinators
+    /// share (`postgres://USER:PASSWORD@HOST:PORT/DBNAME`; migrated at start, as
+    /// `platter db migrate` does)
+    #[arg(
+        long,
+        env = "PLATTER_DB",
+        default_value = "/var/lib/platter/platter.db"
+    )]
+    pub db: crate::store::db::Location,
+    /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem: PKI/coordinator-NAME,
+    /// as `platter certs issue coordinator NAME [MORE-NAMES…]` writes it. Agents and
+    /// operators must present certificates from the same CA.
+    #[arg(
+        long,
+        env = "PLATTER_TLS_DIR",
+        required_unless_present = "dangerously_insecure"
+    )]
+    pub tls_dir: Option<PathBuf>,
+    /// Serve plaintext gRPC: anyone who can reach the address can submit campaigns
+    /// and wipe every allowed drive of every agent.
+    #[arg(long, conflicts_with = "tls_dir")]
+    pub dangerously_insecure: bool,
+    /// Also serve HTTP on this address: the fleet console (sign in with an account
+    /// from `platter users add`) and its JSON API under /api/v1 (API tokens from
+    /// `platter tokens add`), `/healthz` (the process serves), `/readyz` (the store
+    /// answers and commits; 503 with the reason otherwise) and `/metrics`
+    /// (Prometheus). HTTPS with the coordinator's certificate under --tls-dir (people's
+    /// browsers and scrapers trust the fleet's ca.pem); without it plaintext, so a
+    /// loopback address (127.0.0.1:9461) unless with --dangerously-insecure. Once it
+    /// serves, `platter serve` prints `http on URL` on stderr
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Seconds without a heartbeat after which an agent is lost (its plans wait)
+    #[arg(
+        long,
+        default_value_t = crate::service::server::DEFAULT_HEARTBEAT_TIMEOUT.as_secs(),
+        value_parser = heartbeat_timeout
+    )]
+    pub heartbeat_timeout: u64,
+    /// This coordinator's name where several share a PostgreSQL store: `platter
+    /// agents` and `platter status` say which coordinator holds each agent [default:
+    /// HOSTNAME:PORT]
+    #[arg(long, env = "PLATTER_COORDINATOR_NAME")]
+    pub name: Option<String>,
+    /// PostgreSQL: how many connections store agents' records at once, each for
+    /// agents of its own (one server backend uses one core), 1 to 16; a coordinator
+    /// also opens up to 24 for reads and 2 more, so mind the server's
+    /// `max_connections` (100 by default) across coordinators. An SQLite store has
+    /// one writer
+    #[arg(
+        long,
+        env = "PLATTER_DB_WRITERS",
+        default_value_t = crate::store::DEFAULT_PG_WRITERS as u16,
+        value_parser = clap::value_parser!(u16).range(1..=16)
+    )]
+    pub db_writers: u16,
+    /// Seconds each request to the store waits for its answer (a statement, a row, a
+    /// commit; PostgreSQL's connect too). A store that does not answer in time counts
+    /// as in fault, as one that cannot commit: health says NOT_SERVING within a few
+    /// seconds of a hang, `status` and `agents` say since when, agents keep their
+    /// records unacked. On PostgreSQL it also sets the server's statement_timeout (6×)
+    /// and idle_in_transaction_session_timeout (3×)
+    #[arg(long, env = "PLATTER_STORE_DEADLINE", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub store_deadline: u64,
+    /// At start, exit (status 1) if the store is down or does not answer, instead of
+    /// waiting for it: by default the coordinator listens, says NOT_SERVING with the
+    /// reason, logs "waiting for the store", and serves once it answers
+    #[arg(long)]
+    pub exit_without_store: bool,
+    /// What submitted campaigns may ask for
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+// `platter submit`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct SubmitArgs {
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Follow progress until the campaign ends, then print the report
+    #[arg(long)]
+    pub watch: bool,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// The largest campaign file sent, in bytes or with K, M or G (the coordinator's
+    /// own limit, `platter serve --max-file-size`, applies too)
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = file_size)]
+    pub max_file_size: u64,
+    #[command(flatten)]
+    pub set: SetArgs,
+}
+
+// `platter status`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// A campaign id, or a name for its latest run; without one, every campaign
+    pub campaign: Option<String>,
+    /// Read this database file instead of asking a coordinator [default:
+    /// platter-data/platter.db, what `platter run` writes, unless a coordinator is named]
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+// `platter watch`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct WatchArgs {
+    pub campaign: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+// `platter agents`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct AgentsArgs {
+    /// Only agents in this state.
+    #[arg(long, value_parser = ["idle", "busy", "lost", "offline", "journal-fault"])]
+    pub state: Option<String>,
+    /// Only agents whose name contains TEXT, with the label TEXT (`rack=b12`, or a
+    /// label's key), or with a drive whose model contains TEXT.
+    #[arg(long = "match", value_name = "TEXT")]
+    pub matching: Option<String>,
+    /// List every matching agent in the table, however many.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+// `platter health`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+// `platter cancel`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct CancelArgs {
+    pub campaign: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+// `platter report`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// A campaign id, or a name for its latest run (`platter campaigns` lists them)
+    pub campaign: String,
+    /// Read this database file instead of asking a coordinator [default:
+    /// platter-data/platter.db, what `platter run` writes, unless a coordinator is named]
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Also write the qualification verdicts (`report: { qualify }`) as JUnit XML
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also judge this run against the run before it of the same name (as `platter
+    /// history` does; said on stderr) and exit 4 when it regressed (for CI); reads
+    /// the store (--db, or platter run's)
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// The metric --fail-on-regression follows
+    #[arg(long, default_value = "wall", value_name = "METRIC")]
+    pub regression_metric: String,
+}
+
+// `platter compare`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The baseline: a campaign id or name, optionally @HOST
+    pub a: String,
+    /// What is compared with it: a campaign id or name, optionally @HOST
+    pub b: String,
+    /// Read both from this database file [default: platter-data/platter.db, what
+    /// `platter run` writes, unless a coordinator is named]
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Ask a coordinator (--coordinator or PLATTER_COORDINATOR) instead
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The metric to compare
+    #[arg(long, default_value = "wall")]
+    pub metric: String,
+    /// table for people, json for scripts
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+    /// Exit 0 even when some cells could not be compared (they are still listed)
+    #[arg(long)]
+    pub allow_unmatched: bool,
+}
+
+// `platter history`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct HistoryArgs {
+    /// The series: the campaigns' `series:`, else their name (a schedule's runs too)
+    pub series: String,
+    /// Read from this database file or PostgreSQL URL [default: the coordinator when
+    /// one is named, else platter-data/platter.db, what `platter run` writes]
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The metric followed
+    #[arg(long, default_value = "wall")]
+    pub metric: String,
+    /// Only this host's cells
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Only the cells with this parameter value, KEY=VALUE (repeatable: all of them)
+    #[arg(long = "cell", value_name = "KEY=VALUE")]
+    pub cells: Vec<String>,
+    /// Only the last N runs that ended [default: all]
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Smallest shift flagged, in percent of the earlier run's value: a shift's whole
+    /// interval must lie beyond it [default: the latest run's `track: { threshold }`,
+    /// else 3]
+    #[arg(long, value_name = "PERCENT")]
+    pub threshold: Option<f64>,
+    /// table for people, json or csv for scripts and spreadsheets
+    #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
+    pub format: String,
+    /// Exit 4 when the latest run has a regression (for CI)
+    #[arg(long)]
+    pub fail_on_regression: bool,
+}
+
+// `platter inventory`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct InventoryArgs {
+    /// Ask the coordinator (--coordinator or PLATTER_COORDINATOR) for its agents'
+    /// inventories instead of scanning here
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// table for people, json for scripts
+    #[arg(long, alias = "output", default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+    /// Read each drive's health now (smartctl --json, as a plan does before and after
+    /// it runs) instead of listing the drives; on this machine only
+    #[arg(long, conflicts_with = "coordinator")]
+    pub health: bool,
+}
+
+// `platter trigger`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct TriggerArgs {
+    /// The trigger (or schedule) name
+    pub name: String,
+    /// A label kept with the run, KEY=VALUE (repeatable)
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    pub labels: Vec<(String, String)>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// table for people, json for scripts
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+}
+
+// `platter drives`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct DrivesArgs {
+    /// Only drives whose model contains this (case-insensitive)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only drives seen with this firmware
+    #[arg(long)]
+    pub firmware: Option<String>,
+    /// Only drives seen on this host
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Only drives a verdict (performance or health) failed
+    #[arg(long)]
+    pub failed: bool,
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
+}
+
+// `platter drive`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct DriveArgs {
+    /// The drive's id as `platter drives` lists it, its serial or its WWN
+    pub id: String,
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
+}
+
+// `platter qualification`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct QualificationArgs {
+    /// The model as the drives report it (`platter drives` lists them)
+    pub model: String,
+    /// Only runs of the drives with this firmware
+    #[arg(long)]
+    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
 }
 
 /// Where `drives`, `drive` and `qualification` read the ledger, and how they print it.
@@ -696,9 +755,11 @@ fn lifetime_days(s: &str) -> Result<u32, String> {
 }
 
 /// Limits on a campaign, for the rare campaign that legitimately needs more.
-/// Options of `platter run`.
+/// `platter run`'s arguments.
 #[derive(clap::Args)]
 pub struct RunArgs {
+    /// The campaign YAML file
+    pub file: PathBuf,
     /// SQLite database for campaigns and samples
     #[arg(long, default_value = "platter-data/platter.db")]
     pub db: PathBuf,

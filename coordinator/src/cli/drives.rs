@@ -11,7 +11,41 @@ use crate::report::ledger::{
 /// Exit status of `platter qualification` when no drive of the model was judged.
 pub const EXIT_NOT_JUDGED: i32 = 5;
 
-pub(super) async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
+pub(super) async fn drives(a: DrivesArgs) -> anyhow::Result<i32> {
+    let DrivesArgs {
+        model,
+        firmware,
+        host,
+        failed,
+        ledger: args,
+    } = a;
+    let filter = crate::report::ledger::Filter {
+        model,
+        firmware,
+        host,
+        failed,
+    };
+    ledger(Question::Drives(filter), args).await
+}
+
+pub(super) async fn drive(a: DriveArgs) -> anyhow::Result<i32> {
+    ledger(Question::Drive(a.id), a.ledger).await
+}
+
+pub(super) async fn qualification(a: QualificationArgs) -> anyhow::Result<i32> {
+    let QualificationArgs {
+        model,
+        firmware,
+        ledger: args,
+    } = a;
+    if model.trim().is_empty() {
+        eprintln!("platter: give the drive model to qualify (`platter drives` lists them)");
+        return Ok(EXIT_INVALID);
+    }
+    ledger(Question::Qualification { model, firmware }, args).await
+}
+
+async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
     let LedgerArgs { db, client, format } = args;
     let json = match local_store(db, &client)? {
         Some(db) => {

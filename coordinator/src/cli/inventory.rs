@@ -2,10 +2,21 @@
 
 use super::*;
 
-pub(super) async fn inventory(
-    coordinator: Option<&ClientArgs>,
-    format: &str,
-) -> anyhow::Result<i32> {
+pub(super) async fn inventory(a: InventoryArgs) -> anyhow::Result<i32> {
+    let InventoryArgs {
+        client,
+        format,
+        health: drives_health,
+    } = a;
+    if drives_health {
+        return health(&format);
+    }
+    let client = client.coordinator.is_some().then_some(client);
+    of(client.as_ref(), &format).await
+}
+
+/// This host's drives (no coordinator) or every agent's, in `format`.
+async fn of(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Result<i32> {
     use platter_proto::inventory::Device;
     // Each host's drives and tools (the drives alone in JSON, whose shape predates tools;
     // `platter agents --output json` has both).

@@ -3,7 +3,44 @@
 
 use super::*;
 
-pub(super) async fn serve(mut opts: ServeOptions) -> anyhow::Result<i32> {
+pub(super) async fn serve(a: ServeArgs) -> anyhow::Result<i32> {
+    let ServeArgs {
+        listen,
+        db,
+        tls_dir,
+        dangerously_insecure: _,
+        http,
+        heartbeat_timeout,
+        name,
+        db_writers,
+        store_deadline,
+        exit_without_store,
+        limits,
+    } = a;
+    // Held while the coordinator serves: a second one on this SQLite file is
+    // refused at once, naming this one.
+    let _lock = match &db {
+        crate::store::db::Location::Sqlite(path) => lock::take_store(path)?,
+        crate::store::db::Location::Postgres(_) => None,
+    };
+    let opts = ServeOptions {
+        db,
+        listen,
+        tls: tls_dir.map(TlsDir),
+        heartbeat_timeout: Duration::from_secs(heartbeat_timeout),
+        limits: limits.into(),
+        name,
+        db_writers: usize::from(db_writers),
+        store_deadline: Duration::from_secs(store_deadline),
+        wait_for_store: !exit_without_store,
+        announce: None,
+        http,
+        fire_schedules: true,
+    };
+    serve_with(opts).await
+}
+
+async fn serve_with(mut opts: ServeOptions) -> anyhow::Result<i32> {
     if opts.tls.is_none() {
         tracing::warn!(
             "PLAINTEXT gRPC (--dangerously-insecure): anyone who can reach {} can submit campaigns and command every agent",
@@ -53,8 +90,9 @@ async fn wait_for_signal() {
     }
 }
 
-pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32> {
+pub(super) async fn run_local(opts: RunArgs) -> anyhow::Result<i32> {
     let RunArgs {
+        file,
         db,
         state_dir,
         format,
@@ -68,6 +106,7 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
         cpu: _,
     } = opts;
     let limits = spec::Limits::from(limits);
+    let file = file.as_path();
     let (db, state_dir, output) = (db.as_path(), state_dir.as_path(), output.as_deref());
     // Invalid input is reported before anything starts. The text read (with `--set`
     // applied) is the text submitted: what the store keeps is what this run checked.
@@ -183,10 +222,10 @@ pub(super) async fn run_local(file: &Path, opts: RunArgs) -> anyhow::Result<i32>
                 return Ok(130);
             }
         }
-        let (rendered, failed) = report(&mut client, &resp.campaign_id, format).await?;
-        emit(&rendered, output, format)?;
+        let (text, failed) = rendered(&mut client, &resp.campaign_id, format).await?;
+        emit(&text, output, format)?;
         if let Some(path) = &junit {
-            let (xml, _) = report(&mut client, &resp.campaign_id, Format::Junit).await?;
+            let (xml, _) = rendered(&mut client, &resp.campaign_id, Format::Junit).await?;
             std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(if failed > 0 { EXIT_FAILED_STEPS } else { 0 })

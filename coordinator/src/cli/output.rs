@@ -2,7 +2,8 @@
 
 use super::*;
 
-pub(super) async fn report(
+/// A campaign's report as the coordinator renders it, and how many problems it has.
+pub(super) async fn rendered(
     client: &mut ControlClient<Channel>,
     campaign: &str,
     format: Format,

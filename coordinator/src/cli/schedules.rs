@@ -156,12 +156,13 @@ async fn paused(name: String, client: ClientArgs, pause: bool) -> anyhow::Result
     }
 }
 
-pub(super) async fn trigger(
-    name: String,
-    labels: Vec<(String, String)>,
-    client: ClientArgs,
-    format: String,
-) -> anyhow::Result<i32> {
+pub(super) async fn trigger(a: TriggerArgs) -> anyhow::Result<i32> {
+    let TriggerArgs {
+        name,
+        labels,
+        client,
+        format,
+    } = a;
     let req = pb::TriggerRequest {
         name,
         labels: labels.into_iter().collect(),
