@@ -241,8 +241,8 @@ pub struct StatusArgs {
     pub db: Option<PathBuf>,
     #[command(flatten)]
     pub client: ClientArgs,
-    #[arg(long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+    pub output: Format,
 }
 
 // `platter watch`'s arguments; its help is the variant's doc comment above.
@@ -268,8 +268,8 @@ pub struct AgentsArgs {
     pub all: bool,
     #[command(flatten)]
     pub client: ClientArgs,
-    #[arg(long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+    pub output: Format,
 }
 
 // `platter health`'s arguments; its help is the variant's doc comment above.
@@ -333,8 +333,8 @@ pub struct CompareArgs {
     #[arg(long, default_value = "wall")]
     pub metric: String,
     /// table for people, json for scripts
-    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-    pub format: String,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+    pub format: Format,
     /// Exit 0 even when some cells could not be compared (they are still listed)
     #[arg(long)]
     pub allow_unmatched: bool,
@@ -369,8 +369,8 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "PERCENT")]
     pub threshold: Option<f64>,
     /// table for people, json or csv for scripts and spreadsheets
-    #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
-    pub format: String,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json", "csv"]))]
+    pub format: Format,
     /// Exit 4 when the latest run has a regression (for CI)
     #[arg(long)]
     pub fail_on_regression: bool,
@@ -384,8 +384,8 @@ pub struct InventoryArgs {
     #[command(flatten)]
     pub client: ClientArgs,
     /// table for people, json for scripts
-    #[arg(long, alias = "output", default_value = "table", value_parser = ["table", "json"])]
-    pub format: String,
+    #[arg(long, alias = "output", default_value = "table", value_parser = offered(&["table", "json"]))]
+    pub format: Format,
     /// Read each drive's health now (smartctl --json, as a plan does before and after
     /// it runs) instead of listing the drives; on this machine only
     #[arg(long, conflicts_with = "coordinator")]
@@ -403,8 +403,8 @@ pub struct TriggerArgs {
     #[command(flatten)]
     pub client: ClientArgs,
     /// table for people, json for scripts
-    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-    pub format: String,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+    pub format: Format,
 }
 
 // `platter drives`'s arguments; its help is the variant's doc comment above.
@@ -457,8 +457,8 @@ pub struct LedgerArgs {
     #[command(flatten)]
     pub client: ClientArgs,
     /// table for people, json or csv for scripts and spreadsheets
-    #[arg(long, default_value = "table", value_parser = ["table", "json", "csv"])]
-    pub format: String,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json", "csv"]))]
+    pub format: Format,
 }
 
 fn label(s: &str) -> Result<(String, String), String> {
@@ -505,8 +505,8 @@ pub enum Schedule {
         #[command(flatten)]
         client: ClientArgs,
         /// table for people, json for scripts
-        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-        format: String,
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        format: Format,
     },
     /// One schedule with its latest firings (labels, run, notes: skipped, caught up).
     Show {
@@ -514,8 +514,8 @@ pub enum Schedule {
         #[command(flatten)]
         client: ClientArgs,
         /// table for people, json for scripts
-        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-        format: String,
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        format: Format,
     },
     /// Stop firing it until resumed.
     Pause {
@@ -577,8 +577,8 @@ pub enum Users {
     },
     /// Every account with its role and when it was made.
     List {
-        #[arg(long, value_enum, default_value_t = Output::Table)]
-        output: Output,
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        output: Format,
         #[command(flatten)]
         store: StoreArg,
     },
@@ -626,8 +626,8 @@ pub enum Tokens {
     },
     /// Every API token: id, account, role, label, when made and last used (never secrets).
     List {
-        #[arg(long, value_enum, default_value_t = Output::Table)]
-        output: Output,
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        output: Format,
         #[command(flatten)]
         store: StoreArg,
     },
@@ -737,8 +737,8 @@ pub enum Certs {
         #[arg(long, default_value = "platter-pki")]
         dir: PathBuf,
         /// table for people, json for scripts
-        #[arg(long, alias = "output", value_enum, default_value_t = Output::Table)]
-        format: Output,
+        #[arg(long, alias = "output", default_value = "table", value_parser = offered(&["table", "json"]))]
+        format: Format,
     },
 }
 
@@ -849,4 +849,12 @@ fn heartbeat_timeout(s: &str) -> Result<u64, String> {
         ));
     }
     Ok(secs)
+}
+
+/// A `--format` (or `--output`) that offers only `names` of [`Format`]'s: every command
+/// takes the one format type, and its help lists only what it can write.
+fn offered(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = Format> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names)
+        .map(|name| Format::parse(&name).expect("an offered name is a format's"))
 }

@@ -117,7 +117,7 @@ pub(super) async fn status(a: StatusArgs) -> anyhow::Result<i32> {
                 .map_err(|s| call_error("status", s))?
                 .into_inner();
             // Each campaign carries the store's fault; with none known, say it here.
-            if let (true, Some(f), Output::Table) = (r.campaigns.is_empty(), &r.store_fault, output)
+            if let (true, Some(f), Format::Table) = (r.campaigns.is_empty(), &r.store_fault, output)
             {
                 print!("{}", client::fault_line(f));
                 println!(

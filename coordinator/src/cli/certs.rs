@@ -57,7 +57,7 @@ pub(super) fn certs(command: Certs) -> anyhow::Result<i32> {
 
 /// `platter certs list`: the table or JSON on stdout, a warning on stderr for each
 /// certificate expired or expiring within `WARN_DAYS`.
-fn list(dir: &Path, format: Output) -> anyhow::Result<i32> {
+fn list(dir: &Path, format: Format) -> anyhow::Result<i32> {
     let listing = pki::list(dir)?;
     let now = OffsetDateTime::now_utc();
     for u in &listing.unreadable {
@@ -127,8 +127,8 @@ pub(super) fn date(t: OffsetDateTime) -> String {
     )
 }
 
-fn render_list(certs: &[Listed], now: OffsetDateTime, format: Output) -> String {
-    if format == Output::Json {
+fn render_list(certs: &[Listed], now: OffsetDateTime, format: Format) -> String {
+    if format == Format::Json {
         let v: Vec<_> = certs
             .iter()
             .map(|c| {

@@ -40,7 +40,7 @@ pub(super) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
             crate::service::rpc::control::comparison_from_pb(resp, &a, &b, &metric)
         }
     };
-    if format == "json" {
+    if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&compared)?);
     } else {
         print!("{}", render_comparison(&compared));

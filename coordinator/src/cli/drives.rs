@@ -7,6 +7,7 @@ use super::*;
 use crate::report::ledger::{
     answer, DriveDetail, DriveSummary, LedgerError, Qualification, Question,
 };
+use crate::report::table;
 
 /// Exit status of `platter qualification` when no drive of the model was judged.
 pub const EXIT_NOT_JUDGED: i32 = 5;
@@ -83,14 +84,14 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
             status = EXIT_NOT_JUDGED;
         }
     }
-    let out = match (&question, format.as_str()) {
-        (_, "json") => {
+    let out = match (&question, format) {
+        (_, Format::Json) => {
             let v: serde_json::Value = serde_json::from_str(&json)?;
             format!("{}\n", serde_json::to_string_pretty(&v)?)
         }
         (Question::Drives(_), f) => {
             let drives: Vec<DriveSummary> = serde_json::from_str(&json)?;
-            if f == "csv" {
+            if f == Format::Csv {
                 drives_csv(&drives)
             } else {
                 render_drives(&drives)
@@ -98,7 +99,7 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
         }
         (Question::Drive(_), f) => {
             let d: DriveDetail = serde_json::from_str(&json)?;
-            if f == "csv" {
+            if f == Format::Csv {
                 drive_csv(&d)
             } else {
                 render_drive(&d)
@@ -106,7 +107,7 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
         }
         (Question::Qualification { .. }, f) => {
             let q: Qualification = serde_json::from_str(&json)?;
-            if f == "csv" {
+            if f == Format::Csv {
                 qualification_csv(&q)
             } else {
                 render_qualification(&q)
@@ -150,10 +151,6 @@ fn verdict_words(d: &DriveSummary) -> String {
         (p, 0) => format!("{p} PASS"),
         (p, f) => format!("{f} FAIL, {p} PASS"),
     }
-}
-
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    super::users::table(header, rows.to_vec())
 }
 
 fn render_drives(drives: &[DriveSummary]) -> String {

@@ -10,7 +10,7 @@ pub(super) async fn agents(a: AgentsArgs) -> anyhow::Result<i32> {
         client,
         output,
     } = a;
-    let whole = all || output == Output::Json;
+    let whole = all || output == Format::Json;
     let request = pb::ListAgentsRequest {
         state: state.unwrap_or_default().replace('-', " "),
         r#match: matching.unwrap_or_default(),

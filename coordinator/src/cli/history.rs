@@ -89,9 +89,9 @@ pub(super) async fn history(a: HistoryArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    match format.as_str() {
-        "json" => println!("{}", serde_json::to_string_pretty(&h)?),
-        "csv" => print!("{}", crate::views::history_csv(&h)),
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&h)?),
+        Format::Csv => print!("{}", crate::views::history_csv(&h)),
         _ => print!("{}", crate::views::render_history(&h)),
     }
     let regressed = h.latest_flags().iter().any(|(_, p)| {

@@ -9,21 +9,21 @@ pub(super) async fn inventory(a: InventoryArgs) -> anyhow::Result<i32> {
         health: drives_health,
     } = a;
     if drives_health {
-        return health(&format);
+        return health(format);
     }
     let client = client.coordinator.is_some().then_some(client);
-    of(client.as_ref(), &format).await
+    of(client.as_ref(), format).await
 }
 
 /// This host's drives (no coordinator) or every agent's, in `format`.
-async fn of(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Result<i32> {
+async fn of(coordinator: Option<&ClientArgs>, format: Format) -> anyhow::Result<i32> {
     use platter_proto::inventory::Device;
     // Each host's drives and tools (the drives alone in JSON, whose shape predates tools;
     // `platter agents --output json` has both).
     type Drives = Vec<(String, Vec<Device>)>;
     let (hosts, tools): (Drives, Vec<Vec<pb::ToolVersion>>) = match coordinator {
         None => {
-            let tools = if format == "json" {
+            let tools = if format == Format::Json {
                 Vec::new()
             } else {
                 platter_agent::scan_tools().iter().map(Into::into).collect()
@@ -51,7 +51,7 @@ async fn of(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Result<i3
             })
             .unzip(),
     };
-    if format == "json" {
+    if format == Format::Json {
         let map: serde_json::Map<String, serde_json::Value> = hosts
             .into_iter()
             .map(|(h, d)| Ok((h, serde_json::to_value(d)?)))
@@ -123,11 +123,11 @@ async fn of(coordinator: Option<&ClientArgs>, format: &str) -> anyhow::Result<i3
 
 /// `platter inventory --health`: every drive of this machine, its health read now, as a
 /// report's health section words it (one reading: no before and after).
-pub(super) fn health(format: &str) -> anyhow::Result<i32> {
+pub(super) fn health(format: Format) -> anyhow::Result<i32> {
     let devices = platter_agent::scan_inventory()?;
     let paths: Vec<&str> = devices.iter().map(|d| d.path.as_str()).collect();
     let read = platter_agent::read_health(&paths);
-    if format == "json" {
+    if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&read)?);
         return Ok(0);
     }

@@ -13,6 +13,9 @@
 //! * `inventory`, `certs`, `schedules` (`schedule`, `trigger`), `users` (`users`,
 //!   `tokens`), `db` (`migrate`, `backup`, `restore`); `lock` keeps one coordinator per
 //!   SQLite store.
+//!
+//! Every `--format` and `--output` is a [`Format`], each command offering only the names
+//! it can write; every listing's table is `report::table`.
 
 mod args;
 mod campaigns;
@@ -52,7 +55,7 @@ use platter_proto::v1::control_client::ControlClient;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-use crate::client::{self, call_error, ClientArgs, Output};
+use crate::client::{self, call_error, ClientArgs};
 use crate::planning::planner;
 use crate::report::Format;
 use crate::service::server::{Coordinator, ServeOptions};

@@ -67,7 +67,7 @@ pub(super) async fn schedule(cmd: Schedule) -> anyhow::Result<i32> {
                 .map_err(|s| call_error("listing schedules", s))?
                 .into_inner()
                 .schedules;
-            if format == "json" {
+            if format == Format::Json {
                 let json: Vec<_> = all.iter().map(views::schedule_json).collect();
                 println!("{}", serde_json::to_string_pretty(&json)?);
             } else {
@@ -93,7 +93,7 @@ pub(super) async fn schedule(cmd: Schedule) -> anyhow::Result<i32> {
                 }
                 Err(s) => return Err(call_error("reading the schedule", s)),
             };
-            if format == "json" {
+            if format == Format::Json {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&views::schedule_json(&s))?
@@ -180,7 +180,7 @@ pub(super) async fn trigger(a: TriggerArgs) -> anyhow::Result<i32> {
         }
         Err(s) => return Err(call_error("pulling the trigger", s)),
     };
-    if format == "json" {
+    if format == Format::Json {
         let json = serde_json::json!({
             "fired": r.fired.iter().map(views::firing_json).collect::<Vec<_>>(),
             "not_fired": r.not_fired,

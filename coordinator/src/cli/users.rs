@@ -193,20 +193,8 @@ fn when(unix_ms: i64) -> String {
     certs::date(t)
 }
 
-/// Rows under a header, columns aligned (`platter users`, `tokens`, `drives`).
-pub(super) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let widths = crate::report::widths(&header, &rows);
-    let mut out = String::new();
-    for r in std::iter::once(&header).chain(&rows) {
-        out += crate::report::aligned(r, &widths, "", "  ").trim_end();
-        out.push('\n');
-    }
-    out
-}
-
-fn render_accounts(accounts: &[Account], output: Output) -> String {
-    if output == Output::Json {
+fn render_accounts(accounts: &[Account], output: Format) -> String {
+    if output == Format::Json {
         return serde_json::to_string_pretty(accounts).expect("accounts serialize") + "\n";
     }
     if accounts.is_empty() {
@@ -215,12 +203,12 @@ fn render_accounts(accounts: &[Account], output: Output) -> String {
     let rows = accounts
         .iter()
         .map(|a| vec![a.name.clone(), a.role.to_string(), when(a.created_unix_ms)])
-        .collect();
-    table(&["NAME", "ROLE", "CREATED"], rows)
+        .collect::<Vec<_>>();
+    crate::report::table(&["NAME", "ROLE", "CREATED"], &rows)
 }
 
-fn render_tokens(tokens: &[ApiToken], output: Output) -> String {
-    if output == Output::Json {
+fn render_tokens(tokens: &[ApiToken], output: Format) -> String {
+    if output == Format::Json {
         return serde_json::to_string_pretty(tokens).expect("tokens serialize") + "\n";
     }
     if tokens.is_empty() {
@@ -238,9 +226,9 @@ fn render_tokens(tokens: &[ApiToken], output: Output) -> String {
                 t.last_used_unix_ms.map_or("never".into(), when),
             ]
         })
-        .collect();
-    table(
+        .collect::<Vec<_>>();
+    crate::report::table(
         &["ID", "USER", "ROLE", "LABEL", "CREATED", "LAST USED"],
-        rows,
+        &rows,
     )
 }

@@ -13,28 +13,11 @@ use super::call_error;
 use super::session::{passes, Session};
 use crate::views::{campaign_json, eta, fault_line, hms, state_name};
 
-/// `table` for people, `json` for scripts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Table,
-    Json,
-}
-
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let widths = crate::report::widths(&header, rows);
-    let mut out = crate::report::aligned(&header, &widths, "", "  ");
-    out.push('\n');
-    for r in rows {
-        out.push_str(&crate::report::aligned(r, &widths, "", "  "));
-        out.push('\n');
-    }
-    out
-}
+use crate::report::{table, Format};
 
 /// `platter status [CAMPAIGN]`.
-pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Output) -> String {
-    if output == Output::Json {
+pub fn render_status(campaigns: &[pb::CampaignStatus], one: bool, output: Format) -> String {
+    if output == Format::Json {
         let v: Vec<_> = campaigns.iter().map(campaign_json).collect();
         let v = if one {
             v.into_iter().next().unwrap_or_default()
@@ -279,10 +262,10 @@ pub fn select_here(response: &mut pb::ListAgentsResponse, request: &pb::ListAgen
 
 /// `platter agents`: every agent in the answer, or, when the coordinator listed fewer
 /// than matched (`limit`), their counts by state first and how many more there are.
-pub fn render_agents(response: &pb::ListAgentsResponse, output: Output) -> String {
+pub fn render_agents(response: &pb::ListAgentsResponse, output: Format) -> String {
     let (agents, fault) = (&response.agents, response.store_fault.as_ref());
     let now = crate::store::now_ms();
-    if output == Output::Json {
+    if output == Format::Json {
         let v: Vec<_> = agents
             .iter()
             .map(|a| crate::views::agent_json(a, fault))
@@ -647,7 +630,7 @@ mod tests {
         select_here(&mut all, &request);
         assert_eq!((all.total, all.matched, all.agents.len()), (80, 80, 50));
         assert_eq!(all.agents[0].host, "h070", "the lost one first");
-        let table = render_agents(&all, Output::Table);
+        let table = render_agents(&all, Format::Table);
         assert!(table.starts_with("80 agents: 79 idle, 1 lost\n"), "{table}");
         assert!(table.contains("… 30 more agent(s) not listed"), "{table}");
 
@@ -663,7 +646,7 @@ mod tests {
             (rack_b.total, rack_b.matched, rack_b.agents.len()),
             (80, 20, 20)
         );
-        let table = render_agents(&rack_b, Output::Table);
+        let table = render_agents(&rack_b, Format::Table);
         assert!(!table.contains("more agent(s)"), "{table}");
         assert_eq!(
             table.lines().nth(1).unwrap().split_whitespace().next(),
@@ -680,11 +663,11 @@ mod tests {
             },
         );
         assert_eq!(
-            render_agents(&none, Output::Table),
+            render_agents(&none, Format::Table),
             "none of the 80 agents match\n"
         );
         assert_eq!(
-            render_agents(&Default::default(), Output::Table),
+            render_agents(&Default::default(), Format::Table),
             "no agent has connected yet\n"
         );
 

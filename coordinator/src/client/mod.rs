@@ -290,9 +290,7 @@ pub mod session;
 pub use session::Session;
 
 pub use crate::views::{eta, fault_line};
-pub use listings::{
-    render_agents, render_status, select_here, tool_table, watch, Output, AGENTS_LISTED,
-};
+pub use listings::{render_agents, render_status, select_here, tool_table, watch, AGENTS_LISTED};
 
 #[cfg(test)]
 mod tests {

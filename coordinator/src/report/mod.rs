@@ -1076,6 +1076,19 @@ pub(crate) fn widths<'a>(
     widths
 }
 
+/// Rows under a header, columns aligned two spaces apart, no trailing spaces: the one
+/// table writer of every listing (`status`, `agents`, `users`, `drives`, …).
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let widths = widths(&header, rows);
+    let mut out = String::new();
+    for r in std::iter::once(&header).chain(rows) {
+        out += &aligned(r, &widths, "", "  ");
+        out.push('\n');
+    }
+    out
+}
+
 /// One line of an aligned text table, without trailing spaces or newline.
 pub(crate) fn aligned(cells: &[String], widths: &[usize], indent: &str, sep: &str) -> String {
     let padded: Vec<String> = cells
