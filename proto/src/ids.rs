@@ -113,20 +113,6 @@ macro_rules! string_id {
                 *self == other.0
             }
         }
-
-        #[cfg(feature = "rusqlite")]
-        impl rusqlite::ToSql for $name {
-            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-                self.0.to_sql()
-            }
-        }
-
-        #[cfg(feature = "rusqlite")]
-        impl rusqlite::types::FromSql for $name {
-            fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-                String::column_result(v).map($name)
-            }
-        }
     )*};
 }
 
