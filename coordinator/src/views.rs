@@ -85,13 +85,50 @@ pub fn hms(d: Duration) -> String {
 /// The agent states an operator filters by, in the order counts are told.
 pub const AGENT_STATES: [&str; 5] = ["idle", "busy", "lost", "offline", "journal fault"];
 
-/// An agent's state for counting and filtering: "journal fault: WHY" counts as one.
-pub fn state_kind(state: &str) -> &str {
-    if state.starts_with("journal fault") {
-        "journal fault"
-    } else {
-        state
+/// An agent state's word, as `AGENT_STATES`, `--state` and the console say it ("" for
+/// UNSPECIFIED).
+pub fn state_word(state: pb::AgentState) -> &'static str {
+    match state {
+        pb::AgentState::Unspecified => "",
+        pb::AgentState::Idle => "idle",
+        pb::AgentState::Busy => "busy",
+        pb::AgentState::Lost => "lost",
+        pb::AgentState::Offline => "offline",
+        pb::AgentState::JournalFault => "journal fault",
     }
+}
+
+/// The state `word` names: a word of `AGENT_STATES`, or a coordinator's older words for
+/// an agent ("journal fault: WHY" is JOURNAL_FAULT); UNSPECIFIED for any other.
+pub fn state_of_word(word: &str) -> pb::AgentState {
+    use pb::AgentState::*;
+    [Idle, Busy, Lost, Offline]
+        .into_iter()
+        .find(|s| state_word(*s) == word)
+        .or_else(|| word.starts_with("journal fault").then_some(JournalFault))
+        .unwrap_or(Unspecified)
+}
+
+/// An agent's state: `agent_state`, or, from a coordinator older than it, its words.
+pub fn agent_state(a: &pb::AgentInfo) -> pb::AgentState {
+    match pb::AgentState::try_from(a.agent_state) {
+        Ok(pb::AgentState::Unspecified) | Err(_) => state_of_word(&a.state),
+        Ok(s) => s,
+    }
+}
+
+/// The word of the state `request` selects ("" every state): its `state_filter`, or, from
+/// a client older than it, its words.
+pub fn filter_word(request: &pb::ListAgentsRequest) -> &str {
+    match pb::AgentState::try_from(request.state_filter) {
+        Ok(pb::AgentState::Unspecified) | Err(_) => &request.state,
+        Ok(s) => state_word(s),
+    }
+}
+
+/// An agent's state for counting and filtering: journal faults as "journal fault".
+fn state_kind(a: &pb::AgentInfo) -> &'static str {
+    state_word(agent_state(a))
 }
 
 /// Whether the agent is in the state `state` ("" any) and `q` ("" any) is a part of its
@@ -104,7 +141,7 @@ fn selects<A: Listed>(a: &A, state: &str, q: &str) -> bool {
 }
 
 fn in_state(a: &pb::AgentInfo, state: &str) -> bool {
-    state.is_empty() || state_kind(&a.state) == state
+    state.is_empty() || state_kind(a) == state
 }
 
 /// Whether `q` is a part of the agent's name or one of its labels.
@@ -144,7 +181,7 @@ impl Listed for pb::AgentInfo {
 
 /// Whether the agent needs a person: its journal in fault, or lost, or offline.
 pub fn agent_needs_attention(a: &pb::AgentInfo) -> bool {
-    matches!(state_kind(&a.state), "journal fault" | "lost" | "offline")
+    matches!(state_kind(a), "journal fault" | "lost" | "offline")
 }
 
 /// The agents `request` selects (`state`, `match`), counted by state, at most `limit` of
@@ -158,7 +195,7 @@ pub fn select_agents<A: Listed>(
     request: &pb::ListAgentsRequest,
 ) -> Vec<A> {
     let mut selected: Vec<A> = agents
-        .filter(|a| selects(a, &request.state, &request.r#match))
+        .filter(|a| selects(a, filter_word(request), &request.r#match))
         .collect();
     response.counts = state_counts(selected.iter().map(Listed::info));
     response.matched = selected.len() as u64;
@@ -177,7 +214,7 @@ pub fn state_counts<'a>(
 ) -> std::collections::HashMap<String, u64> {
     let mut counts = std::collections::HashMap::new();
     for a in agents {
-        *counts.entry(state_kind(&a.state).to_string()).or_insert(0) += 1;
+        *counts.entry(state_kind(a).to_string()).or_insert(0) += 1;
     }
     counts
 }
@@ -700,5 +737,51 @@ mod tests {
                 row("fio", "3.28", 1, &["h2"]),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod agent_state_tests {
+    use super::*;
+
+    #[test]
+    fn an_agents_state_is_its_enum_else_an_older_coordinators_words() {
+        let with = |agent_state: pb::AgentState, state: &str| pb::AgentInfo {
+            agent_state: agent_state as i32,
+            state: state.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            agent_state(&with(pb::AgentState::Busy, "busy")),
+            pb::AgentState::Busy
+        );
+        // An older coordinator: the words only, a journal fault with its why.
+        let old = with(pb::AgentState::Unspecified, "journal fault: /var full");
+        assert_eq!(agent_state(&old), pb::AgentState::JournalFault);
+        assert_eq!(state_kind(&old), "journal fault");
+        assert_eq!(
+            agent_state(&with(pb::AgentState::Unspecified, "lost")),
+            pb::AgentState::Lost
+        );
+        assert_eq!(state_of_word("sleeping"), pb::AgentState::Unspecified);
+        for word in AGENT_STATES {
+            assert_eq!(state_word(state_of_word(word)), word);
+        }
+    }
+
+    #[test]
+    fn a_requests_filter_is_its_enum_else_an_older_clients_words() {
+        let old = pb::ListAgentsRequest {
+            state: "lost".into(),
+            ..Default::default()
+        };
+        assert_eq!(filter_word(&old), "lost");
+        let new = pb::ListAgentsRequest {
+            state: "lost".into(),
+            state_filter: pb::AgentState::JournalFault as i32,
+            ..Default::default()
+        };
+        assert_eq!(filter_word(&new), "journal fault");
+        assert_eq!(filter_word(&pb::ListAgentsRequest::default()), "");
     }
 }

@@ -250,6 +250,35 @@ fn a_large_fleet_is_counted_and_those_needing_attention_are_listed_first() {
         .map(|t| (t.version.as_str(), t.hosts))
         .collect();
     assert_eq!(fio, [("3.33", 52), ("", 3), ("3.28", 2)], "{:?}", r.tools);
+    // Each agent's state as the enum, and as the words older clients read.
+    for a in &r.agents {
+        assert_eq!(a.agent_state, pb::AgentState::Idle as i32, "{}", a.host);
+        assert_eq!((a.state.as_str(), a.journal_fault.as_str()), ("idle", ""));
+    }
+    // The filter as the enum (this build's clients): the same selection as the words.
+    let typed = rt
+        .block_on(control.list_agents(pb::ListAgentsRequest {
+            state_filter: pb::AgentState::Idle as i32,
+            limit: 5,
+            ..Default::default()
+        }))
+        .unwrap()
+        .into_inner();
+    assert_eq!((typed.matched, typed.total), (57, 60));
+    let offline = rt
+        .block_on(control.list_agents(pb::ListAgentsRequest {
+            state_filter: pb::AgentState::Offline as i32,
+            // Where both are sent the enum is read.
+            state: "idle".into(),
+            ..Default::default()
+        }))
+        .unwrap()
+        .into_inner();
+    assert_eq!(offline.matched, 3, "{:?}", offline.counts);
+    assert!(offline
+        .agents
+        .iter()
+        .all(|a| a.agent_state == pb::AgentState::Offline as i32 && a.state == "offline"));
     // A state that does not exist: said, with those that do.
     let e = rt
         .block_on(control.list_agents(pb::ListAgentsRequest {

@@ -148,7 +148,9 @@ fn a_long_report_stalls_no_heartbeat_status_or_hello() {
                 let r = c
                     .report(pb::ReportRequest {
                         campaign_id: campaign,
+                        // As a client older than `report_format` asks.
                         format: "html".into(),
+                        ..Default::default()
                     })
                     .await
                     .unwrap()

@@ -291,6 +291,7 @@ impl From<&Record> for pb::Record {
                 stderr_tail: e.stderr_tail.clone(),
                 error: e.error.clone(),
                 kind: e.kind.clone(),
+                step_kind: step_kind_to_wire(&e.kind) as i32,
                 samples: e
                     .samples
                     .iter()
@@ -309,6 +310,37 @@ impl From<&Record> for pb::Record {
             kind: Some(kind),
         }
     }
+}
+
+/// The wire's step kinds with the names `StepKind::name` gives them (and a step event's
+/// `kind` carried before `step_kind`).
+const STEP_KINDS: [(pb::StepKind, &str); 10] = [
+    (pb::StepKind::Setup, "setup"),
+    (pb::StepKind::Clean, "clean"),
+    (pb::StepKind::Sync, "sync"),
+    (pb::StepKind::DropCaches, "drop_caches"),
+    (pb::StepKind::Fstrim, "fstrim"),
+    (pb::StepKind::Reboot, "reboot"),
+    (pb::StepKind::Command, "command"),
+    (pb::StepKind::Measure, "measure"),
+    (pb::StepKind::StorageSetup, "storage_setup"),
+    (pb::StepKind::StorageTeardown, "storage_teardown"),
+];
+
+/// The wire's kind of a step named `name`; UNSPECIFIED for a name it has none for.
+fn step_kind_to_wire(name: &str) -> pb::StepKind {
+    STEP_KINDS
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map_or(pb::StepKind::Unspecified, |(k, _)| *k)
+}
+
+/// The name of a wire step kind; "" for UNSPECIFIED.
+fn step_kind_name(kind: pb::StepKind) -> &'static str {
+    STEP_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or("", |(_, n)| n)
 }
 
 impl TryFrom<pb::Record> for Record {
@@ -336,9 +368,16 @@ impl TryFrom<pb::Record> for Record {
                     Ok(pb::StepState::Skipped) => StepState::Skipped,
                     _ => return Err(malformed("step event", format!("state {}", e.state))),
                 };
+                let kind = match pb::StepKind::try_from(e.step_kind) {
+                    Ok(pb::StepKind::Unspecified) => e.kind,
+                    Ok(k) => step_kind_name(k).to_string(),
+                    // A kind added after this build: its words still say it.
+                    Err(_) if !e.kind.is_empty() => e.kind,
+                    Err(_) => return Err(malformed("step event", format!("kind {}", e.step_kind))),
+                };
                 RecordKind::Step(StepEvent {
                     plan_id: e.plan_id.into(),
-                    kind: e.kind,
+                    kind,
                     step_index: e.step_index,
                     cell_id: e.cell_id.into(),
                     repetition: e.repetition,
@@ -638,5 +677,75 @@ impl From<pb::Device> for crate::inventory::Device {
             backing_file: Some(d.backing_file).filter(|s| !s.is_empty()),
             wwn: d.wwn,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{StepKind, Workload};
+
+    /// A step event on the wire with the kind said one way or both.
+    fn step_record(kind: &str, step_kind: i32) -> pb::Record {
+        pb::Record {
+            seq: 1,
+            kind: Some(pb::record::Kind::Step(pb::StepEvent {
+                plan_id: "p".into(),
+                cell_id: "c".into(),
+                state: pb::StepState::Succeeded as i32,
+                kind: kind.into(),
+                step_kind,
+                ..Default::default()
+            })),
+        }
+    }
+
+    fn kind_read(r: pb::Record) -> Result<String, WireError> {
+        match Record::try_from(r)?.kind {
+            RecordKind::Step(e) => Ok(e.kind),
+            other => panic!("not a step: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_step_kind_has_its_wire_kind_under_its_own_name() {
+        let kinds = [
+            StepKind::Setup("s".into()),
+            StepKind::Clean("c".into()),
+            StepKind::Sync,
+            StepKind::DropCaches,
+            StepKind::Fstrim("/mnt".into()),
+            StepKind::Reboot,
+            StepKind::Command("true".into()),
+            StepKind::Measure(Workload::Command("true".into())),
+        ];
+        for k in &kinds {
+            let wire = step_kind_to_wire(k.name());
+            assert_ne!(wire, pb::StepKind::Unspecified, "{}", k.name());
+            assert_eq!(step_kind_name(wire), k.name());
+        }
+        // Every wire kind once, each name once.
+        let names: std::collections::BTreeSet<_> = STEP_KINDS.iter().map(|(_, n)| n).collect();
+        assert_eq!(names.len(), STEP_KINDS.len());
+        assert_eq!(step_kind_to_wire("no such step"), pb::StepKind::Unspecified);
+    }
+
+    #[test]
+    fn a_step_events_kind_is_read_from_the_enum_else_from_the_old_words() {
+        // This build's agents send both.
+        let sent = pb::Record::from(&Record::try_from(step_record("fstrim", 0)).unwrap());
+        let pb::record::Kind::Step(e) = sent.kind.as_ref().unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(e.kind, "fstrim");
+        assert_eq!(e.step_kind, pb::StepKind::Fstrim as i32);
+        // An agent older than `step_kind` sends the words only.
+        assert_eq!(kind_read(step_record("measure", 0)).unwrap(), "measure");
+        // The enum wins where both are there.
+        let both = step_record("sync", pb::StepKind::Reboot as i32);
+        assert_eq!(kind_read(both).unwrap(), "reboot");
+        // A newer agent's kind this build does not know: its words; without them, refused.
+        assert_eq!(kind_read(step_record("trim_all", 99)).unwrap(), "trim_all");
+        assert!(kind_read(step_record("", 99)).is_err());
     }
 }

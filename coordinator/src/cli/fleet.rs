@@ -11,8 +11,11 @@ pub(super) async fn agents(a: AgentsArgs) -> anyhow::Result<i32> {
         output,
     } = a;
     let whole = all || output == Format::Json;
+    let state = state.unwrap_or_default().replace('-', " ");
     let request = pb::ListAgentsRequest {
-        state: state.unwrap_or_default().replace('-', " "),
+        state_filter: crate::views::state_of_word(&state) as i32,
+        // The words too, for coordinators older than `state_filter`.
+        state,
         r#match: matching.unwrap_or_default(),
         limit: if whole {
             0

@@ -15,7 +15,9 @@ pub(super) async fn rendered(
     let r = client
         .report(pb::ReportRequest {
             campaign_id: campaign.into(),
+            // Both ways: a coordinator older than `report_format` reads the words.
             format: name,
+            report_format: crate::service::rpc::control::report_format_to_wire(format) as i32,
         })
         .await
         .map_err(|s| call_error("report", s))?

@@ -196,6 +196,11 @@ impl Ctx {
             .control
             .report(in_process(pb::ReportRequest {
                 campaign_id: id.into(),
+                // A word of the page's query that names no format goes as words, and
+                // the service says what it is not.
+                report_format: crate::report::Format::parse(format).map_or(0, |f| {
+                    crate::service::rpc::control::report_format_to_wire(f) as i32
+                }),
                 format: format.into(),
             }))
             .await?;

@@ -259,6 +259,34 @@ impl From<CampaignComparison> for pb::CompareResponse {
     }
 }
 
+/// The wire's report formats, each with this build's `Format`.
+const REPORT_FORMATS: [(pb::ReportFormat, Format); 7] = [
+    (pb::ReportFormat::Table, Format::Table),
+    (pb::ReportFormat::Markdown, Format::Markdown),
+    (pb::ReportFormat::Json, Format::Json),
+    (pb::ReportFormat::Csv, Format::Csv),
+    (pb::ReportFormat::CsvSamples, Format::CsvSamples),
+    (pb::ReportFormat::Junit, Format::Junit),
+    (pb::ReportFormat::Html, Format::Html),
+];
+
+/// `format` as `ReportRequest.report_format` carries it.
+pub fn report_format_to_wire(format: Format) -> pb::ReportFormat {
+    REPORT_FORMATS
+        .iter()
+        .find(|(_, f)| *f == format)
+        .map(|(w, _)| *w)
+        .expect("every format has its wire format")
+}
+
+/// The format a (specified) wire format asks for.
+fn report_format_from_wire(wire: pb::ReportFormat) -> Format {
+    REPORT_FORMATS
+        .iter()
+        .find(|(w, _)| *w == wire)
+        .map_or(Format::Table, |(_, f)| *f)
+}
+
 /// The comparison a coordinator answered for `a`, `b` and `metric`.
 pub fn comparison_from_pb(
     r: pb::CompareResponse,
@@ -429,6 +457,8 @@ impl ControlService {
                         .unwrap_or_default(),
                     tools: Vec::new(),
                     coordinator: String::new(),
+                    agent_state: 0,
+                    journal_fault: String::new(),
                 };
                 let w = crate::service::presence::whereabouts(&self.hub, fleet.as_ref(), &a.host);
                 a.tools = w.tools.iter().map(pb::ToolVersion::from).collect();
@@ -439,13 +469,22 @@ impl ControlService {
                     .connected
                     .then(|| self.hub.journal_fault(&a.host))
                     .flatten();
-                a.state = match (presence, fault) {
+                let state = match (presence, &fault) {
                     // Connected, and holding its steps: the one state that needs a person.
-                    (Presence::Connected, Some(fault)) => format!("journal fault: {fault}"),
-                    (Presence::Connected, None) if a.current_campaign.is_empty() => "idle".into(),
-                    (Presence::Connected, None) => "busy".into(),
-                    (Presence::Lost, _) => "lost".into(),
-                    (Presence::Offline, _) => "offline".into(),
+                    (Presence::Connected, Some(_)) => pb::AgentState::JournalFault,
+                    (Presence::Connected, None) if a.current_campaign.is_empty() => {
+                        pb::AgentState::Idle
+                    }
+                    (Presence::Connected, None) => pb::AgentState::Busy,
+                    (Presence::Lost, _) => pb::AgentState::Lost,
+                    (Presence::Offline, _) => pb::AgentState::Offline,
+                };
+                a.agent_state = state as i32;
+                a.journal_fault = fault.unwrap_or_default();
+                // The words, for clients older than `agent_state`.
+                a.state = match state {
+                    pb::AgentState::JournalFault => format!("journal fault: {}", a.journal_fault),
+                    s => crate::views::state_word(s).to_string(),
                 };
                 a
             })
@@ -828,10 +867,10 @@ impl Control for ControlService {
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let want = request.into_inner();
-        if !want.state.is_empty() && !crate::views::AGENT_STATES.contains(&want.state.as_str()) {
+        let state = crate::views::filter_word(&want);
+        if !state.is_empty() && !crate::views::AGENT_STATES.contains(&state) {
             return Err(Status::invalid_argument(format!(
-                "no agent state {:?}: one of {}",
-                want.state,
+                "no agent state {state:?}: one of {}",
                 crate::views::AGENT_STATES.join(", ")
             )));
         }
@@ -847,15 +886,17 @@ impl Control for ControlService {
     ) -> Result<Response<pb::ReportResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let req = request.into_inner();
-        let format = if req.format.is_empty() {
-            Some(Format::Table)
-        } else {
-            Format::parse(&req.format)
+        let format = match pb::ReportFormat::try_from(req.report_format) {
+            // A client older than `report_format`: its words.
+            Ok(pb::ReportFormat::Unspecified) if req.format.is_empty() => Some(Format::Table),
+            Ok(pb::ReportFormat::Unspecified) => Format::parse(&req.format),
+            Ok(f) => Some(report_format_from_wire(f)),
+            Err(_) => None,
         };
         let format = format.ok_or_else(|| {
             Status::invalid_argument(format!(
-                "unknown report format {:?}: use table, markdown, json, csv, csv-samples, junit or html",
-                req.format
+                "unknown report format {:?} ({}): use table, markdown, json, csv, csv-samples, junit or html",
+                req.format, req.report_format
             ))
         })?;
         // Reading the store and rendering block: off the async workers, which carry every
@@ -1099,6 +1140,18 @@ impl crate::views::Listed for Unread<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_report_format_goes_on_the_wire_and_back() {
+        use clap::ValueEnum;
+        let mut seen = std::collections::BTreeSet::new();
+        for f in Format::value_variants() {
+            let wire = report_format_to_wire(*f);
+            assert_ne!(wire, pb::ReportFormat::Unspecified, "{f:?}");
+            assert_eq!(report_format_from_wire(wire), *f);
+            assert!(seen.insert(wire as i32), "{f:?} shares its wire format");
+        }
+    }
     use crate::store::testing::{drive, stores};
 
     /// A fleet of `store`'s agents, every other one idle, reading drives by name for at
@@ -1170,6 +1223,7 @@ mod tests {
                             state: state.into(),
                             r#match: q.into(),
                             limit,
+                            ..Default::default()
                         };
                         let a = by_name.select(&want).unwrap();
                         let b = by_words.select(&want).unwrap();
