@@ -2,7 +2,7 @@
 //! coordinator and agents started here: sign in, the overview lists the hosts, a
 //! campaign's progress and a killed agent appear without a reload, a hostile host name
 //! runs nothing, sign out. With `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites
-//! `examples/screenshots/console-*.png` (1280 px wide), which the README links.
+//! `examples/screenshots/console-*.png` (1280 px wide), which docs/console.md links.
 
 mod common;
 

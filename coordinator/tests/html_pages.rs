@@ -4,7 +4,7 @@
 //! provenance snapshots), the page rendered and loaded in headless Chromium. The DOM it
 //! builds must open with the summary, hold the charts with every host or drive named in
 //! their legends, and fetch nothing. With `PLATTER_UPDATE_SCREENSHOTS=1` the pages'
-//! screenshots are written to `examples/screenshots/` (the README links them).
+//! screenshots are written to `examples/screenshots/` (the README and docs/reports.md link them).
 
 mod common;
 

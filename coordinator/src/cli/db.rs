@@ -159,7 +159,7 @@ fn backed_up(db: &Path, file: &Path, b: &backup::Backup) -> String {
 }
 
 /// Why `platter db backup`/`restore` do not take a PostgreSQL store, and PostgreSQL's own
-/// commands for it (README, "Backups").
+/// commands for it (docs/operations.md, "Backups").
 fn postgres(db: &Location, asked: &str) -> String {
     let url = db.to_string();
     format!(
