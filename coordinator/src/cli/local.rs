@@ -90,6 +90,24 @@ async fn wait_for_signal() {
     }
 }
 
+/// The agent of `platter run`: this host's, on the coordinator at `addr` in this process,
+/// over plaintext loopback.
+fn local_agent(addr: SocketAddr, host: &str, state_dir: &Path) -> platter_agent::AgentConfig {
+    platter_agent::AgentConfig {
+        coordinators: vec![format!("http://{addr}")],
+        transport: Transport::Plaintext,
+        labels: Vec::new(),
+        host: host.to_string(),
+        state_dir: state_dir.to_path_buf(),
+        boot_id_file: platter_agent::DEFAULT_BOOT_ID_FILE.into(),
+        reboot_command: String::new(),
+        reboot_timeout: Duration::from_secs(600),
+        allow_devices: Vec::new(),
+        mount_dir: None,
+        inventory_interval: platter_agent::DEFAULT_INVENTORY_INTERVAL,
+    }
+}
+
 pub(super) async fn run_local(opts: RunArgs) -> anyhow::Result<i32> {
     let RunArgs {
         file,
@@ -144,17 +162,9 @@ pub(super) async fn run_local(opts: RunArgs) -> anyhow::Result<i32> {
     };
     let coordinator = Coordinator::start(serve, shutdown.clone()).await?;
     let agent_cfg = platter_agent::AgentConfig {
-        coordinators: vec![format!("http://{}", coordinator.addr)],
-        transport: Transport::Plaintext,
-        labels: Vec::new(),
-        host: host.clone(),
-        state_dir: state_dir.to_path_buf(),
-        boot_id_file: platter_agent::DEFAULT_BOOT_ID_FILE.into(),
         reboot_command,
-        reboot_timeout: Duration::from_secs(600),
         allow_devices,
-        mount_dir: None,
-        inventory_interval: platter_agent::DEFAULT_INVENTORY_INTERVAL,
+        ..local_agent(coordinator.addr, &host, state_dir)
     };
     let agent_stop = shutdown.child_token();
     let mut agent = tokio::spawn(platter_agent::run(agent_cfg, agent_stop.clone()));

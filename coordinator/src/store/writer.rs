@@ -811,127 +811,18 @@ pub(super) fn insert_steps_pg(
     }
     let mut firsts: Vec<usize> = place.values().copied().collect();
     firsts.sort_unstable();
-    let n = firsts.len();
-    let (mut plan_id, mut index, mut attempt, mut state, mut kind) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut cell, mut repetition, mut started, mut finished, mut exit) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut stderr, mut error, mut warmup) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for &i in &firsts {
-        let (e, c, w) = &run[i];
-        plan_id.push(e.plan_id.as_str());
-        index.push(i64::from(e.step_index));
-        attempt.push(i64::from(e.attempt));
-        state.push(e.state.as_str());
-        kind.push(e.kind.as_str());
-        cell.push(*c);
-        repetition.push(i64::from(e.repetition));
-        started.push(e.started_unix_ns);
-        finished.push(e.finished_unix_ns);
-        exit.push(i64::from(e.exit_status));
-        stderr.push(e.stderr_tail.as_str());
-        error.push(e.error.as_str());
-        warmup.push(i64::from(*w));
-    }
+    let columns = StepColumns::of(run, &firsts);
     let mut step_of: Vec<Option<i64>> = vec![None; run.len()];
     let inserted = match how {
         StepsBy::Copy => {
-            // `nextval` per row: the keys are this writer's alone whatever other writers
-            // and coordinators draw meanwhile. (The sequence of the identity column `n`,
-            // named by PostgreSQL when the first migration made `steps`; the store's role
-            // owns it, as it owns the tables.)
-            let keys = pg.query_typed(
-                "SELECT nextval('steps_n_seq') FROM generate_series(1, $1::int8)",
-                &[&(n as i64)],
-            )?;
-            let keys = keys
-                .iter()
-                .map(|row| row.try_get::<_, i64>(0))
-                .collect::<std::result::Result<Vec<i64>, _>>()?;
-            debug_assert_eq!(keys.len(), n, "a key for every step end");
-            let rows = (0..n).map(|j| -> [&(dyn ToSql + Sync); 15] {
-                [
-                    &keys[j],
-                    &plan_id[j],
-                    &index[j],
-                    &attempt[j],
-                    &state[j],
-                    &kind[j],
-                    &cell[j],
-                    &repetition[j],
-                    &host,
-                    &started[j],
-                    &finished[j],
-                    &exit[j],
-                    &stderr[j],
-                    &error[j],
-                    &warmup[j],
-                ]
-            });
-            pg.copy_in(
-                "COPY steps (n, plan_id, step_index, attempt, state, kind, cell, repetition, host,
-                             started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
-                 FROM STDIN (FORMAT binary)",
-                &[
-                    Type::INT8,
-                    Type::TEXT,
-                    Type::INT8,
-                    Type::INT8,
-                    Type::TEXT,
-                    Type::TEXT,
-                    Type::INT8,
-                    Type::INT8,
-                    Type::TEXT,
-                    Type::INT8,
-                    Type::INT8,
-                    Type::INT8,
-                    Type::TEXT,
-                    Type::TEXT,
-                    Type::INT8,
-                ],
-                rows,
-            )?;
+            let keys = copy_steps(pg, host, &columns)?;
             for (&i, &key) in firsts.iter().zip(&keys) {
                 step_of[i] = Some(key);
             }
-            n
+            keys.len()
         }
         StepsBy::Upsert => {
-            let hosts = vec![host; n];
-            // Resent records (already stored, or being stored by another coordinator at
-            // this moment: the `INSERT` waits for it) are skipped on the one key that says
-            // so, not on every unique index of `steps` (`ON CONFLICT DO NOTHING` without a
-            // target probes each of them once more per row: 1.3× the time). Any other
-            // conflict (an end the step has already under another state) fails the agent's
-            // savepoint, and its batch is stored record by record with `INSERT OR IGNORE`
-            // (`commit`), as on SQLite.
-            let inserted = pg.query_typed(
-                "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
-                                    started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
-                 SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
-                                      $7::int8[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::text[],
-                                      $13::text[], $14::int8[])
-                 ON CONFLICT (plan_id, step_index, attempt, state) DO NOTHING
-                 RETURNING n, plan_id, step_index, attempt, state",
-                &[
-                    &plan_id, &index, &attempt, &state, &kind, &cell, &repetition, &hosts,
-                    &started, &finished, &exit, &stderr, &error, &warmup,
-                ],
-            )?;
+            let inserted = upsert_steps(pg, host, &columns)?;
             for row in &inserted {
                 let key = (
                     row.try_get::<_, &str>(1)?,
@@ -946,6 +837,175 @@ pub(super) fn insert_steps_pg(
             inserted.len()
         }
     };
+    outcome.samples_stored += copy_samples(pg, run, &step_of)?;
+    outcome.steps_stored += inserted as u64;
+    run.clear();
+    Ok(())
+}
+
+/// The step ends of a run to insert, column by column (PostgreSQL's arrays and `COPY`
+/// rows are made from them), the first of each key only.
+struct StepColumns<'a> {
+    plan_id: Vec<&'a str>,
+    index: Vec<i64>,
+    attempt: Vec<i64>,
+    state: Vec<&'a str>,
+    kind: Vec<&'a str>,
+    cell: Vec<i64>,
+    repetition: Vec<i64>,
+    started: Vec<i64>,
+    finished: Vec<i64>,
+    exit: Vec<i64>,
+    stderr: Vec<&'a str>,
+    error: Vec<&'a str>,
+    warmup: Vec<i64>,
+}
+
+impl<'a> StepColumns<'a> {
+    /// The columns of `run`'s rows at `firsts`, in that order.
+    fn of(
+        run: &[(&'a platter_proto::model::StepEvent, i64, bool)],
+        firsts: &[usize],
+    ) -> StepColumns<'a> {
+        let n = firsts.len();
+        let mut c = StepColumns {
+            plan_id: Vec::with_capacity(n),
+            index: Vec::with_capacity(n),
+            attempt: Vec::with_capacity(n),
+            state: Vec::with_capacity(n),
+            kind: Vec::with_capacity(n),
+            cell: Vec::with_capacity(n),
+            repetition: Vec::with_capacity(n),
+            started: Vec::with_capacity(n),
+            finished: Vec::with_capacity(n),
+            exit: Vec::with_capacity(n),
+            stderr: Vec::with_capacity(n),
+            error: Vec::with_capacity(n),
+            warmup: Vec::with_capacity(n),
+        };
+        for &i in firsts {
+            let (e, cell, warmup) = &run[i];
+            c.plan_id.push(e.plan_id.as_str());
+            c.index.push(i64::from(e.step_index));
+            c.attempt.push(i64::from(e.attempt));
+            c.state.push(e.state.as_str());
+            c.kind.push(e.kind.as_str());
+            c.cell.push(*cell);
+            c.repetition.push(i64::from(e.repetition));
+            c.started.push(e.started_unix_ns);
+            c.finished.push(e.finished_unix_ns);
+            c.exit.push(i64::from(e.exit_status));
+            c.stderr.push(e.stderr_tail.as_str());
+            c.error.push(e.error.as_str());
+            c.warmup.push(i64::from(*warmup));
+        }
+        c
+    }
+
+    fn len(&self) -> usize {
+        self.plan_id.len()
+    }
+}
+
+/// `StepsBy::Copy`: every row copied in under a key drawn for it; the keys, in the rows'
+/// order.
+fn copy_steps(pg: &db::pg::PgConn, host: &str, c: &StepColumns<'_>) -> Result<Vec<i64>> {
+    let n = c.len();
+    // `nextval` per row: the keys are this writer's alone whatever other writers
+    // and coordinators draw meanwhile. (The sequence of the identity column `n`,
+    // named by PostgreSQL when the first migration made `steps`; the store's role
+    // owns it, as it owns the tables.)
+    let keys = pg.query_typed(
+        "SELECT nextval('steps_n_seq') FROM generate_series(1, $1::int8)",
+        &[&(n as i64)],
+    )?;
+    let keys = keys
+        .iter()
+        .map(|row| row.try_get::<_, i64>(0))
+        .collect::<std::result::Result<Vec<i64>, _>>()?;
+    debug_assert_eq!(keys.len(), n, "a key for every step end");
+    let rows = (0..n).map(|j| -> [&(dyn ToSql + Sync); 15] {
+        [
+            &keys[j],
+            &c.plan_id[j],
+            &c.index[j],
+            &c.attempt[j],
+            &c.state[j],
+            &c.kind[j],
+            &c.cell[j],
+            &c.repetition[j],
+            &host,
+            &c.started[j],
+            &c.finished[j],
+            &c.exit[j],
+            &c.stderr[j],
+            &c.error[j],
+            &c.warmup[j],
+        ]
+    });
+    pg.copy_in(
+        "COPY steps (n, plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                     started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+         FROM STDIN (FORMAT binary)",
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::INT8,
+            Type::INT8,
+            Type::TEXT,
+            Type::TEXT,
+            Type::INT8,
+            Type::INT8,
+            Type::TEXT,
+            Type::INT8,
+            Type::INT8,
+            Type::INT8,
+            Type::TEXT,
+            Type::TEXT,
+            Type::INT8,
+        ],
+        rows,
+    )?;
+    Ok(keys)
+}
+
+/// `StepsBy::Upsert`: the rows not stored yet inserted; the inserted rows' `n, plan_id,
+/// step_index, attempt, state`.
+fn upsert_steps(
+    pg: &db::pg::PgConn,
+    host: &str,
+    c: &StepColumns<'_>,
+) -> Result<Vec<tokio_postgres::Row>> {
+    let hosts = vec![host; c.len()];
+    // Resent records (already stored, or being stored by another coordinator at
+    // this moment: the `INSERT` waits for it) are skipped on the one key that says
+    // so, not on every unique index of `steps` (`ON CONFLICT DO NOTHING` without a
+    // target probes each of them once more per row: 1.3× the time). Any other
+    // conflict (an end the step has already under another state) fails the agent's
+    // savepoint, and its batch is stored record by record with `INSERT OR IGNORE`
+    // (`commit`), as on SQLite.
+    Ok(pg.query_typed(
+        "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
+                            started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
+         SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
+                              $7::int8[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::text[],
+                              $13::text[], $14::int8[])
+         ON CONFLICT (plan_id, step_index, attempt, state) DO NOTHING
+         RETURNING n, plan_id, step_index, attempt, state",
+        &[
+            &c.plan_id, &c.index, &c.attempt, &c.state, &c.kind, &c.cell, &c.repetition, &hosts,
+            &c.started, &c.finished, &c.exit, &c.stderr, &c.error, &c.warmup,
+        ],
+    )?)
+}
+
+/// The samples of the run's steps this batch inserted (`step_of`, by the run's rows),
+/// copied in; how many.
+fn copy_samples(
+    pg: &db::pg::PgConn,
+    run: &[(&platter_proto::model::StepEvent, i64, bool)],
+    step_of: &[Option<i64>],
+) -> Result<u64> {
     // The samples of steps this statement inserted cannot be stored yet (their step's row
     // is new), so they are copied in without a conflict check: `COPY` took half the time
     // of the same rows through a staging table and `INSERT … ON CONFLICT DO NOTHING`
@@ -953,7 +1013,7 @@ pub(super) fn insert_steps_pg(
     // agent's savepoint, as it would fail an INSERT.
     let samples = run
         .iter()
-        .zip(&step_of)
+        .zip(step_of)
         .filter_map(|((e, _, _), n)| Some((e, n.as_ref()?)))
         .flat_map(|(e, n)| e.samples.iter().map(move |s| (n, s)));
     let mut rows = samples
@@ -973,16 +1033,21 @@ pub(super) fn insert_steps_pg(
             ]
         })
         .peekable();
-    if rows.peek().is_some() {
-        outcome.samples_stored += pg.copy_in(
-            "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
-            &[Type::INT8, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::BYTEA, Type::TEXT],
-            rows,
-        )?;
+    if rows.peek().is_none() {
+        return Ok(0);
     }
-    outcome.steps_stored += inserted as u64;
-    run.clear();
-    Ok(())
+    Ok(pg.copy_in(
+        "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::FLOAT8,
+            Type::TEXT,
+            Type::BYTEA,
+            Type::TEXT,
+        ],
+        rows,
+    )?)
 }
 
 /// NULLs of the sample columns' types, for `COPY`.
