@@ -365,30 +365,7 @@ impl Executor {
             .held(plan_id)
             .expect("advance is called for held plans");
         let Some(index) = progress.next_step() else {
-            // The drives' health after the last measurement.
-            let under_test = drives_under_test(&progress.plan);
-            if !under_test.is_empty() {
-                let paths: Vec<&str> = under_test.iter().map(String::as_str).collect();
-                let last = progress.plan.steps.len().saturating_sub(1) as u32;
-                let health = provenance::health(&self.cfg.storage.inventory_roots, &paths);
-                self.emit(RecordKind::Provenance {
-                    plan_id: plan_id.to_string().into(),
-                    step_index: last,
-                    facts: Box::new(Provenance {
-                        trigger: provenance::AT_PLAN_END.into(),
-                        health,
-                        ..Provenance::default()
-                    }),
-                })?;
-            }
-            let cancelled = self.shared.is_cancelled(plan_id);
-            self.emit(RecordKind::PlanFinished {
-                plan_id: plan_id.to_string().into(),
-                cancelled,
-            })?;
-            tracing::info!(plan = %plan_id, cancelled, "plan finished");
-            self.publish_held();
-            return self.journal.maybe_compact(&self.state);
+            return self.finish_plan(plan_id);
         };
         let step = progress.plan.steps[index as usize].clone();
         let run_as = progress.plan.run_as(&step).cloned();
@@ -402,20 +379,12 @@ impl Executor {
         self.active_storage = progress.storage_at(index);
         self.shared_storage = !progress.plan.run_as.is_empty();
         if (self.shared.is_cancelled(plan_id) || aborted) && !teardown {
-            let mut e = self.event(
-                plan_id,
-                &step,
-                progress.skip_attempt(index),
-                StepState::Skipped,
-                0,
-            );
-            e.error = if aborted {
+            let why = if aborted {
                 "skipped: an earlier step failed and on_failure is abort"
             } else {
                 "skipped: cancelled"
-            }
-            .into();
-            return self.emit(RecordKind::Step(e));
+            };
+            return self.skip(plan_id, &step, progress.skip_attempt(index), why.into());
         }
         if let Some(r) = reboot {
             if r.boot_id != self.cfg.boot_id {
@@ -439,19 +408,12 @@ impl Executor {
                 .map(|e| e.error.clone())
                 .unwrap_or_default();
             let failed_step = &progress.plan.steps[failed as usize];
-            let mut e = self.event(
-                plan_id,
-                &step,
-                progress.skip_attempt(index),
-                StepState::Skipped,
-                0,
-            );
-            e.error = format!(
+            let error = format!(
                 "{NOT_MEASURED}: {} (step {failed}): {why}",
                 failed_step.kind.name()
             );
-            tracing::warn!(plan = %plan_id, step = index, error = %e.error, "measurement skipped");
-            return self.emit(RecordKind::Step(e));
+            tracing::warn!(plan = %plan_id, step = index, error = %error, "measurement skipped");
+            return self.skip(plan_id, &step, progress.skip_attempt(index), error);
         }
         let cut_offs = progress.cut_offs(index);
         if cut_offs >= MAX_ATTEMPTS {
@@ -530,22 +492,77 @@ impl Executor {
         };
         self.end_as(plan_id, &step, attempt, started, state, ending)?;
         match made {
-            // The storage as the system has it now: mounts, mkfs version, write cache.
-            Some(c) => self.emit(RecordKind::Provenance {
-                plan_id: plan_id.to_string().into(),
-                step_index: index,
-                facts: Box::new(Provenance {
-                    trigger: provenance::AT_STORAGE_SETUP.into(),
-                    devices: provenance::devices(
-                        &self.cfg.storage.inventory_roots,
-                        Some(c.device.as_deref().as_slice()),
-                    ),
-                    storage: Some(self.cfg.storage.facts(&c)),
-                    ..Provenance::default()
-                }),
-            }),
+            Some(c) => self.storage_made(plan_id, index, &c),
             None => Ok(()),
         }
+    }
+
+    /// Ends a plan with no step left: the drives' health after its last measurement, then
+    /// `PlanFinished`.
+    fn finish_plan(&mut self, plan_id: &str) -> Result<(), JournalError> {
+        let progress = self
+            .state
+            .held(plan_id)
+            .expect("finish_plan is called for held plans");
+        let under_test = drives_under_test(&progress.plan);
+        if !under_test.is_empty() {
+            let paths: Vec<&str> = under_test.iter().map(String::as_str).collect();
+            let last = progress.plan.steps.len().saturating_sub(1) as u32;
+            let health = provenance::health(&self.cfg.storage.inventory_roots, &paths);
+            self.emit(RecordKind::Provenance {
+                plan_id: plan_id.to_string().into(),
+                step_index: last,
+                facts: Box::new(Provenance {
+                    trigger: provenance::AT_PLAN_END.into(),
+                    health,
+                    ..Provenance::default()
+                }),
+            })?;
+        }
+        let cancelled = self.shared.is_cancelled(plan_id);
+        self.emit(RecordKind::PlanFinished {
+            plan_id: plan_id.to_string().into(),
+            cancelled,
+        })?;
+        tracing::info!(plan = %plan_id, cancelled, "plan finished");
+        self.publish_held();
+        self.journal.maybe_compact(&self.state)
+    }
+
+    /// Records `step` as skipped (not run) at `attempt`, saying why.
+    fn skip(
+        &mut self,
+        plan_id: &str,
+        step: &Step,
+        attempt: u32,
+        why: String,
+    ) -> Result<(), JournalError> {
+        let mut e = self.event(plan_id, step, attempt, StepState::Skipped, 0);
+        e.error = why;
+        self.emit(RecordKind::Step(e))
+    }
+
+    /// What a storage setup made, as the system has it now: mounts, mkfs version, write
+    /// cache.
+    fn storage_made(
+        &mut self,
+        plan_id: &str,
+        index: u32,
+        c: &StorageConfig,
+    ) -> Result<(), JournalError> {
+        self.emit(RecordKind::Provenance {
+            plan_id: plan_id.to_string().into(),
+            step_index: index,
+            facts: Box::new(Provenance {
+                trigger: provenance::AT_STORAGE_SETUP.into(),
+                devices: provenance::devices(
+                    &self.cfg.storage.inventory_roots,
+                    Some(c.device.as_deref().as_slice()),
+                ),
+                storage: Some(self.cfg.storage.facts(c)),
+                ..Provenance::default()
+            }),
+        })
     }
 
     /// Sends what the plan runs on before its first step in this process: the host, its
