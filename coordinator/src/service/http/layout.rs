@@ -2,8 +2,6 @@
 //! use them, the signed-in account, its sign-out form) and URL text, shared by the
 //! pages and the sign-in flow.
 
-use std::fmt::Write as _;
-
 use axum::response::Html;
 
 use crate::report::esc;
@@ -51,15 +49,27 @@ pub(super) fn page(
     ))
 }
 
+/// Every byte but RFC 3986's unreserved ones (`A–Z a–z 0–9 - . _ ~`).
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// `s` as one path segment or query value: every byte but unreserved ones percent-encoded.
 pub(super) fn url_part(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
+    percent_encoding::utf8_percent_encode(s, NOT_UNRESERVED).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_url_part_keeps_only_unreserved_bytes() {
+        assert_eq!(
+            super::url_part("rc66 a/b?c=d&e#f"),
+            "rc66%20a%2Fb%3Fc%3Dd%26e%23f"
+        );
+        assert_eq!(super::url_part("Ünï-._~"), "%C3%9Cn%C3%AF-._~");
+        assert_eq!(super::url_part("journal fault"), "journal%20fault");
     }
-    out
 }
