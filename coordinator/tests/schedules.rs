@@ -426,6 +426,34 @@ fn triggers_fire_from_the_cli_and_over_https_with_their_labels() {
 }
 
 #[test]
+fn a_trigger_whose_run_could_not_be_planned_exits_1_saying_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_coordinator, port) = serve_with(dir, &[]);
+    let _agent = agent(dir, port, "h1", &[]);
+    wait_agents(dir, 1);
+    // No agent has the label: the run cannot be planned when the trigger fires it.
+    let file = write(
+        dir,
+        "nowhere.yaml",
+        "name: nowhere\nhosts: { labels: { rack: nowhere } }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    schedule_cmd(
+        dir,
+        port,
+        &["add", file.to_str().unwrap(), "--on-trigger", "t"],
+    );
+    let out = operator(dir, port).args(["trigger", "t"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("schedule nowhere: failed"), "{err}");
+    assert!(out.stdout.is_empty(), "no run to print");
+    let f = firings(dir, "nowhere");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].outcome, "failed", "{f:#?}");
+}
+
+#[test]
 fn bad_schedules_are_refused_with_what_to_write() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

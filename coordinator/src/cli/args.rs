@@ -96,7 +96,7 @@ pub enum Command {
     /// Fire now the schedules made `--on-trigger NAME` (else the schedule called NAME),
     /// each run labelled: `platter trigger kernel-update --label kernel=6.12.1`. For CI
     /// systems without the CLI: `POST /api/v1/triggers/NAME` on the console with an
-    /// operator's API token.
+    /// operator's API token. Exits 1 when a schedule's run could not be submitted.
     Trigger(TriggerArgs),
     /// The drive ledger: every physical drive the agents reported (by WWN, else model and
     /// serial; a drive without a serial per host), where it was seen, its latest health

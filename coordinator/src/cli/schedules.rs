@@ -200,5 +200,11 @@ pub(super) async fn trigger(a: TriggerArgs) -> anyhow::Result<i32> {
             eprintln!("not fired: {n}");
         }
     }
-    Ok(0)
+    // A run that could not be submitted is something to act on; a skip (policy) or a
+    // paused schedule is what was asked for.
+    Ok(if r.fired.iter().any(|f| f.outcome == "failed") {
+        1
+    } else {
+        0
+    })
 }
