@@ -42,7 +42,37 @@ pub fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
 }
 
 pub fn fault_json(f: &pb::StoreFault) -> serde_json::Value {
-    serde_json::json!({ "reason": f.reason, "since_unix_ms": f.since_unix_ms, "not_answering": f.not_answering })
+    serde_json::to_value(FaultView::from(f)).expect("a fault serializes")
+}
+
+/// The store's fault, as pages show it and the API's JSON carries it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FaultView {
+    pub reason: String,
+    pub since_unix_ms: i64,
+    pub not_answering: bool,
+}
+
+impl From<&pb::StoreFault> for FaultView {
+    fn from(f: &pb::StoreFault) -> FaultView {
+        FaultView {
+            reason: f.reason.clone(),
+            since_unix_ms: f.since_unix_ms,
+            not_answering: f.not_answering,
+        }
+    }
+}
+
+impl FaultView {
+    /// The operator's line (`fault_line`), without its newline.
+    pub fn line(&self) -> String {
+        let f = pb::StoreFault {
+            reason: self.reason.clone(),
+            since_unix_ms: self.since_unix_ms,
+            not_answering: self.not_answering,
+        };
+        fault_line(&f).trim_end().to_string()
+    }
 }
 
 /// What an operator reads when the coordinator's store cannot commit: why, for how long,
@@ -279,29 +309,133 @@ pub fn tool_counts<'a>(agents: impl IntoIterator<Item = &'a pb::AgentInfo>) -> V
 
 /// One agent of `platter agents --output json` and `/api/v1/hosts`; `fault` is the store's.
 pub fn agent_json(a: &pb::AgentInfo, fault: Option<&pb::StoreFault>) -> serde_json::Value {
-    let labels: std::collections::BTreeMap<_, _> = a.labels.iter().collect();
-    serde_json::json!({
-        "host": a.host,
-        "state": a.state,
-        // Where several coordinators share a store: the one holding it.
-        "coordinator": (!a.coordinator.is_empty()).then_some(&a.coordinator),
-        "labels": labels,
-        "last_seen_unix_ms": a.last_seen_unix_ms,
-        "current_campaign": a.current_campaign,
-        // Connected, but what it sends waits for the store.
-        "waiting_for_store": fault.filter(|_| a.connected).map(|f| &f.reason),
-        "agent_version": a.agent_version,
-        "boot_id": a.boot_id,
-        "drives": a.devices.iter().map(|d| serde_json::json!({
-            "path": d.path, "model": d.model, "serial": d.serial,
-            "firmware": d.firmware, "size_bytes": d.size_bytes, "transport": d.transport,
-            "controller": d.controller, "write_cache": d.write_cache,
-        })).collect::<Vec<_>>(),
-        // `path` "" for a tool the host lacks.
-        "tools": a.tools.iter().map(|t| serde_json::json!({
-            "name": t.name, "path": t.path, "version": t.version,
-        })).collect::<Vec<_>>(),
-    })
+    // Through `Value`, whose objects keep their keys sorted, as this JSON always had them.
+    serde_json::to_value(HostView::of(a, fault)).expect("a host serializes")
+}
+
+/// An agent as the console's host rows show it and the API's JSON carries it
+/// (`agent_json`, `platter agents --output json`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostView {
+    pub host: String,
+    /// The state's words as `AgentInfo.state` says them ("journal fault: WHY").
+    pub state: String,
+    /// Where several coordinators share a store: the one holding it.
+    pub coordinator: Option<String>,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub last_seen_unix_ms: i64,
+    pub current_campaign: String,
+    /// Connected, but what it sends waits for the store.
+    pub waiting_for_store: Option<String>,
+    pub agent_version: String,
+    pub boot_id: String,
+    pub drives: Vec<DriveView>,
+    /// `path` "" for a tool the host lacks.
+    pub tools: Vec<ToolView>,
+    /// The state, typed (the words are `state`'s).
+    #[serde(skip)]
+    pub kind: pb::AgentState,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DriveView {
+    pub path: String,
+    pub model: String,
+    pub serial: String,
+    pub firmware: String,
+    pub size_bytes: u64,
+    pub transport: String,
+    pub controller: Vec<String>,
+    pub write_cache: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ToolView {
+    pub name: String,
+    pub path: String,
+    pub version: String,
+}
+
+impl HostView {
+    /// Agent `a` as the coordinator answered, its store's fault `fault`.
+    pub fn of(a: &pb::AgentInfo, fault: Option<&pb::StoreFault>) -> HostView {
+        HostView {
+            host: a.host.clone(),
+            state: a.state.clone(),
+            coordinator: (!a.coordinator.is_empty()).then(|| a.coordinator.clone()),
+            labels: a
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            last_seen_unix_ms: a.last_seen_unix_ms,
+            current_campaign: a.current_campaign.clone(),
+            waiting_for_store: fault.filter(|_| a.connected).map(|f| f.reason.clone()),
+            agent_version: a.agent_version.clone(),
+            boot_id: a.boot_id.clone(),
+            drives: a
+                .devices
+                .iter()
+                .map(|d| DriveView {
+                    path: d.path.clone(),
+                    model: d.model.clone(),
+                    serial: d.serial.clone(),
+                    firmware: d.firmware.clone(),
+                    size_bytes: d.size_bytes,
+                    transport: d.transport.clone(),
+                    controller: d.controller.clone(),
+                    write_cache: d.write_cache.clone(),
+                })
+                .collect(),
+            tools: a
+                .tools
+                .iter()
+                .map(|t| ToolView {
+                    name: t.name.clone(),
+                    path: t.path.clone(),
+                    version: t.version.clone(),
+                })
+                .collect(),
+            kind: agent_state(a),
+        }
+    }
+
+    /// Its labels as `key=value` words, sorted.
+    pub fn label_words(&self) -> String {
+        let mut words: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        words.sort();
+        words.join(" ")
+    }
+
+    /// Its drives as `path model`, comma-separated.
+    pub fn drive_words(&self) -> String {
+        let drives: Vec<String> = self
+            .drives
+            .iter()
+            .map(|d| format!("{} {}", d.path, d.model).trim().to_string())
+            .collect();
+        drives.join(", ")
+    }
+
+    /// The tools it has (those it lacks left out), comma-separated.
+    pub fn tool_words(&self) -> String {
+        let tools: Vec<&str> = self
+            .tools
+            .iter()
+            .filter(|t| !t.path.is_empty())
+            .map(|t| t.name.as_str())
+            .collect();
+        tools.join(", ")
+    }
+
+    /// When it was last seen, as `clock` says it.
+    pub fn last_seen(&self) -> String {
+        clock(self.last_seen_unix_ms)
+    }
 }
 
 /// A moment as a UTC date and time: "2026-12-02 16:40:01 UTC".

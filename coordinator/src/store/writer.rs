@@ -984,7 +984,7 @@ fn upsert_steps(
     // conflict (an end the step has already under another state) fails the agent's
     // savepoint, and its batch is stored record by record with `INSERT OR IGNORE`
     // (`commit`), as on SQLite.
-    Ok(pg.query_typed(
+    pg.query_typed(
         "INSERT INTO steps (plan_id, step_index, attempt, state, kind, cell, repetition, host,
                             started_unix_ns, finished_unix_ns, exit_status, stderr_tail, error, warmup)
          SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::int8[],
@@ -996,7 +996,7 @@ fn upsert_steps(
             &c.plan_id, &c.index, &c.attempt, &c.state, &c.kind, &c.cell, &c.repetition, &hosts,
             &c.started, &c.finished, &c.exit, &c.stderr, &c.error, &c.warmup,
         ],
-    )?)
+    )
 }
 
 /// The samples of the run's steps this batch inserted (`step_of`, by the run's rows),
@@ -1036,7 +1036,7 @@ fn copy_samples(
     if rows.peek().is_none() {
         return Ok(0);
     }
-    Ok(pg.copy_in(
+    pg.copy_in(
         "COPY samples (step, metric, value, unit, histogram, missing) FROM STDIN (FORMAT binary)",
         &[
             Type::INT8,
@@ -1047,7 +1047,7 @@ fn copy_samples(
             Type::TEXT,
         ],
         rows,
-    )?)
+    )
 }
 
 /// NULLs of the sample columns' types, for `COPY`.

@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 use tonic::Status;
 
 use super::auth::Access;
-use super::console::{http_status, CampaignFilter, CompareQuery, HostFilter, DOWNLOADS, PAGE_ROWS};
+use super::console::{
+    http_status, CampaignFilter, CompareQuery, HostFilter, HostsView, DOWNLOADS, PAGE_ROWS,
+};
 use super::Ctx;
 use crate::store::accounts::AccountRole;
 use crate::views::{agent_json, campaign_eta, campaign_json, fault_json};
@@ -70,25 +72,12 @@ pub(super) async fn hosts(
     _access: Access,
     Query(filter): Query<HostFilter>,
 ) -> Response {
-    let agents = match ctx.agents().await {
-        Ok(a) => a,
-        Err(s) => return failed(&s),
-    };
-    let fault = agents.store_fault.as_ref();
-    let (matched, page) = match filter.page_of(&agents).await {
-        Ok(p) => p,
-        Err(s) => return failed(&s),
-    };
-    let page: Vec<Value> = page.iter().map(|a| agent_json(a, fault)).collect();
-    Json(json!({
-        "store_fault": fault.map(fault_json),
-        "total": agents.infos().len(),
-        "matched": matched,
-        "page": filter.page,
-        "page_rows": PAGE_ROWS,
-        "hosts": page,
-    }))
-    .into_response()
+    match HostsView::load(&ctx, &filter).await {
+        // Through `Value`, whose objects keep their keys sorted, as this answer always
+        // had them.
+        Ok(view) => Json(serde_json::to_value(view).expect("a view serializes")).into_response(),
+        Err(s) => failed(&s),
+    }
 }
 
 pub(super) async fn host(

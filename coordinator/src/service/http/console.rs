@@ -1,5 +1,8 @@
-//! The console's pages: HTML rendered here, readable with JavaScript off. Every string
-//! that comes from a host, a tool, a campaign or an account goes through `esc`; the only
+//! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
+//! templates (`coordinator/templates/console/`: the Hosts page and the pager; the frame is
+//! `layout`'s) have a typed view that their `/api/v1` twin serializes, and the engine
+//! escapes; on the others every string that comes from a host, a tool, a campaign or an
+//! account goes through `esc`. The only
 //! script is `/assets/console.js` (the Content-Security-Policy allows no other), which
 //! reloads a live page's `<main>` when the server says something changed.
 
@@ -8,6 +11,7 @@ use std::fmt::Write as _;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use pb::AgentState;
 use platter_proto::v1 as pb;
 use serde::Deserialize;
 use tonic::Status;
@@ -19,7 +23,7 @@ use crate::report::history::Flag;
 use crate::report::{esc, human};
 use crate::service::rpc::control::Fleet;
 use crate::store::accounts::AccountRole;
-use crate::views::{campaign_eta, clock, eta, hms, state_name};
+use crate::views::{campaign_eta, clock, eta, hms, state_name, FaultView, HostView};
 
 /// Rows a list shows per page: a fleet of 10,000 is paged and filtered, not one wall.
 pub(super) const PAGE_ROWS: usize = 100;
@@ -343,24 +347,97 @@ impl HostFilter {
     }
 }
 
+/// A long list's pages, as `templates/console/pager.html` links them.
+#[derive(askama::Template)]
+#[template(path = "console/pager.html")]
+pub(super) struct Pager {
+    /// The list's address up to its `page=`, ending in `&` or `?`.
+    base: String,
+    /// From 0.
+    page: usize,
+    pages: usize,
+}
+
+impl Pager {
+    /// The pages of a list of `total` rows at `page`; none when one holds them all.
+    fn of(base: String, page: usize, total: usize) -> Option<Pager> {
+        let pages = total.div_ceil(PAGE_ROWS).max(1);
+        (pages > 1).then_some(Pager { base, page, pages })
+    }
+}
+
 fn pager(base: &str, page: usize, total: usize) -> String {
-    let pages = total.div_ceil(PAGE_ROWS).max(1);
-    if pages == 1 {
-        return String::new();
+    Pager::of(base.to_string(), page, total)
+        .map(|p| askama::Template::render(&p).expect("a pager renders"))
+        .unwrap_or_default()
+}
+
+/// A state filter's choices: the value sent, and the words shown.
+const STATE_CHOICES: [(&str, &str); 6] = [
+    ("", "any state"),
+    ("idle", "idle"),
+    ("busy", "busy"),
+    ("lost", "lost"),
+    ("offline", "offline"),
+    ("journal fault", "journal fault"),
+];
+
+/// The Hosts page and `/api/v1/hosts`: one view, shown by `templates/console/hosts.html`
+/// and serialized as the API's JSON (the fields the filter and the names of busy hosts'
+/// campaigns add are the page's only).
+#[derive(serde::Serialize, askama::Template)]
+#[template(path = "console/hosts.html")]
+pub(super) struct HostsView {
+    pub store_fault: Option<FaultView>,
+    pub total: usize,
+    pub matched: usize,
+    pub page: usize,
+    pub page_rows: usize,
+    pub hosts: Vec<HostView>,
+    /// The filter asked for: the form shows it, the pager keeps it.
+    #[serde(skip)]
+    pub q: String,
+    #[serde(skip)]
+    pub state: String,
+    /// The names of the campaigns the busy hosts run (the page shows them).
+    #[serde(skip)]
+    pub campaign_names: std::collections::HashMap<String, String>,
+}
+
+impl HostsView {
+    /// The page of hosts `filter` selects.
+    pub(super) async fn load(ctx: &Ctx, filter: &HostFilter) -> Result<HostsView, Status> {
+        let agents = ctx.agents().await?;
+        let (matched, page) = filter.page_of(&agents).await?;
+        let fault = agents.store_fault.as_ref();
+        Ok(HostsView {
+            store_fault: fault.map(FaultView::from),
+            total: agents.infos().len(),
+            matched,
+            page: filter.page,
+            page_rows: PAGE_ROWS,
+            hosts: page.iter().map(|a| HostView::of(a, fault)).collect(),
+            q: filter.q.clone(),
+            state: filter.state.clone(),
+            campaign_names: Default::default(),
+        })
     }
-    let mut out = format!("<p class=\"pager\">page {} of {pages}", page + 1);
-    if page > 0 {
-        let _ = write!(
-            out,
-            " <a href=\"{}page={}\">previous</a>",
-            esc(base),
-            page - 1
+
+    /// The name of the campaign busy host `a` runs; "?" when it is not known.
+    fn campaign_name(&self, a: &HostView) -> &str {
+        self.campaign_names
+            .get(&a.current_campaign)
+            .map_or("?", String::as_str)
+    }
+
+    fn pager(&self) -> Option<Pager> {
+        let base = format!(
+            "/hosts?q={}&state={}&",
+            url_part(&self.q),
+            url_part(&self.state)
         );
+        Pager::of(base, self.page, self.matched)
     }
-    if page + 1 < pages {
-        let _ = write!(out, " <a href=\"{}page={}\">next</a>", esc(base), page + 1);
-    }
-    out + "</p>"
 }
 
 fn agent_state(a: &pb::AgentInfo, campaigns: &std::collections::HashMap<String, String>) -> String {
@@ -412,77 +489,19 @@ pub(super) async fn hosts(
 }
 
 async fn hosts_main(ctx: &Ctx, filter: &HostFilter) -> Main {
-    let agents = match ctx.agents().await {
-        Ok(a) => a,
-        Err(s) => return Main::failed("Hosts", &s),
-    };
-    let mut b = fault_banner(agents.store_fault.as_ref());
-    let _ = write!(
-        b,
-        "<form method=\"get\" action=\"/hosts\" class=\"filter\"><input name=\"q\" value=\"{}\" placeholder=\"host, label or drive model\"> <select name=\"state\">",
-        esc(&filter.q)
-    );
-    b.push_str(&state_options(
-        &["idle", "busy", "lost", "offline", "journal fault"],
-        &filter.state,
-    ));
-    b.push_str("</select> <button type=\"submit\">Filter</button></form>");
-    let (matched, page) = match filter.page_of(&agents).await {
-        Ok(p) => p,
+    let mut view = match HostsView::load(ctx, filter).await {
+        Ok(v) => v,
         Err(s) => return Main::failed("Hosts", &s),
     };
     // Campaign names are shown for busy hosts only; reading every campaign's progress for
     // them costs as much as reading the fleet (200 campaigns of 50 hosts: 0.13 s).
-    let names = if page.iter().any(|a| a.state == "busy") {
-        campaign_names(ctx).await
-    } else {
-        Default::default()
-    };
-    let _ = write!(
-        b,
-        "<p id=\"count\">{} of {} host(s)</p>",
-        matched,
-        agents.infos().len()
-    );
-    b.push_str("<table id=\"hosts\"><tr><th>host</th><th>state</th><th>last seen</th><th>labels</th><th>drives</th><th>tools</th></tr>");
-    for a in &page {
-        let drives: Vec<String> = a
-            .devices
-            .iter()
-            .map(|d| format!("{} {}", d.path, d.model).trim().to_string())
-            .collect();
-        let tools: Vec<String> = a
-            .tools
-            .iter()
-            .filter(|t| !t.path.is_empty())
-            .map(|t| t.name.clone())
-            .collect();
-        // Where several coordinators share a store, which one holds it, as `platter
-        // agents` says.
-        let via = if a.coordinator.is_empty() {
-            String::new()
-        } else {
-            format!(" via {}", esc(&a.coordinator))
-        };
-        let _ = write!(
-            b,
-            "<tr><td>{}</td><td>{}{via}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            host_link(&a.host),
-            agent_state(a, &names),
-            clock(a.last_seen_unix_ms),
-            labels(a),
-            esc(&drives.join(", ")),
-            esc(&tools.join(", "))
-        );
+    if view.hosts.iter().any(|a| a.kind == AgentState::Busy) {
+        view.campaign_names = campaign_names(ctx).await;
     }
-    b.push_str("</table>");
-    let base = format!(
-        "/hosts?q={}&state={}&",
-        url_part(&filter.q),
-        url_part(&filter.state)
-    );
-    b.push_str(&pager(&base, filter.page, matched));
-    Main::ok("Hosts", b)
+    match askama::Template::render(&view) {
+        Ok(body) => Main::ok("Hosts", body),
+        Err(e) => Main::failed("Hosts", &Status::internal(e.to_string())),
+    }
 }
 
 pub(super) async fn host(

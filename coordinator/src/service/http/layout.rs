@@ -4,8 +4,22 @@
 
 use axum::response::Html;
 
-use crate::report::esc;
 use crate::store::accounts::AccountRole;
+
+/// A whole page (`templates/console/frame.html`).
+#[derive(askama::Template)]
+#[template(path = "console/frame.html")]
+struct Frame<'a> {
+    account: &'a str,
+    role: AccountRole,
+    csrf: &'a str,
+    title: &'a str,
+    /// A live page's `<main>` fingerprint: console.js replaces the `<main>` when the
+    /// coordinator sends a changed one.
+    live: Option<u64>,
+    /// The page's `<main>` below its title, HTML.
+    body: &'a str,
+}
 
 /// A whole page: the navigation, the signed-in account with its sign-out form, and `body`
 /// in `<main>`. A live page (`live`: the hash of its `<main>`'s contents) has its `<main>`
@@ -18,35 +32,16 @@ pub(super) fn page(
     live: Option<u64>,
     body: &str,
 ) -> Html<String> {
-    let submit = if role.allows(AccountRole::Operator) {
-        r#"<a href="/submit">Submit</a>"#
-    } else {
-        ""
+    let frame = Frame {
+        account,
+        role,
+        csrf,
+        title,
+        live,
+        body,
     };
-    let admin = if role.allows(AccountRole::Admin) {
-        r#"<a href="/admin">Admin</a>"#
-    } else {
-        ""
-    };
-    Html(format!(
-        r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>{title} · platter</title><link rel="stylesheet" href="/assets/console.css"><script src="/assets/console.js" defer></script></head>
-<body><header><nav><strong>platter</strong> <a href="/">Overview</a> <a href="/hosts">Hosts</a> <a href="/campaigns">Campaigns</a> <a href="/compare">Compare</a> <a href="/drives">Drives</a> {submit} {admin}</nav>
-<form method="post" action="/logout" class="who"><span id="account">{account} ({role})</span><input type="hidden" name="csrf" value="{csrf}"><button type="submit">Sign out</button></form></header>
-<main id="main"{live}>
-<h1>{title}</h1>
-{body}</main></body></html>
-"#,
-        title = esc(title),
-        account = esc(account),
-        role = role.as_str(),
-        csrf = esc(csrf),
-        live = match live {
-            Some(seen) => format!(r#" data-live="/events" data-seen="{seen}""#),
-            None => String::new(),
-        },
-    ))
+    // The frame's values are plain text and numbers: rendering cannot fail.
+    Html(askama::Template::render(&frame).expect("the page frame renders") + "\n")
 }
 
 /// Every byte but RFC 3986's unreserved ones (`A–Z a–z 0–9 - . _ ~`).
