@@ -21,6 +21,8 @@ pub(crate) struct Expansion {
     pub cells: Vec<Params>,
 }
 
+/// Expands the matrix: the product of its parameters, then `exclude`, then `include`,
+/// each step checked before the next.
 pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
     let names: Vec<&str> = m.params.iter().map(|p| p.name.as_str()).collect();
 
@@ -28,8 +30,35 @@ pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
         return Err(error(m.pos, "matrix", "the matrix has no parameters")
             .hint("add a parameter with its values, e.g. `bs: [4k, 64k]`, or remove `matrix`"));
     }
+    check_product_size(m)?;
+    let mut combos = product(m);
+    apply_excludes(m, &names, &mut combos)?;
+    let params = apply_includes(m, &names, &mut combos)?;
+    if combos.len() > MAX_CELLS {
+        return Err(error(
+            m.pos,
+            "matrix",
+            format!("the matrix has more than {MAX_CELLS} cells"),
+        ));
+    }
 
-    // Checked before building anything, so a huge matrix costs nothing.
+    // Present every cell's parameters in the campaign's parameter order,
+    // whatever order include entries wrote them in.
+    let cells = combos
+        .into_iter()
+        .map(|c| {
+            params
+                .iter()
+                .filter_map(|p| c.get(p).map(|v| (p.clone(), v.clone())))
+                .collect()
+        })
+        .collect();
+    Ok(Expansion { params, cells })
+}
+
+/// Refuses a product of more than [`MAX_CELLS`] combinations, checked before building
+/// anything, so a huge matrix costs nothing.
+fn check_product_size(m: &MatrixSpec) -> Result<()> {
     let size = m
         .params
         .iter()
@@ -43,10 +72,13 @@ pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
         )
         .hint("split the campaign, or use `include` to list the combinations you need"));
     }
+    Ok(())
+}
 
-    // Cartesian product, first key slowest. With no parameters at all (an
-    // include-only matrix) there is no base combination: GitHub then makes
-    // one cell per include entry.
+/// The cartesian product, first key slowest. With no parameters at all (an
+/// include-only matrix) there is no base combination: GitHub then makes
+/// one cell per include entry.
+fn product(m: &MatrixSpec) -> Vec<Params> {
     let mut combos: Vec<Params> = if m.params.is_empty() {
         Vec::new()
     } else {
@@ -64,7 +96,12 @@ pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
             })
             .collect();
     }
+    combos
+}
 
+/// Removes what each `exclude` entry matches; an entry that names no parameter or
+/// value of the matrix, or matches nothing left, is an error, and so is removing all.
+fn apply_excludes(m: &MatrixSpec, names: &[&str], combos: &mut Vec<Params>) -> Result<()> {
     for (i, entry) in m.exclude.iter().enumerate() {
         for pair in &entry.pairs {
             let pair_path = format!("{}.{}", entry.path, pair.key);
@@ -77,7 +114,7 @@ pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
                         pair.key
                     ),
                 )
-                .maybe_hint(suggest(&pair.key, &names, "matrix parameters")));
+                .maybe_hint(suggest(&pair.key, names, "matrix parameters")));
             };
             if !param.values.contains(&pair.value) {
                 let values: Vec<&str> = param.values.iter().map(String::as_str).collect();
@@ -110,7 +147,13 @@ pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
             "exclude removes every combination, so the matrix has no cells",
         ));
     }
+    Ok(())
+}
 
+/// Joins each `include` entry to the combinations whose original values it keeps, or
+/// adds it as a cell of its own; an entry that changes nothing, or adds a cell a second
+/// time, is an error. Returns every parameter, matrix keys first, in first-seen order.
+fn apply_includes(m: &MatrixSpec, names: &[&str], combos: &mut Vec<Params>) -> Result<Vec<String>> {
     let mut params: Vec<String> = m.params.iter().map(|p| p.name.clone()).collect();
     let originals = combos.len();
     // Index of the include entry that created each added cell, to name it
@@ -173,26 +216,7 @@ pub(crate) fn expand(m: &MatrixSpec) -> Result<Expansion> {
             .hint("include adds values to the combinations it matches, or adds a new cell when it matches none; remove this entry or change a value"));
         }
     }
-    if combos.len() > MAX_CELLS {
-        return Err(error(
-            m.pos,
-            "matrix",
-            format!("the matrix has more than {MAX_CELLS} cells"),
-        ));
-    }
-
-    // Present every cell's parameters in the campaign's parameter order,
-    // whatever order include entries wrote them in.
-    let cells = combos
-        .into_iter()
-        .map(|c| {
-            params
-                .iter()
-                .filter_map(|p| c.get(p).map(|v| (p.clone(), v.clone())))
-                .collect()
-        })
-        .collect();
-    Ok(Expansion { params, cells })
+    Ok(params)
 }
 
 /// `{bs: 4k, sync: none}`, how a cell is named in messages.

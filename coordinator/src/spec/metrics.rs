@@ -10,8 +10,8 @@
 //! fio-shaped name is accepted.
 
 use super::error::{backticked, closest, error, Pos, Result, WithHint};
+use super::model::{is_merged, Cell, FioWorkload, Workload, MERGED_LATENCY};
 use super::threshold::{Stat, Threshold};
-use super::{Cell, Workload};
 
 /// Every command and tool run: the process's times and peak RSS (`agent::process`).
 pub(crate) const PROCESS: [&str; 4] = ["wall", "user", "sys", "max_rss"];
@@ -45,17 +45,6 @@ pub(crate) const FSYNC: [&str; 12] = [
     "total",
     "ops",
     "latency",
-];
-
-/// Names that mean the percentile over every operation of every run (the merged
-/// histograms) in a report; each run's own value is renamed `NAME per run` there.
-/// The same list as `report::MergedLatency::NAMES` (a test holds them equal).
-pub(crate) const MERGED_LATENCY: [(&str, f64); 5] = [
-    ("latency.p50", 0.5),
-    ("latency.p90", 0.9),
-    ("latency.p99", 0.99),
-    ("latency.p99.9", 0.999),
-    ("latency.max", 1.0),
 ];
 
 /// Suffix of a per-run latency percentile's name in a report (`report::PER_RUN`).
@@ -340,12 +329,6 @@ fn owned(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
-/// Whether `name` is one of the report's merged latencies (over every operation of every
-/// run, `report::MergedLatency`), which have no per-run interval.
-pub(crate) fn is_merged(name: &str) -> bool {
-    MERGED_LATENCY.iter().any(|(n, _)| *n == name)
-}
-
 /// `write.clat` and 0.999 → `write.clat.p99.9`, as the report's judge names it.
 fn percentile_name(metric: &str, q: f64) -> String {
     let pct = format!("{:.3}", q * 100.0);
@@ -380,7 +363,7 @@ fn fio_job(prefix: &str, directions: &[&str], sync: bool) -> Vec<String> {
 
 /// The metrics of fio with inline options (run as `--name=platter --OPTION=VALUE…`), or
 /// None when the jobs cannot be known from the campaign.
-fn fio_jobs(f: &super::FioWorkload) -> Option<Vec<String>> {
+fn fio_jobs(f: &FioWorkload) -> Option<Vec<String>> {
     if f.job_file.is_some() || f.options.contains_key("name") {
         return None;
     }

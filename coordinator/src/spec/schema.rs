@@ -5,11 +5,17 @@
 
 use std::collections::HashMap;
 
-use super::error::{error, suggest, Errors, Pos, Result, SpecError, SpecErrors, WithHint};
+use super::accessors::{
+    choice, integer, known, map, missing, misspelt, optional_text, seq, string, template, text,
+};
+use super::error::{error, Errors, Pos, Result, SpecError, SpecErrors, WithHint};
 use super::metrics::{MetricRef, Named};
+use super::model::{
+    DeviceSelector, HostLabels, OnFailure, Order, Repeat, ReportSpec, Track, Until,
+};
+use super::report_spec::read_report;
 use super::template::{is_identifier, Template, RESERVED};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
-use super::{OnFailure, Order};
 
 const MAX_NAME_LEN: usize = 64;
 pub(crate) const MAX_REPEAT: u32 = 10_000;
@@ -51,19 +57,19 @@ pub(crate) struct Spec {
     /// `series:`: the series its runs belong to, when not its name.
     pub series: Option<String>,
     /// `track: { threshold: 3%, against: last-3 }` (`report::history`).
-    pub track: super::Track,
+    pub track: Track,
     pub description: Option<String>,
     pub hosts: Vec<String>,
-    pub host_labels: Option<super::HostLabels>,
+    pub host_labels: Option<HostLabels>,
     pub matrix: Option<MatrixSpec>,
     pub workload: WorkloadSpec,
-    pub devices: Option<super::DeviceSelector>,
+    pub devices: Option<DeviceSelector>,
     pub storage: Option<StorageSpec>,
-    pub report: super::ReportSpec,
+    pub report: ReportSpec,
     /// Every `report:` setting that names a metric, checked once the cells are known.
     pub metric_refs: Vec<MetricRef>,
     pub before_each: Vec<PhaseSpec>,
-    pub repeat: super::Repeat,
+    pub repeat: Repeat,
     /// Where `repeat` is written (the campaign's first line without it), for the size check.
     pub repeat_pos: Pos,
     pub warmup: u32,
@@ -200,88 +206,9 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
     let root_entries = entries;
     let entries = known(entries, "", &TOP_KEYS, &mut errs);
 
-    let mut name = None;
-    let mut series = None;
-    let mut track = super::Track::default();
-    let mut description = None;
-    let mut hosts = None;
-    let mut matrix = None;
-    let mut workload = None;
-    let mut devices = None;
-    let mut storage = None;
-    let mut report = Some((super::ReportSpec::default(), Vec::new()));
-    let mut before_each = Some(Vec::new());
-    let mut repeat = super::Repeat::fixed(DEFAULT_REPEAT);
-    let mut repeat_pos = Pos { line: 1, column: 1 };
-    let mut warmup = 0;
-    let mut metric_refs_extra = Vec::new();
-    // `None` inside: the key is there but its value is wrong.
-    let mut order: Option<Option<Order>> = None;
-    let mut seed: Option<(u64, Pos)> = None;
-    let mut on_failure = OnFailure::Continue;
-
+    let mut keys = TopKeys::new();
     for e in &entries {
-        let path = e.name.as_str();
-        let v = &e.value;
-        match path {
-            "name" => name = errs.ok(campaign_name(v)),
-            "series" => series = errs.ok(series_name(v)),
-            "track" => track = read_track(v, stored, &mut errs),
-            "description" => {
-                description = errs.ok(optional_text(v, path, "a description")).flatten()
-            }
-            "hosts" => hosts = read_hosts(e, &mut errs),
-            "matrix" => matrix = read_matrix(e, &mut errs),
-            "workload" => workload = read_workload(e, &mut errs),
-            "devices" => devices = read_devices(v, &mut errs),
-            "storage" => storage = read_storage(e, &mut errs),
-            "report" => report = read_report(v, &mut errs),
-            "phases" => before_each = read_phases(v, &mut errs),
-            "repeat" => {
-                if let Some((r, metric)) = read_repeat(v, stored, &mut errs) {
-                    repeat = r;
-                    repeat_pos = v.pos;
-                    metric_refs_extra.extend(metric);
-                }
-            }
-            "warmup" => {
-                if let Some(n) = errs.ok(integer(
-                    v,
-                    path,
-                    0,
-                    i128::from(MAX_WARMUP),
-                    "warm-up runs per cell, not counted",
-                )) {
-                    // In range 0..=MAX_WARMUP, so it fits.
-                    warmup = u32::try_from(n).unwrap_or(MAX_WARMUP);
-                }
-            }
-            "order" => {
-                order = Some(
-                    errs.ok(choice(v, path, &["interleaved", "sequential", "shuffled"]))
-                        .map(|c| match c {
-                            "interleaved" => Order::Interleaved,
-                            "sequential" => Order::Sequential,
-                            _ => Order::Shuffled { seed: 0 },
-                        }),
-                );
-            }
-            "seed" => {
-                if let Some(n) = errs.ok(integer(v, path, 0, i128::from(u64::MAX), "seed")) {
-                    seed = Some((u64::try_from(n).unwrap_or(u64::MAX), e.key.pos));
-                }
-            }
-            "on_failure" => {
-                if let Some(c) = errs.ok(choice(v, path, &["continue", "abort"])) {
-                    on_failure = match c {
-                        "abort" => OnFailure::Abort,
-                        _ => OnFailure::Continue,
-                    };
-                }
-            }
-            // `known` left only the keys above.
-            _ => {}
-        }
+        keys.read(e, stored, &mut errs);
     }
 
     let given =
@@ -298,7 +225,131 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
                 .hint("say what to measure, e.g. `workload: { command: { run: \"make -j4\" } }`"),
         );
     }
-    if let (Some(workload), Some(phases)) = (&workload, &before_each) {
+    keys.check_clean_phase(&mut errs);
+    let order = keys.order(&mut errs);
+    keys.finish(order, errs)
+}
+
+/// The top-level keys as [`read`] finds them: `None` where a key is absent or its value
+/// wrong (then its error is recorded), the default where a key may be left out.
+struct TopKeys {
+    name: Option<String>,
+    series: Option<String>,
+    track: Track,
+    description: Option<String>,
+    hosts: Option<(Vec<String>, Option<HostLabels>)>,
+    matrix: Option<MatrixSpec>,
+    workload: Option<WorkloadSpec>,
+    devices: Option<DeviceSelector>,
+    storage: Option<StorageSpec>,
+    report: Option<(ReportSpec, Vec<MetricRef>)>,
+    before_each: Option<Vec<PhaseSpec>>,
+    repeat: Repeat,
+    repeat_pos: Pos,
+    warmup: u32,
+    /// `repeat.until`'s metric, checked with the report's once the cells are known.
+    metric_refs_extra: Vec<MetricRef>,
+    /// `None` inside: the key is there but its value is wrong.
+    order: Option<Option<Order>>,
+    seed: Option<(u64, Pos)>,
+    on_failure: OnFailure,
+}
+
+impl TopKeys {
+    /// Every key as if absent: a campaign without `report:` or `phases:` has none.
+    fn new() -> TopKeys {
+        TopKeys {
+            name: None,
+            series: None,
+            track: Track::default(),
+            description: None,
+            hosts: None,
+            matrix: None,
+            workload: None,
+            devices: None,
+            storage: None,
+            report: Some((ReportSpec::default(), Vec::new())),
+            before_each: Some(Vec::new()),
+            repeat: Repeat::fixed(DEFAULT_REPEAT),
+            repeat_pos: Pos { line: 1, column: 1 },
+            warmup: 0,
+            metric_refs_extra: Vec::new(),
+            order: None,
+            seed: None,
+            on_failure: OnFailure::Continue,
+        }
+    }
+
+    /// Reads one top-level key `e` (one `known` let through), recording its mistakes.
+    fn read(&mut self, e: &Entry, stored: bool, errs: &mut Errors) {
+        let path = e.name.as_str();
+        let v = &e.value;
+        match path {
+            "name" => self.name = errs.ok(campaign_name(v)),
+            "series" => self.series = errs.ok(series_name(v)),
+            "track" => self.track = read_track(v, stored, errs),
+            "description" => {
+                self.description = errs.ok(optional_text(v, path, "a description")).flatten()
+            }
+            "hosts" => self.hosts = read_hosts(e, errs),
+            "matrix" => self.matrix = read_matrix(e, errs),
+            "workload" => self.workload = read_workload(e, errs),
+            "devices" => self.devices = read_devices(v, errs),
+            "storage" => self.storage = read_storage(e, errs),
+            "report" => self.report = read_report(v, errs),
+            "phases" => self.before_each = read_phases(v, errs),
+            "repeat" => {
+                if let Some((r, metric)) = read_repeat(v, stored, errs) {
+                    self.repeat = r;
+                    self.repeat_pos = v.pos;
+                    self.metric_refs_extra.extend(metric);
+                }
+            }
+            "warmup" => {
+                if let Some(n) = errs.ok(integer(
+                    v,
+                    path,
+                    0,
+                    i128::from(MAX_WARMUP),
+                    "warm-up runs per cell, not counted",
+                )) {
+                    // In range 0..=MAX_WARMUP, so it fits.
+                    self.warmup = u32::try_from(n).unwrap_or(MAX_WARMUP);
+                }
+            }
+            "order" => {
+                self.order = Some(
+                    errs.ok(choice(v, path, &["interleaved", "sequential", "shuffled"]))
+                        .map(|c| match c {
+                            "interleaved" => Order::Interleaved,
+                            "sequential" => Order::Sequential,
+                            _ => Order::Shuffled { seed: 0 },
+                        }),
+                );
+            }
+            "seed" => {
+                if let Some(n) = errs.ok(integer(v, path, 0, i128::from(u64::MAX), "seed")) {
+                    self.seed = Some((u64::try_from(n).unwrap_or(u64::MAX), e.key.pos));
+                }
+            }
+            "on_failure" => {
+                if let Some(c) = errs.ok(choice(v, path, &["continue", "abort"])) {
+                    self.on_failure = match c {
+                        "abort" => OnFailure::Abort,
+                        _ => OnFailure::Continue,
+                    };
+                }
+            }
+            // `known` left only the keys above.
+            _ => {}
+        }
+    }
+
+    /// The `clean` phase runs the workload's clean command, so it needs one.
+    fn check_clean_phase(&self, errs: &mut Errors) {
+        let (Some(workload), Some(phases)) = (&self.workload, &self.before_each) else {
+            return;
+        };
         if !matches!(
             workload,
             WorkloadSpec::Command(CommandSpec { clean: Some(_), .. })
@@ -315,51 +366,60 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
             }
         }
     }
-    let order = match (order, seed) {
-        (Some(Some(Order::Shuffled { .. })), Some((seed, _))) => Order::Shuffled { seed },
-        // A misspelt `order` may have meant `shuffled`: its own error says enough.
-        (Some(None), _) => Order::Interleaved,
-        (_, Some((_, pos))) => {
-            errs.push(
-                error(pos, "seed", "`seed` only applies when `order: shuffled`")
-                    .hint("add `order: shuffled`, or remove `seed`"),
-            );
-            Order::Interleaved
+
+    /// The campaign's order: `seed` only goes with `order: shuffled`.
+    fn order(&self, errs: &mut Errors) -> Order {
+        match (self.order, self.seed) {
+            (Some(Some(Order::Shuffled { .. })), Some((seed, _))) => Order::Shuffled { seed },
+            // A misspelt `order` may have meant `shuffled`: its own error says enough.
+            (Some(None), _) => Order::Interleaved,
+            (_, Some((_, pos))) => {
+                errs.push(
+                    error(pos, "seed", "`seed` only applies when `order: shuffled`")
+                        .hint("add `order: shuffled`, or remove `seed`"),
+                );
+                Order::Interleaved
+            }
+            (order, None) => order.flatten().unwrap_or(Order::Interleaved),
         }
-        (order, None) => order.flatten().unwrap_or(Order::Interleaved),
-    };
-    // Every `None` here recorded an error (a missing key is recorded above).
-    let (Some(name), Some(workload), Some((report, mut metric_refs)), Some(before_each)) =
-        (name, workload, report, before_each)
-    else {
-        return Err(errs.finish());
-    };
-    metric_refs.extend(metric_refs_extra);
-    if !errs.is_empty() {
-        return Err(errs.finish());
     }
-    Ok(Spec {
-        name,
-        series,
-        track,
-        description,
-        host_labels: hosts.as_ref().and_then(|(_, l)| l.clone()),
-        hosts: hosts
-            .map(|(names, _)| names)
-            .unwrap_or_else(|| vec!["local".to_string()]),
-        matrix,
-        workload,
-        devices,
-        storage,
-        report,
-        metric_refs,
-        before_each,
-        repeat,
-        repeat_pos,
-        warmup,
-        order,
-        on_failure,
-    })
+
+    /// The [`Spec`], unless a required key is absent or wrong or any mistake was recorded.
+    fn finish(self, order: Order, errs: Errors) -> std::result::Result<Spec, SpecErrors> {
+        // Every `None` here recorded an error (a missing key is recorded by `read`).
+        let (Some(name), Some(workload), Some((report, mut metric_refs)), Some(before_each)) =
+            (self.name, self.workload, self.report, self.before_each)
+        else {
+            return Err(errs.finish());
+        };
+        metric_refs.extend(self.metric_refs_extra);
+        if !errs.is_empty() {
+            return Err(errs.finish());
+        }
+        let hosts = self.hosts;
+        Ok(Spec {
+            name,
+            series: self.series,
+            track: self.track,
+            description: self.description,
+            host_labels: hosts.as_ref().and_then(|(_, l)| l.clone()),
+            hosts: hosts
+                .map(|(names, _)| names)
+                .unwrap_or_else(|| vec!["local".to_string()]),
+            matrix: self.matrix,
+            workload,
+            devices: self.devices,
+            storage: self.storage,
+            report,
+            metric_refs,
+            before_each,
+            repeat: self.repeat,
+            repeat_pos: self.repeat_pos,
+            warmup: self.warmup,
+            order,
+            on_failure: self.on_failure,
+        })
+    }
 }
 
 const REPEAT_KEYS: [&str; 3] = ["min", "max", "until"];
@@ -368,20 +428,13 @@ const UNTIL_KEYS: [&str; 2] = ["metric", "ci"];
 /// `repeat: 5`, or `repeat: { min: 5, max: 50, until: { metric: wall, ci: 2% } }`: at
 /// least `min`, at most `max` repetitions per cell, stopping a cell once the 95% interval
 /// of its `until.metric` median is within ± `ci` of the median.
-fn read_repeat(
-    v: &Node,
-    stored: bool,
-    errs: &mut Errors,
-) -> Option<(super::Repeat, Option<MetricRef>)> {
+fn read_repeat(v: &Node, stored: bool, errs: &mut Errors) -> Option<(Repeat, Option<MetricRef>)> {
     let what = "repetitions per cell";
     let max_repeat = i128::from(MAX_REPEAT);
     if !matches!(v.kind, Kind::Map(_)) {
         let n = errs.ok(integer(v, "repeat", 1, max_repeat, what))?;
         // In range 1..=MAX_REPEAT, so it fits.
-        return Some((
-            super::Repeat::fixed(u32::try_from(n).unwrap_or(MAX_REPEAT)),
-            None,
-        ));
+        return Some((Repeat::fixed(u32::try_from(n).unwrap_or(MAX_REPEAT)), None));
     }
     let entries = errs.ok(map(
         v,
@@ -439,15 +492,10 @@ fn read_repeat(
         );
         return None;
     }
-    Some((super::Repeat { min, max, until }, metric))
+    Some((Repeat { min, max, until }, metric))
 }
 
-fn read_until(
-    v: &Node,
-    path: &str,
-    stored: bool,
-    errs: &mut Errors,
-) -> Option<(super::Until, MetricRef)> {
+fn read_until(v: &Node, path: &str, stored: bool, errs: &mut Errors) -> Option<(Until, MetricRef)> {
     let entries = errs.ok(map(v, path, "`{ metric: wall, ci: 2% }`"))?;
     let start = errs.count();
     let (mut metric, mut ci) = (None, None);
@@ -479,7 +527,7 @@ fn read_until(
         path: metric_path,
         named: Named::Metric(metric.clone()),
     };
-    Some((super::Until { metric, ci_pct }, r))
+    Some((Until { metric, ci_pct }, r))
 }
 
 /// A percentage above 0 and below 100, with its sign: `2%`, `0.5%`. A bare number is
@@ -529,8 +577,8 @@ const MAX_AGAINST: u32 = 30;
 /// `track: { threshold: 3%, against: last-3 }`: a run of the series is flagged against
 /// the run before (`last`), or the last N pooled, only when its shift's whole interval lies
 /// beyond ± the threshold.
-fn read_track(v: &Node, stored: bool, errs: &mut Errors) -> super::Track {
-    let mut track = super::Track::default();
+fn read_track(v: &Node, stored: bool, errs: &mut Errors) -> Track {
+    let mut track = Track::default();
     let Some(entries) = errs.ok(map(
         v,
         "track",
@@ -607,7 +655,7 @@ fn named(v: &Node, key: &str, what: &str) -> Result<String> {
     Ok(name)
 }
 
-fn read_hosts(e: &Entry, errs: &mut Errors) -> Option<(Vec<String>, Option<super::HostLabels>)> {
+fn read_hosts(e: &Entry, errs: &mut Errors) -> Option<(Vec<String>, Option<HostLabels>)> {
     let entries = errs.ok(map(
         &e.value,
         "hosts",
@@ -635,7 +683,7 @@ fn read_hosts(e: &Entry, errs: &mut Errors) -> Option<(Vec<String>, Option<super
                 out.push((p.name.clone(), value));
             }
         }
-        Some(super::HostLabels {
+        Some(HostLabels {
             pairs: out,
             line: l.value.pos.line,
             column: l.value.pos.column,
@@ -1059,7 +1107,7 @@ const SELECTOR_KEYS: [&str; 6] = [
 ];
 const TRANSPORTS: [&str; 7] = ["ata", "usb", "nvme", "scsi", "virtio", "loop", "mmc"];
 
-fn read_devices(v: &Node, errs: &mut Errors) -> Option<super::DeviceSelector> {
+fn read_devices(v: &Node, errs: &mut Errors) -> Option<DeviceSelector> {
     let entries = errs.ok(map(
         v,
         "devices",
@@ -1075,7 +1123,7 @@ fn read_devices(v: &Node, errs: &mut Errors) -> Option<super::DeviceSelector> {
         return None;
     }
     let start = errs.count();
-    let mut sel = super::DeviceSelector {
+    let mut sel = DeviceSelector {
         line: v.pos.line,
         column: v.pos.column,
         ..Default::default()
@@ -1348,508 +1396,4 @@ fn phase_list() -> String {
             .collect::<Vec<_>>()
             .join(", ")
     )
-}
-
-// ---- small typed accessors; each names what it expected in its error ----
-
-fn map<'a>(node: &'a Node, path: &str, what: &str) -> Result<&'a [Entry]> {
-    match &node.kind {
-        Kind::Map(entries) => Ok(entries),
-        _ => Err(error(
-            node.pos,
-            path,
-            format!("expected {what}, found {}", node.describe()),
-        )),
-    }
-}
-
-fn seq<'a>(node: &'a Node, path: &str, what: &str) -> Result<&'a [Node]> {
-    match &node.kind {
-        Kind::Seq(items) => Ok(items),
-        _ => Err(error(
-            node.pos,
-            path,
-            format!("expected {what}, found {}", node.describe()),
-        )),
-    }
-}
-
-/// A string-typed scalar; `name: 123` is rejected because an unquoted number
-/// as a name is almost always a mistake in a different key.
-fn string(node: &Node, path: &str, what: &str) -> Result<String> {
-    match &node.kind {
-        Kind::Scalar {
-            text,
-            ty: ScalarType::Str,
-        } => Ok(text.clone()),
-        Kind::Scalar { text, ty } if *ty != ScalarType::Null => Err(error(
-            node.pos,
-            path,
-            format!("expected {what} (a string), found {}", node.describe()),
-        )
-        .hint(format!("quote it if you mean the text: `\"{text}\"`"))),
-        _ => Err(error(
-            node.pos,
-            path,
-            format!("expected {what} (a string), found {}", node.describe()),
-        )),
-    }
-}
-
-/// Any non-null scalar, as written: commands like `run: true` or `sleep 1`
-/// are text whatever YAML thinks they look like.
-fn text(node: &Node, path: &str, what: &str) -> Result<String> {
-    match &node.kind {
-        Kind::Scalar { text, ty } if *ty != ScalarType::Null => Ok(text.clone()),
-        _ => Err(error(
-            node.pos,
-            path,
-            format!("expected {what}, found {}", node.describe()),
-        )),
-    }
-}
-
-fn template(node: &Node, path: &str, what: &str) -> Result<Template> {
-    Ok(Template {
-        text: text(node, path, what)?,
-        pos: node.pos,
-        path: path.to_string(),
-    })
-}
-
-fn optional_text(node: &Node, path: &str, what: &str) -> Result<Option<String>> {
-    match &node.kind {
-        // `description:` left empty is just no description.
-        Kind::Scalar {
-            ty: ScalarType::Null,
-            ..
-        } => Ok(None),
-        _ => text(node, path, what).map(Some),
-    }
-}
-
-/// An integer in `min..=max`. i128 holds every u64 and every value a user
-/// could mean, so only absurdly long numbers overflow (reported as such).
-fn integer(node: &Node, path: &str, min: i128, max: i128, what: &str) -> Result<i128> {
-    let expected = format!("expected a whole number from {min} to {max} ({what})");
-    let Kind::Scalar { text, ty } = &node.kind else {
-        return Err(error(
-            node.pos,
-            path,
-            format!("{expected}, found {}", node.describe()),
-        ));
-    };
-    if *ty != ScalarType::Int {
-        let mut err = error(
-            node.pos,
-            path,
-            format!("{expected}, found {}", node.describe()),
-        );
-        if *ty == ScalarType::Str && super::tree::resolve(text) == ScalarType::Int {
-            err = err.hint("remove the quotes");
-        }
-        return Err(err);
-    }
-    let (digits, radix, negative) = if let Some(h) = text.strip_prefix("0x") {
-        (h, 16, false)
-    } else if let Some(o) = text.strip_prefix("0o") {
-        (o, 8, false)
-    } else if let Some(d) = text.strip_prefix('-') {
-        (d, 10, true)
-    } else {
-        (text.strip_prefix('+').unwrap_or(text), 10, false)
-    };
-    let value = i128::from_str_radix(digits, radix)
-        .ok()
-        .map(|v| if negative { -v } else { v });
-    match value {
-        Some(v) if (min..=max).contains(&v) => Ok(v),
-        _ => Err(error(
-            node.pos,
-            path,
-            format!("{expected}, found {text}, which is out of range"),
-        )),
-    }
-}
-
-/// One of a fixed set of words, with a did-you-mean for near misses.
-fn choice<'a>(node: &Node, path: &str, choices: &[&'a str]) -> Result<&'a str> {
-    let allowed = super::error::backticked(choices);
-    match &node.kind {
-        Kind::Scalar {
-            text,
-            ty: ScalarType::Str,
-        } => {
-            if let Some(c) = choices.iter().find(|c| **c == text) {
-                return Ok(c);
-            }
-            Err(error(
-                node.pos,
-                path,
-                format!("unknown {path} `{text}`; expected one of {allowed}"),
-            )
-            .maybe_hint(
-                super::error::closest(text, choices).map(|c| format!("did you mean `{c}`?")),
-            ))
-        }
-        _ => Err(error(
-            node.pos,
-            path,
-            format!("expected one of {allowed}, found {}", node.describe()),
-        )),
-    }
-}
-
-/// Whether a required `key` is absent only because it is misspelt (`rnu:` for
-/// `run:`): its unknown-key error says so, a "missing `run`" would repeat it.
-fn misspelt(entries: &[Entry], allowed: &[&str], key: &str) -> bool {
-    entries.iter().any(|e| {
-        !allowed.contains(&e.name.as_str()) && super::error::closest(&e.name, allowed) == Some(key)
-    })
-}
-
-/// The entries whose keys are allowed here; every other key is recorded as unknown
-/// (with a did-you-mean) and left out, so the caller reads only what it knows.
-fn known<'a>(
-    entries: &'a [Entry],
-    path: &str,
-    allowed: &[&str],
-    errs: &mut Errors,
-) -> Vec<&'a Entry> {
-    let mut out = Vec::with_capacity(entries.len());
-    for e in entries {
-        if allowed.contains(&e.name.as_str()) {
-            out.push(e);
-            continue;
-        }
-        let key_path = join(path, &e.name);
-        let hint = if e.name == "<<" {
-            Some("YAML merge keys (`<<`) are not supported; write the keys out".to_string())
-        } else {
-            suggest(&e.name, allowed, "allowed keys here")
-        };
-        let at = if path.is_empty() {
-            String::new()
-        } else {
-            format!(" in `{path}`")
-        };
-        errs.push(
-            error(
-                e.key.pos,
-                &key_path,
-                format!("unknown key `{}`{at}", e.name),
-            )
-            .maybe_hint(hint),
-        );
-    }
-    out
-}
-
-fn missing(pos: Pos, path: &str, key: &str) -> SpecError {
-    let at = if path.is_empty() {
-        String::new()
-    } else {
-        format!(" in `{path}`")
-    };
-    error(
-        pos,
-        &join(path, key),
-        format!("missing required key `{key}`{at}"),
-    )
-}
-
-const REPORT_KEYS: [&str; 4] = ["baseline", "metric", "qualify", "pivot"];
-
-/// `report:` — comparisons against a baseline and qualification thresholds, and where
-/// each setting that names a metric is written.
-fn read_report(v: &Node, errs: &mut Errors) -> Option<(super::ReportSpec, Vec<MetricRef>)> {
-    let entries = errs.ok(map(
-        v,
-        "report",
-        "report settings like `{ baseline: { fs: ext4 }, qualify: [\"wall.median < 300s\"] }`",
-    ))?;
-    let start = errs.count();
-    let mut spec = super::ReportSpec::default();
-    let mut refs = Vec::new();
-    for e in known(entries, "report", &REPORT_KEYS, errs) {
-        let path = join("report", &e.name);
-        match e.name.as_str() {
-            "baseline" => {
-                let Some(pairs) = errs.ok(map(
-                    &e.value,
-                    &path,
-                    "a mapping with one key, like `{ fs: ext4 }` or `{ host: rc66 }`",
-                )) else {
-                    continue;
-                };
-                let [pair] = pairs else {
-                    errs.push(error(
-                        e.value.pos,
-                        &path,
-                        "a baseline names exactly one parameter (or host, or device) and its value",
-                    )
-                    .hint("e.g. `baseline: { fs: ext4 }`"));
-                    continue;
-                };
-                let Some(value) = errs.ok(text(&pair.value, &join(&path, &pair.name), "a value"))
-                else {
-                    continue;
-                };
-                spec.baseline = Some(super::Baseline {
-                    key: pair.name.clone(),
-                    value,
-                    line: pair.key.pos.line,
-                    column: pair.key.pos.column,
-                });
-            }
-            "metric" => {
-                let Some(metric) = errs.ok(string(
-                    &e.value,
-                    &path,
-                    "a metric name like `wall` or `latency.mean`",
-                )) else {
-                    continue;
-                };
-                spec.metric = metric;
-                refs.push(MetricRef {
-                    pos: e.value.pos,
-                    path,
-                    named: Named::Metric(spec.metric.clone()),
-                });
-            }
-            "pivot" => {
-                if let Some((pivot, metrics)) = read_pivot(&e.value, &path, errs) {
-                    spec.pivot = Some(pivot);
-                    refs.extend(metrics);
-                }
-            }
-            "qualify" => {
-                // A list of thresholds, or `{ metrics: [thresholds], health: { … } }`.
-                let list = if matches!(e.value.kind, Kind::Map(_)) {
-                    let Some(entries) = errs.ok(map(&e.value, &path, QUALIFY_WHAT)) else {
-                        continue;
-                    };
-                    let mut list = None;
-                    for q in known(entries, &path, &QUALIFY_KEYS, errs) {
-                        let q_path = join(&path, &q.name);
-                        match q.name.as_str() {
-                            "health" => spec.health = read_health(&q.value, &q_path, errs),
-                            "metrics" => list = Some((&q.value, q_path)),
-                            _ => {}
-                        }
-                    }
-                    match list {
-                        Some(l) => l,
-                        None => continue,
-                    }
-                } else {
-                    (&e.value, path.clone())
-                };
-                let (list, path) = list;
-                let Some(items) = errs.ok(seq(list, &path, QUALIFY_WHAT)) else {
-                    continue;
-                };
-                for (i, item) in items.iter().enumerate() {
-                    let item_path = format!("{path}[{i}]");
-                    let Some(t) = errs.ok(string(
-                        item,
-                        &item_path,
-                        "a threshold like `\"latency.p99 < 1ms\"`",
-                    )) else {
-                        continue;
-                    };
-                    let t = super::threshold::parse(&t).map_err(|why| {
-                        error(item.pos, &item_path, why).hint("write `METRIC[.STAT] < VALUE[UNIT]`, e.g. `wall.median < 300s` or `latency.p99 < 1ms`")
-                    });
-                    let Some(t) = errs.ok(t) else { continue };
-                    refs.push(MetricRef {
-                        pos: item.pos,
-                        path: item_path,
-                        named: Named::Threshold(t.clone()),
-                    });
-                    spec.qualify.push(t);
-                }
-            }
-            _ => {}
-        }
-    }
-    errs.clean_since(start, (spec, refs))
-}
-
-const QUALIFY_KEYS: [&str; 2] = ["metrics", "health"];
-const QUALIFY_WHAT: &str = "a list of thresholds like `[\"latency.p99 < 1ms\"]`, or `{ metrics: [\"latency.p99 < 1ms\"], health: { media_errors: { max_increase: 0 } } }`";
-
-/// `qualify.health`: `{ ATTRIBUTE: { max_increase | max | min: VALUE } }`, each limit
-/// checked against the attribute's unit.
-fn read_health(v: &Node, path: &str, errs: &mut Errors) -> Vec<super::health::Limit> {
-    use super::health::{attribute, value, Bound, Limit, ATTRIBUTES};
-    let names: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
-    let mut out = Vec::new();
-    let Some(entries) = errs.ok(map(
-        v,
-        path,
-        "health limits like `{ media_errors: { max_increase: 0 }, temperature: { max: 70C } }`",
-    )) else {
-        return out;
-    };
-    for e in known(entries, path, &names, errs) {
-        let Some(a) = attribute(&e.name) else {
-            continue;
-        };
-        let a_path = join(path, &e.name);
-        let Some(bounds) = errs.ok(map(
-            &e.value,
-            &a_path,
-            "limits like `{ max_increase: 0 }`, `{ max: 70C }` or `{ min: 10% }`",
-        )) else {
-            continue;
-        };
-        for b in known(bounds, &a_path, &Bound::WORDS, errs) {
-            let Some(bound) = Bound::from_word(&b.name) else {
-                continue;
-            };
-            let b_path = join(&a_path, &b.name);
-            let Some(written) = errs.ok(text(&b.value, &b_path, "a number")) else {
-                continue;
-            };
-            let unit = if a.unit.is_empty() { "a count" } else { a.unit };
-            let v = value(&written, a).map_err(|why| {
-                error(b.value.pos, &b_path, why).hint(format!("{} is {unit}", a.name))
-            });
-            if let Some(value) = errs.ok(v) {
-                out.push(Limit {
-                    attribute: a,
-                    bound,
-                    value,
-                });
-            }
-        }
-    }
-    out
-}
-
-const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];
-
-/// `report.pivot`: a table like seed 001's (rows × columns of one statistic), and where
-/// its metric is written.
-fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(super::Pivot, Vec<MetricRef>)> {
-    let entries = errs.ok(map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`"))?;
-    let start = errs.count();
-    let all = entries;
-    let entries = known(entries, path, &PIVOT_KEYS, errs);
-    let mut pivot = super::Pivot {
-        line: v.pos.line,
-        column: v.pos.column,
-        ..Default::default()
-    };
-    let mut metric_refs = Vec::new();
-    for e in &entries {
-        let p = join(path, &e.name);
-        match e.name.as_str() {
-            "rows" | "columns" => {
-                let Some(items) = errs.ok(seq(
-                    &e.value,
-                    &p,
-                    "a list of keys: `host`, `device.model`, or parameters",
-                )) else {
-                    continue;
-                };
-                if items.is_empty() {
-                    errs.push(missing(v.pos, path, &e.name));
-                    continue;
-                }
-                let mut keys = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(key) = errs.ok(string(item, &format!("{p}[{i}]"), "a key")) {
-                        keys.push(super::PivotKey {
-                            name: key,
-                            line: item.pos.line,
-                            column: item.pos.column,
-                        });
-                    }
-                }
-                if e.name == "rows" {
-                    pivot.rows = keys
-                } else {
-                    pivot.columns = keys
-                }
-            }
-            "metric" => {
-                // One metric, or a list laid out by the key `metric`.
-                let (items, listed): (Vec<(String, &Node)>, bool) = match &e.value.kind {
-                    Kind::Seq(items) => (
-                        items
-                            .iter()
-                            .enumerate()
-                            .filter_map(|(i, item)| {
-                                let m =
-                                    errs.ok(string(item, &format!("{p}[{i}]"), "a metric name"))?;
-                                Some((m, item))
-                            })
-                            .collect(),
-                        true,
-                    ),
-                    _ => (
-                        errs.ok(string(&e.value, &p, "a metric name, or a list of them"))
-                            .map(|m| (m, &e.value))
-                            .into_iter()
-                            .collect(),
-                        false,
-                    ),
-                };
-                if items.is_empty() || items.iter().any(|(m, _)| m.is_empty()) {
-                    errs.push(missing(v.pos, path, "metric"));
-                    continue;
-                }
-                for (m, node) in &items {
-                    metric_refs.push(MetricRef {
-                        pos: node.pos,
-                        path: p.clone(),
-                        named: Named::Metric(m.clone()),
-                    });
-                }
-                pivot.metric = items[0].0.clone();
-                if listed && items.len() > 1 {
-                    pivot.metrics = items.into_iter().map(|(m, _)| m).collect();
-                }
-            }
-            "stat" => {
-                let Some(stat) = errs.ok(string(&e.value, &p, "a statistic")) else {
-                    continue;
-                };
-                let valid = ["min", "median", "mean", "max"].contains(&stat.as_str())
-                    || stat.strip_prefix('p').is_some_and(|n| {
-                        n.parse::<f64>().is_ok_and(|x| (0.0..=100.0).contains(&x))
-                    });
-                if !valid {
-                    errs.push(error(e.value.pos, &p, format!("unknown statistic `{stat}`; expected min, median, mean, max or pNN (e.g. p99)")));
-                    continue;
-                }
-                pivot.stat = stat;
-            }
-            _ => {}
-        }
-    }
-    for what in ["rows", "columns", "metric"] {
-        if !entries.iter().any(|e| e.name == what) && !misspelt(all, &PIVOT_KEYS, what) {
-            errs.push(missing(v.pos, path, what));
-        }
-    }
-    if pivot.stat.is_empty() {
-        pivot.stat = "median".into();
-    }
-    // Several metrics need a place: a column each unless `metric` is among the rows.
-    let placed = pivot
-        .rows
-        .iter()
-        .chain(&pivot.columns)
-        .any(|k| k.name == "metric");
-    if !pivot.metrics.is_empty() && !placed {
-        pivot.columns.push(super::PivotKey {
-            name: "metric".into(),
-            line: v.pos.line,
-            column: v.pos.column,
-        });
-    }
-    errs.clean_since(start, (pivot, metric_refs))
 }

@@ -11,6 +11,7 @@
 //! are recorded in a comment at the end.
 
 use super::error::{backticked, closest};
+use super::model::DEVICE;
 use super::tree::{self, Entry, Kind, Node, ScalarType};
 
 /// Keys of `matrix:` that are not parameters.
@@ -462,7 +463,7 @@ fn unknown(key: &str, matrix: &[Entry], devices: &[Entry]) -> SetError {
     let guess = match closest(key, &names) {
         Some(c) => Some(c.to_string()),
         // `device` is what people call it.
-        None if key == super::DEVICE => names
+        None if key == DEVICE => names
             .iter()
             .find(|n| n.starts_with("devices."))
             .map(|n| n.to_string()),

@@ -4,7 +4,7 @@
 //! another to know what a template is.
 
 use super::error::Pos;
-use super::DEVICE;
+use super::model::DEVICE;
 
 /// A string from `workload` or `phases` that may contain `${param}`; it keeps
 /// its node's position so substitution errors can point at it.

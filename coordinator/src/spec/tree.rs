@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, Parser};
+use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 use super::error::{error, Pos, Result, WithHint};
@@ -295,6 +295,8 @@ impl Builder<'_> {
         Ok(root.filter(|n| !is_empty(n)))
     }
 
+    /// The next node and everything in it: a scalar, sequence or mapping (anchored for
+    /// later aliases), or a copy of an anchored one; `path` is its key path for errors.
     fn node(&mut self, path: &str, depth: usize) -> Result<Node> {
         let Some((ev, mark)) = self.next() else {
             return Err(error(
@@ -314,136 +316,17 @@ impl Builder<'_> {
         }
         let (node, anchor) = match ev {
             Event::Scalar(text, style, anchor, tag) => {
-                let ty = if style == TScalarStyle::Plain {
-                    resolve(&text)
-                } else {
-                    ScalarType::Str
-                };
-                let ty = match tag {
-                    None => ty,
-                    Some(tag) if tag.handle == "tag:yaml.org,2002:" && tag.suffix == "str" => {
-                        ScalarType::Str
-                    }
-                    Some(tag) => return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix)),
-                };
-                (
-                    Node {
-                        pos,
-                        kind: Kind::Scalar { text, ty },
-                    },
-                    anchor,
-                )
+                (scalar(text, style, tag.as_ref(), pos, path)?, anchor)
             }
             Event::SequenceStart(anchor, tag) => {
-                if let Some(tag) = tag {
-                    if !(tag.handle == "tag:yaml.org,2002:" && tag.suffix == "seq") {
-                        return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix));
-                    }
-                }
-                let start = self.sequence_start(&mark, key);
-                let mut items = Vec::new();
-                let mut cursor = DashCursor::default();
-                loop {
-                    if matches!(self.peek(), Some((Event::SequenceEnd, _))) {
-                        self.at += 1;
-                        break;
-                    }
-                    let item_path = format!("{path}[{}]", items.len());
-                    let mut item = self.node(&item_path, depth + 1)?;
-                    if is_empty(&item) {
-                        if let Some(dash) = self.dash(start, items.len(), &mut cursor) {
-                            item.pos = dash;
-                        }
-                    }
-                    items.push(item);
-                }
-                (
-                    Node {
-                        pos: start.pos(),
-                        kind: Kind::Seq(items),
-                    },
-                    anchor,
-                )
+                check_tag(tag.as_ref(), "seq", pos, path)?;
+                (self.sequence(&mark, key, path, depth)?, anchor)
             }
             Event::MappingStart(anchor, tag) => {
-                if let Some(tag) = tag {
-                    if !(tag.handle == "tag:yaml.org,2002:" && tag.suffix == "map") {
-                        return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix));
-                    }
-                }
-                let mut entries: Vec<Entry> = Vec::new();
-                // Where each key was first written: a linear search per key made a
-                // mapping of 50,000 keys take seconds.
-                let mut seen: HashMap<String, Pos> = HashMap::new();
-                loop {
-                    if matches!(self.peek(), Some((Event::MappingEnd, _))) {
-                        self.at += 1;
-                        break;
-                    }
-                    let key = self.node(path, depth + 1)?;
-                    let Kind::Scalar { text: name, .. } = &key.kind else {
-                        return Err(error(
-                            key.pos,
-                            path,
-                            format!("a key must be a plain name, found {}", key.describe()),
-                        ));
-                    };
-                    let name = name.clone();
-                    let value_path = join(path, &name);
-                    if let Some(first) = seen.insert(name.clone(), key.pos) {
-                        return Err(error(
-                            key.pos,
-                            &value_path,
-                            format!(
-                                "duplicate key `{name}` (first written at line {}, column {})",
-                                first.line, first.column
-                            ),
-                        )
-                        .hint(
-                            "a key may appear only once in a mapping; merge the two or remove one",
-                        ));
-                    }
-                    self.pending_key = Some(key.pos);
-                    let mut value = self.node(&value_path, depth + 1)?;
-                    // An empty value (`name:` and nothing) has no text of its
-                    // own to point at; its key is what the user wrote.
-                    if is_empty(&value) {
-                        value.pos = key.pos;
-                    }
-                    entries.push(Entry { name, key, value });
-                }
-                // A block mapping's start marker sits after its first key;
-                // the first key is where the mapping visibly begins.
-                let pos = match entries.first() {
-                    Some(first) if self.char_at(&mark) != Some('{') => first.key.pos,
-                    _ => pos,
-                };
-                (
-                    Node {
-                        pos,
-                        kind: Kind::Map(entries),
-                    },
-                    anchor,
-                )
+                check_tag(tag.as_ref(), "map", pos, path)?;
+                (self.mapping(&mark, pos, path, depth)?, anchor)
             }
-            Event::Alias(id) => {
-                let Some(target) = self.anchors.get(&id) else {
-                    return Err(error(pos, path, "alias to an unknown anchor"));
-                };
-                let mut node = target.clone();
-                self.nodes += node.count();
-                if self.nodes > MAX_NODES {
-                    return Err(error(
-                        pos,
-                        path,
-                        format!("aliases expand to more than {MAX_NODES} nodes"),
-                    ));
-                }
-                // Errors about the value as a whole point at the use; errors
-                // inside it point into the anchored original.
-                node.pos = pos;
-                return Ok(node);
-            }
+            Event::Alias(id) => return self.alias(id, pos, path),
             other => {
                 return Err(error(pos, path, format!("unexpected YAML event {other:?}")));
             }
@@ -455,6 +338,112 @@ impl Builder<'_> {
         if anchor > 0 {
             self.anchors.insert(anchor, node.clone());
         }
+        Ok(node)
+    }
+
+    /// A sequence's items, up to its end; an empty item points at its `-`. `key` is the
+    /// key whose value the sequence is, if any.
+    fn sequence(
+        &mut self,
+        mark: &Marker,
+        key: Option<Pos>,
+        path: &str,
+        depth: usize,
+    ) -> Result<Node> {
+        let start = self.sequence_start(mark, key);
+        let mut items = Vec::new();
+        let mut cursor = DashCursor::default();
+        loop {
+            if matches!(self.peek(), Some((Event::SequenceEnd, _))) {
+                self.at += 1;
+                break;
+            }
+            let item_path = format!("{path}[{}]", items.len());
+            let mut item = self.node(&item_path, depth + 1)?;
+            if is_empty(&item) {
+                if let Some(dash) = self.dash(start, items.len(), &mut cursor) {
+                    item.pos = dash;
+                }
+            }
+            items.push(item);
+        }
+        Ok(Node {
+            pos: start.pos(),
+            kind: Kind::Seq(items),
+        })
+    }
+
+    /// A mapping's entries, up to its end: each key a scalar, written once; an empty
+    /// value points at its key. `pos` is where the parser marked the mapping's start.
+    fn mapping(&mut self, mark: &Marker, pos: Pos, path: &str, depth: usize) -> Result<Node> {
+        let mut entries: Vec<Entry> = Vec::new();
+        // Where each key was first written: a linear search per key made a
+        // mapping of 50,000 keys take seconds.
+        let mut seen: HashMap<String, Pos> = HashMap::new();
+        loop {
+            if matches!(self.peek(), Some((Event::MappingEnd, _))) {
+                self.at += 1;
+                break;
+            }
+            let key = self.node(path, depth + 1)?;
+            let Kind::Scalar { text: name, .. } = &key.kind else {
+                return Err(error(
+                    key.pos,
+                    path,
+                    format!("a key must be a plain name, found {}", key.describe()),
+                ));
+            };
+            let name = name.clone();
+            let value_path = join(path, &name);
+            if let Some(first) = seen.insert(name.clone(), key.pos) {
+                return Err(error(
+                    key.pos,
+                    &value_path,
+                    format!(
+                        "duplicate key `{name}` (first written at line {}, column {})",
+                        first.line, first.column
+                    ),
+                )
+                .hint("a key may appear only once in a mapping; merge the two or remove one"));
+            }
+            self.pending_key = Some(key.pos);
+            let mut value = self.node(&value_path, depth + 1)?;
+            // An empty value (`name:` and nothing) has no text of its
+            // own to point at; its key is what the user wrote.
+            if is_empty(&value) {
+                value.pos = key.pos;
+            }
+            entries.push(Entry { name, key, value });
+        }
+        // A block mapping's start marker sits after its first key;
+        // the first key is where the mapping visibly begins.
+        let pos = match entries.first() {
+            Some(first) if self.char_at(mark) != Some('{') => first.key.pos,
+            _ => pos,
+        };
+        Ok(Node {
+            pos,
+            kind: Kind::Map(entries),
+        })
+    }
+
+    /// A copy of the node anchored as `id`, counted again towards [`MAX_NODES`].
+    fn alias(&mut self, id: usize, pos: Pos, path: &str) -> Result<Node> {
+        let Some(target) = self.anchors.get(&id) else {
+            return Err(error(pos, path, "alias to an unknown anchor"));
+        };
+        let mut node = target.clone();
+        self.nodes += node.count();
+        if self.nodes > MAX_NODES {
+            return Err(error(
+                pos,
+                path,
+                format!("aliases expand to more than {MAX_NODES} nodes"),
+            ));
+        }
+        // Errors about the value as a whole point at the use; errors
+        // inside it point into the anchored original.
+        node.pos = pos;
         Ok(node)
     }
 
@@ -535,6 +524,40 @@ impl Builder<'_> {
             }
         }
         None
+    }
+}
+
+/// A scalar node: its type resolved when plain, a string when quoted or tagged `!!str`.
+fn scalar(
+    text: String,
+    style: TScalarStyle,
+    tag: Option<&Tag>,
+    pos: Pos,
+    path: &str,
+) -> Result<Node> {
+    let ty = if style == TScalarStyle::Plain {
+        resolve(&text)
+    } else {
+        ScalarType::Str
+    };
+    let ty = match tag {
+        None => ty,
+        Some(tag) if tag.handle == "tag:yaml.org,2002:" && tag.suffix == "str" => ScalarType::Str,
+        Some(tag) => return Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix)),
+    };
+    Ok(Node {
+        pos,
+        kind: Kind::Scalar { text, ty },
+    })
+}
+
+/// A collection may carry only its own core tag (`!!seq`, `!!map`), or none.
+fn check_tag(tag: Option<&Tag>, suffix: &str, pos: Pos, path: &str) -> Result<()> {
+    match tag {
+        Some(tag) if !(tag.handle == "tag:yaml.org,2002:" && tag.suffix == suffix) => {
+            Err(unsupported_tag(pos, path, &tag.handle, &tag.suffix))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -5,6 +5,10 @@
 use indexmap::IndexMap;
 
 use super::error::{closest, error, Result, WithHint};
+use super::model::{
+    BonnieWorkload, CompilebenchWorkload, Encryption, Filesystem, FioWorkload, FsyncWorkload,
+    Storage, SyncMode, Workload, WriteCacheSetting, BONNIE_MEMORY,
+};
 use super::template::Template;
 
 pub(crate) const KINDS: [&str; 5] = ["command", "fsync", "fio", "bonnie", "compilebench"];
@@ -33,43 +37,6 @@ pub(crate) fn fields_of(
             &["directory"],
         ),
     }
-}
-
-pub use platter_proto::model::SyncMode;
-
-/// write()+sync of `size` bytes at `offset`, `count` times (seed 001's microbenchmark): the
-/// model's type, the same from the campaign file to the loop that runs it.
-pub type FsyncWorkload = platter_proto::model::FsyncParams;
-
-/// fio with inline options (one job) or a job file on the agent's host.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FioWorkload {
-    pub job_file: Option<String>,
-    pub directory: Option<String>,
-    pub options: IndexMap<String, String>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct BonnieWorkload {
-    pub directory: String,
-    /// Extra bonnie++ arguments, split on whitespace (e.g. `-s 2G -n 0`).
-    pub args: Vec<String>,
-    /// `memory:` (default [`BONNIE_MEMORY`]) when `args` size nothing: bonnie++ is told
-    /// this is its RAM (`-r`) and writes files of twice that (`-s`); the agent holds it to
-    /// that memory, page cache included, with a cgroup. `None` when `args` give `-s` or `-r`.
-    pub memory: Option<u64>,
-}
-
-/// 512 MiB: bonnie++'s files are then 1 GiB, which its block tests read from the drive
-/// in a second or more on today's SSDs (shorter tests print `+++++`), on any host RAM.
-pub const BONNIE_MEMORY: u64 = 512 << 20;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompilebenchWorkload {
-    /// The compilebench program (it is not packaged; users supply it).
-    pub command: String,
-    pub directory: String,
-    pub args: Vec<String>,
 }
 
 /// A setting after substitution, with the template it came from (for positions).
@@ -157,7 +124,7 @@ pub(crate) fn build(
     settings: &IndexMap<String, Setting<'_>>,
     options: &IndexMap<String, Setting<'_>>,
     kind_pos: super::error::Pos,
-) -> Result<super::Workload> {
+) -> Result<Workload> {
     let get = |k: &str| settings.get(k);
     Ok(match kind {
         "fsync" => {
@@ -194,7 +161,7 @@ pub(crate) fn build(
                     }
                 },
             };
-            super::Workload::Fsync(FsyncWorkload {
+            Workload::Fsync(FsyncWorkload {
                 path,
                 size,
                 offset: get("offset").map(bytes).transpose()?.unwrap_or(0),
@@ -213,7 +180,7 @@ pub(crate) fn build(
                 return Err(error(kind_pos, "workload.fio", "give fio either `options:` or `job_file:`, not both and not neither")
                     .hint("e.g. `fio: { directory: /mnt/test, options: { rw: randwrite, bs: 4k, size: 64M } }`"));
             }
-            super::Workload::Fio(FioWorkload {
+            Workload::Fio(FioWorkload {
                 job_file,
                 directory: get("directory")
                     .map(|s| nonempty(s, "directory"))
@@ -248,13 +215,13 @@ pub(crate) fn build(
                     "memory must be at least 1M",
                 ));
             }
-            super::Workload::Bonnie(BonnieWorkload {
+            Workload::Bonnie(BonnieWorkload {
                 directory: nonempty(&settings["directory"], "directory")?,
                 args,
                 memory,
             })
         }
-        _ => super::Workload::Compilebench(CompilebenchWorkload {
+        _ => Workload::Compilebench(CompilebenchWorkload {
             command: get("command")
                 .map(|s| nonempty(s, "command"))
                 .transpose()?
@@ -270,8 +237,7 @@ pub(crate) fn storage(
     settings: &IndexMap<String, Setting<'_>>,
     pos: super::error::Pos,
     has_devices: bool,
-) -> Result<super::Storage> {
-    use super::{Filesystem, WriteCacheSetting};
+) -> Result<Storage> {
     const FILESYSTEMS: [&str; 6] = ["ext2", "ext4", "xfs", "btrfs", "tmpfs", "none"];
     let ramdisk_size = settings.get("ramdisk.size").map(bytes).transpose()?;
     let fs = match settings.get("fs") {
@@ -334,10 +300,10 @@ pub(crate) fn storage(
         }
     }
     let encryption = match settings.get("encryption") {
-        None => super::Encryption::None,
+        None => Encryption::None,
         Some(s) => match s.value.as_str() {
-            "gocryptfs" => super::Encryption::Gocryptfs,
-            "none" => super::Encryption::None,
+            "gocryptfs" => Encryption::Gocryptfs,
+            "none" => Encryption::None,
             _ => return Err(bad(s, "`gocryptfs` or `none`")),
         },
     };
@@ -349,7 +315,7 @@ pub(crate) fn storage(
             "encryption needs a filesystem to hold the encrypted files, but `fs` is `none`",
         ));
     }
-    Ok(super::Storage {
+    Ok(Storage {
         encryption,
         fs,
         mkfs_options: words(settings.get("mkfs_options")),

@@ -1,0 +1,307 @@
+//! `report:` in a campaign file: the baseline, the metric comparisons use, the `qualify:`
+//! thresholds and drive-health limits, and the pivot table, read from the YAML tree into a
+//! [`ReportSpec`] with where each setting that names a metric is written. Whether those
+//! names are parameters or metrics the campaign has is judged once the cells are known.
+
+use super::accessors::{known, map, missing, misspelt, seq, string, text};
+use super::error::{error, Errors, WithHint};
+use super::metrics::{MetricRef, Named};
+use super::model::{Baseline, Pivot, PivotKey, ReportSpec};
+use super::threshold;
+use super::tree::{join, Kind, Node};
+
+const REPORT_KEYS: [&str; 4] = ["baseline", "metric", "qualify", "pivot"];
+
+/// `report:` — comparisons against a baseline and qualification thresholds, and where
+/// each setting that names a metric is written.
+pub(crate) fn read_report(v: &Node, errs: &mut Errors) -> Option<(ReportSpec, Vec<MetricRef>)> {
+    let entries = errs.ok(map(
+        v,
+        "report",
+        "report settings like `{ baseline: { fs: ext4 }, qualify: [\"wall.median < 300s\"] }`",
+    ))?;
+    let start = errs.count();
+    let mut spec = ReportSpec::default();
+    let mut refs = Vec::new();
+    for e in known(entries, "report", &REPORT_KEYS, errs) {
+        let path = join("report", &e.name);
+        match e.name.as_str() {
+            "baseline" => {
+                let Some(pairs) = errs.ok(map(
+                    &e.value,
+                    &path,
+                    "a mapping with one key, like `{ fs: ext4 }` or `{ host: rc66 }`",
+                )) else {
+                    continue;
+                };
+                let [pair] = pairs else {
+                    errs.push(error(
+                        e.value.pos,
+                        &path,
+                        "a baseline names exactly one parameter (or host, or device) and its value",
+                    )
+                    .hint("e.g. `baseline: { fs: ext4 }`"));
+                    continue;
+                };
+                let Some(value) = errs.ok(text(&pair.value, &join(&path, &pair.name), "a value"))
+                else {
+                    continue;
+                };
+                spec.baseline = Some(Baseline {
+                    key: pair.name.clone(),
+                    value,
+                    line: pair.key.pos.line,
+                    column: pair.key.pos.column,
+                });
+            }
+            "metric" => {
+                let Some(metric) = errs.ok(string(
+                    &e.value,
+                    &path,
+                    "a metric name like `wall` or `latency.mean`",
+                )) else {
+                    continue;
+                };
+                spec.metric = metric;
+                refs.push(MetricRef {
+                    pos: e.value.pos,
+                    path,
+                    named: Named::Metric(spec.metric.clone()),
+                });
+            }
+            "pivot" => {
+                if let Some((pivot, metrics)) = read_pivot(&e.value, &path, errs) {
+                    spec.pivot = Some(pivot);
+                    refs.extend(metrics);
+                }
+            }
+            "qualify" => {
+                // A list of thresholds, or `{ metrics: [thresholds], health: { … } }`.
+                let list = if matches!(e.value.kind, Kind::Map(_)) {
+                    let Some(entries) = errs.ok(map(&e.value, &path, QUALIFY_WHAT)) else {
+                        continue;
+                    };
+                    let mut list = None;
+                    for q in known(entries, &path, &QUALIFY_KEYS, errs) {
+                        let q_path = join(&path, &q.name);
+                        match q.name.as_str() {
+                            "health" => spec.health = read_health(&q.value, &q_path, errs),
+                            "metrics" => list = Some((&q.value, q_path)),
+                            _ => {}
+                        }
+                    }
+                    match list {
+                        Some(l) => l,
+                        None => continue,
+                    }
+                } else {
+                    (&e.value, path.clone())
+                };
+                let (list, path) = list;
+                let Some(items) = errs.ok(seq(list, &path, QUALIFY_WHAT)) else {
+                    continue;
+                };
+                for (i, item) in items.iter().enumerate() {
+                    let item_path = format!("{path}[{i}]");
+                    let Some(t) = errs.ok(string(
+                        item,
+                        &item_path,
+                        "a threshold like `\"latency.p99 < 1ms\"`",
+                    )) else {
+                        continue;
+                    };
+                    let t = threshold::parse(&t).map_err(|why| {
+                        error(item.pos, &item_path, why).hint("write `METRIC[.STAT] < VALUE[UNIT]`, e.g. `wall.median < 300s` or `latency.p99 < 1ms`")
+                    });
+                    let Some(t) = errs.ok(t) else { continue };
+                    refs.push(MetricRef {
+                        pos: item.pos,
+                        path: item_path,
+                        named: Named::Threshold(t.clone()),
+                    });
+                    spec.qualify.push(t);
+                }
+            }
+            _ => {}
+        }
+    }
+    errs.clean_since(start, (spec, refs))
+}
+
+const QUALIFY_KEYS: [&str; 2] = ["metrics", "health"];
+const QUALIFY_WHAT: &str = "a list of thresholds like `[\"latency.p99 < 1ms\"]`, or `{ metrics: [\"latency.p99 < 1ms\"], health: { media_errors: { max_increase: 0 } } }`";
+
+/// `qualify.health`: `{ ATTRIBUTE: { max_increase | max | min: VALUE } }`, each limit
+/// checked against the attribute's unit.
+fn read_health(v: &Node, path: &str, errs: &mut Errors) -> Vec<super::health::Limit> {
+    use super::health::{attribute, value, Bound, Limit, ATTRIBUTES};
+    let names: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
+    let mut out = Vec::new();
+    let Some(entries) = errs.ok(map(
+        v,
+        path,
+        "health limits like `{ media_errors: { max_increase: 0 }, temperature: { max: 70C } }`",
+    )) else {
+        return out;
+    };
+    for e in known(entries, path, &names, errs) {
+        let Some(a) = attribute(&e.name) else {
+            continue;
+        };
+        let a_path = join(path, &e.name);
+        let Some(bounds) = errs.ok(map(
+            &e.value,
+            &a_path,
+            "limits like `{ max_increase: 0 }`, `{ max: 70C }` or `{ min: 10% }`",
+        )) else {
+            continue;
+        };
+        for b in known(bounds, &a_path, &Bound::WORDS, errs) {
+            let Some(bound) = Bound::from_word(&b.name) else {
+                continue;
+            };
+            let b_path = join(&a_path, &b.name);
+            let Some(written) = errs.ok(text(&b.value, &b_path, "a number")) else {
+                continue;
+            };
+            let unit = if a.unit.is_empty() { "a count" } else { a.unit };
+            let v = value(&written, a).map_err(|why| {
+                error(b.value.pos, &b_path, why).hint(format!("{} is {unit}", a.name))
+            });
+            if let Some(value) = errs.ok(v) {
+                out.push(Limit {
+                    attribute: a,
+                    bound,
+                    value,
+                });
+            }
+        }
+    }
+    out
+}
+
+const PIVOT_KEYS: [&str; 4] = ["rows", "columns", "metric", "stat"];
+
+/// `report.pivot`: a table like seed 001's (rows × columns of one statistic), and where
+/// its metric is written.
+fn read_pivot(v: &Node, path: &str, errs: &mut Errors) -> Option<(Pivot, Vec<MetricRef>)> {
+    let entries = errs.ok(map(v, path, "a pivot like `{ rows: [host, write_cache], columns: [size], metric: latency.mean, stat: min }`"))?;
+    let start = errs.count();
+    let all = entries;
+    let entries = known(entries, path, &PIVOT_KEYS, errs);
+    let mut pivot = Pivot {
+        line: v.pos.line,
+        column: v.pos.column,
+        ..Default::default()
+    };
+    let mut metric_refs = Vec::new();
+    for e in &entries {
+        let p = join(path, &e.name);
+        match e.name.as_str() {
+            "rows" | "columns" => {
+                let Some(items) = errs.ok(seq(
+                    &e.value,
+                    &p,
+                    "a list of keys: `host`, `device.model`, or parameters",
+                )) else {
+                    continue;
+                };
+                if items.is_empty() {
+                    errs.push(missing(v.pos, path, &e.name));
+                    continue;
+                }
+                let mut keys = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(key) = errs.ok(string(item, &format!("{p}[{i}]"), "a key")) {
+                        keys.push(PivotKey {
+                            name: key,
+                            line: item.pos.line,
+                            column: item.pos.column,
+                        });
+                    }
+                }
+                if e.name == "rows" {
+                    pivot.rows = keys
+                } else {
+                    pivot.columns = keys
+                }
+            }
+            "metric" => {
+                // One metric, or a list laid out by the key `metric`.
+                let (items, listed): (Vec<(String, &Node)>, bool) = match &e.value.kind {
+                    Kind::Seq(items) => (
+                        items
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, item)| {
+                                let m =
+                                    errs.ok(string(item, &format!("{p}[{i}]"), "a metric name"))?;
+                                Some((m, item))
+                            })
+                            .collect(),
+                        true,
+                    ),
+                    _ => (
+                        errs.ok(string(&e.value, &p, "a metric name, or a list of them"))
+                            .map(|m| (m, &e.value))
+                            .into_iter()
+                            .collect(),
+                        false,
+                    ),
+                };
+                if items.is_empty() || items.iter().any(|(m, _)| m.is_empty()) {
+                    errs.push(missing(v.pos, path, "metric"));
+                    continue;
+                }
+                for (m, node) in &items {
+                    metric_refs.push(MetricRef {
+                        pos: node.pos,
+                        path: p.clone(),
+                        named: Named::Metric(m.clone()),
+                    });
+                }
+                pivot.metric = items[0].0.clone();
+                if listed && items.len() > 1 {
+                    pivot.metrics = items.into_iter().map(|(m, _)| m).collect();
+                }
+            }
+            "stat" => {
+                let Some(stat) = errs.ok(string(&e.value, &p, "a statistic")) else {
+                    continue;
+                };
+                let valid = ["min", "median", "mean", "max"].contains(&stat.as_str())
+                    || stat.strip_prefix('p').is_some_and(|n| {
+                        n.parse::<f64>().is_ok_and(|x| (0.0..=100.0).contains(&x))
+                    });
+                if !valid {
+                    errs.push(error(e.value.pos, &p, format!("unknown statistic `{stat}`; expected min, median, mean, max or pNN (e.g. p99)")));
+                    continue;
+                }
+                pivot.stat = stat;
+            }
+            _ => {}
+        }
+    }
+    for what in ["rows", "columns", "metric"] {
+        if !entries.iter().any(|e| e.name == what) && !misspelt(all, &PIVOT_KEYS, what) {
+            errs.push(missing(v.pos, path, what));
+        }
+    }
+    if pivot.stat.is_empty() {
+        pivot.stat = "median".into();
+    }
+    // Several metrics need a place: a column each unless `metric` is among the rows.
+    let placed = pivot
+        .rows
+        .iter()
+        .chain(&pivot.columns)
+        .any(|k| k.name == "metric");
+    if !pivot.metrics.is_empty() && !placed {
+        pivot.columns.push(PivotKey {
+            name: "metric".into(),
+            line: v.pos.line,
+            column: v.pos.column,
+        });
+    }
+    errs.clean_since(start, (pivot, metric_refs))
+}
