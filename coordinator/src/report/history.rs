@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use super::judge::compare_campaigns;
-use super::{human, provenance, Report};
+use super::judge::{compare_campaigns, JudgedComparison};
+use super::{human, provenance, CellReport, Report};
 use crate::store::{CampaignState, Result, Store};
 
 /// The practical threshold of a flag, in percent of the earlier run's value.
@@ -374,53 +374,12 @@ impl History {
             None => series.to_string(),
         };
         let series = series.as_str();
-        let mut runs = Vec::new();
-        let mut left_out = Vec::new();
-        let mut reports: Vec<Report> = Vec::new();
-        // What each run's campaign file said: a run of a changed file is compared, and
-        // the change is named with every flag.
-        let mut files: Vec<(String, String)> = Vec::new();
-        let mut all = store.series_runs(series)?;
-        let firings = store.firings_of(
-            &all.iter()
-                .map(|r| r.campaign_id.clone())
-                .collect::<Vec<_>>(),
-        )?;
-        if let Some(at) = until.and_then(|u| all.iter().position(|r| r.campaign_id.as_str() == u)) {
-            all.truncate(at + 1);
-        }
-        let ended = all
-            .iter()
-            .filter(|r| r.state == CampaignState::Done)
-            .count();
-        let skip = last.map_or(0, |n| ended.saturating_sub(n));
-        let mut done_seen = 0;
-        for run in all {
-            if run.state == CampaignState::Done {
-                done_seen += 1;
-                if done_seen <= skip {
-                    continue;
-                }
-            }
-            match run.state {
-                CampaignState::Done => {
-                    files.push((run.content_hash.clone(), run.yaml.clone()));
-                    reports.push(Report::load(store, run.campaign_id.as_str())?);
-                    runs.push(Run {
-                        campaign_id: run.campaign_id.to_string(),
-                        submitted_unix_ms: run.submitted_unix_ms,
-                        labels: firings
-                            .get(&run.campaign_id)
-                            .map(|f| f.labels.clone())
-                            .unwrap_or_default(),
-                    });
-                }
-                other => left_out.push(LeftOut {
-                    campaign_id: run.campaign_id.to_string(),
-                    why: format!("{} (only runs that ended are tracked)", other.as_str()),
-                }),
-            }
-        }
+        let SeriesRuns {
+            runs,
+            left_out,
+            reports,
+            files,
+        } = read_runs(store, series, last, until)?;
         // The threshold asked for, else the latest run's `track: { threshold: … }`; the
         // runs pooled into a baseline, its `track: { against: last-N }` (else 1).
         let track = files
@@ -447,7 +406,7 @@ impl History {
                 [one] => compare_campaigns(one, report, metric),
                 many => compare_campaigns(&pooled(many), report, metric),
             });
-            let by_cell: HashMap<&str, &super::judge::JudgedComparison> = judged
+            let by_cell: HashMap<&str, &JudgedComparison> = judged
                 .iter()
                 .flat_map(|c| c.rows.iter())
                 .filter_map(|r| Some((r.cells.as_ref()?.candidate.as_str(), r)))
@@ -478,51 +437,15 @@ impl History {
                     .get(cell.cell_id.as_str())
                     .filter(|r| r.compared)
                     .map(|r| {
-                        let baseline = reports[i - 1].campaign_id.clone();
-                        // What the host ran each run on (`host_facts`).
-                        let before = host_facts(&reports[i - 1], &cell.host);
-                        let now = host_facts(report, &cell.host);
-                        let mut changed = file_changes(&files[i - 1], &files[i]);
-                        match (&before, &now) {
-                            (Some(b), Some(n)) => {
-                                changed.extend(provenance::changed(n, b).into_iter().map(|k| {
-                                    let was = b.get(&k).map_or("-", String::as_str);
-                                    let is = n.get(&k).map_or("-", String::as_str);
-                                    format!("{k}: {was} → {is}")
-                                }))
-                            }
-                            _ => {
-                                changed.push("what it ran on was not recorded for both runs".into())
-                            }
-                        }
-                        let change_pct = r.row.penalty_pct;
-                        let not_compared = other_drive(
-                            &reports[i - 1],
-                            report,
-                            &cell.host,
-                            cell.params.get(crate::spec::DEVICE).map(String::as_str),
-                        );
-                        let significant =
-                            r.row.significant && r.row.ci_pct.is_some() && not_compared.is_none();
-                        Since {
-                            pooled: pooled_ids.clone(),
-                            not_compared,
-                            baseline,
-                            change_pct,
-                            ci_pct: r.row.ci_pct,
-                            ci_level: r.ci_level,
-                            holm_p: r.holm_p,
-                            significant,
-                            flag: flag_of(
-                                significant,
-                                change_pct,
-                                r.row.ci_pct,
-                                threshold_pct,
-                                &m.unit,
-                            ),
-                            changed,
-                            text: r.row.text.clone(),
-                        }
+                        since_previous(
+                            r,
+                            (&reports[i - 1], &files[i - 1]),
+                            (report, &files[i]),
+                            cell,
+                            &m.unit,
+                            &pooled_ids,
+                            threshold_pct,
+                        )
                     });
                 lines[at].points.push(Point {
                     campaign_id: report.campaign_id.clone(),
@@ -563,7 +486,130 @@ impl History {
     }
 }
 
-/// What `host` ran `report`'s campaign on, as labelled facts: its first snapshot there.
+/// What a history reads of a series: the runs that ended, their reports and files, the rest.
+struct SeriesRuns {
+    runs: Vec<Run>,
+    left_out: Vec<LeftOut>,
+    reports: Vec<Report>,
+    /// What each run's campaign file said (`(content hash, text)`): a run of a changed
+    /// file is compared, and the change is named with every flag.
+    files: Vec<(String, String)>,
+}
+
+/// The runs of `series` up to and with `until`, the `last` that ended when given.
+fn read_runs(
+    store: &Store,
+    series: &str,
+    last: Option<usize>,
+    until: Option<&str>,
+) -> Result<SeriesRuns> {
+    let mut runs = Vec::new();
+    let mut left_out = Vec::new();
+    let mut reports: Vec<Report> = Vec::new();
+    let mut files: Vec<(String, String)> = Vec::new();
+    let mut all = store.series_runs(series)?;
+    let firings = store.firings_of(
+        &all.iter()
+            .map(|r| r.campaign_id.clone())
+            .collect::<Vec<_>>(),
+    )?;
+    if let Some(at) = until.and_then(|u| all.iter().position(|r| r.campaign_id.as_str() == u)) {
+        all.truncate(at + 1);
+    }
+    let ended = all
+        .iter()
+        .filter(|r| r.state == CampaignState::Done)
+        .count();
+    let skip = last.map_or(0, |n| ended.saturating_sub(n));
+    let mut done_seen = 0;
+    for run in all {
+        if run.state == CampaignState::Done {
+            done_seen += 1;
+            if done_seen <= skip {
+                continue;
+            }
+        }
+        match run.state {
+            CampaignState::Done => {
+                files.push((run.content_hash.clone(), run.yaml.clone()));
+                reports.push(Report::load(store, run.campaign_id.as_str())?);
+                runs.push(Run {
+                    campaign_id: run.campaign_id.to_string(),
+                    submitted_unix_ms: run.submitted_unix_ms,
+                    labels: firings
+                        .get(&run.campaign_id)
+                        .map(|f| f.labels.clone())
+                        .unwrap_or_default(),
+                });
+            }
+            other => left_out.push(LeftOut {
+                campaign_id: run.campaign_id.to_string(),
+                why: format!("{} (only runs that ended are tracked)", other.as_str()),
+            }),
+        }
+    }
+    Ok(SeriesRuns {
+        runs,
+        left_out,
+        reports,
+        files,
+    })
+}
+
+/// A cell's shift since the run `before` (judged in `r`), flagged beyond `threshold_pct`.
+fn since_previous(
+    r: &JudgedComparison,
+    before: (&Report, &(String, String)),
+    now: (&Report, &(String, String)),
+    cell: &CellReport,
+    unit: &str,
+    pooled: &[String],
+    threshold_pct: f64,
+) -> Since {
+    let baseline = before.0.campaign_id.clone();
+    let changed = what_changed(before, now, &cell.host);
+    let change_pct = r.row.penalty_pct;
+    let not_compared = other_drive(
+        before.0,
+        now.0,
+        &cell.host,
+        cell.params.get(crate::spec::DEVICE).map(String::as_str),
+    );
+    let significant = r.row.significant && r.row.ci_pct.is_some() && not_compared.is_none();
+    Since {
+        pooled: pooled.to_vec(),
+        not_compared,
+        baseline,
+        change_pct,
+        ci_pct: r.row.ci_pct,
+        ci_level: r.ci_level,
+        holm_p: r.holm_p,
+        significant,
+        flag: flag_of(significant, change_pct, r.row.ci_pct, threshold_pct, unit),
+        changed,
+        text: r.row.text.clone(),
+    }
+}
+
+/// What differs on `host` between two runs, each `(report, campaign file)`: file, then facts.
+fn what_changed(
+    before: (&Report, &(String, String)),
+    now: (&Report, &(String, String)),
+    host: &str,
+) -> Vec<String> {
+    let mut changed = file_changes(before.1, now.1);
+    // What the host ran each run on (`host_facts`).
+    match (&host_facts(before.0, host), &host_facts(now.0, host)) {
+        (Some(b), Some(n)) => changed.extend(provenance::changed(n, b).into_iter().map(|k| {
+            let was = b.get(&k).map_or("-", String::as_str);
+            let is = n.get(&k).map_or("-", String::as_str);
+            format!("{k}: {was} → {is}")
+        })),
+        _ => changed.push("what it ran on was not recorded for both runs".into()),
+    }
+    changed
+}
+
 /// The runs `reports` (oldest first) as one baseline: the latest's report with each cell's
 /// values joined by those of the same host and parameters in the runs before it. Pooling
 /// assumes the runs differ by noise alone; drift between them narrows the interval, which

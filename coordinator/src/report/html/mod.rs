@@ -9,12 +9,15 @@
 //! percentile curves, and last the per-cell tables, collapsed. Every table and axis uses one
 //! unit per row, column or axis (`Unit`).
 
+mod assets;
 mod charts;
 
 use std::fmt::{self, Write as _};
 
 use indexmap::IndexMap;
 
+use self::assets::CSS;
+pub use self::assets::SORT_SCRIPT;
 use self::charts::{Axis, Dot, DotPlot, Series, Unit};
 use super::notes::{
     fail_text, findings, notes, outlier_text, qualification_line, MissingMeasurements, Note,
@@ -37,53 +40,6 @@ const MAX_LISTED: usize = 5;
 const PANELS_SHOWN: usize = 8;
 /// Host tables with more rows than this start collapsed.
 const OPEN_TABLE_ROWS: usize = 40;
-
-const CSS: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}\
-h1{margin-bottom:.2em}\
-h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}\
-.meta{color:#555;margin-top:0}\
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:13px}\
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}\
-th{background:#f3f3f3}\
-table.sortable th{cursor:pointer}\
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-.muted{color:#888}\
-.facts li{margin:.2em 0}\
-.fail{color:#b00020;font-weight:bold}\
-.pass{color:#1b7a1b;font-weight:bold}\
-.warn{color:#8a5a00}\
-.problems{border:2px solid #d62728;background:#fff4f4;padding:.3em 1em;margin:1em 0}\
-.problems pre{background:#fff;border:1px solid #eee;padding:.5em;overflow-x:auto;white-space:pre-wrap}\
-figure{margin:1em 0}\
-figcaption{font-weight:bold;margin-bottom:.3em}\
-details{margin:.6em 0}\
-summary{cursor:pointer;font-weight:bold}\
-.legend{list-style:none;padding:0;margin:.2em 0 .8em;font-size:13px;display:flex;flex-wrap:wrap;gap:.2em 1.4em}\
-.swatch{display:inline-block;width:.9em;height:.9em;border-radius:50%;margin-right:.4em;vertical-align:middle}\
-.ring{display:inline-block;width:.9em;height:.9em;border-radius:50%;border:1.5px solid #000;margin-right:.4em;vertical-align:middle}\
-.line{display:inline-block;width:1.6em;height:3px;margin-right:.4em;vertical-align:middle}\
-.grid{display:flex;flex-wrap:wrap;gap:0 20px}\
-.grid figure{margin:.4em 0;width:470px}\
-.grid figcaption{font-weight:normal;font-size:13px}\
-td.outlier{background:#fff3cd}\
-.wide{overflow-x:auto;max-width:100%}\
-td.side{text-align:right;font-variant-numeric:tabular-nums}\
-nav{font-size:14px;margin:.5em 0}\
-";
-
-/// Sorts a `table.sortable` by the clicked column: by `data-v` (the raw value) where a
-/// cell has one, else by its text, numbers in text compared as numbers.
-/// The report's one script: a page that serves the report allows it by its hash.
-pub const SORT_SCRIPT: &str = "\
-for(const t of document.querySelectorAll('table.sortable')){\
-const h=t.tHead;if(!h)continue;\
-[...h.rows[0].cells].forEach((th,i)=>{th.title='sort';th.addEventListener('click',()=>{\
-const b=t.tBodies[0],d=th.dataset.dir==='a'?'d':'a';th.dataset.dir=d;\
-const k=r=>{const c=r.cells[i];if(!c)return'';const v=c.getAttribute('data-v');return v===null?c.textContent.trim():parseFloat(v)};\
-[...b.rows].sort((x,y)=>{const p=k(x),q=k(y);\
-const o=typeof p==='number'&&typeof q==='number'?p-q:String(p).localeCompare(String(q),undefined,{numeric:true});\
-return d==='a'?o:-o}).forEach(r=>b.appendChild(r))})})}";
 
 impl Exporter for Html {
     fn render(&self, report: &Report) -> String {
@@ -389,6 +345,24 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
         out,
         "<section id=\"summary\"><h2>Summary</h2><ul class=\"facts\">"
     )?;
+    write_extent(out, v)?;
+    write_verdicts(out, r)?;
+    write_losses(out, r)?;
+    write_outliers(out, r)?;
+    write_comparison_count(out, r)?;
+    for change in &r.provenance_changes {
+        writeln!(out, "<li class=\"warn\">{}</li>", esc(change))?;
+    }
+    writeln!(out, "</ul>")?;
+    write_problems(out, r)?;
+    write_hosts(out, v)?;
+    write_summary_table(out, v)?;
+    writeln!(out, "</section>")
+}
+
+/// What the run spans (cells, hosts, drives, measurements ended), or that it has no samples.
+fn write_extent(out: &mut String, v: &View<'_>) -> fmt::Result {
+    let r = v.r;
     let hosts: Vec<&str> = {
         let mut h: Vec<&str> = r.cells.iter().map(|c| c.host.as_str()).collect();
         h.dedup();
@@ -422,36 +396,45 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
         };
         writeln!(out, "<li class=\"fail\">There are no samples: {why}.</li>")?;
     }
-    if !r.verdicts.is_empty() {
-        let failed: Vec<_> = r.verdicts.iter().filter(|x| !x.pass).collect();
-        if failed.is_empty() {
-            writeln!(
-                out,
-                "<li class=\"pass\">{}</li>",
-                qualification_line(0, r.verdicts.len(), "")
-            )?;
-        } else {
-            writeln!(
-                out,
-                "<li class=\"fail\">{}<ul>",
-                qualification_line(failed.len(), r.verdicts.len(), "")
-            )?;
-            for (i, x) in failed.iter().enumerate() {
-                if i == MAX_LISTED {
-                    writeln!(
-                        out,
-                        "<li><details><summary>{} more</summary><ul>",
-                        failed.len() - MAX_LISTED
-                    )?;
-                }
-                writeln!(out, "<li>{}</li>", esc(&fail_text(x, &show)))?;
-            }
-            if failed.len() > MAX_LISTED {
-                writeln!(out, "</ul></details></li>")?;
-            }
-            writeln!(out, "</ul></li>")?;
-        }
+    Ok(())
+}
+
+/// The qualification: passed, or how many checks failed with the first few listed.
+fn write_verdicts(out: &mut String, r: &Report) -> fmt::Result {
+    if r.verdicts.is_empty() {
+        return Ok(());
     }
+    let failed: Vec<_> = r.verdicts.iter().filter(|x| !x.pass).collect();
+    if failed.is_empty() {
+        return writeln!(
+            out,
+            "<li class=\"pass\">{}</li>",
+            qualification_line(0, r.verdicts.len(), "")
+        );
+    }
+    writeln!(
+        out,
+        "<li class=\"fail\">{}<ul>",
+        qualification_line(failed.len(), r.verdicts.len(), "")
+    )?;
+    for (i, x) in failed.iter().enumerate() {
+        if i == MAX_LISTED {
+            writeln!(
+                out,
+                "<li><details><summary>{} more</summary><ul>",
+                failed.len() - MAX_LISTED
+            )?;
+        }
+        writeln!(out, "<li>{}</li>", esc(&fail_text(x, &show)))?;
+    }
+    if failed.len() > MAX_LISTED {
+        writeln!(out, "</ul></details></li>")?;
+    }
+    writeln!(out, "</ul></li>")
+}
+
+/// What was lost: failed steps and repetitions, missing or unmeasurable values, refusals.
+fn write_losses(out: &mut String, r: &Report) -> fmt::Result {
     if r.steps_failed > 0 {
         writeln!(
             out,
@@ -485,13 +468,19 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
             esc(&x.reason)
         )?;
     }
-    if !r.outliers.is_empty() {
-        writeln!(
-            out,
-            "<li class=\"warn\">{} outlier(s): far from the other hosts/drives with the same configuration<ul>",
-            r.outliers.len()
-        )?;
+    Ok(())
+}
+
+/// The fleet outliers, the first few listed and the rest folded.
+fn write_outliers(out: &mut String, r: &Report) -> fmt::Result {
+    if r.outliers.is_empty() {
+        return Ok(());
     }
+    writeln!(
+        out,
+        "<li class=\"warn\">{} outlier(s): far from the other hosts/drives with the same configuration<ul>",
+        r.outliers.len()
+    )?;
     for (i, o) in r.outliers.iter().enumerate() {
         if i == MAX_LISTED {
             writeln!(
@@ -505,36 +494,31 @@ fn write_summary(out: &mut String, v: &View<'_>) -> fmt::Result {
     if r.outliers.len() > MAX_LISTED {
         writeln!(out, "</ul></details></li>")?;
     }
-    if !r.outliers.is_empty() {
-        writeln!(out, "</ul></li>")?;
+    writeln!(out, "</ul></li>")
+}
+
+/// How many comparisons with the baseline were made, were significant, could not be made.
+fn write_comparison_count(out: &mut String, r: &Report) -> fmt::Result {
+    if r.comparisons.is_empty() {
+        return Ok(());
     }
-    if !r.comparisons.is_empty() {
-        let compared = r.comparisons.iter().filter(|c| c.compared).count();
-        let significant = r.comparisons.iter().filter(|c| c.row.significant).count();
-        let uncompared = r.comparisons.len() - compared;
-        let class = if uncompared > 0 {
-            " class=\"fail\""
+    let compared = r.comparisons.iter().filter(|c| c.compared).count();
+    let significant = r.comparisons.iter().filter(|c| c.row.significant).count();
+    let uncompared = r.comparisons.len() - compared;
+    let class = if uncompared > 0 {
+        " class=\"fail\""
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "<li{class}>comparisons with the baseline: {compared} made, {significant} significant after Holm's correction{}</li>",
+        if uncompared > 0 {
+            format!("; {uncompared} could not be made")
         } else {
-            ""
-        };
-        writeln!(
-            out,
-            "<li{class}>comparisons with the baseline: {compared} made, {significant} significant after Holm's correction{}</li>",
-            if uncompared > 0 {
-                format!("; {uncompared} could not be made")
-            } else {
-                String::new()
-            }
-        )?;
-    }
-    for change in &r.provenance_changes {
-        writeln!(out, "<li class=\"warn\">{}</li>", esc(change))?;
-    }
-    writeln!(out, "</ul>")?;
-    write_problems(out, r)?;
-    write_hosts(out, v)?;
-    write_summary_table(out, v)?;
-    writeln!(out, "</section>")
+            String::new()
+        }
+    )
 }
 
 fn write_problems(out: &mut String, r: &Report) -> fmt::Result {

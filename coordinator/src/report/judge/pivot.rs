@@ -1,10 +1,12 @@
 //! The pivot (`report: { pivot }`): row labels × column labels of one statistic.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::merged;
 use crate::report::CellReport;
-use crate::spec::ReportSpec;
+use crate::spec::{Pivot, PivotKey, ReportSpec};
 
 /// `report.pivot` computed: row labels × column labels of one statistic.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -113,6 +115,22 @@ fn pivot_value(
     }
 }
 
+/// A row's slots: column label → (the slot's metric, its values, runs without a value).
+type Slots = indexmap::IndexMap<String, (String, Vec<f64>, u32)>;
+
+/// The cells' values gathered into slots, with the labels, units and reasons met on the way.
+#[derive(Default)]
+struct Gathered {
+    /// Row labels → the row's slots.
+    rows: indexmap::IndexMap<Vec<String>, Slots>,
+    columns: Vec<String>,
+    units: indexmap::IndexMap<String, String>,
+    /// With `metric` among the column keys, each column holds one metric.
+    col_metric: HashMap<String, String>,
+    /// Why a metric has no value at all in some cell (bonnie++'s `+++++`).
+    why: HashMap<String, String>,
+}
+
 pub fn pivot(
     cells: &[CellReport],
     settings: &ReportSpec,
@@ -120,115 +138,23 @@ pub fn pivot(
 ) -> Option<PivotTable> {
     let p = settings.pivot.as_ref()?;
     let metrics = p.all_metrics();
-    // Row labels → column label → (the slot's metric, its values, runs without a value).
-    type Slots = indexmap::IndexMap<String, (String, Vec<f64>, u32)>;
-    let mut rows: indexmap::IndexMap<Vec<String>, Slots> = indexmap::IndexMap::new();
-    let mut columns: Vec<String> = Vec::new();
-    let mut units: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
-    // With `metric` among the column keys, each column holds one metric.
-    let mut col_metric: std::collections::HashMap<String, String> = Default::default();
-    // Why a metric has no value at all in some cell (bonnie++'s `+++++`).
-    let mut why: std::collections::HashMap<String, String> = Default::default();
-    for cell in cells {
-        for metric in &metrics {
-            // Merged latency names pool one value per cell (its percentile over all its
-            // operations); other metrics pool every repetition.
-            let mut unmeasured = 0;
-            let cell_values: Vec<f64> = if crate::report::MergedLatency::is_merged_name(metric) {
-                let Some(v) = merged(cell, metric) else {
-                    continue;
-                };
-                units.insert(metric.clone(), "s".into());
-                vec![v]
-            } else {
-                match cell.metrics.iter().find(|m| &m.metric == metric) {
-                    Some(m) => {
-                        units.insert(metric.clone(), m.unit.clone());
-                        if m.not_measured > 0 {
-                            why.insert(metric.clone(), m.not_measured_reason.clone());
-                        }
-                        unmeasured = m.not_measured;
-                        m.values.clone()
-                    }
-                    // Every run of it came back without a value: the slot says why.
-                    None => match cell.unmeasured.iter().find(|u| &u.metric == metric) {
-                        Some(u) => {
-                            why.insert(metric.clone(), u.reason.clone());
-                            unmeasured = u.count;
-                            Vec::new()
-                        }
-                        None => continue,
-                    },
-                }
-            };
-            let value = |k: &String| match k.as_str() {
-                "metric" => metric.clone(),
-                k => pivot_value(cell, k, device_field),
-            };
-            let row: Vec<String> = p.rows.iter().map(|k| value(&k.name)).collect();
-            let col: Vec<String> = p.columns.iter().map(|k| value(&k.name)).collect();
-            let col = col.join(" ");
-            if !columns.contains(&col) {
-                columns.push(col.clone());
-            }
-            col_metric.insert(col.clone(), metric.clone());
-            let slot = rows
-                .entry(row)
-                .or_default()
-                .entry(col)
-                .or_insert_with(|| (metric.clone(), Vec::new(), 0));
-            slot.1.extend(cell_values);
-            slot.2 += unmeasured;
-        }
-    }
+    let Gathered {
+        mut rows,
+        mut columns,
+        units,
+        col_metric,
+        why,
+    } = gather(cells, p, &metrics, device_field);
     // The metrics in the order they were listed, whatever cell first had each: a key's
     // labels keep their first-seen order, the metric varies fastest.
-    let order =
-        |keys: &[crate::spec::PivotKey], label: &[String]| -> Option<(Vec<String>, usize)> {
-            let i = keys.iter().position(|k| k.name == "metric")?;
-            let mut rest = label.to_vec();
-            let m = rest.remove(i);
-            Some((
-                rest,
-                metrics.iter().position(|x| *x == m).unwrap_or(usize::MAX),
-            ))
-        };
     if p.rows.iter().any(|k| k.name == "metric") {
-        let mut seen: Vec<Vec<String>> = Vec::new();
-        for labels in rows.keys() {
-            if let Some((rest, _)) = order(&p.rows, labels) {
-                if !seen.contains(&rest) {
-                    seen.push(rest);
-                }
-            }
-        }
-        rows.sort_by_cached_key(|labels, _| {
-            order(&p.rows, labels).map(|(rest, m)| (seen.iter().position(|s| *s == rest), m))
-        });
+        order_metric_rows(&mut rows, &p.rows, &metrics);
     }
     if p.columns.iter().any(|k| k.name == "metric") {
-        let split = |c: &String| -> (String, usize) {
-            let m = col_metric.get(c).cloned().unwrap_or_default();
-            let rest: Vec<&str> = c.split(' ').filter(|w| *w != m).collect();
-            (
-                rest.join(" "),
-                metrics.iter().position(|x| *x == m).unwrap_or(usize::MAX),
-            )
-        };
-        let mut seen: Vec<String> = Vec::new();
-        for c in &columns {
-            let (rest, _) = split(c);
-            if !seen.contains(&rest) {
-                seen.push(rest);
-            }
-        }
-        columns.sort_by_cached_key(|c| {
-            let (rest, m) = split(c);
-            (seen.iter().position(|s| *s == rest), m)
-        });
+        order_metric_columns(&mut columns, &col_metric, &metrics);
     }
     let unit_of = |m: &str| units.get(m).cloned().unwrap_or_default();
-    let by_key = |keys: &[crate::spec::PivotKey], label: &[String]| -> Option<String> {
+    let by_key = |keys: &[PivotKey], label: &[String]| -> Option<String> {
         let i = keys.iter().position(|k| k.name == "metric")?;
         label.get(i).map(|m| unit_of(m))
     };
@@ -259,24 +185,7 @@ pub fn pivot(
         } else {
             Vec::new()
         },
-        missing: {
-            let (why, columns) = (&why, &columns);
-            rows.values()
-                .enumerate()
-                .flat_map(|(r, by_col)| {
-                    columns.iter().enumerate().filter_map(move |(c, label)| {
-                        let (metric, values, unmeasured) = by_col.get(label)?;
-                        (*unmeasured > 0).then(|| PivotMissing {
-                            row: r,
-                            column: c,
-                            measured: values.len(),
-                            runs: values.len() + *unmeasured as usize,
-                            reason: why.get(metric).cloned().unwrap_or_default(),
-                        })
-                    })
-                })
-                .collect()
-        },
+        missing: missing_slots(&rows, &columns, &why),
         rows: rows
             .into_iter()
             .map(|(labels, mut by_col)| {
@@ -293,4 +202,146 @@ pub fn pivot(
             .collect(),
         columns,
     })
+}
+
+/// Each cell's values of each of `metrics` into the slot its row and column labels name.
+fn gather(
+    cells: &[CellReport],
+    p: &Pivot,
+    metrics: &[String],
+    device_field: &dyn Fn(&str, &str, &str) -> Option<String>,
+) -> Gathered {
+    let mut g = Gathered::default();
+    for cell in cells {
+        for metric in metrics {
+            let Some((cell_values, unmeasured)) = slot_values(cell, metric, &mut g) else {
+                continue;
+            };
+            let value = |k: &String| match k.as_str() {
+                "metric" => metric.clone(),
+                k => pivot_value(cell, k, device_field),
+            };
+            let row: Vec<String> = p.rows.iter().map(|k| value(&k.name)).collect();
+            let col: Vec<String> = p.columns.iter().map(|k| value(&k.name)).collect();
+            let col = col.join(" ");
+            if !g.columns.contains(&col) {
+                g.columns.push(col.clone());
+            }
+            g.col_metric.insert(col.clone(), metric.clone());
+            let slot = g
+                .rows
+                .entry(row)
+                .or_default()
+                .entry(col)
+                .or_insert_with(|| (metric.clone(), Vec::new(), 0));
+            slot.1.extend(cell_values);
+            slot.2 += unmeasured;
+        }
+    }
+    g
+}
+
+/// A cell's values of `metric` and its runs without one, noting unit and why in `g`.
+fn slot_values(cell: &CellReport, metric: &str, g: &mut Gathered) -> Option<(Vec<f64>, u32)> {
+    // Merged latency names pool one value per cell (its percentile over all its
+    // operations); other metrics pool every repetition.
+    if crate::report::MergedLatency::is_merged_name(metric) {
+        let v = merged(cell, metric)?;
+        g.units.insert(metric.to_string(), "s".into());
+        return Some((vec![v], 0));
+    }
+    match cell.metrics.iter().find(|m| m.metric == metric) {
+        Some(m) => {
+            g.units.insert(metric.to_string(), m.unit.clone());
+            if m.not_measured > 0 {
+                g.why
+                    .insert(metric.to_string(), m.not_measured_reason.clone());
+            }
+            Some((m.values.clone(), m.not_measured))
+        }
+        // Every run of it came back without a value: the slot says why.
+        None => {
+            let u = cell.unmeasured.iter().find(|u| u.metric == metric)?;
+            g.why.insert(metric.to_string(), u.reason.clone());
+            Some((Vec::new(), u.count))
+        }
+    }
+}
+
+/// Rows by the metric's place in the list, the other keys' labels in first-seen order.
+fn order_metric_rows(
+    rows: &mut indexmap::IndexMap<Vec<String>, Slots>,
+    keys: &[PivotKey],
+    metrics: &[String],
+) {
+    let order = |label: &[String]| -> Option<(Vec<String>, usize)> {
+        let i = keys.iter().position(|k| k.name == "metric")?;
+        let mut rest = label.to_vec();
+        let m = rest.remove(i);
+        Some((
+            rest,
+            metrics.iter().position(|x| *x == m).unwrap_or(usize::MAX),
+        ))
+    };
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    for labels in rows.keys() {
+        if let Some((rest, _)) = order(labels) {
+            if !seen.contains(&rest) {
+                seen.push(rest);
+            }
+        }
+    }
+    rows.sort_by_cached_key(|labels, _| {
+        order(labels).map(|(rest, m)| (seen.iter().position(|s| *s == rest), m))
+    });
+}
+
+/// Columns by the metric's place in the list, the other keys' labels in first-seen order.
+fn order_metric_columns(
+    columns: &mut [String],
+    col_metric: &HashMap<String, String>,
+    metrics: &[String],
+) {
+    let split = |c: &String| -> (String, usize) {
+        let m = col_metric.get(c).cloned().unwrap_or_default();
+        let rest: Vec<&str> = c.split(' ').filter(|w| *w != m).collect();
+        (
+            rest.join(" "),
+            metrics.iter().position(|x| *x == m).unwrap_or(usize::MAX),
+        )
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for c in columns.iter() {
+        let (rest, _) = split(c);
+        if !seen.contains(&rest) {
+            seen.push(rest);
+        }
+    }
+    columns.sort_by_cached_key(|c| {
+        let (rest, m) = split(c);
+        (seen.iter().position(|s| *s == rest), m)
+    });
+}
+
+/// The slots some of whose runs came back without a value, with how many and why.
+fn missing_slots(
+    rows: &indexmap::IndexMap<Vec<String>, Slots>,
+    columns: &[String],
+    why: &HashMap<String, String>,
+) -> Vec<PivotMissing> {
+    rows.values()
+        .enumerate()
+        .flat_map(|(r, by_col)| {
+            columns.iter().enumerate().filter_map(move |(c, label)| {
+                let (metric, values, unmeasured) = by_col.get(label)?;
+                (*unmeasured > 0).then(|| PivotMissing {
+                    row: r,
+                    column: c,
+                    measured: values.len(),
+                    runs: values.len() + *unmeasured as usize,
+                    reason: why.get(metric).cloned().unwrap_or_default(),
+                })
+            })
+        })
+        .collect()
 }
