@@ -16,29 +16,94 @@ pub fn state_name(s: i32) -> &'static str {
 }
 
 pub fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
-    serde_json::json!({
-        "campaign_id": c.campaign_id,
-        "name": c.name,
-        "series": c.series,
-        "state": state_name(c.state),
-        "submitted_unix_ms": c.created_unix_ms,
-        "cells_total": c.cells_total,
-        "cells_done": c.cells_done,
-        "steps_total": c.steps_total,
-        "steps_done": c.steps_done,
-        "steps_failed": c.steps_failed,
-        "store_fault": c.store_fault.as_ref().map(fault_json),
-        "hosts": c.hosts.iter().map(|h| serde_json::json!({
-            "host": h.host,
-            "connected": h.connected,
-            "coordinator": (!h.coordinator.is_empty()).then_some(&h.coordinator),
-            "steps_total": h.steps_total,
-            "steps_done": h.steps_done,
-            "current_step": h.current_step,
-            "eta_s": eta(h).map(|d| d.as_secs()),
-            "refused": (!h.refused.is_empty()).then_some(&h.refused),
-        })).collect::<Vec<_>>(),
-    })
+    // Through `Value`, whose objects keep their keys sorted, as this JSON always had them.
+    serde_json::to_value(CampaignView::of(c)).expect("a campaign serializes")
+}
+
+/// A campaign as the console's rows show it and the JSON of `platter status --output json`
+/// and `/api/v1/campaigns` carries it (`campaign_json`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CampaignView {
+    pub campaign_id: String,
+    pub name: String,
+    pub series: String,
+    /// running, done or cancelled.
+    pub state: &'static str,
+    pub submitted_unix_ms: i64,
+    pub cells_total: u32,
+    pub cells_done: u32,
+    pub steps_total: u32,
+    pub steps_done: u32,
+    pub steps_failed: u32,
+    pub store_fault: Option<FaultView>,
+    pub hosts: Vec<CampaignHostView>,
+}
+
+/// A campaign's progress on one host.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CampaignHostView {
+    pub host: String,
+    pub connected: bool,
+    /// Where several coordinators share a store: the one holding it.
+    pub coordinator: Option<String>,
+    pub steps_total: u32,
+    pub steps_done: u32,
+    pub current_step: String,
+    pub eta_s: Option<u64>,
+    /// Why its agent refused the plan.
+    pub refused: Option<String>,
+}
+
+impl CampaignView {
+    pub fn of(c: &pb::CampaignStatus) -> CampaignView {
+        CampaignView {
+            campaign_id: c.campaign_id.clone(),
+            name: c.name.clone(),
+            series: c.series.clone(),
+            state: state_name(c.state),
+            submitted_unix_ms: c.created_unix_ms,
+            cells_total: c.cells_total,
+            cells_done: c.cells_done,
+            steps_total: c.steps_total,
+            steps_done: c.steps_done,
+            steps_failed: c.steps_failed,
+            store_fault: c.store_fault.as_ref().map(FaultView::from),
+            hosts: c
+                .hosts
+                .iter()
+                .map(|h| CampaignHostView {
+                    host: h.host.clone(),
+                    connected: h.connected,
+                    coordinator: (!h.coordinator.is_empty()).then(|| h.coordinator.clone()),
+                    steps_total: h.steps_total,
+                    steps_done: h.steps_done,
+                    current_step: h.current_step.clone(),
+                    eta_s: eta(h).map(|d| d.as_secs()),
+                    refused: (!h.refused.is_empty()).then(|| h.refused.clone()),
+                })
+                .collect(),
+        }
+    }
+
+    /// Its hosts' names, comma-separated.
+    pub fn host_words(&self) -> String {
+        let hosts: Vec<&str> = self.hosts.iter().map(|h| h.host.as_str()).collect();
+        hosts.join(", ")
+    }
+
+    /// When it was submitted, as `clock` says it.
+    pub fn submitted(&self) -> String {
+        clock(self.submitted_unix_ms)
+    }
+
+    /// How much of its steps ended, in percent (100 for none).
+    pub fn percent_done(&self) -> u64 {
+        if self.steps_total == 0 {
+            100
+        } else {
+            u64::from(self.steps_done) * 100 / u64::from(self.steps_total)
+        }
+    }
 }
 
 pub fn fault_json(f: &pb::StoreFault) -> serde_json::Value {

@@ -13,7 +13,7 @@ use tonic::Status;
 
 use super::auth::Access;
 use super::console::{
-    http_status, CampaignFilter, CompareQuery, HostFilter, HostsView, DOWNLOADS, PAGE_ROWS,
+    http_status, CampaignFilter, CampaignsView, CompareQuery, HostFilter, HostsView, DOWNLOADS,
 };
 use super::Ctx;
 use crate::store::accounts::AccountRole;
@@ -116,26 +116,12 @@ pub(super) async fn campaigns(
     _access: Access,
     Query(filter): Query<CampaignFilter>,
 ) -> Response {
-    let all = match ctx.campaigns().await {
-        Ok(c) => c,
-        Err(s) => return failed(&s),
-    };
-    let matched: Vec<_> = all.campaigns.iter().filter(|c| filter.matches(c)).collect();
-    let page: Vec<Value> = matched
-        .iter()
-        .skip(filter.page * PAGE_ROWS)
-        .take(PAGE_ROWS)
-        .map(|c| campaign_json(c))
-        .collect();
-    Json(json!({
-        "store_fault": all.store_fault.as_ref().map(fault_json),
-        "total": all.campaigns.len(),
-        "matched": matched.len(),
-        "page": filter.page,
-        "page_rows": PAGE_ROWS,
-        "campaigns": page,
-    }))
-    .into_response()
+    match CampaignsView::load(&ctx, &filter, false).await {
+        // Through `Value`, whose objects keep their keys sorted, as this answer always
+        // had them.
+        Ok(view) => Json(serde_json::to_value(view).expect("a view serializes")).into_response(),
+        Err(s) => failed(&s),
+    }
 }
 
 /// `platter history NAME`'s answer as JSON (`?metric=`, default `wall`).

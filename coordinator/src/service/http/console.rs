@@ -1,5 +1,5 @@
 //! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
-//! templates (`coordinator/templates/console/`: the Hosts page and the pager; the frame is
+//! templates (`coordinator/templates/console/`: the Hosts and Campaigns pages and the pager; the frame is
 //! `layout`'s) have a typed view that their `/api/v1` twin serializes, and the engine
 //! escapes; on the others every string that comes from a host, a tool, a campaign or an
 //! account goes through `esc`. The only
@@ -23,7 +23,7 @@ use crate::report::history::Flag;
 use crate::report::{esc, human};
 use crate::service::rpc::control::Fleet;
 use crate::store::accounts::AccountRole;
-use crate::views::{campaign_eta, clock, eta, hms, state_name, FaultView, HostView};
+use crate::views::{campaign_eta, clock, eta, hms, state_name, CampaignView, FaultView, HostView};
 
 /// Rows a list shows per page: a fleet of 10,000 is paged and filtered, not one wall.
 pub(super) const PAGE_ROWS: usize = 100;
@@ -85,20 +85,6 @@ fn verdict_html(v: Option<&crate::views::Verdict>, unknown: &str) -> String {
         ),
         None => unknown.to_string(),
     }
-}
-
-/// A state filter's options: any state, then each of `states`, `current` selected.
-fn state_options(states: &[&str], current: &str) -> String {
-    std::iter::once("")
-        .chain(states.iter().copied())
-        .map(|s| {
-            format!(
-                "<option value=\"{s}\"{}>{}</option>",
-                if current == s { " selected" } else { "" },
-                if s.is_empty() { "any state" } else { s }
-            )
-        })
-        .collect()
 }
 
 fn progress(done: u32, total: u32) -> String {
@@ -364,12 +350,6 @@ impl Pager {
         let pages = total.div_ceil(PAGE_ROWS).max(1);
         (pages > 1).then_some(Pager { base, page, pages })
     }
-}
-
-fn pager(base: &str, page: usize, total: usize) -> String {
-    Pager::of(base.to_string(), page, total)
-        .map(|p| askama::Template::render(&p).expect("a pager renders"))
-        .unwrap_or_default()
 }
 
 /// A state filter's choices: the value sent, and the words shown.
@@ -655,54 +635,96 @@ pub(super) async fn campaigns(
 }
 
 async fn campaigns_main(ctx: &Ctx, filter: &CampaignFilter) -> Main {
-    let all = match ctx.campaigns().await {
-        Ok(c) => c,
+    let view = match CampaignsView::load(ctx, filter, true).await {
+        Ok(v) => v,
         Err(s) => return Main::failed("Campaigns", &s),
     };
-    let mut b = fault_banner(all.store_fault.as_ref());
-    let _ = write!(
-        b,
-        "<form method=\"get\" action=\"/campaigns\" class=\"filter\"><input name=\"name\" value=\"{}\" placeholder=\"name\"> <input name=\"host\" value=\"{}\" placeholder=\"host\"> <select name=\"state\">",
-        esc(&filter.name),
-        esc(&filter.host)
-    );
-    b.push_str(&state_options(
-        &["running", "done", "cancelled"],
-        &filter.state,
-    ));
-    b.push_str("</select> <button type=\"submit\">Filter</button></form>");
-    let shown: Vec<&pb::CampaignStatus> =
-        all.campaigns.iter().filter(|c| filter.matches(c)).collect();
-    let _ = write!(
-        b,
-        "<p id=\"count\">{} of {} campaign(s)</p>",
-        shown.len(),
-        all.campaigns.len()
-    );
-    b.push_str("<table id=\"campaigns\"><tr><th>campaign</th><th>state</th><th>hosts</th><th>steps</th><th>failed</th><th>submitted</th><th>verdict</th></tr>");
-    for c in shown.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS) {
-        let verdict = verdict_html(ctx.verdict(c).await.as_ref(), "-");
-        let hosts: Vec<&str> = c.hosts.iter().map(|h| h.host.as_str()).collect();
-        let _ = write!(
-            b,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{verdict}</td></tr>",
-            campaign_link(&c.campaign_id, &c.name),
-            state_name(c.state),
-            esc(&hosts.join(", ")),
-            progress(c.steps_done, c.steps_total),
-            c.steps_failed,
-            clock(c.created_unix_ms)
-        );
+    match askama::Template::render(&view) {
+        Ok(body) => Main::ok("Campaigns", body),
+        Err(e) => Main::failed("Campaigns", &Status::internal(e.to_string())),
     }
-    b.push_str("</table>");
-    let base = format!(
-        "/campaigns?name={}&state={}&host={}&",
-        url_part(&filter.name),
-        url_part(&filter.state),
-        url_part(&filter.host)
-    );
-    b.push_str(&pager(&base, filter.page, shown.len()));
-    Main::ok("Campaigns", b)
+}
+
+/// A campaign state filter's choices: the value sent, and the words shown.
+const CAMPAIGN_STATE_CHOICES: [(&str, &str); 4] = [
+    ("", "any state"),
+    ("running", "running"),
+    ("done", "done"),
+    ("cancelled", "cancelled"),
+];
+
+/// The Campaigns page and `/api/v1/campaigns`: one view, shown by
+/// `templates/console/campaigns.html` and serialized as the API's JSON (the filter and
+/// the verdicts are the page's only).
+#[derive(serde::Serialize, askama::Template)]
+#[template(path = "console/campaigns.html")]
+pub(super) struct CampaignsView {
+    pub store_fault: Option<FaultView>,
+    pub total: usize,
+    pub matched: usize,
+    pub page: usize,
+    pub page_rows: usize,
+    pub campaigns: Vec<CampaignView>,
+    #[serde(skip)]
+    pub name: String,
+    #[serde(skip)]
+    pub state: String,
+    #[serde(skip)]
+    pub host: String,
+    /// Each listed campaign's verdict, in order; none where its report cannot be read.
+    #[serde(skip)]
+    pub verdicts: Vec<Option<crate::views::Verdict>>,
+}
+
+impl CampaignsView {
+    /// The page of campaigns `filter` selects, with their verdicts when `verdicts` (the
+    /// page shows them; each reads a report the first time).
+    pub(super) async fn load(
+        ctx: &Ctx,
+        filter: &CampaignFilter,
+        verdicts: bool,
+    ) -> Result<CampaignsView, Status> {
+        let all = ctx.campaigns().await?;
+        let matched: Vec<&pb::CampaignStatus> =
+            all.campaigns.iter().filter(|c| filter.matches(c)).collect();
+        let listed = || matched.iter().skip(filter.page * PAGE_ROWS).take(PAGE_ROWS);
+        let mut found = Vec::new();
+        if verdicts {
+            for c in listed() {
+                found.push(ctx.verdict(c).await);
+            }
+        }
+        Ok(CampaignsView {
+            store_fault: all.store_fault.as_ref().map(FaultView::from),
+            total: all.campaigns.len(),
+            matched: matched.len(),
+            page: filter.page,
+            page_rows: PAGE_ROWS,
+            campaigns: listed().map(|c| CampaignView::of(c)).collect(),
+            name: filter.name.clone(),
+            state: filter.state.clone(),
+            host: filter.host.clone(),
+            verdicts: found,
+        })
+    }
+
+    /// Each listed campaign with its verdict.
+    fn rows(&self) -> impl Iterator<Item = (&CampaignView, Option<&crate::views::Verdict>)> {
+        self.campaigns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c, self.verdicts.get(i).and_then(Option::as_ref)))
+    }
+
+    fn pager(&self) -> Option<Pager> {
+        let base = format!(
+            "/campaigns?name={}&state={}&host={}&",
+            url_part(&self.name),
+            url_part(&self.state),
+            url_part(&self.host)
+        );
+        Pager::of(base, self.page, self.matched)
+    }
 }
 
 /// Report formats offered for download, with their file extension and media type.
