@@ -1,5 +1,5 @@
 //! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
-//! templates (`coordinator/templates/console/`: the Hosts and Campaigns pages and the pager; the frame is
+//! templates (`coordinator/templates/console/`: the Overview, Hosts and Campaigns pages and the pager; the frame is
 //! `layout`'s) have a typed view that their `/api/v1` twin serializes, and the engine
 //! escapes; on the others every string that comes from a host, a tool, a campaign or an
 //! account goes through `esc`. The only
@@ -203,108 +203,89 @@ pub(super) async fn overview(State(ctx): State<Ctx>, access: Access) -> Response
 }
 
 async fn overview_main(ctx: &Ctx) -> Main {
-    let o = match ctx.overview().await {
-        Ok(o) => o,
+    let view = match OverviewView::load(ctx).await {
+        Ok(v) => v,
         Err(s) => return Main::failed("Overview", &s),
     };
-    let mut b = fault_banner(o.store_fault.as_ref());
-    let counts: Vec<String> = o
-        .hosts
-        .iter()
-        .map(|(s, n)| {
-            format!(
-                "<a href=\"/hosts?state={}\">{n} {}</a>",
-                esc(&url_part(s)),
-                esc(s)
-            )
+    match askama::Template::render(&view) {
+        Ok(body) => Main::ok("Overview", body),
+        Err(e) => Main::failed("Overview", &Status::internal(e.to_string())),
+    }
+}
+
+/// The Overview and `/api/v1/overview`: one view, shown by
+/// `templates/console/overview.html` and serialized as the API's JSON.
+#[derive(serde::Serialize, askama::Template)]
+#[template(path = "console/overview.html")]
+pub(super) struct OverviewView {
+    pub store_fault: Option<FaultView>,
+    pub flagged: Vec<super::fleet::Flagged>,
+    pub attention: Vec<super::fleet::Attention>,
+    pub running: Vec<RunningView>,
+    pub recent: Vec<RecentView>,
+    pub hosts_total: usize,
+    /// Agents by state, in the order the page counts them; an object in JSON.
+    #[serde(rename = "hosts_by_state", serialize_with = "as_object")]
+    pub hosts: Vec<(String, usize)>,
+}
+
+/// A running campaign with its ETA.
+#[derive(serde::Serialize)]
+pub(super) struct RunningView {
+    #[serde(flatten)]
+    pub campaign: CampaignView,
+    pub eta_s: Option<u64>,
+}
+
+/// A campaign that ended, with its verdict (none where its report cannot be read now).
+#[derive(serde::Serialize)]
+pub(super) struct RecentView {
+    #[serde(flatten)]
+    pub campaign: CampaignView,
+    pub verdict: Option<crate::views::Verdict>,
+}
+
+impl RunningView {
+    /// Its ETA as `hms` says it; "?" when none can be told.
+    fn eta(&self) -> String {
+        self.eta_s
+            .map(|s| hms(std::time::Duration::from_secs(s)))
+            .unwrap_or_else(|| "?".into())
+    }
+}
+
+/// `(key, value)` pairs as a JSON object.
+fn as_object<S: serde::Serializer>(pairs: &[(String, usize)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+}
+
+impl OverviewView {
+    pub(super) async fn load(ctx: &Ctx) -> Result<OverviewView, Status> {
+        let o = ctx.overview().await?;
+        Ok(OverviewView {
+            store_fault: o.store_fault.as_ref().map(FaultView::from),
+            flagged: o.flagged,
+            attention: o.attention,
+            running: o
+                .running
+                .iter()
+                .map(|c| RunningView {
+                    campaign: CampaignView::of(c),
+                    eta_s: campaign_eta(c).map(|d| d.as_secs()),
+                })
+                .collect(),
+            recent: o
+                .recent
+                .into_iter()
+                .map(|(c, verdict)| RecentView {
+                    campaign: CampaignView::of(&c),
+                    verdict,
+                })
+                .collect(),
+            hosts_total: o.hosts_total,
+            hosts: o.hosts,
         })
-        .collect();
-    let _ = write!(
-        b,
-        "<p id=\"fleet\">{} host(s): {}</p>",
-        o.hosts_total,
-        counts.join(", ")
-    );
-    if !o.flagged.is_empty() {
-        b.push_str("<h2>Flagged results</h2><table id=\"flagged\"><tr><th>series</th><th>host</th><th>cell</th><th>flag</th><th>since the run before</th></tr>");
-        for f in &o.flagged {
-            let class = if f.flag == Flag::Improvement {
-                "pass"
-            } else {
-                "fail"
-            };
-            let _ = write!(
-                b,
-                "<tr><td><a href=\"/series/{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"{class}\">{:?} ({})</td><td>{}</td></tr>",
-                esc(&url_part(&f.series)),
-                esc(&f.series),
-                host_link(&f.host),
-                esc(&f.cell),
-                f.flag,
-                esc(&f.metric),
-                esc(&f.summary)
-            );
-        }
-        b.push_str("</table>");
     }
-    b.push_str("<h2>Needing attention</h2>");
-    if o.attention.is_empty() {
-        b.push_str("<p id=\"attention\" class=\"pass\">Nothing needs attention.</p>");
-    } else {
-        b.push_str("<table id=\"attention\"><tr><th>host</th><th>why</th></tr>");
-        for a in &o.attention {
-            let host = if a.host.is_empty() {
-                "-".into()
-            } else {
-                host_link(&a.host)
-            };
-            let _ = write!(
-                b,
-                "<tr><td>{host}</td><td class=\"warn\">{}</td></tr>",
-                esc(&a.reason)
-            );
-        }
-        b.push_str("</table>");
-    }
-    b.push_str("<h2>Running</h2>");
-    if o.running.is_empty() {
-        b.push_str("<p id=\"running\" class=\"muted\">No campaign is running.</p>");
-    } else {
-        b.push_str("<table id=\"running\"><tr><th>campaign</th><th>hosts</th><th>steps</th><th>failed</th><th>ETA</th></tr>");
-        for c in &o.running {
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                campaign_link(&c.campaign_id, &c.name),
-                c.hosts.len(),
-                progress(c.steps_done, c.steps_total),
-                c.steps_failed,
-                campaign_eta(c).map(hms).unwrap_or_else(|| "?".into())
-            );
-        }
-        b.push_str("</table>");
-    }
-    b.push_str("<h2>Recent results</h2>");
-    if o.recent.is_empty() {
-        b.push_str("<p id=\"recent\" class=\"muted\">No campaign has ended yet.</p>");
-    } else {
-        b.push_str("<table id=\"recent\"><tr><th>campaign</th><th>state</th><th>submitted</th><th>verdict</th></tr>");
-        for (c, v) in &o.recent {
-            let verdict = verdict_html(
-                v.as_ref(),
-                "<span class=\"muted\">report unreadable now</span>",
-            );
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
-                campaign_link(&c.campaign_id, &c.name),
-                state_name(c.state),
-                clock(c.created_unix_ms)
-            );
-        }
-        b.push_str("</table>");
-    }
-    Main::ok("Overview", b)
 }
 
 #[derive(Debug, Default, Deserialize)]
