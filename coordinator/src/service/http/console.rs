@@ -1,5 +1,5 @@
 //! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
-//! templates (`coordinator/templates/console/`: the Overview, Hosts and Campaigns pages and the pager; the frame is
+//! templates (`coordinator/templates/console/`: the Overview, Hosts, Campaigns and Drives pages and the pager; the frame is
 //! `layout`'s) have a typed view that their `/api/v1` twin serializes, and the engine
 //! escapes; on the others every string that comes from a host, a tool, a campaign or an
 //! account goes through `esc`. The only
@@ -976,51 +976,29 @@ impl DrivesQuery {
 pub(super) async fn drives(
     State(ctx): State<Ctx>,
     access: Access,
-    Query(q): Query<DrivesQuery>,
+    Query(query): Query<DrivesQuery>,
 ) -> Response {
-    use crate::report::ledger::DriveSummary;
     let title = "Drives";
-    let drives: Vec<DriveSummary> = match ctx.ledger(q.question()).await {
+    let drives = match ctx.ledger(query.question()).await {
         Ok(json) => match serde_json::from_str(&json) {
             Ok(d) => d,
             Err(e) => return failed(&access, title, &tonic::Status::internal(e.to_string())),
         },
         Err(s) => return failed(&access, title, &s),
     };
-    let mut b = format!(
-        "<form method=\"get\" class=\"filter\"><label>model <input name=\"model\" value=\"{}\"></label> <label>firmware <input name=\"firmware\" value=\"{}\"></label> <label>host <input name=\"host\" value=\"{}\"></label> <label><input type=\"checkbox\" name=\"failed\" value=\"true\"{}> failed only</label> <button type=\"submit\">Show</button></form>\
-         <p>Every drive the agents reported: by WWN, else model and serial (a drive without a serial, like a loop device, per host). Health is smartctl's, read before and after each run. <code>platter drives</code> prints the same.</p>",
-        esc(&q.model),
-        esc(&q.firmware),
-        esc(&q.host),
-        if q.failed_only() { " checked" } else { "" },
-    );
-    if drives.is_empty() {
-        b.push_str("<p class=\"muted\" id=\"no-drives\">No drive matches.</p>");
-        return access.page(title, &b).into_response();
+    match askama::Template::render(&DrivesView { drives, query }) {
+        Ok(body) => access.page(title, &body).into_response(),
+        Err(e) => failed(&access, title, &Status::internal(e.to_string())),
     }
-    b.push_str("<table id=\"drives\"><tr><th>drive</th><th>model</th><th>serial</th><th>firmware</th><th>hosts</th><th>runs</th><th>verdicts</th><th>latest health</th></tr>");
-    for d in &drives {
-        let verdicts = match (d.passed, d.failed) {
-            (0, 0) => "—".to_string(),
-            (p, 0) => format!("<span class=\"pass\">{p} PASS</span>"),
-            (p, f) => format!("<span class=\"fail\">{f} FAIL</span>, {p} PASS"),
-        };
-        let _ = write!(
-            b,
-            "<tr><td><a href=\"/drives/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{verdicts}</td><td>{}</td></tr>",
-            esc(&url_part(&d.id)),
-            esc(&d.id),
-            esc(&d.model),
-            esc(&d.serial),
-            esc(&d.firmware),
-            esc(&d.hosts.join(", ")),
-            d.runs,
-            health_cell(d.health.as_ref()),
-        );
-    }
-    b.push_str("</table>");
-    access.page(title, &b).into_response()
+}
+
+/// The Drives page: the ledger's drives as `/api/v1/drives` answers them, and the filter
+/// asked for (`templates/console/drives.html`).
+#[derive(askama::Template)]
+#[template(path = "console/drives.html")]
+struct DrivesView {
+    drives: Vec<crate::report::ledger::DriveSummary>,
+    query: DrivesQuery,
 }
 
 /// A drive's latest health in a table cell: the words `platter drives` prints, flagged
@@ -1031,6 +1009,16 @@ fn health_cell(h: Option<&crate::report::ledger::LatestHealth>) -> String {
         Some(h) if h.reading.is_none() => format!("<span class=\"muted\">{words}</span>"),
         Some(h) if !h.flagged.is_empty() => format!("<span class=\"fail\">{words}</span>"),
         _ => words,
+    }
+}
+
+/// The class a drive's latest health is shown in: muted when it could not be read, fail
+/// when an attribute is flagged, none otherwise.
+pub(super) fn health_class(h: Option<&crate::report::ledger::LatestHealth>) -> &'static str {
+    match h {
+        Some(h) if h.reading.is_none() => "muted",
+        Some(h) if !h.flagged.is_empty() => "fail",
+        _ => "",
     }
 }
 
