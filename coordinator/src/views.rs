@@ -414,6 +414,13 @@ pub struct DriveView {
     pub write_cache: String,
 }
 
+impl DriveView {
+    /// Its capacity, as `human` says bytes.
+    pub fn size(&self) -> String {
+        crate::report::human(self.size_bytes as f64, "B")
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ToolView {
     pub name: String,

@@ -13,12 +13,12 @@ use tonic::Status;
 
 use super::auth::Access;
 use super::console::{
-    http_status, CampaignFilter, CampaignsView, CompareQuery, HostFilter, HostsView, OverviewView,
-    DOWNLOADS,
+    http_status, CampaignFilter, CampaignsView, CompareQuery, HostFilter, HostPageView, HostsView,
+    OverviewView, DOWNLOADS,
 };
 use super::Ctx;
 use crate::store::accounts::AccountRole;
-use crate::views::{agent_json, campaign_eta, campaign_json};
+use crate::views::{campaign_eta, campaign_json};
 
 /// The OpenAPI document of this API.
 const OPENAPI: &str = include_str!("assets/openapi.json");
@@ -58,30 +58,12 @@ pub(super) async fn host(
     _access: Access,
     Path(name): Path<String>,
 ) -> Response {
-    let agents = match ctx.agents().await {
-        Ok(a) => a,
-        Err(s) => return failed(&s),
-    };
-    let a = match super::fleet::agent_of(&agents, &name).await {
-        Ok(a) => a,
-        Err(s) => return failed(&s),
-    };
-    let Some(a) = a else {
-        return failed(&Status::not_found(format!(
-            "no agent named {name:?} has connected"
-        )));
-    };
-    let mut v = agent_json(&a, agents.store_fault.as_ref());
-    let campaigns = ctx.campaigns().await.ok();
-    v["campaigns"] = campaigns
-        .as_ref()
-        .map_or(&[][..], |r| &r.campaigns[..])
-        .iter()
-        .filter(|c| c.hosts.iter().any(|h| h.host == a.host))
-        .map(|c| c.campaign_id.clone())
-        .collect();
-    v["ran_on"] = json!(ctx.ran_on(&a.host).await);
-    Json(v).into_response()
+    match HostPageView::load(&ctx, &name).await {
+        // Through `Value`, whose objects keep their keys sorted, as this answer always
+        // had them.
+        Ok(view) => Json(serde_json::to_value(view).expect("a view serializes")).into_response(),
+        Err(s) => failed(&s),
+    }
 }
 
 pub(super) async fn campaigns(

@@ -1,5 +1,5 @@
 //! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
-//! templates (`coordinator/templates/console/`: the Overview, Hosts, Campaigns and Drives pages and the pager; the frame is
+//! templates (`coordinator/templates/console/`: the Overview, Hosts, a host's, Campaigns and Drives pages and the pager; the frame is
 //! `layout`'s) have a typed view that their `/api/v1` twin serializes, and the engine
 //! escapes; on the others every string that comes from a host, a tool, a campaign or an
 //! account goes through `esc`. The only
@@ -56,15 +56,6 @@ fn fault_banner(f: Option<&pb::StoreFault>) -> String {
         )
     })
     .unwrap_or_default()
-}
-
-fn campaign_link(id: &str, name: &str) -> String {
-    format!(
-        "<a href=\"/campaigns/{}\">{}</a> <span class=\"muted\">{}</span>",
-        esc(&url_part(id)),
-        esc(name),
-        esc(id)
-    )
 }
 
 fn host_link(host: &str) -> String {
@@ -401,28 +392,6 @@ impl HostsView {
     }
 }
 
-fn agent_state(a: &pb::AgentInfo, campaigns: &std::collections::HashMap<String, String>) -> String {
-    match a.state.as_str() {
-        "busy" => format!(
-            "busy: {}",
-            campaign_link(
-                &a.current_campaign,
-                campaigns
-                    .get(&a.current_campaign)
-                    .map(String::as_str)
-                    .unwrap_or("?")
-            )
-        ),
-        "offline" | "lost" => format!(
-            "<span class=\"warn\">{} since {}</span>",
-            esc(&a.state),
-            clock(a.last_seen_unix_ms)
-        ),
-        s if s.starts_with("journal fault") => format!("<span class=\"fail\">{}</span>", esc(s)),
-        s => esc(s),
-    }
-}
-
 async fn campaign_names(ctx: &Ctx) -> std::collections::HashMap<String, String> {
     ctx.campaigns()
         .await
@@ -433,12 +402,6 @@ async fn campaign_names(ctx: &Ctx) -> std::collections::HashMap<String, String> 
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn labels(a: &pb::AgentInfo) -> String {
-    let mut l: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    l.sort();
-    esc(&l.join(" "))
 }
 
 pub(super) async fn hosts(
@@ -474,113 +437,108 @@ pub(super) async fn host(
 }
 
 async fn host_main(ctx: &Ctx, name: &str) -> Main {
-    let agents = match ctx.agents().await {
-        Ok(a) => a,
+    let view = match HostPageView::load(ctx, name).await {
+        Ok(v) => v,
         Err(s) => return Main::failed("Host", &s),
     };
-    let a = match super::fleet::agent_of(&agents, name).await {
-        Ok(a) => a,
-        Err(s) => return Main::failed("Host", &s),
-    };
-    let Some(a) = a else {
-        let s = Status::not_found(format!("no agent named {name:?} has connected"));
-        return Main::failed("Host", &s);
-    };
-    let a = &a;
-    let campaigns = ctx.campaigns().await.ok();
-    let campaigns = campaigns.as_ref().map_or(&[][..], |r| &r.campaigns[..]);
-    let names = campaigns
-        .iter()
-        .map(|c| (c.campaign_id.clone(), c.name.clone()))
-        .collect();
-    let mut b = fault_banner(agents.store_fault.as_ref());
-    let _ = write!(
-        b,
-        "<table class=\"facts\"><tr><th>state</th><td id=\"state\">{}</td></tr><tr><th>last seen</th><td>{}</td></tr><tr><th>coordinator</th><td>{}</td></tr><tr><th>agent</th><td>{} (boot {})</td></tr><tr><th>labels</th><td>{}</td></tr></table>",
-        agent_state(a, &names),
-        clock(a.last_seen_unix_ms),
-        esc(if a.coordinator.is_empty() { "this one" } else { &a.coordinator }),
-        esc(&a.agent_version),
-        esc(&a.boot_id),
-        labels(a)
-    );
-    b.push_str("<h2>Drives</h2><table id=\"drives\"><tr><th>path</th><th>model</th><th>serial</th><th>firmware</th><th>size</th><th>transport</th><th>controller</th><th>write cache</th></tr>");
-    for d in &a.devices {
-        let _ = write!(
-            b,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&d.path),
-            esc(&d.model),
-            esc(&d.serial),
-            esc(&d.firmware),
-            esc(&crate::report::human(d.size_bytes as f64, "B")),
-            esc(&d.transport),
-            esc(&d.controller.join(" → ")),
-            esc(&d.write_cache)
-        );
+    match askama::Template::render(&view) {
+        Ok(body) => Main::ok(&format!("Host {}", view.host.host), body),
+        Err(e) => Main::failed("Host", &Status::internal(e.to_string())),
     }
-    b.push_str("</table><h2>Tools</h2><table id=\"tools\"><tr><th>tool</th><th>path</th><th>version</th></tr>");
-    for t in &a.tools {
-        let _ = write!(
-            b,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&t.name),
-            if t.path.is_empty() {
-                "<span class=\"warn\">missing</span>".to_string()
-            } else {
-                esc(&t.path)
-            },
-            esc(&t.version)
-        );
+}
+
+/// A host's page and `/api/v1/hosts/NAME`: one view, shown by
+/// `templates/console/host.html` and serialized as the API's JSON (the host's fields,
+/// its campaigns' ids, what it ran on).
+#[derive(serde::Serialize, askama::Template)]
+#[template(path = "console/host.html")]
+pub(super) struct HostPageView {
+    #[serde(flatten)]
+    pub host: HostView,
+    /// The campaigns with a plan here; in JSON, their ids.
+    #[serde(serialize_with = "campaign_ids")]
+    pub campaigns: Vec<HostCampaign>,
+    pub ran_on: Vec<super::fleet::RanOn>,
+    #[serde(skip)]
+    pub store_fault: Option<FaultView>,
+    /// The names of the campaigns, for a busy host's.
+    #[serde(skip)]
+    pub campaign_names: std::collections::HashMap<String, String>,
+}
+
+/// A campaign as a host's page lists it: its progress on that host.
+pub(super) struct HostCampaign {
+    pub campaign_id: String,
+    pub name: String,
+    pub state: &'static str,
+    pub steps_done: u32,
+    pub steps_total: u32,
+    pub submitted_unix_ms: i64,
+}
+
+impl HostCampaign {
+    /// When the campaign was submitted, as `clock` says it.
+    fn submitted(&self) -> String {
+        clock(self.submitted_unix_ms)
     }
-    b.push_str("</table><h2>Campaigns</h2><table id=\"host-campaigns\"><tr><th>campaign</th><th>state</th><th>steps here</th><th>submitted</th></tr>");
-    for c in campaigns {
-        if let Some(h) = c.hosts.iter().find(|h| h.host == a.host) {
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                campaign_link(&c.campaign_id, &c.name),
-                state_name(c.state),
-                progress(h.steps_done, h.steps_total),
-                clock(c.created_unix_ms)
-            );
+
+    /// How much of its steps here ended, in percent (100 for none).
+    fn percent_done(&self) -> u64 {
+        if self.steps_total == 0 {
+            100
+        } else {
+            u64::from(self.steps_done) * 100 / u64::from(self.steps_total)
         }
     }
-    b.push_str("</table>");
-    let ran_on = ctx.ran_on(&a.host).await;
-    if !ran_on.is_empty() {
-        b.push_str("<h2>What it ran on</h2><p>Campaign by campaign, newest first; what changed since the campaign before is marked.</p><table id=\"ran-on\"><tr><th>campaign</th><th>submitted</th><th>facts</th></tr>");
-        for r in &ran_on {
-            let facts: Vec<String> = r
-                .facts
-                .iter()
-                .map(|(k, v)| {
-                    let class = if r.changed.contains(k) {
-                        " class=\"warn\""
-                    } else {
-                        ""
-                    };
-                    format!("<li{class}>{}: {}</li>", esc(k), esc(v))
+}
+
+fn campaign_ids<S: serde::Serializer>(list: &[HostCampaign], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(list.iter().map(|c| &c.campaign_id))
+}
+
+impl HostPageView {
+    /// The host called `name`; NOT_FOUND when no agent of that name has connected.
+    pub(super) async fn load(ctx: &Ctx, name: &str) -> Result<HostPageView, Status> {
+        let agents = ctx.agents().await?;
+        let Some(a) = super::fleet::agent_of(&agents, name).await? else {
+            return Err(Status::not_found(format!(
+                "no agent named {name:?} has connected"
+            )));
+        };
+        let all = ctx.campaigns().await.ok();
+        let all = all.as_ref().map_or(&[][..], |r| &r.campaigns[..]);
+        let campaigns = all
+            .iter()
+            .filter_map(|c| {
+                let h = c.hosts.iter().find(|h| h.host == a.host)?;
+                Some(HostCampaign {
+                    campaign_id: c.campaign_id.clone(),
+                    name: c.name.clone(),
+                    state: state_name(c.state),
+                    steps_done: h.steps_done,
+                    steps_total: h.steps_total,
+                    submitted_unix_ms: c.created_unix_ms,
                 })
-                .collect();
-            let gone: Vec<String> = r
-                .changed
+            })
+            .collect();
+        Ok(HostPageView {
+            host: HostView::of(&a, agents.store_fault.as_ref()),
+            campaigns,
+            ran_on: ctx.ran_on(&a.host).await,
+            store_fault: agents.store_fault.as_ref().map(FaultView::from),
+            campaign_names: all
                 .iter()
-                .filter(|k| !r.facts.contains_key(*k))
-                .map(|k| format!("<li class=\"warn\">{}: gone</li>", esc(k)))
-                .collect();
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td>{}</td><td><ul class=\"facts\">{}{}</ul></td></tr>",
-                campaign_link(&r.campaign_id, &r.name),
-                clock(r.submitted_unix_ms),
-                facts.concat(),
-                gone.concat()
-            );
-        }
-        b.push_str("</table>");
+                .map(|c| (c.campaign_id.clone(), c.name.clone()))
+                .collect(),
+        })
     }
-    Main::ok(&format!("Host {}", a.host), b)
+
+    /// The name of the campaign busy host `a` runs; "?" when it is not known.
+    fn campaign_name(&self, a: &HostView) -> &str {
+        self.campaign_names
+            .get(&a.current_campaign)
+            .map_or("?", String::as_str)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
