@@ -1,10 +1,10 @@
 //! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
-//! templates (`coordinator/templates/console/`: the Overview, Hosts, a host's, Campaigns and Drives pages and the pager; the frame is
-//! `layout`'s) have a typed view that their `/api/v1` twin serializes, and the engine
-//! escapes; on the others every string that comes from a host, a tool, a campaign or an
-//! account goes through `esc`. The only
-//! script is `/assets/console.js` (the Content-Security-Policy allows no other), which
-//! reloads a live page's `<main>` when the server says something changed.
+//! templates (`coordinator/templates/console/`: the Overview, Hosts, a host's, Campaigns
+//! and Drives pages and the pager; the frame is `layout`'s) have a typed view that their
+//! `/api/v1` twin serializes, and the engine escapes; on the others every string that
+//! comes from a host, a tool, a campaign or an account goes through `esc`. The only script
+//! is `/assets/console.js` (the Content-Security-Policy allows no other), which reloads a
+//! live page's `<main>` when the server says something changed.
 
 use std::fmt::Write as _;
 
