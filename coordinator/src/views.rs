@@ -20,6 +20,24 @@ pub fn campaign_json(c: &pb::CampaignStatus) -> serde_json::Value {
     serde_json::to_value(CampaignView::of(c)).expect("a campaign serializes")
 }
 
+/// `done` of `total` in percent, rounded down; 100 when there is nothing to do.
+pub fn percent_done(done: u32, total: u32) -> u64 {
+    if total == 0 {
+        100
+    } else {
+        u64::from(done) * 100 / u64::from(total)
+    }
+}
+
+/// A state filter's choices, as `(value, words)`: any state, then each of `states`.
+pub fn state_choices<const N: usize>(
+    states: [&'static str; N],
+) -> Vec<(&'static str, &'static str)> {
+    std::iter::once(("", "any state"))
+        .chain(states.map(|s| (s, s)))
+        .collect()
+}
+
 /// A campaign as the console's rows show it and the JSON of `platter status --output json`
 /// and `/api/v1/campaigns` carries it (`campaign_json`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -98,11 +116,7 @@ impl CampaignView {
 
     /// How much of its steps ended, in percent (100 for none).
     pub fn percent_done(&self) -> u64 {
-        if self.steps_total == 0 {
-            100
-        } else {
-            u64::from(self.steps_done) * 100 / u64::from(self.steps_total)
-        }
+        percent_done(self.steps_done, self.steps_total)
     }
 }
 
@@ -129,32 +143,27 @@ impl From<&pb::StoreFault> for FaultView {
 }
 
 impl FaultView {
-    /// The operator's line (`fault_line`), without its newline.
+    /// The operator's line (`fault_line`, without its newline).
     pub fn line(&self) -> String {
-        let f = pb::StoreFault {
-            reason: self.reason.clone(),
-            since_unix_ms: self.since_unix_ms,
-            not_answering: self.not_answering,
-        };
-        fault_line(&f).trim_end().to_string()
+        let secs = ((crate::store::now_ms() - self.since_unix_ms).max(0) / 1000) as u64;
+        format!(
+            "STORE FAULT: the coordinator's store {} since {} (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.",
+            if self.not_answering {
+                "is not answering"
+            } else {
+                "cannot commit"
+            },
+            crate::store::since_clock(self.since_unix_ms),
+            hms(Duration::from_secs(secs)),
+            self.reason
+        )
     }
 }
 
 /// What an operator reads when the coordinator's store cannot commit: why, for how long,
 /// and that nothing is lost meanwhile.
 pub fn fault_line(f: &pb::StoreFault) -> String {
-    let secs = ((crate::store::now_ms() - f.since_unix_ms).max(0) / 1000) as u64;
-    format!(
-        "STORE FAULT: the coordinator's store {} since {} (for {}): {}. Agents keep their records, unacked, and the coordinator retries every second; nothing is lost, the campaign goes on once the store can write again.\n",
-        if f.not_answering {
-            "is not answering"
-        } else {
-            "cannot commit"
-        },
-        crate::store::since_clock(f.since_unix_ms),
-        hms(Duration::from_secs(secs)),
-        f.reason
-    )
+    FaultView::from(f).line() + "\n"
 }
 
 /// Time left for a host at the pace of its ended steps.
@@ -176,6 +185,9 @@ pub fn hms(d: Duration) -> String {
         format!("{}:{:02}", s / 60, s % 60)
     }
 }
+
+/// The campaign states an operator filters by (`state_name`'s words).
+pub const CAMPAIGN_STATES: [&str; 3] = ["running", "done", "cancelled"];
 
 /// The agent states an operator filters by, in the order counts are told.
 pub const AGENT_STATES: [&str; 5] = ["idle", "busy", "lost", "offline", "journal fault"];

@@ -79,11 +79,7 @@ fn verdict_html(v: Option<&crate::views::Verdict>, unknown: &str) -> String {
 }
 
 fn progress(done: u32, total: u32) -> String {
-    let pct = if total == 0 {
-        100
-    } else {
-        u64::from(done) * 100 / u64::from(total)
-    };
+    let pct = crate::views::percent_done(done, total);
     format!("<progress max=\"{total}\" value=\"{done}\"></progress> {done}/{total} ({pct}%)")
 }
 
@@ -305,6 +301,15 @@ impl HostFilter {
     }
 }
 
+/// The name of the campaign busy host `a` runs, from `names` (by id); "?" when it is
+/// not known.
+fn campaign_name<'a>(
+    names: &'a std::collections::HashMap<String, String>,
+    a: &HostView,
+) -> &'a str {
+    names.get(&a.current_campaign).map_or("?", String::as_str)
+}
+
 /// A long list's pages, as `templates/console/pager.html` links them.
 #[derive(askama::Template)]
 #[template(path = "console/pager.html")]
@@ -323,16 +328,6 @@ impl Pager {
         (pages > 1).then_some(Pager { base, page, pages })
     }
 }
-
-/// A state filter's choices: the value sent, and the words shown.
-const STATE_CHOICES: [(&str, &str); 6] = [
-    ("", "any state"),
-    ("idle", "idle"),
-    ("busy", "busy"),
-    ("lost", "lost"),
-    ("offline", "offline"),
-    ("journal fault", "journal fault"),
-];
 
 /// The Hosts page and `/api/v1/hosts`: one view, shown by `templates/console/hosts.html`
 /// and serialized as the API's JSON (the fields the filter and the names of busy hosts'
@@ -377,9 +372,7 @@ impl HostsView {
 
     /// The name of the campaign busy host `a` runs; "?" when it is not known.
     fn campaign_name(&self, a: &HostView) -> &str {
-        self.campaign_names
-            .get(&a.current_campaign)
-            .map_or("?", String::as_str)
+        campaign_name(&self.campaign_names, a)
     }
 
     fn pager(&self) -> Option<Pager> {
@@ -484,11 +477,7 @@ impl HostCampaign {
 
     /// How much of its steps here ended, in percent (100 for none).
     fn percent_done(&self) -> u64 {
-        if self.steps_total == 0 {
-            100
-        } else {
-            u64::from(self.steps_done) * 100 / u64::from(self.steps_total)
-        }
+        crate::views::percent_done(self.steps_done, self.steps_total)
     }
 }
 
@@ -535,9 +524,7 @@ impl HostPageView {
 
     /// The name of the campaign busy host `a` runs; "?" when it is not known.
     fn campaign_name(&self, a: &HostView) -> &str {
-        self.campaign_names
-            .get(&a.current_campaign)
-            .map_or("?", String::as_str)
+        campaign_name(&self.campaign_names, a)
     }
 }
 
@@ -583,14 +570,6 @@ async fn campaigns_main(ctx: &Ctx, filter: &CampaignFilter) -> Main {
         Err(e) => Main::failed("Campaigns", &Status::internal(e.to_string())),
     }
 }
-
-/// A campaign state filter's choices: the value sent, and the words shown.
-const CAMPAIGN_STATE_CHOICES: [(&str, &str); 4] = [
-    ("", "any state"),
-    ("running", "running"),
-    ("done", "done"),
-    ("cancelled", "cancelled"),
-];
 
 /// The Campaigns page and `/api/v1/campaigns`: one view, shown by
 /// `templates/console/campaigns.html` and serialized as the API's JSON (the filter and
@@ -1321,6 +1300,75 @@ pub(super) async fn submit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosts_page_shows_the_fault_the_filter_and_each_hosts_state() {
+        let agent = |host: &str, state: AgentState, words: &str| pb::AgentInfo {
+            host: host.into(),
+            agent_state: state as i32,
+            state: words.into(),
+            current_campaign: if state == AgentState::Busy {
+                "c-1".into()
+            } else {
+                String::new()
+            },
+            ..Default::default()
+        };
+        let fault = pb::StoreFault {
+            reason: "disk full".into(),
+            since_unix_ms: 0,
+            not_answering: false,
+        };
+        let view = HostsView {
+            store_fault: Some(FaultView::from(&fault)),
+            total: 3,
+            matched: 3,
+            page: 0,
+            page_rows: PAGE_ROWS,
+            hosts: vec![
+                HostView::of(&agent("<b>", AgentState::Idle, "idle"), None),
+                HostView::of(&agent("h2", AgentState::Busy, "busy"), None),
+                HostView::of(
+                    &agent("h3", AgentState::JournalFault, "journal fault: full"),
+                    None,
+                ),
+            ],
+            q: "a b".into(),
+            state: "lost".into(),
+            campaign_names: [("c-1".to_string(), "nightly".to_string())].into(),
+        };
+        let html = askama::Template::render(&view).unwrap();
+        assert!(
+            html.contains(
+                "id=\"store-fault\">STORE FAULT: the coordinator&#39;s store cannot commit"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<option value=\"lost\" selected>lost</option>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<option value=\"\">any state</option>"),
+            "{html}"
+        );
+        assert!(html.contains("value=\"a b\""), "{html}");
+        assert!(
+            html.contains("&#60;b&#62;") && !html.contains("<b>"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "busy: <a href=\"/campaigns/c-1\">nightly</a> <span class=\"muted\">c-1</span>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span class=\"fail\">journal fault: full</span>"),
+            "{html}"
+        );
+        assert!(html.contains("3 of 3 host(s)"), "{html}");
+    }
 
     #[test]
     fn live_pages_are_known_by_their_address() {
