@@ -273,8 +273,9 @@ impl Executor {
         Ok(())
     }
 
-    /// `emit` of a step's end: the link sends it with the next record (the next step's
-    /// start, or the plan's end), or when the executor waits for plans.
+    /// `emit` without waking the link (a step's end, a measure step's start within a
+    /// batch): the link sends it with the next record emitted, a measurement's flush
+    /// (`Shared::quiesce`), a heartbeat, or when the executor waits for plans.
     fn emit_quietly(&mut self, kind: RecordKind) -> Result<(), JournalError> {
         let record = self.journaled(kind)?;
         self.shared.push_quietly(record);
@@ -452,13 +453,14 @@ impl Executor {
             }
         }
         let started = now_ns();
-        self.emit(RecordKind::Step(self.event(
-            plan_id,
-            &step,
-            attempt,
-            StepState::Started,
-            started,
-        )))?;
+        let event =
+            RecordKind::Step(self.event(plan_id, &step, attempt, StepState::Started, started));
+        // A measure step's start goes with the batch its measurement flushes, or the next.
+        if matches!(step.kind, StepKind::Measure(_)) && self.shared.measure_goes_quietly() {
+            self.emit_quietly(event)?;
+        } else {
+            self.emit(event)?;
+        }
         self.shared
             .set_current(Some((plan_id.to_string().into(), index)));
         let (state, ending) = match &step.kind {
@@ -783,7 +785,10 @@ impl Executor {
                     .as_ref()
                     .and_then(|c| c.device.as_deref())
                     .map(disk_name);
-                self.shared.quiesce(QUIESCE_TIMEOUT);
+                let quiet = self.shared.quiesce(QUIESCE_TIMEOUT);
+                if !quiet.acked {
+                    tracing::debug!(plan = %plan_id, step = step.index, "measuring with records the coordinator has not acked (not connected, or slower than the quiesce's timeout)");
+                }
                 // A cancel that came while the step waited for its acks: nothing is
                 // measured (a measurement of a cancelled plan would be stored as a sample).
                 if self.shared.is_cancelled(plan_id) {

@@ -356,7 +356,7 @@ impl Link {
         rescan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         rescan.tick().await;
         loop {
-            for r in self.shared.unsent(sent) {
+            for r in self.shared.take_unsent(sent) {
                 sent = r.seq;
                 let m = msg(pb::agent_message::Kind::Record(pb::Record::from(&r)));
                 tx.send(m).await.map_err(|_| LinkError::Closed)?;
