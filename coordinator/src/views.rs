@@ -29,6 +29,33 @@ pub fn percent_done(done: u32, total: u32) -> u64 {
     }
 }
 
+/// `done` of `total`, as the console's progress bars show it
+/// (`templates/console/progress.html`).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub done: u32,
+    pub total: u32,
+}
+
+impl Progress {
+    /// In percent, rounded down; 100 when there is nothing to do.
+    pub fn percent(&self) -> u64 {
+        percent_done(self.done, self.total)
+    }
+}
+
+/// `s` with the control characters a page cannot show (all below U+0020 but tab and line
+/// breaks: a tool's stderr may carry terminal escapes) as U+FFFD, for a template to escape.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' => c,
+            c if (c as u32) < 0x20 => '\u{FFFD}',
+            c => c,
+        })
+        .collect()
+}
+
 /// A state filter's choices, as `(value, words)`: any state, then each of `states`.
 pub fn state_choices<const N: usize>(
     states: [&'static str; N],
@@ -70,6 +97,25 @@ pub struct CampaignHostView {
     pub eta_s: Option<u64>,
     /// Why its agent refused the plan.
     pub refused: Option<String>,
+    /// Why its agent holds its steps (its journal cannot be written); not in the JSON.
+    #[serde(skip)]
+    pub journal_fault: String,
+}
+
+impl CampaignHostView {
+    pub fn steps(&self) -> Progress {
+        Progress {
+            done: self.steps_done,
+            total: self.steps_total,
+        }
+    }
+
+    /// Its ETA as `hms` says it, "?" when not known.
+    pub fn eta_words(&self) -> String {
+        self.eta_s
+            .map(|s| hms(Duration::from_secs(s)))
+            .unwrap_or_else(|| "?".into())
+    }
 }
 
 impl CampaignView {
@@ -98,6 +144,7 @@ impl CampaignView {
                     current_step: h.current_step.clone(),
                     eta_s: eta(h).map(|d| d.as_secs()),
                     refused: (!h.refused.is_empty()).then(|| h.refused.clone()),
+                    journal_fault: h.journal_fault.clone(),
                 })
                 .collect(),
         }
@@ -114,9 +161,18 @@ impl CampaignView {
         clock(self.submitted_unix_ms)
     }
 
-    /// How much of its steps ended, in percent (100 for none).
-    pub fn percent_done(&self) -> u64 {
-        percent_done(self.steps_done, self.steps_total)
+    pub fn steps(&self) -> Progress {
+        Progress {
+            done: self.steps_done,
+            total: self.steps_total,
+        }
+    }
+
+    pub fn cells(&self) -> Progress {
+        Progress {
+            done: self.cells_done,
+            total: self.cells_total,
+        }
     }
 }
 

@@ -13,12 +13,11 @@ use tonic::Status;
 
 use super::auth::Access;
 use super::console::{
-    http_status, CampaignFilter, CampaignsView, CompareQuery, HostFilter, HostPageView, HostsView,
-    OverviewView, DOWNLOADS,
+    http_status, CampaignFilter, CampaignPageView, CampaignsView, CompareQuery, HostFilter,
+    HostPageView, HostsView, OverviewView, DOWNLOADS,
 };
 use super::Ctx;
 use crate::store::accounts::AccountRole;
-use crate::views::{campaign_eta, campaign_json};
 
 /// The OpenAPI document of this API.
 const OPENAPI: &str = include_str!("assets/openapi.json");
@@ -135,27 +134,11 @@ pub(super) async fn campaign(
     _access: Access,
     Path(id): Path<String>,
 ) -> Response {
-    let c = match ctx.campaign(&id).await {
-        Ok(c) => c,
-        Err(s) => return failed(&s),
-    };
-    let mut v = campaign_json(&c);
-    v["eta_s"] = json!(campaign_eta(&c).map(|d| d.as_secs()));
-    v["verdict"] = json!(ctx.verdict(&c).await);
-    let (failures, total) = ctx.failures(&c).await;
-    v["failures_total"] = json!(total);
-    v["failures"] = failures
-        .iter()
-        .rev()
-        .map(|f| {
-            json!({
-                "host": f.host, "kind": f.kind, "repetition": f.repetition,
-                "attempt": f.attempt, "params": f.params, "error": f.error,
-                "stderr_tail": f.stderr_tail,
-            })
-        })
-        .collect();
-    Json(v).into_response()
+    match CampaignPageView::load(&ctx, &id).await {
+        // Through `Value`, whose objects keep their keys sorted, as this JSON always had them.
+        Ok(v) => Json(serde_json::to_value(v).expect("a campaign serializes")).into_response(),
+        Err(s) => failed(&s),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

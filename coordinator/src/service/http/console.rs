@@ -23,7 +23,7 @@ use crate::report::history::Flag;
 use crate::report::{esc, human};
 use crate::service::rpc::control::Fleet;
 use crate::store::accounts::AccountRole;
-use crate::views::{campaign_eta, clock, eta, hms, state_name, CampaignView, FaultView, HostView};
+use crate::views::{campaign_eta, clock, hms, state_name, CampaignView, FaultView, HostView};
 
 /// Rows a list shows per page: a fleet of 10,000 is paged and filtered, not one wall.
 pub(super) const PAGE_ROWS: usize = 100;
@@ -46,41 +46,6 @@ pub(super) fn http_status(s: &Status) -> StatusCode {
         Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
-}
-
-fn fault_banner(f: Option<&pb::StoreFault>) -> String {
-    f.map(|f| {
-        format!(
-            "<p class=\"problems\" id=\"store-fault\">{}</p>",
-            esc(crate::views::fault_line(f).trim_end())
-        )
-    })
-    .unwrap_or_default()
-}
-
-fn host_link(host: &str) -> String {
-    format!(
-        "<a href=\"/hosts/{}\">{}</a>",
-        esc(&url_part(host)),
-        esc(host)
-    )
-}
-
-/// A verdict as a cell: pass, or its problems; `unknown` without one.
-fn verdict_html(v: Option<&crate::views::Verdict>, unknown: &str) -> String {
-    match v {
-        Some(v) if v.pass => "<span class=\"pass\">pass</span>".to_string(),
-        Some(v) => format!(
-            "<span class=\"fail\">{}</span>",
-            esc(&v.problems.join(", "))
-        ),
-        None => unknown.to_string(),
-    }
-}
-
-fn progress(done: u32, total: u32) -> String {
-    let pct = crate::views::percent_done(done, total);
-    format!("<progress max=\"{total}\" value=\"{done}\"></progress> {done}/{total} ({pct}%)")
 }
 
 /// A live page's `<main>`: what its handler puts in the page frame, and what `/events`
@@ -475,9 +440,11 @@ impl HostCampaign {
         clock(self.submitted_unix_ms)
     }
 
-    /// How much of its steps here ended, in percent (100 for none).
-    fn percent_done(&self) -> u64 {
-        crate::views::percent_done(self.steps_done, self.steps_total)
+    fn steps(&self) -> crate::views::Progress {
+        crate::views::Progress {
+            done: self.steps_done,
+            total: self.steps_total,
+        }
     }
 }
 
@@ -666,115 +633,103 @@ pub(super) async fn campaign(
 
 /// A campaign's page; its cancel form carries `csrf` ("" where console.js fills it in).
 async fn campaign_main(ctx: &Ctx, id: &str, role: AccountRole, csrf: &str) -> Main {
-    let c = match ctx.campaign(id).await {
-        Ok(c) => c,
+    let view = match CampaignPageView::load(ctx, id).await {
+        Ok(v) => v,
         Err(s) => return Main::failed("Campaign", &s),
     };
-    let mut b = fault_banner(c.store_fault.as_ref());
-    let verdict = verdict_html(ctx.verdict(&c).await.as_ref(), "-");
-    let _ = write!(
-        b,
-        "<table class=\"facts\"><tr><th>id</th><td>{}</td></tr><tr><th>state</th><td id=\"state\">{}</td></tr><tr><th>submitted</th><td>{}</td></tr><tr><th>cells</th><td>{}</td></tr><tr><th>steps</th><td id=\"steps\">{}</td></tr><tr><th>failed steps</th><td id=\"failed\">{}</td></tr><tr><th>ETA</th><td>{}</td></tr><tr><th>verdict</th><td id=\"verdict\">{verdict}</td></tr></table>",
-        esc(&c.campaign_id),
-        state_name(c.state),
-        clock(c.created_unix_ms),
-        progress(c.cells_done, c.cells_total),
-        progress(c.steps_done, c.steps_total),
-        c.steps_failed,
-        if c.state == pb::CampaignState::Running as i32 {
-            campaign_eta(&c).map(hms).unwrap_or_else(|| "?".into())
-        } else {
-            "-".into()
+    let view = CampaignPageView {
+        cancel_csrf: (view.campaign.state == "running" && role.allows(AccountRole::Operator))
+            .then(|| csrf.to_string()),
+        ..view
+    };
+    match askama::Template::render(&view) {
+        Ok(body) => Main::ok(&format!("Campaign {}", view.campaign.name), body),
+        Err(e) => Main::failed("Campaign", &Status::internal(e.to_string())),
+    }
+}
+
+/// A campaign's page and `/api/v1/campaigns/ID`: one view, shown by
+/// `templates/console/campaign.html` and serialized as the API's JSON (the campaign as
+/// `/api/v1/campaigns` lists it, its ETA, verdict and latest failures).
+#[derive(serde::Serialize, askama::Template)]
+#[template(path = "console/campaign.html")]
+pub(super) struct CampaignPageView {
+    #[serde(flatten)]
+    pub campaign: CampaignView,
+    /// Until every step ends, at the pace so far; null when not known.
+    pub eta_s: Option<u64>,
+    /// None while it runs.
+    pub verdict: Option<crate::views::Verdict>,
+    pub failures_total: usize,
+    /// The latest failed steps, newest first.
+    pub failures: Vec<FailureView>,
+    #[serde(skip)]
+    pub store_fault: Option<FaultView>,
+    /// The cancel form's CSRF token, where the form is shown (a running campaign, an
+    /// account that may cancel it).
+    #[serde(skip)]
+    pub cancel_csrf: Option<String>,
+}
+
+/// A failed step as a campaign's page lists it.
+#[derive(serde::Serialize)]
+pub(super) struct FailureView {
+    pub host: String,
+    pub kind: String,
+    pub repetition: u32,
+    pub attempt: u32,
+    pub params: indexmap::IndexMap<String, String>,
+    pub error: String,
+    pub stderr_tail: String,
+}
+
+impl FailureView {
+    /// Its cell's parameters, `k=v` each.
+    fn cell(&self) -> String {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        params.join(" ")
+    }
+}
+
+impl CampaignPageView {
+    pub(super) async fn load(ctx: &Ctx, id: &str) -> Result<CampaignPageView, Status> {
+        let c = ctx.campaign(id).await?;
+        let (failures, failures_total) = ctx.failures(&c).await;
+        Ok(CampaignPageView {
+            campaign: CampaignView::of(&c),
+            eta_s: campaign_eta(&c).map(|d| d.as_secs()),
+            verdict: ctx.verdict(&c).await,
+            failures_total,
+            failures: failures
+                .into_iter()
+                .rev()
+                .map(|f| FailureView {
+                    host: f.host.to_string(),
+                    kind: f.kind,
+                    repetition: f.repetition,
+                    attempt: f.attempt,
+                    params: f.params,
+                    error: f.error,
+                    stderr_tail: f.stderr_tail,
+                })
+                .collect(),
+            store_fault: c.store_fault.as_ref().map(FaultView::from),
+            cancel_csrf: None,
+        })
+    }
+
+    /// The ETA cell: while it runs, its ETA ("?" when not known); after, "-".
+    fn eta_words(&self) -> String {
+        match self.eta_s {
+            _ if self.campaign.state != "running" => "-".into(),
+            Some(s) => hms(std::time::Duration::from_secs(s)),
+            None => "?".into(),
         }
-    );
-    if c.state == pb::CampaignState::Running as i32 && role.allows(AccountRole::Operator) {
-        let _ = write!(
-            b,
-            "<form method=\"post\" action=\"/campaigns/{}/cancel\" id=\"cancel\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Cancel this campaign</button></form>",
-            esc(&url_part(&c.campaign_id)),
-            esc(csrf)
-        );
     }
-    b.push_str("<h2>Hosts</h2><table id=\"progress\"><tr><th>host</th><th>link</th><th>steps</th><th>ETA</th><th>current step</th></tr>");
-    for h in &c.hosts {
-        let link = if !h.journal_fault.is_empty() {
-            format!(
-                "<span class=\"fail\">journal fault: {}</span>",
-                esc(&h.journal_fault)
-            )
-        } else if h.connected && h.coordinator.is_empty() {
-            "connected".into()
-        } else if h.connected {
-            format!("connected to {}", esc(&h.coordinator))
-        } else {
-            "<span class=\"warn\">not connected</span>".into()
-        };
-        let current = if !h.refused.is_empty() {
-            format!(
-                "<span class=\"fail\">refused the plan, nothing ran: {}</span>",
-                esc(&h.refused)
-            )
-        } else if h.current_step.is_empty() {
-            "-".into()
-        } else {
-            esc(&h.current_step)
-        };
-        let _ = write!(
-            b,
-            "<tr><td>{}</td><td>{link}</td><td>{}</td><td>{}</td><td>{current}</td></tr>",
-            host_link(&h.host),
-            progress(h.steps_done, h.steps_total),
-            eta(h).map(hms).unwrap_or_else(|| "?".into())
-        );
-    }
-    b.push_str("</table>");
-    let (failures, total) = ctx.failures(&c).await;
-    if total > 0 {
-        let _ = write!(
-            b,
-            "<h2>Failures</h2><p>{total} step(s) failed{}.</p><table id=\"failures\"><tr><th>host</th><th>step</th><th>cell</th><th>error</th><th>stderr (tail)</th></tr>",
-            if total > failures.len() {
-                format!("; the latest {} below, every one in the report", failures.len())
-            } else {
-                String::new()
-            }
-        );
-        for f in failures.iter().rev() {
-            let params: Vec<String> = f.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td>{} rep {} attempt {}</td><td>{}</td><td class=\"fail\">{}</td><td><pre>{}</pre></td></tr>",
-                host_link(&f.host),
-                esc(&f.kind),
-                f.repetition,
-                f.attempt,
-                esc(&params.join(" ")),
-                esc(&f.error),
-                esc(&f.stderr_tail)
-            );
-        }
-        b.push_str("</table>");
-    }
-    let _ = write!(
-        b,
-        "<p><a href=\"/series/{}\" id=\"series\">Every run of {}</a>, each against the one before.</p>",
-        esc(&url_part(&c.series)),
-        esc(&c.series)
-    );
-    b.push_str("<h2>Report</h2><p>");
-    let id = url_part(&c.campaign_id);
-    let _ = write!(
-        b,
-        "<a href=\"/campaigns/{id}/report.html\" id=\"report\">Open the report</a> · download:"
-    );
-    for (format, ext, _) in DOWNLOADS {
-        let _ = write!(
-            b,
-            " <a href=\"/campaigns/{id}/report.{ext}\" download>{format}</a>"
-        );
-    }
-    b.push_str("</p>");
-    Main::ok(&format!("Campaign {}", c.name), b)
 }
 
 /// A report in one format, as a download (or, for HTML, a page of its own whose policy
@@ -1368,6 +1323,92 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("3 of 3 host(s)"), "{html}");
+    }
+
+    #[test]
+    fn a_running_campaigns_page_shows_its_hosts_failures_and_cancel_form() {
+        let host = |name: &str| pb::HostProgress {
+            host: name.into(),
+            steps_total: 4,
+            steps_done: 2,
+            elapsed_ms: 2_000,
+            ..Default::default()
+        };
+        let c = pb::CampaignStatus {
+            campaign_id: "c/1".into(),
+            name: "nightly".into(),
+            series: "nightly".into(),
+            state: pb::CampaignState::Running as i32,
+            cells_total: 2,
+            cells_done: 1,
+            steps_total: 8,
+            steps_done: 4,
+            steps_failed: 1,
+            hosts: vec![
+                pb::HostProgress {
+                    connected: true,
+                    coordinator: "b".into(),
+                    current_step: "measure rep 2".into(),
+                    ..host("rc66")
+                },
+                pb::HostProgress {
+                    journal_fault: "disk full".into(),
+                    ..host("rcmonster")
+                },
+                pb::HostProgress {
+                    refused: "no such drive".into(),
+                    ..host("flygecko")
+                },
+            ],
+            ..Default::default()
+        };
+        let view = CampaignPageView {
+            campaign: CampaignView::of(&c),
+            eta_s: Some(65),
+            verdict: None,
+            failures_total: 3,
+            failures: vec![FailureView {
+                host: "rc66".into(),
+                kind: "measure".into(),
+                repetition: 1,
+                attempt: 2,
+                params: [("bs".to_string(), "4k".to_string())].into_iter().collect(),
+                error: "exit status 3".into(),
+                stderr_tail: "\u{1b}[31moops<".into(),
+            }],
+            store_fault: None,
+            cancel_csrf: Some("tok".into()),
+        };
+        let html = askama::Template::render(&view).unwrap();
+        for part in [
+            "<tr><th>cells</th><td><progress max=\"2\" value=\"1\"></progress> 1/2 (50%)</td></tr>",
+            "<tr><th>ETA</th><td>1:05</td></tr>",
+            "<td id=\"verdict\">-</td>",
+            "action=\"/campaigns/c%2F1/cancel\" id=\"cancel\"><input type=\"hidden\" name=\"csrf\" value=\"tok\">",
+            "<td>connected to b</td>",
+            "<td>measure rep 2</td>",
+            "<span class=\"fail\">journal fault: disk full</span>",
+            "<span class=\"warn\">not connected</span>",
+            "<span class=\"fail\">refused the plan, nothing ran: no such drive</span>",
+            "3 step(s) failed; the latest 1 below, every one in the report.",
+            "<td>measure rep 1 attempt 2</td><td>bs=4k</td><td class=\"fail\">exit status 3</td><td><pre>\u{FFFD}[31moops&#60;</pre></td>",
+            "<a href=\"/series/nightly\" id=\"series\">Every run of nightly</a>",
+            " <a href=\"/campaigns/c%2F1/report.junit.xml\" download>junit</a>",
+        ] {
+            assert!(html.contains(part), "{part}\n{html}");
+        }
+        // Ended: no ETA, no cancel form.
+        let done = CampaignPageView {
+            campaign: CampaignView {
+                state: "done",
+                ..view.campaign.clone()
+            },
+            cancel_csrf: None,
+            ..view
+        };
+        let html = askama::Template::render(&done).unwrap();
+        assert!(html.contains("<tr><th>ETA</th><td>-</td></tr>"), "{html}");
+        assert!(!html.contains("id=\"cancel\""), "{html}");
     }
 
     #[test]
