@@ -801,14 +801,10 @@ pub(super) async fn compare(
     access: Access,
     Query(q): Query<CompareQuery>,
 ) -> Response {
-    let mut b = format!(
-        "<p>Two campaigns (an id, or a name for its latest run), or two hosts of one as <code>CAMPAIGN@HOST</code>: <code>platter compare</code>'s answer.</p><form method=\"get\" action=\"/compare\" class=\"filter\"><label>A (baseline) <input name=\"a\" value=\"{}\" required></label> <label>B (candidate) <input name=\"b\" value=\"{}\" required></label> <label>metric <input name=\"metric\" value=\"{}\" placeholder=\"wall\"></label> <button type=\"submit\">Compare</button></form>",
-        esc(&q.a),
-        esc(&q.b),
-        esc(&q.metric)
-    );
-    if !q.a.is_empty() && !q.b.is_empty() {
-        match ctx.compare(&q.a, &q.b, &q.metric).await {
+    let outcome = if q.a.is_empty() || q.b.is_empty() {
+        None
+    } else {
+        Some(match ctx.compare(&q.a, &q.b, &q.metric).await {
             Ok(r) => {
                 let metric = if q.metric.is_empty() {
                     "wall"
@@ -816,22 +812,29 @@ pub(super) async fn compare(
                     &q.metric
                 };
                 let c = crate::service::rpc::control::comparison_from_pb(r, &q.a, &q.b, metric);
-                let _ = write!(
-                    b,
-                    "<pre id=\"comparison\">{}</pre>",
-                    esc(&crate::views::render_comparison(&c))
-                );
+                Ok(crate::views::render_comparison(&c))
             }
-            Err(s) => {
-                let _ = write!(
-                    b,
-                    "<p class=\"fail\" id=\"comparison\">{}</p>",
-                    esc(s.message())
-                );
-            }
-        }
+            Err(s) => Err(s.message().to_string()),
+        })
+    };
+    render_page(&access, "Compare", &CompareView { q, outcome })
+}
+
+/// The Compare page (`templates/console/compare.html`): the two sides asked for, and
+/// `platter compare`'s answer or why there is none.
+#[derive(askama::Template)]
+#[template(path = "console/compare.html")]
+struct CompareView {
+    q: CompareQuery,
+    outcome: Option<Result<String, String>>,
+}
+
+/// A page of `view` under `title`, or why it could not be rendered.
+fn render_page(access: &Access, title: &str, view: &impl askama::Template) -> Response {
+    match view.render() {
+        Ok(body) => access.page(title, &body).into_response(),
+        Err(e) => failed(access, title, &Status::internal(e.to_string())),
     }
-    access.page("Compare", &b).into_response()
 }
 
 /// `/drives?model=&firmware=&host=&failed=true`: `platter drives`' filters.
@@ -878,10 +881,7 @@ pub(super) async fn drives(
         },
         Err(s) => return failed(&access, title, &s),
     };
-    match askama::Template::render(&DrivesView { drives, query }) {
-        Ok(body) => access.page(title, &body).into_response(),
-        Err(e) => failed(&access, title, &Status::internal(e.to_string())),
-    }
+    render_page(&access, title, &DrivesView { drives, query })
 }
 
 /// The Drives page: the ledger's drives as `/api/v1/drives` answers them, and the filter
@@ -891,17 +891,6 @@ pub(super) async fn drives(
 struct DrivesView {
     drives: Vec<crate::report::ledger::DriveSummary>,
     query: DrivesQuery,
-}
-
-/// A drive's latest health in a table cell: the words `platter drives` prints, flagged
-/// ones in red, an unreadable one muted.
-fn health_cell(h: Option<&crate::report::ledger::LatestHealth>) -> String {
-    let words = esc(&crate::report::ledger::health_words(h));
-    match h {
-        Some(h) if h.reading.is_none() => format!("<span class=\"muted\">{words}</span>"),
-        Some(h) if !h.flagged.is_empty() => format!("<span class=\"fail\">{words}</span>"),
-        _ => words,
-    }
 }
 
 /// The class a drive's latest health is shown in: muted when it could not be read, fail
@@ -930,93 +919,15 @@ pub(super) async fn drive(
         },
         Err(s) => return failed(&access, &title, &s),
     };
-    let s = &d.drive;
-    let mut b = format!(
-        "<ul class=\"facts\"><li>model {}</li><li>serial {}</li><li>firmware {}</li>{}{}<li>first seen {}, last seen {}</li><li>{} run(s); latest health: {}</li></ul>",
-        esc(&s.model),
-        esc(if s.serial.is_empty() { "(none)" } else { &s.serial }),
-        esc(&s.firmware),
-        if s.wwn.is_empty() { String::new() } else { format!("<li>WWN {}</li>", esc(&s.wwn)) },
-        if s.note.is_empty() { String::new() } else { format!("<li class=\"muted\">{}</li>", esc(&s.note)) },
-        esc(&s.first_seen),
-        esc(&s.last_seen),
-        s.runs,
-        health_cell(s.health.as_ref()),
-    );
-    b.push_str("<h2>Sightings</h2><table id=\"sightings\"><tr><th>host</th><th>path</th><th>controller</th><th>PCI</th><th>firmware</th><th>transport</th><th>write cache</th><th>first seen</th><th>last seen</th></tr>");
-    for x in &d.sightings {
-        let _ = write!(
-            b,
-            "<tr><td><a href=\"/hosts/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&url_part(&x.host)),
-            esc(&x.host),
-            esc(&x.path),
-            esc(&x.controller),
-            esc(&x.pci_address),
-            esc(&x.firmware),
-            esc(&x.transport),
-            esc(&x.write_cache),
-            esc(&x.first_seen),
-            esc(&x.last_seen),
-        );
-    }
-    b.push_str("</table>");
-    if !d.events.is_empty() {
-        b.push_str("<h2>Events</h2><ul id=\"events\">");
-        for e in &d.events {
-            let _ = write!(b, "<li>{}</li>", esc(e));
-        }
-        b.push_str("</ul>");
-    }
-    b.push_str("<h2>Runs</h2>");
-    if d.runs.is_empty() {
-        b.push_str("<p class=\"muted\">No run measured it yet.</p>");
-    }
-    for r in &d.runs {
-        let _ = write!(
-            b,
-            "<h3><a href=\"/campaigns/{}\">{}</a> {} on {} {}</h3><ul class=\"run\">",
-            esc(&url_part(&r.campaign_id)),
-            esc(&r.campaign),
-            esc(&r.submitted),
-            esc(&r.host),
-            esc(&r.path),
-        );
-        for x in &r.results {
-            let _ = write!(b, "<li>{}</li>", esc(x));
-        }
-        for v in &r.verdicts {
-            let _ = write!(
-                b,
-                "<li class=\"{}\">{} [{}]: {} ({})</li>",
-                if v.pass { "pass" } else { "fail" },
-                if v.pass { "PASS" } else { "FAIL" },
-                esc(&v.cell),
-                esc(&v.threshold),
-                esc(&v.measured),
-            );
-        }
-        if !r.health_unreadable.is_empty() {
-            let _ = write!(
-                b,
-                "<li class=\"muted\">health not readable: {}</li>",
-                esc(&r.health_unreadable)
-            );
-        } else if !r.health.is_empty() {
-            let _ = write!(
-                b,
-                "<li class=\"{}\">health: {}</li>",
-                if r.health_flags.is_empty() {
-                    "muted"
-                } else {
-                    "fail"
-                },
-                esc(&r.health),
-            );
-        }
-        b.push_str("</ul>");
-    }
-    access.page(&title, &b).into_response()
+    render_page(&access, &title, &DrivePageView { d })
+}
+
+/// A drive's page (`templates/console/drive.html`): the ledger's answer, as
+/// `/api/v1/drives/ID` gives it.
+#[derive(askama::Template)]
+#[template(path = "console/drive.html")]
+struct DrivePageView {
+    d: crate::report::ledger::DriveDetail,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1192,24 +1103,35 @@ pub(super) struct SubmitForm {
     pub action: String,
 }
 
-fn submit_form(access: &Access, yaml: &str, outcome: &str) -> String {
-    format!(
-        "<p>Paste a campaign. <em>Check</em> validates it against the live fleet and shows the hosts, drives and plans it would make; <em>Submit</em> runs it.</p>\
-         <form method=\"post\" action=\"/submit\" id=\"submit-form\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <textarea name=\"yaml\" rows=\"24\" cols=\"100\" spellcheck=\"false\" required>{}</textarea><br>\
-         <button type=\"submit\" name=\"action\" value=\"check\">Check</button> <button type=\"submit\" name=\"action\" value=\"submit\">Submit</button></form>{outcome}",
-        esc(&access.csrf),
-        esc(yaml)
-    )
+/// The Submit page (`templates/console/submit.html`): the campaign pasted, and what
+/// checking or submitting it said.
+#[derive(askama::Template)]
+#[template(path = "console/submit.html")]
+struct SubmitView<'a> {
+    csrf: &'a str,
+    yaml: &'a str,
+    outcome: Option<SubmitOutcome>,
+}
+
+enum SubmitOutcome {
+    /// What the checked campaign would plan.
+    Plan(String),
+    /// Why it cannot be planned.
+    Mistakes(String),
+    /// Why it was not submitted.
+    NotSubmitted(String),
 }
 
 pub(super) async fn submit_page(access: Access) -> Response {
     if let Err(refused) = access.require(AccountRole::Operator) {
         return *refused;
     }
-    access
-        .page("Submit a campaign", &submit_form(&access, "", ""))
-        .into_response()
+    let view = SubmitView {
+        csrf: &access.csrf,
+        yaml: "",
+        outcome: None,
+    };
+    render_page(&access, "Submit a campaign", &view)
 }
 
 pub(super) async fn submit(
@@ -1227,29 +1149,20 @@ pub(super) async fn submit(
                 tracing::info!(campaign = %id, account = %access.account, "campaign submitted from the console");
                 return Redirect::to(&format!("/campaigns/{}", url_part(&id))).into_response();
             }
-            Err(s) => format!(
-                "<h2>Not submitted</h2><pre class=\"fail\" id=\"outcome\">{}</pre>",
-                esc(s.message())
-            ),
+            Err(s) => SubmitOutcome::NotSubmitted(s.message().to_string()),
         }
     } else {
         match ctx.plan(FILE, &form.yaml).await {
-            Ok(plan) => format!(
-                "<h2>It would plan</h2><pre id=\"outcome\">{}</pre>",
-                esc(&plan)
-            ),
-            Err(s) => format!(
-                "<h2>Mistakes</h2><pre class=\"fail\" id=\"outcome\">{}</pre>",
-                esc(s.message())
-            ),
+            Ok(plan) => SubmitOutcome::Plan(plan),
+            Err(s) => SubmitOutcome::Mistakes(s.message().to_string()),
         }
     };
-    access
-        .page(
-            "Submit a campaign",
-            &submit_form(&access, &form.yaml, &outcome),
-        )
-        .into_response()
+    let view = SubmitView {
+        csrf: &access.csrf,
+        yaml: &form.yaml,
+        outcome: Some(outcome),
+    };
+    render_page(&access, "Submit a campaign", &view)
 }
 
 #[cfg(test)]
