@@ -383,7 +383,7 @@ async fn the_console_shows_a_series_with_its_flags() {
     let page = call(&http, "GET", "/series/nightly", &cookie, "");
     assert_eq!(page.status, 200, "{page:?}");
     assert_eq!(
-        page.body.matches("<svg class=\"trend\"").count(),
+        page.body.matches("<figure class=\"trend\"").count(),
         2,
         "{}",
         page.body
@@ -394,6 +394,9 @@ async fn the_console_shows_a_series_with_its_flags() {
         "{}",
         page.body
     );
+    // The charts (the report's dot plot) ring the flagged runs, a regression in red.
+    assert_eq!(page.body.matches(" r=\"7\"").count(), 2, "{}", page.body);
+    assert!(page.body.contains("fill=\"#D62728\""), "{}", page.body);
     assert!(
         page.body.contains("kernel: 6.1.0 → 6.12.1"),
         "{}",

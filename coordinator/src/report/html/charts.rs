@@ -330,6 +330,47 @@ fn dot_panel(
     Ok(buf)
 }
 
+/// A series' runs on one host and cell, as the console's series page shows them: a dot
+/// plot with a row per run (oldest at the top, named by its campaign) at its median with
+/// its interval. A flagged run is ringed: red for a regression, green for an improvement,
+/// orange for a change without a better direction. One SVG per `ROWS_PER_PANEL` runs.
+pub(crate) fn trend_svgs(
+    line: &crate::report::history::Line,
+    metric: &str,
+) -> Result<Vec<String>, Box<dyn Error>> {
+    use crate::report::history::Flag;
+    let values: Vec<f64> = line.points.iter().map(|p| p.median).collect();
+    let dots = line
+        .points
+        .iter()
+        .enumerate()
+        .map(|(row, p)| {
+            let flag = p.since_previous.as_ref().map_or(Flag::None, |s| s.flag);
+            Dot {
+                row,
+                series: 0,
+                colour: match flag {
+                    Flag::None => 0,
+                    Flag::Regression => 3,
+                    Flag::Improvement => 2,
+                    Flag::Changed => 1,
+                },
+                value: p.median,
+                interval: p.median_ci,
+                ring: flag != Flag::None,
+                faint: false,
+            }
+        })
+        .collect();
+    dot_svgs(&DotPlot {
+        rows: line.points.iter().map(|p| p.campaign_id.clone()).collect(),
+        series: 1,
+        dots,
+        axis: Axis::Values(Unit::for_values(&values, &line.unit)),
+        title: metric.to_string(),
+    })
+}
+
 /// The step of round ticks for `lo..hi` (base units) written in a unit `factor` times the
 /// base: 1, 2, 2.5 or 5 × 10^k of that unit, about six of them.
 fn tick_step(lo: f64, hi: f64, factor: f64) -> f64 {

@@ -11,6 +11,7 @@
 
 mod assets;
 mod charts;
+pub(crate) use charts::trend_svgs;
 
 use std::fmt::{self, Write as _};
 

@@ -1,12 +1,8 @@
-//! The console's pages: HTML rendered here, readable with JavaScript off. Pages on askama
-//! templates (`coordinator/templates/console/`: the Overview, Hosts, a host's, Campaigns
-//! and Drives pages and the pager; the frame is `layout`'s) have a typed view that their
-//! `/api/v1` twin serializes, and the engine escapes; on the others every string that
-//! comes from a host, a tool, a campaign or an account goes through `esc`. The only script
+//! The console's pages: HTML rendered from askama templates (`coordinator/templates/console/`)
+//! with the engine's escaping, readable with JavaScript off. Each page has a typed view;
+//! where a page has an `/api/v1` twin, the twin serializes the same view. The only script
 //! is `/assets/console.js` (the Content-Security-Policy allows no other), which reloads a
 //! live page's `<main>` when the server says something changed.
-
-use std::fmt::Write as _;
 
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -20,7 +16,6 @@ use super::auth::{Access, CsrfForm};
 use super::layout::url_part;
 use super::Ctx;
 use crate::report::history::Flag;
-use crate::report::{esc, human};
 use crate::service::rpc::control::Fleet;
 use crate::store::accounts::AccountRole;
 use crate::views::{campaign_eta, clock, hms, state_name, CampaignView, FaultView, HostView};
@@ -31,8 +26,25 @@ pub(super) const PAGE_ROWS: usize = 100;
 /// A failed call as a page with its status: the service's own words.
 pub(super) fn failed(access: &Access, what: &str, s: &Status) -> Response {
     let code = http_status(s);
-    let body = format!("<p class=\"fail\">{}: {}</p>", esc(what), esc(s.message()));
-    (code, access.page(what, &body)).into_response()
+    (code, access.page(what, &failure(what, s))).into_response()
+}
+
+/// Why a page could not be shown, as its body: what failed, in the service's own words.
+fn failure(what: &str, s: &Status) -> String {
+    #[derive(askama::Template)]
+    #[template(
+        source = r#"<p class="fail">{{ what }}: {{ message }}</p>"#,
+        ext = "html"
+    )]
+    struct Failure<'a> {
+        what: &'a str,
+        message: &'a str,
+    }
+    let failure = Failure {
+        what,
+        message: s.message(),
+    };
+    askama::Template::render(&failure).expect("a failure renders")
 }
 
 /// The HTTP status of a Control service's answer.
@@ -70,7 +82,7 @@ impl Main {
         Main {
             status: http_status(s),
             title: what.to_string(),
-            body: format!("<p class=\"fail\">{}: {}</p>", esc(what), esc(s.message())),
+            body: failure(what, s),
         }
     }
 
@@ -82,7 +94,17 @@ impl Main {
 
     /// What goes inside `<main>`, as `layout::page` puts it there.
     pub(super) fn inner_html(&self) -> String {
-        format!("\n<h1>{}</h1>\n{}", esc(&self.title), self.body)
+        #[derive(askama::Template)]
+        #[template(source = "\n<h1>{{ title }}</h1>\n{{ body|safe }}", ext = "html")]
+        struct Inner<'a> {
+            title: &'a str,
+            body: &'a str,
+        }
+        let inner = Inner {
+            title: &self.title,
+            body: &self.body,
+        };
+        askama::Template::render(&inner).expect("a page's main renders")
     }
 }
 
@@ -936,9 +958,8 @@ pub(super) struct SeriesQuery {
     pub metric: String,
 }
 
-/// A series over time (`platter history`): per host and cell a trend chart (each run's
-/// median with its interval; flagged runs marked, what changed in the mark's tooltip) and
-/// the table of runs.
+/// A series over time (`platter history`): per host and cell a chart (each run's median
+/// with its interval, flagged runs ringed) and the table of runs with what changed.
 pub(super) async fn series(
     State(ctx): State<Ctx>,
     access: Access,
@@ -955,141 +976,92 @@ pub(super) async fn series(
         Ok(h) => h,
         Err(s) => return failed(&access, &title, &s),
     };
-    let mut b = format!(
-        "<form method=\"get\" class=\"filter\"><label>metric <input name=\"metric\" value=\"{}\"></label> <button type=\"submit\">Show</button></form><p>The last {} run(s) that ended, oldest first; each against the run before it on the same host and parameters (Hodges–Lehmann shift with its interval, Holm across the run's cells), flagged when significant with the whole interval beyond ±{}%. <code>platter history {}</code> prints the same.</p>",
-        esc(metric),
-        h.runs.len(),
-        h.threshold_pct,
-        esc(&name)
-    );
-    for l in &h.left_out {
-        let _ = write!(
-            b,
-            "<p class=\"muted\">left out: {} ({})</p>",
-            esc(&l.campaign_id),
-            esc(&l.why)
-        );
+    match SeriesView::of(&name, metric, h) {
+        Ok(view) => render_page(&access, &title, &view),
+        Err(e) => failed(&access, &title, &Status::internal(e.to_string())),
     }
-    if h.lines.is_empty() {
-        let _ = write!(
-            b,
-            "<p class=\"warn\" id=\"no-lines\">No run of this series measured {}.</p>",
-            esc(metric)
-        );
-    }
-    for (i, line) in h.lines.iter().enumerate() {
-        let _ = write!(
-            b,
-            "<h2>{} {}</h2>{}<table class=\"series\" id=\"line-{i}\"><tr><th>campaign</th><th>n</th><th>median [interval]</th><th>since the run before</th><th>what changed</th></tr>",
-            esc(&line.host),
-            esc(&line.cell),
-            trend_svg(line)
-        );
-        for p in &line.points {
-            let unit = &line.unit;
-            let value = p.median_text(unit);
-            let (since, changed) = match &p.since_previous {
-                None => ("-".to_string(), String::new()),
-                Some(s) => {
-                    let shift = s.shift_text();
-                    let flag = match s.flag {
-                        Flag::None => String::new(),
-                        Flag::Regression => " <span class=\"fail\">regression</span>".into(),
-                        Flag::Improvement => " <span class=\"pass\">improvement</span>".into(),
-                        Flag::Changed => " <span class=\"warn\">changed</span>".into(),
-                    };
-                    let changed = if s.flag == Flag::None {
-                        String::new()
-                    } else {
-                        esc(&s.changed_text())
-                    };
-                    (format!("{}{flag}", esc(&shift)), changed)
-                }
-            };
-            let _ = write!(
-                b,
-                "<tr><td><a href=\"/campaigns/{}\">{}</a></td><td class=\"num\">{}</td><td>{}</td><td>{since}</td><td>{changed}</td></tr>",
-                esc(&url_part(&p.campaign_id)),
-                esc(&p.campaign_id),
-                p.n,
-                esc(&value)
-            );
-        }
-        b.push_str("</table>");
-    }
-    access.page(&title, &b).into_response()
 }
 
-/// A line's runs as a small chart: a dot per run at its median with a bar for its
-/// interval, a flagged run's dot in red with what changed in its tooltip. Inline SVG with
-/// presentation attributes only (the console's policy allows no inline style).
-fn trend_svg(line: &crate::report::history::Line) -> String {
-    const W: f64 = 640.0;
-    const H: f64 = 160.0;
-    const PAD: f64 = 24.0;
-    let lo = line
-        .points
-        .iter()
-        .map(|p| p.median_ci.map_or(p.median, |c| c.0))
-        .fold(f64::INFINITY, f64::min);
-    let hi = line
-        .points
-        .iter()
-        .map(|p| p.median_ci.map_or(p.median, |c| c.1))
-        .fold(f64::NEG_INFINITY, f64::max);
-    if !lo.is_finite() || !hi.is_finite() {
-        return String::new();
+/// A series' page (`templates/console/series.html`): per host and cell, the runs as a
+/// chart (the report's dot plot) and a table.
+#[derive(askama::Template)]
+#[template(path = "console/series.html")]
+struct SeriesView<'a> {
+    name: &'a str,
+    metric: &'a str,
+    runs: usize,
+    threshold_pct: f64,
+    left_out: Vec<crate::report::history::LeftOut>,
+    lines: Vec<SeriesLine>,
+}
+
+/// One host and cell of a series.
+struct SeriesLine {
+    host: String,
+    cell: String,
+    /// The chart's SVG panels.
+    charts: Vec<String>,
+    rows: Vec<SeriesRow>,
+}
+
+/// A run on a series' line, in words.
+struct SeriesRow {
+    campaign_id: String,
+    n: usize,
+    /// Its median with its interval.
+    median: String,
+    /// The shift since the run before; none for the first.
+    shift: Option<String>,
+    flag: Flag,
+    /// What changed on the host since the run before, for a flagged run.
+    changed: String,
+}
+
+impl<'a> SeriesView<'a> {
+    fn of(
+        name: &'a str,
+        metric: &'a str,
+        h: crate::report::history::History,
+    ) -> Result<SeriesView<'a>, Box<dyn std::error::Error>> {
+        let lines = h
+            .lines
+            .iter()
+            .map(|line| {
+                let rows = line
+                    .points
+                    .iter()
+                    .map(|p| {
+                        let flag = p.since_previous.as_ref().map_or(Flag::None, |s| s.flag);
+                        SeriesRow {
+                            campaign_id: p.campaign_id.clone(),
+                            n: p.n,
+                            median: p.median_text(&line.unit),
+                            shift: p.since_previous.as_ref().map(|s| s.shift_text()),
+                            flag,
+                            changed: match &p.since_previous {
+                                Some(s) if flag != Flag::None => s.changed_text(),
+                                _ => String::new(),
+                            },
+                        }
+                    })
+                    .collect();
+                Ok(SeriesLine {
+                    host: line.host.clone(),
+                    cell: line.cell.clone(),
+                    charts: crate::report::html::trend_svgs(line, metric)?,
+                    rows,
+                })
+            })
+            .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+        Ok(SeriesView {
+            name,
+            metric,
+            runs: h.runs.len(),
+            threshold_pct: h.threshold_pct,
+            left_out: h.left_out,
+            lines,
+        })
     }
-    let span = if hi > lo {
-        hi - lo
-    } else {
-        hi.abs().max(1e-12)
-    };
-    let y = |v: f64| H - PAD - (v - lo) / span * (H - 2.0 * PAD);
-    let step = (W - 2.0 * PAD) / (line.points.len().max(2) - 1) as f64;
-    let mut svg = format!(
-        "<svg class=\"trend\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{} {} over its runs\"><text x=\"2\" y=\"12\" font-size=\"10\">{}</text><text x=\"2\" y=\"{}\" font-size=\"10\">{}</text>",
-        esc(&line.host),
-        esc(&line.cell),
-        esc(&human(hi, &line.unit)),
-        H - 4.0,
-        esc(&human(lo, &line.unit))
-    );
-    for (i, p) in line.points.iter().enumerate() {
-        let x = PAD + step * i as f64;
-        if let Some((a, z)) = p.median_ci {
-            let _ = write!(
-                svg,
-                "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#888\" stroke-width=\"2\"/>",
-                y(a),
-                y(z)
-            );
-        }
-        let flagged = p.since_previous.as_ref().filter(|s| s.flag != Flag::None);
-        let (fill, tip) = match flagged {
-            Some(s) => (
-                if s.flag == Flag::Improvement {
-                    "#2a7"
-                } else {
-                    "#c22"
-                },
-                format!("{}: {}", p.campaign_id, s.summary()),
-            ),
-            None => (
-                "#246",
-                format!("{}: {}", p.campaign_id, human(p.median, &line.unit)),
-            ),
-        };
-        let _ = write!(
-            svg,
-            "<circle cx=\"{x:.1}\" cy=\"{:.1}\" r=\"{}\" fill=\"{fill}\"{}><title>{}</title></circle>",
-            y(p.median),
-            if flagged.is_some() { 6 } else { 4 },
-            if flagged.is_some() { " class=\"flagged\"" } else { "" },
-            esc(&tip)
-        );
-    }
-    svg + "</svg>"
 }
 
 #[derive(Debug, Default, Deserialize)]
