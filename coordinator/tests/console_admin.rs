@@ -177,7 +177,7 @@ fn admins_manage_accounts_and_tokens_and_nobody_else_does() {
     assert!(
         hostile
             .body
-            .contains("&quot;&lt;b&gt;x&lt;/b&gt;&quot; cannot name an account"),
+            .contains("&#34;&#60;b&#62;x&#60;/b&#62;&#34; cannot name an account"),
         "{}",
         hostile.body
     );
@@ -256,7 +256,7 @@ fn admins_manage_accounts_and_tokens_and_nobody_else_does() {
     assert!(secret.starts_with("plt_") && secret.len() == 47, "{secret}");
     for body in [&made.body, &get(&http, &root, "/admin").body] {
         assert!(
-            body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            body.contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
             "{body}"
         );
         assert!(!body.contains(XSS_LABEL), "{body}");

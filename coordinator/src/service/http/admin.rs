@@ -5,8 +5,6 @@
 //! Every change is logged with the account that made it; never a password or a secret.
 //! A token's secret is shown once, on the answer that made it, and never again.
 
-use std::fmt::Write as _;
-
 use axum::body::Bytes;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -17,12 +15,9 @@ use serde_json::json;
 
 use super::api::csrf_header;
 use super::auth::{Access, CsrfForm};
-use super::layout::url_part;
 use super::Ctx;
-use crate::report::esc;
 use crate::store::accounts::{AccountRole, NewToken, MAX_LABEL_CHARS, MIN_PASSWORD_CHARS};
 use crate::store::{Store, StoreError};
-use crate::views::clock;
 
 const ROLES: [AccountRole; 3] = [
     AccountRole::Viewer,
@@ -97,98 +92,68 @@ fn typed_twice(password: String, again: &str) -> Result<String, Failure> {
     Ok(password)
 }
 
-fn role_options(selected: AccountRole) -> String {
-    ROLES
-        .iter()
-        .map(|r| {
-            format!(
-                "<option value=\"{0}\"{1}>{0}</option>",
-                r.as_str(),
-                if *r == selected { " selected" } else { "" }
-            )
-        })
-        .collect()
+/// The Admin page (`templates/admin/admin.html`): accounts and tokens with their forms.
+#[derive(askama::Template)]
+#[template(path = "admin/admin.html")]
+struct AdminView<'a> {
+    csrf: &'a str,
+    accounts: Vec<crate::store::accounts::Account>,
+    tokens: Vec<crate::store::accounts::ApiToken>,
+    /// Why the change asked for was refused.
+    refused: Option<&'a str>,
 }
 
-/// The hidden field every form carries: the session's CSRF token.
-fn csrf_field(access: &Access) -> String {
-    format!(
-        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
-        esc(&access.csrf)
-    )
+/// A token just made (`templates/admin/token_made.html`), its secret shown this once.
+#[derive(askama::Template)]
+#[template(path = "admin/token_made.html")]
+struct TokenMadeView<'a> {
+    t: &'a crate::store::accounts::ApiToken,
+    secret: &'a str,
 }
 
-/// The admin page with `notice` (HTML, a refusal's words) above the lists, answered
-/// with `status`.
-async fn admin_page(ctx: &Ctx, access: &Access, status: StatusCode, notice: &str) -> Response {
+/// A page of `view` under `title`, answered with `status`.
+fn page_of(
+    access: &Access,
+    status: StatusCode,
+    title: &str,
+    view: &impl askama::Template,
+) -> Response {
+    match view.render() {
+        Ok(body) => (status, access.page(title, &body)).into_response(),
+        Err(e) => super::console::failed(access, title, &tonic::Status::internal(e.to_string())),
+    }
+}
+
+/// The admin page with why the last change was refused, if it was, above the lists,
+/// answered with `status`.
+async fn admin_page(
+    ctx: &Ctx,
+    access: &Access,
+    status: StatusCode,
+    refused: Option<&str>,
+) -> Response {
     let listed = on_store(ctx, |s| Ok((s.accounts()?, s.tokens()?))).await;
     let (accounts, tokens) = match listed {
         Ok(l) => l,
         Err(f) => {
-            let body = format!("<p class=\"fail\" id=\"message\">{}</p>", esc(&f.words));
-            return (f.status, access.page("Admin", &body)).into_response();
+            #[derive(askama::Template)]
+            #[template(
+                source = r#"<p class="fail" id="message">{{ words }}</p>"#,
+                ext = "html"
+            )]
+            struct Message<'a> {
+                words: &'a str,
+            }
+            return page_of(access, f.status, "Admin", &Message { words: &f.words });
         }
     };
-    let csrf = csrf_field(access);
-    let password_inputs = format!(
-        "<input type=\"password\" name=\"password\" autocomplete=\"new-password\" minlength=\"{MIN_PASSWORD_CHARS}\" required placeholder=\"password\"> \
-         <input type=\"password\" name=\"again\" autocomplete=\"new-password\" minlength=\"{MIN_PASSWORD_CHARS}\" required placeholder=\"again\">"
-    );
-    let mut b = notice.to_string();
-    b.push_str("<h2>Accounts</h2><table id=\"accounts\"><tr><th>name</th><th>role</th><th>created</th><th>change role</th><th>reset password</th><th></th></tr>");
-    for a in &accounts {
-        let path = esc(&url_part(&a.name));
-        let _ = write!(
-            b,
-            "<tr><td>{name}</td><td>{role}</td><td>{created}</td>\
-             <td><form method=\"post\" action=\"/admin/accounts/{path}/role\">{csrf}<select name=\"role\">{options}</select> <button type=\"submit\">Change</button></form></td>\
-             <td><form method=\"post\" action=\"/admin/accounts/{path}/password\">{csrf}{password_inputs} <button type=\"submit\">Reset</button></form></td>\
-             <td><form method=\"post\" action=\"/admin/accounts/{path}/remove\">{csrf}<button type=\"submit\">Remove</button></form></td></tr>",
-            name = esc(&a.name),
-            role = a.role.as_str(),
-            created = clock(a.created_unix_ms),
-            options = role_options(a.role),
-        );
-    }
-    let _ = write!(
-        b,
-        "</table><h3>Add an account</h3><form method=\"post\" action=\"/admin/accounts\" id=\"add-account\">{csrf}\
-         <label>Name <input name=\"name\" autocomplete=\"off\" required></label> \
-         <label>Role <select name=\"role\">{}</select></label> {password_inputs} \
-         <button type=\"submit\">Add</button></form>\
-         <p class=\"muted\">A password has at least {MIN_PASSWORD_CHARS} characters. A new password signs the account's browsers out; its API tokens stay.</p>",
-        role_options(AccountRole::Viewer)
-    );
-    b.push_str("<h2>API tokens</h2><table id=\"tokens\"><tr><th>id</th><th>account</th><th>role</th><th>label</th><th>created</th><th>last used</th><th></th></tr>");
-    for t in &tokens {
-        let _ = write!(
-            b,
-            "<tr><td>{id}</td><td>{account}</td><td>{role}</td><td>{label}</td><td>{created}</td><td>{used}</td>\
-             <td><form method=\"post\" action=\"/admin/tokens/{path}/revoke\">{csrf}<button type=\"submit\">Revoke</button></form></td></tr>",
-            id = esc(&t.id),
-            account = esc(&t.account),
-            role = t.role.as_str(),
-            label = esc(&t.label),
-            created = clock(t.created_unix_ms),
-            used = t.last_used_unix_ms.map(clock).unwrap_or_else(|| "never".into()),
-            path = esc(&url_part(&t.id)),
-        );
-    }
-    let names: String = accounts
-        .iter()
-        .map(|a| format!("<option value=\"{0}\">{0}</option>", esc(&a.name)))
-        .collect();
-    let _ = write!(
-        b,
-        "</table><h3>Make a token</h3><form method=\"post\" action=\"/admin/tokens\" id=\"add-token\">{csrf}\
-         <label>Account <select name=\"account\">{names}</select></label> \
-         <label>Role <select name=\"role\">{}</select></label> \
-         <label>Label <input name=\"label\" maxlength=\"{MAX_LABEL_CHARS}\" required placeholder=\"what uses it\"></label> \
-         <button type=\"submit\">Make</button></form>\
-         <p class=\"muted\">A token does at most what its account may, now and after the account's role changes.</p>",
-        role_options(AccountRole::Viewer)
-    );
-    (status, access.page("Admin", &b)).into_response()
+    let view = AdminView {
+        csrf: &access.csrf,
+        accounts,
+        tokens,
+        refused,
+    };
+    page_of(access, status, "Admin", &view)
 }
 
 /// A page change's answer: back to the admin page when it was made, else the page again
@@ -196,10 +161,7 @@ async fn admin_page(ctx: &Ctx, access: &Access, status: StatusCode, notice: &str
 async fn changed(ctx: &Ctx, access: &Access, outcome: Result<(), Failure>) -> Response {
     match outcome {
         Ok(()) => Redirect::to("/admin").into_response(),
-        Err(f) => {
-            let notice = format!("<p class=\"fail\" id=\"message\">{}</p>", esc(&f.words));
-            admin_page(ctx, access, f.status, &notice).await
-        }
+        Err(f) => admin_page(ctx, access, f.status, Some(&f.words)).await,
     }
 }
 
@@ -208,7 +170,7 @@ pub(super) async fn page(State(ctx): State<Ctx>, access: Access) -> Response {
     if let Err(refused) = access.require(AccountRole::Admin) {
         return *refused;
     }
-    admin_page(&ctx, &access, StatusCode::OK, "").await
+    admin_page(&ctx, &access, StatusCode::OK, None).await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -373,20 +335,11 @@ pub(super) async fn add_token(
     .await;
     match made {
         Ok(made) => {
-            let t = &made.token;
-            let body = format!(
-                "<p class=\"pass\" id=\"message\">Token {} made for {} ({}), labelled {}.</p>\
-                 <p class=\"warn\" id=\"once\">Copy the secret now: it will not be shown again (the store keeps only its hash).</p>\
-                 <pre id=\"secret\">{}</pre>\
-                 <p>A script sends it as <code>Authorization: Bearer SECRET</code>.</p>\
-                 <p><a href=\"/admin\">Back to accounts and tokens</a></p>",
-                esc(&t.id),
-                esc(&t.account),
-                t.role.as_str(),
-                esc(&t.label),
-                esc(&made.secret)
-            );
-            access.page("API token made", &body).into_response()
+            let view = TokenMadeView {
+                t: &made.token,
+                secret: &made.secret,
+            };
+            page_of(&access, StatusCode::OK, "API token made", &view)
         }
         Err(f) => changed(&ctx, &access, Err(f)).await,
     }

@@ -14,7 +14,6 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::Ctx;
-use crate::report::esc;
 use crate::store::accounts::AccountRole;
 
 /// The session cookie's name.
@@ -100,7 +99,12 @@ impl Access {
 
     /// A refusal (boxed: a response is large, and the happy path should not carry it).
     fn refuse(&self, code: StatusCode, why: &str) -> Box<Response> {
-        let body = format!("<p class=\"fail\" id=\"refused\">{}</p>", esc(why));
+        #[derive(askama::Template)]
+        #[template(source = r#"<p class="fail" id="refused">{{ why }}</p>"#, ext = "html")]
+        struct Refused<'a> {
+            why: &'a str,
+        }
+        let body = askama::Template::render(&Refused { why }).expect("a refusal renders");
         Box::new(if self.api {
             (code, axum::Json(serde_json::json!({ "error": why }))).into_response()
         } else {
@@ -322,31 +326,38 @@ async fn no_accounts(ctx: &Ctx) -> bool {
     matches!(accounts, Ok(Ok(a)) if a.is_empty())
 }
 
-fn login_page(no_accounts: bool, next: &str, message: &str) -> Html<String> {
-    let hint = if no_accounts {
-        "<p class=\"warn\" id=\"no-accounts\">This coordinator has no accounts yet: make one on its host with <code>platter users add NAME --role admin --db STORE</code> (the store the coordinator uses).</p>"
-    } else {
-        ""
+/// The sign-in page (`templates/auth/login.html`).
+#[derive(askama::Template)]
+#[template(path = "auth/login.html")]
+struct LoginView<'a> {
+    /// Whether to say how to make the first account.
+    no_accounts: bool,
+    /// Where to go after signing in (`local`).
+    next: &'a str,
+    message: Option<LoginMessage>,
+}
+
+/// Why the last sign-in failed.
+enum LoginMessage {
+    /// Too many failures: seconds to wait.
+    TooMany(u64),
+    Wrong,
+}
+
+fn login_page(no_accounts: bool, next: &str, message: Option<LoginMessage>) -> Html<String> {
+    let view = LoginView {
+        no_accounts,
+        next: local(next),
+        message,
     };
-    Html(format!(
-        r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>Sign in · platter</title><link rel="stylesheet" href="/assets/console.css"></head>
-<body><main id="main" class="login"><h1>platter</h1>{hint}{message}
-<form method="post" action="/login" id="login"><input type="hidden" name="next" value="{next}">
-<label>Name <input name="name" autocomplete="username" required autofocus></label>
-<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
-<button type="submit">Sign in</button></form></main></body></html>
-"#,
-        next = esc(local(next)),
-    ))
+    Html(askama::Template::render(&view).expect("the sign-in page renders"))
 }
 
 pub(super) async fn login_form(
     State(ctx): State<Ctx>,
     Query(q): Query<LoginQuery>,
 ) -> Html<String> {
-    login_page(no_accounts(&ctx).await, &q.next, "")
+    login_page(no_accounts(&ctx).await, &q.next, None)
 }
 
 pub(super) async fn login(
@@ -360,13 +371,10 @@ pub(super) async fn login(
     ];
     if let Some(wait) = ctx.failures.wait(&keys) {
         tracing::warn!(peer = %peer, account = %form.name, "sign-in refused: too many failures");
-        let message = format!(
-            "<p class=\"fail\" id=\"message\">Too many failed sign-ins: try again in {} s.</p>",
-            wait.as_secs().max(1)
-        );
+        let message = LoginMessage::TooMany(wait.as_secs().max(1));
         let mut r = (
             StatusCode::TOO_MANY_REQUESTS,
-            login_page(false, &form.next, &message),
+            login_page(false, &form.next, Some(message)),
         )
             .into_response();
         if let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
@@ -400,10 +408,13 @@ pub(super) async fn login(
         Ok(Ok(None)) => {
             ctx.failures.failed(&keys);
             tracing::warn!(peer = %peer, account = %form.name, "sign-in failed: wrong name or password");
-            let message = "<p class=\"fail\" id=\"message\">Wrong name or password.</p>";
             (
                 StatusCode::UNAUTHORIZED,
-                login_page(no_accounts(&ctx).await, &form.next, message),
+                login_page(
+                    no_accounts(&ctx).await,
+                    &form.next,
+                    Some(LoginMessage::Wrong),
+                ),
             )
                 .into_response()
         }
