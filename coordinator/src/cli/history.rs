@@ -57,7 +57,7 @@ pub(super) async fn history(a: HistoryArgs) -> anyhow::Result<i32> {
                 })
                 .await?;
             match asked {
-                Ok(r) => serde_json::from_str(&r.into_inner().history_json)
+                Ok(r) => crate::views::history_of(r.into_inner())
                     .context("reading the coordinator's history")?,
                 Err(s) if s.code() == tonic::Code::NotFound => {
                     eprintln!("platter: {}", s.message());

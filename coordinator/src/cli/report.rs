@@ -90,9 +90,9 @@ async fn since_last_run(
                 .await
                 .map_err(|s| call_error("reading the run's series", s))?
                 .into_inner();
-            let h = serde_json::from_str(&r.history_json)
-                .context("reading the coordinator's history")?;
-            (h, r.until_id)
+            let until_id = r.until_id.clone();
+            let h = crate::views::history_of(r).context("reading the coordinator's history")?;
+            (h, until_id)
         }
     };
     let Some(at) = h.runs.iter().position(|r| r.campaign_id == id) else {

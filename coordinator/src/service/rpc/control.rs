@@ -680,9 +680,11 @@ impl Control for ControlService {
                 )));
             }
             Ok(pb::HistoryResponse {
+                // For clients older than `history` (COMPATIBILITY.md).
                 history_json: serde_json::to_string(&h)
                     .map_err(|e| Status::internal(e.to_string()))?,
                 until_id: until.unwrap_or_default(),
+                history: Some(crate::views::history_to_pb(&h)),
             })
         })
         .await?;
