@@ -605,7 +605,19 @@ fn every_answer_of_the_api_is_as_the_openapi_document_says() {
         "",
         400,
     );
-    api.with_token("GET", "/api/v1/hosts", "/api/v1/hosts?page=x", "", 400);
+    // A malformed query string is refused in the API's JSON, as every other refusal.
+    for (route, path) in [
+        ("/api/v1/hosts", "/api/v1/hosts?page=x"),
+        ("/api/v1/campaigns", "/api/v1/campaigns?page=-1"),
+    ] {
+        let a = api.with_token("GET", route, path, "", 400);
+        let v: Value =
+            serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{path}: {e}: {a:?}"));
+        assert!(
+            v["error"].as_str().unwrap().contains("page: invalid digit"),
+            "{path}: {a:?}"
+        );
+    }
     api.with_token(
         "POST",
         "/api/v1/campaigns",

@@ -26,6 +26,28 @@ fn failed(s: &Status) -> Response {
     (http_status(s), Json(json!({ "error": s.message() }))).into_response()
 }
 
+/// A query string for the API: a malformed one is a 400 in the API's JSON
+/// (`{"error": …}`), as every other refusal of the API is, not axum's plain text.
+pub(super) struct ApiQuery<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(ApiQuery(v)),
+            Err(r) => Err(failed(&Status::invalid_argument(r.body_text()))),
+        }
+    }
+}
+
 pub(super) async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
@@ -42,7 +64,7 @@ pub(super) async fn overview(State(ctx): State<Ctx>, _access: Access) -> Respons
 pub(super) async fn hosts(
     State(ctx): State<Ctx>,
     _access: Access,
-    Query(filter): Query<HostFilter>,
+    ApiQuery(filter): ApiQuery<HostFilter>,
 ) -> Response {
     match HostsView::load(&ctx, &filter).await {
         // Through `Value`, whose objects keep their keys sorted, as this answer always
@@ -68,7 +90,7 @@ pub(super) async fn host(
 pub(super) async fn campaigns(
     State(ctx): State<Ctx>,
     _access: Access,
-    Query(filter): Query<CampaignFilter>,
+    ApiQuery(filter): ApiQuery<CampaignFilter>,
 ) -> Response {
     match CampaignsView::load(&ctx, &filter, false).await {
         // Through `Value`, whose objects keep their keys sorted, as this answer always
@@ -83,7 +105,7 @@ pub(super) async fn series(
     State(ctx): State<Ctx>,
     _access: Access,
     Path(name): Path<String>,
-    Query(q): Query<super::console::SeriesQuery>,
+    ApiQuery(q): ApiQuery<super::console::SeriesQuery>,
 ) -> Response {
     let metric = if q.metric.is_empty() {
         "wall"
@@ -100,7 +122,7 @@ pub(super) async fn series(
 pub(super) async fn drives(
     State(ctx): State<Ctx>,
     _access: Access,
-    Query(q): Query<super::console::DrivesQuery>,
+    ApiQuery(q): ApiQuery<super::console::DrivesQuery>,
 ) -> Response {
     match ctx.ledger(q.question()).await {
         Ok(json) => json_text(json),
@@ -151,7 +173,7 @@ pub(super) async fn report(
     State(ctx): State<Ctx>,
     _access: Access,
     Path(id): Path<String>,
-    Query(q): Query<ReportQuery>,
+    ApiQuery(q): ApiQuery<ReportQuery>,
 ) -> Response {
     let format = if q.format.is_empty() {
         "json"
@@ -217,7 +239,7 @@ pub(super) async fn submit(
     State(ctx): State<Ctx>,
     access: Access,
     headers: HeaderMap,
-    Query(q): Query<SubmitQuery>,
+    ApiQuery(q): ApiQuery<SubmitQuery>,
     body: Bytes,
 ) -> Response {
     if let Err(refused) = access.change(AccountRole::Operator, csrf_header(&headers)) {
@@ -294,7 +316,7 @@ pub(super) async fn trigger(
 pub(super) async fn compare(
     State(ctx): State<Ctx>,
     _access: Access,
-    Query(q): Query<CompareQuery>,
+    ApiQuery(q): ApiQuery<CompareQuery>,
 ) -> Response {
     if q.a.is_empty() || q.b.is_empty() {
         return failed(&Status::invalid_argument(
