@@ -77,6 +77,15 @@ impl Main {
         }
     }
 
+    /// A page's `<main>` from its view, under `title`; `what` names the page should the
+    /// view not render.
+    fn of(what: &str, title: &str, view: &impl askama::Template) -> Main {
+        match view.render() {
+            Ok(body) => Main::ok(title, body),
+            Err(e) => Main::failed(what, &Status::internal(e.to_string())),
+        }
+    }
+
     /// A failed call, in the service's own words, with its HTTP status.
     fn failed(what: &str, s: &Status) -> Main {
         Main {
@@ -181,10 +190,7 @@ async fn overview_main(ctx: &Ctx) -> Main {
         Ok(v) => v,
         Err(s) => return Main::failed("Overview", &s),
     };
-    match askama::Template::render(&view) {
-        Ok(body) => Main::ok("Overview", body),
-        Err(e) => Main::failed("Overview", &Status::internal(e.to_string())),
-    }
+    Main::of("Overview", "Overview", &view)
 }
 
 /// The Overview and `/api/v1/overview`: one view, shown by
@@ -402,10 +408,7 @@ async fn hosts_main(ctx: &Ctx, filter: &HostFilter) -> Main {
     if view.hosts.iter().any(|a| a.kind == AgentState::Busy) {
         view.campaign_names = campaign_names(ctx).await;
     }
-    match askama::Template::render(&view) {
-        Ok(body) => Main::ok("Hosts", body),
-        Err(e) => Main::failed("Hosts", &Status::internal(e.to_string())),
-    }
+    Main::of("Hosts", "Hosts", &view)
 }
 
 pub(super) async fn host(
@@ -421,10 +424,7 @@ async fn host_main(ctx: &Ctx, name: &str) -> Main {
         Ok(v) => v,
         Err(s) => return Main::failed("Host", &s),
     };
-    match askama::Template::render(&view) {
-        Ok(body) => Main::ok(&format!("Host {}", view.host.host), body),
-        Err(e) => Main::failed("Host", &Status::internal(e.to_string())),
-    }
+    Main::of("Host", &format!("Host {}", view.host.host), &view)
 }
 
 /// A host's page and `/api/v1/hosts/NAME`: one view, shown by
@@ -554,10 +554,7 @@ async fn campaigns_main(ctx: &Ctx, filter: &CampaignFilter) -> Main {
         Ok(v) => v,
         Err(s) => return Main::failed("Campaigns", &s),
     };
-    match askama::Template::render(&view) {
-        Ok(body) => Main::ok("Campaigns", body),
-        Err(e) => Main::failed("Campaigns", &Status::internal(e.to_string())),
-    }
+    Main::of("Campaigns", "Campaigns", &view)
 }
 
 /// The Campaigns page and `/api/v1/campaigns`: one view, shown by
@@ -664,10 +661,11 @@ async fn campaign_main(ctx: &Ctx, id: &str, role: AccountRole, csrf: &str) -> Ma
             .then(|| csrf.to_string()),
         ..view
     };
-    match askama::Template::render(&view) {
-        Ok(body) => Main::ok(&format!("Campaign {}", view.campaign.name), body),
-        Err(e) => Main::failed("Campaign", &Status::internal(e.to_string())),
-    }
+    Main::of(
+        "Campaign",
+        &format!("Campaign {}", view.campaign.name),
+        &view,
+    )
 }
 
 /// A campaign's page and `/api/v1/campaigns/ID`: one view, shown by
