@@ -390,10 +390,20 @@ async fn one_drive_over_two_hosts_and_a_firmware_change_is_one_history() {
             ..Default::default()
         })
         .is_empty());
-        // The same answer as a document, as the CLI and the coordinator give it.
-        let json = ledger::answer(&store, &Question::Drive("CVWL4211".into())).unwrap();
-        let back: ledger::DriveDetail = serde_json::from_str(&json).unwrap();
+        // The same answer as a document, as `--format json` and `/api/v1` give it, and
+        // as the message the coordinator sends the CLI.
+        let question = Question::Drive("CVWL4211".into());
+        let answer = ledger::answer(&store, &question).unwrap();
+        let back: ledger::DriveDetail = serde_json::from_str(&answer.to_json()).unwrap();
         assert_eq!(back, detail);
+        let mut wire = platter::views::ledger_to_pb(&answer);
+        assert_eq!(
+            platter::views::ledger_of(wire.clone(), &question).unwrap(),
+            answer
+        );
+        wire.answer = None;
+        let old = platter::views::ledger_of(wire, &question).unwrap();
+        assert_eq!(old, answer, "an older coordinator's document");
     }
 }
 

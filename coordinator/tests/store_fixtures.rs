@@ -787,7 +787,7 @@ fn a_store_newer_than_this_build_is_refused() {
 #[test]
 fn recorded_history_and_ledger_answers_are_read_by_todays_cli_types() {
     use platter::report::history::History;
-    use platter::report::ledger::DriveSummary;
+    use platter::report::ledger::{Answer, DriveSummary, Question};
     use platter_proto::v1 as pb;
     use prost::Message;
     let wire = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/fixtures/wire");
@@ -798,6 +798,8 @@ fn recorded_history_and_ledger_answers_are_read_by_todays_cli_types() {
             let r = pb::HistoryResponse::decode(&bytes[..]).unwrap();
             let h: History = serde_json::from_str(&r.history_json)
                 .unwrap_or_else(|e| panic!("{}: history_json: {e}", dir.display()));
+            // As today's CLI reads it: the message where there is one, else the document.
+            assert_eq!(platter::views::history_of(r).unwrap(), h);
             assert_eq!(h.runs.len(), 2, "{}", dir.display());
             assert!(h.lines[0].points[1].since_previous.is_some());
             read += 1;
@@ -806,6 +808,11 @@ fn recorded_history_and_ledger_answers_are_read_by_todays_cli_types() {
             let r = pb::LedgerResponse::decode(&bytes[..]).unwrap();
             let drives: Vec<DriveSummary> = serde_json::from_str(&r.json)
                 .unwrap_or_else(|e| panic!("{}: ledger json: {e}", dir.display()));
+            let question = Question::Drives(Default::default());
+            assert_eq!(
+                platter::views::ledger_of(r, &question).unwrap(),
+                Answer::Drives(drives.clone())
+            );
             assert_eq!(drives[0].serial, "CVDA4215003M1207GN", "{}", dir.display());
             assert!(drives[0].health.is_some());
             read += 1;

@@ -465,23 +465,7 @@ fn health_to_wire(h: &crate::provenance::DriveHealth) -> pb::DriveHealth {
         firmware: h.firmware.clone(),
         wwn: h.wwn.clone(),
         unreadable: h.unreadable.clone(),
-        reading: h.reading.as_ref().map(|r| pb::HealthReading {
-            tool: r.tool.clone(),
-            protocol: r.protocol.clone(),
-            passed: r.passed,
-            temperature_c: r.temperature_c,
-            power_on_hours: r.power_on_hours,
-            unsafe_shutdowns: r.unsafe_shutdowns,
-            media_errors: r.media_errors,
-            reallocated_sectors: r.reallocated_sectors,
-            pending_sectors: r.pending_sectors,
-            uncorrectable_errors: r.uncorrectable_errors,
-            crc_errors: r.crc_errors,
-            critical_warning: r.critical_warning,
-            percentage_used: r.percentage_used,
-            available_spare: r.available_spare,
-            data_written_bytes: r.data_written_bytes,
-        }),
+        reading: h.reading.as_ref().map(reading_to_wire),
     }
 }
 
@@ -493,23 +477,49 @@ fn health_from_wire(h: pb::DriveHealth) -> crate::provenance::DriveHealth {
         firmware: h.firmware,
         wwn: h.wwn,
         unreadable: h.unreadable,
-        reading: h.reading.map(|r| crate::provenance::HealthReading {
-            tool: r.tool,
-            protocol: r.protocol,
-            passed: r.passed,
-            temperature_c: r.temperature_c,
-            power_on_hours: r.power_on_hours,
-            unsafe_shutdowns: r.unsafe_shutdowns,
-            media_errors: r.media_errors,
-            reallocated_sectors: r.reallocated_sectors,
-            pending_sectors: r.pending_sectors,
-            uncorrectable_errors: r.uncorrectable_errors,
-            crc_errors: r.crc_errors,
-            critical_warning: r.critical_warning,
-            percentage_used: r.percentage_used,
-            available_spare: r.available_spare,
-            data_written_bytes: r.data_written_bytes,
-        }),
+        reading: h.reading.map(reading_from_wire),
+    }
+}
+
+/// A health reading on the wire (the agent's provenance, the drive ledger's answers).
+pub fn reading_to_wire(r: &crate::provenance::HealthReading) -> pb::HealthReading {
+    pb::HealthReading {
+        tool: r.tool.clone(),
+        protocol: r.protocol.clone(),
+        passed: r.passed,
+        temperature_c: r.temperature_c,
+        power_on_hours: r.power_on_hours,
+        unsafe_shutdowns: r.unsafe_shutdowns,
+        media_errors: r.media_errors,
+        reallocated_sectors: r.reallocated_sectors,
+        pending_sectors: r.pending_sectors,
+        uncorrectable_errors: r.uncorrectable_errors,
+        crc_errors: r.crc_errors,
+        critical_warning: r.critical_warning,
+        percentage_used: r.percentage_used,
+        available_spare: r.available_spare,
+        data_written_bytes: r.data_written_bytes,
+    }
+}
+
+/// A health reading as the wire carried it.
+pub fn reading_from_wire(r: pb::HealthReading) -> crate::provenance::HealthReading {
+    crate::provenance::HealthReading {
+        tool: r.tool,
+        protocol: r.protocol,
+        passed: r.passed,
+        temperature_c: r.temperature_c,
+        power_on_hours: r.power_on_hours,
+        unsafe_shutdowns: r.unsafe_shutdowns,
+        media_errors: r.media_errors,
+        reallocated_sectors: r.reallocated_sectors,
+        pending_sectors: r.pending_sectors,
+        uncorrectable_errors: r.uncorrectable_errors,
+        crc_errors: r.crc_errors,
+        critical_warning: r.critical_warning,
+        percentage_used: r.percentage_used,
+        available_spare: r.available_spare,
+        data_written_bytes: r.data_written_bytes,
     }
 }
 

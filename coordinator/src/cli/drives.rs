@@ -1,11 +1,11 @@
 //! `platter drives`, `platter drive ID` and `platter qualification MODEL`: the drive ledger
 //! read from a store (`--db`, or `platter run`'s here) or asked of the coordinator (Control
-//! `Ledger`, the same JSON document), printed for people, as JSON or as CSV.
+//! `Ledger`, the same answer as a message), printed for people, as JSON or as CSV.
 
 use super::args::LedgerArgs;
 use super::*;
 use crate::report::ledger::{
-    answer, DriveDetail, DriveSummary, LedgerError, Qualification, Question,
+    answer, Answer, DriveDetail, DriveSummary, LedgerError, Qualification, Question,
 };
 use crate::report::table;
 
@@ -48,11 +48,11 @@ pub(super) async fn qualification(a: QualificationArgs) -> anyhow::Result<i32> {
 
 async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
     let LedgerArgs { db, client, format } = args;
-    let json = match local_store(db, &client)? {
+    let answer = match local_store(db, &client)? {
         Some(db) => {
             let store = open_local(&db)?;
             match answer(&store, &question) {
-                Ok(json) => json,
+                Ok(answer) => answer,
                 Err(LedgerError::NotFound(why)) => {
                     eprintln!("platter: {why}");
                     return Ok(EXIT_INVALID);
@@ -61,9 +61,9 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
             }
         }
         None => {
-            let req = request(&question);
+            let req = crate::views::ledger_request(&question);
             match client.connect().await?.ledger(req).await {
-                Ok(r) => r.into_inner().json,
+                Ok(r) => crate::views::ledger_of(r.into_inner(), &question)?,
                 Err(s) if s.code() == tonic::Code::NotFound => {
                     eprintln!("platter: {}", s.message());
                     return Ok(EXIT_INVALID);
@@ -76,69 +76,29 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
     // drive of the model failed a verdict, and exits 5 when no drive of it was judged (a
     // mistyped model, health never read): a CI gate on a model passes only on a PASS.
     let mut status = 0;
-    if let Question::Qualification { .. } = question {
-        let q: Qualification = serde_json::from_str(&json)?;
+    if let Answer::Qualification(q) = &answer {
         if !q.failures.is_empty() {
             status = 1;
         } else if q.judged == 0 {
             status = EXIT_NOT_JUDGED;
         }
     }
-    let out = match (&question, format) {
-        (_, Format::Json) => {
-            let v: serde_json::Value = serde_json::from_str(&json)?;
+    let csv = format == Format::Csv;
+    let out = match &answer {
+        _ if format == Format::Json => {
+            // Through `Value`, as this JSON always was.
+            let v = serde_json::to_value(&answer)?;
             format!("{}\n", serde_json::to_string_pretty(&v)?)
         }
-        (Question::Drives(_), f) => {
-            let drives: Vec<DriveSummary> = serde_json::from_str(&json)?;
-            if f == Format::Csv {
-                drives_csv(&drives)
-            } else {
-                render_drives(&drives)
-            }
-        }
-        (Question::Drive(_), f) => {
-            let d: DriveDetail = serde_json::from_str(&json)?;
-            if f == Format::Csv {
-                drive_csv(&d)
-            } else {
-                render_drive(&d)
-            }
-        }
-        (Question::Qualification { .. }, f) => {
-            let q: Qualification = serde_json::from_str(&json)?;
-            if f == Format::Csv {
-                qualification_csv(&q)
-            } else {
-                render_qualification(&q)
-            }
-        }
+        Answer::Drives(drives) if csv => drives_csv(drives),
+        Answer::Drives(drives) => render_drives(drives),
+        Answer::Drive(d) if csv => drive_csv(d),
+        Answer::Drive(d) => render_drive(d),
+        Answer::Qualification(q) if csv => qualification_csv(q),
+        Answer::Qualification(q) => render_qualification(q),
     };
     print!("{out}");
     Ok(status)
-}
-
-fn request(q: &Question) -> pb::LedgerRequest {
-    let mut req = pb::LedgerRequest::default();
-    match q {
-        Question::Drives(f) => {
-            req.question = "drives".into();
-            req.model = f.model.clone().unwrap_or_default();
-            req.firmware = f.firmware.clone();
-            req.host = f.host.clone().unwrap_or_default();
-            req.failed = f.failed;
-        }
-        Question::Drive(id) => {
-            req.question = "drive".into();
-            req.id = id.clone();
-        }
-        Question::Qualification { model, firmware } => {
-            req.question = "qualification".into();
-            req.model = model.clone();
-            req.firmware = firmware.clone();
-        }
-    }
-    req
 }
 
 fn health_words(d: &DriveSummary) -> String {

@@ -243,20 +243,34 @@ impl From<crate::store::error::StoreError> for LedgerError {
     }
 }
 
-/// The answer as the JSON document `--format json` prints: a `DriveSummary` list, a
-/// `DriveDetail` or a `Qualification`.
-pub fn answer(store: &Store, q: &Question) -> std::result::Result<String, LedgerError> {
-    let json = match q {
-        Question::Drives(f) => serde_json::to_string(&drives(store, f)?),
+/// The ledger's answer to a `Question`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Answer {
+    Drives(Vec<DriveSummary>),
+    Drive(Box<DriveDetail>),
+    Qualification(Qualification),
+}
+
+impl Answer {
+    /// The JSON document `--format json` prints and `/api/v1/drives` answers: a
+    /// `DriveSummary` list, a `DriveDetail` or a `Qualification`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the ledger's documents serialize")
+    }
+}
+
+pub fn answer(store: &Store, q: &Question) -> std::result::Result<Answer, LedgerError> {
+    Ok(match q {
+        Question::Drives(f) => Answer::Drives(drives(store, f)?),
         Question::Drive(id) => {
             let d = find(store, id)?.map_err(LedgerError::NotFound)?;
-            serde_json::to_string(&detail(store, &d)?)
+            Answer::Drive(Box::new(detail(store, &d)?))
         }
         Question::Qualification { model, firmware } => {
-            serde_json::to_string(&qualification(store, model, firmware.as_deref())?)
+            Answer::Qualification(qualification(store, model, firmware.as_deref())?)
         }
-    };
-    Ok(json.expect("the ledger's documents serialize"))
+    })
 }
 
 /// A time as the ledger writes it: `2026-12-03 06:12 UTC`.

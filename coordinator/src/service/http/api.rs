@@ -125,7 +125,7 @@ pub(super) async fn drives(
     ApiQuery(q): ApiQuery<super::console::DrivesQuery>,
 ) -> Response {
     match ctx.ledger(q.question()).await {
-        Ok(json) => json_text(json),
+        Ok(answer) => json_text(answer.to_json()),
         Err(s) => failed(&s),
     }
 }
@@ -137,7 +137,7 @@ pub(super) async fn drive(
     Path(id): Path<String>,
 ) -> Response {
     match ctx.ledger(crate::report::ledger::Question::Drive(id)).await {
-        Ok(json) => json_text(json),
+        Ok(answer) => json_text(answer.to_json()),
         Err(s) => failed(&s),
     }
 }

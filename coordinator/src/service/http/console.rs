@@ -895,10 +895,8 @@ pub(super) async fn drives(
 ) -> Response {
     let title = "Drives";
     let drives = match ctx.ledger(query.question()).await {
-        Ok(json) => match serde_json::from_str(&json) {
-            Ok(d) => d,
-            Err(e) => return failed(&access, title, &tonic::Status::internal(e.to_string())),
-        },
+        Ok(crate::report::ledger::Answer::Drives(d)) => d,
+        Ok(_) => return failed(&access, title, &other_answer()),
         Err(s) => return failed(&access, title, &s),
     };
     render_page(&access, title, &DrivesView { drives, query })
@@ -930,16 +928,19 @@ pub(super) async fn drive(
     access: Access,
     Path(id): Path<String>,
 ) -> Response {
-    use crate::report::ledger::{DriveDetail, Question};
+    use crate::report::ledger::{Answer, Question};
     let title = format!("Drive {id}");
-    let d: DriveDetail = match ctx.ledger(Question::Drive(id.clone())).await {
-        Ok(json) => match serde_json::from_str(&json) {
-            Ok(d) => d,
-            Err(e) => return failed(&access, &title, &tonic::Status::internal(e.to_string())),
-        },
+    let d = match ctx.ledger(Question::Drive(id.clone())).await {
+        Ok(Answer::Drive(d)) => *d,
+        Ok(_) => return failed(&access, &title, &other_answer()),
         Err(s) => return failed(&access, &title, &s),
     };
     render_page(&access, &title, &DrivePageView { d })
+}
+
+/// The ledger answered another question than it was asked (it never does).
+fn other_answer() -> tonic::Status {
+    tonic::Status::internal("the drive ledger answered another question")
 }
 
 /// A drive's page (`templates/console/drive.html`): the ledger's answer, as

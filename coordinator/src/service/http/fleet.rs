@@ -351,7 +351,7 @@ impl Ctx {
     pub(super) async fn ledger(
         &self,
         q: crate::report::ledger::Question,
-    ) -> Result<String, Status> {
+    ) -> Result<crate::report::ledger::Answer, Status> {
         use crate::report::ledger::{answer, LedgerError};
         let store = self.store.clone();
         let read = tokio::task::spawn_blocking(move || answer(&store, &q))

@@ -697,33 +697,16 @@ impl Control for ControlService {
     ) -> Result<Response<pb::LedgerResponse>, Status> {
         self.auth.require(&request, Role::Operator)?;
         let (store, req) = (self.store.clone(), request.into_inner());
-        use crate::report::ledger::{answer, Filter, LedgerError, Question};
-        let question = match req.question.as_str() {
-            "drives" => Question::Drives(Filter {
-                model: Some(req.model).filter(|m| !m.is_empty()),
-                firmware: req.firmware,
-                host: Some(req.host).filter(|h| !h.is_empty()),
-                failed: req.failed,
-            }),
-            "drive" => Question::Drive(req.id),
-            "qualification" => Question::Qualification {
-                model: req.model,
-                firmware: req.firmware,
-            },
-            other => {
-                return Err(Status::invalid_argument(format!(
-                    "no ledger question {other:?}: drives, drive or qualification"
-                )))
-            }
-        };
-        let json = blocking(move || {
+        use crate::report::ledger::{answer, LedgerError};
+        let question = crate::views::question_of(req).map_err(Status::invalid_argument)?;
+        let answer = blocking(move || {
             answer(&store, &question).map_err(|e| match e {
                 LedgerError::Store(e) => store_status(e),
                 LedgerError::NotFound(why) => Status::not_found(why),
             })
         })
         .await?;
-        Ok(Response::new(pb::LedgerResponse { json }))
+        Ok(Response::new(crate::views::ledger_to_pb(&answer)))
     }
 
     async fn list_campaigns(

@@ -1,0 +1,564 @@
+//! The drive ledger on the wire (`Ledger`): the question as a `LedgerQuestion`, the answer
+//! as `LedgerDrives`, `DriveDetail` or `Qualification` messages, and back into
+//! `report::ledger`'s types, which the CLI and the console print.
+
+use platter_proto::v1 as pb;
+use platter_proto::wire::{reading_from_wire, reading_to_wire};
+
+use crate::report::ledger::{
+    Answer, DriveDetail, DriveRun, DriveSummary, DriveVerdict, Filter, LatestHealth, Qualification,
+    QualificationFailure, QualifiedDrive, Question, SightingView,
+};
+
+/// The request that asks `q`, in its enum and in the words an older coordinator reads.
+pub fn ledger_request(q: &Question) -> pb::LedgerRequest {
+    let mut req = pb::LedgerRequest::default();
+    let kind = match q {
+        Question::Drives(f) => {
+            req.model = f.model.clone().unwrap_or_default();
+            req.firmware = f.firmware.clone();
+            req.host = f.host.clone().unwrap_or_default();
+            req.failed = f.failed;
+            pb::LedgerQuestion::Drives
+        }
+        Question::Drive(id) => {
+            req.id = id.clone();
+            pb::LedgerQuestion::Drive
+        }
+        Question::Qualification { model, firmware } => {
+            req.model = model.clone();
+            req.firmware = firmware.clone();
+            pb::LedgerQuestion::Qualification
+        }
+    };
+    req.question = question_word(kind).into();
+    req.kind = kind as i32;
+    req
+}
+
+fn question_word(kind: pb::LedgerQuestion) -> &'static str {
+    match kind {
+        pb::LedgerQuestion::Drives => "drives",
+        pb::LedgerQuestion::Drive => "drive",
+        pb::LedgerQuestion::Qualification => "qualification",
+        pb::LedgerQuestion::Unspecified => "",
+    }
+}
+
+/// The question a request asks: its enum, else (an older client) its words; why not, for
+/// a request that asks none this build knows.
+pub fn question_of(req: pb::LedgerRequest) -> Result<Question, String> {
+    let kind = match pb::LedgerQuestion::try_from(req.kind) {
+        Ok(pb::LedgerQuestion::Unspecified) => match req.question.as_str() {
+            "drives" => pb::LedgerQuestion::Drives,
+            "drive" => pb::LedgerQuestion::Drive,
+            "qualification" => pb::LedgerQuestion::Qualification,
+            other => {
+                return Err(format!(
+                    "no ledger question {other:?}: drives, drive or qualification"
+                ))
+            }
+        },
+        Ok(kind) => kind,
+        Err(_) => return Err(format!("no ledger question number {}", req.kind)),
+    };
+    Ok(match kind {
+        pb::LedgerQuestion::Drive => Question::Drive(req.id),
+        pb::LedgerQuestion::Qualification => Question::Qualification {
+            model: req.model,
+            firmware: req.firmware,
+        },
+        _ => Question::Drives(Filter {
+            model: Some(req.model).filter(|m| !m.is_empty()),
+            firmware: req.firmware,
+            host: Some(req.host).filter(|h| !h.is_empty()),
+            failed: req.failed,
+        }),
+    })
+}
+
+/// The ledger's answer on the wire: the message, and the JSON document older clients read.
+pub fn ledger_to_pb(a: &Answer) -> pb::LedgerResponse {
+    use pb::ledger_response::Answer as A;
+    let answer = match a {
+        Answer::Drives(drives) => A::Drives(pb::LedgerDrives {
+            drives: drives.iter().map(summary_to_pb).collect(),
+        }),
+        Answer::Drive(d) => A::Drive(detail_to_pb(d)),
+        Answer::Qualification(q) => A::Qualification(qualification_to_pb(q)),
+    };
+    pb::LedgerResponse {
+        json: a.to_json(),
+        answer: Some(answer),
+    }
+}
+
+/// The answer a coordinator gave to `q`: its message, or the JSON document of a
+/// coordinator older than the message (COMPATIBILITY.md).
+pub fn ledger_of(r: pb::LedgerResponse, q: &Question) -> Result<Answer, serde_json::Error> {
+    use pb::ledger_response::Answer as A;
+    Ok(match r.answer {
+        Some(A::Drives(d)) => Answer::Drives(d.drives.into_iter().map(summary_of).collect()),
+        Some(A::Drive(d)) => Answer::Drive(Box::new(detail_of(d))),
+        Some(A::Qualification(q)) => Answer::Qualification(qualification_of(q)),
+        None => match q {
+            Question::Drives(_) => Answer::Drives(serde_json::from_str(&r.json)?),
+            Question::Drive(_) => Answer::Drive(serde_json::from_str(&r.json)?),
+            Question::Qualification { .. } => Answer::Qualification(serde_json::from_str(&r.json)?),
+        },
+    })
+}
+
+fn identity_to_pb(identity: &str) -> pb::DriveIdentity {
+    match identity {
+        "wwn" => pb::DriveIdentity::Wwn,
+        "serial" => pb::DriveIdentity::Serial,
+        "host" => pb::DriveIdentity::Host,
+        _ => pb::DriveIdentity::Unspecified,
+    }
+}
+
+/// The ledger's word for an identity; one a later coordinator added reads as "unknown".
+fn identity_word(identity: i32) -> String {
+    match pb::DriveIdentity::try_from(identity) {
+        Ok(pb::DriveIdentity::Wwn) => "wwn",
+        Ok(pb::DriveIdentity::Serial) => "serial",
+        Ok(pb::DriveIdentity::Host) => "host",
+        _ => "unknown",
+    }
+    .into()
+}
+
+fn count(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+fn summary_to_pb(d: &DriveSummary) -> pb::DriveSummary {
+    pb::DriveSummary {
+        id: d.id.clone(),
+        identity: identity_to_pb(&d.identity) as i32,
+        model: d.model.clone(),
+        serial: d.serial.clone(),
+        wwn: d.wwn.clone(),
+        firmware: d.firmware.clone(),
+        hosts: d.hosts.clone(),
+        controllers: d.controllers.clone(),
+        first_seen: d.first_seen.clone(),
+        last_seen: d.last_seen.clone(),
+        note: d.note.clone(),
+        runs: d.runs as u64,
+        passed: d.passed as u64,
+        failed: d.failed as u64,
+        health: d.health.as_ref().map(|h| pb::LatestHealth {
+            campaign_id: h.campaign_id.clone(),
+            unreadable: h.unreadable.clone(),
+            reading: h.reading.as_ref().map(reading_to_wire),
+            flagged: h.flagged.clone(),
+        }),
+    }
+}
+
+fn summary_of(d: pb::DriveSummary) -> DriveSummary {
+    DriveSummary {
+        id: d.id,
+        identity: identity_word(d.identity),
+        model: d.model,
+        serial: d.serial,
+        wwn: d.wwn,
+        firmware: d.firmware,
+        hosts: d.hosts,
+        controllers: d.controllers,
+        first_seen: d.first_seen,
+        last_seen: d.last_seen,
+        note: d.note,
+        runs: count(d.runs),
+        passed: count(d.passed),
+        failed: count(d.failed),
+        health: d.health.map(|h| LatestHealth {
+            campaign_id: h.campaign_id,
+            unreadable: h.unreadable,
+            reading: h.reading.map(reading_from_wire),
+            flagged: h.flagged,
+        }),
+    }
+}
+
+fn detail_to_pb(d: &DriveDetail) -> pb::DriveDetail {
+    pb::DriveDetail {
+        drive: Some(summary_to_pb(&d.drive)),
+        sightings: d
+            .sightings
+            .iter()
+            .map(|s| pb::DriveSighting {
+                host: s.host.clone(),
+                path: s.path.clone(),
+                controller: s.controller.clone(),
+                pci_address: s.pci_address.clone(),
+                firmware: s.firmware.clone(),
+                size_bytes: s.size_bytes,
+                transport: s.transport.clone(),
+                write_cache: s.write_cache.clone(),
+                first_seen: s.first_seen.clone(),
+                last_seen: s.last_seen.clone(),
+            })
+            .collect(),
+        events: d.events.clone(),
+        runs: d.runs.iter().map(run_to_pb).collect(),
+    }
+}
+
+fn detail_of(d: pb::DriveDetail) -> DriveDetail {
+    DriveDetail {
+        drive: summary_of(d.drive.unwrap_or_default()),
+        sightings: d
+            .sightings
+            .into_iter()
+            .map(|s| SightingView {
+                host: s.host,
+                path: s.path,
+                controller: s.controller,
+                pci_address: s.pci_address,
+                firmware: s.firmware,
+                size_bytes: s.size_bytes,
+                transport: s.transport,
+                write_cache: s.write_cache,
+                first_seen: s.first_seen,
+                last_seen: s.last_seen,
+            })
+            .collect(),
+        events: d.events,
+        runs: d.runs.into_iter().map(run_of).collect(),
+    }
+}
+
+fn run_to_pb(r: &DriveRun) -> pb::DriveRun {
+    // The store's words, as `state_name` reads them back.
+    let state = match r.state.as_str() {
+        "running" => pb::CampaignState::Running,
+        "done" => pb::CampaignState::Done,
+        "cancelled" => pb::CampaignState::Cancelled,
+        _ => pb::CampaignState::Unspecified,
+    };
+    pb::DriveRun {
+        campaign_id: r.campaign_id.clone(),
+        campaign: r.campaign.clone(),
+        state: state as i32,
+        submitted: r.submitted.clone(),
+        host: r.host.clone(),
+        path: r.path.clone(),
+        results: r.results.clone(),
+        verdicts: r
+            .verdicts
+            .iter()
+            .map(|v| pb::DriveVerdict {
+                cell: v.cell.clone(),
+                threshold: v.threshold.clone(),
+                pass: v.pass,
+                measured: v.measured.clone(),
+            })
+            .collect(),
+        health: r.health.clone(),
+        health_flags: r.health_flags.clone(),
+        health_after: r.health_after.as_ref().map(reading_to_wire),
+        health_unreadable: r.health_unreadable.clone(),
+        model: r.model.clone(),
+        serial: r.serial.clone(),
+        firmware: r.firmware.clone(),
+    }
+}
+
+fn run_of(r: pb::DriveRun) -> DriveRun {
+    DriveRun {
+        campaign_id: r.campaign_id,
+        campaign: r.campaign,
+        // A state this CLI does not know reads as "?", as `platter status` shows it.
+        state: super::state_name(r.state).into(),
+        submitted: r.submitted,
+        host: r.host,
+        path: r.path,
+        results: r.results,
+        verdicts: r
+            .verdicts
+            .into_iter()
+            .map(|v| DriveVerdict {
+                cell: v.cell,
+                threshold: v.threshold,
+                pass: v.pass,
+                measured: v.measured,
+            })
+            .collect(),
+        health: r.health,
+        health_flags: r.health_flags,
+        health_after: r.health_after.map(reading_from_wire),
+        health_unreadable: r.health_unreadable,
+        model: r.model,
+        serial: r.serial,
+        firmware: r.firmware,
+    }
+}
+
+fn qualification_to_pb(q: &Qualification) -> pb::Qualification {
+    pb::Qualification {
+        model: q.model.clone(),
+        firmware: q.firmware.clone(),
+        drives: q.drives as u64,
+        judged: q.judged as u64,
+        passed: q.passed as u64,
+        hosts: q.hosts.clone(),
+        controllers: q.controllers.clone(),
+        failures: q
+            .failures
+            .iter()
+            .map(|f| pb::QualificationFailure {
+                drive: f.drive.clone(),
+                serial: f.serial.clone(),
+                host: f.host.clone(),
+                campaign_id: f.campaign_id.clone(),
+                campaign: f.campaign.clone(),
+                threshold: f.threshold.clone(),
+                measured: f.measured.clone(),
+            })
+            .collect(),
+        per_drive: q
+            .per_drive
+            .iter()
+            .map(|d| pb::QualifiedDrive {
+                drive: d.drive.clone(),
+                serial: d.serial.clone(),
+                firmware: d.firmware.clone(),
+                hosts: d.hosts.clone(),
+                runs: d.runs as u64,
+                passed: d.passed as u64,
+                failed: d.failed as u64,
+            })
+            .collect(),
+        not_judged: q.not_judged.clone(),
+    }
+}
+
+fn qualification_of(q: pb::Qualification) -> Qualification {
+    Qualification {
+        model: q.model,
+        firmware: q.firmware,
+        drives: count(q.drives),
+        judged: count(q.judged),
+        passed: count(q.passed),
+        hosts: q.hosts,
+        controllers: q.controllers,
+        failures: q
+            .failures
+            .into_iter()
+            .map(|f| QualificationFailure {
+                drive: f.drive,
+                serial: f.serial,
+                host: f.host,
+                campaign_id: f.campaign_id,
+                campaign: f.campaign,
+                threshold: f.threshold,
+                measured: f.measured,
+            })
+            .collect(),
+        per_drive: q
+            .per_drive
+            .into_iter()
+            .map(|d| QualifiedDrive {
+                drive: d.drive,
+                serial: d.serial,
+                firmware: d.firmware,
+                hosts: d.hosts,
+                runs: count(d.runs),
+                passed: count(d.passed),
+                failed: count(d.failed),
+            })
+            .collect(),
+        not_judged: q.not_judged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use platter_proto::provenance::HealthReading;
+
+    #[test]
+    fn a_question_is_its_enum_else_an_older_clients_words() {
+        let questions = [
+            Question::Drives(Filter {
+                model: Some("INTEL".into()),
+                firmware: Some("4PC10362".into()),
+                host: Some("rc66".into()),
+                failed: true,
+            }),
+            Question::Drives(Filter::default()),
+            Question::Drive("CVWL4211".into()),
+            Question::Qualification {
+                model: "INTEL SSDSC2BW120A4".into(),
+                firmware: None,
+            },
+        ];
+        for q in questions {
+            let req = ledger_request(&q);
+            let read = format!("{:?}", question_of(req.clone()).unwrap());
+            assert_eq!(read, format!("{q:?}"));
+            // An older client sends only the words.
+            let old = pb::LedgerRequest { kind: 0, ..req };
+            assert_eq!(format!("{:?}", question_of(old).unwrap()), read);
+        }
+        let unknown = pb::LedgerRequest {
+            question: "drivez".into(),
+            ..Default::default()
+        };
+        assert!(question_of(unknown).unwrap_err().contains("\"drivez\""));
+        let later = pb::LedgerRequest {
+            kind: 9,
+            ..Default::default()
+        };
+        assert!(question_of(later).is_err());
+    }
+
+    fn summary(serial: &str, health: bool) -> DriveSummary {
+        DriveSummary {
+            id: format!("INTEL/{serial}"),
+            identity: "serial".into(),
+            model: "INTEL".into(),
+            serial: serial.into(),
+            wwn: String::new(),
+            firmware: "4PC10362".into(),
+            hosts: vec!["rc66".into(), "flygecko".into()],
+            controllers: vec!["sd>ahci".into(), String::new()],
+            first_seen: "2026-12-03 06:12 UTC".into(),
+            last_seen: "2026-12-04 06:12 UTC".into(),
+            note: String::new(),
+            runs: 3,
+            passed: 2,
+            failed: 1,
+            health: health.then(|| LatestHealth {
+                campaign_id: "c-1".into(),
+                unreadable: String::new(),
+                reading: Some(HealthReading {
+                    tool: "smartctl 7.3".into(),
+                    protocol: "NVMe".into(),
+                    passed: Some(true),
+                    temperature_c: Some(-1),
+                    media_errors: Some(2),
+                    ..Default::default()
+                }),
+                flagged: vec!["media_errors 0 → 2 (+2) FLAGGED".into()],
+            }),
+        }
+    }
+
+    /// Each answer reads back from its message as it was, and from an older coordinator's
+    /// document.
+    fn round_trip(a: Answer, q: &Question) {
+        let wire = ledger_to_pb(&a);
+        assert!(wire.answer.is_some());
+        assert_eq!(ledger_of(wire.clone(), q).unwrap(), a);
+        let old = pb::LedgerResponse {
+            answer: None,
+            ..wire
+        };
+        assert_eq!(ledger_of(old, q).unwrap(), a);
+    }
+
+    #[test]
+    fn every_answer_reads_back_from_its_message_and_from_an_old_coordinators_json() {
+        let drives = Answer::Drives(vec![summary("S1", true), summary("S2", false)]);
+        round_trip(drives, &Question::Drives(Filter::default()));
+        let run = DriveRun {
+            campaign_id: "c-1".into(),
+            campaign: "fsync".into(),
+            state: "done".into(),
+            submitted: "2026-12-03 06:12 UTC".into(),
+            host: "rc66".into(),
+            path: "/dev/sdc".into(),
+            results: vec!["size=4096: wall 2.61 ms".into()],
+            verdicts: vec![DriveVerdict {
+                cell: "size=4096".into(),
+                threshold: "wall p50 ≤ 2 ms".into(),
+                pass: false,
+                measured: "measured 2.61 ms".into(),
+            }],
+            health: "44°C → 45°C".into(),
+            health_flags: vec!["media_errors 0 → 2 (+2)".into()],
+            health_after: Some(HealthReading::default()),
+            health_unreadable: String::new(),
+            model: "INTEL".into(),
+            serial: "S1".into(),
+            firmware: "4PC10362".into(),
+        };
+        let detail = Answer::Drive(Box::new(DriveDetail {
+            drive: summary("S1", true),
+            sightings: vec![SightingView {
+                host: "rc66".into(),
+                path: "/dev/sdc".into(),
+                controller: "sd>ahci".into(),
+                pci_address: "0000:00:1f.2".into(),
+                firmware: "4PC10362".into(),
+                size_bytes: 120_034_123_776,
+                transport: "sata".into(),
+                write_cache: "write back".into(),
+                first_seen: "2026-12-03 06:12 UTC".into(),
+                last_seen: "2026-12-04 06:12 UTC".into(),
+            }],
+            events: vec!["2026-12-04 06:12 UTC moved rc66 → flygecko".into()],
+            runs: vec![
+                run.clone(),
+                DriveRun {
+                    state: "cancelled".into(),
+                    health_after: None,
+                    health_unreadable: "a loop device has no drive health".into(),
+                    ..run
+                },
+            ],
+        }));
+        round_trip(detail, &Question::Drive("S1".into()));
+        let qualification = Answer::Qualification(Qualification {
+            model: "INTEL".into(),
+            firmware: String::new(),
+            drives: 3,
+            judged: 2,
+            passed: 1,
+            hosts: vec!["rc66".into()],
+            controllers: vec!["sd>ahci".into()],
+            failures: vec![QualificationFailure {
+                drive: "INTEL/S1".into(),
+                serial: "S1".into(),
+                host: "rc66".into(),
+                campaign_id: "c-1".into(),
+                campaign: "fsync".into(),
+                threshold: "wall p50 ≤ 2 ms".into(),
+                measured: "measured 2.61 ms".into(),
+            }],
+            per_drive: vec![QualifiedDrive {
+                drive: "INTEL/S1".into(),
+                serial: "S1".into(),
+                firmware: "4PC10362".into(),
+                hosts: vec!["rc66".into()],
+                runs: 2,
+                passed: 1,
+                failed: 1,
+            }],
+            not_judged: vec!["rc66/loop3".into()],
+        });
+        let q = Question::Qualification {
+            model: "INTEL".into(),
+            firmware: None,
+        };
+        round_trip(qualification, &q);
+    }
+
+    #[test]
+    fn words_a_later_coordinator_added_read_as_unknown() {
+        let mut wire = ledger_to_pb(&Answer::Drives(vec![summary("S1", false)]));
+        let Some(pb::ledger_response::Answer::Drives(d)) = wire.answer.as_mut() else {
+            panic!("drives");
+        };
+        d.drives[0].identity = 7;
+        let Answer::Drives(read) = ledger_of(wire, &Question::Drives(Filter::default())).unwrap()
+        else {
+            panic!("drives");
+        };
+        assert_eq!(read[0].identity, "unknown");
+    }
+}
