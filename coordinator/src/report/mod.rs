@@ -512,26 +512,7 @@ impl Report {
             let campaign_id = &crate::store::resolve_campaign(c, campaign)?;
             let row = reports::campaign(c, campaign_id)?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
-            let mut values: HashMap<i64, IndexMap<String, Gathered>> = HashMap::new();
-            let mut histograms: HashMap<i64, Vec<Vec<u8>>> = HashMap::new();
-            // The plans are read first and parsed on another thread while the samples are
-            // read and folded (each on a core of its own).
-            let plan_rows = reports::plan_rows(c, campaign_id)?;
-            let (plans, read) = std::thread::scope(|scope| {
-                let parsing = std::thread::Builder::new()
-                    .name("report-plans".into())
-                    .spawn_scoped(scope, move || plan_rows.parse());
-                let read = fold_samples(c, campaign_id, &mut values, &mut histograms);
-                let plans = match parsing {
-                    Ok(parsing) => parsing
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    Err(_) => reports::plans(c, campaign_id),
-                };
-                (plans, read)
-            });
-            read?;
-            let plans = plans?;
+            let (plans, mut values, histograms) = plans_and_samples(c, campaign_id)?;
             let failed: HashMap<i64, u32> = reports::failed_repetitions(c, campaign_id)?
                 .into_iter()
                 .map(|f| (f.cell, f.repetitions))
@@ -556,108 +537,15 @@ impl Report {
             let mut cells = Vec::new();
             for cell in reports::cells(c, campaign_id)? {
                 let n = cell.n;
-                let mut by_metric = values.remove(&n).unwrap_or_default();
-                by_metric.values_mut().for_each(Gathered::in_order);
-                // One order whatever order a step's samples came in (SQLite returns them by
-                // name, PostgreSQL as stored; sorting them in SQL cost 20–30% of the query):
-                // the command's own metrics first, then by name.
-                by_metric.sort_by(|a, _, b, _| metric_rank(a).cmp(&metric_rank(b)));
-                let advice = by_metric
-                    .get("wall")
-                    .map(|g| {
-                        advice::of_runs("wall", &g.values, stats::summarize(&g.values).as_ref())
-                    })
-                    .unwrap_or_default();
-                let mut warnings: Vec<CellWarning> = notes.remove(&n).unwrap_or_default();
-                let mut metrics = Vec::new();
-                let mut unmeasured = Vec::new();
-                for (metric, g) in by_metric {
-                    if g.missing > 0 && !g.values.is_empty() {
-                        warnings.push(CellWarning::PartlyUnmeasured {
-                            metric: metric.clone(),
-                            missing: g.missing,
-                            of: g.raw.len(),
-                            why: g.reason.clone(),
-                            rest: g.values.len(),
-                        });
-                    }
-                    let Some(stats) = stats::summarize(&g.values) else {
-                        if g.missing > 0 {
-                            unmeasured.push(Unmeasured {
-                                metric,
-                                unit: g.unit,
-                                count: g.missing,
-                                reason: g.reason,
-                                samples: g.raw,
-                            });
-                        }
-                        continue;
-                    };
-                    // Each run's own latency percentile is not the report's
-                    // `latency.p99` (every operation of every run): it is renamed.
-                    let metric = if MergedLatency::is_merged_name(&metric) {
-                        format!("{metric}{PER_RUN}")
-                    } else {
-                        metric
-                    };
-                    metrics.push(MetricStats {
-                        metric,
-                        unit: g.unit,
-                        stats,
-                        not_measured: g.missing,
-                        not_measured_reason: g.reason,
-                        values: g.values,
-                        samples: g.raw,
-                        same_as: None,
-                    });
-                }
-                for i in 1..metrics.len() {
-                    let (earlier, rest) = metrics.split_at_mut(i);
-                    let m = &mut rest[0];
-                    m.same_as = earlier
-                        .iter()
-                        .find(|e| {
-                            e.same_as.is_none()
-                                && e.unit == m.unit
-                                && e.values == m.values
-                                && e.not_measured == m.not_measured
-                        })
-                        .map(|e| e.metric.clone());
-                }
-                let failed = failed.get(&n).copied().unwrap_or(0);
-                let latency = histograms.get(&n).and_then(|h| merged_latency(h));
-                let mut warmup = warmups.remove(&n).unwrap_or_default();
-                // In the order of the counted metrics, so `wall` comes first as there.
-                warmup.sort_by_key(|w| {
-                    metrics
-                        .iter()
-                        .position(|m| m.metric == w.metric)
-                        .unwrap_or(usize::MAX)
-                });
-                for w in &mut warmup {
-                    let counted = metrics
-                        .iter()
-                        .find(|m| m.metric == w.metric)
-                        .map(|m| m.stats.median);
-                    let warm = stats::summarize(&w.values).map(|s| s.median);
-                    w.ratio_to_counted = match (warm, counted) {
-                        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
-                        _ => None,
-                    };
-                }
-                cells.push(CellReport {
-                    cell_id: cell.id.into_string(),
-                    host: cell.host.into_string(),
-                    params: cell.params,
-                    metrics,
-                    unmeasured,
-                    failed,
-                    latency,
-                    warnings,
-                    advice,
-                    warmup,
-                    stopped: stopped.remove(&n),
-                });
+                cells.push(cell_report(
+                    cell,
+                    values.remove(&n).unwrap_or_default(),
+                    notes.remove(&n).unwrap_or_default(),
+                    failed.get(&n).copied().unwrap_or(0),
+                    histograms.get(&n).map(Vec::as_slice),
+                    warmups.remove(&n).unwrap_or_default(),
+                    stopped.remove(&n),
+                ));
             }
             let steps_failed = reports::steps_failed(c, campaign_id)?;
             let failures = reports::failed_steps(c, campaign_id)?
@@ -672,18 +560,7 @@ impl Report {
                     stderr_tail: f.stderr_tail,
                 })
                 .collect();
-            let measurements_expected: u32 = plans
-                .iter()
-                .filter(|p| !p.refused)
-                .map(|p| {
-                    let measures = p
-                        .plan
-                        .steps
-                        .iter()
-                        .filter(|s| matches!(s.kind, StepKind::Measure(_)));
-                    measures.count() as u32
-                })
-                .sum();
+            let measurements_expected = measures_planned(&plans);
             let measurements_ended = reports::measurements_ended(c, campaign_id)?;
             let measurements_missing = measurements_expected.saturating_sub(measurements_ended);
             let refused = reports::refused_plans(c, campaign_id)?
@@ -754,6 +631,179 @@ impl Report {
             })
         })
     }
+}
+
+/// The campaign's plans and its samples folded by cell and metric, with their latency
+/// histograms. The plans are read first and parsed on another thread while the samples are
+/// read and folded (each on a core of its own).
+#[allow(clippy::type_complexity)]
+fn plans_and_samples(
+    c: &crate::store::db::Conn,
+    campaign_id: &platter_proto::model::CampaignId,
+) -> Result<(
+    Vec<reports::CampaignPlan>,
+    HashMap<i64, IndexMap<String, Gathered>>,
+    HashMap<i64, Vec<Vec<u8>>>,
+)> {
+    let mut values = HashMap::new();
+    let mut histograms = HashMap::new();
+    let plan_rows = reports::plan_rows(c, campaign_id)?;
+    let (plans, read) = std::thread::scope(|scope| {
+        let parsing = std::thread::Builder::new()
+            .name("report-plans".into())
+            .spawn_scoped(scope, move || plan_rows.parse());
+        let read = fold_samples(c, campaign_id, &mut values, &mut histograms);
+        let plans = match parsing {
+            Ok(parsing) => parsing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => reports::plans(c, campaign_id),
+        };
+        (plans, read)
+    });
+    read?;
+    Ok((plans?, values, histograms))
+}
+
+/// One cell's report from what was gathered for it: each metric summarized (or said
+/// unmeasured, and why), the repeated ones marked, its merged latency, its warm-up runs
+/// against the counted ones.
+fn cell_report(
+    cell: reports::CampaignCell,
+    mut by_metric: IndexMap<String, Gathered>,
+    mut warnings: Vec<CellWarning>,
+    failed: u32,
+    histograms: Option<&[Vec<u8>]>,
+    mut warmup: Vec<Warmup>,
+    stopped: Option<String>,
+) -> CellReport {
+    by_metric.values_mut().for_each(Gathered::in_order);
+    // One order whatever order a step's samples came in (SQLite returns them by name,
+    // PostgreSQL as stored; sorting them in SQL cost 20–30% of the query): the command's
+    // own metrics first, then by name.
+    by_metric.sort_by(|a, _, b, _| metric_rank(a).cmp(&metric_rank(b)));
+    let advice = by_metric
+        .get("wall")
+        .map(|g| advice::of_runs("wall", &g.values, stats::summarize(&g.values).as_ref()))
+        .unwrap_or_default();
+    let (mut metrics, unmeasured) = summarize_metrics(by_metric, &mut warnings);
+    mark_repeated(&mut metrics);
+    let latency = histograms.and_then(merged_latency);
+    against_counted(&mut warmup, &metrics);
+    CellReport {
+        cell_id: cell.id.into_string(),
+        host: cell.host.into_string(),
+        params: cell.params,
+        metrics,
+        unmeasured,
+        failed,
+        latency,
+        warnings,
+        advice,
+        warmup,
+        stopped,
+    }
+}
+
+/// Each metric's summary, or, for one with no value, what was not measured and why; a
+/// metric measured only in part is warned of.
+fn summarize_metrics(
+    by_metric: IndexMap<String, Gathered>,
+    warnings: &mut Vec<CellWarning>,
+) -> (Vec<MetricStats>, Vec<Unmeasured>) {
+    let mut metrics = Vec::new();
+    let mut unmeasured = Vec::new();
+    for (metric, g) in by_metric {
+        if g.missing > 0 && !g.values.is_empty() {
+            warnings.push(CellWarning::PartlyUnmeasured {
+                metric: metric.clone(),
+                missing: g.missing,
+                of: g.raw.len(),
+                why: g.reason.clone(),
+                rest: g.values.len(),
+            });
+        }
+        let Some(stats) = stats::summarize(&g.values) else {
+            if g.missing > 0 {
+                unmeasured.push(Unmeasured {
+                    metric,
+                    unit: g.unit,
+                    count: g.missing,
+                    reason: g.reason,
+                    samples: g.raw,
+                });
+            }
+            continue;
+        };
+        // Each run's own latency percentile is not the report's `latency.p99` (every
+        // operation of every run): it is renamed.
+        let metric = if MergedLatency::is_merged_name(&metric) {
+            format!("{metric}{PER_RUN}")
+        } else {
+            metric
+        };
+        metrics.push(MetricStats {
+            metric,
+            unit: g.unit,
+            stats,
+            not_measured: g.missing,
+            not_measured_reason: g.reason,
+            values: g.values,
+            samples: g.raw,
+            same_as: None,
+        });
+    }
+    (metrics, unmeasured)
+}
+
+/// A metric whose values are an earlier one's (same unit, values and gaps) says so.
+fn mark_repeated(metrics: &mut [MetricStats]) {
+    for i in 1..metrics.len() {
+        let (earlier, rest) = metrics.split_at_mut(i);
+        let m = &mut rest[0];
+        m.same_as = earlier
+            .iter()
+            .find(|e| {
+                e.same_as.is_none()
+                    && e.unit == m.unit
+                    && e.values == m.values
+                    && e.not_measured == m.not_measured
+            })
+            .map(|e| e.metric.clone());
+    }
+}
+
+/// The warm-up runs in the order of the counted metrics (so `wall` comes first as there),
+/// each with its median's ratio to the counted one.
+fn against_counted(warmup: &mut [Warmup], metrics: &[MetricStats]) {
+    warmup.sort_by_key(|w| {
+        metrics
+            .iter()
+            .position(|m| m.metric == w.metric)
+            .unwrap_or(usize::MAX)
+    });
+    for w in warmup {
+        let counted = metrics
+            .iter()
+            .find(|m| m.metric == w.metric)
+            .map(|m| m.stats.median);
+        let warm = stats::summarize(&w.values).map(|s| s.median);
+        w.ratio_to_counted = match (warm, counted) {
+            (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+            _ => None,
+        };
+    }
+}
+
+/// The measurements the campaign's accepted plans hold.
+fn measures_planned(plans: &[reports::CampaignPlan]) -> u32 {
+    let measures = plans.iter().filter(|p| !p.refused).flat_map(|p| {
+        p.plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::Measure(_)))
+    });
+    measures.count() as u32
 }
 
 /// Where `metric` goes in a cell's list: the command's own metrics (`COMMAND_METRICS`)
