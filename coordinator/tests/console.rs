@@ -84,6 +84,23 @@ fn roles_sessions_and_tokens_guard_the_console() {
         hosts.body
     );
     assert!(!hosts.body.contains(XSS_HOST), "{}", hosts.body);
+    // A malformed query string is refused on a console page, saying what was wrong, as
+    // the API refuses it in its JSON; a signed-out browser is still sent to sign in.
+    for path in ["/hosts?page=x", "/campaigns?page=-1"] {
+        let bad = call(&http, "GET", path, &[("Cookie", &bob.cookie)], "");
+        assert_eq!(bad.status, 400, "{path}: {bad:?}");
+        assert!(
+            bad.body.contains("Bad request: ") && bad.body.contains("page: invalid digit"),
+            "{path}: {}",
+            bad.body
+        );
+        assert!(
+            bad.body.contains("<nav"),
+            "in the console's layout: {}",
+            bad.body
+        );
+        assert_eq!(call(&http, "GET", path, &[], "").status, 303, "{path}");
+    }
 
     // A viewer sees no cancel button, and a cancel forged with the viewer's own valid
     // session and CSRF token is refused: the role decides.

@@ -29,6 +29,27 @@ pub(super) fn failed(access: &Access, what: &str, s: &Status) -> Response {
     (code, access.page(what, &failure(what, s))).into_response()
 }
 
+/// A page's query string read as `T`. A malformed one ("?page=x") is refused on a page of
+/// the console (400, saying what was wrong), as `api::ApiQuery` refuses it in the API's
+/// JSON, not in axum's plain text.
+pub(super) struct PageQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<Ctx> for PageQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        ctx: &Ctx,
+    ) -> Result<Self, Self::Rejection> {
+        let why = match Query::<T>::from_request_parts(parts, ctx).await {
+            Ok(Query(v)) => return Ok(PageQuery(v)),
+            Err(r) => Status::invalid_argument(r.body_text()),
+        };
+        let access = Access::from_request_parts(parts, ctx).await?;
+        Err(failed(&access, "Bad request", &why))
+    }
+}
+
 /// Why a page could not be shown, as its body: what failed, in the service's own words.
 fn failure(what: &str, s: &Status) -> String {
     #[derive(askama::Template)]
@@ -393,7 +414,7 @@ async fn campaign_names(ctx: &Ctx) -> std::collections::HashMap<String, String> 
 pub(super) async fn hosts(
     State(ctx): State<Ctx>,
     access: Access,
-    Query(filter): Query<HostFilter>,
+    PageQuery(filter): PageQuery<HostFilter>,
 ) -> Response {
     Live::Hosts(filter).main(&ctx, &access).await.page(&access)
 }
@@ -541,7 +562,7 @@ impl CampaignFilter {
 pub(super) async fn campaigns(
     State(ctx): State<Ctx>,
     access: Access,
-    Query(filter): Query<CampaignFilter>,
+    PageQuery(filter): PageQuery<CampaignFilter>,
 ) -> Response {
     Live::Campaigns(filter)
         .main(&ctx, &access)
@@ -819,7 +840,7 @@ pub(super) struct CompareQuery {
 pub(super) async fn compare(
     State(ctx): State<Ctx>,
     access: Access,
-    Query(q): Query<CompareQuery>,
+    PageQuery(q): PageQuery<CompareQuery>,
 ) -> Response {
     let outcome = if q.a.is_empty() || q.b.is_empty() {
         None
@@ -891,7 +912,7 @@ impl DrivesQuery {
 pub(super) async fn drives(
     State(ctx): State<Ctx>,
     access: Access,
-    Query(query): Query<DrivesQuery>,
+    PageQuery(query): PageQuery<DrivesQuery>,
 ) -> Response {
     let title = "Drives";
     let drives = match ctx.ledger(query.question()).await {
@@ -963,7 +984,7 @@ pub(super) async fn series(
     State(ctx): State<Ctx>,
     access: Access,
     Path(name): Path<String>,
-    Query(q): Query<SeriesQuery>,
+    PageQuery(q): PageQuery<SeriesQuery>,
 ) -> Response {
     let metric = if q.metric.is_empty() {
         "wall"
