@@ -1261,6 +1261,14 @@ fn read_tool(kind: &Entry, path: &str, errs: &mut Errors) -> Option<ToolSpec> {
                 continue;
             };
             for o in options {
+                if let Some(why) = fio_owned(&o.name) {
+                    let at = join(&field_path, &o.name);
+                    errs.push(
+                        error(o.key.pos, &at, format!("platter sets `{}` itself", o.name))
+                            .hint(why),
+                    );
+                    continue;
+                }
                 let t = template(&o.value, &join(&field_path, &o.name), "an option value");
                 if let Some(t) = errs.ok(t) {
                     spec.options.push((o.name.clone(), t));
@@ -1278,6 +1286,35 @@ fn read_tool(kind: &Entry, path: &str, errs: &mut Errors) -> Option<ToolSpec> {
         }
     }
     errs.clean_since(start, spec)
+}
+
+/// Why a fio option is platter's, not the campaign's: fio runs as `fio
+/// --output-format=json+ [--directory=…] --name=platter --OPTION=VALUE…`, and platter reads
+/// the one JSON report fio prints. A second `name` opens a second job that takes the
+/// options after it (the first is left with none: "you need to specify size="); the output
+/// options take that report away; the others run nothing, or run elsewhere.
+fn fio_owned(option: &str) -> Option<&'static str> {
+    // fio reads `-` and `_` alike in option names.
+    Some(match option.replace('_', "-").as_str() {
+        "name" => {
+            "the job is `platter`, and a second `name` starts a second job; for several jobs, \
+             give a fio job file (`job_file:`)"
+        }
+        "output-format" | "output" | "minimal" | "terse-version" | "append-terse" => {
+            "platter reads the JSON report fio prints on its standard output"
+        }
+        "status-interval" | "eta" | "eta-newline" | "eta-interval" => {
+            "fio would print more than the one report platter reads"
+        }
+        "directory" => "give `directory:` beside `options:` (fio: { directory: …, options: … })",
+        "client" | "server" | "daemonize" | "remote-config" => {
+            "fio runs on each host the campaign selects (`hosts:`), never on another"
+        }
+        "parse-only" | "showcmd" | "version" | "help" | "cmdhelp" | "enghelp" | "crctest" => {
+            "fio would run no job"
+        }
+        _ => return None,
+    })
 }
 
 pub(crate) fn command_template(node: &Node, path: &str) -> Result<Template> {
