@@ -9,4 +9,5 @@
 
 pub mod planner;
 pub mod rounds;
+pub mod steady;
 pub mod text;
