@@ -275,7 +275,7 @@ fn main() {
         (first, second, fleet)
     });
     let samples: i64 = store
-        .read(|c| c.query_row("SELECT COUNT(*) FROM sample_rows", (), |r| r.get(0)))
+        .read(|c| c.query_row("SELECT COUNT(*) FROM sample_rows", (), |r| r.only()))
         .unwrap();
     if location.is_postgres() && a.analyze {
         store.read(|c| c.execute("ANALYZE", ())).unwrap();

@@ -171,7 +171,7 @@ fn main() {
     let records = AGENTS * BATCHES_PER_AGENT * RECORDS_PER_BATCH;
     let samples = records * SAMPLES_PER_RECORD;
     let stored: i64 = store
-        .read(|c| c.query_row("SELECT COUNT(*) FROM samples", (), |r| r.get(0)))
+        .read(|c| c.query_row("SELECT COUNT(*) FROM samples", (), |r| r.only()))
         .unwrap();
     assert_eq!(stored as usize, samples, "every sample stored once");
     println!(
@@ -233,7 +233,7 @@ fn reference(url: &str, connections: usize, layout: Layout) -> f64 {
     let cells: std::collections::HashMap<String, i64> = store
         .read(|c| {
             c.query_map("SELECT id, n FROM cells", (), |r| {
-                Ok((r.get(0)?, r.get(1)?))
+                Ok((r.get("id")?, r.get("n")?))
             })
         })
         .unwrap()

@@ -767,7 +767,7 @@ mod tests {
             hub.store
                 .read(
                     |c| c.query_row("SELECT COUNT(*) FROM plans WHERE state = 'sent'", (), |r| r
-                        .get::<i64>(0))
+                        .only::<i64>())
                 )
                 .unwrap(),
             200

@@ -315,13 +315,7 @@ impl Store {
             c.query_map(
                 "SELECT name, role, created_unix_ms FROM accounts ORDER BY name",
                 (),
-                |r| {
-                    Ok(Account {
-                        name: r.get(0)?,
-                        role: AccountRole::stored(r.get(1)?)?,
-                        created_unix_ms: r.get(2)?,
-                    })
-                },
+                Account::from_row,
             )
         })
     }
@@ -332,13 +326,7 @@ impl Store {
             c.query_opt(
                 "SELECT name, role, created_unix_ms FROM accounts WHERE name = ?1",
                 [name],
-                |r| {
-                    Ok(Account {
-                        name: r.get(0)?,
-                        role: AccountRole::stored(r.get(1)?)?,
-                        created_unix_ms: r.get(2)?,
-                    })
-                },
+                Account::from_row,
             )
         })
     }
@@ -350,14 +338,7 @@ impl Store {
             c.query_opt(
                 "SELECT name, role, created_unix_ms, password_hash FROM accounts WHERE name = ?1",
                 [name],
-                |r| {
-                    let account = Account {
-                        name: r.get(0)?,
-                        role: AccountRole::stored(r.get(1)?)?,
-                        created_unix_ms: r.get(2)?,
-                    };
-                    Ok((account, r.get::<String>(3)?))
-                },
+                |r| Ok((Account::from_row(r)?, r.get::<String>("password_hash")?)),
             )
         })?;
         Ok(match found {
@@ -382,7 +363,7 @@ impl Store {
                 .query_opt(
                     "SELECT role FROM accounts WHERE name = ?1",
                     [account],
-                    |r| AccountRole::stored(r.get(0)?),
+                    |r| AccountRole::stored(r.get("role")?),
                 )?
                 .ok_or_else(|| no_account(account))?;
             tx.execute("DELETE FROM sessions WHERE expires_unix_ms <= ?1", [now])?;
@@ -416,10 +397,10 @@ impl Store {
                 [&hash],
                 |r| {
                     Ok(Session {
-                        account: r.get(0)?,
-                        role: AccountRole::stored(r.get(1)?)?,
-                        csrf: r.get(2)?,
-                        expires_unix_ms: r.get(3)?,
+                        account: r.get("account")?,
+                        role: AccountRole::stored(r.get("role")?)?,
+                        csrf: r.get("csrf")?,
+                        expires_unix_ms: r.get("expires_unix_ms")?,
                     })
                 },
             )
@@ -466,7 +447,7 @@ impl Store {
                 .query_opt(
                     "SELECT role FROM accounts WHERE name = ?1",
                     [account],
-                    |r| AccountRole::stored(r.get(0)?),
+                    |r| AccountRole::stored(r.get("role")?),
                 )?
                 .ok_or_else(|| no_account(account))?;
             if !has.allows(role) {
@@ -546,6 +527,17 @@ impl Store {
     }
 }
 
+impl Account {
+    /// An account of a row that has its `name`, `role` and `created_unix_ms`.
+    fn from_row(r: &super::db::Row<'_>) -> Result<Account> {
+        Ok(Account {
+            name: r.get("name")?,
+            role: AccountRole::stored(r.get("role")?)?,
+            created_unix_ms: r.get("created_unix_ms")?,
+        })
+    }
+}
+
 /// Refuses, inside a write transaction `tx`, a change (`doing`, "removing it") that takes
 /// the admin role from `name` when it is the last admin: nobody could then manage
 /// accounts from the console, and getting one back would need the store's host.
@@ -559,7 +551,7 @@ fn keep_an_admin(tx: &super::db::Conn, name: &str, doing: &str) -> Result<()> {
     } else {
         "SELECT name FROM accounts WHERE role = 'admin' ORDER BY name"
     };
-    let admins: Vec<String> = tx.query_map(sql, (), |r| r.get(0))?;
+    let admins: Vec<String> = tx.query_map(sql, (), |r| r.get("name"))?;
     if admins == [name] {
         return Err(StoreError::Account(format!(
             "{name} is the last admin: {doing} would leave nobody to manage accounts; \
@@ -571,19 +563,20 @@ fn keep_an_admin(tx: &super::db::Conn, name: &str, doing: &str) -> Result<()> {
 
 /// Tokens with their account's role, read by `token_row`.
 const TOKEN_ROWS: &str =
-    "SELECT t.id, t.account, t.role, a.role, t.label, t.created_unix_ms, t.last_used_unix_ms
+    "SELECT t.id, t.account, t.role AS made_as, a.role AS account_role, t.label, t.created_unix_ms,
+           t.last_used_unix_ms
    FROM api_tokens t JOIN accounts a ON a.name = t.account";
 
 fn token_row(r: &super::db::Row<'_>) -> Result<ApiToken> {
-    let made_as = AccountRole::stored(r.get(2)?)?;
-    let account_role = AccountRole::stored(r.get(3)?)?;
+    let made_as = AccountRole::stored(r.get("made_as")?)?;
+    let account_role = AccountRole::stored(r.get("account_role")?)?;
     Ok(ApiToken {
-        id: r.get(0)?,
-        account: r.get(1)?,
+        id: r.get("id")?,
+        account: r.get("account")?,
         role: made_as.min(account_role),
-        label: r.get(4)?,
-        created_unix_ms: r.get(5)?,
-        last_used_unix_ms: r.get(6)?,
+        label: r.get("label")?,
+        created_unix_ms: r.get("created_unix_ms")?,
+        last_used_unix_ms: r.get("last_used_unix_ms")?,
     })
 }
 
@@ -600,7 +593,7 @@ mod tests {
                 c.query_row(
                     "SELECT COUNT(*) FROM sessions WHERE account = ?1",
                     [account],
-                    |r| r.get(0),
+                    |r| r.only(),
                 )
             })
             .unwrap()
@@ -680,7 +673,7 @@ mod tests {
                     c.query_row(
                         "SELECT password_hash FROM accounts WHERE name = 'alice'",
                         (),
-                        |r| r.get(0),
+                        |r| r.only(),
                     )
                 })
                 .unwrap();
@@ -801,7 +794,7 @@ mod tests {
             assert_eq!(open.token.len(), 43);
             // The cookie's token is not what is stored.
             let stored: Vec<String> = store
-                .read(|c| c.query_map("SELECT token_hash FROM sessions", (), |r| r.get(0)))
+                .read(|c| c.query_map("SELECT token_hash FROM sessions", (), |r| r.only()))
                 .unwrap();
             assert!(stored.iter().all(|h| h.len() == 64 && *h != open.token));
             assert!(stored.contains(&secret_hash(&open.token)));

@@ -150,11 +150,12 @@ impl Store {
     pub fn labels(&self) -> Result<crate::spec::AgentLabels> {
         self.read(|c| {
             let rows = c.query_map("SELECT host, labels FROM agents ORDER BY host", (), |r| {
-                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+                Ok((
+                    r.get::<String>("host")?,
+                    r.text("labels", |t| serde_json::from_str(t))??,
+                ))
             })?;
-            rows.into_iter()
-                .map(|(h, l)| Ok((h, serde_json::from_str(&l)?)))
-                .collect()
+            Ok(rows.into_iter().collect())
         })
     }
 
@@ -162,11 +163,12 @@ impl Store {
     pub fn inventories(&self) -> Result<crate::planning::planner::Inventories> {
         self.read(|c| {
             let rows = c.query_map("SELECT host, devices FROM agents", (), |r| {
-                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+                Ok((
+                    r.get::<String>("host")?,
+                    r.text("devices", |t| serde_json::from_str(t))??,
+                ))
             })?;
-            rows.into_iter()
-                .map(|(h, d)| Ok((h, serde_json::from_str(&d)?)))
-                .collect()
+            Ok(rows.into_iter().collect())
         })
     }
 
@@ -179,7 +181,12 @@ impl Store {
                 "SELECT host, campaign_id FROM plans WHERE state IN ('sent', 'accepted')
                   ORDER BY host, queued_seq DESC",
                 (),
-                |r| Ok((r.get::<HostName>(0)?, r.get::<CampaignId>(1)?)),
+                |r| {
+                    Ok((
+                        r.get::<HostName>("host")?,
+                        r.get::<CampaignId>("campaign_id")?,
+                    ))
+                },
             )?;
             // Later rows of a host are earlier in the queue: the last one written stays.
             let mut holding: HashMap<HostName, CampaignId> = held.into_iter().collect();
@@ -188,14 +195,14 @@ impl Store {
                    FROM agents ORDER BY host",
                 (),
                 |r| {
-                    let host = r.get::<HostName>(0)?;
+                    let host = r.get::<HostName>("host")?;
                     let current_campaign = holding.remove(&host);
                     Ok(StoredAgent {
                         host,
-                        boot_id: r.get(1)?,
-                        version: r.get(2)?,
-                        last_seen_unix_ms: r.get(3)?,
-                        labels: r.text(4, |t| serde_json::from_str(t))??,
+                        boot_id: r.get("boot_id")?,
+                        version: r.get("agent_version")?,
+                        last_seen_unix_ms: r.get("last_seen_unix_ms")?,
+                        labels: r.text("labels", |t| serde_json::from_str(t))??,
                         current_campaign,
                     })
                 },
@@ -209,7 +216,10 @@ impl Store {
         self.read(|c| {
             let mut out = DevicesByHost::default();
             let mut each = |r: &super::db::Row<'_>| {
-                out.insert(r.get::<HostName>(0)?, DevicesJson(r.get::<String>(1)?.into()));
+                out.insert(
+                    r.get::<HostName>("host")?,
+                    DevicesJson(r.get::<String>("devices")?.into()),
+                );
                 Ok(())
             };
             let pg = c.is_postgres();

@@ -17,7 +17,7 @@ impl Store {
             c.query_opt(
                 "SELECT id FROM campaigns WHERE content_hash = ?1 AND state = 'running' ORDER BY generation DESC LIMIT 1",
                 [content_hash],
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
     }
@@ -28,7 +28,7 @@ impl Store {
             let g: Option<u32> = c.query_row(
                 "SELECT MAX(generation) FROM campaigns WHERE content_hash = ?1",
                 [content_hash],
-                |r| r.get(0),
+                |r| r.only(),
             )?;
             Ok(g.unwrap_or(0) + 1)
         })
@@ -93,7 +93,7 @@ impl Store {
             c.query_opt(
                 "SELECT state FROM campaigns WHERE id = ?1",
                 [campaign_id],
-                |r| r.get::<String>(0),
+                |r| r.only::<String>(),
             )?
             .map(CampaignState::from)
             .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))
@@ -183,7 +183,7 @@ impl Store {
             c.query_opt(
                 "SELECT series FROM campaigns WHERE id = ?1",
                 [campaign_id],
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
     }
@@ -198,11 +198,11 @@ impl Store {
                 [name],
                 |r| {
                     Ok(SeriesRun {
-                        campaign_id: r.get(0)?,
-                        state: CampaignState::from(r.get::<String>(1)?),
-                        submitted_unix_ms: r.get(2)?,
-                        yaml: r.get(3)?,
-                        content_hash: r.get(4)?,
+                        campaign_id: r.get("id")?,
+                        state: CampaignState::from(r.get::<String>("state")?),
+                        submitted_unix_ms: r.get("submitted_unix_ms")?,
+                        yaml: r.get("yaml")?,
+                        content_hash: r.get("content_hash")?,
                     })
                 },
             )

@@ -38,7 +38,7 @@ impl Store {
             let hosts = c.query_map(
                 "SELECT DISTINCT host FROM plans WHERE state IN ('queued', 'sent')",
                 (),
-                |r| r.get(0),
+                |r| r.only(),
             )?;
             Ok(hosts.into_iter().collect())
         })
@@ -148,7 +148,7 @@ impl Store {
         // fan-out to 100,000 hosts would carry it 100,000 times). Each template parsed
         // once, however many hosts share it.
         let rows = pg.query_typed(
-            "SELECT DISTINCT ON (p.host) p.state = 'queued', p.id, p.host, p.body, p.template, p.cells
+            "SELECT DISTINCT ON (p.host) p.state = 'queued' AS queued, p.id, p.host, p.body, p.template, p.cells
                FROM plans p
               WHERE p.host = ANY($1::text[]) AND p.state IN ('sent', 'accepted', 'queued')
               ORDER BY p.host, p.state = 'queued', p.queued_seq",
@@ -157,11 +157,11 @@ impl Store {
         let mut found = Vec::with_capacity(rows.len());
         for row in &rows {
             let r = db::Row::pg(row);
-            let queued: bool = r.get(0)?;
+            let queued: bool = r.get("queued")?;
             if queued && !mark {
                 return Ok(None);
             }
-            found.push((PlanParts::read(&r, 1)?, queued));
+            found.push((PlanParts::read(&r)?, queued));
         }
         let hashes: Vec<&str> = found
             .iter()
@@ -177,7 +177,7 @@ impl Store {
                 &[&hashes],
             )?
             .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .map(|r| Ok((r.try_get("hash")?, r.try_get("body")?)))
             .collect::<Result<_>>()?
         };
         let mut plans = Plans::default();
@@ -208,7 +208,7 @@ impl Store {
                     &[&sent],
                 )?
                 .iter()
-                .map(|r| r.try_get(0))
+                .map(|r| r.try_get("id"))
                 .collect::<std::result::Result<_, _>>()?;
             out.retain(|(_, plan, new): &(HostName, Plan, bool)| {
                 !*new || marked.contains(plan.id.as_str())
@@ -227,7 +227,7 @@ impl Store {
                   WHERE p.host = ?1 AND p.state IN ('sent', 'accepted') ORDER BY p.queued_seq LIMIT 1"
             ),
             [host],
-            |r| plans.read(r, 0),
+            |r| plans.read(r),
         )?;
         if let Some(plan) = active {
             return Ok(Some(Next::Active(plan)));
@@ -238,7 +238,7 @@ impl Store {
                   WHERE p.host = ?1 AND p.state = 'queued' ORDER BY p.queued_seq LIMIT 1"
             ),
             [host],
-            |r| plans.read(r, 0),
+            |r| plans.read(r),
         )?;
         Ok(next.map(|plan| Next::Queued(plan.id.clone(), plan)))
     }
@@ -274,7 +274,7 @@ impl Store {
             let exists: bool = tx.query_row(
                 "SELECT COUNT(*) > 0 FROM campaigns WHERE id = ?1",
                 [campaign_id],
-                |r| r.get(0),
+                |r| r.only(),
             )?;
             if !exists {
                 return Err(StoreError::NoCampaign(campaign_id.to_string()));
@@ -283,7 +283,7 @@ impl Store {
         let held = tx.query_map(
             "SELECT id, host FROM plans WHERE campaign_id = ?1 AND state IN ('sent', 'accepted')",
             [campaign_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("id")?, r.get("host")?)),
         )?;
         // A plan sent but never accepted (it may never have arrived) no longer holds
         // its host: the agent is still told to cancel it, in case it holds it.

@@ -15,6 +15,10 @@ pub enum StoreError {
     Pg(tokio_postgres::Error),
     #[error("stored data cannot be read: {0}")]
     Decode(String),
+    /// A row was read by a name its statement does not give a column (a mistake in the
+    /// store's own SQL, never in the stored data).
+    #[error("the statement has no column named {name:?} (it has {has})")]
+    NoColumn { name: String, has: String },
     #[error("the query returned no row")]
     NoRows,
     #[error("database migration: {0}")]

@@ -192,7 +192,7 @@ pub(super) fn ping(opener: &Opener, conn: &mut Option<Conn>) -> Result<()> {
     let c = conn.as_ref().expect("just opened");
     if c.is_postgres() {
         let tx = c.write_transaction()?;
-        c.query_row("SELECT txid_current()", (), |r| r.get::<i64>(0))?;
+        c.query_row("SELECT txid_current()", (), |r| r.only::<i64>())?;
         tx.commit()
     } else {
         c.batch("BEGIN IMMEDIATE; ROLLBACK")

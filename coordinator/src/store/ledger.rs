@@ -111,7 +111,7 @@ pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Resul
                 "SELECT drive_id, identity FROM drives WHERE model = ?1 AND serial = ?2 AND drive_id <> ?3
                   ORDER BY first_seen_unix_ms LIMIT 1",
                 params![d.model, d.serial, id],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+                |r| Ok((r.get::<String>("drive_id")?, r.get::<String>("identity")?)),
             )?;
             if let Some((known, how)) = known {
                 id = known;
@@ -166,13 +166,13 @@ impl Store {
                 (),
                 |r| {
                     Ok(LedgerDrive {
-                        id: r.get(0)?,
-                        identity: Identity::from_str(&r.get::<String>(1)?),
-                        model: r.get(2)?,
-                        serial: r.get(3)?,
-                        wwn: r.get(4)?,
-                        first_seen_unix_ms: r.get(5)?,
-                        last_seen_unix_ms: r.get(6)?,
+                        id: r.get("drive_id")?,
+                        identity: r.text("identity", Identity::from_str)?,
+                        model: r.get("model")?,
+                        serial: r.get("serial")?,
+                        wwn: r.get("wwn")?,
+                        first_seen_unix_ms: r.get("first_seen_unix_ms")?,
+                        last_seen_unix_ms: r.get("last_seen_unix_ms")?,
                         sightings: Vec::new(),
                     })
                 },
@@ -184,18 +184,18 @@ impl Store {
                 (),
                 |r| {
                     Ok((
-                        r.get::<String>(0)?,
+                        r.get::<String>("drive_id")?,
                         Sighting {
-                            host: r.get(1)?,
-                            path: r.get(2)?,
-                            controller: r.get(3)?,
-                            pci_address: r.get(4)?,
-                            firmware: r.get(5)?,
-                            size_bytes: r.get::<i64>(6)? as u64,
-                            transport: r.get(7)?,
-                            write_cache: r.get(8)?,
-                            first_seen_unix_ms: r.get(9)?,
-                            last_seen_unix_ms: r.get(10)?,
+                            host: r.get("host")?,
+                            path: r.get("path")?,
+                            controller: r.get("controller")?,
+                            pci_address: r.get("pci_address")?,
+                            firmware: r.get("firmware")?,
+                            size_bytes: r.get::<i64>("size_bytes")? as u64,
+                            transport: r.get("transport")?,
+                            write_cache: r.get("write_cache")?,
+                            first_seen_unix_ms: r.get("first_seen_unix_ms")?,
+                            last_seen_unix_ms: r.get("last_seen_unix_ms")?,
                         },
                     ))
                 },
@@ -232,7 +232,7 @@ impl Store {
                 Some((host, path)) => (like("path", path)?, host.to_string()),
                 None => return Ok(Vec::new()),
             };
-            let rows = c.query_map(
+            c.query_map(
                 "SELECT p.campaign_id, ca.name, ca.state, ca.submitted_unix_ms, pr.host, pr.plan_id, pr.facts
                    FROM provenance pr JOIN plans p ON p.id = pr.plan_id
                    JOIN campaigns ca ON ca.id = p.campaign_id
@@ -240,30 +240,17 @@ impl Store {
                   ORDER BY ca.submitted_unix_ms, p.campaign_id, pr.host, pr.plan_id, pr.seq",
                 params![pattern, host],
                 |r| {
-                    Ok((
-                        r.get::<CampaignId>(0)?,
-                        r.get::<String>(1)?,
-                        r.get::<String>(2)?,
-                        r.get::<i64>(3)?,
-                        r.get::<HostName>(4)?,
-                        r.get::<PlanId>(5)?,
-                        r.get::<String>(6)?,
-                    ))
-                },
-            )?;
-            rows.into_iter()
-                .map(|(campaign_id, campaign, state, created, host, plan_id, facts)| {
                     Ok(DriveSnapshot {
-                        campaign_id,
-                        campaign,
-                        state,
-                        created_unix_ms: created,
-                        host,
-                        plan_id,
-                        facts: serde_json::from_str(&facts)?,
+                        campaign_id: r.get("campaign_id")?,
+                        campaign: r.get("name")?,
+                        state: r.get("state")?,
+                        created_unix_ms: r.get("submitted_unix_ms")?,
+                        host: r.get("host")?,
+                        plan_id: r.get("plan_id")?,
+                        facts: r.text("facts", |t| serde_json::from_str(t))??,
                     })
-                })
-                .collect()
+                },
+            )
         })
     }
 }

@@ -90,7 +90,7 @@ pub fn migrate(location: &Location) -> Result<String> {
     match location {
         Location::Sqlite(path) => {
             let c = open_conn(path, BUSY_TIMEOUT)?;
-            let version: i64 = c.query_row("PRAGMA user_version", (), |r| r.get(0))?;
+            let version: i64 = c.query_row("PRAGMA user_version", (), |r| r.only())?;
             Ok(format!("{location}: SQLite schema at version {version}"))
         }
         Location::Postgres(url) => {
@@ -115,7 +115,7 @@ pub fn resolve_campaign(c: &Conn, reference: &str) -> Result<CampaignId> {
                         ORDER BY submitted_unix_ms DESC, generation DESC LIMIT 1) AS latest
          LIMIT 1",
         [reference],
-        |r| r.get(0),
+        |r| r.only(),
     )?
     .ok_or_else(|| StoreError::NoCampaign(reference.to_string()))
 }
@@ -240,7 +240,7 @@ impl Store {
                 tracing::info!(migrations = applied, store = %opener.location, "migrated the PostgreSQL store");
             }
         }
-        let id: String = conn.query_row("SELECT id FROM store_identity", (), |r| r.get(0))?;
+        let id: String = conn.query_row("SELECT id FROM store_identity", (), |r| r.only())?;
         let (changed, _) = watch::channel(0u64);
         let (remote_plans, _) = watch::channel(0u64);
         let health = Arc::new(Health::default());

@@ -112,7 +112,8 @@ fn join(template: &Plan, id: &str, host: &str, cells: &[CellId]) -> Result<Plan>
 }
 
 /// The columns `Plans::read` reads, from `PLAN_FROM`.
-pub(super) const PLAN_COLUMNS: &str = "p.id, p.host, p.body, p.template, p.cells, t.body";
+pub(super) const PLAN_COLUMNS: &str =
+    "p.id, p.host, p.body, p.template, p.cells, t.body AS template_body";
 /// Plans with their templates: `FROM {PLAN_FROM} WHERE …` (plans are `p`).
 pub(super) const PLAN_FROM: &str = "plans p LEFT JOIN plan_templates t ON t.hash = p.template";
 
@@ -136,13 +137,13 @@ pub(super) struct PlanParts {
 }
 
 impl Plans {
-    /// The plan in `r`'s columns `at..at + 6` (`PLAN_COLUMNS`).
-    pub fn read(&mut self, r: &Row<'_>, at: usize) -> Result<Plan> {
-        let mut parts = PlanParts::read(r, at)?;
+    /// The plan in `r`'s columns `PLAN_COLUMNS`.
+    pub fn read(&mut self, r: &Row<'_>) -> Result<Plan> {
+        let mut parts = PlanParts::read(r)?;
         // The template's text is read off the row only while it is not parsed yet.
         let parsed = |hash: &str| self.templates.contains_key(hash);
         if parts.template().is_some_and(|hash| !parsed(hash)) {
-            parts.template_body = r.get(at + 5)?;
+            parts.template_body = r.get("template_body")?;
         }
         self.assemble(parts)
     }
@@ -183,16 +184,17 @@ impl Plans {
 }
 
 impl PlanParts {
-    /// The columns `at..at + 5` of `r`: `PLAN_COLUMNS` but the template's text, which is
-    /// read once per template (`Plans::read`, `CampaignPlans`).
-    pub fn read(r: &Row<'_>, at: usize) -> Result<PlanParts> {
-        let id: String = r.get(at)?;
-        let host: String = r.get(at + 1)?;
-        let Some(hash) = r.get::<Option<String>>(at + 3)? else {
+    /// The columns of `r` that `PLAN_COLUMNS` names but the template's text, which is
+    /// read once per template (`Plans::read`, `CampaignPlans`): `id`, `host`, `body`,
+    /// `template`, `cells`.
+    pub fn read(r: &Row<'_>) -> Result<PlanParts> {
+        let id: String = r.get("id")?;
+        let host: String = r.get("host")?;
+        let Some(hash) = r.get::<Option<String>>("template")? else {
             return Ok(PlanParts {
                 id,
                 host,
-                body: r.get(at + 2)?,
+                body: r.get("body")?,
                 template: None,
                 template_body: None,
             });
@@ -201,7 +203,7 @@ impl PlanParts {
             id,
             host,
             body: String::new(),
-            template: Some((hash, r.get(at + 4)?)),
+            template: Some((hash, r.get("cells")?)),
             template_body: None,
         })
     }
@@ -235,14 +237,14 @@ impl CampaignPlans {
         let plans = c.query_map(
             "SELECT p.state, p.id, p.host, p.body, p.template, p.cells FROM plans p WHERE p.campaign_id = ?1",
             [campaign_id],
-            |r| Ok((r.get::<String>(0)? == "refused", PlanParts::read(r, 1)?)),
+            |r| Ok((r.text("state", |state| state == "refused")?, PlanParts::read(r)?)),
         )?;
         let templates = c
             .query_map(
                 "SELECT t.hash, t.body FROM plan_templates t
                   WHERE t.hash IN (SELECT p.template FROM plans p WHERE p.campaign_id = ?1)",
                 [campaign_id],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+                |r| Ok((r.get::<String>("hash")?, r.get::<String>("body")?)),
             )?
             .into_iter()
             .collect();
@@ -264,7 +266,7 @@ impl CampaignPlans {
 /// Queues `plan` after every plan queued so far.
 pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
     let seq: i64 = c.query_row("SELECT COALESCE(MAX(queued_seq), 0) FROM plans", (), |r| {
-        r.get(0)
+        r.only()
     })?;
     let warmup = warmup_steps(plan);
     let s = split(plan)?;
@@ -300,7 +302,7 @@ impl Plans {
         c.query_opt(
             &format!("SELECT {PLAN_COLUMNS} FROM {PLAN_FROM} WHERE p.id = ?1"),
             [plan_id],
-            |r| self.read(r, 0),
+            |r| self.read(r),
         )?
         .ok_or(StoreError::NoRows)
     }

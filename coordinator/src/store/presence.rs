@@ -70,7 +70,7 @@ fn db_now_ms(c: &Conn) -> Result<i64> {
                 &[],
             )?
             .first()
-            .map(|r| r.try_get(0))
+            .map(|r| super::db::Row::pg(r).only())
             .transpose()?
             .unwrap_or_else(now_ms)),
         None => Ok(now_ms()),
@@ -160,23 +160,21 @@ impl Store {
             let coordinators = c.query_map(
                 "SELECT DISTINCT name FROM coordinators WHERE seen_unix_ms >= ?1 ORDER BY name",
                 [since],
-                |r| r.get(0),
+                |r| r.only(),
             )?;
-            let rows = c.query_map(
+            let links = c.query_map(
                 "SELECT l.host, l.link, l.tools, c.name FROM agent_links l JOIN coordinators c ON c.instance = l.coordinator
                  WHERE c.seen_unix_ms >= ?1 AND c.instance != ?2 AND c.name != ?3 ORDER BY l.since_unix_ms",
                 params![since, me, name],
-                |r| Ok((r.get::<HostName>(0)?, r.get::<String>(1)?, r.get::<String>(2)?, r.get::<String>(3)?)),
+                |r| {
+                    Ok(RemoteLinkRow {
+                        host: r.get("host")?,
+                        link: r.text("link", |link| if link == "connected" { Link::Connected } else { Link::Lost })?,
+                        coordinator: r.get("name")?,
+                        tools: r.text("tools", tools_from_json)?,
+                    })
+                },
             )?;
-            let links = rows
-                .into_iter()
-                .map(|(host, link, tools, coordinator)| RemoteLinkRow {
-                    host,
-                    link: if link == "connected" { Link::Connected } else { Link::Lost },
-                    coordinator,
-                    tools: tools_from_json(&tools),
-                })
-                .collect();
             Ok(FleetRows { coordinators, links })
         })
     }
@@ -198,6 +196,6 @@ impl Store {
 
     /// Tests: how many agent links the store holds, of every coordinator.
     pub(crate) fn agent_links(&self) -> Result<i64> {
-        self.read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.get(0)))
+        self.read(|c| c.query_row("SELECT COUNT(*) FROM agent_links", (), |r| r.only()))
     }
 }

@@ -100,20 +100,22 @@ pub struct StateCount {
 impl Store {
     /// How many plans are in each state (queued, sent, accepted, done, refused, cancelled).
     pub fn plan_counts(&self) -> Result<Vec<StateCount>> {
-        self.state_counts("SELECT state, COUNT(*) FROM plans GROUP BY state ORDER BY state")
+        self.state_counts("SELECT state, COUNT(*) AS n FROM plans GROUP BY state ORDER BY state")
     }
 
     /// How many campaigns are in each state (running, done, cancelled).
     pub fn campaign_counts(&self) -> Result<Vec<StateCount>> {
-        self.state_counts("SELECT state, COUNT(*) FROM campaigns GROUP BY state ORDER BY state")
+        self.state_counts(
+            "SELECT state, COUNT(*) AS n FROM campaigns GROUP BY state ORDER BY state",
+        )
     }
 
     fn state_counts(&self, sql: &str) -> Result<Vec<StateCount>> {
         self.read(|c| {
             c.query_map(sql, (), |r| {
                 Ok(StateCount {
-                    state: r.get(0)?,
-                    count: r.get(1)?,
+                    state: r.get("state")?,
+                    count: r.get("n")?,
                 })
             })
         })
@@ -125,7 +127,7 @@ impl Store {
             c.query_map(
                 "SELECT DISTINCT host FROM plans WHERE state IN ('sent', 'accepted') ORDER BY host",
                 (),
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
     }
@@ -136,7 +138,7 @@ impl Store {
             c.query_map(
                 "SELECT id FROM campaigns ORDER BY submitted_unix_ms DESC, id",
                 (),
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
     }
@@ -150,20 +152,20 @@ impl Store {
         use std::hash::{Hash, Hasher};
         self.read(|c| {
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            let state: Option<String> = c.query_opt("SELECT state FROM campaigns WHERE id = ?1", [campaign_id], |r| r.get(0))?;
+            let state: Option<String> = c.query_opt("SELECT state FROM campaigns WHERE id = ?1", [campaign_id], |r| r.only())?;
             state.hash(&mut h);
-            let cells: i64 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.get(0))?;
+            let cells: i64 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [campaign_id], |r| r.only())?;
             cells.hash(&mut h);
             let plans = c.query_map(
-                "SELECT id, state, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 ORDER BY id",
+                "SELECT id, state, COALESCE(error, '') AS error FROM plans WHERE campaign_id = ?1 ORDER BY id",
                 [campaign_id],
-                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<String>(2)?)),
+                |r| Ok((r.get::<String>("id")?, r.get::<String>("state")?, r.get::<String>("error")?)),
             )?;
             plans.hash(&mut h);
             let steps: i64 = c.query_row(
                 "SELECT COUNT(*) FROM steps s JOIN plans p ON p.id = s.plan_id WHERE p.campaign_id = ?1",
                 [campaign_id],
-                |r| r.get(0),
+                |r| r.only(),
             )?;
             steps.hash(&mut h);
             Ok(h.finish())
@@ -178,21 +180,21 @@ impl Store {
                 .query_opt("SELECT name, state, repeat, submitted_unix_ms, file_name, yaml, series FROM campaigns WHERE id = ?1", [&campaign_id], |r| {
                     Ok(CampaignRow {
                         id: campaign_id.clone(),
-                        name: r.get(0)?,
-                        state: CampaignState::from(r.get::<String>(1)?),
-                        repeat: r.get(2)?,
-                        submitted_unix_ms: r.get(3)?,
-                        file_name: r.get(4)?,
-                        yaml: r.get(5)?,
-                        series: r.get(6)?,
+                        name: r.get("name")?,
+                        state: CampaignState::from(r.get::<String>("state")?),
+                        repeat: r.get("repeat")?,
+                        submitted_unix_ms: r.get("submitted_unix_ms")?,
+                        file_name: r.get("file_name")?,
+                        yaml: r.get("yaml")?,
+                        series: r.get("series")?,
                     })
                 })?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
-            let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [&campaign_id], |r| r.get(0))?;
+            let cells_total: u32 = c.query_row("SELECT COUNT(*) FROM cells WHERE campaign_id = ?1", [&campaign_id], |r| r.only())?;
             let plans = c.query_map(
-                "SELECT id, host, steps_total, CASE WHEN state = 'refused' THEN COALESCE(error, '') END FROM plans WHERE campaign_id = ?1 ORDER BY host",
+                "SELECT id, host, steps_total, CASE WHEN state = 'refused' THEN COALESCE(error, '') END AS refused FROM plans WHERE campaign_id = ?1 ORDER BY host",
                 [&campaign_id],
-                |r| Ok((r.get::<PlanId>(0)?, r.get::<HostName>(1)?, r.get::<u32>(2)?, r.get::<Option<String>>(3)?)),
+                |r| Ok((r.get::<PlanId>("id")?, r.get::<HostName>("host")?, r.get::<u32>("steps_total")?, r.get::<Option<String>>("refused")?)),
             )?;
             // One pass over the campaign's step records, grouped by step (a query per plan
             // cost 200 campaigns of 50 hosts 40,000 queries a listing, and checking each
@@ -209,27 +211,27 @@ impl Store {
             // point (SUM of a few `finished - 0` overflowed i64 and failed every status).
             let steps = c.query_map(
                 "SELECT s.plan_id, s.step_index,
-                        MAX(s.attempt),
-                        MAX(CASE WHEN s.state != 'started' THEN s.attempt END),
-                        MAX(CASE WHEN s.state = 'failed' THEN s.attempt END),
-                        MAX(CASE WHEN s.state = 'started' THEN s.attempt END),
-                        MAX(CASE WHEN s.state = 'started' THEN s.n END),
+                        MAX(s.attempt) AS latest,
+                        MAX(CASE WHEN s.state != 'started' THEN s.attempt END) AS ended,
+                        MAX(CASE WHEN s.state = 'failed' THEN s.attempt END) AS failed,
+                        MAX(CASE WHEN s.state = 'started' THEN s.attempt END) AS started,
+                        MAX(CASE WHEN s.state = 'started' THEN s.n END) AS start_n,
                         COALESCE(SUM(CASE WHEN s.state != 'started' AND s.started_unix_ns > 0 AND s.finished_unix_ns >= s.started_unix_ns
-                                          THEN CAST((s.finished_unix_ns - s.started_unix_ns) / 1000000 AS REAL) END), 0)
+                                          THEN CAST((s.finished_unix_ns - s.started_unix_ns) / 1000000 AS REAL) END), 0) AS elapsed_ms
                    FROM steps s JOIN plans p ON p.id = s.plan_id
                   WHERE p.campaign_id = ?1
                   GROUP BY s.plan_id, s.step_index",
                 [&campaign_id],
                 |r| {
                     Ok(StepAttempts {
-                        plan_id: r.get(0)?,
-                        index: r.get(1)?,
-                        latest: r.get(2)?,
-                        ended: r.get(3)?,
-                        failed: r.get(4)?,
-                        started: r.get(5)?,
-                        start_n: r.get(6)?,
-                        elapsed_ms: r.get(7)?,
+                        plan_id: r.get("plan_id")?,
+                        index: r.get("step_index")?,
+                        latest: r.get("latest")?,
+                        ended: r.get("ended")?,
+                        failed: r.get("failed")?,
+                        started: r.get("started")?,
+                        start_n: r.get("start_n")?,
+                        elapsed_ms: r.get("elapsed_ms")?,
                     })
                 },
             )?;
@@ -307,7 +309,7 @@ impl Store {
                    WHERE p.campaign_id = ?1 AND s.kind = 'measure' AND s.warmup = 0 AND s.state != 'started'
                    GROUP BY s.cell HAVING COUNT(DISTINCT s.repetition) >= ?2) AS done",
                 params![campaign_id, repeat],
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
     }

@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 use platter_proto::model::{CampaignId, CellId, HostName, Plan, PlanId, NOT_MEASURED};
 use platter_proto::provenance::Provenance;
 
-use super::db::{params, Conn};
+use super::db::{params, At, Conn, Row};
 use super::error::Result;
 use super::plans::CampaignPlans;
 use super::progress::LATEST;
@@ -149,31 +149,24 @@ pub struct SnapshotRow {
 
 /// Campaign `campaign_id`'s row, if it exists.
 pub fn campaign(c: &Conn, campaign_id: &CampaignId) -> Result<Option<ReportCampaign>> {
-    let row = c.query_opt(
+    c.query_opt(
         "SELECT name, state, params, repeat, file_name, yaml FROM campaigns WHERE id = ?1",
         [campaign_id],
-        |r| {
-            Ok((
-                r.get::<String>(0)?,
-                r.get::<String>(1)?,
-                r.get::<String>(2)?,
-                r.get::<u32>(3)?,
-                r.get::<String>(4)?,
-                r.get::<String>(5)?,
-            ))
-        },
-    )?;
-    row.map(|(name, state, params, repeat, file_name, yaml)| {
+        ReportCampaign::from_row,
+    )
+}
+
+impl ReportCampaign {
+    fn from_row(r: &Row<'_>) -> Result<ReportCampaign> {
         Ok(ReportCampaign {
-            name,
-            state,
-            params: serde_json::from_str(&params)?,
-            repeat,
-            file_name,
-            yaml,
+            name: r.get("name")?,
+            state: r.get("state")?,
+            params: r.text("params", |t| serde_json::from_str(t))??,
+            repeat: r.get("repeat")?,
+            file_name: r.get("file_name")?,
+            yaml: r.get("yaml")?,
         })
-    })
-    .transpose()
+    }
 }
 
 /// Each counted sample of the campaign to `f` as it is read, none kept, in no set order:
@@ -223,19 +216,20 @@ pub(crate) struct CountedSteps(HashMap<i64, StepFacts, foldhash::fast::RandomSta
 impl CountedSteps {
     pub(crate) fn read(c: &Conn, campaign_id: &CampaignId) -> Result<CountedSteps> {
         let mut steps = HashMap::default();
-        c.query_each(
+        c.query_each_at(
             "SELECT st.n, st.cell, st.repetition, st.attempt, st.started_unix_ns
                FROM plans p JOIN steps st ON st.plan_id = p.id
               WHERE p.campaign_id = ?1 AND st.warmup = 0 AND st.state != 'started'",
             [campaign_id],
-            |r| {
+            ["n", "cell", "repetition", "attempt", "started_unix_ns"],
+            |r, [n, cell, repetition, attempt, started_unix_ns]| {
                 let facts = StepFacts {
-                    cell: r.get(1)?,
-                    repetition: r.get(2)?,
-                    attempt: r.get(3)?,
-                    started_unix_ns: r.get(4)?,
+                    cell: r.get(cell)?,
+                    repetition: r.get(repetition)?,
+                    attempt: r.get(attempt)?,
+                    started_unix_ns: r.get(started_unix_ns)?,
                 };
-                steps.insert(r.get(0)?, facts);
+                steps.insert(r.get(n)?, facts);
                 Ok(())
             },
         )?;
@@ -259,7 +253,7 @@ impl CountedSteps {
         let within: i64 = c.query_row(
             "SELECT COUNT(*) FROM steps WHERE n BETWEEN ?1 AND ?2 AND state != 'started'",
             params![first, last],
-            |r| r.get(0),
+            |r| r.only(),
         )?;
         Ok(if within <= 2 * self.0.len() as i64 {
             SamplesBy::Range { first, last }
@@ -278,59 +272,65 @@ impl CountedSteps {
         if self.0.is_empty() {
             return Ok(());
         }
-        let mut each = |r: &super::db::Row<'_>| -> Result<()> {
-            let Some(step) = self.0.get(&r.get::<i64>(0)?) else {
-                return Ok(()); // another campaign's, or a warm-up's
-            };
-            let value = r.get(3)?;
-            let missing = r.get(4)?;
-            let histogram = r.get(5)?;
-            r.text(1, |metric| {
-                r.text(2, |unit| {
-                    f(Sample {
-                        cell: step.cell,
-                        metric,
-                        unit,
-                        value,
-                        missing,
-                        repetition: step.repetition,
-                        attempt: step.attempt,
-                        started_unix_ns: step.started_unix_ns,
-                        histogram,
-                    })
+        let mut each =
+            |r: &Row<'_>, [step, metric, unit, value, missing, histogram]: [At; 6]| -> Result<()> {
+                let Some(step) = self.0.get(&r.get::<i64>(step)?) else {
+                    return Ok(()); // another campaign's, or a warm-up's
+                };
+                let value = r.get(value)?;
+                let missing = r.get(missing)?;
+                let histogram = r.get(histogram)?;
+                r.text(metric, |metric| {
+                    r.text(unit, |unit| {
+                        f(Sample {
+                            cell: step.cell,
+                            metric,
+                            unit,
+                            value,
+                            missing,
+                            repetition: step.repetition,
+                            attempt: step.attempt,
+                            started_unix_ns: step.started_unix_ns,
+                            histogram,
+                        })
+                    })?
                 })?
-            })?
-        };
+            };
         match way {
-            SamplesBy::Range { first, last } => c.query_each(
-                "SELECT step, metric, unit, value, COALESCE(missing, ''), histogram
+            SamplesBy::Range { first, last } => c.query_each_at(
+                "SELECT step, metric, unit, value, COALESCE(missing, '') AS missing, histogram
                    FROM samples WHERE step BETWEEN ?1 AND ?2",
                 params![first, last],
+                SAMPLE_COLUMNS,
                 &mut each,
             ),
-            SamplesBy::Join => c.query_each(
-                "SELECT sa.step, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, ''), sa.histogram
+            SamplesBy::Join => c.query_each_at(
+                "SELECT sa.step, sa.metric, sa.unit, sa.value, COALESCE(sa.missing, '') AS missing, sa.histogram
                    FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
                   WHERE p.campaign_id = ?1 AND st.warmup = 0 AND st.state != 'started'",
                 [campaign_id],
+                SAMPLE_COLUMNS,
                 &mut each,
             ),
         }
     }
 }
 
+/// The columns `CountedSteps::each_sample` reads of each sample row, either way.
+const SAMPLE_COLUMNS: [&str; 6] = ["step", "metric", "unit", "value", "missing", "histogram"];
+
 /// Per cell with any, its counted repetitions without samples.
 pub fn failed_repetitions(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CellFailed>> {
     c.query_map(
-        "SELECT st.cell, COUNT(DISTINCT st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+        "SELECT st.cell, COUNT(DISTINCT st.repetition) AS repetitions FROM plans p JOIN steps st ON st.plan_id = p.id
           WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0
             AND (st.state = 'failed' OR (st.state = 'skipped' AND substr(st.error, 1, ?3) = ?2))
           GROUP BY st.cell",
         params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()],
         |r| {
             Ok(CellFailed {
-                cell: r.get(0)?,
-                repetitions: r.get(1)?,
+                cell: r.get("cell")?,
+                repetitions: r.get("repetitions")?,
             })
         },
     )
@@ -338,28 +338,18 @@ pub fn failed_repetitions(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<Cell
 
 /// The campaign's cells by host, each host's in the planner's order.
 pub fn cells(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<CampaignCell>> {
-    let rows = c.query_map(
+    c.query_map(
         "SELECT n, id, host, params FROM cells WHERE campaign_id = ?1 ORDER BY host, idx",
         [campaign_id],
         |r| {
-            Ok((
-                r.get::<i64>(0)?,
-                r.get::<CellId>(1)?,
-                r.get::<HostName>(2)?,
-                r.get::<String>(3)?,
-            ))
-        },
-    )?;
-    rows.into_iter()
-        .map(|(n, id, host, params)| {
             Ok(CampaignCell {
-                n,
-                id,
-                host,
-                params: serde_json::from_str(&params)?,
+                n: r.get("n")?,
+                id: r.get("id")?,
+                host: r.get("host")?,
+                params: r.text("params", |t| serde_json::from_str(t))??,
             })
-        })
-        .collect()
+        },
+    )
 }
 
 /// How many steps of the campaign failed; a step that ran again counts once, as its
@@ -371,7 +361,7 @@ pub fn steps_failed(c: &Conn, campaign_id: &CampaignId) -> Result<u32> {
               WHERE p.campaign_id = ?1 AND s.state = 'failed' AND {LATEST}) AS failed"
         ),
         [campaign_id],
-        |r| r.get(0),
+        |r| r.only(),
     )
 }
 
@@ -385,15 +375,16 @@ pub fn failed_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<FailedStep
         ),
         [campaign_id],
         |r| {
-            let params: String = r.get(6)?;
             Ok(FailedStep {
-                host: r.get(0)?,
-                kind: r.get(1)?,
-                repetition: r.get(2)?,
-                attempt: r.get(3)?,
-                error: r.get(4)?,
-                stderr_tail: r.get(5)?,
-                params: serde_json::from_str(&params).unwrap_or_default(),
+                host: r.get("host")?,
+                kind: r.get("kind")?,
+                repetition: r.get("repetition")?,
+                attempt: r.get("attempt")?,
+                error: r.get("error")?,
+                stderr_tail: r.get("stderr_tail")?,
+                params: r
+                    .text("params", |t| serde_json::from_str(t))?
+                    .unwrap_or_default(),
             })
         },
     )
@@ -412,7 +403,7 @@ impl super::Store {
     /// What `host` ran its last `last` campaigns on, newest first: its plans' first
     /// provenance snapshots (a plan without one is left out).
     pub fn host_runs(&self, host: &HostName, last: usize) -> Result<Vec<HostRun>> {
-        let rows = self.read(|c| {
+        self.read(|c| {
             c.query_map(
                 "SELECT ca.id, ca.name, ca.submitted_unix_ms, pr.facts
                    FROM provenance pr JOIN plans p ON p.id = pr.plan_id
@@ -422,25 +413,15 @@ impl super::Store {
                   ORDER BY ca.submitted_unix_ms DESC, ca.id DESC LIMIT ?2",
                 params![host, last as i64],
                 |r| {
-                    Ok((
-                        r.get::<CampaignId>(0)?,
-                        r.get::<String>(1)?,
-                        r.get::<i64>(2)?,
-                        r.get::<String>(3)?,
-                    ))
+                    Ok(HostRun {
+                        campaign_id: r.get("id")?,
+                        name: r.get("name")?,
+                        submitted_unix_ms: r.get("submitted_unix_ms")?,
+                        facts: r.text("facts", |t| serde_json::from_str(t))??,
+                    })
                 },
             )
-        })?;
-        rows.into_iter()
-            .map(|(campaign_id, name, submitted_unix_ms, facts)| {
-                Ok(HostRun {
-                    campaign_id,
-                    name,
-                    submitted_unix_ms,
-                    facts: serde_json::from_str(&facts)?,
-                })
-            })
-            .collect()
+        })
     }
 
     /// The campaign's failed steps (their latest attempts) as they fail: the last `last`
@@ -498,19 +479,19 @@ pub fn measurements_ended(c: &Conn, campaign_id: &CampaignId) -> Result<u32> {
         "SELECT COUNT(*) FROM steps s JOIN plans p ON p.id = s.plan_id
           WHERE p.campaign_id = ?1 AND p.state != 'refused' AND s.kind = 'measure' AND s.state != 'started'",
         [campaign_id],
-        |r| r.get(0),
+        |r| r.only(),
     )
 }
 
 /// The campaign's plans an agent refused, by host.
 pub fn refused_plans(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<RefusedPlan>> {
     c.query_map(
-        "SELECT host, COALESCE(error, '') FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host",
+        "SELECT host, COALESCE(error, '') AS reason FROM plans WHERE campaign_id = ?1 AND state = 'refused' ORDER BY host",
         [campaign_id],
         |r| {
             Ok(RefusedPlan {
-                host: r.get(0)?,
-                reason: r.get(1)?,
+                host: r.get("host")?,
+                reason: r.get("reason")?,
             })
         },
     )
@@ -526,10 +507,10 @@ pub fn warmup_samples(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<WarmupSa
         [campaign_id],
         |r| {
             Ok(WarmupSample {
-                cell: r.get(0)?,
-                metric: r.get(1)?,
-                unit: r.get(2)?,
-                value: r.get(3)?,
+                cell: r.get("cell")?,
+                metric: r.get("metric")?,
+                unit: r.get("unit")?,
+                value: r.get("value")?,
             })
         },
     )
@@ -548,13 +529,13 @@ pub fn unusual_measures(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<Unusua
         params![campaign_id, NOT_MEASURED, NOT_MEASURED.chars().count()],
         |r| {
             Ok(UnusualMeasure {
-                cell: r.get(0)?,
-                plan_id: r.get(1)?,
-                step_index: r.get(2)?,
-                repetition: r.get(3)?,
-                attempt: r.get(4)?,
-                skipped: r.get::<String>(5)? == "skipped",
-                error: r.get(6)?,
+                cell: r.get("cell")?,
+                plan_id: r.get("plan_id")?,
+                step_index: r.get("step_index")?,
+                repetition: r.get("repetition")?,
+                attempt: r.get("attempt")?,
+                skipped: r.text("state", |state| state == "skipped")?,
+                error: r.get("error")?,
             })
         },
     )
@@ -567,7 +548,7 @@ pub fn unusual_measures(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<Unusua
 pub fn skipped_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SkippedSteps>> {
     c.query_map(
         &format!(
-            "SELECT s.cell, s.kind, s.error, COUNT(*) FROM plans p JOIN steps s ON s.plan_id = p.id
+            "SELECT s.cell, s.kind, s.error, COUNT(*) AS n FROM plans p JOIN steps s ON s.plan_id = p.id
               WHERE p.campaign_id = ?1 AND s.state = 'skipped' AND s.kind != 'measure'
                 AND substr(s.error, 1, 8) != 'skipped:' AND {LATEST}
               GROUP BY s.cell, s.kind, s.error ORDER BY s.cell, MIN(s.n)"
@@ -575,10 +556,10 @@ pub fn skipped_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SkippedSt
         [campaign_id],
         |r| {
             Ok(SkippedSteps {
-                cell: r.get(0)?,
-                kind: r.get(1)?,
-                error: r.get(2)?,
-                count: r.get(3)?,
+                cell: r.get("cell")?,
+                kind: r.get("kind")?,
+                error: r.get("error")?,
+                count: r.get("n")?,
             })
         },
     )
@@ -587,27 +568,17 @@ pub fn skipped_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SkippedSt
 /// The campaign's provenance snapshots in the order each host took them (its plans in the
 /// order they were queued: a later round's after an earlier one's).
 pub fn snapshots(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<SnapshotRow>> {
-    let rows = c.query_map(
+    c.query_map(
         "SELECT pr.host, pr.plan_id, pr.step_index, pr.facts FROM provenance pr JOIN plans p ON p.id = pr.plan_id
           WHERE p.campaign_id = ?1 ORDER BY pr.host, p.queued_seq, pr.plan_id, pr.seq",
         [campaign_id],
         |r| {
-            Ok((
-                r.get::<HostName>(0)?,
-                r.get::<PlanId>(1)?,
-                r.get::<u32>(2)?,
-                r.get::<String>(3)?,
-            ))
-        },
-    )?;
-    rows.into_iter()
-        .map(|(host, plan_id, step_index, facts)| {
             Ok(SnapshotRow {
-                host,
-                plan_id,
-                step_index,
-                facts: serde_json::from_str(&facts)?,
+                host: r.get("host")?,
+                plan_id: r.get("plan_id")?,
+                step_index: r.get("step_index")?,
+                facts: r.text("facts", |t| serde_json::from_str(t))??,
             })
-        })
-        .collect()
+        },
+    )
 }

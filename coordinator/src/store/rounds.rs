@@ -43,11 +43,11 @@ pub fn plan_campaign(c: &Conn, plan_id: &PlanId) -> Result<Option<PlanCampaign>>
         [plan_id],
         |r| {
             Ok(PlanCampaign {
-                campaign_id: r.get(0)?,
-                host: r.get(1)?,
-                state: CampaignState::from(r.get::<String>(2)?),
-                file_name: r.get(3)?,
-                yaml: r.get(4)?,
+                campaign_id: r.get("campaign_id")?,
+                host: r.get("host")?,
+                state: CampaignState::from(r.get::<String>("state")?),
+                file_name: r.get("file_name")?,
+                yaml: r.get("yaml")?,
             })
         },
     )
@@ -58,7 +58,7 @@ pub fn plan_failed(c: &Conn, plan_id: &PlanId) -> Result<bool> {
     c.query_row(
         "SELECT COUNT(*) > 0 FROM steps WHERE plan_id = ?1 AND state = 'failed'",
         [plan_id],
-        |r| r.get(0),
+        |r| r.only(),
     )
 }
 
@@ -69,37 +69,26 @@ pub fn plan_body(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
 
 /// The host's cells of a campaign as the planner made them, in their order.
 pub fn host_cells(c: &Conn, campaign_id: &CampaignId, host: &HostName) -> Result<Vec<StoredCell>> {
-    let rows = c.query_map(
-        "SELECT n, id, idx, params, COALESCE(point, 0), device FROM cells
+    c.query_map(
+        "SELECT n, id, idx, params, COALESCE(point, 0) AS point, device FROM cells
           WHERE campaign_id = ?1 AND host = ?2 ORDER BY idx",
         params![campaign_id, host],
         |r| {
-            Ok((
-                r.get::<i64>(0)?,
-                r.get::<CellId>(1)?,
-                r.get::<i64>(2)?,
-                r.get::<String>(3)?,
-                r.get::<i64>(4)?,
-                r.get::<Option<String>>(5)?,
-            ))
-        },
-    )?;
-    rows.into_iter()
-        .map(|(n, id, idx, params, point, device)| {
-            let params: IndexMap<String, String> = serde_json::from_str(&params)?;
+            let params: IndexMap<String, String> =
+                r.text("params", |t| serde_json::from_str(t))??;
             Ok(StoredCell {
-                n,
+                n: r.get("n")?,
                 cell: PlannedCell {
-                    id,
+                    id: r.get("id")?,
                     host: host.clone(),
-                    index: idx as usize,
+                    index: r.get::<i64>("idx")? as usize,
                     params,
-                    point: point as usize,
-                    device,
+                    point: r.get::<i64>("point")? as usize,
+                    device: r.get("device")?,
                 },
             })
-        })
-        .collect()
+        },
+    )
 }
 
 /// Every counted value of `metric` measured for cell `cell` (`cells.n`) of `campaign_id`.
@@ -112,7 +101,7 @@ pub fn cell_values(
     let values = c.query_map("SELECT sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
           WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
             AND sa.metric = ?3 AND sa.value IS NOT NULL
-          ORDER BY st.repetition, st.n", params![campaign_id, cell, metric], |r| r.get(0))?;
+          ORDER BY st.repetition, st.n", params![campaign_id, cell, metric], |r| r.only())?;
     Ok(values)
 }
 
@@ -124,11 +113,11 @@ pub fn cells_measured(
     metric: &str,
 ) -> Result<Vec<CellMeasured>> {
     let planned = c.query_map(
-        "SELECT st.cell, MAX(st.repetition) FROM plans p JOIN steps st ON st.plan_id = p.id
+        "SELECT st.cell, MAX(st.repetition) AS repetitions FROM plans p JOIN steps st ON st.plan_id = p.id
           WHERE p.campaign_id = ?1 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?2
           GROUP BY st.cell",
         params![campaign_id, StepState::Started.as_str()],
-        |r| Ok((r.get::<i64>(0)?, r.get::<u32>(1)?)),
+        |r| Ok((r.get::<i64>("cell")?, r.get::<u32>("repetitions")?)),
     )?;
     planned
         .into_iter()

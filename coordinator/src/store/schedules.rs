@@ -135,46 +135,46 @@ const FIRING_COLUMNS: &str =
     "schedule, slot_unix_ms, fired_unix_ms, coordinator, outcome, campaign_id, labels, note";
 
 fn schedule_row(r: &Row<'_>) -> Result<Schedule> {
-    let every: Option<i64> = r.get(4)?;
-    let cron: Option<String> = r.get(5)?;
-    let trigger: Option<String> = r.get(6)?;
+    let every: Option<i64> = r.get("every_ms")?;
+    let cron: Option<String> = r.get("cron")?;
+    let trigger: Option<String> = r.get("on_trigger")?;
     let timing = match (every, cron, trigger) {
         (Some(ms), _, _) => Timing::Every(ms),
         (_, Some(c), _) => Timing::Cron(c),
         (_, _, Some(t)) => Timing::Trigger(t),
         _ => return Err(StoreError::Decode("a schedule with no timing".into())),
     };
-    let policy: String = r.get(7)?;
+    let policy: String = r.get("policy")?;
     Ok(Schedule {
-        name: r.get(0)?,
-        series: r.get(1)?,
-        file_name: r.get(2)?,
-        yaml: r.get(3)?,
+        name: r.get("name")?,
+        series: r.get("series")?,
+        file_name: r.get("file_name")?,
+        yaml: r.get("yaml")?,
         timing,
         policy: policy.parse().map_err(StoreError::Decode)?,
-        paused: r.get::<i64>(8)? != 0,
-        anchor_unix_ms: r.get(9)?,
-        next_due_unix_ms: r.get(10)?,
-        created_unix_ms: r.get(11)?,
+        paused: r.get::<i64>("paused")? != 0,
+        anchor_unix_ms: r.get("anchor_unix_ms")?,
+        next_due_unix_ms: r.get("next_due_unix_ms")?,
+        created_unix_ms: r.get("created_unix_ms")?,
     })
 }
 
 fn firing_row(r: &Row<'_>) -> Result<FiringRow> {
-    let outcome = match r.get::<String>(4)?.as_str() {
+    let outcome = match r.get::<String>("outcome")?.as_str() {
         "submitted" => Outcome::Submitted,
         "skipped" => Outcome::Skipped,
         "failed" => Outcome::Failed,
         other => return Err(StoreError::Decode(format!("firing outcome `{other}`"))),
     };
     Ok(FiringRow {
-        schedule: r.get(0)?,
-        slot_unix_ms: r.get(1)?,
-        fired_unix_ms: r.get(2)?,
-        coordinator: r.get(3)?,
+        schedule: r.get("schedule")?,
+        slot_unix_ms: r.get("slot_unix_ms")?,
+        fired_unix_ms: r.get("fired_unix_ms")?,
+        coordinator: r.get("coordinator")?,
         outcome,
-        campaign_id: r.get(5)?,
-        labels: serde_json::from_str(&r.get::<String>(6)?)?,
-        note: r.get(7)?,
+        campaign_id: r.get("campaign_id")?,
+        labels: r.text("labels", |t| serde_json::from_str(t))??,
+        note: r.get("note")?,
     })
 }
 
@@ -322,9 +322,9 @@ impl Store {
     pub fn firing_counts(&self) -> Result<Vec<(String, String, i64)>> {
         self.read(|c| {
             c.query_map(
-                "SELECT schedule, outcome, COUNT(*) FROM schedule_firings GROUP BY schedule, outcome ORDER BY schedule, outcome",
+                "SELECT schedule, outcome, COUNT(*) AS n FROM schedule_firings GROUP BY schedule, outcome ORDER BY schedule, outcome",
                 (),
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                |r| Ok((r.get("schedule")?, r.get("outcome")?, r.get("n")?)),
             )
         })
     }
@@ -450,6 +450,6 @@ fn running_run(c: &Conn, series: &str) -> Result<Option<CampaignId>> {
     c.query_opt(
         "SELECT id FROM campaigns WHERE series = ?1 AND state = 'running' ORDER BY submitted_unix_ms DESC LIMIT 1",
         [series],
-        |r| r.get(0),
+        |r| r.only(),
     )
 }

@@ -56,7 +56,7 @@ pub fn fresh_postgres(url: &str) -> Location {
         )
         .unwrap_or_default();
     for row in old {
-        let name: String = row.get(0);
+        let name: String = row.get("nspname");
         let made: u64 = name[2..name.len() - 9].parse().unwrap_or(u64::MAX);
         if made.saturating_add(KEPT_SECS) < now {
             // Another test may be dropping it too.

@@ -116,10 +116,10 @@ fn an_agent_is_confined_to_its_plans_and_a_bad_record_fails_alone() {
         .expect("one agent's bad records do not fail the commit");
         assert_eq!(outcomes[0].refused.values().sum::<u32>(), 3);
         assert!(outcomes[1].refused.is_empty());
-        let rows = |sql: &str| -> Vec<String> { conn.query_map(sql, (), |r| r.get(0)).unwrap() };
+        let rows = |sql: &str| -> Vec<String> { conn.query_map(sql, (), |r| r.only()).unwrap() };
         let stored = conn
             .query_map("SELECT host, value FROM sample_rows", (), |r| {
-                Ok((r.get::<String>(0)?, r.get::<f64>(1)?))
+                Ok((r.get::<String>("host")?, r.get::<f64>("value")?))
             })
             .unwrap();
         assert_eq!(stored, [("rcmonster".to_string(), 7.0)]);
@@ -298,7 +298,7 @@ fn coordinators_sharing_postgres_never_give_a_host_two_plans() {
                 c.query_row(
                     "SELECT COUNT(*) FROM plans WHERE host = 'h' AND state IN ('sent', 'accepted')",
                     (),
-                    |r| r.get(0),
+                    |r| r.only(),
                 )
             })
             .unwrap();
@@ -325,7 +325,7 @@ fn coordinators_sharing_postgres_never_give_a_host_two_plans() {
             c.query_row(
                 "SELECT COUNT(*) FROM campaigns WHERE state = 'done'",
                 (),
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
         .unwrap();
@@ -334,6 +334,47 @@ fn coordinators_sharing_postgres_never_give_a_host_two_plans() {
         i64::from(PLANS),
         "each campaign ended once its plan did"
     );
+}
+
+/// Rows are read by column name alike on both engines: a table's column by its name
+/// (without its table's alias), an expression by its `AS`, a name as the SQL writes it
+/// (PostgreSQL lowercases it); a name the statement has not is an error naming it.
+#[test]
+fn columns_are_named_alike_on_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        store
+            .insert_campaign(&test_campaign("a, b", 1), "t.yaml", "")
+            .unwrap();
+        let sql =
+            "SELECT p.host, COUNT(*) AS steps_total FROM plans p GROUP BY p.host ORDER BY p.host";
+        let at = store.location().to_string();
+        let rows = store
+            .read(|c| {
+                c.query_map(sql, (), |r| {
+                    Ok((r.get::<String>("host")?, r.get::<i64>("steps_total")?))
+                })
+            })
+            .unwrap();
+        assert_eq!(rows, [("a".into(), 1), ("b".into(), 1)], "{at}");
+        let mut each = Vec::new();
+        store
+            .read(|c| {
+                c.query_each_at(sql, (), ["steps_total", "host"], |r, [n, host]| {
+                    each.push((r.get::<String>(host)?, r.get::<i64>(n)?));
+                    Ok(())
+                })
+            })
+            .unwrap();
+        assert_eq!(each, rows, "{at}");
+        let wrong = store
+            .read(|c| c.query_row(sql, (), |r| r.get::<String>("p.host")))
+            .unwrap_err();
+        assert!(
+            matches!(&wrong, StoreError::NoColumn { name, .. } if name == "p.host"),
+            "{at}: {wrong:?}"
+        );
+    }
 }
 
 /// Text sorts by its bytes on both engines (SQLite's only order; PostgreSQL's columns
@@ -348,7 +389,7 @@ fn text_sorts_by_its_bytes_on_both_engines() {
         let hosts: Vec<String> = store
             .read(|c| {
                 c.query_map("SELECT DISTINCT host FROM plans ORDER BY host", (), |r| {
-                    r.get(0)
+                    r.only()
                 })
             })
             .unwrap();
@@ -673,7 +714,7 @@ async fn writers_queuing_next_rounds_of_one_campaign_do_not_deadlock() {
                     c.query_row(
                         "SELECT COUNT(*) FROM plans WHERE host = ?1 AND state = 'queued'",
                         [host],
-                        |r| r.get(0),
+                        |r| r.only(),
                     )
                 })
                 .unwrap();
@@ -876,7 +917,7 @@ fn stored_values(store: &Store) -> Vec<f64> {
             c.query_map(
                 "SELECT value FROM sample_rows ORDER BY repetition",
                 (),
-                |r| r.get(0),
+                |r| r.only(),
             )
         })
         .unwrap()
@@ -977,7 +1018,7 @@ async fn a_batch_resent_with_a_new_record_stores_the_new_one_and_nothing_twice()
         let values = stored_values(&store);
         assert_eq!(values, [1.0, 2.0, 3.0, 4.0]);
         let refused: i64 = store
-            .read(|c| c.query_row("SELECT COUNT(*) FROM refused_records", (), |r| r.get(0)))
+            .read(|c| c.query_row("SELECT COUNT(*) FROM refused_records", (), |r| r.only()))
             .unwrap();
         assert_eq!(refused, 0);
         let stats = store.writer_stats();
@@ -1016,7 +1057,7 @@ async fn a_step_run_again_ends_once_per_attempt() {
                 c.query_map(
                     "SELECT attempt FROM steps WHERE step_index = 0 ORDER BY n",
                     (),
-                    |r| r.get(0),
+                    |r| r.only(),
                 )
             })
             .unwrap();
@@ -1257,7 +1298,7 @@ fn reads_at_once_use_a_bounded_number_of_connections() {
                             let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(n, Ordering::SeqCst);
                             std::thread::sleep(Duration::from_millis(30));
-                            let one: i64 = c.query_row("SELECT 1", (), |r| r.get(0))?;
+                            let one: i64 = c.query_row("SELECT 1", (), |r| r.only())?;
                             now.fetch_sub(1, Ordering::SeqCst);
                             done.fetch_add(one as usize, Ordering::SeqCst);
                             Ok(())
@@ -1291,7 +1332,7 @@ fn identical_plans_are_stored_once_and_each_host_gets_its_own() {
         store.insert_campaign(&planned, "t.yaml", "").unwrap();
         let count = |sql: &str| {
             store
-                .read(|c| c.query_row(sql, (), |r| r.get::<i64>(0)))
+                .read(|c| c.query_row(sql, (), |r| r.only::<i64>()))
                 .unwrap()
         };
         assert_eq!(count("SELECT COUNT(*) FROM plan_templates"), 1);

@@ -333,7 +333,7 @@ pub(super) fn probe(opener: &Opener, conn: &mut Conn) -> Result<()> {
     }
     let tx = conn.write_transaction()?;
     if conn.is_postgres() {
-        conn.query_row("SELECT txid_current()", (), |r| r.get::<i64>(0))?;
+        conn.query_row("SELECT txid_current()", (), |r| r.only::<i64>())?;
     } else {
         conn.execute("UPDATE store_identity SET id = id", ())?;
     }
@@ -356,7 +356,7 @@ impl KnownPlans {
             let row: Option<(String, String)> = c.query_opt(
                 "SELECT host, warmup_steps FROM plans WHERE id = ?1",
                 [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get("host")?, r.get("warmup_steps")?)),
             )?;
             let Some((host, warmup)) = row else {
                 return Ok(None);
@@ -388,7 +388,7 @@ impl CellKeys {
             return Ok(Some(*n));
         }
         let n: Option<i64> =
-            c.query_opt("SELECT n FROM cells WHERE id = ?1", [id], |r| r.get(0))?;
+            c.query_opt("SELECT n FROM cells WHERE id = ?1", [id], |r| r.only())?;
         if let Some(n) = n {
             self.0.insert(id.to_string(), n);
         }
@@ -411,7 +411,7 @@ pub(super) fn finish_campaigns_if_ended(c: &Conn, plans: &[&str]) -> Result<()> 
         let campaign: Option<String> = c.query_opt(
             "SELECT campaign_id FROM plans WHERE id = ?1",
             [*plan_id],
-            |r| r.get(0),
+            |r| r.only(),
         )?;
         campaigns.extend(campaign);
     }
@@ -514,7 +514,7 @@ pub(super) fn store_agent(c: &Conn, b: &Batch) -> Result<Option<AckedElsewhere>>
             let heard: Option<i64> = c.query_opt(
                 "SELECT last_seq FROM agents WHERE host = ?1",
                 params![b.host],
-                |r| r.get(0),
+                |r| r.only(),
             )?;
             let upto = heard.map_or(0, |n| n.max(0) as u64);
             if a.acked_seq > upto {
@@ -825,13 +825,13 @@ pub(super) fn insert_steps_pg(
             let inserted = upsert_steps(pg, host, &columns)?;
             for row in &inserted {
                 let key = (
-                    row.try_get::<_, &str>(1)?,
-                    row.try_get::<_, i64>(2)?,
-                    row.try_get::<_, i64>(3)?,
-                    row.try_get::<_, &str>(4)?,
+                    row.try_get::<_, &str>("plan_id")?,
+                    row.try_get::<_, i64>("step_index")?,
+                    row.try_get::<_, i64>("attempt")?,
+                    row.try_get::<_, &str>("state")?,
                 );
                 if let Some(&i) = place.get(&key) {
-                    step_of[i] = Some(row.try_get(0)?);
+                    step_of[i] = Some(row.try_get("n")?);
                 }
             }
             inserted.len()
@@ -916,12 +916,12 @@ fn copy_steps(pg: &db::pg::PgConn, host: &str, c: &StepColumns<'_>) -> Result<Ve
     // named by PostgreSQL when the first migration made `steps`; the store's role
     // owns it, as it owns the tables.)
     let keys = pg.query_typed(
-        "SELECT nextval('steps_n_seq') FROM generate_series(1, $1::int8)",
+        "SELECT nextval('steps_n_seq') AS n FROM generate_series(1, $1::int8)",
         &[&(n as i64)],
     )?;
     let keys = keys
         .iter()
-        .map(|row| row.try_get::<_, i64>(0))
+        .map(|row| row.try_get::<_, i64>("n"))
         .collect::<std::result::Result<Vec<i64>, _>>()?;
     debug_assert_eq!(keys.len(), n, "a key for every step end");
     let rows = (0..n).map(|j| -> [&(dyn ToSql + Sync); 15] {

@@ -217,36 +217,119 @@ impl<'r> Row<'r> {
     }
 }
 
-impl Row<'_> {
-    /// Column `i` as a `T`.
-    pub fn get<T: FromValue>(&self, i: usize) -> Result<T> {
-        match &self.0 {
-            RowInner::Lite(r) => T::from_value(&borrowed(r.get_ref(i)?)),
-            RowInner::Pg(r) => {
-                if i >= r.len() {
-                    return Err(StoreError::Decode(format!("no column {i}")));
-                }
-                T::from_value(&pg::value(r, i)?)
-            }
+/// Which column of a row to read: its name as the statement gives it (the table's column
+/// name, or its `AS` alias; unquoted names only, which PostgreSQL lowercases), or an
+/// [`At`], a name resolved once for a statement whose rows are read by the million. Rows
+/// are read by name, never by position, so that a column added to or moved in a `SELECT`
+/// cannot shift what another is read as; a row of one column is read with [`Row::only`].
+pub trait Column: Copy {
+    /// Its index in `row`'s statement; a name the statement has not is
+    /// [`StoreError::NoColumn`], naming it.
+    fn index_in(self, row: &Row<'_>) -> Result<usize>;
+}
+
+impl Column for &str {
+    fn index_in(self, row: &Row<'_>) -> Result<usize> {
+        match &row.0 {
+            RowInner::Lite(r) => lite_index(r.as_ref(), self),
+            RowInner::Pg(r) => pg_index(r.columns(), self),
         }
     }
 }
 
+/// A column's index in a statement's rows, its name resolved once per statement
+/// ([`Conn::query_each_at`]): a report reads a million sample rows, and reading each of
+/// them by name would compare every name again for every value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At(usize);
+
+impl Column for At {
+    fn index_in(self, _: &Row<'_>) -> Result<usize> {
+        Ok(self.0)
+    }
+}
+
+/// `name`'s index among an SQLite statement's columns (rusqlite's lookup, which ignores
+/// ASCII case, as SQLite does).
+fn lite_index(stmt: &rusqlite::Statement<'_>, name: &str) -> Result<usize> {
+    stmt.column_index(name)
+        .map_err(|_| no_column(name, stmt.column_names()))
+}
+
+/// `name`'s index among a PostgreSQL statement's columns: as tokio-postgres finds it,
+/// the name as it is, else ignoring ASCII case.
+fn pg_index(columns: &[tokio_postgres::Column], name: &str) -> Result<usize> {
+    let names = || columns.iter().map(|c| c.name());
+    names()
+        .position(|n| n == name)
+        .or_else(|| names().position(|n| n.eq_ignore_ascii_case(name)))
+        .ok_or_else(|| no_column(name, names()))
+}
+
+fn no_column<'a>(name: &str, has: impl IntoIterator<Item = &'a str>) -> StoreError {
+    StoreError::NoColumn {
+        name: name.to_string(),
+        has: has.into_iter().collect::<Vec<_>>().join(", "),
+    }
+}
+
 impl Row<'_> {
-    /// Column `i`, text, to `f` as it lies in the row (nothing copied).
-    pub fn text<R>(&self, i: usize, f: impl FnOnce(&str) -> R) -> Result<R> {
-        let v = match &self.0 {
-            RowInner::Lite(r) => borrowed(r.get_ref(i)?),
+    /// Column `c` as a `T`.
+    pub fn get<T: FromValue>(&self, c: impl Column) -> Result<T> {
+        let i = c.index_in(self)?;
+        T::from_value(&self.value(i)?).map_err(|e| self.in_column(i, e))
+    }
+
+    /// Column `c`, text, to `f` as it lies in the row (nothing copied).
+    pub fn text<R>(&self, c: impl Column, f: impl FnOnce(&str) -> R) -> Result<R> {
+        let i = c.index_in(self)?;
+        match &self.value(i)? {
+            Value::Text(t) => Ok(f(t)),
+            v => mismatch(v, "text").map_err(|e| self.in_column(i, e)),
+        }
+    }
+
+    /// The value of a row of one column (`SELECT COUNT(*) …`, `RETURNING id`): a scalar
+    /// is read without a name, and only so. A statement of more columns is an error: its
+    /// columns are read by name.
+    pub fn only<T: FromValue>(&self) -> Result<T> {
+        let n = match &self.0 {
+            RowInner::Lite(r) => r.as_ref().column_count(),
+            RowInner::Pg(r) => r.len(),
+        };
+        if n != 1 {
+            return Err(StoreError::Decode(format!(
+                "a row of {n} columns read as one value"
+            )));
+        }
+        self.get(At(0))
+    }
+
+    /// Column `i`'s value, text and bytes borrowed from the row.
+    fn value(&self, i: usize) -> Result<Value<'_>> {
+        match &self.0 {
+            RowInner::Lite(r) => Ok(borrowed(r.get_ref(i)?)),
             RowInner::Pg(r) => {
                 if i >= r.len() {
                     return Err(StoreError::Decode(format!("no column {i}")));
                 }
-                pg::value(r, i)?
+                pg::value(r, i)
             }
+        }
+    }
+
+    /// A value of column `i` that could not be read, said with the column's name (asked
+    /// only then: an [`At`] carries none).
+    fn in_column(&self, i: usize, e: StoreError) -> StoreError {
+        let name = match &self.0 {
+            RowInner::Lite(r) => r.as_ref().column_name(i).ok(),
+            RowInner::Pg(r) => r.columns().get(i).map(|c| c.name()),
         };
-        match &v {
-            Value::Text(t) => Ok(f(t)),
-            v => mismatch(v, "text"),
+        match (e, name) {
+            (StoreError::Decode(words), Some(name)) => {
+                StoreError::Decode(format!("column {name}: {words}"))
+            }
+            (e, _) => e,
         }
     }
 }
@@ -349,6 +432,18 @@ impl<T: FromValue> FromValue for Option<T> {
             v => T::from_value(v).map(Some),
         }
     }
+}
+
+/// Each of `names` as its index, by `index`.
+fn resolve<const N: usize>(
+    names: [&str; N],
+    index: impl Fn(&str) -> Result<usize>,
+) -> Result<[At; N]> {
+    let mut at = [At(0); N];
+    for (at, name) in at.iter_mut().zip(names) {
+        *at = At(index(name)?);
+    }
+    Ok(at)
 }
 
 enum Engine {
@@ -462,9 +557,9 @@ impl Conn {
                 let n = self.execute(sql, p)?;
                 Ok((n > 0).then(|| c.last_insert_rowid()))
             }
-            Engine::Pg(_) => {
-                self.query_opt(&format!("{sql} RETURNING {id_column}"), p, |r| r.get(0))
-            }
+            Engine::Pg(_) => self.query_opt(&format!("{sql} RETURNING {id_column}"), p, |r| {
+                r.get(id_column)
+            }),
         }
     }
 
@@ -502,6 +597,35 @@ impl Conn {
                 Ok(())
             }
             Engine::Pg(c) => c.for_each(sql, &values, |r| f(&Row(RowInner::Pg(r)))),
+        }
+    }
+
+    /// Each row to `f` as it is read, as `query_each`, with the columns `names` resolved
+    /// to their indexes once, before the first row: what rows read by the million are read
+    /// with (`reports::CountedSteps`), for a cost per row of reading by position.
+    pub fn query_each_at<const N: usize>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        names: [&str; N],
+        mut f: impl FnMut(&Row<'_>, [At; N]) -> Result<()>,
+    ) -> Result<()> {
+        let values = p.values();
+        match &self.engine {
+            Engine::Lite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let at = resolve(names, |name| lite_index(&stmt, name))?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
+                while let Some(r) = rows.next()? {
+                    f(&Row(RowInner::Lite(r)), at)?;
+                }
+                Ok(())
+            }
+            Engine::Pg(c) => {
+                let stmt = c.statement(sql)?;
+                let at = resolve(names, |name| pg_index(stmt.columns(), name))?;
+                c.for_each(sql, &values, |r| f(&Row(RowInner::Pg(r)), at))
+            }
         }
     }
 
@@ -704,28 +828,69 @@ mod tests {
         let rows = c
             .query_map("SELECT i, r, s, b FROM t", (), |r| {
                 Ok((
-                    r.get::<u32>(0)?,
-                    r.get::<f64>(1)?,
-                    r.get::<String>(2)?,
-                    r.get::<Vec<u8>>(3)?,
+                    r.get::<u32>("i")?,
+                    r.get::<f64>("r")?,
+                    r.get::<String>("s")?,
+                    r.get::<Vec<u8>>("b")?,
                 ))
             })
             .unwrap();
         assert_eq!(rows, vec![(7, 0.5, "x".to_string(), vec![1, 2])]);
         assert!(c
-            .query_opt("SELECT i FROM t WHERE i = 8", (), |r| r.get::<i64>(0))
+            .query_opt("SELECT i FROM t WHERE i = 8", (), |r| r.only::<i64>())
             .unwrap()
             .is_none());
         assert!(matches!(
-            c.query_row("SELECT i FROM t WHERE i = 9", (), |r| r.get::<i64>(0)),
+            c.query_row("SELECT i FROM t WHERE i = 9", (), |r| r.only::<i64>()),
             Err(StoreError::NoRows)
         ));
         assert!(c.get_negative().is_err());
     }
 
+    #[test]
+    fn columns_are_read_by_name_and_a_wrong_name_is_an_error_naming_it() {
+        let c = Conn::sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        c.batch("CREATE TABLE t (i INTEGER, s TEXT); INSERT INTO t VALUES (1, 'a'), (2, NULL)")
+            .unwrap();
+        let sql = "SELECT s, COUNT(*) AS n FROM t GROUP BY s ORDER BY s";
+        let rows = c
+            .query_map(sql, (), |r| {
+                Ok((r.get::<Option<String>>("s")?, r.get::<i64>("N")?))
+            })
+            .unwrap();
+        assert_eq!(rows, [(None, 1), (Some("a".to_string()), 1)]);
+        let mut seen = Vec::new();
+        c.query_each_at(
+            "SELECT i, s FROM t ORDER BY i",
+            (),
+            ["s", "i"],
+            |r, [s, i]| {
+                seen.push((r.get::<i64>(i)?, r.get::<Option<String>>(s)?));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, [(1, Some("a".to_string())), (2, None)]);
+        let wrong = c.query_row(sql, (), |r| r.get::<i64>("count")).unwrap_err();
+        assert!(
+            matches!(&wrong, StoreError::NoColumn { name, has } if name == "count" && has == "s, n"),
+            "{wrong:?}"
+        );
+        let wrong = c
+            .query_each_at(sql, (), ["nope"], |_, _| Ok(()))
+            .unwrap_err();
+        assert!(wrong.to_string().contains("\"nope\""), "{wrong}");
+        let null = c.query_row(sql, (), |r| r.get::<String>("s")).unwrap_err();
+        assert!(
+            null.to_string().contains("column s: expected text"),
+            "{null}"
+        );
+        assert!(c.query_row(sql, (), |r| r.only::<i64>()).is_err());
+    }
+
     impl Conn {
         fn get_negative(&self) -> Result<u32> {
-            self.query_row("SELECT -1", (), |r| r.get(0))
+            self.query_row("SELECT -1", (), |r| r.only())
         }
     }
 }

@@ -189,7 +189,8 @@ impl PgConn {
         }
     }
 
-    fn statement(&self, sql: &str) -> Result<Statement> {
+    /// `sql` prepared, once per connection.
+    pub(super) fn statement(&self, sql: &str) -> Result<Statement> {
         if let Some(s) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
         }
