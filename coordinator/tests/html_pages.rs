@@ -833,3 +833,104 @@ async fn each_example_kind_renders_a_page_chromium_shows_with_its_charts() {
         }
     }
 }
+
+/// Markup and control characters, to be escaped (and the control characters shown as
+/// U+FFFD) wherever text from outside reaches the page.
+const HOSTILE: &str = "<i>\"&'\u{1}\u{1b}[31m";
+
+/// `report` with `HOSTILE` text in everything that came from outside: the campaign's name,
+/// a host, parameter values, a metric, failures, refusals, warnings, provenance notes.
+fn hostile(mut r: Report) -> Report {
+    let host = format!("rc66{HOSTILE}");
+    r.name.push_str(HOSTILE);
+    for c in &mut r.cells {
+        if c.host == "rc66" {
+            c.host = host.clone();
+        }
+        for v in c.params.values_mut() {
+            v.push_str(HOSTILE);
+        }
+        for m in &mut c.metrics {
+            if m.metric == "wall" {
+                m.metric = format!("wall{HOSTILE}");
+            }
+        }
+    }
+    if let Some(c) = r.cells.first_mut() {
+        c.unmeasured.push(platter::report::Unmeasured {
+            metric: format!("seeks{HOSTILE}"),
+            unit: "1/s".into(),
+            count: 2,
+            reason: format!("+++++ {HOSTILE}"),
+            samples: vec![],
+        });
+    }
+    if let Some(p) = &mut r.pivot {
+        p.metric.push_str(HOSTILE);
+        for c in &mut p.columns {
+            c.push_str(HOSTILE);
+        }
+        for (labels, _) in &mut p.rows {
+            for l in labels {
+                l.push_str(HOSTILE);
+            }
+        }
+    }
+    for o in &mut r.outliers {
+        o.host = host.clone();
+    }
+    for f in &mut r.failures {
+        f.stderr_tail.push_str(HOSTILE);
+        f.cell.push_str(HOSTILE);
+    }
+    for i in 0..12 {
+        r.failures.push(platter::report::Failure {
+            host: host.clone(),
+            cell: format!("bs=4k{HOSTILE}"),
+            step: "measure".into(),
+            repetition: i,
+            attempt: 1,
+            error: format!("exit status {i}{HOSTILE}"),
+            stderr_tail: format!("line one\nline two {HOSTILE}"),
+        });
+    }
+    r.steps_failed += 12;
+    r.refused.push(platter::report::Refusal {
+        host: format!("x1{HOSTILE}"),
+        reason: format!("lacks: gocryptfs {HOSTILE}"),
+    });
+    r.provenance_changes
+        .push(format!("rc66: kernel changed {HOSTILE}"));
+    r.health_not_judged
+        .push(format!("media_errors not judged {HOSTILE}"));
+    r.advice.push(format!("noise {HOSTILE}"));
+    if let Some(c) = r.comparisons.first_mut() {
+        c.compared = false;
+        c.row.context.push_str(HOSTILE);
+        c.row.text = format!("no counterpart {HOSTILE}");
+    }
+    if let Some(d) = r.health.first_mut() {
+        d.after = None;
+        d.model.push_str(HOSTILE);
+    }
+    r
+}
+
+/// Every case's page, and each with hostile text, written to `PLATTER_HTML_DUMP` (a
+/// directory) to compare two builds' pages byte for byte; without it, nothing.
+#[tokio::test]
+async fn pages_to_compare_between_builds() {
+    let Some(dir) = std::env::var_os("PLATTER_HTML_DUMP") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for case in cases() {
+        let report = store_case(tmp.path(), &case).await;
+        let html = Format::Html.exporter().render(&report);
+        std::fs::write(dir.join(format!("{}.html", case.name)), &html).unwrap();
+        let html = Format::Html.exporter().render(&hostile(report));
+        std::fs::write(dir.join(format!("{}-hostile.html", case.name)), &html).unwrap();
+    }
+}

@@ -485,9 +485,8 @@ fn percentile_names_and_positions() {
     assert!((charts::nines(0.99) - 2.0).abs() < 1e-9);
 }
 
-#[test]
-fn a_large_matrix_stays_navigable() {
-    // 60 configurations on 3 hosts: no chart taller than about 1000 px.
+/// 60 configurations (`bs`) on 3 hosts.
+fn large_matrix() -> Report {
     let mut cells = Vec::new();
     for host in ["a", "b", "c"] {
         for i in 0..60 {
@@ -499,7 +498,13 @@ fn a_large_matrix_stays_navigable() {
             ));
         }
     }
-    let page = Html.render(&report(&["bs"], cells));
+    report(&["bs"], cells)
+}
+
+#[test]
+fn a_large_matrix_stays_navigable() {
+    // 60 configurations on 3 hosts: no chart taller than about 1000 px.
+    let page = Html.render(&large_matrix());
     for svg in page.split("<svg").skip(1) {
         let h: u32 = svg
             .split("height=\"")
@@ -677,4 +682,107 @@ fn a_percentile_curve_labels_its_last_point() {
     // p99.95 is the last point: labelled, and p99.9 (0.3 of a decade away) gives way.
     assert_eq!(names(0.9995), ["p50", "p90", "p99", "p99.95"]);
     assert_eq!(names(0.95), ["p50", "p95"]);
+}
+
+/// A pivot of seed 001's latencies by size (rows) and host (columns), with a unit per
+/// row (`by_row`) or per column, a slot without a value and one resting on fewer runs.
+fn pivot(by_row: bool) -> crate::report::judge::PivotTable {
+    let units = vec!["s".to_string(), "s".to_string()];
+    crate::report::judge::PivotTable {
+        row_keys: vec!["size".into()],
+        column_keys: vec!["host".into()],
+        metric: "latency.mean".into(),
+        stat: "median".into(),
+        unit: String::new(),
+        column_units: if by_row { vec![] } else { units.clone() },
+        row_units: if by_row { units } else { vec![] },
+        missing: vec![crate::report::judge::PivotMissing {
+            row: 1,
+            column: 0,
+            measured: 3,
+            runs: 5,
+            reason: "+++++ <too fast>".into(),
+        }],
+        columns: vec!["rc66".into(), "flygecko".into()],
+        rows: vec![
+            (vec!["1".into()], vec![Some(0.0037), None]),
+            (vec!["4K".into()], vec![Some(0.0092), Some(0.00091)]),
+        ],
+    }
+}
+
+/// Every page this module renders, written to `PLATTER_HTML_DUMP` (a directory) to compare
+/// two builds' pages byte for byte; without it, nothing.
+#[test]
+fn pages_to_compare_between_builds() {
+    let Some(dir) = std::env::var_os("PLATTER_HTML_DUMP") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let mut pages = vec![("unit-seed001", seed_001())];
+    let mut side = seed_001();
+    side.side_by_side = crate::report::side::build(&side.cells, &Default::default(), &[], &[]);
+    side.pivot = Some(pivot(true));
+    side.verdicts = (0..8)
+        .map(|i| crate::report::judge::Verdict {
+            host: format!("h{i}"),
+            device: String::new(),
+            cell: "size=1 <x>".into(),
+            threshold: "latency.mean < 1ms".into(),
+            value: Some(0.002),
+            unit: "s".into(),
+            pass: i % 3 == 0,
+            measured: String::new(),
+        })
+        .collect();
+    side.provenance_changes
+        .push("rc66: kernel 6.1 → 6.2 <&>".into());
+    pages.push(("unit-seed001-side", side));
+    let mut by_column = seed_001();
+    by_column.pivot = Some(pivot(false));
+    by_column.verdicts = vec![crate::report::judge::Verdict {
+        host: "rc66".into(),
+        device: String::new(),
+        cell: "size=1".into(),
+        threshold: "latency.mean < 1s".into(),
+        value: Some(0.002),
+        unit: "s".into(),
+        pass: true,
+        measured: String::new(),
+    }];
+    pages.push(("unit-seed001-pivot-columns", by_column));
+    pages.push(("unit-large", large_matrix()));
+    // Percentile curves of fio's kind: one host with 14 configurations (two panels of
+    // lines), and three hosts with 10 (panels past the eighth folded).
+    let curve_cell = |host: &str, bs: &str, x: f64| {
+        let m = |q: &str, v: f64| metric(&format!("write.clat.{q}"), v * x, true);
+        cell(
+            host,
+            &[("bs", bs)],
+            vec![
+                m("p50", 1e-4),
+                m("p90", 2e-4),
+                m("p99", 9e-4),
+                m("p99.9", 4e-3),
+            ],
+        )
+    };
+    let one: Vec<CellReport> = (0..14)
+        .map(|i| curve_cell("solo", &format!("{}k", 4 << i), 1.0 + i as f64))
+        .collect();
+    pages.push(("unit-percentiles-one-host", report(&["bs"], one)));
+    let fleet: Vec<CellReport> = ["a", "b", "c"]
+        .into_iter()
+        .flat_map(|h| (0..10).map(move |i| (h, i)))
+        .map(|(h, i)| curve_cell(h, &format!("{}k", 4 << i), 1.0 + i as f64 + h.len() as f64))
+        .collect();
+    pages.push(("unit-percentiles-fleet", report(&["bs"], fleet)));
+    pages.push(("unit-empty", report(&[], vec![])));
+    let mut c = cell("rc66", &[("size", "1")], vec![]);
+    c.failed = 5;
+    pages.push(("unit-no-metrics", report(&["size"], vec![c])));
+    for (name, r) in pages {
+        std::fs::write(dir.join(format!("{name}.html")), Html.render(&r)).unwrap();
+    }
 }
