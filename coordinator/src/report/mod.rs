@@ -957,6 +957,19 @@ fn how_measured(
     notes
 }
 
+/// `s` with the control characters a page cannot show (all below U+0020 but tab and line
+/// breaks: a tool's stderr may carry terminal escapes) as U+FFFD, as `esc` shows them, for
+/// a template to escape (the HTML report's, the console's pages).
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' => c,
+            c if (c as u32) < 0x20 => '\u{FFFD}',
+            c => c,
+        })
+        .collect()
+}
+
 /// One exporter per output format.
 /// Text for HTML and XML (JUnit) alike, in content and in quoted attributes: the five
 /// markup characters as references, and control characters other than tab, newline and

@@ -49,17 +49,8 @@ impl Progress {
     }
 }
 
-/// `s` with the control characters a page cannot show (all below U+0020 but tab and line
-/// breaks: a tool's stderr may carry terminal escapes) as U+FFFD, for a template to escape.
-pub fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\t' | '\n' | '\r' => c,
-            c if (c as u32) < 0x20 => '\u{FFFD}',
-            c => c,
-        })
-        .collect()
-}
+/// `s` with the control characters a page cannot show as U+FFFD, for a template to escape.
+pub use crate::report::printable;
 
 /// A state filter's choices, as `(value, words)`: any state, then each of `states`.
 pub fn state_choices<const N: usize>(

@@ -176,8 +176,8 @@ fn seed_001_page_has_summary_first_charts_and_escaping() {
     // One script: the sorter; stderr is escaped, not run.
     assert_eq!(count(&page, "<script>"), 1);
     assert!(!page.contains("<script>alert"), "stderr was not escaped");
-    assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"));
-    assert!(page.contains("laptop &lt;not idle&gt;"));
+    assert!(page.contains("&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62; &#38; more"));
+    assert!(page.contains("laptop &#60;not idle&#62;"));
     assert!(page.contains("repetition 2 not measured: its preparation failed: reboot (step 12)"));
     assert!(page.contains("1 failed repetition(s)"));
     // rcmonster 530 on, 1024 bytes, with its CI, all in the row's unit.
