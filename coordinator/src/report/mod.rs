@@ -961,37 +961,38 @@ fn how_measured(
 /// breaks: a tool's stderr may carry terminal escapes) as U+FFFD, as `esc` shows them, for
 /// a template to escape (the HTML report's, the console's pages).
 pub fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\t' | '\n' | '\r' => c,
-            c if (c as u32) < 0x20 => '\u{FFFD}',
-            c => c,
-        })
-        .collect()
+    s.chars().map(shown).collect()
 }
 
-/// One exporter per output format.
-/// Text for HTML and XML (JUnit) alike, in content and in quoted attributes: the five
-/// markup characters as references, and control characters other than tab, newline and
-/// carriage return (which XML 1.0 forbids even as references, and a tool's stderr can
-/// hold) as U+FFFD. Five characters and a range: no crate needed.
+/// A character as a page or an XML file shows it: a control character other than tab,
+/// newline and carriage return (which XML 1.0 forbids even as a reference) as U+FFFD.
+fn shown(c: char) -> char {
+    match c {
+        '\t' | '\n' | '\r' => c,
+        c if (c as u32) < 0x20 => '\u{FFFD}',
+        c => c,
+    }
+}
+
+/// Text for XML (the JUnit report), in content and in quoted attributes: the five markup
+/// characters as references, control characters as `shown`. Five characters and a range:
+/// no crate needed.
 pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
+    for ch in s.chars().map(shown) {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(ch),
-            c if c.is_control() && (c as u32) < 0x20 => out.push('\u{FFFD}'),
             _ => out.push(ch),
         }
     }
     out
 }
 
+/// One exporter per output format.
 pub trait Exporter {
     fn render(&self, report: &Report) -> String;
 
