@@ -934,3 +934,31 @@ async fn pages_to_compare_between_builds() {
         std::fs::write(dir.join(format!("{}-hostile.html", case.name)), &html).unwrap();
     }
 }
+
+/// Text from outside never reaches a page raw: with `HOSTILE` text in everything that came
+/// from a campaign, a host or a tool, every case's page (tables, captions and the SVG
+/// charts alike) holds no markup of it and no control character, and shows them as U+FFFD.
+#[tokio::test]
+async fn hostile_text_is_escaped_and_its_control_characters_shown_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    for case in cases() {
+        let report = store_case(tmp.path(), &case).await;
+        let html = Format::Html.exporter().render(&hostile(report));
+        let name = &case.name;
+        assert!(
+            !html.contains("<i>"),
+            "{name}: markup of a name reached the page"
+        );
+        let raw: Vec<(usize, char)> = html
+            .char_indices()
+            .filter(|(_, c)| (*c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r'))
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{name}: control characters at {:?}, e.g. …{}…",
+            &raw[..raw.len().min(5)],
+            &html[raw[0].0.saturating_sub(80)..raw[0].0]
+        );
+        assert!(html.contains("\u{FFFD}[31m"), "{name}: shown as U+FFFD");
+    }
+}

@@ -327,7 +327,7 @@ fn dot_panel(
         }
         root.present()?;
     }
-    Ok(buf)
+    Ok(shown(buf))
 }
 
 /// A series' runs on one host and cell, as the console's series page shows them: a dot
@@ -621,7 +621,7 @@ pub(super) fn percentile_svg(
         }
         root.present()?;
     }
-    Ok(buf)
+    Ok(shown(buf))
 }
 
 /// A log–log line chart of a latency against the `size` parameter.
@@ -698,7 +698,21 @@ pub(super) fn size_svg(
         }
         root.present()?;
     }
-    Ok(buf)
+    Ok(shown(buf))
+}
+
+/// An SVG with the control characters a label may carry (a host or a parameter value from
+/// a campaign file or a tool: terminal escapes) shown as U+FFFD, as the page shows them
+/// outside charts: plotters escapes markup in its text, not those, which XML forbids.
+fn shown(svg: String) -> String {
+    if svg
+        .chars()
+        .any(|c| (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r'))
+    {
+        crate::report::printable(&svg)
+    } else {
+        svg
+    }
 }
 
 /// Tick values for a log axis: 1-2-5 per decade, or finer steps when the range is too
