@@ -120,20 +120,20 @@ pub fn judge(values: &[f64], rule: &SteadyRule) -> Steady {
     }
 }
 
-/// The rounds as they would run: the rule judged after each one, until it stops.
-pub fn run(values: &[f64], rule: &SteadyRule) -> Steady {
-    for n in 1..=values.len() {
-        match judge(&values[..n], rule) {
-            Steady::Continue { .. } => continue,
-            stop => return stop,
-        }
-    }
-    judge(values, rule)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rounds as they would run: the rule judged after each one, until it stops.
+    fn run(values: &[f64], rule: &SteadyRule) -> Steady {
+        for n in 1..=values.len() {
+            match judge(&values[..n], rule) {
+                Steady::Continue { .. } => continue,
+                stop => return stop,
+            }
+        }
+        judge(values, rule)
+    }
 
     /// A value that falls from 3× to 1× over `settle` rounds, then stays, with ±`noise`
     /// (fraction) of deterministic jitter.

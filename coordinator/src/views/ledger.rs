@@ -9,6 +9,8 @@ use crate::report::ledger::{
     Answer, DriveDetail, DriveRun, DriveSummary, DriveVerdict, Filter, LatestHealth, Qualification,
     QualificationFailure, QualifiedDrive, Question, SightingView,
 };
+use crate::store::ledger::Identity;
+use crate::store::CampaignState;
 
 /// The request that asks `q`, in its enum and in the words an older coordinator reads.
 pub fn ledger_request(q: &Question) -> pb::LedgerRequest {
@@ -109,24 +111,27 @@ pub fn ledger_of(r: pb::LedgerResponse, q: &Question) -> Result<Answer, serde_js
     })
 }
 
-fn identity_to_pb(identity: &str) -> pb::DriveIdentity {
-    match identity {
-        "wwn" => pb::DriveIdentity::Wwn,
-        "serial" => pb::DriveIdentity::Serial,
-        "host" => pb::DriveIdentity::Host,
-        _ => pb::DriveIdentity::Unspecified,
-    }
+/// The ledger's identities and their enum values; the words are `Identity::as_str`'s.
+const IDENTITIES: [(Identity, pb::DriveIdentity); 3] = [
+    (Identity::Wwn, pb::DriveIdentity::Wwn),
+    (Identity::Serial, pb::DriveIdentity::Serial),
+    (Identity::Host, pb::DriveIdentity::Host),
+];
+
+fn identity_to_pb(word: &str) -> pb::DriveIdentity {
+    IDENTITIES
+        .iter()
+        .find(|(i, _)| i.as_str() == word)
+        .map_or(pb::DriveIdentity::Unspecified, |(_, p)| *p)
 }
 
 /// The ledger's word for an identity; one a later coordinator added reads as "unknown".
 fn identity_word(identity: i32) -> String {
-    match pb::DriveIdentity::try_from(identity) {
-        Ok(pb::DriveIdentity::Wwn) => "wwn",
-        Ok(pb::DriveIdentity::Serial) => "serial",
-        Ok(pb::DriveIdentity::Host) => "host",
-        _ => "unknown",
-    }
-    .into()
+    IDENTITIES
+        .iter()
+        .find(|(_, p)| *p as i32 == identity)
+        .map_or("unknown", |(i, _)| i.as_str())
+        .into()
 }
 
 fn count(n: u64) -> usize {
@@ -232,12 +237,11 @@ fn detail_of(d: pb::DriveDetail) -> DriveDetail {
 }
 
 fn run_to_pb(r: &DriveRun) -> pb::DriveRun {
-    // The store's words, as `state_name` reads them back.
-    let state = match r.state.as_str() {
-        "running" => pb::CampaignState::Running,
-        "done" => pb::CampaignState::Done,
-        "cancelled" => pb::CampaignState::Cancelled,
-        _ => pb::CampaignState::Unspecified,
+    let state = match CampaignState::from(r.state.clone()) {
+        CampaignState::Running => pb::CampaignState::Running,
+        CampaignState::Done => pb::CampaignState::Done,
+        CampaignState::Cancelled => pb::CampaignState::Cancelled,
+        CampaignState::Other(_) => pb::CampaignState::Unspecified,
     };
     pb::DriveRun {
         campaign_id: r.campaign_id.clone(),

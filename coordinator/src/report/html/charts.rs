@@ -703,16 +703,10 @@ pub(super) fn size_svg(
 
 /// An SVG with the control characters a label may carry (a host or a parameter value from
 /// a campaign file or a tool: terminal escapes) shown as U+FFFD, as the page shows them
-/// outside charts: plotters escapes markup in its text, not those, which XML forbids.
+/// outside charts (`report::printable`): plotters escapes markup in its text, not those,
+/// which XML forbids.
 fn shown(svg: String) -> String {
-    if svg
-        .chars()
-        .any(|c| (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r'))
-    {
-        crate::report::printable(&svg)
-    } else {
-        svg
-    }
+    crate::report::printable(&svg)
 }
 
 /// Tick values for a log axis: 1-2-5 per decade, or finer steps when the range is too
