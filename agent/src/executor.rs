@@ -842,6 +842,9 @@ impl Executor {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
             },
+            StepKind::Purge(_) | StepKind::Precondition(_) => {
+                Ending::error(format!("this agent cannot {} yet", step.kind.name()))
+            }
             StepKind::Reboot | StepKind::Fstrim(_) => {
                 unreachable!("reboot and fstrim steps are handled by advance")
             }

@@ -127,6 +127,74 @@ pub enum StepKind {
     Measure(Workload),
     StorageSetup(StorageConfig),
     StorageTeardown(StorageConfig),
+    /// `prepare.purge`: once per drive, before its first storage setup.
+    Purge(Purge),
+    /// `prepare.precondition`: once per drive, after its purge.
+    Precondition(Precondition),
+}
+
+/// How a drive is purged (`prepare.purge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PurgeMethod {
+    /// BLKDISCARD over the whole device: not a PTS purge, since the drive may keep
+    /// blocks mapped.
+    Discard,
+    /// ATA SECURITY ERASE UNIT.
+    SecureErase,
+    /// NVMe Format NVM with user-data erase.
+    NvmeFormat,
+    /// NVMe Sanitize, block erase.
+    NvmeSanitize,
+    /// SCSI SANITIZE, block erase.
+    Sanitize,
+}
+
+impl PurgeMethod {
+    pub const ALL: [PurgeMethod; 5] = [
+        PurgeMethod::Discard,
+        PurgeMethod::SecureErase,
+        PurgeMethod::NvmeFormat,
+        PurgeMethod::NvmeSanitize,
+        PurgeMethod::Sanitize,
+    ];
+
+    /// The name campaigns use (`purge: nvme-sanitize`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PurgeMethod::Discard => "discard",
+            PurgeMethod::SecureErase => "secure-erase",
+            PurgeMethod::NvmeFormat => "nvme-format",
+            PurgeMethod::NvmeSanitize => "nvme-sanitize",
+            PurgeMethod::Sanitize => "sanitize",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<PurgeMethod> {
+        PurgeMethod::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether SNIA's PTS counts it as a purge (a discard does not).
+    pub fn is_pts_purge(self) -> bool {
+        self != PurgeMethod::Discard
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Purge {
+    /// /dev/… of the whole drive.
+    pub device: String,
+    pub method: PurgeMethod,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Precondition {
+    /// /dev/… of the whole drive.
+    pub device: String,
+    /// How many times the whole user capacity is written.
+    pub passes: u32,
+    /// Bytes per sequential write.
+    pub block_size: u64,
 }
 
 /// The filesystem a storage configuration puts on the device.
@@ -431,6 +499,8 @@ impl StepKind {
             StepKind::Measure(_) => "measure",
             StepKind::StorageSetup(_) => "storage_setup",
             StepKind::StorageTeardown(_) => "storage_teardown",
+            StepKind::Purge(_) => "purge",
+            StepKind::Precondition(_) => "precondition",
         }
     }
 }
@@ -445,6 +515,14 @@ impl std::fmt::Display for StepKind {
             StepKind::StorageSetup(c) => write!(f, "storage setup: {c}"),
             StepKind::StorageTeardown(c) => write!(f, "storage teardown: {c}"),
             StepKind::Fstrim(p) => write!(f, "fstrim {p}"),
+            StepKind::Purge(p) => write!(f, "purge {} ({})", p.device, p.method.name()),
+            StepKind::Precondition(p) => write!(
+                f,
+                "precondition {}: write it {}× in {} KiB blocks",
+                p.device,
+                p.passes,
+                p.block_size / 1024
+            ),
             StepKind::Sync | StepKind::DropCaches | StepKind::Reboot => f.write_str(self.name()),
         }
     }

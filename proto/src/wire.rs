@@ -5,8 +5,9 @@
 use crate::v1 as pb;
 
 use crate::model::{
-    Encryption, Filesystem, FsyncParams, OnFailure, Plan, Record, RecordKind, RunAs, Sample, Step,
-    StepEvent, StepKind, StepState, StorageConfig, SyncMode, Tool, Workload, WriteCacheSetting,
+    Encryption, Filesystem, FsyncParams, OnFailure, Plan, Precondition, Purge, PurgeMethod, Record,
+    RecordKind, RunAs, Sample, Step, StepEvent, StepKind, StepState, StorageConfig, SyncMode, Tool,
+    Workload, WriteCacheSetting,
 };
 use crate::provenance::Provenance;
 
@@ -73,6 +74,15 @@ impl From<&Step> for pb::Step {
             StepKind::Measure(w) => Kind::Measure(pb::Workload::from(w)),
             StepKind::StorageSetup(c) => Kind::StorageSetup(pb::Storage::from(c)),
             StepKind::StorageTeardown(c) => Kind::StorageTeardown(pb::Storage::from(c)),
+            StepKind::Purge(p) => Kind::Purge(pb::Purge {
+                device: p.device.clone(),
+                method: purge_method_to_wire(p.method) as i32,
+            }),
+            StepKind::Precondition(p) => Kind::Precondition(pb::Precondition {
+                device: p.device.clone(),
+                passes: p.passes,
+                block_size: p.block_size,
+            }),
         };
         pb::Step {
             index: s.index,
@@ -145,6 +155,26 @@ impl TryFrom<pb::Step> for Step {
             Kind::Measure(w) => StepKind::Measure(Workload::try_from(w)?),
             Kind::StorageSetup(c) => StepKind::StorageSetup(StorageConfig::try_from(c)?),
             Kind::StorageTeardown(c) => StepKind::StorageTeardown(StorageConfig::try_from(c)?),
+            Kind::Purge(p) => StepKind::Purge(Purge {
+                method: purge_method_from_wire(p.method)?,
+                device: p.device,
+            }),
+            Kind::Precondition(p) => {
+                if p.passes == 0 || p.block_size == 0 || p.block_size % 512 != 0 {
+                    return Err(malformed(
+                        "precondition",
+                        format!(
+                            "{} passes of {}-byte writes (passes ≥ 1, block size a multiple of 512)",
+                            p.passes, p.block_size
+                        ),
+                    ));
+                }
+                StepKind::Precondition(Precondition {
+                    device: p.device,
+                    passes: p.passes,
+                    block_size: p.block_size,
+                })
+            }
         };
         Ok(Step {
             index: s.index,
@@ -312,9 +342,34 @@ impl From<&Record> for pb::Record {
     }
 }
 
+const PURGE_METHODS: [(pb::PurgeMethod, PurgeMethod); 5] = [
+    (pb::PurgeMethod::Discard, PurgeMethod::Discard),
+    (pb::PurgeMethod::SecureErase, PurgeMethod::SecureErase),
+    (pb::PurgeMethod::NvmeFormat, PurgeMethod::NvmeFormat),
+    (pb::PurgeMethod::NvmeSanitize, PurgeMethod::NvmeSanitize),
+    (pb::PurgeMethod::Sanitize, PurgeMethod::Sanitize),
+];
+
+fn purge_method_to_wire(m: PurgeMethod) -> pb::PurgeMethod {
+    PURGE_METHODS
+        .iter()
+        .find(|(_, ours)| *ours == m)
+        .map_or(pb::PurgeMethod::Unspecified, |(w, _)| *w)
+}
+
+/// A purge method this build does not know (a newer coordinator's) is refused: an agent
+/// must never guess how to erase a drive.
+fn purge_method_from_wire(m: i32) -> Result<PurgeMethod, WireError> {
+    PURGE_METHODS
+        .iter()
+        .find(|(w, _)| *w as i32 == m)
+        .map(|(_, ours)| *ours)
+        .ok_or_else(|| malformed("purge", format!("unknown purge method {m}")))
+}
+
 /// The wire's step kinds with the names `StepKind::name` gives them (and a step event's
 /// `kind` carried before `step_kind`).
-const STEP_KINDS: [(pb::StepKind, &str); 10] = [
+const STEP_KINDS: [(pb::StepKind, &str); 12] = [
     (pb::StepKind::Setup, "setup"),
     (pb::StepKind::Clean, "clean"),
     (pb::StepKind::Sync, "sync"),
@@ -325,6 +380,8 @@ const STEP_KINDS: [(pb::StepKind, &str); 10] = [
     (pb::StepKind::Measure, "measure"),
     (pb::StepKind::StorageSetup, "storage_setup"),
     (pb::StepKind::StorageTeardown, "storage_teardown"),
+    (pb::StepKind::Purge, "purge"),
+    (pb::StepKind::Precondition, "precondition"),
 ];
 
 /// The wire's kind of a step named `name`; UNSPECIFIED for a name it has none for.
@@ -718,6 +775,50 @@ mod tests {
     }
 
     #[test]
+    fn purge_and_precondition_cross_the_wire_and_an_unknown_purge_method_is_refused() {
+        for method in PurgeMethod::ALL {
+            let step = Step {
+                index: 0,
+                cell_id: "c".into(),
+                repetition: 0,
+                warmup: false,
+                kind: StepKind::Purge(Purge {
+                    device: "/dev/nvme1n1".into(),
+                    method,
+                }),
+            };
+            assert_eq!(Step::try_from(pb::Step::from(&step)).unwrap(), step);
+            assert_eq!(PurgeMethod::from_name(method.name()), Some(method));
+        }
+        let pre = Step {
+            index: 0,
+            cell_id: "c".into(),
+            repetition: 0,
+            warmup: false,
+            kind: StepKind::Precondition(Precondition {
+                device: "/dev/sdb".into(),
+                passes: 2,
+                block_size: 128 << 10,
+            }),
+        };
+        assert_eq!(Step::try_from(pb::Step::from(&pre)).unwrap(), pre);
+        let mut wire = pb::Step::from(&pre);
+        wire.kind = Some(pb::step::Kind::Purge(pb::Purge {
+            device: "/dev/sdb".into(),
+            method: 99,
+        }));
+        let e = Step::try_from(wire).unwrap_err().to_string();
+        assert!(e.contains("unknown purge method 99"), "{e}");
+        let mut wire = pb::Step::from(&pre);
+        wire.kind = Some(pb::step::Kind::Precondition(pb::Precondition {
+            device: "/dev/sdb".into(),
+            passes: 2,
+            block_size: 1000,
+        }));
+        assert!(Step::try_from(wire).is_err());
+    }
+
+    #[test]
     fn every_step_kind_has_its_wire_kind_under_its_own_name() {
         let kinds = [
             StepKind::Setup("s".into()),
@@ -728,6 +829,15 @@ mod tests {
             StepKind::Reboot,
             StepKind::Command("true".into()),
             StepKind::Measure(Workload::Command("true".into())),
+            StepKind::Purge(Purge {
+                device: "/dev/sdb".into(),
+                method: PurgeMethod::Discard,
+            }),
+            StepKind::Precondition(Precondition {
+                device: "/dev/sdb".into(),
+                passes: 2,
+                block_size: 128 << 10,
+            }),
         ];
         for k in &kinds {
             let wire = step_kind_to_wire(k.name());
