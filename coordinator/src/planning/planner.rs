@@ -4,8 +4,8 @@
 use indexmap::IndexMap;
 use platter_proto::inventory::Device;
 use platter_proto::model::{
-    CampaignId, CellId, HostName, OnFailure, Plan, RunAs, Step, StepKind, StorageConfig, Tool,
-    Workload as Measure,
+    CampaignId, CellId, HostName, OnFailure, Plan, Precondition, Purge, RunAs, Step, StepKind,
+    StorageConfig, Tool, Workload as Measure,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -278,11 +278,17 @@ pub fn plan(
                 max: campaign.max_total_steps,
             });
         }
-        let steps = steps(
+        let visits = match steady_of(campaign) {
+            Some(_) => {
+                let all: Vec<usize> = (0..drives(&host_cells).len()).collect();
+                steady_round(campaign, &host_cells, &all, 1)
+            }
+            None => first_round(campaign, host_cells.len()),
+        };
+        let steps = with_prologue(
             campaign,
             &host_cells,
-            &first_round(campaign, host_cells.len()),
-            true,
+            steps(campaign, &host_cells, &visits, true),
         );
         plans.push(make_plan(campaign, &id, host, &host_cells, steps));
         cells.extend(host_cells);
@@ -380,6 +386,102 @@ pub fn next_round(
         cells,
         steps(campaign, cells, &visits, false),
     )
+}
+
+fn steady_of(campaign: &Campaign) -> Option<&spec::SteadyState> {
+    campaign.prepare.as_ref()?.steady_state.as_ref()
+}
+
+/// A host's drives, each with its cells (indexes into `cells`) in planning order (the
+/// matrix's): one entry with no device when the campaign names no drives.
+pub fn drives(cells: &[PlannedCell]) -> Vec<(Option<&str>, Vec<usize>)> {
+    let mut out: Vec<(Option<&str>, Vec<usize>)> = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let d = c.device.as_deref();
+        match out.iter_mut().find(|(x, _)| *x == d) {
+            Some((_, v)) => v.push(i),
+            None => out.push((d, vec![i])),
+        }
+    }
+    out
+}
+
+/// One round towards steady state (`prepare.steady_state`): every cell of each drive in
+/// `active` (indexes into [`drives`]) once, a drive's cells in the matrix's order (PTS
+/// runs a round's stimuli in a fixed order), the drives in the campaign's order.
+fn steady_round(
+    campaign: &Campaign,
+    cells: &[PlannedCell],
+    active: &[usize],
+    round: u32,
+) -> Vec<Visit> {
+    let drives = drives(cells);
+    round_order(campaign.order, active.len(), round - 1)
+        .into_iter()
+        .flat_map(|i| drives[active[i]].1.iter().map(move |&c| (c, round, false)))
+        .collect()
+}
+
+/// The plan of round `round` towards steady state on `host`, for the drives still short
+/// of it (`active`, indexes into [`drives`] of the host's `cells`).
+pub fn next_steady_round(
+    campaign: &Campaign,
+    campaign_id: &str,
+    host: &str,
+    cells: &[PlannedCell],
+    active: &[usize],
+    round: u32,
+) -> Plan {
+    let visits = steady_round(campaign, cells, active, round);
+    make_plan(
+        campaign,
+        campaign_id,
+        host,
+        cells,
+        steps(campaign, cells, &visits, false),
+    )
+}
+
+/// The first plan's steps with each drive's preparation before them: its purge, then its
+/// fill (`prepare:`), once per drive, on the drive's first cell, before any storage is
+/// made on it.
+fn with_prologue(campaign: &Campaign, cells: &[PlannedCell], steps: Vec<Step>) -> Vec<Step> {
+    let Some(prepare) = &campaign.prepare else {
+        return steps;
+    };
+    let mut out = Vec::with_capacity(steps.len() + 2 * cells.len());
+    for (device, of_drive) in drives(cells) {
+        let (Some(device), Some(&first)) = (device, of_drive.first()) else {
+            continue;
+        };
+        let mut push = |kind| {
+            out.push(Step {
+                index: 0,
+                cell_id: cells[first].id.clone(),
+                repetition: 0,
+                warmup: false,
+                kind,
+            })
+        };
+        if let Some(method) = prepare.purge {
+            push(StepKind::Purge(Purge {
+                device: device.to_string(),
+                method,
+            }));
+        }
+        if let Some(p) = prepare.precondition {
+            push(StepKind::Precondition(Precondition {
+                device: device.to_string(),
+                passes: p.passes,
+                block_size: p.block_size,
+            }));
+        }
+    }
+    out.extend(steps);
+    for (i, s) in out.iter_mut().enumerate() {
+        s.index = i as u32;
+    }
+    out
 }
 
 /// The storage a cell's measurements run on, as the agent takes it.

@@ -12,30 +12,7 @@
 //! five rounds, which the range alone would let through, but an excursion of about 20%,
 //! which the slope does not; PTS passes a drift up to about 2.5% a round (excursion ≈ 10%).
 
-/// The steady-state rule of a campaign (`steady_state: { window, range, slope, max_rounds }`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SteadyRule {
-    /// Rounds in the window (PTS: 5).
-    pub window: usize,
-    /// The window's largest range, in percent of its average (PTS: 20).
-    pub range_pct: f64,
-    /// The window's largest excursion of its least-squares line, in percent of its
-    /// average (PTS: 10).
-    pub slope_pct: f64,
-    /// Rounds after which the drive is said not steady (PTS: 25).
-    pub max_rounds: usize,
-}
-
-impl SteadyRule {
-    /// PTS's own figures: a window of 5 rounds, range ≤ 20%, excursion ≤ 10%, at most 25
-    /// rounds.
-    pub const PTS: SteadyRule = SteadyRule {
-        window: 5,
-        range_pct: 20.0,
-        slope_pct: 10.0,
-        max_rounds: 25,
-    };
-}
+pub use crate::spec::SteadyRule;
 
 /// How a window of rounds measures against the rule.
 #[derive(Debug, Clone, Copy, PartialEq)]

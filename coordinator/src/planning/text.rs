@@ -32,8 +32,34 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
     let mut destructive: Vec<String> = Vec::new();
     for plan in &planned.plans {
         for s in &plan.steps {
-            let platter_proto::model::StepKind::StorageSetup(c) = &s.kind else {
-                continue;
+            use platter_proto::model::StepKind;
+            let c = match &s.kind {
+                StepKind::StorageSetup(c) => c,
+                StepKind::Purge(p) => {
+                    let pts = if p.method.is_pts_purge() {
+                        ""
+                    } else {
+                        "; not a PTS purge"
+                    };
+                    destructive.push(format!(
+                        "host {}: purge {} with {} (erases it; the agent must also be started with --allow-purge{pts})",
+                        plan.host,
+                        p.device,
+                        p.method.name()
+                    ));
+                    continue;
+                }
+                StepKind::Precondition(p) => {
+                    destructive.push(format!(
+                        "host {}: write all of {} {}× in {} KiB blocks (precondition; erases it)",
+                        plan.host,
+                        p.device,
+                        p.passes,
+                        p.block_size >> 10
+                    ));
+                    continue;
+                }
+                _ => continue,
             };
             let Some(device) = &c.device else { continue };
             let mut actions = Vec::new();

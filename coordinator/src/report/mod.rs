@@ -17,6 +17,7 @@ mod markup;
 pub mod notes;
 pub mod provenance;
 pub mod side;
+pub mod steady;
 pub mod table;
 
 use std::collections::HashMap;
@@ -350,6 +351,9 @@ pub struct Report {
     /// Each cell against the run before it in its series (`Report::load_with_series`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_last_run: Option<history::SinceLastRun>,
+    /// `prepare.steady_state`: each drive's rounds, and which of them its results are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<steady::DriveRounds>,
 }
 
 pub use crate::store::CampaignState;
@@ -512,7 +516,21 @@ impl Report {
             let campaign_id = &crate::store::resolve_campaign(c, campaign)?;
             let row = reports::campaign(c, campaign_id)?
                 .ok_or_else(|| StoreError::NoCampaign(campaign_id.to_string()))?;
-            let (plans, mut values, histograms) = plans_and_samples(c, campaign_id)?;
+            // The stored YAML was valid when it was submitted; settings of a campaign from
+            // an older platter that no longer parse just leave the report without them.
+            let spec =
+                crate::spec::parse_with(&row.file_name, &row.yaml, &crate::spec::Limits::NONE).ok();
+            // Rounds towards steady state: only a drive's counted rounds are its results.
+            let (rounds, drive_of) = match &spec {
+                Some(s) => steady::load(c, campaign_id, s)?,
+                None => Default::default(),
+            };
+            let counts = |cell: i64, repetition: u32| {
+                drive_of
+                    .get(&cell)
+                    .is_none_or(|&d| rounds[d].counts(repetition))
+            };
+            let (plans, mut values, histograms) = plans_and_samples(c, campaign_id, &counts)?;
             let failed: HashMap<i64, u32> = reports::failed_repetitions(c, campaign_id)?
                 .into_iter()
                 .map(|f| (f.cell, f.repetitions))
@@ -522,10 +540,6 @@ impl Report {
                 reports::skipped_steps(c, campaign_id)?,
                 &plans,
             );
-            // The stored YAML was valid when it was submitted; settings of a campaign from
-            // an older platter that no longer parse just leave the report without them.
-            let spec =
-                crate::spec::parse_with(&row.file_name, &row.yaml, &crate::spec::Limits::NONE).ok();
             let mut warmups = warmup_values(reports::warmup_samples(c, campaign_id)?);
             let mut stopped = match &spec {
                 Some(s) => crate::store::rounds::verdicts(c, campaign_id, &s.repeat)?
@@ -534,6 +548,7 @@ impl Report {
                     .collect(),
                 None => HashMap::new(),
             };
+            stopped.extend(drive_of.iter().map(|(&n, &d)| (n, rounds[d].describe())));
             let mut cells = Vec::new();
             for cell in reports::cells(c, campaign_id)? {
                 let n = cell.n;
@@ -573,6 +588,7 @@ impl Report {
             let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
             let comparisons = judge::compare_cells(&cells, &settings);
             let mut verdicts = judge::qualify(&cells, &settings);
+            steady::not_judged(&mut verdicts, &rounds);
             let outliers = judge::fleet_outliers(&cells, &settings);
             let side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
             let findings = findings::build(&cells, &settings, &comparisons, side_by_side.as_ref());
@@ -619,8 +635,13 @@ impl Report {
                 repeat: row.repeat,
                 repetition: spec
                     .as_ref()
-                    .filter(|s| s.repeat.is_adaptive())
-                    .map(|s| s.repeat.to_string())
+                    .and_then(|s| {
+                        let steady = s.prepare.as_ref().and_then(|p| p.steady_state.as_ref());
+                        match steady {
+                            Some(_) => Some(s.repetitions_text()),
+                            None => s.repeat.is_adaptive().then(|| s.repeat.to_string()),
+                        }
+                    })
                     .unwrap_or_default(),
                 warmup: spec.as_ref().map_or(0, |s| s.warmup),
                 cells,
@@ -628,6 +649,7 @@ impl Report {
                 measurements_expected,
                 measurements_missing,
                 failures,
+                rounds,
             })
         })
     }
@@ -640,6 +662,7 @@ impl Report {
 fn plans_and_samples(
     c: &crate::store::db::Conn,
     campaign_id: &platter_proto::model::CampaignId,
+    counts: &(dyn Fn(i64, u32) -> bool + Sync),
 ) -> Result<(
     Vec<reports::CampaignPlan>,
     HashMap<i64, IndexMap<String, Gathered>>,
@@ -652,7 +675,7 @@ fn plans_and_samples(
         let parsing = std::thread::Builder::new()
             .name("report-plans".into())
             .spawn_scoped(scope, move || plan_rows.parse());
-        let read = fold_samples(c, campaign_id, &mut values, &mut histograms);
+        let read = fold_samples(c, campaign_id, counts, &mut values, &mut histograms);
         let plans = match parsing {
             Ok(parsing) => parsing
                 .join()
@@ -829,10 +852,14 @@ fn metric_rank(metric: &str) -> (usize, &str) {
 fn fold_samples(
     c: &crate::store::db::Conn,
     campaign_id: &platter_proto::model::CampaignId,
+    counts: &dyn Fn(i64, u32) -> bool,
     values: &mut HashMap<i64, IndexMap<String, Gathered>>,
     histograms: &mut HashMap<i64, Vec<Vec<u8>>>,
 ) -> Result<()> {
     reports::each_sample(c, campaign_id, |s| {
+        if !counts(s.cell, s.repetition) {
+            return Ok(());
+        }
         let raw = RawSample {
             value: s.value,
             missing: s.missing,

@@ -265,6 +265,7 @@ pub(crate) fn outlier_text(o: &FleetOutlier, show: ShowValue<'_>) -> String {
 /// "FAIL rc66 sdb [size=4096]: latency.p99 < 20ms (measured 103.22 ms)".
 pub(crate) fn fail_text(v: &Verdict, show: ShowValue<'_>) -> String {
     let what = match v.value {
+        _ if v.measured.starts_with("not judged") => v.measured.clone(),
         _ if !v.measured.is_empty() => format!("measured {}", v.measured),
         Some(x) => format!("measured {}", show(x, &v.unit)),
         None => "not measured".into(),

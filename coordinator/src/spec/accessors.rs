@@ -215,3 +215,43 @@ pub(crate) fn missing(pos: Pos, path: &str, key: &str) -> SpecError {
         format!("missing required key `{key}`{at}"),
     )
 }
+
+/// A percentage above 0 and below 100, with its sign: `2%`, `0.5%`. A bare number is
+/// refused: `ci: 0.05` was once taken as ±0.05% where the writer meant 5%, a bound a
+/// hundred times tighter that runs every cell to `max`. A stored campaign (`stored`), from
+/// a platter that read a bare number as a percentage, reads as it ran.
+pub(crate) fn percent(v: &Node, path: &str, stored: bool) -> Result<f64> {
+    let expected = "expected a percentage above 0 and below 100, like `2%`";
+    let Kind::Scalar { text, .. } = &v.kind else {
+        return Err(error(
+            v.pos,
+            path,
+            format!("{expected}, found {}", v.describe()),
+        ));
+    };
+    let (number, signed) = match text.trim().strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (text.trim(), false),
+    };
+    match number.parse::<f64>() {
+        Ok(p) if !signed && !stored && p > 0.0 && p < 100.0 => Err(error(
+            v.pos,
+            path,
+            format!("expected a percentage like `5%`, found the bare number `{text}`"),
+        )
+        .hint(bare_percent_hint(p, number))),
+        Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
+        _ => Err(error(v.pos, path, format!("{expected}, found `{text}`"))),
+    }
+}
+
+/// "did you mean `2%`?"; below 1 the number may be a fraction (0.05 → 5%) or a small
+/// percentage, so both are offered, the fraction first.
+fn bare_percent_hint(p: f64, written: &str) -> String {
+    if p >= 1.0 {
+        return format!("did you mean `{written}%`?");
+    }
+    // ×100 in decimal, not in binary floating point (0.05 × 100 = 5.000000000000001).
+    let scaled = (p * 100.0 * 1e9).round() / 1e9;
+    format!("did you mean `{scaled}%`? ({written} as a fraction is {scaled}%; for ±{written}% write `{written}%`)")
+}

@@ -77,6 +77,7 @@ mod matrix;
 mod metrics;
 mod model;
 mod params;
+mod prepare;
 mod report_spec;
 /// The built-in fsync loop's metrics, in its own order (reports list them so).
 pub(crate) use metrics::FSYNC as FSYNC_METRICS;
@@ -225,7 +226,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
             .hint("a campaign needs at least `name:` and `workload:`")
             .into());
     };
-    let spec = schema::read(&root, limits.stored)?;
+    let mut spec = schema::read(&root, limits.stored)?;
 
     let expansion = match &spec.matrix {
         Some(m) => matrix::expand(m)?,
@@ -241,6 +242,15 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
     // stops at the first cell that has a wrong one, as the rest mostly repeat it.
     params::check(&spec, &expansion, limits.stored)?;
     let cells = cells::render(&spec, &expansion.params, expansion.cells)?;
+    let storage_pos = spec.storage.as_ref().map(|s| s.pos);
+    let prepare = match spec.prepare.take() {
+        Some(p) => Some(prepare::resolve(p, &expansion.params, &cells, storage_pos)?),
+        None => None,
+    };
+    // Rounds towards steady state are the repetitions: a drive runs at most `max_rounds`.
+    if let Some(s) = prepare.as_ref().and_then(|p| p.steady_state.as_ref()) {
+        spec.repeat = Repeat::fixed(u32::try_from(s.rule.max_rounds).unwrap_or(u32::MAX));
+    }
     cells::check_size(&spec, cells.len(), limits)?;
     cells::check_metrics(&spec, &cells)?;
 
@@ -261,6 +271,7 @@ fn build(text: &str, limits: &Limits) -> Result<Campaign, SpecErrors> {
         report: spec.report,
         max_steps_per_plan: limits.max_steps_per_plan,
         max_total_steps: limits.max_total_steps,
+        prepare,
     })
 }
 

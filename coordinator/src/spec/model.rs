@@ -42,11 +42,82 @@ pub struct Campaign {
     pub max_steps_per_plan: u64,
     /// [`Limits::max_total_steps`]: all hosts' plans together.
     pub max_total_steps: u64,
+    /// `prepare:`: how each drive is brought to a defined state before it is measured.
+    pub prepare: Option<Prepare>,
+}
+
+pub use platter_proto::model::PurgeMethod;
+
+/// `prepare:` (SNIA PTS): purge the drive, write it whole, then run rounds of the
+/// stimulus until the tracked value is steady. Only with `devices:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepare {
+    pub purge: Option<PurgeMethod>,
+    pub precondition: Option<Precondition>,
+    pub steady_state: Option<SteadyState>,
+}
+
+impl Prepare {
+    /// Whether the drive's state is built up before the measurements (a fill, or rounds
+    /// towards steady state), so nothing may trim or format it between.
+    pub fn builds_state(&self) -> bool {
+        self.precondition.is_some() || self.steady_state.is_some()
+    }
+}
+
+/// `precondition: { fill: 2x, bs: 128k }`: the whole drive written `passes` times in
+/// sequential writes of `block_size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precondition {
+    pub passes: u32,
+    pub block_size: u64,
+}
+
+/// `steady_state: { metric: write.iops, window: 5, range: 20%, slope: 10%, max_rounds: 25 }`:
+/// each round runs every cell of the drive once; the tracked cell's `metric` decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteadyState {
+    pub metric: String,
+    pub rule: SteadyRule,
+    /// The tracked matrix point (index into [`Campaign::cells`]): `cell:`, else the first.
+    pub tracked: usize,
+}
+
+/// The steady-state rule of a campaign (`steady_state: { window, range, slope, max_rounds }`),
+/// judged by `planning::steady`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SteadyRule {
+    /// Rounds in the window (PTS: 5).
+    pub window: usize,
+    /// The window's largest range, in percent of its average (PTS: 20).
+    pub range_pct: f64,
+    /// The window's largest excursion of its least-squares line, in percent of its
+    /// average (PTS: 10).
+    pub slope_pct: f64,
+    /// Rounds after which the drive is said not steady (PTS: 25).
+    pub max_rounds: usize,
+}
+
+impl SteadyRule {
+    /// PTS's own figures: a window of 5 rounds, range ≤ 20%, excursion ≤ 10%, at most 25
+    /// rounds.
+    pub const PTS: SteadyRule = SteadyRule {
+        window: 5,
+        range_pct: 20.0,
+        slope_pct: 10.0,
+        max_rounds: 25,
+    };
 }
 
 impl Campaign {
     /// "3 repetition(s)"; "5–50 repetition(s) (until …), after 2 warm-up run(s)".
     pub fn repetitions_text(&self) -> String {
+        if let Some(s) = self.prepare.as_ref().and_then(|p| p.steady_state.as_ref()) {
+            return format!(
+                "rounds until {} is steady ({} rounds within {}% range and {}% slope; at most {})",
+                s.metric, s.rule.window, s.rule.range_pct, s.rule.slope_pct, s.rule.max_rounds
+            );
+        }
         let r = &self.repeat;
         let mut t = match &r.until {
             Some(u) if r.is_adaptive() => format!("{}–{} repetition(s) ({u})", r.min, r.max),

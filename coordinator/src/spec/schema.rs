@@ -6,13 +6,15 @@
 use std::collections::HashMap;
 
 use super::accessors::{
-    choice, integer, known, map, missing, misspelt, optional_text, seq, string, template, text,
+    choice, integer, known, map, missing, misspelt, optional_text, percent, seq, string, template,
+    text,
 };
 use super::error::{error, Errors, Pos, Result, SpecError, SpecErrors, WithHint};
 use super::metrics::{MetricRef, Named};
 use super::model::{
     DeviceSelector, HostLabels, OnFailure, Order, Repeat, ReportSpec, Track, Until,
 };
+use super::prepare::{self, PrepareSpec};
 use super::report_spec::read_report;
 use super::template::{is_identifier, Template, RESERVED};
 use super::tree::{join, Entry, Kind, Node, ScalarType};
@@ -22,7 +24,7 @@ pub(crate) const MAX_REPEAT: u32 = 10_000;
 const DEFAULT_REPEAT: u32 = 3;
 pub(crate) const MAX_WARMUP: u32 = 1_000;
 
-const TOP_KEYS: [&str; 16] = [
+const TOP_KEYS: [&str; 17] = [
     "name",
     "series",
     "track",
@@ -39,6 +41,7 @@ const TOP_KEYS: [&str; 16] = [
     "devices",
     "storage",
     "report",
+    "prepare",
 ];
 const PHASE_WORDS: [&str; 4] = ["sync", "drop_caches", "reboot", "clean"];
 const PHASE_WITH_ARG: [&str; 2] = ["fstrim", "command"];
@@ -75,6 +78,7 @@ pub(crate) struct Spec {
     pub warmup: u32,
     pub order: Order,
     pub on_failure: OnFailure,
+    pub prepare: Option<PrepareSpec>,
 }
 
 impl Spec {
@@ -226,6 +230,7 @@ pub(crate) fn read(root: &Node, stored: bool) -> std::result::Result<Spec, SpecE
         );
     }
     keys.check_clean_phase(&mut errs);
+    keys.check_prepare(given("devices"), &mut errs);
     let order = keys.order(&mut errs);
     keys.finish(order, errs)
 }
@@ -253,6 +258,10 @@ struct TopKeys {
     order: Option<Option<Order>>,
     seed: Option<(u64, Pos)>,
     on_failure: OnFailure,
+    prepare: Option<PrepareSpec>,
+    /// Where `repeat:` and `warmup:` are written, when they are (`prepare` checks them).
+    repeat_given: Option<Pos>,
+    warmup_given: Option<Pos>,
 }
 
 impl TopKeys {
@@ -277,6 +286,9 @@ impl TopKeys {
             order: None,
             seed: None,
             on_failure: OnFailure::Continue,
+            prepare: None,
+            repeat_given: None,
+            warmup_given: None,
         }
     }
 
@@ -298,7 +310,14 @@ impl TopKeys {
             "storage" => self.storage = read_storage(e, errs),
             "report" => self.report = read_report(v, errs),
             "phases" => self.before_each = read_phases(v, errs),
+            "prepare" => {
+                if let Some((p, metric)) = prepare::read(e, stored, errs) {
+                    self.prepare = Some(p);
+                    self.metric_refs_extra.extend(metric);
+                }
+            }
             "repeat" => {
+                self.repeat_given = Some(e.key.pos);
                 if let Some((r, metric)) = read_repeat(v, stored, errs) {
                     self.repeat = r;
                     self.repeat_pos = v.pos;
@@ -306,6 +325,7 @@ impl TopKeys {
                 }
             }
             "warmup" => {
+                self.warmup_given = Some(e.key.pos);
                 if let Some(n) = errs.ok(integer(
                     v,
                     path,
@@ -367,6 +387,29 @@ impl TopKeys {
         }
     }
 
+    /// What `prepare:` must agree with: `prepare::check_with`.
+    fn check_prepare(&self, devices: bool, errs: &mut Errors) {
+        let Some(p) = &self.prepare else {
+            return;
+        };
+        let fstrims = self
+            .before_each
+            .iter()
+            .flatten()
+            .filter_map(|ph| match ph {
+                PhaseSpec::Fstrim(t) => Some((t.pos, t.path.clone())),
+                _ => None,
+            })
+            .collect();
+        let elsewhere = prepare::Elsewhere {
+            devices,
+            repeat: self.repeat_given,
+            warmup: self.warmup_given,
+            fstrims,
+        };
+        prepare::check_with(p, &elsewhere, errs);
+    }
+
     /// The campaign's order: `seed` only goes with `order: shuffled`.
     fn order(&self, errs: &mut Errors) -> Order {
         match (self.order, self.seed) {
@@ -418,6 +461,7 @@ impl TopKeys {
             warmup: self.warmup,
             order,
             on_failure: self.on_failure,
+            prepare: self.prepare,
         })
     }
 }
@@ -530,50 +574,10 @@ fn read_until(v: &Node, path: &str, stored: bool, errs: &mut Errors) -> Option<(
     Some((Until { metric, ci_pct }, r))
 }
 
-/// A percentage above 0 and below 100, with its sign: `2%`, `0.5%`. A bare number is
-/// refused: `ci: 0.05` was once taken as ±0.05% where the writer meant 5%, a bound a
-/// hundred times tighter that runs every cell to `max`. A stored campaign (`stored`), from
-/// a platter that read a bare number as a percentage, reads as it ran.
-fn percent(v: &Node, path: &str, stored: bool) -> Result<f64> {
-    let expected = "expected a percentage above 0 and below 100, like `2%`";
-    let Kind::Scalar { text, .. } = &v.kind else {
-        return Err(error(
-            v.pos,
-            path,
-            format!("{expected}, found {}", v.describe()),
-        ));
-    };
-    let (number, signed) = match text.trim().strip_suffix('%') {
-        Some(n) => (n.trim(), true),
-        None => (text.trim(), false),
-    };
-    match number.parse::<f64>() {
-        Ok(p) if !signed && !stored && p > 0.0 && p < 100.0 => Err(error(
-            v.pos,
-            path,
-            format!("expected a percentage like `5%`, found the bare number `{text}`"),
-        )
-        .hint(bare_percent_hint(p, number))),
-        Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
-        _ => Err(error(v.pos, path, format!("{expected}, found `{text}`"))),
-    }
-}
-
-/// "did you mean `2%`?"; below 1 the number may be a fraction (0.05 → 5%) or a small
-/// percentage, so both are offered, the fraction first.
-fn bare_percent_hint(p: f64, written: &str) -> String {
-    if p >= 1.0 {
-        return format!("did you mean `{written}%`?");
-    }
-    // ×100 in decimal, not in binary floating point (0.05 × 100 = 5.000000000000001).
-    let scaled = (p * 100.0 * 1e9).round() / 1e9;
-    format!("did you mean `{scaled}%`? ({written} as a fraction is {scaled}%; for ±{written}% write `{written}%`)")
-}
-
 const TRACK_KEYS: [&str; 2] = ["threshold", "against"];
+
 /// The most earlier runs a baseline pools.
 const MAX_AGAINST: u32 = 30;
-
 /// `track: { threshold: 3%, against: last-3 }`: a run of the series is flagged against
 /// the run before (`last`), or the last N pooled, only when its shift's whole interval lies
 /// beyond ± the threshold.

@@ -197,6 +197,7 @@ fn defaults() {
             report: Default::default(),
             max_steps_per_plan: MAX_STEPS_PER_PLAN,
             max_total_steps: MAX_TOTAL_STEPS,
+            prepare: None,
         }
     );
 }

@@ -291,6 +291,29 @@ pub(crate) fn queue_plan(c: &Conn, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Moves every other plan queued on `plan`'s host after it (keeping their order), so the
+/// host runs it next. Queue numbers order plans per host only, so moving those of one host
+/// changes no other host's order.
+pub(crate) fn put_ahead(c: &Conn, plan: &Plan) -> Result<()> {
+    let seq: i64 = c.query_row(
+        "SELECT queued_seq FROM plans WHERE id = ?1",
+        [&plan.id],
+        |r| r.only(),
+    )?;
+    let first: Option<i64> = c.query_row(
+        "SELECT MIN(queued_seq) AS first FROM plans WHERE host = ?1 AND state = 'queued' AND id != ?2",
+        params![plan.host, plan.id],
+        |r| r.only(),
+    )?;
+    if let Some(first) = first.filter(|f| *f <= seq) {
+        c.execute(
+            "UPDATE plans SET queued_seq = queued_seq + ?3 WHERE host = ?1 AND state = 'queued' AND id != ?2",
+            params![plan.host, plan.id, seq + 1 - first],
+        )?;
+    }
+    Ok(())
+}
+
 /// Plan `plan_id` as it was sent.
 pub(super) fn plan_by_id(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
     Plans::default().by_id(c, plan_id)

@@ -16,6 +16,7 @@ use super::db::{params, Conn};
 use super::error::Result;
 use crate::planning::planner::{self, PlannedCell};
 use crate::planning::rounds::{judge, verdicts_of, CellMeasured, Verdict};
+use crate::planning::steady::{self, Steady};
 use crate::spec::{self, Repeat};
 
 /// A plan's campaign as submitted: whether it still runs, and its text to parse again.
@@ -65,6 +66,15 @@ pub fn plan_failed(c: &Conn, plan_id: &PlanId) -> Result<bool> {
 /// Plan `plan_id` as it was sent.
 pub fn plan_body(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
     super::plans::plan_by_id(c, plan_id)
+}
+
+/// The hosts of a campaign's cells, by name.
+pub fn campaign_hosts(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<HostName>> {
+    c.query_map(
+        "SELECT DISTINCT host FROM cells WHERE campaign_id = ?1 ORDER BY host",
+        [campaign_id],
+        |r| r.only(),
+    )
 }
 
 /// The host's cells of a campaign as the planner made them, in their order.
@@ -131,10 +141,18 @@ pub fn cells_measured(
         .collect()
 }
 
+/// The next round's plan, and whether it must run before every other plan queued on its
+/// host: a round towards steady state, since another campaign's plan on the drive between
+/// two rounds would undo what the rounds built up.
+pub struct NextRound {
+    pub plan: Plan,
+    pub ahead: bool,
+}
+
 /// Called by the store's writer when `plan_id` has just ended (not cancelled), in the
 /// transaction that records it: the next round's plan for its host, if any cell of the
 /// plan goes on.
-pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
+pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<NextRound>> {
     // Most campaigns repeat a fixed number of times: told by the YAML's text, before it is
     // parsed or the plan read (this runs in the store's writer at every plan's end).
     let Some(PlanCampaign {
@@ -147,7 +165,8 @@ pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
     else {
         return Ok(None);
     };
-    if state != CampaignState::Running || !yaml.contains("until") {
+    if state != CampaignState::Running || !(yaml.contains("until") || yaml.contains("steady_state"))
+    {
         return Ok(None);
     }
     // Parsed as it was submitted; the limits were checked then (perhaps raised by flags).
@@ -158,16 +177,24 @@ pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
             return Ok(None);
         }
     };
-    let repeat = &campaign.repeat;
-    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
-        return Ok(None);
-    };
     if campaign.on_failure == spec::OnFailure::Abort {
         let failed = plan_failed(c, plan_id)?;
         if failed {
             return Ok(None);
         }
     }
+    if let Some(steady) = campaign
+        .prepare
+        .as_ref()
+        .and_then(|p| p.steady_state.as_ref())
+    {
+        let plan = next_steady_round(c, plan_id, &campaign, steady, &campaign_id, &host)?;
+        return Ok(plan.map(|plan| NextRound { plan, ahead: true }));
+    }
+    let repeat = &campaign.repeat;
+    let Some(until) = repeat.until.as_ref().filter(|_| repeat.is_adaptive()) else {
+        return Ok(None);
+    };
     let plan = plan_body(c, plan_id)?;
     // The cells this round ran and the repetition it brought them to.
     let mut ran: BTreeMap<CellId, u32> = BTreeMap::new();
@@ -204,7 +231,94 @@ pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<Plan>> {
         repetition + 1,
     );
     tracing::info!(campaign = %campaign_id, %host, repetition = repetition + 1, cells = active.len(), "next round of adaptive repetition");
-    Ok(Some(next))
+    Ok(Some(NextRound {
+        plan: next,
+        ahead: false,
+    }))
+}
+
+/// Steady state (`prepare.steady_state`): after round N of a host, each of its drives that
+/// ran it is judged by its tracked cell's values, round by round; the drives still short
+/// of steady state, and under `max_rounds`, get round N + 1, a plan of its own.
+fn next_steady_round(
+    c: &Conn,
+    plan_id: &PlanId,
+    campaign: &spec::Campaign,
+    steady: &spec::SteadyState,
+    campaign_id: &CampaignId,
+    host: &HostName,
+) -> Result<Option<Plan>> {
+    let plan = plan_body(c, plan_id)?;
+    let Some(round) = plan
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::Measure(_)))
+        .map(|s| s.repetition)
+        .max()
+    else {
+        return Ok(None);
+    };
+    let ran: std::collections::HashSet<&CellId> = plan.steps.iter().map(|s| &s.cell_id).collect();
+    let stored = host_cells(c, campaign_id, host)?;
+    let cells: Vec<PlannedCell> = stored.iter().map(|s| s.cell.clone()).collect();
+    let mut active = Vec::new();
+    for (i, (_, of_drive)) in planner::drives(&cells).iter().enumerate() {
+        let Some(&tracked) = of_drive.iter().find(|&&k| cells[k].point == steady.tracked) else {
+            continue;
+        };
+        if !ran.contains(&cells[tracked].id) {
+            continue;
+        }
+        let values = round_values(c, campaign_id, stored[tracked].n, &steady.metric)?;
+        if let Steady::Continue { .. } = steady::judge(&values, &steady.rule) {
+            active.push(i);
+        }
+    }
+    if active.is_empty() {
+        return Ok(None);
+    }
+    tracing::info!(campaign = %campaign_id, %host, round = round + 1, drives = active.len(), "next round towards steady state");
+    Ok(Some(planner::next_steady_round(
+        campaign,
+        campaign_id,
+        host,
+        &cells,
+        &active,
+        round + 1,
+    )))
+}
+
+/// The tracked value of cell `cell` (`cells.n`) per round, from round 1 to the last whose
+/// measure step ended: NaN for a round that measured nothing (a failed run), which no
+/// window around it can call steady.
+pub fn round_values(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    cell: i64,
+    metric: &str,
+) -> Result<Vec<f64>> {
+    let ended: Option<i64> = c.query_row(
+        "SELECT MAX(st.repetition) AS rounds FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0 AND st.state != ?3",
+        params![campaign_id, cell, StepState::Started.as_str()],
+        |r| r.only(),
+    )?;
+    let mut values = vec![f64::NAN; ended.unwrap_or(0).max(0) as usize];
+    c.query_each(
+        "SELECT st.repetition, sa.value FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
+          WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND st.warmup = 0
+            AND sa.metric = ?3 AND sa.value IS NOT NULL",
+        params![campaign_id, cell, metric],
+        |r| {
+            let round: i64 = r.get("repetition")?;
+            let value: f64 = r.get("value")?;
+            if let Some(v) = usize::try_from(round - 1).ok().and_then(|i| values.get_mut(i)) {
+                *v = value;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(values)
 }
 
 /// Per cell id of an adaptive campaign: why it stopped (or that it still runs).

@@ -700,7 +700,10 @@ pub(super) fn store_record(
                 // that records this end, so it is decided exactly once (`rounds::next_round`).
                 if !*cancelled {
                     if let Some(next) = super::rounds::next_round(c, plan_id)? {
-                        queue_plan(c, &next)?;
+                        queue_plan(c, &next.plan)?;
+                        if next.ahead {
+                            super::plans::put_ahead(c, &next.plan)?;
+                        }
                     }
                 }
                 outcome.hosts_freed.push(HostName::from(host));

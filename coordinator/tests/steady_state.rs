@@ -1,0 +1,156 @@
+//! Rounds towards steady state (`prepare.steady_state`, SNIA PTS), end to end through
+//! `platter run` on a loop device: the rounds stop at the first steady window, only the
+//! window's rounds are results, a drift is never called steady and its verdicts are not
+//! judged, and a level but noisy value is steady at rounds 1–5.
+//!
+//! The tracked value is `wall` of a command whose sleep is read from a list by round
+//! (`${repetition}` is the round): the tests choose each round's value exactly. A busy
+//! machine adds a few milliseconds to a sleep of 200 ms or more, well inside the rule's
+//! 20% range and 10% slope.
+
+mod common;
+
+use std::path::Path;
+
+use common::{platter, root_or_skip, wall_of, Loop};
+
+/// A campaign on `drive` whose round r sleeps `sleeps[r - 1]` seconds (the last one
+/// after the list ends), judged by PTS's rule with `max_rounds`.
+fn campaign(dir: &Path, drive: &str, sleeps: &[f64], max_rounds: u32) -> std::path::PathBuf {
+    let list: Vec<String> = sleeps.iter().map(|s| s.to_string()).collect();
+    common::write(
+        dir,
+        "sleep.sh",
+        "r=$1; shift; n=1\nfor s in \"$@\"; do last=$s; if [ $n = \"$r\" ]; then break; fi; n=$((n+1)); done\nsleep $last\n",
+    );
+    common::write(
+        dir,
+        "steady.yaml",
+        &format!(
+            r#"
+name: steady
+devices: {{ path: {drive} }}
+storage: {{ fs: none }}
+workload:
+  command:
+    run: sh {dir}/sleep.sh ${{repetition}} {list}
+prepare:
+  steady_state: {{ metric: wall, window: 5, range: 20%, slope: 10%, max_rounds: {max_rounds} }}
+report:
+  qualify: ["wall < 10s"]
+"#,
+            dir = dir.display(),
+            list = list.join(" "),
+        ),
+    )
+}
+
+fn run(dir: &Path, file: &Path, drive: &str) -> (serde_json::Value, bool) {
+    let out = platter()
+        .current_dir(dir)
+        .args(["run", "--format", "json", "--allow-device", drive])
+        .arg(file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (report, out.status.success())
+}
+
+fn rounds(report: &serde_json::Value) -> &serde_json::Value {
+    let r = &report["rounds"];
+    assert_eq!(r.as_array().map(Vec::len), Some(1), "{report}");
+    &r[0]
+}
+
+fn wall_n(report: &serde_json::Value) -> u64 {
+    wall_of(&report["cells"][0])["n"].as_u64().unwrap()
+}
+
+#[test]
+fn the_window_starts_where_the_value_settles_and_only_its_rounds_count() {
+    if !root_or_skip("needs a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), "drive.img", 16);
+    // Falls by a third a round until round 4, then stays at 0.25 s.
+    let file = campaign(tmp.path(), &drive.path, &[0.75, 0.55, 0.4, 0.25], 12);
+    let (report, ok) = run(tmp.path(), &file, &drive.path);
+    assert!(ok, "{report}");
+    let r = rounds(&report);
+    assert_eq!(r["steady"], true, "{r}");
+    assert_eq!(r["values"].as_array().unwrap().len(), 8, "{r}");
+    assert_eq!(
+        (r["first"].as_u64(), r["last"].as_u64()),
+        (Some(4), Some(8)),
+        "{r}"
+    );
+    // The results are the window's five rounds, not the eight that ran.
+    assert_eq!(wall_n(&report), 5);
+    let stopped = report["cells"][0]["stopped"].as_str().unwrap();
+    assert!(
+        stopped.starts_with("steady state in rounds 4–8 of wall"),
+        "{stopped}"
+    );
+    assert_eq!(report["verdicts"][0]["pass"], true, "{report}");
+}
+
+#[test]
+fn a_drift_of_five_percent_a_round_is_never_steady_and_not_judged() {
+    if !root_or_skip("needs a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), "drive.img", 16);
+    // +5% a round from 0.3 s: a range of about 20% over five rounds, but an excursion of
+    // about 20% too, twice what the slope allows.
+    let sleeps: Vec<f64> = (0..8)
+        .map(|r| (0.3 * 1.05f64.powi(r) * 1000.0).round() / 1000.0)
+        .collect();
+    let file = campaign(tmp.path(), &drive.path, &sleeps, 8);
+    let (report, ok) = run(tmp.path(), &file, &drive.path);
+    assert!(!ok, "a verdict not judged must not pass: {report}");
+    let r = rounds(&report);
+    assert_eq!(r["steady"], false, "{r}");
+    assert_eq!(r["ended"], true, "{r}");
+    assert_eq!(r["values"].as_array().unwrap().len(), 8, "{r}");
+    let stopped = report["cells"][0]["stopped"].as_str().unwrap();
+    assert!(
+        stopped.starts_with("no steady state after 8 rounds"),
+        "{stopped}"
+    );
+    let v = &report["verdicts"][0];
+    assert_eq!(v["pass"], false, "{v}");
+    assert_eq!(
+        v["measured"], "not judged: no steady state after 8 rounds",
+        "{v}"
+    );
+}
+
+#[test]
+fn a_noisy_but_level_value_is_steady_at_rounds_one_to_five() {
+    if !root_or_skip("needs a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), "drive.img", 16);
+    // ±6% around 0.3 s in no order: a range of 12%, a flat line.
+    let file = campaign(
+        tmp.path(),
+        &drive.path,
+        &[0.31, 0.284, 0.316, 0.29, 0.305],
+        25,
+    );
+    let (report, ok) = run(tmp.path(), &file, &drive.path);
+    assert!(ok, "{report}");
+    let r = rounds(&report);
+    assert_eq!(r["steady"], true, "{r}");
+    assert_eq!(
+        (r["first"].as_u64(), r["last"].as_u64()),
+        (Some(1), Some(5)),
+        "{r}"
+    );
+    assert_eq!(wall_n(&report), 5);
+}
