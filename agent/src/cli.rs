@@ -46,6 +46,12 @@ pub struct AgentArgs {
     /// for more. Without it the agent refuses every plan that formats a device.
     #[arg(long = "allow-device", value_name = "PATH|GLOB")]
     pub allow_devices: Vec<String>,
+    /// Let plans purge drives (`prepare.purge`: discard, ATA secure erase, NVMe format or
+    /// sanitize, SCSI sanitize), each of which must also be allowed by --allow-device.
+    /// Without it a plan with a purge is refused whole: a campaign file alone never erases
+    /// a drive
+    #[arg(long)]
+    pub allow_purge: bool,
     /// Where storage configurations are mounted [default: STATE_DIR/mnt]
     #[arg(long)]
     pub mount_dir: Option<PathBuf>,
@@ -153,6 +159,7 @@ impl AgentArgs {
             reboot_command: self.reboot_command.clone(),
             reboot_timeout: Duration::from_secs(self.reboot_timeout),
             allow_devices: self.allow_devices.clone(),
+            allow_purge: self.allow_purge,
             mount_dir: self.mount_dir.clone(),
             inventory_interval: Duration::from_secs(self.inventory_interval),
         })

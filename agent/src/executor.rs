@@ -22,7 +22,7 @@ use crate::probes::provenance::{self, Provenance};
 use crate::probes::{diskstats, tools};
 use crate::process;
 use crate::shared::Shared;
-use crate::storage::Storage;
+use crate::storage::{self, Storage};
 use crate::workloads::{self, Ending};
 
 /// A step started this many times without ending (the agent crashed each time) fails.
@@ -165,9 +165,10 @@ impl Executor {
         if self.state.held(&plan.id).is_none() {
             // Destructive steps, and what the plan needs of the host (programs, users),
             // are judged before anything of the plan runs.
-            let storage = plan.steps.iter().find_map(|s| match &s.kind {
-                StepKind::StorageSetup(c) => self.cfg.storage.refusal(c),
-                _ => None,
+            let storage = plan.steps.iter().find_map(|s| {
+                self.cfg
+                    .storage
+                    .step_refusal(&s.kind, storage::Judged::OnArrival)
             });
             let check = preflight::Check {
                 host: &self.cfg.host,
@@ -843,6 +844,13 @@ impl Executor {
                 Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
             },
             StepKind::Purge(_) | StepKind::Precondition(_) => {
+                if let Some(why) = self
+                    .cfg
+                    .storage
+                    .step_refusal(&step.kind, storage::Judged::AtRun)
+                {
+                    return Ending::error(format!("refused: {why}"));
+                }
                 Ending::error(format!("this agent cannot {} yet", step.kind.name()))
             }
             StepKind::Reboot | StepKind::Fstrim(_) => {

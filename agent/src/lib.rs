@@ -121,6 +121,9 @@ pub struct AgentConfig {
     pub reboot_timeout: Duration,
     /// Devices storage steps may format (paths or globs); nothing else is ever touched.
     pub allow_devices: Vec<String>,
+    /// Plans may purge drives (`--allow-purge`), those `allow_devices` allows; without it a
+    /// plan with a purge step is refused.
+    pub allow_purge: bool,
     /// Where storage is mounted; `{state_dir}/mnt` when None.
     pub mount_dir: Option<PathBuf>,
     /// Mutual TLS or plaintext.
@@ -170,6 +173,7 @@ pub async fn run(cfg: AgentConfig, shutdown: CancellationToken) -> anyhow::Resul
             )?,
             state_dir: cfg.state_dir.clone(),
             allowed: cfg.allow_devices.clone(),
+            allow_purge: cfg.allow_purge,
             inventory_roots: probes::inventory::Roots::default(),
         },
     };

@@ -322,6 +322,7 @@ mod tests {
             mount_dir: dir.join("mnt"),
             state_dir: dir.to_path_buf(),
             allowed: Vec::new(),
+            allow_purge: false,
             inventory_roots: Roots {
                 sys: dir.join("no-sys"),
                 dev: dir.join("no-dev"),

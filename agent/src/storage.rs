@@ -1,13 +1,14 @@
 //! Storage setup and teardown: write cache, mkfs and mount of a device, or a tmpfs RAM
-//! disk. It owns ARCHITECTURE.md's invariant "Do no harm": a device is touched only if the
-//! operator allowed it (`--allow-device`), it is a whole disk this host's inventory knows,
-//! and it is not mounted, stacked under dm/md, or holding `/`. Teardown undoes what setup
-//! changed and is safe to run twice.
+//! disk. It owns ARCHITECTURE.md's invariant "Do no harm": a device is touched (set up,
+//! purged or preconditioned) only if the operator allowed it (`--allow-device`), it is a
+//! whole disk this host's inventory knows, and it is not mounted, stacked under dm/md, or
+//! holding `/`; a purge needs `--allow-purge` besides. Teardown undoes what setup changed
+//! and is safe to run twice.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
-use crate::model::{Encryption, Filesystem, StorageConfig, WriteCacheSetting};
+use crate::model::{Encryption, Filesystem, StepKind, StorageConfig, WriteCacheSetting};
 use crate::probes::inventory::{self, Device, InventoryError, Transport};
 
 /// Why a storage operation failed. The texts are what users read in a step's error (the
@@ -91,7 +92,19 @@ pub(crate) struct Storage {
     pub state_dir: PathBuf,
     /// `--allow-device` patterns (paths or globs, e.g. `/dev/loop*`).
     pub allowed: Vec<String>,
+    /// `--allow-purge`: plans may purge the devices `allowed` allows.
+    pub allow_purge: bool,
     pub inventory_roots: inventory::Roots,
+}
+
+/// When a destructive step is judged ([`Storage::step_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// When its plan arrives: the agent's own mount of the device (a plan held before this
+    /// one may have it mounted until its teardown) does not count as "in use".
+    OnArrival,
+    /// Right before a purge or a precondition runs: any mount refuses, the agent's own too.
+    AtRun,
 }
 
 fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
@@ -129,13 +142,18 @@ impl Storage {
 
     /// Where the filesystem itself is mounted (under an encrypted view, if any).
     fn base_point(&self, c: &StorageConfig) -> PathBuf {
-        let name = match &c.device {
-            Some(d) => Path::new(d)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "device".into()),
-            None => "ramdisk".into(),
-        };
+        match &c.device {
+            Some(d) => self.device_point(d),
+            None => self.mount_dir.join("ramdisk"),
+        }
+    }
+
+    /// Where a filesystem on `device` is mounted.
+    fn device_point(&self, device: &str) -> PathBuf {
+        let name = Path::new(device)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "device".into());
         self.mount_dir.join(name)
     }
 
@@ -158,6 +176,40 @@ impl Storage {
     /// left by an interrupted attempt) do not count as "in use".
     pub(crate) fn refusal(&self, c: &StorageConfig) -> Option<String> {
         let path = c.device.as_deref()?;
+        self.device_refusal(path, Some(&self.base_point(c)))
+    }
+
+    /// Why the destructive step `kind` must not run, or None (for other kinds, None): a
+    /// storage setup's device, a purge's and a precondition's (which overwrites the whole
+    /// drive) pass the same rails, and a purge needs `--allow-purge` too, so that a
+    /// campaign file alone never erases a drive.
+    pub(crate) fn step_refusal(&self, kind: &StepKind, judged: Judged) -> Option<String> {
+        let device = match kind {
+            StepKind::StorageSetup(c) => return self.refusal(c),
+            StepKind::Purge(p) => {
+                if !self.allow_purge {
+                    return Some(format!(
+                        "purge of {} ({}) is not allowed: start platter-agent with --allow-purge \
+                         to let plans purge drives it may format",
+                        p.device,
+                        p.method.name()
+                    ));
+                }
+                &p.device
+            }
+            StepKind::Precondition(p) => &p.device,
+            _ => return None,
+        };
+        let ours = match judged {
+            Judged::OnArrival => Some(self.device_point(device)),
+            Judged::AtRun => None,
+        };
+        self.device_refusal(device, ours.as_deref())
+            .map(|why| format!("{} of {device}: {why}", kind.name()))
+    }
+
+    /// Why `path` must not be written to, or None. A mount at `ours` does not count.
+    fn device_refusal(&self, path: &str, ours: Option<&Path>) -> Option<String> {
         let devices = match inventory::scan(&self.inventory_roots) {
             Ok(d) => d,
             Err(e) => {
@@ -186,8 +238,12 @@ impl Storage {
         if device.holds_root {
             return Some(format!("{path} holds / (the root filesystem)"));
         }
-        let ours = self.base_point(c).display().to_string();
-        let foreign: Vec<&String> = device.mounted.iter().filter(|m| **m != ours).collect();
+        let ours = ours.map(|p| p.display().to_string());
+        let foreign: Vec<&String> = device
+            .mounted
+            .iter()
+            .filter(|m| Some(*m) != ours.as_ref())
+            .collect();
         if !foreign.is_empty() {
             return Some(format!(
                 "{path} is mounted at {}",
@@ -641,6 +697,7 @@ mod tests {
             mount_dir: root.join("mnt"),
             state_dir: root.join("state"),
             allowed: vec![format!("{}/dev/vd*", root.display())],
+            allow_purge: false,
             inventory_roots: inventory::Roots {
                 sys: root.join("sys"),
                 dev: root.join("dev"),
@@ -722,6 +779,88 @@ mod tests {
             }),
             None
         );
+    }
+
+    /// A purge needs `--allow-purge` on top of the device rails; a precondition (which
+    /// overwrites the drive too) the rails alone. When the plan arrives the agent's own
+    /// mount of the device does not count (a plan before it may hold it until its
+    /// teardown); right before the step runs, any mount refuses.
+    #[test]
+    fn purges_need_allow_purge_and_purges_and_preconditions_the_device_rails() {
+        use crate::model::{Precondition, Purge, PurgeMethod};
+        let (_tmp, s) = fake();
+        let dev = |name: &str| s.inventory_roots.dev.join(name).display().to_string();
+        let purge = |name: &str| {
+            StepKind::Purge(Purge {
+                device: dev(name),
+                method: PurgeMethod::NvmeSanitize,
+            })
+        };
+        let precondition = |name: &str| {
+            StepKind::Precondition(Precondition {
+                device: dev(name),
+                passes: 2,
+                block_size: 128 << 10,
+            })
+        };
+        assert_eq!(
+            s.step_refusal(&purge("vdw"), Judged::OnArrival).as_deref(),
+            Some(
+                format!(
+                    "purge of {} (nvme-sanitize) is not allowed: start platter-agent with \
+                     --allow-purge to let plans purge drives it may format",
+                    dev("vdw")
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(s.step_refusal(&precondition("vdw"), Judged::AtRun), None);
+        let allowed = Storage {
+            allow_purge: true,
+            ..s.clone()
+        };
+        assert_eq!(allowed.step_refusal(&purge("vdw"), Judged::AtRun), None);
+        assert_eq!(
+            allowed
+                .step_refusal(&purge("vdy"), Judged::AtRun)
+                .as_deref(),
+            Some(format!("purge of {0}: {0} is mounted at /mnt/data", dev("vdy")).as_str())
+        );
+        assert!(allowed
+            .step_refusal(&precondition("vdz"), Judged::OnArrival)
+            .unwrap()
+            .ends_with("vdz holds / (the root filesystem)"));
+        let strict = Storage {
+            allowed: vec!["/dev/sdq".into()],
+            ..allowed.clone()
+        };
+        assert!(strict
+            .step_refusal(&precondition("vdw"), Judged::OnArrival)
+            .unwrap()
+            .contains("vdw is not allowed"));
+        // The agent's own mount of the device: not in use when the plan arrives, in use
+        // when the purge would run.
+        let ours = s.mount_dir.join("vdw");
+        std::fs::write(
+            &s.inventory_roots.mountinfo,
+            format!(
+                "22 1 253:3 / / rw - ext4 /dev/vdz rw\n\
+                 41 22 253:0 / {} rw - ext4 /dev/vdw rw\n",
+                ours.display()
+            ),
+        )
+        .unwrap();
+        assert_eq!(allowed.step_refusal(&purge("vdw"), Judged::OnArrival), None);
+        assert_eq!(
+            allowed.step_refusal(&purge("vdw"), Judged::AtRun),
+            Some(format!(
+                "purge of {0}: {0} is mounted at {1}",
+                dev("vdw"),
+                ours.display()
+            ))
+        );
+        // Other steps are not this judgement's.
+        assert_eq!(s.step_refusal(&StepKind::Sync, Judged::AtRun), None);
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn config(dir: &Path) -> ExecConfig {
             mount_dir: dir.join("mnt"),
             state_dir: dir.to_path_buf(),
             allowed: Vec::new(),
+            allow_purge: false,
             // No drives (provenance lists none), the real mounts (storage checks them).
             inventory_roots: Roots {
                 sys: dir.join("no-sys"),
