@@ -17,6 +17,7 @@ use crate::model::{
     Encryption, FsyncParams, OnFailure, Plan, Record, RecordKind, RunAs, Sample, Step, StepEvent,
     StepKind, StepState, StorageConfig, Workload, NOT_MEASURED,
 };
+use crate::precondition;
 use crate::preflight;
 use crate::probes::provenance::{self, Provenance};
 use crate::probes::{diskstats, tools};
@@ -445,7 +446,11 @@ impl Executor {
         // The storage the step runs on must still be there (a power loss unmounts it).
         let uses_storage = !matches!(
             step.kind,
-            StepKind::StorageSetup(_) | StepKind::StorageTeardown(_) | StepKind::Reboot
+            StepKind::StorageSetup(_)
+                | StepKind::StorageTeardown(_)
+                | StepKind::Reboot
+                | StepKind::Purge(_)
+                | StepKind::Precondition(_)
         );
         if let Some(c) = self.active_storage.as_ref().filter(|_| uses_storage) {
             if let Err(e) = self.cfg.storage.check_in_place(c) {
@@ -843,7 +848,7 @@ impl Executor {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
             },
-            StepKind::Purge(_) | StepKind::Precondition(_) => {
+            StepKind::Purge(_) => {
                 if let Some(why) = self
                     .cfg
                     .storage
@@ -851,7 +856,24 @@ impl Executor {
                 {
                     return Ending::error(format!("refused: {why}"));
                 }
-                Ending::error(format!("this agent cannot {} yet", step.kind.name()))
+                Ending::error("this agent cannot purge yet")
+            }
+            StepKind::Precondition(p) => {
+                if let Some(why) = self
+                    .cfg
+                    .storage
+                    .step_refusal(&step.kind, storage::Judged::AtRun)
+                {
+                    return Ending::error(format!("refused: {why}"));
+                }
+                let stop = || self.stop.is_cancelled() || self.shared.is_cancelled(plan_id);
+                match precondition::run(p, &stop) {
+                    Ok(samples) => Ending {
+                        samples,
+                        ..Ending::default()
+                    },
+                    Err(e) => Ending::error(format!("precondition of {}: {e}", p.device)),
+                }
             }
             StepKind::Reboot | StepKind::Fstrim(_) => {
                 unreachable!("reboot and fstrim steps are handled by advance")

@@ -19,6 +19,7 @@ mod executor;
 pub mod fuzz;
 mod journal;
 mod link;
+mod precondition;
 mod preflight;
 mod probes;
 mod process;

@@ -332,6 +332,52 @@ impl Drop for UnmountOnDrop {
     }
 }
 
+/// A loop device on a sparse image file: the tests' drive, never a real disk. Detached
+/// on drop, whatever the test did.
+pub(crate) struct LoopDevice {
+    pub path: String,
+    pub image: PathBuf,
+}
+
+impl LoopDevice {
+    /// A loop device of `bytes` on an image in `dir`, or None when the test is skipped
+    /// (not root, no losetup: `skip`).
+    pub(crate) fn new(dir: &Path, bytes: u64) -> Option<LoopDevice> {
+        if !root_or_skip("attaches a loop device") || !tool_or_skip("losetup", "mount") {
+            return None;
+        }
+        let image = dir.join("drive.img");
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(bytes))
+            .expect("image file");
+        let out = crate::process::command("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output()
+            .expect("losetup");
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Some(LoopDevice { path, image })
+    }
+
+    /// Its name in /sys/block (`loop3`).
+    pub(crate) fn name(&self) -> &str {
+        self.path.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = crate::process::command("losetup")
+            .args(["-d", &self.path])
+            .status();
+    }
+}
+
 const ABORTED: &str = "skipped: an earlier step failed and on_failure is abort";
 const CANCELLED: &str = "skipped: cancelled";
 const SUCCEEDED_ONCE: [(StepState, u32); 2] = [(StepState::Started, 1), (StepState::Succeeded, 1)];
