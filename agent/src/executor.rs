@@ -17,7 +17,6 @@ use crate::model::{
     Encryption, FsyncParams, OnFailure, Plan, Record, RecordKind, RunAs, Sample, Step, StepEvent,
     StepKind, StepState, StorageConfig, Workload, NOT_MEASURED,
 };
-use crate::precondition;
 use crate::preflight;
 use crate::probes::provenance::{self, Provenance};
 use crate::probes::{diskstats, tools};
@@ -25,6 +24,7 @@ use crate::process;
 use crate::shared::Shared;
 use crate::storage::{self, Storage};
 use crate::workloads::{self, Ending};
+use crate::{precondition, purge};
 
 /// A step started this many times without ending (the agent crashed each time) fails.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
@@ -848,7 +848,7 @@ impl Executor {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
             },
-            StepKind::Purge(_) => {
+            StepKind::Purge(p) => {
                 if let Some(why) = self
                     .cfg
                     .storage
@@ -856,7 +856,15 @@ impl Executor {
                 {
                     return Ending::error(format!("refused: {why}"));
                 }
-                Ending::error("this agent cannot purge yet")
+                match purge::run(p, &self.stop, purge::Pacing::default()) {
+                    Ok(samples) => Ending {
+                        samples,
+                        ..Ending::default()
+                    },
+                    Err(e) => {
+                        Ending::error(format!("purge of {} ({}): {e}", p.device, p.method.name()))
+                    }
+                }
             }
             StepKind::Precondition(p) => {
                 if let Some(why) = self

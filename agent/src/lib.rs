@@ -23,6 +23,7 @@ mod precondition;
 mod preflight;
 mod probes;
 mod process;
+mod purge;
 mod shared;
 mod storage;
 mod workloads;

@@ -1,20 +1,25 @@
 //! What a plan needs of its host, judged when the plan arrives, so that a plan this host
 //! cannot run is refused whole before anything of it runs: the programs its steps exec
-//! (tools, mkfs, mount, gocryptfs, write-cache tools, fstrim, a command's own program) and
-//! the users its workloads run as, and whether it needs root the agent lacks (storage setup,
-//! bonnie++'s memory cgroup, other users). It runs nothing: a program is looked up as the agent will find it
-//! (`process::search_path`: PATH, then the sbin directories), a user in the password
-//! database. Also the two things running as a user needs: the user's account (`account`)
-//! and its home made on the storage under test (`make_home`).
+//! (tools, mkfs, mount, gocryptfs, write-cache tools, fstrim, purge tools, a command's own
+//! program) and the users its workloads run as, whether it needs root the agent lacks
+//! (storage setup, purge and precondition, bonnie++'s memory cgroup, other users), and
+//! whether each drive to purge supports the purge's method. It runs nothing but the
+//! drives' own identify queries for that (`hdparm -I`, `nvme id-ctrl`, which change
+//! nothing): a program is looked up as the agent will find it (`process::search_path`:
+//! PATH, then the sbin directories), a user in the password database. Also the two things
+//! running as a user needs: the user's account (`account`) and its home made on the
+//! storage under test (`make_home`).
 
 use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::model::{Filesystem, Plan, Step, StepKind, StorageConfig, Tool, Workload};
-use crate::process;
+use crate::model::{
+    Filesystem, Plan, Precondition, Purge, Step, StepKind, StorageConfig, Tool, Workload,
+};
 use crate::storage::Storage;
 use crate::workloads::memlimit;
+use crate::{precondition, process, purge};
 
 /// A user of this host, as a workload running as it needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,6 +162,10 @@ impl Check<'_> {
     /// missing program and user named), or None.
     pub(crate) fn refusal(&self, plan: &Plan) -> Option<String> {
         let mut root_for: Vec<&str> = Vec::new();
+        // Purges and preconditions, judged after the walk (the drive is asked only when
+        // its program is here and the agent is root).
+        let mut purges: Vec<&Purge> = Vec::new();
+        let mut preconditions: Vec<&Precondition> = Vec::new();
         let mut cgroups = Lacks::default();
         let mut programs = Lacks::default();
         let mut found = std::collections::HashMap::<String, bool>::new();
@@ -205,6 +214,14 @@ impl Check<'_> {
                     }
                 }
                 StepKind::Fstrim(_) => need("fstrim", "the fstrim phase".into()),
+                StepKind::Purge(p) => {
+                    need(
+                        purge::program(p.method),
+                        format!("the purge of {}", p.device),
+                    );
+                    purges.push(p);
+                }
+                StepKind::Precondition(p) => preconditions.push(p),
                 StepKind::StorageSetup(c) => {
                     for what in Storage::root_needed_for(c) {
                         if !root_for.contains(&what) {
@@ -219,6 +236,9 @@ impl Check<'_> {
             }
         }
         let not_root = self.users(plan, &mut programs);
+        let drives = self.drives(&purges, &preconditions, |program| {
+            found.get(program).copied().unwrap_or(false)
+        });
         let mut reasons = Vec::new();
         // Said first: a user running a storage campaign unprivileged must learn that it
         // needs root, not only that mkfs.ext4 is off its PATH (the second is true too, and
@@ -245,11 +265,74 @@ impl Check<'_> {
                 self.agent_uid
             ));
         }
+        // Purging or overwriting a drive opens its device for writing, and the purge
+        // tools send the drive admin commands: root's.
+        if self.agent_uid != 0 && !(purges.is_empty() && preconditions.is_empty()) {
+            let what: Vec<String> = purges
+                .iter()
+                .map(|p| format!("purge {}", p.device))
+                .chain(
+                    preconditions
+                        .iter()
+                        .map(|p| format!("precondition {}", p.device)),
+                )
+                .collect();
+            reasons.push(format!(
+                "host {}: `prepare:` needs root to {} (the agent runs as uid {}); run the agent \
+                 as root, or use a campaign without `prepare:`",
+                self.host,
+                what.join(", "),
+                self.agent_uid
+            ));
+        }
         if !programs.0.is_empty() {
             reasons.push(format!("host {} lacks: {}", self.host, programs.list()));
         }
+        if !drives.is_empty() {
+            reasons.push(format!("host {}: {}", self.host, drives.join("; ")));
+        }
         reasons.extend(not_root);
         (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// What the drives to purge or precondition cannot do: a purge's method the drive does
+    /// not support (asked of a root agent that has the method's program, `has`), a
+    /// precondition's block size direct writes to the drive cannot use.
+    fn drives(
+        &self,
+        purges: &[&Purge],
+        preconditions: &[&Precondition],
+        has: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let sys = &self.storage.inventory_roots.sys;
+        let mut out = Vec::new();
+        for p in purges {
+            if self.agent_uid == 0 && has(purge::program(p.method)) {
+                out.extend(purge::unsupported(p, sys));
+            }
+        }
+        for p in preconditions {
+            let name = std::fs::canonicalize(&p.device)
+                .ok()
+                .and_then(|real| real.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_default();
+            // Unreadable (not a device this host has): the rails say so; the fill checks
+            // again when it runs.
+            let logical = std::fs::read_to_string(
+                sys.join("block")
+                    .join(name)
+                    .join("queue/logical_block_size"),
+            )
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(512);
+            out.extend(precondition::block_size_refusal(
+                &p.device,
+                p.block_size,
+                logical,
+            ));
+        }
+        out
     }
 
     /// Whether bonnie++ run as `argv` (substituted) on `storage` is held in a memory cgroup,

@@ -153,6 +153,11 @@ struct Running {
 /// what the journal has not seen acked), and gives it `plans`. The plan channel is closed
 /// behind them, so the executor returns once it holds no plan, as when the link stops.
 fn start(dir: &Path, plans: &[Plan]) -> Running {
+    start_with(config(dir), dir, plans)
+}
+
+/// `start` with an executor configured as `cfg`.
+fn start_with(cfg: ExecConfig, dir: &Path, plans: &[Plan]) -> Running {
     let (journal, state) = Journal::open(dir).expect("open journal");
     let shared = Arc::new(Shared::new(
         state.unacked.iter().cloned(),
@@ -164,7 +169,7 @@ fn start(dir: &Path, plans: &[Plan]) -> Running {
         tx.send(p.clone()).expect("plan channel");
     }
     drop(tx);
-    let executor = Executor::new(config(dir), journal, state, shared.clone(), rx);
+    let executor = Executor::new(cfg, journal, state, shared.clone(), rx);
     let stop = CancellationToken::new();
     let (done_tx, done) = std_mpsc::channel();
     let token = stop.clone();
@@ -376,6 +381,16 @@ impl Drop for LoopDevice {
             .args(["-d", &self.path])
             .status();
     }
+}
+
+/// The executor's configuration for a plan on the real drive `device`: the host's own
+/// inventory, `device` allowed, and purges allowed when `allow_purge`.
+fn config_for_drive(dir: &Path, device: &str, allow_purge: bool) -> ExecConfig {
+    let mut cfg = config(dir);
+    cfg.storage.allowed = vec![device.to_string()];
+    cfg.storage.allow_purge = allow_purge;
+    cfg.storage.inventory_roots = Roots::default();
+    cfg
 }
 
 const ABORTED: &str = "skipped: an earlier step failed and on_failure is abort";
@@ -1130,4 +1145,226 @@ fn runs_as_its_user_on(storage: StorageConfig, tag: &str) {
     assert_eq!(lines(&dir, "after-measure"), [u, &home, u, "root"]);
     assert_eq!(lines(&dir, "after-remake"), [u, u, u, "root"]);
     assert!(!mounted(&mount), "torn down");
+}
+
+// ---- purge and precondition (prepare:) ----
+
+const MIB: u64 = 1 << 20;
+
+fn purge_step(device: &str, method: crate::model::PurgeMethod) -> StepKind {
+    StepKind::Purge(crate::model::Purge {
+        device: device.into(),
+        method,
+    })
+}
+
+fn precondition_step(device: &str, passes: u32, block_size: u64) -> StepKind {
+    StepKind::Precondition(crate::model::Precondition {
+        device: device.into(),
+        passes,
+        block_size,
+    })
+}
+
+/// Writes `byte` over the whole of `device`, through to its backing file.
+fn fill_with(device: &str, byte: u8, bytes: u64) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(device)
+        .expect("open the loop device");
+    let chunk = vec![byte; MIB as usize];
+    for _ in 0..bytes / MIB {
+        f.write_all(&chunk).expect("write the loop device");
+    }
+    f.sync_all().expect("fsync the loop device");
+}
+
+/// `len` bytes of `device` at `offset`, read around the page cache.
+fn read_at(device: &str, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(device)
+        .expect("open the loop device");
+    // O_DIRECT wants an aligned buffer: a longer Vec, used from its first aligned byte.
+    let mut raw = vec![0u8; len + 4096];
+    let start = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[start..start + len];
+    f.read_exact_at(buf, offset).expect("read the loop device");
+    buf.to_vec()
+}
+
+/// The 512-byte blocks the file at `path` has allocated.
+fn allocated_blocks(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).expect("stat").blocks()
+}
+
+/// A campaign file alone must never erase a drive: with the device allowed
+/// (`--allow-device`) but without `--allow-purge`, a plan with a purge is refused whole,
+/// saying what to do, and its drive keeps its data; a precondition needs no
+/// `--allow-purge`, but the device rails: a device not allowed is refused.
+#[test]
+fn a_purge_without_allow_purge_refuses_the_plan_and_the_drive_keeps_its_data() {
+    let (_tmp, dir) = state_dir();
+    let Some(drive) = LoopDevice::new(&dir, 64 * MIB) else {
+        return;
+    };
+    fill_with(&drive.path, 0xab, 64 * MIB);
+    let p = plan(
+        "p",
+        OnFailure::Continue,
+        vec![
+            (
+                "a",
+                0,
+                purge_step(&drive.path, crate::model::PurgeMethod::Discard),
+            ),
+            ("a", 0, precondition_step(&drive.path, 1, 128 << 10)),
+            ("a", 1, cmd(&log_attempt("ran.log"))),
+        ],
+    );
+    let shared = start_with(config_for_drive(&dir, &drive.path, false), &dir, &[p]).wait();
+    let reason = refusal(&dir, &shared);
+    assert_eq!(
+        reason,
+        format!(
+            "purge of {} (discard) is not allowed: start platter-agent with --allow-purge to let \
+             plans purge drives it may format",
+            drive.path
+        )
+    );
+    assert!(lines(&dir, "ran.log").is_empty(), "a step ran");
+    assert!(read_at(&drive.path, 0, 4096).iter().all(|b| *b == 0xab));
+
+    let (_tmp2, dir2) = state_dir();
+    let p = plan(
+        "q",
+        OnFailure::Continue,
+        vec![("a", 0, precondition_step(&drive.path, 1, 128 << 10))],
+    );
+    let mut cfg = config_for_drive(&dir2, &drive.path, true);
+    cfg.storage.allowed = vec!["/dev/sdq".into()];
+    let shared = start_with(cfg, &dir2, &[p]).wait();
+    let reason = refusal(&dir2, &shared);
+    assert!(
+        reason.starts_with(&format!(
+            "precondition of {0}: {0} is not allowed: the agent formats only devices its operator \
+             named with --allow-device",
+            drive.path
+        )),
+        "{reason}"
+    );
+}
+
+/// The SNIA PTS preparation on a loop device: a discard purge (its data reads back as zeros,
+/// and the loop device punched the image file's blocks out), then a precondition of 2
+/// passes in 128 KiB writes: every byte written twice, counted exactly, with data that
+/// neither repeats nor compresses.
+#[test]
+fn a_discard_purge_then_a_precondition_on_a_loop_device() {
+    let (_tmp, dir) = state_dir();
+    let Some(drive) = LoopDevice::new(&dir, 64 * MIB) else {
+        return;
+    };
+    if !tool_or_skip("blkdiscard", "util-linux") {
+        return;
+    }
+    fill_with(&drive.path, 0xab, 64 * MIB);
+    let before = allocated_blocks(&drive.image);
+    assert!(
+        before >= 64 * MIB / 512,
+        "the image holds the pattern: {before} blocks"
+    );
+
+    let purge = plan(
+        "purge",
+        OnFailure::Continue,
+        vec![(
+            "a",
+            0,
+            purge_step(&drive.path, crate::model::PurgeMethod::Discard),
+        )],
+    );
+    let cfg = config_for_drive(&dir, &drive.path, true);
+    start_with(cfg.clone(), &dir, &[purge]).wait();
+    let r = records(&dir);
+    let end = only_end(&r, 0);
+    assert_eq!(end.state, StepState::Succeeded, "{end:?}");
+    assert_eq!(end.kind, "purge");
+    let metrics: Vec<&str> = end.samples.iter().map(|s| s.metric.as_str()).collect();
+    assert_eq!(metrics, ["purge.seconds"]);
+    for offset in [0, 32 * MIB, 64 * MIB - 4096] {
+        assert!(
+            read_at(&drive.path, offset, 4096).iter().all(|b| *b == 0),
+            "data left at byte {offset} after the discard"
+        );
+    }
+    let after = allocated_blocks(&drive.image);
+    assert!(
+        after < before / 16,
+        "the discard punched the image's blocks out: {before} → {after} blocks"
+    );
+
+    let (_tmp2, dir2) = state_dir();
+    let fill = plan(
+        "fill",
+        OnFailure::Continue,
+        vec![("a", 0, precondition_step(&drive.path, 2, 128 << 10))],
+    );
+    start_with(config_for_drive(&dir2, &drive.path, false), &dir2, &[fill]).wait();
+    let r = records(&dir2);
+    let end = only_end(&r, 0);
+    assert_eq!(end.state, StepState::Succeeded, "{end:?}");
+    let value = |metric: &str| {
+        let s = end
+            .samples
+            .iter()
+            .find(|s| s.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} in {:?}", end.samples));
+        (s.value, s.unit.clone())
+    };
+    assert_eq!(
+        value("precondition.bytes"),
+        ((2 * 64 * MIB) as f64, "B".into())
+    );
+    let (seconds, unit) = value("precondition.seconds");
+    assert!(seconds > 0.0 && unit == "s");
+    let (bandwidth, unit) = value("precondition.bandwidth");
+    assert_eq!(unit, "B/s");
+    assert!(
+        (bandwidth - (2 * 64 * MIB) as f64 / seconds).abs() < 1.0,
+        "bandwidth {bandwidth} B/s is bytes over seconds"
+    );
+    assert!(value("precondition.pass1.seconds").0 > 0.0);
+    assert!(value("precondition.pass2.seconds").0 > 0.0);
+    eprintln!(
+        "precondition of a 64 MiB loop device, 2 passes of 128 KiB writes: {:.1} MiB/s",
+        bandwidth / MIB as f64
+    );
+
+    // What the drive holds: not zeros, no block like another, nothing to compress.
+    let head = read_at(&drive.path, 0, 4 * MIB as usize);
+    assert!(head.iter().any(|b| *b != 0));
+    let block = 128 << 10;
+    assert_ne!(
+        head[..block],
+        head[block..2 * block],
+        "a block is like its neighbour"
+    );
+    let last = read_at(&drive.path, 64 * MIB - block as u64, block);
+    assert_ne!(head[..block], last[..], "the last block is like the first");
+    let sectors: std::collections::HashSet<&[u8]> = head.chunks(4096).collect();
+    assert_eq!(sectors.len(), head.len() / 4096, "two 4 KiB sectors alike");
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut z, &head).unwrap();
+    let compressed = z.finish().unwrap().len();
+    assert!(
+        compressed as f64 > 0.99 * head.len() as f64,
+        "deflate made {} bytes of {}",
+        compressed,
+        head.len()
+    );
 }
