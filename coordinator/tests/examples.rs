@@ -41,7 +41,8 @@ fn every_example_validates_and_lists_what_it_would_erase() {
         seen += 1;
         let mut validate = platter();
         validate.args(["validate", "--local-host", "here"]);
-        if name.starts_with("seed-") {
+        let on_a_drive = name.starts_with("seed-") || name.starts_with("ssd-");
+        if on_a_drive {
             validate.args(["--set", &format!("devices.path={}", drive.path)]);
         }
         let assert = validate.arg(examples().join(&name)).assert().success();
@@ -50,9 +51,14 @@ fn every_example_validates_and_lists_what_it_would_erase() {
                 "{} (erases it)",
                 drive.path
             )));
+        } else if on_a_drive {
+            assert.stdout(predicate::str::contains(format!(
+                "purge {} with discard (erases it; the agent must also be started with --allow-purge",
+                drive.path
+            )));
         }
     }
-    assert_eq!(seen, 7);
+    assert_eq!(seen, 8);
 }
 
 #[test]
@@ -171,4 +177,60 @@ fn seed_000_002_build_times_runs_on_a_drive_encrypted_and_a_ramdisk() {
         let (warm, cold) = (wall(drive, "warm"), wall(drive, "cold"));
         assert!(warm < cold, "{drive}: warm {warm} cold {cold}");
     }
+}
+
+#[test]
+fn the_pts_example_purges_fills_and_rounds_a_loop_device_only_with_allow_purge() {
+    if !common::root_or_skip("it attaches a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), "drive.img", 64);
+    // A mark at the start of the drive, which the purge must take away.
+    std::fs::write(&drive.path, b"platter-was-here").unwrap();
+    let example = examples().join("ssd-qualification-pts.yaml");
+    let args = |purge: bool| {
+        let mut c = platter();
+        c.current_dir(tmp.path())
+            .args(["run", "--format", "json", "--allow-device", &drive.path])
+            .args(["--set", &format!("devices.path={}", drive.path)])
+            .args(["--set", "runtime=1s", "--set", "bs=4k", "--set", "mix=0"]);
+        if purge {
+            c.arg("--allow-purge");
+        }
+        c.arg(&example);
+        c
+    };
+    // Without --allow-purge the agent refuses the plan: nothing is erased.
+    let refused = args(false).output().unwrap();
+    assert!(!refused.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert!(
+        report["refused"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-purge"),
+        "{report}"
+    );
+    let start = std::fs::read(&drive.path).unwrap();
+    assert!(start.starts_with(b"platter-was-here"));
+
+    let out = args(true).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    // The fill wrote the drive whole: the mark is gone, and so are the zeros.
+    let data = std::fs::read(&drive.path).unwrap();
+    assert!(!data.starts_with(b"platter-was-here"));
+    assert!(data[..4096].iter().any(|b| *b != 0));
+    let r = &report["rounds"][0];
+    assert_eq!(r["tracked"], "bs=4k mix=0 runtime=1s", "{r}");
+    let rounds = r["values"].as_array().unwrap().len();
+    assert!((5..=25).contains(&rounds), "{r}");
+    let state = report["drive_states"][0].as_str().unwrap_or_default();
+    assert!(state.contains("purged with discard"), "{report}");
+    assert!(state.contains("not a PTS purge"), "{state}");
+    assert!(
+        state.contains("preconditioned: 128.00 MiB written"),
+        "{state}"
+    );
 }

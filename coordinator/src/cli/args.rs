@@ -784,6 +784,10 @@ pub struct RunArgs {
     /// for more. Devices not named here are refused before anything runs.
     #[arg(long = "allow-device", value_name = "PATH|GLOB")]
     pub allow_devices: Vec<String>,
+    /// Let `prepare: { purge }` erase the allowed devices (discard, ATA secure erase, NVMe
+    /// format or sanitize, SCSI sanitize): a campaign file alone never can
+    #[arg(long)]
+    pub allow_purge: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]

@@ -103,6 +103,7 @@ fn local_agent(addr: SocketAddr, host: &str, state_dir: &Path) -> platter_agent:
         reboot_command: String::new(),
         reboot_timeout: Duration::from_secs(600),
         allow_devices: Vec::new(),
+        allow_purge: false,
         mount_dir: None,
         inventory_interval: platter_agent::DEFAULT_INVENTORY_INTERVAL,
     }
@@ -119,6 +120,7 @@ pub(super) async fn run_local(opts: RunArgs) -> anyhow::Result<i32> {
         fresh,
         reboot_command,
         allow_devices,
+        allow_purge,
         limits,
         set,
         cpu: _,
@@ -164,6 +166,7 @@ pub(super) async fn run_local(opts: RunArgs) -> anyhow::Result<i32> {
     let agent_cfg = platter_agent::AgentConfig {
         reboot_command,
         allow_devices,
+        allow_purge,
         ..local_agent(coordinator.addr, &host, state_dir)
     };
     let agent_stop = shutdown.child_token();

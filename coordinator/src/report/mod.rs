@@ -354,6 +354,9 @@ pub struct Report {
     /// `prepare.steady_state`: each drive's rounds, and which of them its results are.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<steady::DriveRounds>,
+    /// `prepare:`: the state each drive was measured in, a line per drive.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drive_states: Vec<String>,
 }
 
 pub use crate::store::CampaignState;
@@ -649,6 +652,10 @@ impl Report {
                 measurements_expected,
                 measurements_missing,
                 failures,
+                drive_states: match &spec {
+                    Some(s) => steady::drive_states(c, campaign_id, s, &rounds)?,
+                    None => Vec::new(),
+                },
                 rounds,
             })
         })

@@ -174,6 +174,8 @@ impl serde::Serialize for CellWarning {
 pub enum Note<'a> {
     /// What changed between snapshots of a host within the run.
     ProvenanceChange(&'a str),
+    /// The state a prepared drive was measured in (`prepare:`).
+    DriveState(&'a str),
     Missing(MissingMeasurements),
     /// A comparison with the baseline.
     Comparison(&'a JudgedComparison),
@@ -220,6 +222,7 @@ impl fmt::Display for Note<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Note::ProvenanceChange(t) => f.write_str(t),
+            Note::DriveState(t) => write!(f, "drive state: {t}"),
             Note::Missing(m) => m.fmt(f),
             Note::Comparison(c) => write!(f, "{}: {} ({})", c.row.context, c.row.text, c.row.metric),
             Note::Family {
@@ -296,6 +299,7 @@ pub fn notes(report: &Report) -> Vec<Note<'_>> {
         .iter()
         .map(|c| Note::ProvenanceChange(c))
         .collect();
+    out.extend(report.drive_states.iter().map(|s| Note::DriveState(s)));
     out.extend(MissingMeasurements::of(report).map(Note::Missing));
     out.extend(report.comparisons.iter().map(Note::Comparison));
     if let Some(family) = report.comparisons.iter().map(|c| c.family).max() {

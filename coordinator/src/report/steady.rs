@@ -184,6 +184,101 @@ fn judged(values: &[f64], rule: &SteadyRule) -> DriveRounds {
     }
 }
 
+/// What state each prepared drive was measured in (`prepare:`), one line per drive: its
+/// purge (how, when, and that a discard is no PTS purge), its fill (bytes, time,
+/// bandwidth), the bytes the measurements wrote since, and its steady state.
+pub fn drive_states(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    campaign: &Campaign,
+    rounds: &[DriveRounds],
+) -> Result<Vec<String>> {
+    let Some(prepare) = &campaign.prepare else {
+        return Ok(Vec::new());
+    };
+    let steps = rounds::preparation_steps(c, campaign_id)?;
+    let mut out = Vec::new();
+    for host in rounds::campaign_hosts(c, campaign_id)? {
+        let stored = rounds::host_cells(c, campaign_id, &host)?;
+        let cells: Vec<planner::PlannedCell> = stored.iter().map(|s| s.cell.clone()).collect();
+        for (_, of_drive) in planner::drives(&cells) {
+            let ns: Vec<i64> = of_drive.iter().map(|&k| stored[k].n).collect();
+            let device = cells[of_drive[0]]
+                .params
+                .get(crate::spec::DEVICE)
+                .cloned()
+                .unwrap_or_default();
+            let mut parts = Vec::new();
+            let of = |kind: &str| {
+                steps
+                    .iter()
+                    .rfind(|s| s.kind == kind && ns.contains(&s.cell))
+            };
+            if let Some(method) = prepare.purge {
+                let pts = if method.is_pts_purge() {
+                    ""
+                } else {
+                    " (not a PTS purge: the drive may keep blocks mapped)"
+                };
+                parts.push(match of("purge") {
+                    Some(s) if s.succeeded => format!(
+                        "purged with {}{pts} at {}",
+                        method.name(),
+                        utc(s.finished_unix_ns)
+                    ),
+                    Some(s) => format!("purge with {} failed: {}", method.name(), s.error),
+                    None => format!("not purged ({} did not run)", method.name()),
+                });
+            }
+            if let Some(p) = prepare.precondition {
+                parts.push(match of("precondition") {
+                    Some(s) if s.succeeded => {
+                        let value = |m: &str| {
+                            s.samples
+                                .iter()
+                                .find(|(name, _)| name == m)
+                                .map(|(_, v)| *v)
+                        };
+                        match (value("precondition.bytes"), value("precondition.seconds")) {
+                            (Some(bytes), Some(secs)) => format!(
+                                "preconditioned: {} written ({}× in {} KiB writes) in {}, {}/s",
+                                crate::report::human(bytes, "B"),
+                                p.passes,
+                                p.block_size >> 10,
+                                crate::report::human(secs, "s"),
+                                crate::report::human(bytes / secs.max(1e-9), "B"),
+                            ),
+                            _ => "preconditioned (its bytes and time were not recorded)".into(),
+                        }
+                    }
+                    Some(s) => format!("precondition failed: {}", s.error),
+                    None => "not preconditioned (the fill did not run)".into(),
+                });
+            }
+            let written = rounds::bytes_written(c, campaign_id, &ns)?;
+            parts.push(format!(
+                "the measurements wrote {} to it since",
+                crate::report::human(written, "B")
+            ));
+            if let Some(r) = rounds
+                .iter()
+                .find(|r| r.host == host.as_str() && r.device == device)
+            {
+                parts.push(r.describe());
+            }
+            out.push(format!("{host} {device}: {}", parts.join("; ")));
+        }
+    }
+    Ok(out)
+}
+
+/// `2026-12-06 09:10:05 UTC`.
+fn utc(unix_ns: i64) -> String {
+    chrono::DateTime::from_timestamp(unix_ns.div_euclid(1_000_000_000), 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| "an unknown time".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,67 @@ pub fn plan_body(c: &Conn, plan_id: &PlanId) -> Result<Plan> {
     super::plans::plan_by_id(c, plan_id)
 }
 
+/// A purge or precondition step's end (`prepare:`), with its samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparationStep {
+    /// `purge` or `precondition`.
+    pub kind: String,
+    /// `cells.n` of the drive's cell it ran on.
+    pub cell: i64,
+    pub succeeded: bool,
+    pub error: String,
+    pub finished_unix_ns: i64,
+    pub samples: Vec<(String, f64)>,
+}
+
+/// Every ended purge and precondition step of a campaign, in the order they ended.
+pub fn preparation_steps(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<PreparationStep>> {
+    let mut steps: Vec<(i64, PreparationStep)> = c.query_map(
+        "SELECT st.n, st.kind, st.cell, st.state, st.error, st.finished_unix_ns
+           FROM plans p JOIN steps st ON st.plan_id = p.id
+          WHERE p.campaign_id = ?1 AND st.kind IN ('purge', 'precondition') AND st.state != ?2
+          ORDER BY st.n",
+        params![campaign_id, StepState::Started.as_str()],
+        |r| {
+            Ok((
+                r.get("n")?,
+                PreparationStep {
+                    kind: r.get("kind")?,
+                    cell: r.get("cell")?,
+                    succeeded: r.get::<String>("state")? == StepState::Succeeded.as_str(),
+                    error: r.get("error")?,
+                    finished_unix_ns: r.get("finished_unix_ns")?,
+                    samples: Vec::new(),
+                },
+            ))
+        },
+    )?;
+    for (n, s) in &mut steps {
+        s.samples = c.query_map(
+            "SELECT metric, value FROM samples WHERE step = ?1 AND value IS NOT NULL",
+            [*n],
+            |r| Ok((r.get("metric")?, r.get("value")?)),
+        )?;
+    }
+    Ok(steps.into_iter().map(|(_, s)| s).collect())
+}
+
+/// The bytes the campaign's measurements wrote to the drive of cells `cells` (`cells.n`),
+/// as its counters saw them (`disk.write_bytes`).
+pub fn bytes_written(c: &Conn, campaign_id: &CampaignId, cells: &[i64]) -> Result<f64> {
+    let mut total = 0.0;
+    for cell in cells {
+        let sum: Option<f64> = c.query_row(
+            "SELECT SUM(sa.value) AS written FROM plans p JOIN steps st ON st.plan_id = p.id JOIN samples sa ON sa.step = st.n
+              WHERE p.campaign_id = ?1 AND st.cell = ?2 AND st.kind = 'measure' AND sa.metric = 'disk.write_bytes'",
+            params![campaign_id, *cell],
+            |r| r.only(),
+        )?;
+        total += sum.unwrap_or(0.0);
+    }
+    Ok(total)
+}
+
 /// The hosts of a campaign's cells, by name.
 pub fn campaign_hosts(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<HostName>> {
     c.query_map(

@@ -159,6 +159,8 @@ pub(super) struct Summary {
     pub(super) outliers: Option<Folded>,
     pub(super) comparisons: Option<ComparisonCount>,
     pub(super) provenance_changes: Vec<Text>,
+    /// `prepare:`: the state each drive was measured in.
+    pub(super) drive_states: Vec<Text>,
     pub(super) problems: Option<Problems>,
     pub(super) hosts_compared: Vec<HostFacts>,
     pub(super) key_side: Option<SideTable>,
@@ -284,6 +286,7 @@ impl Summary {
                 }
             }),
             provenance_changes: r.provenance_changes.iter().map(Text::new).collect(),
+            drive_states: r.drive_states.iter().map(Text::new).collect(),
             problems: (!r.failures.is_empty()).then(|| Problems {
                 failures: r
                     .failures
