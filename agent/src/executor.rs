@@ -19,7 +19,7 @@ use crate::model::{
 };
 use crate::preflight;
 use crate::probes::provenance::{self, Provenance};
-use crate::probes::{diskstats, tools};
+use crate::probes::{diskstats, inventory, tools};
 use crate::process;
 use crate::shared::Shared;
 use crate::storage::{self, Storage};
@@ -66,14 +66,6 @@ pub(crate) struct Executor {
     plans: mpsc::UnboundedReceiver<Plan>,
     /// The agent's stop, given to `run`: it ends a wait for the journal.
     stop: CancellationToken,
-}
-
-/// `/dev/loop3` → `loop3`, the name /proc/diskstats uses (symlinks such as by-id resolved).
-fn disk_name(device: &str) -> String {
-    let real = std::fs::canonicalize(device).unwrap_or_else(|_| device.into());
-    real.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// The filesystem type mounted at (or above) `path`, from /proc/self/mountinfo
@@ -790,7 +782,7 @@ impl Executor {
                     .active_storage
                     .as_ref()
                     .and_then(|c| c.device.as_deref())
-                    .map(disk_name);
+                    .map(inventory::disk_name);
                 let quiet = self.shared.quiesce(QUIESCE_TIMEOUT);
                 if !quiet.acked {
                     tracing::debug!(plan = %plan_id, step = step.index, "measuring with records the coordinator has not acked (not connected, or slower than the quiesce's timeout)");
@@ -848,44 +840,37 @@ impl Executor {
                 Ok(()) => Ending::default(),
                 Err(e) => Ending::error(format!("storage teardown ({c}): {e}")),
             },
-            StepKind::Purge(p) => {
-                if let Some(why) = self
-                    .cfg
-                    .storage
-                    .step_refusal(&step.kind, storage::Judged::AtRun)
-                {
-                    return Ending::error(format!("refused: {why}"));
-                }
-                match purge::run(p, &self.stop, purge::Pacing::default()) {
-                    Ok(samples) => Ending {
-                        samples,
-                        ..Ending::default()
-                    },
-                    Err(e) => {
-                        Ending::error(format!("purge of {} ({}): {e}", p.device, p.method.name()))
-                    }
-                }
-            }
-            StepKind::Precondition(p) => {
-                if let Some(why) = self
-                    .cfg
-                    .storage
-                    .step_refusal(&step.kind, storage::Judged::AtRun)
-                {
-                    return Ending::error(format!("refused: {why}"));
-                }
+            StepKind::Purge(p) => self.on_drive(step, || {
+                purge::run(p, &self.stop, purge::Pacing::default())
+                    .map_err(|e| format!("purge of {} ({}): {e}", p.device, p.method.name()))
+            }),
+            StepKind::Precondition(p) => self.on_drive(step, || {
                 let stop = || self.stop.is_cancelled() || self.shared.is_cancelled(plan_id);
-                match precondition::run(p, &stop) {
-                    Ok(samples) => Ending {
-                        samples,
-                        ..Ending::default()
-                    },
-                    Err(e) => Ending::error(format!("precondition of {}: {e}", p.device)),
-                }
-            }
+                precondition::run(p, &stop)
+                    .map_err(|e| format!("precondition of {}: {e}", p.device))
+            }),
             StepKind::Reboot | StepKind::Fstrim(_) => {
                 unreachable!("reboot and fstrim steps are handled by advance")
             }
+        }
+    }
+
+    /// Runs a step that writes a whole drive (a purge, a fill) once the rails allow it now,
+    /// right before it runs (the plan was judged when it arrived; a mount since refuses).
+    fn on_drive(&self, step: &Step, run: impl FnOnce() -> Result<Vec<Sample>, String>) -> Ending {
+        if let Some(why) = self
+            .cfg
+            .storage
+            .step_refusal(&step.kind, storage::Judged::AtRun)
+        {
+            return Ending::error(format!("refused: {why}"));
+        }
+        match run() {
+            Ok(samples) => Ending {
+                samples,
+                ..Ending::default()
+            },
+            Err(e) => Ending::error(e),
         }
     }
 

@@ -19,6 +19,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::time::{Duration, Instant};
 
 use crate::model::{Precondition, Sample};
+use crate::workloads::sample;
 
 /// The largest write the agent makes: its buffer is allocated once, this size at most.
 pub(crate) const MAX_BLOCK_SIZE: u64 = 64 << 20;
@@ -201,16 +202,6 @@ pub(crate) fn run(
         ));
     }
     Ok(samples)
-}
-
-fn sample(metric: &str, value: f64, unit: &str) -> Sample {
-    Sample {
-        metric: metric.into(),
-        value,
-        unit: unit.into(),
-        histogram: Vec::new(),
-        missing: String::new(),
-    }
 }
 
 /// Stamps each `STAMP_EVERY` bytes of `block` (written at `offset` of the device in `pass`)

@@ -312,10 +312,7 @@ impl Check<'_> {
             }
         }
         for p in preconditions {
-            let name = std::fs::canonicalize(&p.device)
-                .ok()
-                .and_then(|real| real.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_default();
+            let name = crate::probes::inventory::disk_name(&p.device);
             // Unreadable (not a device this host has): the rails say so; the fill checks
             // again when it runs.
             let logical = std::fs::read_to_string(

@@ -120,6 +120,47 @@ fn with_sbin(mut path: OsString) -> OsString {
     path
 }
 
+/// Why a program the agent runs itself ([`output`]) gave no output: the texts are what
+/// users read in a step's error.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToolError {
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{program} {}` failed ({status}): {stderr}", args.join(" "))]
+    Failed {
+        program: String,
+        args: Vec<String>,
+        status: std::process::ExitStatus,
+        /// Trimmed.
+        stderr: String,
+    },
+}
+
+/// Runs `program` with `args` ([`command`]) to its end: its standard output, or why not
+/// (its command line, exit status and standard error).
+pub(crate) fn output(program: &str, args: &[&str]) -> Result<String, ToolError> {
+    let out = command(program)
+        .args(args)
+        .output()
+        .map_err(|source| ToolError::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(ToolError::Failed {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// A `Command` for a program the agent runs itself rather than through the spawn helper
 /// (storage commands, tool and version probes): found in `search_path`, and started as a
 /// workload is, with every signal at its default and none blocked. (std resets SIGPIPE

@@ -34,20 +34,8 @@ const ATA_PASSWORD: &str = "platter";
 /// Why a purge failed; the texts are what users read in the step's error.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PurgeError {
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        program: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`{program} {}` failed ({status}): {stderr}", args.join(" "))]
-    Command {
-        program: &'static str,
-        args: Vec<String>,
-        status: std::process::ExitStatus,
-        /// Trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Tool(#[from] crate::process::ToolError),
     #[error("the sanitize of {device} failed (sanitize log: {status}); the drive stays in its sanitize failure mode until `nvme sanitize {device} --sanact=1` ends it, or a new sanitize succeeds")]
     SanitizeFailed { device: String, status: String },
     #[error("the sanitize of {device} was still in progress after {}s ({progress}); not waiting longer", after.as_secs())]
@@ -145,13 +133,11 @@ pub(crate) fn run(
         seconds,
         "purge done"
     );
-    Ok(vec![Sample {
-        metric: "purge.seconds".into(),
-        value: seconds,
-        unit: "s".into(),
-        histogram: Vec::new(),
-        missing: String::new(),
-    }])
+    Ok(vec![crate::workloads::sample(
+        "purge.seconds",
+        seconds,
+        "s",
+    )])
 }
 
 /// Starts a block-erase sanitize (unless one is in progress already: the agent stopped
@@ -212,22 +198,8 @@ fn nvme_sanitize(dev: &str, stop: &CancellationToken, pacing: Pacing) -> Result<
     }
 }
 
-/// Runs `program` with `args` and gives its standard output; a failure says the command
-/// line, its exit status and standard error.
-fn tool(program: &'static str, args: &[&str]) -> Result<String, PurgeError> {
-    let out = crate::process::command(program)
-        .args(args)
-        .output()
-        .map_err(|source| PurgeError::Spawn { program, source })?;
-    if !out.status.success() {
-        return Err(PurgeError::Command {
-            program,
-            args: args.iter().map(|a| a.to_string()).collect(),
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+fn tool(program: &str, args: &[&str]) -> Result<String, PurgeError> {
+    Ok(crate::process::output(program, args)?)
 }
 
 /// The Sanitize Status field's low 3 bits (NVMe base specification, log page 81h).
@@ -338,13 +310,9 @@ pub(crate) fn unsupported(p: &Purge, sys: &Path) -> Option<String> {
     let dev = p.device.as_str();
     match p.method {
         PurgeMethod::Discard => {
-            let name = std::fs::canonicalize(dev)
-                .ok()
-                .and_then(|real| real.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_default();
             let file = sys
                 .join("block")
-                .join(&name)
+                .join(crate::probes::inventory::disk_name(dev))
                 .join("queue/discard_max_bytes");
             match std::fs::read_to_string(&file).map(|s| s.trim().parse::<u64>()) {
                 Ok(Ok(0)) => Some(format!(

@@ -6,7 +6,6 @@
 //! and is safe to run twice.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 
 use crate::model::{Encryption, Filesystem, StepKind, StorageConfig, WriteCacheSetting};
 use crate::probes::inventory::{self, Device, InventoryError, Transport};
@@ -15,20 +14,8 @@ use crate::probes::inventory::{self, Device, InventoryError, Transport};
 /// executor stores `to_string()`), so they stay as they were when these were strings.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StorageError {
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`{program} {}` failed ({status}): {stderr}", args.join(" "))]
-    Command {
-        program: String,
-        args: Vec<String>,
-        status: ExitStatus,
-        /// Trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Tool(#[from] crate::process::ToolError),
     /// "Do no harm" refused it: the reason from [`Storage::refusal`].
     #[error("refused: {0}")]
     Refused(String),
@@ -110,22 +97,7 @@ pub(crate) enum Judged {
 fn run(program: &str, args: &[&str]) -> Result<String, StorageError> {
     // Started with the workloads' CPUs: a daemon it leaves (gocryptfs) serves them.
     let _all_cpus = crate::affinity::Widened::new();
-    let out = crate::process::command(program)
-        .args(args)
-        .output()
-        .map_err(|source| StorageError::Spawn {
-            program: program.to_string(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(StorageError::Command {
-            program: program.to_string(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(crate::process::output(program, args)?)
 }
 
 impl Storage {

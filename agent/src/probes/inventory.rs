@@ -63,6 +63,15 @@ impl Default for Roots {
     }
 }
 
+/// `/dev/loop3` → `loop3`, the name /proc/diskstats and /sys/block use (symlinks such as
+/// by-id resolved).
+pub(crate) fn disk_name(device: &str) -> String {
+    let real = fs::canonicalize(device).unwrap_or_else(|_| device.into());
+    real.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Lists the host's block devices, sorted by name. See the module docs for which
 /// devices are left out.
 pub(crate) fn scan(roots: &Roots) -> Result<Vec<Device>, InventoryError> {

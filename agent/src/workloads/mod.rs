@@ -46,7 +46,8 @@ impl Ending {
     }
 }
 
-fn sample(metric: &str, value: f64, unit: &str) -> Sample {
+/// A measured value of `metric` in `unit`.
+pub(crate) fn sample(metric: &str, value: f64, unit: &str) -> Sample {
     Sample {
         metric: metric.into(),
         value,

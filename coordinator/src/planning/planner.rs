@@ -151,6 +151,12 @@ pub struct PlannedCell {
     pub device: Option<String>,
 }
 
+impl AsRef<PlannedCell> for PlannedCell {
+    fn as_ref(&self) -> &PlannedCell {
+        self
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedCampaign {
     pub id: CampaignId,
@@ -278,7 +284,7 @@ pub fn plan(
                 max: campaign.max_total_steps,
             });
         }
-        let visits = match steady_of(campaign) {
+        let visits = match campaign.steady_state() {
             Some(_) => {
                 let all: Vec<usize> = (0..drives(&host_cells).len()).collect();
                 steady_round(campaign, &host_cells, &all, 1)
@@ -388,16 +394,13 @@ pub fn next_round(
     )
 }
 
-fn steady_of(campaign: &Campaign) -> Option<&spec::SteadyState> {
-    campaign.prepare.as_ref()?.steady_state.as_ref()
-}
-
 /// A host's drives, each with its cells (indexes into `cells`) in planning order (the
-/// matrix's): one entry with no device when the campaign names no drives.
-pub fn drives(cells: &[PlannedCell]) -> Vec<(Option<&str>, Vec<usize>)> {
+/// matrix's): one entry with no device when the campaign names no drives. `cells` are the
+/// planner's, or the store's rows of them.
+pub fn drives<C: AsRef<PlannedCell>>(cells: &[C]) -> Vec<(Option<&str>, Vec<usize>)> {
     let mut out: Vec<(Option<&str>, Vec<usize>)> = Vec::new();
     for (i, c) in cells.iter().enumerate() {
-        let d = c.device.as_deref();
+        let d = c.as_ref().device.as_deref();
         match out.iter_mut().find(|(x, _)| *x == d) {
             Some((_, v)) => v.push(i),
             None => out.push((d, vec![i])),

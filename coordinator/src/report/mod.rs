@@ -524,8 +524,13 @@ impl Report {
             let spec =
                 crate::spec::parse_with(&row.file_name, &row.yaml, &crate::spec::Limits::NONE).ok();
             // Rounds towards steady state: only a drive's counted rounds are its results.
-            let (rounds, drive_of) = match &spec {
-                Some(s) => steady::load(c, campaign_id, s)?,
+            let prepared = spec.as_ref().filter(|s| s.prepare.is_some());
+            let drives = match prepared {
+                Some(_) => crate::store::rounds::campaign_drives(c, campaign_id)?,
+                None => Vec::new(),
+            };
+            let (rounds, drive_of) = match prepared {
+                Some(s) => steady::load(c, campaign_id, s, &drives)?,
                 None => Default::default(),
             };
             let counts = |cell: i64, repetition: u32| {
@@ -638,12 +643,9 @@ impl Report {
                 repeat: row.repeat,
                 repetition: spec
                     .as_ref()
-                    .and_then(|s| {
-                        let steady = s.prepare.as_ref().and_then(|p| p.steady_state.as_ref());
-                        match steady {
-                            Some(_) => Some(s.repetitions_text()),
-                            None => s.repeat.is_adaptive().then(|| s.repeat.to_string()),
-                        }
+                    .and_then(|s| match s.steady_state() {
+                        Some(_) => Some(s.repetitions_text()),
+                        None => s.repeat.is_adaptive().then(|| s.repeat.to_string()),
                     })
                     .unwrap_or_default(),
                 warmup: spec.as_ref().map_or(0, |s| s.warmup),
@@ -652,8 +654,8 @@ impl Report {
                 measurements_expected,
                 measurements_missing,
                 failures,
-                drive_states: match &spec {
-                    Some(s) => steady::drive_states(c, campaign_id, s, &rounds)?,
+                drive_states: match prepared {
+                    Some(s) => steady::drive_states(c, campaign_id, s, &drives, &rounds)?,
                     None => Vec::new(),
                 },
                 rounds,

@@ -7,11 +7,11 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::planning::planner;
 use crate::planning::steady::{self, Steady};
+use crate::report::ledger;
 use crate::spec::{Campaign, SteadyRule};
 use crate::store::db::Conn;
-use crate::store::rounds;
+use crate::store::rounds::{self, StoredDrive};
 use crate::store::Result;
 use platter_proto::model::CampaignId;
 
@@ -102,85 +102,81 @@ pub fn not_judged(verdicts: &mut [crate::report::judge::Verdict], rounds: &[Driv
     }
 }
 
-/// Every drive's rounds, with the cells (`cells.n`) each drive's rounds decide for.
+/// Every drive's rounds (of `drives`, `store::rounds::campaign_drives`), with the drive
+/// each cell (`cells.n`) belongs to.
 pub fn load(
     c: &Conn,
     campaign_id: &CampaignId,
     campaign: &Campaign,
+    drives: &[StoredDrive],
 ) -> Result<(Vec<DriveRounds>, HashMap<i64, usize>)> {
-    let Some(s) = campaign
-        .prepare
-        .as_ref()
-        .and_then(|p| p.steady_state.as_ref())
-    else {
+    let Some(s) = campaign.steady_state() else {
         return Ok(Default::default());
     };
-    let mut drives = Vec::new();
+    let mut out = Vec::new();
     let mut of_cell = HashMap::new();
-    for host in rounds::campaign_hosts(c, campaign_id)? {
-        let stored = rounds::host_cells(c, campaign_id, &host)?;
-        let cells: Vec<planner::PlannedCell> = stored.iter().map(|s| s.cell.clone()).collect();
-        for (_, of_drive) in planner::drives(&cells) {
-            let Some(&tracked) = of_drive.iter().find(|&&k| cells[k].point == s.tracked) else {
-                continue;
-            };
-            let values = rounds::round_values(c, campaign_id, stored[tracked].n, &s.metric)?;
-            let d = judged(&values, &s.rule);
-            let cell = &cells[tracked];
-            for &k in &of_drive {
-                of_cell.insert(stored[k].n, drives.len());
-            }
-            drives.push(DriveRounds {
-                host: host.to_string(),
-                device: cell
-                    .params
-                    .get(crate::spec::DEVICE)
-                    .cloned()
-                    .unwrap_or_default(),
-                metric: s.metric.clone(),
-                tracked: cell
-                    .params
-                    .iter()
-                    .filter(|(k, _)| *k != crate::spec::DEVICE)
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                values: values.iter().map(|v| v.is_finite().then_some(*v)).collect(),
-                rule: s.rule,
-                ..d
-            });
-        }
+    for drive in drives {
+        let Some(tracked) = drive.at(s.tracked) else {
+            continue;
+        };
+        let values = rounds::round_values(c, campaign_id, tracked.n, &s.metric)?;
+        of_cell.extend(drive.cells.iter().map(|k| (k.n, out.len())));
+        let names = Names {
+            host: drive.host.to_string(),
+            device: drive.name().to_string(),
+            metric: s.metric.clone(),
+            tracked: tracked
+                .cell
+                .params
+                .iter()
+                .filter(|(k, _)| *k != crate::spec::DEVICE)
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        out.push(DriveRounds::judged(names, &values, s.rule));
     }
-    Ok((drives, of_cell))
+    Ok((out, of_cell))
 }
 
-/// The rule's verdict on `values` as the report shows it (host, device and names left
-/// empty).
-fn judged(values: &[f64], rule: &SteadyRule) -> DriveRounds {
-    let n = values.len();
-    let (steady, ended, window) = match steady::judge(values, rule) {
-        Steady::Reached(w) => (true, true, Some(w)),
-        Steady::NotReached { latest, .. } => (false, true, latest),
-        Steady::Continue { latest } => (false, false, latest),
-    };
-    let (first, last) = match &window {
-        Some(w) => (w.first, w.last),
-        None => ((n + 1).saturating_sub(rule.window).max(1), n),
-    };
-    DriveRounds {
-        host: String::new(),
-        device: String::new(),
-        metric: String::new(),
-        tracked: String::new(),
-        values: Vec::new(),
-        steady,
-        ended,
-        first,
-        last,
-        average: window.map(|w| w.average),
-        range_pct: window.map(|w| w.range_pct),
-        excursion_pct: window.map(|w| w.excursion_pct),
-        rule: *rule,
+/// Whose rounds they are: a drive's host and name, and what is tracked on it.
+struct Names {
+    host: String,
+    device: String,
+    metric: String,
+    /// The tracked cell's configuration (`bs=4k mix=0`).
+    tracked: String,
+}
+
+impl DriveRounds {
+    /// The rule's verdict on the drive's values (per round, NaN where none), as the
+    /// report counts its rounds: the steady window, else the last `window` rounds.
+    fn judged(names: Names, values: &[f64], rule: SteadyRule) -> DriveRounds {
+        let n = values.len();
+        let (steady, ended, window) = match steady::judge(values, &rule) {
+            Steady::Reached(w) => (true, true, Some(w)),
+            Steady::NotReached { latest, .. } => (false, true, latest),
+            Steady::Continue { latest } => (false, false, latest),
+        };
+        let (first, last) = match &window {
+            Some(w) => (w.first, w.last),
+            None => ((n + 1).saturating_sub(rule.window).max(1), n),
+        };
+        DriveRounds {
+            host: names.host,
+            device: names.device,
+            metric: names.metric,
+            tracked: names.tracked,
+            values: values.iter().map(|v| v.is_finite().then_some(*v)).collect(),
+            steady,
+            ended,
+            first,
+            last,
+            average: window.map(|w| w.average),
+            range_pct: window.map(|w| w.range_pct),
+            excursion_pct: window.map(|w| w.excursion_pct),
+            rule,
+        }
     }
 }
 
@@ -191,6 +187,7 @@ pub fn drive_states(
     c: &Conn,
     campaign_id: &CampaignId,
     campaign: &Campaign,
+    drives: &[StoredDrive],
     rounds: &[DriveRounds],
 ) -> Result<Vec<String>> {
     let Some(prepare) = &campaign.prepare else {
@@ -198,85 +195,70 @@ pub fn drive_states(
     };
     let steps = rounds::preparation_steps(c, campaign_id)?;
     let mut out = Vec::new();
-    for host in rounds::campaign_hosts(c, campaign_id)? {
-        let stored = rounds::host_cells(c, campaign_id, &host)?;
-        let cells: Vec<planner::PlannedCell> = stored.iter().map(|s| s.cell.clone()).collect();
-        for (_, of_drive) in planner::drives(&cells) {
-            let ns: Vec<i64> = of_drive.iter().map(|&k| stored[k].n).collect();
-            let device = cells[of_drive[0]]
-                .params
-                .get(crate::spec::DEVICE)
-                .cloned()
-                .unwrap_or_default();
-            let mut parts = Vec::new();
-            let of = |kind: &str| {
-                steps
-                    .iter()
-                    .rfind(|s| s.kind == kind && ns.contains(&s.cell))
-            };
-            if let Some(method) = prepare.purge {
-                let pts = if method.is_pts_purge() {
-                    ""
-                } else {
-                    " (not a PTS purge: the drive may keep blocks mapped)"
-                };
-                parts.push(match of("purge") {
-                    Some(s) if s.succeeded => format!(
-                        "purged with {}{pts} at {}",
-                        method.name(),
-                        utc(s.finished_unix_ns)
-                    ),
-                    Some(s) => format!("purge with {} failed: {}", method.name(), s.error),
-                    None => format!("not purged ({} did not run)", method.name()),
-                });
-            }
-            if let Some(p) = prepare.precondition {
-                parts.push(match of("precondition") {
-                    Some(s) if s.succeeded => {
-                        let value = |m: &str| {
-                            s.samples
-                                .iter()
-                                .find(|(name, _)| name == m)
-                                .map(|(_, v)| *v)
-                        };
-                        match (value("precondition.bytes"), value("precondition.seconds")) {
-                            (Some(bytes), Some(secs)) => format!(
-                                "preconditioned: {} written ({}× in {} KiB writes) in {}, {}/s",
-                                crate::report::human(bytes, "B"),
-                                p.passes,
-                                p.block_size >> 10,
-                                crate::report::human(secs, "s"),
-                                crate::report::human(bytes / secs.max(1e-9), "B"),
-                            ),
-                            _ => "preconditioned (its bytes and time were not recorded)".into(),
-                        }
-                    }
-                    Some(s) => format!("precondition failed: {}", s.error),
-                    None => "not preconditioned (the fill did not run)".into(),
-                });
-            }
-            let written = rounds::bytes_written(c, campaign_id, &ns)?;
-            parts.push(format!(
-                "the measurements wrote {} to it since",
-                crate::report::human(written, "B")
-            ));
-            if let Some(r) = rounds
+    for drive in drives {
+        let (host, device) = (&drive.host, drive.name());
+        let ns: Vec<i64> = drive.cells.iter().map(|k| k.n).collect();
+        let mut parts = Vec::new();
+        let of = |kind: &str| {
+            steps
                 .iter()
-                .find(|r| r.host == host.as_str() && r.device == device)
-            {
-                parts.push(r.describe());
-            }
-            out.push(format!("{host} {device}: {}", parts.join("; ")));
+                .rfind(|s| s.kind == kind && ns.contains(&s.cell))
+        };
+        if let Some(method) = prepare.purge {
+            let pts = if method.is_pts_purge() {
+                ""
+            } else {
+                " (not a PTS purge: the drive may keep blocks mapped)"
+            };
+            parts.push(match of("purge") {
+                Some(s) if s.succeeded => format!(
+                    "purged with {}{pts} at {}",
+                    method.name(),
+                    ledger::utc(s.finished_unix_ns.div_euclid(1_000_000))
+                ),
+                Some(s) => format!("purge with {} failed: {}", method.name(), s.error),
+                None => format!("not purged ({} did not run)", method.name()),
+            });
         }
+        if let Some(p) = prepare.precondition {
+            parts.push(match of("precondition") {
+                Some(s) if s.succeeded => {
+                    let value = |m: &str| {
+                        s.samples
+                            .iter()
+                            .find(|(name, _)| name == m)
+                            .map(|(_, v)| *v)
+                    };
+                    match (value("precondition.bytes"), value("precondition.seconds")) {
+                        (Some(bytes), Some(secs)) => format!(
+                            "preconditioned: {} written ({}× in {} KiB writes) in {}, {}/s",
+                            crate::report::human(bytes, "B"),
+                            p.passes,
+                            p.block_size >> 10,
+                            crate::report::human(secs, "s"),
+                            crate::report::human(bytes / secs.max(1e-9), "B"),
+                        ),
+                        _ => "preconditioned (its bytes and time were not recorded)".into(),
+                    }
+                }
+                Some(s) => format!("precondition failed: {}", s.error),
+                None => "not preconditioned (the fill did not run)".into(),
+            });
+        }
+        let written = rounds::bytes_written(c, campaign_id, &ns)?;
+        parts.push(format!(
+            "the measurements wrote {} to it since",
+            crate::report::human(written, "B")
+        ));
+        if let Some(r) = rounds
+            .iter()
+            .find(|r| r.host == host.as_str() && r.device == device)
+        {
+            parts.push(r.describe());
+        }
+        out.push(format!("{host} {device}: {}", parts.join("; ")));
     }
     Ok(out)
-}
-
-/// `2026-12-06 09:10:05 UTC`.
-fn utc(unix_ns: i64) -> String {
-    chrono::DateTime::from_timestamp(unix_ns.div_euclid(1_000_000_000), 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_else(|| "an unknown time".into())
 }
 
 #[cfg(test)]
@@ -290,17 +272,23 @@ mod tests {
         max_rounds: 6,
     };
 
+    fn rounds_of(values: &[f64]) -> DriveRounds {
+        let names = Names {
+            host: "rc66".into(),
+            device: "sdb".into(),
+            metric: "wall".into(),
+            tracked: "bs=4k".into(),
+        };
+        DriveRounds::judged(names, values, RULE)
+    }
+
     #[test]
     fn the_window_counts_and_the_words_say_which_rounds() {
-        let d = judged(&[3.0, 2.0, 1.0, 1.0, 1.01, 0.99], &RULE);
+        let values = [3.0, 2.0, 1.0, 1.0, 1.01, 0.99];
+        let d = rounds_of(&values);
         assert!(d.steady && d.ended);
         assert_eq!((d.first, d.last), (4, 6));
         assert!(!d.counts(3) && d.counts(4) && d.counts(6));
-        let d = DriveRounds {
-            metric: "wall".into(),
-            values: vec![Some(1.0); 6],
-            ..d
-        };
         assert!(
             d.describe()
                 .starts_with("steady state in rounds 4–6 of wall (range 2.0%"),
@@ -312,10 +300,7 @@ mod tests {
     #[test]
     fn without_steady_state_the_last_window_counts_and_says_so() {
         let drift = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5];
-        let d = DriveRounds {
-            values: drift.iter().map(|v| Some(*v)).collect(),
-            ..judged(&drift, &RULE)
-        };
+        let d = rounds_of(&drift);
         assert!(!d.steady && d.ended);
         assert_eq!((d.first, d.last), (4, 6));
         assert!(
@@ -325,7 +310,7 @@ mod tests {
             d.describe()
         );
         // Still running: not yet judged, and said so.
-        let d = judged(&drift[..2], &RULE);
+        let d = rounds_of(&drift[..2]);
         assert!(!d.ended && !d.steady);
         assert_eq!((d.first, d.last), (1, 2));
     }

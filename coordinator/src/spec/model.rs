@@ -110,9 +110,14 @@ impl SteadyRule {
 }
 
 impl Campaign {
+    /// `prepare.steady_state`: the campaign runs in rounds until each drive is steady.
+    pub fn steady_state(&self) -> Option<&SteadyState> {
+        self.prepare.as_ref()?.steady_state.as_ref()
+    }
+
     /// "3 repetition(s)"; "5–50 repetition(s) (until …), after 2 warm-up run(s)".
     pub fn repetitions_text(&self) -> String {
-        if let Some(s) = self.prepare.as_ref().and_then(|p| p.steady_state.as_ref()) {
+        if let Some(s) = self.steady_state() {
             return format!(
                 "rounds until {} is steady ({} rounds within {}% range and {}% slope; at most {})",
                 s.metric, s.rule.window, s.rule.range_pct, s.rule.slope_pct, s.rule.max_rounds

@@ -36,6 +36,50 @@ pub struct StoredCell {
     pub cell: PlannedCell,
 }
 
+impl AsRef<PlannedCell> for StoredCell {
+    fn as_ref(&self) -> &PlannedCell {
+        &self.cell
+    }
+}
+
+/// One drive of a host, with its cells of a campaign in the matrix's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDrive {
+    pub host: HostName,
+    pub cells: Vec<StoredCell>,
+}
+
+impl StoredDrive {
+    /// The drive's cell of matrix point `point`.
+    pub fn at(&self, point: usize) -> Option<&StoredCell> {
+        self.cells.iter().find(|s| s.cell.point == point)
+    }
+
+    /// Its name (`loop3`), the cells' device parameter; "" without `devices:`.
+    pub fn name(&self) -> &str {
+        self.cells
+            .first()
+            .and_then(|s| s.cell.params.get(spec::DEVICE))
+            .map_or("", String::as_str)
+    }
+}
+
+/// Every drive of a campaign, host by host, each with its cells as the planner grouped
+/// them (`planner::drives`).
+pub fn campaign_drives(c: &Conn, campaign_id: &CampaignId) -> Result<Vec<StoredDrive>> {
+    let mut out = Vec::new();
+    for host in campaign_hosts(c, campaign_id)? {
+        let stored = host_cells(c, campaign_id, &host)?;
+        for (_, of_drive) in planner::drives(&stored) {
+            out.push(StoredDrive {
+                host: host.clone(),
+                cells: of_drive.iter().map(|&k| stored[k].clone()).collect(),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The campaign of plan `plan_id` and its host, if the plan exists.
 pub fn plan_campaign(c: &Conn, plan_id: &PlanId) -> Result<Option<PlanCampaign>> {
     c.query_opt(
@@ -244,11 +288,7 @@ pub fn next_round(c: &Conn, plan_id: &PlanId) -> Result<Option<NextRound>> {
             return Ok(None);
         }
     }
-    if let Some(steady) = campaign
-        .prepare
-        .as_ref()
-        .and_then(|p| p.steady_state.as_ref())
-    {
+    if let Some(steady) = campaign.steady_state() {
         let plan = next_steady_round(c, plan_id, &campaign, steady, &campaign_id, &host)?;
         return Ok(plan.map(|plan| NextRound { plan, ahead: true }));
     }
@@ -321,16 +361,16 @@ fn next_steady_round(
     };
     let ran: std::collections::HashSet<&CellId> = plan.steps.iter().map(|s| &s.cell_id).collect();
     let stored = host_cells(c, campaign_id, host)?;
-    let cells: Vec<PlannedCell> = stored.iter().map(|s| s.cell.clone()).collect();
     let mut active = Vec::new();
-    for (i, (_, of_drive)) in planner::drives(&cells).iter().enumerate() {
-        let Some(&tracked) = of_drive.iter().find(|&&k| cells[k].point == steady.tracked) else {
+    for (i, (_, of_drive)) in planner::drives(&stored).iter().enumerate() {
+        let tracked = of_drive
+            .iter()
+            .map(|&k| &stored[k])
+            .find(|s| s.cell.point == steady.tracked);
+        let Some(tracked) = tracked.filter(|s| ran.contains(&s.cell.id)) else {
             continue;
         };
-        if !ran.contains(&cells[tracked].id) {
-            continue;
-        }
-        let values = round_values(c, campaign_id, stored[tracked].n, &steady.metric)?;
+        let values = round_values(c, campaign_id, tracked.n, &steady.metric)?;
         if let Steady::Continue { .. } = steady::judge(&values, &steady.rule) {
             active.push(i);
         }
@@ -338,6 +378,7 @@ fn next_steady_round(
     if active.is_empty() {
         return Ok(None);
     }
+    let cells: Vec<PlannedCell> = stored.into_iter().map(|s| s.cell).collect();
     tracing::info!(campaign = %campaign_id, %host, round = round + 1, drives = active.len(), "next round towards steady state");
     Ok(Some(planner::next_steady_round(
         campaign,
