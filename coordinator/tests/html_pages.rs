@@ -901,6 +901,9 @@ fn hostile(mut r: Report) -> Report {
     });
     r.provenance_changes
         .push(format!("rc66: kernel changed {HOSTILE}"));
+    r.drive_states.push(format!(
+        "{host} loop0: purged with discard at 2026-12-06 08:10 UTC; not yet steady {HOSTILE}"
+    ));
     r.health_not_judged
         .push(format!("media_errors not judged {HOSTILE}"));
     r.advice.push(format!("noise {HOSTILE}"));

@@ -17,6 +17,17 @@ use common::{platter, root_or_skip, wall_of, Loop};
 /// A campaign on `drive` whose round r sleeps `sleeps[r - 1]` seconds (the last one
 /// after the list ends), judged by PTS's rule with `max_rounds`.
 fn campaign(dir: &Path, drive: &str, sleeps: &[f64], max_rounds: u32) -> std::path::PathBuf {
+    campaign_judged(dir, drive, sleeps, max_rounds, "report:\n  qualify: [\"wall < 10s\"]\n")
+}
+
+/// As [`campaign`], with `report` (a `report:` section, or "") at its end.
+fn campaign_judged(
+    dir: &Path,
+    drive: &str,
+    sleeps: &[f64],
+    max_rounds: u32,
+    report: &str,
+) -> std::path::PathBuf {
     let list: Vec<String> = sleeps.iter().map(|s| s.to_string()).collect();
     common::write(
         dir,
@@ -36,9 +47,7 @@ workload:
     run: sh {dir}/sleep.sh ${{repetition}} {list}
 prepare:
   steady_state: {{ metric: wall, window: 5, range: 20%, slope: 10%, max_rounds: {max_rounds} }}
-report:
-  qualify: ["wall < 10s"]
-"#,
+{report}"#,
             dir = dir.display(),
             list = list.join(" "),
         ),
@@ -127,6 +136,32 @@ fn a_drift_of_five_percent_a_round_is_never_steady_and_not_judged() {
         v["measured"], "not judged: no steady state after 8 rounds",
         "{v}"
     );
+}
+
+#[test]
+fn rounds_without_steady_state_do_not_exit_zero_even_with_nothing_to_qualify() {
+    if !root_or_skip("needs a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let drive = Loop::new(tmp.path(), "drive.img", 16);
+    let sleeps: Vec<f64> = (0..6)
+        .map(|r| (0.3 * 1.05f64.powi(r) * 1000.0).round() / 1000.0)
+        .collect();
+    let file = campaign_judged(tmp.path(), &drive.path, &sleeps, 6, "");
+    let (report, ok) = run(tmp.path(), &file, &drive.path);
+    assert!(!ok, "a drive without steady state must not exit 0: {report}");
+    assert_eq!(rounds(&report)["steady"], false);
+    assert!(report["verdicts"].as_array().is_none_or(Vec::is_empty), "{report}");
+    // `platter report` of the stored run says the same, by its exit status too.
+    let again = platter()
+        .current_dir(tmp.path())
+        .args(["report", "steady"])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("no steady state after 6 rounds"), "{text}");
 }
 
 #[test]

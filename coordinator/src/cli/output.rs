@@ -28,7 +28,8 @@ pub(super) async fn rendered(
             + r.plans_refused
             + u32::from(r.qualification_failed)
             + r.measurements_missing
-            + r.comparisons_not_made,
+            + r.comparisons_not_made
+            + r.drives_not_steady,
     ))
 }
 

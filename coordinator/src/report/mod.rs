@@ -393,13 +393,21 @@ impl Report {
     }
 
     /// Reasons for a non-zero exit status: failed steps, refused plans, a failed
-    /// qualification, and measurements an ended campaign lacks.
+    /// qualification, measurements an ended campaign lacks, comparisons not made, and
+    /// drives whose rounds ended without steady state.
     pub fn problems(&self) -> u32 {
         self.steps_failed
             + self.refused.len() as u32
             + u32::from(self.qualification_failed())
             + self.lost_measurements()
             + self.uncompared()
+            + self.not_steady()
+    }
+
+    /// Drives whose rounds ended without steady state (`prepare.steady_state`): their
+    /// results are of a drive in no defined state, listed, and not exit 0.
+    pub fn not_steady(&self) -> u32 {
+        self.rounds.iter().filter(|d| d.ended && !d.steady).count() as u32
     }
 
     /// Comparisons the report asked for that could not be made (a cell without its

@@ -619,6 +619,7 @@ pub fn verdict_of(r: &pb::ReportResponse) -> Verdict {
         (r.plans_refused, "plan(s) refused"),
         (r.measurements_missing, "measurement(s) missing"),
         (r.comparisons_not_made, "comparison(s) not made"),
+        (r.drives_not_steady, "drive(s) without steady state"),
     ] {
         if n > 0 {
             problems.push(format!("{n} {what}"));

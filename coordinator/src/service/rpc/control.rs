@@ -897,6 +897,7 @@ impl Control for ControlService {
                 qualification_failed: report.qualification_failed(),
                 measurements_missing: report.lost_measurements(),
                 comparisons_not_made: report.uncompared(),
+                drives_not_steady: report.not_steady(),
             })
         })
         .await?;
