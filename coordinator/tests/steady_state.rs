@@ -17,7 +17,13 @@ use common::{platter, root_or_skip, wall_of, Loop};
 /// A campaign on `drive` whose round r sleeps `sleeps[r - 1]` seconds (the last one
 /// after the list ends), judged by PTS's rule with `max_rounds`.
 fn campaign(dir: &Path, drive: &str, sleeps: &[f64], max_rounds: u32) -> std::path::PathBuf {
-    campaign_judged(dir, drive, sleeps, max_rounds, "report:\n  qualify: [\"wall < 10s\"]\n")
+    campaign_judged(
+        dir,
+        drive,
+        sleeps,
+        max_rounds,
+        "report:\n  qualify: [\"wall < 10s\"]\n",
+    )
 }
 
 /// As [`campaign`], with `report` (a `report:` section, or "") at its end.
@@ -150,9 +156,15 @@ fn rounds_without_steady_state_do_not_exit_zero_even_with_nothing_to_qualify() {
         .collect();
     let file = campaign_judged(tmp.path(), &drive.path, &sleeps, 6, "");
     let (report, ok) = run(tmp.path(), &file, &drive.path);
-    assert!(!ok, "a drive without steady state must not exit 0: {report}");
+    assert!(
+        !ok,
+        "a drive without steady state must not exit 0: {report}"
+    );
     assert_eq!(rounds(&report)["steady"], false);
-    assert!(report["verdicts"].as_array().is_none_or(Vec::is_empty), "{report}");
+    assert!(
+        report["verdicts"].as_array().is_none_or(Vec::is_empty),
+        "{report}"
+    );
     // `platter report` of the stored run says the same, by its exit status too.
     let again = platter()
         .current_dir(tmp.path())

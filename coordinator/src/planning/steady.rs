@@ -25,6 +25,9 @@ pub struct Window {
     pub range_pct: f64,
     /// The least-squares line's excursion over the window, in percent of the average.
     pub excursion_pct: f64,
+    /// That line's slope, in the value's unit per round (it passes through the window's
+    /// middle round at its average).
+    pub slope: f64,
 }
 
 impl Window {
@@ -81,6 +84,7 @@ pub fn window(values: &[f64], first: usize, last: usize) -> Option<Window> {
         average,
         range_pct: (hi - lo) / average.abs() * 100.0,
         excursion_pct: (slope * (n - 1.0)).abs() / average.abs() * 100.0,
+        slope,
     })
 }
 

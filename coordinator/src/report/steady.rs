@@ -39,6 +39,8 @@ pub struct DriveRounds {
     pub average: Option<f64>,
     pub range_pct: Option<f64>,
     pub excursion_pct: Option<f64>,
+    /// The counted rounds' least-squares slope, per round.
+    pub slope_per_round: Option<f64>,
     #[serde(skip)]
     pub rule: SteadyRule,
 }
@@ -140,18 +142,18 @@ pub fn load(
 }
 
 /// Whose rounds they are: a drive's host and name, and what is tracked on it.
-struct Names {
-    host: String,
-    device: String,
-    metric: String,
+pub(crate) struct Names {
+    pub host: String,
+    pub device: String,
+    pub metric: String,
     /// The tracked cell's configuration (`bs=4k mix=0`).
-    tracked: String,
+    pub tracked: String,
 }
 
 impl DriveRounds {
     /// The rule's verdict on the drive's values (per round, NaN where none), as the
     /// report counts its rounds: the steady window, else the last `window` rounds.
-    fn judged(names: Names, values: &[f64], rule: SteadyRule) -> DriveRounds {
+    pub(crate) fn judged(names: Names, values: &[f64], rule: SteadyRule) -> DriveRounds {
         let n = values.len();
         let (steady, ended, window) = match steady::judge(values, &rule) {
             Steady::Reached(w) => (true, true, Some(w)),
@@ -175,6 +177,7 @@ impl DriveRounds {
             average: window.map(|w| w.average),
             range_pct: window.map(|w| w.range_pct),
             excursion_pct: window.map(|w| w.excursion_pct),
+            slope_per_round: window.map(|w| w.slope),
             rule,
         }
     }

@@ -701,6 +701,102 @@ pub(super) fn size_svg(
     Ok(shown(buf))
 }
 
+/// A drive's rounds towards steady state, as the PTS report pages plot them: the tracked
+/// value per round, the counted window shaded, its average with the band the rule's range
+/// allows around it (± half the range), and its least-squares line.
+pub(super) fn rounds_svg(
+    d: &crate::report::steady::DriveRounds,
+    unit: &str,
+) -> Result<String, Box<dyn Error>> {
+    let points: Vec<(f64, f64)> = d
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.map(|v| ((i + 1) as f64, v)))
+        .collect();
+    if points.is_empty() {
+        return Err("no round has a value".into());
+    }
+    let half_band = d.rule.range_pct / 200.0;
+    let band = d
+        .average
+        .map(|a| (a * (1.0 - half_band), a * (1.0 + half_band)));
+    let ys = points
+        .iter()
+        .map(|p| p.1)
+        .chain(band.iter().flat_map(|(lo, hi)| [*lo, *hi]));
+    let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
+        (lo.min(y), hi.max(y))
+    });
+    let pad = ((hi - lo) * 0.08)
+        .max(hi.abs() * 0.01)
+        .max(f64::MIN_POSITIVE);
+    let (ylo, yhi) = ((lo - pad).min(0.0f64.max(lo - pad)), hi + pad);
+    let n = d.values.len();
+    let y_unit = Unit::for_values(&points.iter().map(|p| p.1).collect::<Vec<_>>(), unit);
+    let mut buf = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut buf, (CHART_WIDTH, LINE_CHART_HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let xticks: Vec<f64> = (1..=n)
+            .filter(|r| n <= 30 || r % 5 == 0 || *r == 1)
+            .map(|r| r as f64)
+            .collect();
+        let mut chart = ChartBuilder::on(&root)
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(80)
+            .build_cartesian_2d(
+                Linear {
+                    lo: 0.5,
+                    hi: n as f64 + 0.5,
+                    keys: Some(xticks),
+                },
+                ylo..yhi,
+            )?;
+        let x_label = |v: &f64| format!("{v:.0}");
+        let y_label = |v: &f64| y_unit.bare(*v);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .x_desc("round")
+            .y_desc(format!("{} [{}]", d.metric, y_unit.label))
+            .label_style(("sans-serif", 16))
+            .axis_desc_style(("sans-serif", 18))
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
+            .draw()?;
+        let window = colour(if d.steady { 2 } else { 1 });
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(d.first as f64 - 0.5, ylo), (d.last as f64 + 0.5, yhi)],
+            window.mix(0.15).filled(),
+        )))?;
+        if let (Some(avg), Some((blo, bhi))) = (d.average, band) {
+            let across = |y: f64| vec![(d.first as f64 - 0.5, y), (d.last as f64 + 0.5, y)];
+            chart.draw_series(LineSeries::new(across(avg), REFERENCE.stroke_width(2)))?;
+            for y in [blo, bhi] {
+                chart.draw_series(LineSeries::new(
+                    across(y),
+                    REFERENCE.mix(0.5).stroke_width(1),
+                ))?;
+            }
+            // The window's least-squares line runs through its middle at its average.
+            if let Some(slope) = d.slope_per_round {
+                let middle = (d.first + d.last) as f64 / 2.0;
+                let line = [d.first as f64, d.last as f64].map(|x| (x, avg + slope * (x - middle)));
+                chart.draw_series(LineSeries::new(line, WHISKER.stroke_width(1)))?;
+            }
+        }
+        let c = colour(0);
+        chart.draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?;
+        chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
+        root.present()?;
+    }
+    Ok(shown(buf))
+}
+
 /// An SVG with the control characters a label may carry (a host or a parameter value from
 /// a campaign file or a tool: terminal escapes) shown as U+FFFD, as the page shows them
 /// outside charts (`report::printable`): plotters escapes markup in its text, not those,

@@ -575,3 +575,38 @@ pub(super) fn size_chart(v: &View<'_>) -> Option<Figure> {
         legend: Legend::of(&entries, true, None),
     })
 }
+
+/// Each drive's rounds towards steady state (`prepare.steady_state`): its tracked value
+/// per round with the counted window, as `report::steady` judged it.
+pub(super) fn rounds_charts(v: &View<'_>) -> Vec<Figure> {
+    let r = v.r;
+    r.rounds
+        .iter()
+        .map(|d| {
+            let unit = r
+                .cells
+                .iter()
+                .filter(|c| c.host == d.host && c.device().unwrap_or_default() == d.device)
+                .find_map(|c| find_metric(c, &d.metric))
+                .map_or("", |m| m.unit.as_str());
+            Figure {
+                id: slug(&format!("rounds-{}-{}", d.host, d.device)),
+                caption: Text::new(format!(
+                    "{} {}: {} of {} per round — {}. Shaded: the rounds counted as results; \
+                     red: their average, and the ±{}% around it the rule's range allows; grey: \
+                     their least-squares line",
+                    d.host,
+                    d.device,
+                    d.metric,
+                    d.tracked,
+                    d.describe(),
+                    d.rule.range_pct / 2.0
+                )),
+                chart: charts::rounds_svg(d, unit)
+                    .map(|svg| vec![svg])
+                    .map_err(|e| Text::new(e.to_string())),
+                legend: None,
+            }
+        })
+        .collect()
+}

@@ -79,6 +79,8 @@ struct Page {
     metric_charts: Option<figures::MetricCharts>,
     percentiles: Option<figures::Percentiles>,
     size_chart: Option<figures::Figure>,
+    /// `prepare.steady_state`: a chart per drive.
+    rounds: Vec<figures::Figure>,
     health: Option<summary::Health>,
     details: tables::Details,
 }
@@ -103,6 +105,7 @@ impl Page {
             metric_charts: figures::MetricCharts::of(&v),
             percentiles: figures::Percentiles::of(&v),
             size_chart: figures::size_chart(&v),
+            rounds: figures::rounds_charts(&v),
             health: summary::Health::of(r),
             details: tables::Details::of(&v),
         };
@@ -117,6 +120,7 @@ impl Page {
             (self.since.is_some(), "since", "Since the last run"),
             (true, "summary", "Summary"),
             (self.pivot.is_some(), "pivot", "Pivot"),
+            (!self.rounds.is_empty(), "rounds", "Rounds"),
             (self.forests.is_some(), "forest", "Ratios"),
             (self.metric_charts.is_some(), "metrics", "Per metric"),
             (

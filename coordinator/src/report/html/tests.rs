@@ -786,3 +786,43 @@ fn pages_to_compare_between_builds() {
         std::fs::write(dir.join(format!("{name}.html")), Html.render(&r)).unwrap();
     }
 }
+
+/// A drive's rounds: `values` per round of `write.iops` on rc66's sdb.
+fn drive_rounds(values: &[f64]) -> crate::report::steady::DriveRounds {
+    use crate::report::steady::{DriveRounds, Names};
+    let names = Names {
+        host: "rc66".into(),
+        device: "sdb".into(),
+        metric: "write.iops".into(),
+        tracked: "bs=4k".into(),
+    };
+    DriveRounds::judged(names, values, crate::spec::SteadyRule::PTS)
+}
+
+#[test]
+fn each_drive_has_a_rounds_chart_with_its_window_shaded_and_its_band() {
+    let settles = [300.0, 210.0, 150.0, 101.0, 100.0, 99.0, 100.5, 100.0];
+    let drifts: Vec<f64> = (0..25).map(|r| 100.0 * 1.05f64.powi(r)).collect();
+    let mut r = report(&[], vec![]);
+    r.rounds = vec![drive_rounds(&settles), {
+        let mut d = drive_rounds(&drifts);
+        d.device = "sdc".into();
+        d
+    }];
+    let page = Html.render(&r);
+    assert!(page.contains("<section id=\"rounds\">"));
+    assert!(page.contains("<a href=\"#rounds\">Rounds</a>"));
+    let steady = figure(&page, "rounds-rc66-sdb");
+    // A dot per round, the counted window (rounds 4–8) shaded in the "good" colour.
+    assert_eq!(count(steady, "<circle"), settles.len(), "{steady}");
+    assert!(steady.contains("steady state in rounds 4–8 of write.iops"));
+    let shade = format!("fill=\"{}\"", charts::hex(charts::colour(2)));
+    assert!(steady.contains(&shade), "{steady}");
+    // The average and the two edges of the band the rule allows, in the reference red.
+    assert!(count(steady, &stroke(REFERENCE)) >= 1, "{steady}");
+    let unsteady = figure(&page, "rounds-rc66-sdc");
+    assert_eq!(count(unsteady, "<circle"), 25);
+    assert!(unsteady.contains("no steady state after 25 rounds"));
+    let warn = format!("fill=\"{}\"", charts::hex(charts::colour(1)));
+    assert!(unsteady.contains(&warn), "{unsteady}");
+}
