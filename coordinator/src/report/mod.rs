@@ -602,7 +602,8 @@ impl Report {
                 })
                 .collect();
             let settings = spec.as_ref().map(|c| c.report.clone()).unwrap_or_default();
-            let comparisons = judge::compare_cells(&cells, &settings);
+            let mut comparisons = judge::compare_cells(&cells, &settings);
+            steady::mark_comparisons(&mut comparisons, &cells, &rounds);
             let mut verdicts = judge::qualify(&cells, &settings);
             steady::not_judged(&mut verdicts, &rounds);
             let outliers = judge::fleet_outliers(&cells, &settings);

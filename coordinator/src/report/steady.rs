@@ -104,6 +104,39 @@ pub fn not_judged(verdicts: &mut [crate::report::judge::Verdict], rounds: &[Driv
     }
 }
 
+/// A comparison with a side on a drive whose rounds have no steady state says so: its
+/// ratio is between drives in different states, or one in none.
+pub fn mark_comparisons(
+    comparisons: &mut [crate::report::judge::JudgedComparison],
+    cells: &[crate::report::CellReport],
+    rounds: &[DriveRounds],
+) {
+    let unsteady = |cell_id: &str| {
+        let cell = cells.iter().find(|c| c.cell_id == cell_id)?;
+        rounds
+            .iter()
+            .find(|d| !d.steady && d.host == cell.host && Some(d.device.as_str()) == cell.device())
+    };
+    for c in comparisons {
+        let Some(pair) = &c.cells else {
+            continue;
+        };
+        let sides: Vec<String> = [("candidate", &pair.candidate), ("baseline", &pair.baseline)]
+            .into_iter()
+            .filter_map(|(side, id)| {
+                let d = unsteady(id)?;
+                Some(format!(
+                    "the {side}'s drive ({} {}) is not at steady state",
+                    d.host, d.device
+                ))
+            })
+            .collect();
+        if !sides.is_empty() {
+            c.row.text.push_str(&format!("; {}", sides.join(", ")));
+        }
+    }
+}
+
 /// Every drive's rounds (of `drives`, `store::rounds::campaign_drives`), with the drive
 /// each cell (`cells.n`) belongs to.
 pub fn load(
@@ -298,6 +331,63 @@ mod tests {
             "{}",
             d.describe()
         );
+    }
+
+    #[test]
+    fn a_comparison_with_a_drive_at_no_steady_state_says_so() {
+        use crate::report::{CellReport, MetricStats};
+        use crate::spec::{Baseline, ReportSpec, DEVICE};
+        let cell = |id: &str, device: &str, v: f64| {
+            CellReport::for_test(
+                id.into(),
+                "rc66",
+                &[(DEVICE, device), ("bs", "4k")],
+                vec![MetricStats::of_values(
+                    "wall",
+                    "s",
+                    &[v, v * 1.01, v * 0.99, v, v * 1.02],
+                )],
+            )
+        };
+        let cells = vec![cell("c1", "sdb", 1.0), cell("c2", "sdc", 2.0)];
+        let settings = ReportSpec {
+            baseline: Some(Baseline {
+                key: DEVICE.into(),
+                value: "sdb".into(),
+                line: 1,
+                column: 1,
+            }),
+            metric: "wall".into(),
+            ..ReportSpec::default()
+        };
+        let steady_sdb = DriveRounds {
+            device: "sdb".into(),
+            ..rounds_of(&[1.0, 1.0, 1.0])
+        };
+        let drifting_sdc = DriveRounds {
+            device: "sdc".into(),
+            ..rounds_of(&[1.0, 1.1, 1.2, 1.3, 1.4, 1.5])
+        };
+        let mut comparisons = crate::report::judge::compare_cells(&cells, &settings);
+        assert_eq!(comparisons.len(), 1);
+        let before = comparisons[0].row.text.clone();
+        mark_comparisons(
+            &mut comparisons,
+            &cells,
+            &[steady_sdb.clone(), drifting_sdc],
+        );
+        assert_eq!(
+            comparisons[0].row.text,
+            format!("{before}; the candidate's drive (rc66 sdc) is not at steady state")
+        );
+        // Both steady: nothing added.
+        let mut comparisons = crate::report::judge::compare_cells(&cells, &settings);
+        let sdc = DriveRounds {
+            device: "sdc".into(),
+            ..steady_sdb.clone()
+        };
+        mark_comparisons(&mut comparisons, &cells, &[steady_sdb, sdc]);
+        assert_eq!(comparisons[0].row.text, before);
     }
 
     #[test]
