@@ -136,3 +136,106 @@ fn a_reboot_that_does_not_happen_fails_the_step_clearly() {
         "{error}"
     );
 }
+
+/// `prepare:` across reboots: the drive is purged and filled once, each round reboots the
+/// host before its measurement, and the rounds, each a plan of its own, go on after every
+/// reboot until the drive is steady. Nothing of the preparation runs again.
+#[test]
+fn a_prepared_drive_is_purged_and_filled_once_and_its_rounds_ride_through_reboots() {
+    if !root_or_skip("it purges and fills a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let drive = Loop::new(dir, "drive.img", 16);
+    let (_coordinator, port) = serve(dir);
+    let boot = dir.join("rebooter.boot_id");
+    let reboot = format!(
+        "echo boot-$(date +%s%N) > {} && kill -9 $PLATTER_AGENT_PID",
+        boot.display()
+    );
+    let start = || {
+        agent(
+            dir,
+            port,
+            "rebooter",
+            &[
+                "--reboot-command",
+                &reboot,
+                "--allow-device",
+                &drive.path,
+                "--allow-purge",
+            ],
+        )
+    };
+    let mut agent = start();
+    let file = write(
+        dir,
+        "prepared.yaml",
+        &format!(
+            r#"
+name: prepared-cold
+hosts: {{ names: [rebooter] }}
+devices: {{ path: {} }}
+storage: {{ fs: none }}
+workload:
+  command:
+    run: "sleep 0.2"
+phases:
+  before_each: [reboot]
+prepare:
+  purge: discard
+  precondition: {{ fill: 1x, bs: 128k }}
+  steady_state: {{ metric: wall, window: 3, range: 20%, slope: 10%, max_rounds: 6 }}
+"#,
+            drive.path
+        ),
+    );
+    wait_agents(dir, 1);
+    let campaign = submit(dir, port, &file);
+    let finished =
+        format!("SELECT COUNT(*) FROM campaigns WHERE id = '{campaign}' AND state = 'done'");
+    let mut restarts = 0;
+    wait_for("the campaign to finish", Duration::from_secs(90), || {
+        if agent.exited().is_some() {
+            restarts += 1;
+            agent = start();
+        }
+        (query_i64(dir, &finished) == 1).then_some(())
+    });
+    let logs = logs(dir);
+    let db = db(dir);
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    // Three rounds of a steady 0.2 s: steady at the first window, one reboot each.
+    assert_eq!(restarts, 3, "{logs}");
+    assert_eq!(
+        count("SELECT COUNT(*) FROM plans"),
+        3,
+        "a plan per round\n{logs}"
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM steps WHERE kind = 'measure' AND state = 'succeeded'"),
+        3
+    );
+    for kind in ["purge", "precondition"] {
+        assert_eq!(
+            count(&format!(
+                "SELECT COUNT(*) FROM steps WHERE kind = '{kind}' AND state = 'succeeded'"
+            )),
+            1,
+            "{kind} once\n{logs}"
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT COUNT(*) FROM steps WHERE kind = '{kind}' AND attempt > 1"
+            )),
+            0,
+            "{kind} never again\n{logs}"
+        );
+    }
+    assert_eq!(
+        count("SELECT COUNT(*) FROM steps WHERE state = 'failed'"),
+        0,
+        "{logs}"
+    );
+}
