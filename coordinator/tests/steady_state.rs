@@ -110,6 +110,19 @@ fn the_window_starts_where_the_value_settles_and_only_its_rounds_count() {
         "{stopped}"
     );
     assert_eq!(report["verdicts"][0]["pass"], true, "{report}");
+    // `platter campaigns`: the cell is done at round 8, not at `max_rounds` (12).
+    let listed = platter()
+        .current_dir(tmp.path())
+        .args(["campaigns", "--output", "json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let c = &listed[0];
+    assert_eq!(
+        (&c["cells_done"], &c["cells_total"]),
+        (&1.into(), &1.into()),
+        "{c}"
+    );
 }
 
 #[test]

@@ -96,10 +96,16 @@ impl CampaignStatus {
             cells_total,
             plans,
         } = store.campaign_progress(campaign)?;
-        let cells_done = match adaptive(&campaign.file_name, &campaign.yaml) {
+        let cells_done = match in_rounds(&campaign.file_name, &campaign.yaml) {
+            // A drive's rounds stop at steady state or `max_rounds` (`repeat` is the max):
+            // its cells are done when the rule that plans the rounds says so, as the
+            // report says.
+            Some(Rounds::Steady(steady)) => {
+                store.read(|c| crate::store::rounds::steady_cells_done(c, &campaign.id, &steady))?
+            }
             // A cell stops between its `min` and `max` (`repeat` is the max): it is done
             // when the rule that plans the rounds says it stopped, as the report says.
-            Some(repeat) => {
+            Some(Rounds::Adaptive(repeat)) => {
                 let measured = match &repeat.until {
                     Some(until) => store.cells_measured(&campaign.id, &until.metric)?,
                     None => Vec::new(),
@@ -213,13 +219,24 @@ impl CampaignStatus {
 #[derive(Default)]
 pub struct Known(std::sync::Mutex<std::collections::HashMap<CampaignId, (u64, CampaignStatus)>>);
 
-/// The campaign's `repeat:` if it is adaptive (its stored text is parsed only if it can be).
-fn adaptive(file: &str, yaml: &str) -> Option<crate::spec::Repeat> {
-    if !yaml.contains("until") {
+/// How a campaign that runs in rounds decides when a cell is done.
+enum Rounds {
+    /// `repeat: { min, max, until }`.
+    Adaptive(crate::spec::Repeat),
+    /// `prepare.steady_state`.
+    Steady(crate::spec::SteadyState),
+}
+
+/// The campaign's rounds, if it runs in them (its stored text is parsed only if it may).
+fn in_rounds(file: &str, yaml: &str) -> Option<Rounds> {
+    if !(yaml.contains("until") || yaml.contains("steady_state")) {
         return None;
     }
     let c = crate::spec::parse_with(file, yaml, &crate::spec::Limits::NONE).ok()?;
-    c.repeat.is_adaptive().then_some(c.repeat)
+    if let Some(s) = c.steady_state() {
+        return Some(Rounds::Steady(s.clone()));
+    }
+    c.repeat.is_adaptive().then_some(Rounds::Adaptive(c.repeat))
 }
 
 /// "measure (rep 2/3): dd if=/dev/zero …" for progress lines, with what the agent fills in

@@ -390,6 +390,38 @@ fn next_steady_round(
     )))
 }
 
+/// How many cells of a campaign with `prepare.steady_state` are done: those of drives
+/// whose rounds ended (steady, or `max_rounds` ran), once each of the drive's cells has
+/// run as many rounds as its tracked cell.
+pub fn steady_cells_done(
+    c: &Conn,
+    campaign_id: &CampaignId,
+    steady: &spec::SteadyState,
+) -> Result<u32> {
+    let ended: std::collections::HashMap<i64, u32> =
+        cells_measured(c, campaign_id, &steady.metric)?
+            .into_iter()
+            .map(|m| (m.cell, m.repetitions))
+            .collect();
+    let mut done = 0;
+    for drive in campaign_drives(c, campaign_id)? {
+        let Some(tracked) = drive.at(steady.tracked) else {
+            continue;
+        };
+        let values = round_values(c, campaign_id, tracked.n, &steady.metric)?;
+        if let Steady::Continue { .. } = steady::judge(&values, &steady.rule) {
+            continue;
+        }
+        let rounds = values.len() as u32;
+        done += drive
+            .cells
+            .iter()
+            .filter(|s| ended.get(&s.n).is_some_and(|r| *r >= rounds))
+            .count() as u32;
+    }
+    Ok(done)
+}
+
 /// The tracked value of cell `cell` (`cells.n`) per round, from round 1 to the last whose
 /// measure step ended: NaN for a round that measured nothing (a failed run), which no
 /// window around it can call steady.
