@@ -55,7 +55,10 @@ fn every_example_validates_and_lists_what_it_would_erase() {
             assert.stdout(predicate::str::contains(format!(
                 "purge {} with discard (erases it; the agent must also be started with --allow-purge",
                 drive.path
-            )));
+            )))
+            .stdout(predicate::str::contains(
+                "Then up to 24 more round(s), each a plan of its own run before any other plan on the host",
+            ));
         }
     }
     assert_eq!(seen, 8);

@@ -161,9 +161,46 @@ pub fn render(campaign: &spec::Campaign, planned: &PlannedCampaign) -> String {
     out
 }
 
+/// With `prepare.steady_state`: the rounds after the first, up to `max_rounds`.
+fn steady_rounds(
+    s: &spec::SteadyState,
+    planned: &PlannedCampaign,
+    campaign: &spec::Campaign,
+    host: &str,
+) -> String {
+    let cells: Vec<_> = planned
+        .cells
+        .iter()
+        .filter(|c| c.host == host)
+        .cloned()
+        .collect();
+    let all: Vec<usize> = (0..crate::planning::planner::drives(&cells).len()).collect();
+    let round =
+        crate::planning::planner::next_steady_round(campaign, &planned.id, host, &cells, &all, 2);
+    let first = planned
+        .plans
+        .iter()
+        .find(|p| p.host == host)
+        .map_or(0, |p| p.steps.len() as u64);
+    let later = (s.rule.max_rounds as u64).saturating_sub(1);
+    format!(
+        "; the first round: each drive's preparation, then every cell once. Then up to {later} more \
+         round(s), each a plan of its own run before any other plan on the host, for each \
+         drive whose {} is not yet steady over the last {} rounds: at most {} steps per \
+         round, {} steps in all at worst",
+        s.metric,
+        s.rule.window,
+        round.steps.len(),
+        first + later * round.steps.len() as u64
+    )
+}
+
 /// With adaptive repetition: what may follow the first plan, up to the worst case in which
 /// no cell's interval ever gets narrow enough.
 fn later_rounds(campaign: &spec::Campaign, planned: &PlannedCampaign, host: &str) -> String {
+    if let Some(s) = campaign.steady_state() {
+        return steady_rounds(s, planned, campaign, host);
+    }
     let r = &campaign.repeat;
     if !r.is_adaptive() {
         return String::new();
