@@ -214,3 +214,79 @@ fn a_noisy_but_level_value_is_steady_at_rounds_one_to_five() {
     );
     assert_eq!(wall_n(&report), 5);
 }
+
+/// Another campaign submitted for the host while a drive is in its rounds waits until the
+/// rounds end: its plan, queued before round 2 was, runs after the last round, so nothing
+/// touches the drive between two rounds.
+#[test]
+fn another_campaign_waits_until_the_rounds_of_a_prepared_drive_end() {
+    use common::{agent, db, logs, serve, submit, wait_agents, wait_for, write};
+    use std::time::Duration;
+    if !root_or_skip("needs a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let drive = Loop::new(dir, "drive.img", 16);
+    let (_coordinator, port) = serve(dir);
+    let _agent = agent(dir, port, "lab1", &["--allow-device", &drive.path]);
+    wait_agents(dir, 1);
+    let rounds = write(
+        dir,
+        "rounds.yaml",
+        &format!(
+            r#"
+name: rounds
+hosts: {{ names: [lab1] }}
+devices: {{ path: {} }}
+storage: {{ fs: none }}
+workload: {{ command: {{ run: "sleep 0.4" }} }}
+prepare:
+  steady_state: {{ metric: wall, window: 3, range: 20%, slope: 10%, max_rounds: 6 }}
+"#,
+            drive.path
+        ),
+    );
+    let other = write(
+        dir,
+        "other.yaml",
+        "name: other\nhosts: { names: [lab1] }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    let first = submit(dir, port, &rounds);
+    // Submitted while round 1 runs: its plan is queued before round 2's.
+    wait_for("round 1 to start", Duration::from_secs(30), || {
+        (common::query_i64(dir, "SELECT COUNT(*) FROM steps WHERE kind = 'measure'") > 0)
+            .then_some(())
+    });
+    let second = submit(dir, port, &other);
+    let done = "SELECT COUNT(*) FROM campaigns WHERE state = 'done'";
+    wait_for("both campaigns to end", Duration::from_secs(60), || {
+        (common::query_i64(dir, done) == 2).then_some(())
+    });
+    let db = db(dir);
+    let span = |campaign: &str| -> (i64, i64) {
+        db.query_row(
+            "SELECT MIN(st.started_unix_ns), MAX(st.finished_unix_ns) FROM steps st
+               JOIN plans p ON p.id = st.plan_id WHERE p.campaign_id = ?1",
+            [campaign],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let plans = |campaign: &str| -> i64 {
+        db.query_row(
+            "SELECT COUNT(*) FROM plans WHERE campaign_id = ?1",
+            [campaign],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(plans(&first), 3, "three rounds\n{}", logs(dir));
+    let (_, rounds_end) = span(&first);
+    let (other_start, _) = span(&second);
+    assert!(
+        other_start >= rounds_end,
+        "the other campaign ran between the rounds\n{}",
+        logs(dir)
+    );
+}

@@ -1450,3 +1450,45 @@ fn a_plan_stored_whole_before_templates_is_still_read() {
         assert_eq!((&sent, new), (plan, true));
     }
 }
+
+/// A round put ahead (`plans::put_ahead`) is the host's next plan, before a plan of
+/// another campaign queued earlier, and that plan keeps its place after it; on both engines.
+#[test]
+fn a_plan_put_ahead_runs_before_plans_queued_earlier() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in testing::stores(dir.path()) {
+        let first = test_campaign("h", 1);
+        let other = test_campaign("h", 2);
+        store.insert_campaign(&first, "t.yaml", "").unwrap();
+        store.insert_campaign(&other, "t.yaml", "").unwrap();
+        let (sent, _) = store.plan_for_host("h").unwrap().unwrap();
+        assert_eq!(sent.id, first.plans[0].id);
+        // The first campaign's next round, queued (after the other's plan) and put ahead.
+        let mut round = first.plans[0].clone();
+        round.id = format!("{}-r2", round.id).into();
+        store
+            .write(|c| {
+                super::plans::queue_plan(c, &round)?;
+                super::plans::put_ahead(c, &round)
+            })
+            .unwrap();
+        store
+            .write(|c| {
+                c.execute(
+                    "UPDATE plans SET state = 'done' WHERE id = ?1",
+                    [&first.plans[0].id],
+                )
+            })
+            .unwrap();
+        let (next, _) = store.plan_for_host("h").unwrap().unwrap();
+        assert_eq!(next.id, round.id, "the round goes first");
+        store
+            .write(|c| c.execute("UPDATE plans SET state = 'done' WHERE id = ?1", [&round.id]))
+            .unwrap();
+        let (after, _) = store.plan_for_host("h").unwrap().unwrap();
+        assert_eq!(
+            after.id, other.plans[0].id,
+            "then the plan it went ahead of"
+        );
+    }
+}
