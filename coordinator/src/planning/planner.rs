@@ -802,6 +802,74 @@ repeat: 2
         assert_eq!(ids.len(), 4);
     }
 
+    /// Two drives, a fill and rounds: the first plan purges and fills each drive, then
+    /// runs every cell of each once; a drive's cells keep the matrix's order in every
+    /// round, and the drives take turns going first (interleaved); a later round holds
+    /// only the drives still short of steady state, and no preparation.
+    #[test]
+    fn steady_rounds_keep_a_drive_s_order_and_interleave_the_drives() {
+        let disk = |name: &str| {
+            let mut d = crate::store::testing::drive("m");
+            d.name = name.into();
+            d.path = format!("/dev/{name}");
+            d
+        };
+        let inventories: Inventories = [("h".to_string(), vec![disk("sdb"), disk("sdc")])].into();
+        let c = spec::parse(
+            "t.yaml",
+            "name: t\nhosts: { names: [h] }\ndevices: { path: '/dev/sd[bc]' }\nstorage: { fs: none }\n\
+             matrix: { bs: [4k, 1m] }\nworkload: { command: { run: 'go ${bs} ${device}' } }\n\
+             prepare: { purge: discard, precondition: { fill: 2x }, steady_state: { metric: wall } }\n",
+        )
+        .unwrap();
+        let p = plan(&c, "", "s1", 1, &inventories).unwrap();
+        let kinds = |steps: &[Step]| -> Vec<String> {
+            steps
+                .iter()
+                .filter(|s| s.kind.name() != "storage_setup" && s.kind.name() != "storage_teardown")
+                .map(|s| match &s.kind {
+                    StepKind::Measure(w) => format!("{w}@{}", s.repetition),
+                    k => k.to_string(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            kinds(&p.plans[0].steps),
+            [
+                "purge /dev/sdb (discard)",
+                "precondition /dev/sdb: write it 2× in 128 KiB blocks",
+                "purge /dev/sdc (discard)",
+                "precondition /dev/sdc: write it 2× in 128 KiB blocks",
+                "go 4k ${device}@1",
+                "go 1m ${device}@1",
+                "go 4k ${device}@1",
+                "go 1m ${device}@1",
+            ]
+        );
+        let drive_of = |plan: &Plan| -> Vec<String> {
+            plan.steps
+                .iter()
+                .filter(|s| s.kind.name() == "measure")
+                .map(|s| {
+                    let cell = p.cells.iter().find(|c| c.id == s.cell_id).unwrap();
+                    format!("{} {}", cell.params["device"], cell.params["bs"])
+                })
+                .collect()
+        };
+        assert_eq!(
+            drive_of(&p.plans[0]),
+            ["sdb 4k", "sdb 1m", "sdc 4k", "sdc 1m"]
+        );
+        let round2 = next_steady_round(&c, &p.id, "h", &p.cells, &[0, 1], 2);
+        assert_eq!(drive_of(&round2), ["sdc 4k", "sdc 1m", "sdb 4k", "sdb 1m"]);
+        let only_sdb = next_steady_round(&c, &p.id, "h", &p.cells, &[0], 3);
+        assert_eq!(drive_of(&only_sdb), ["sdb 4k", "sdb 1m"]);
+        assert!(only_sdb
+            .steps
+            .iter()
+            .all(|s| !matches!(s.kind, StepKind::Purge(_) | StepKind::Precondition(_))));
+    }
+
     fn layout(steps: &[Step]) -> Vec<String> {
         steps
             .iter()
