@@ -24,8 +24,11 @@ pub fn http_addr(dir: &Path) -> String {
         Duration::from_secs(20),
         || {
             let text = std::fs::read_to_string(dir.join("coordinator.log")).ok()?;
-            text.lines()
-                .find_map(|l| l.strip_prefix("http on ").map(str::to_string))
+            // Whole lines only: a line may be written in pieces ("http on https://127.0.0.1:4"
+            // read before its port's last digits was an invalid address).
+            text.split_inclusive('\n')
+                .filter(|l| l.ends_with('\n'))
+                .find_map(|l| l.trim_end().strip_prefix("http on ").map(str::to_string))
         },
     );
     if url.starts_with("https://") {
