@@ -27,6 +27,8 @@
 //! * latency percentiles come from merged histograms, never from averaging
 //!   per-repetition percentiles.
 
+pub mod peers;
+
 use std::collections::HashMap;
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, OnceLock};

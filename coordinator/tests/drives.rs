@@ -9,6 +9,7 @@ use std::path::Path;
 
 use common::{platter, Loop};
 use platter::report::ledger::{self, Question};
+use platter::store::ledger::Identity;
 use platter::store::Store;
 use platter_proto::inventory::Device;
 use platter_proto::model::HostName;
@@ -315,6 +316,12 @@ async fn one_drive_over_two_hosts_and_a_firmware_change_is_one_history() {
             .await
             .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        // Gone from rc66 before flygecko sees it: a move.
+        store
+            .agent_devices(&host("rc66"), std::slice::from_ref(&lo))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let moved = device("sdc", "CVWL4211", "DL2B", &["sd", "mpt3sas"]);
         store
             .agent_seen(&host("flygecko"), "b2", "0.1.0", &[moved, lo], &[])
@@ -407,6 +414,120 @@ async fn one_drive_over_two_hosts_and_a_firmware_change_is_one_history() {
     }
 }
 
+/// Identities that do not tell one drive from another are not taken for one drive that
+/// moved: a virtio disk three agents of one machine see, a serial without a model, a
+/// placeholder serial, a WWN of zeros; and one identity live on two hosts at once is
+/// shared or not unique, while one gone from a host before another sees it moved. Both
+/// engines.
+#[tokio::test]
+async fn identities_that_do_not_name_one_drive_are_tracked_per_host_and_said_so() {
+    use platter_proto::inventory::Transport;
+    let tmp = tempfile::tempdir().unwrap();
+    for store in platter::store::testing::stores(tmp.path()) {
+        let mut virtio = device("vda", "overlayblk", "", &["virtio_blk"]);
+        virtio.model = String::new();
+        virtio.transport = Transport::Virtio;
+        let mut no_model = device("sdb", "S3Z9NB0K", "", &["sd", "ahci"]);
+        no_model.model = String::new();
+        let placeholder = device("sdc", "0123456789ABCDEF", "1.0", &["sd", "uas"]);
+        let mut zero_wwn = device("sdd", "WD-WCC4N1234567", "82.00A82", &["sd", "ahci"]);
+        zero_wwn.model = "WDC WD40EFRX-68N32N0".into();
+        zero_wwn.wwn = "naa.0000000000000000".into();
+        let dual = device("sde", "S2TANX0H", "DL2B", &["sd", "mpt3sas"]);
+        let all = [virtio, no_model, placeholder, zero_wwn, dual];
+        // Three agents of one machine report within the same minute, each still listing
+        // everything when the next one does.
+        for h in ["rcmonster", "rc66", "flygecko"] {
+            store
+                .agent_seen(&host(h), "b1", "0.1.0", &all, &[])
+                .await
+                .unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        }
+        let ledger = store.ledger().unwrap();
+        let by_id = |id: &str| ledger.iter().find(|d| d.id == id);
+        for h in ["rcmonster", "rc66", "flygecko"] {
+            for (name, why) in [
+                ("vda", "virtual disk (virtio): tracked per host"),
+                (
+                    "sdb",
+                    "serial \"S3Z9NB0K\" without a model: tracked per host",
+                ),
+                (
+                    "sdc",
+                    "placeholder serial \"0123456789ABCDEF\": tracked per host",
+                ),
+            ] {
+                let d = by_id(&format!("{h}/{name}")).unwrap_or_else(|| panic!("{h}/{name}"));
+                assert_eq!(d.identity, Identity::Host);
+                assert_eq!(d.note, why);
+                assert_eq!(d.shared(), None);
+                let detail = ledger::detail(&store, d).unwrap();
+                assert_eq!(detail.events, Vec::<String>::new());
+                assert_eq!(detail.drive.note, why);
+            }
+        }
+        // A WWN of zeros names no drive; its model and serial do.
+        let wd = by_id("WDC WD40EFRX-68N32N0/WD-WCC4N1234567").expect("keyed by model and serial");
+        assert_eq!(wd.identity, Identity::Serial);
+        assert!(by_id("naa.0000000000000000").is_none());
+        // Live on three hosts at once: shared or not unique, never a move.
+        let dual = by_id("INTEL SSDSC2BW120A4/S2TANX0H").unwrap();
+        let shared = dual.shared().expect("shared");
+        assert_eq!(
+            shared.hosts.iter().map(|h| h.as_str()).collect::<Vec<_>>(),
+            ["flygecko", "rc66", "rcmonster"]
+        );
+        let detail = ledger::detail(&store, dual).unwrap();
+        assert!(
+            detail.events.iter().all(|e| !e.contains("moved")),
+            "{:?}",
+            detail.events
+        );
+        assert!(
+            detail.drive.note.starts_with(
+                "shared or not unique: live on flygecko and rc66 and rcmonster at once since "
+            ),
+            "{}",
+            detail.drive.note
+        );
+        assert_eq!(
+            ledger.len(),
+            3 * 3 + 2,
+            "{:?}",
+            ledger.iter().map(|d| &d.id).collect::<Vec<_>>()
+        );
+
+        // A drive gone from one host before another sees it moved.
+        let mover = device("sdf", "BTWL5123", "G2010150", &["sd", "ahci"]);
+        store
+            .agent_devices(&host("rc66"), std::slice::from_ref(&mover))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        store.agent_devices(&host("rc66"), &[]).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        store
+            .agent_devices(&host("flygecko"), std::slice::from_ref(&mover))
+            .await
+            .unwrap();
+        let ledger = store.ledger().unwrap();
+        let d = ledger
+            .iter()
+            .find(|d| d.id == "INTEL SSDSC2BW120A4/BTWL5123")
+            .unwrap();
+        assert_eq!(d.shared(), None);
+        let detail = ledger::detail(&store, d).unwrap();
+        assert_eq!(detail.events.len(), 1, "{:?}", detail.events);
+        assert!(
+            detail.events[0].contains("moved from rc66 (/dev/sdf"),
+            "{:?}",
+            detail.events
+        );
+        assert_eq!(detail.drive.note, "");
+    }
+}
+
 /// Two coordinators on one PostgreSQL store, agents reporting to either at once: one ledger,
 /// the same from both.
 #[tokio::test]
@@ -460,7 +581,10 @@ async fn the_console_lists_the_drives_and_shows_one() {
             .agent_seen(&host("rc66"), "b1", "0.1.0", &[sdb], &[])
             .await
             .unwrap();
-        // Sightings are ordered by when first seen (to the millisecond): one later.
+        // Sightings are ordered by when first seen (to the millisecond): one later, after
+        // rc66 listed its drives without it (a move).
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        store.agent_devices(&host("rc66"), &[]).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let moved = device("sdc", "CVWL4211", "DL2C", &["sd", "mpt3sas"]);
         store

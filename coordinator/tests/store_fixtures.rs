@@ -545,7 +545,18 @@ fn record(db: &Path, version: u32) {
             "--policy",
             "queue",
         ]);
-        op(&["trigger", "kernel-update", "--label", "kernel=6.12.1"]);
+        // The firing fails (`local` needs `platter run`), and `trigger` says so in its
+        // exit status: the failed firing is what the fixture records.
+        let pulled = local()
+            .current_dir(dir)
+            .args(["trigger", "kernel-update", "--label", "kernel=6.12.1"])
+            .args(["--coordinator", &url, "--dangerously-insecure"])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&pulled.stderr).contains("build-on-kernel: failed"),
+            "{pulled:?}"
+        );
         stop(coordinator);
     }
     // One file, no WAL beside it, small.

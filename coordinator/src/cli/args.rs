@@ -108,9 +108,16 @@ pub enum Command {
     /// over time
     Drive(DriveArgs),
     /// A drive model's qualification across the fleet: on how many drives, hosts and
-    /// controller types it passed, and every FAIL with its serial and campaign. Exits 1 when a
-    /// drive of the model failed a verdict, 5 when no drive of it was judged
+    /// controller types it passed, every FAIL with its serial and campaign, and the drives
+    /// that stand out among their peers (`platter peers`). Exits 1 when a drive of the model
+    /// failed a verdict or is a peer outlier, 5 when no drive of it was judged
     Qualification(QualificationArgs),
+    /// Each drive of a model against its identical peers across the fleet: the drives of
+    /// the model and firmware measured on the same workload and configuration (whatever the
+    /// campaign, host or night), one median per run, each drive's shift against the rest
+    /// (Hodges–Lehmann, Holm over the group at 1%), flagged when significant and slower than
+    /// --max-slower. Exits 1 when a drive is flagged
+    Peers(PeersArgs),
 }
 
 // `platter validate`'s arguments; its help is the variant's doc comment above.
@@ -433,6 +440,43 @@ pub struct DriveArgs {
     pub id: String,
     #[command(flatten)]
     pub ledger: LedgerArgs,
+}
+
+// `platter peers`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct PeersArgs {
+    /// The model as the drives report it (`platter drives` lists them)
+    pub model: String,
+    /// Only runs of the drives with this firmware (else each firmware is a group of its own)
+    #[arg(long)]
+    pub firmware: Option<String>,
+    /// One metric (`wall`, `write.iops`, `lat.p99`); else each campaign's key metric (its
+    /// `report: { metric }`, else wall)
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Only runs of this series (`platter history` lists them)
+    #[arg(long)]
+    pub series: Option<String>,
+    /// How much slower than its peers a significant drive must be to be flagged, in percent
+    /// (`10`, `10%`)
+    #[arg(long, value_name = "PCT", value_parser = parse_pct, default_value = "10%")]
+    pub max_slower: f64,
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
+}
+
+/// A percentage, with or without its sign: "10%", "7.5".
+fn parse_pct(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage like 10% or 7.5"))?;
+    if !(0.0..1000.0).contains(&v) {
+        return Err(format!("{s:?}: give a percentage from 0% to 1000%"));
+    }
+    Ok(v)
 }
 
 // `platter qualification`'s arguments; its help is the variant's doc comment above.

@@ -4,9 +4,11 @@
 
 use super::args::LedgerArgs;
 use super::*;
+use crate::report::human;
 use crate::report::ledger::{
     answer, Answer, DriveDetail, DriveSummary, LedgerError, Qualification, Question,
 };
+use crate::report::peers::Peers;
 use crate::report::table;
 
 /// Exit status of `platter qualification` when no drive of the model was judged.
@@ -46,6 +48,29 @@ pub(super) async fn qualification(a: QualificationArgs) -> anyhow::Result<i32> {
     ledger(Question::Qualification { model, firmware }, args).await
 }
 
+pub(super) async fn peers(a: PeersArgs) -> anyhow::Result<i32> {
+    let PeersArgs {
+        model,
+        firmware,
+        metric,
+        series,
+        max_slower,
+        ledger: args,
+    } = a;
+    if model.trim().is_empty() {
+        eprintln!("platter: give the drive model (`platter drives` lists them)");
+        return Ok(EXIT_INVALID);
+    }
+    let ask = crate::report::peers::Ask {
+        model,
+        firmware,
+        metric,
+        series,
+        max_slower_pct: Some(max_slower),
+    };
+    ledger(Question::Peers(ask), args).await
+}
+
 async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
     let LedgerArgs { db, client, format } = args;
     let answer = match local_store(db, &client)? {
@@ -77,9 +102,18 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
     // mistyped model, health never read): a CI gate on a model passes only on a PASS.
     let mut status = 0;
     if let Answer::Qualification(q) = &answer {
-        if !q.failures.is_empty() {
+        if !q.failures.is_empty() || !q.peer_outliers.is_empty() {
             status = 1;
         } else if q.judged == 0 {
+            status = EXIT_NOT_JUDGED;
+        }
+    }
+    // `platter peers` fails when a drive stands out, and exits 5 when nothing of the model
+    // was measured.
+    if let Answer::Peers(p) = &answer {
+        if !p.outliers().is_empty() {
+            status = 1;
+        } else if p.groups.is_empty() {
             status = EXIT_NOT_JUDGED;
         }
     }
@@ -96,6 +130,8 @@ async fn ledger(question: Question, args: LedgerArgs) -> anyhow::Result<i32> {
         Answer::Drive(d) => render_drive(d),
         Answer::Qualification(q) if csv => qualification_csv(q),
         Answer::Qualification(q) => render_qualification(q),
+        Answer::Peers(p) if csv => peers_csv(p),
+        Answer::Peers(p) => render_peers(p),
     };
     print!("{out}");
     Ok(status)
@@ -386,6 +422,12 @@ fn render_qualification(q: &Qualification) -> String {
             f.serial, f.host, f.threshold, f.measured, f.campaign, f.campaign_id
         ));
     }
+    if !q.peers.is_empty() {
+        out.push_str(&format!("peers: {}\n", q.peers));
+    }
+    for o in &q.peer_outliers {
+        out.push_str(&format!("PEER OUTLIER {o}\n"));
+    }
     out
 }
 
@@ -407,6 +449,144 @@ fn qualification_csv(q: &Qualification) -> String {
             d.passed.to_string(),
             d.failed.to_string(),
         ]));
+    }
+    out
+}
+
+fn render_peers(p: &Peers) -> String {
+    if p.groups.is_empty() {
+        return format!(
+            "no run of a {} drive in the store{} (a drive's runs count once their campaign is done)\n",
+            p.model,
+            if p.firmware.is_empty() { String::new() } else { format!(" with firmware {}", p.firmware) }
+        );
+    }
+    let mut out = format!("{}\n", p.headline());
+    out.push_str(&format!(
+        "each drive's runs against the rest of its group: Hodges–Lehmann ratio with its interval at its Holm step's level (1% family-wise per group); OUTLIER when significant and more than {}% slower\n",
+        p.max_slower_pct
+    ));
+    for g in &p.groups {
+        let state = match g.state.as_str() {
+            "" => String::new(),
+            s => format!(" [{s}]"),
+        };
+        out.push_str(&format!(
+            "\n{} firmware {}: {} [{}] {}{state}: median of drives {}, middle 80% {} – {}\n",
+            p.model,
+            if g.firmware.is_empty() {
+                "(none)"
+            } else {
+                &g.firmware
+            },
+            g.workload,
+            g.configuration,
+            g.metric,
+            human(g.median, &g.unit),
+            human(g.band.0, &g.unit),
+            human(g.band.1, &g.unit),
+        ));
+        if !g.not_judged.is_empty() {
+            out.push_str(&format!("  {}\n", g.not_judged));
+        }
+        for c in &g.controllers {
+            out.push_str(&format!("  {c}\n"));
+        }
+        let rows: Vec<Vec<String>> = g
+            .drives
+            .iter()
+            .map(|d| {
+                vec![
+                    d.drive.clone(),
+                    d.hosts.join(","),
+                    d.controller.clone(),
+                    d.runs.len().to_string(),
+                    match d.ci {
+                        Some((lo, hi)) => format!(
+                            "{} ({}–{})",
+                            human(d.median, &g.unit),
+                            human(lo, &g.unit),
+                            human(hi, &g.unit)
+                        ),
+                        None => human(d.median, &g.unit),
+                    },
+                    d.standing_text(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "DRIVE",
+                "HOSTS",
+                "CONTROLLER",
+                "RUNS",
+                "MEDIAN",
+                "AGAINST ITS PEERS",
+            ],
+            &rows,
+        ));
+        for n in &g.not_compared {
+            out.push_str(&format!("  {n}\n"));
+        }
+    }
+    out
+}
+
+fn peers_csv(p: &Peers) -> String {
+    let mut out = csv_line(
+        &[
+            "model",
+            "firmware",
+            "workload",
+            "configuration",
+            "metric",
+            "unit",
+            "state",
+            "drive",
+            "hosts",
+            "controller",
+            "runs",
+            "median",
+            "ratio",
+            "ratio_lo",
+            "ratio_hi",
+            "level",
+            "p_holm",
+            "significant",
+            "slower_pct",
+            "outlier",
+            "not_judged",
+        ]
+        .map(String::from),
+    );
+    let num = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+    for g in &p.groups {
+        for d in &g.drives {
+            let s = d.standing.as_ref();
+            out.push_str(&csv_line(&[
+                p.model.clone(),
+                g.firmware.clone(),
+                g.workload.clone(),
+                g.configuration.clone(),
+                g.metric.clone(),
+                g.unit.clone(),
+                g.state.clone(),
+                d.drive.clone(),
+                d.hosts.join(" "),
+                d.controller.clone(),
+                d.runs.len().to_string(),
+                d.median.to_string(),
+                num(s.map(|s| s.ratio)),
+                num(s.map(|s| s.ci.0)),
+                num(s.map(|s| s.ci.1)),
+                num(s.map(|s| s.level)),
+                num(s.map(|s| s.p_holm)),
+                s.map(|s| s.significant.to_string()).unwrap_or_default(),
+                num(d.slower_pct),
+                d.outlier.to_string(),
+                g.not_judged.clone(),
+            ]));
+        }
     }
     out
 }

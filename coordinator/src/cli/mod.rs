@@ -130,6 +130,7 @@ pub fn main() -> i32 {
             | Command::Drives(_)
             | Command::Drive(_)
             | Command::Qualification(_)
+            | Command::Peers(_)
     );
     platter_agent::cli::init_tracing(if quiet { "warn" } else { "info" });
     // The commands that hold an agent keep its threads (under `run`, the coordinator's
@@ -195,6 +196,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         Command::Drives(a) => drives::drives(a).await,
         Command::Drive(a) => drives::drive(a).await,
         Command::Qualification(a) => drives::qualification(a).await,
+        Command::Peers(a) => drives::peers(a).await,
         Command::Schedule(c) => schedules::schedule(c).await,
         Command::Trigger(a) => schedules::trigger(a).await,
         Command::Certs(c) => certs::certs(c),

@@ -143,6 +143,12 @@ pub struct Qualification {
     pub per_drive: Vec<QualifiedDrive>,
     /// Drives of the model no verdict judged, by id.
     pub not_judged: Vec<String>,
+    /// The model's drives against their peers (`platter peers`) in a line, and each drive
+    /// that stands out: "ID: bs=4k wall ×1.15 (1.08–1.21, 99.97%) 14.7% slower OUTLIER".
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub peers: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_outliers: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,6 +234,8 @@ pub enum Question {
         model: String,
         firmware: Option<String>,
     },
+    /// Each drive of a model against its peers.
+    Peers(super::peers::Ask),
 }
 
 #[derive(Debug)]
@@ -249,7 +257,8 @@ impl From<crate::store::error::StoreError> for LedgerError {
 pub enum Answer {
     Drives(Vec<DriveSummary>),
     Drive(Box<DriveDetail>),
-    Qualification(Qualification),
+    Qualification(Box<Qualification>),
+    Peers(Box<super::peers::Peers>),
 }
 
 impl Answer {
@@ -268,8 +277,9 @@ pub fn answer(store: &Store, q: &Question) -> std::result::Result<Answer, Ledger
             Answer::Drive(Box::new(detail(store, &d)?))
         }
         Question::Qualification { model, firmware } => {
-            Answer::Qualification(qualification(store, model, firmware.as_deref())?)
+            Answer::Qualification(Box::new(qualification(store, model, firmware.as_deref())?))
         }
+        Question::Peers(ask) => Answer::Peers(Box::new(super::peers::peers(store, ask)?)),
     })
 }
 
@@ -403,15 +413,39 @@ pub fn detail(store: &Store, d: &LedgerDrive) -> Result<DriveDetail> {
     })
 }
 
-/// Moves and firmware changes, from one sighting to the next in time order.
+/// Why the drive is not one record across hosts, or is one seen on two at once: "" for a
+/// drive keyed by WWN or model and serial that only ever moved.
+fn note(d: &LedgerDrive) -> String {
+    if let Some(shared) = d.shared() {
+        let hosts: Vec<&str> = shared.hosts.iter().map(|h| h.as_str()).collect();
+        return format!(
+            "shared or not unique: live on {} at once since {} (dual-ported, multipath, or an identity other drives share); its runs are told apart by host",
+            hosts.join(" and "),
+            utc(shared.since_unix_ms)
+        );
+    }
+    match (d.identity, d.note.as_str()) {
+        // A record from before the ledger said why.
+        (Identity::Host, "") => "no serial: tracked per host".into(),
+        (_, note) => note.to_string(),
+    }
+}
+
+/// Moves and firmware changes, from one sighting to the next in time order. A move is a
+/// drive gone from one host before another saw it; one live on two at once did not move
+/// (`note` says it is shared or not unique).
 fn events(d: &LedgerDrive) -> Vec<String> {
     let mut s: Vec<_> = d.sightings.iter().collect();
     s.sort_by_key(|s| (s.first_seen_unix_ms, s.last_seen_unix_ms));
+    let shared = d.shared().is_some();
     let mut out = Vec::new();
     for w in s.windows(2) {
         let (a, b) = (w[0], w[1]);
         let when = utc(b.first_seen_unix_ms);
         if a.host != b.host {
+            if shared {
+                continue;
+            }
             out.push(format!(
                 "{when}: moved from {} ({}) to {} ({})",
                 a.host,
@@ -492,11 +526,7 @@ fn summary(d: &LedgerDrive, runs: &[DriveRun]) -> DriveSummary {
         controllers,
         first_seen: utc(d.first_seen_unix_ms),
         last_seen: utc(d.last_seen_unix_ms),
-        note: if d.identity == Identity::Host {
-            "no serial: tracked per host".into()
-        } else {
-            String::new()
-        },
+        note: note(d),
         runs: runs.len(),
         passed: verdicts.clone().filter(|v| v.pass).count(),
         failed: verdicts.filter(|v| !v.pass).count(),
@@ -679,6 +709,8 @@ pub fn qualification(store: &Store, model: &str, firmware: Option<&str>) -> Resu
         failures: Vec::new(),
         per_drive: Vec::new(),
         not_judged: Vec::new(),
+        peers: String::new(),
+        peer_outliers: Vec::new(),
     };
     let (mut hosts, mut controllers) = (BTreeSet::new(), BTreeSet::new());
     for d in store.ledger()? {
@@ -748,6 +780,32 @@ pub fn qualification(store: &Store, model: &str, firmware: Option<&str>) -> Resu
     }
     q.hosts = hosts.into_iter().collect();
     q.controllers = controllers.into_iter().collect();
+    let peers = super::peers::peers(
+        store,
+        &super::peers::Ask {
+            model: model.to_string(),
+            firmware: firmware.map(str::to_string),
+            ..Default::default()
+        },
+    )?;
+    if !peers.groups.is_empty() {
+        q.peers = peers.headline();
+    }
+    q.peer_outliers = peers
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.drives.iter().filter(|d| d.outlier).map(move |d| {
+                format!(
+                    "{}: {} {} {}",
+                    d.drive,
+                    g.configuration,
+                    g.metric,
+                    d.standing_text()
+                )
+            })
+        })
+        .collect();
     Ok(q)
 }
 
@@ -760,9 +818,17 @@ impl Qualification {
         } else {
             format!(" firmware {}", self.firmware)
         };
+        let peers = if self.peer_outliers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} peer outlier(s): slower than the model's other drives (platter peers)",
+                self.peer_outliers.len()
+            )
+        };
         if self.judged == 0 {
             return format!(
-                "{}{firmware}: not qualified: {} drive(s) in the ledger, none judged by a verdict (a campaign with `report: {{ qualify }}`)",
+                "{}{firmware}: not qualified: {} drive(s) in the ledger, none judged by a verdict (a campaign with `report: {{ qualify }}`){peers}",
                 self.model, self.drives
             );
         }
@@ -807,6 +873,7 @@ impl Qualification {
                 self.not_judged.len()
             ));
         }
+        t.push_str(&peers);
         t
     }
 }

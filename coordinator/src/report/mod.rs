@@ -15,6 +15,7 @@ pub mod ledger;
 mod markdown;
 mod markup;
 pub mod notes;
+pub mod peers;
 pub mod provenance;
 pub mod side;
 pub mod steady;

@@ -42,20 +42,115 @@ impl Identity {
     }
 }
 
-/// The ledger's key of `d` as `host` reports it: `naa.5000c500a1b2c3d4`, `MODEL/SERIAL` (the
-/// serial alone without a model), or `HOST/NAME` for a drive without a serial.
-pub fn drive_key(host: &str, d: &Device) -> (String, Identity) {
-    if !d.wwn.is_empty() {
-        (d.wwn.clone(), Identity::Wwn)
-    } else if !d.serial.is_empty() && !d.model.is_empty() {
-        (format!("{}/{}", d.model, d.serial), Identity::Serial)
-    } else if !d.serial.is_empty() {
-        (d.serial.clone(), Identity::Serial)
-    } else {
-        (format!("{host}/{}", d.name), Identity::Host)
+/// The ledger's key of `d` as `host` reports it, how it identifies the drive, and, for a
+/// drive tracked per host, why: `naa.5000c500a1b2c3d4`, `MODEL/SERIAL`, or `HOST/NAME`.
+///
+/// A drive is keyed across hosts only by what tells it apart from every other drive: a WWN
+/// that is not zeros, or a model with a serial that is not a placeholder, on a transport
+/// that is not virtual. Everything else (a loop device, a virtio disk, a serial without a
+/// model, `0123456789ABCDEF`) is tracked per host, and says so: virtual disks of one image
+/// share serials, and some vendors ship placeholder ones, so taking them for one drive
+/// would have it "move" between every host that sees one.
+pub fn drive_key(host: &str, d: &Device) -> (String, Identity, String) {
+    let per_host = |why: String| (format!("{host}/{}", d.name), Identity::Host, why);
+    if d.serial.trim().is_empty() && d.wwn.trim().is_empty() {
+        return per_host("no serial: tracked per host".into());
     }
+    if let Some(why) = virtual_disk(d) {
+        return per_host(why);
+    }
+    if usable_wwn(&d.wwn) {
+        return (d.wwn.clone(), Identity::Wwn, String::new());
+    }
+    if d.serial.trim().is_empty() {
+        return per_host("no serial, and a WWN of zeros: tracked per host".into());
+    }
+    if d.model.trim().is_empty() {
+        return per_host(format!(
+            "serial {:?} without a model: tracked per host",
+            d.serial
+        ));
+    }
+    if placeholder_serial(&d.serial) {
+        return per_host(format!(
+            "placeholder serial {:?}: tracked per host",
+            d.serial
+        ));
+    }
+    (
+        format!("{}/{}", d.model, d.serial),
+        Identity::Serial,
+        String::new(),
+    )
 }
 
+/// Why `d` is a virtual disk ("virtual disk (virtio): tracked per host"), from its transport
+/// or a hypervisor's model name; `None` for a real one.
+fn virtual_disk(d: &Device) -> Option<String> {
+    use platter_proto::inventory::Transport;
+    if matches!(d.transport, Transport::Virtio | Transport::Loop) {
+        return Some(format!(
+            "virtual disk ({}): tracked per host",
+            d.transport.as_str()
+        ));
+    }
+    // The names hypervisors give their emulated disks (QEMU, VirtualBox, VMware, Hyper-V,
+    // Xen); their serials repeat across every VM made from one image.
+    const HYPERVISOR_MODELS: [&str; 7] = [
+        "QEMU HARDDISK",
+        "QEMU DVD-ROM",
+        "VBOX HARDDISK",
+        "VMware Virtual",
+        "Virtual disk",
+        "Virtual Disk",
+        "Xen Virtual",
+    ];
+    let model = d.model.trim();
+    HYPERVISOR_MODELS
+        .iter()
+        .find(|m| model.starts_with(*m))
+        .map(|m| format!("virtual disk ({m}): tracked per host"))
+}
+
+/// Whether `wwn` names one drive: present, and not zeros once its scheme ("naa.", "eui.",
+/// "0x") is taken off.
+fn usable_wwn(wwn: &str) -> bool {
+    let w = wwn.trim();
+    let digits = w
+        .strip_prefix("naa.")
+        .or_else(|| w.strip_prefix("eui."))
+        .or_else(|| w.strip_prefix("0x"))
+        .unwrap_or(w);
+    !digits.is_empty()
+        && digits
+            .chars()
+            .any(|c| c.is_ascii_alphanumeric() && c != '0')
+}
+
+/// Whether `serial` is one many drives share: a known placeholder, one repeated character,
+/// or a run of counting digits.
+pub fn placeholder_serial(serial: &str) -> bool {
+    let s = serial.trim();
+    let lower = s.to_ascii_lowercase();
+    // Seen in the wild on OEM boards, USB bridges and cheap drives.
+    const PLACEHOLDERS: [&str; 10] = [
+        "to be filled by o.e.m.",
+        "default string",
+        "none",
+        "n/a",
+        "not specified",
+        "unknown",
+        "serial",
+        "0123456789abcdef",
+        "123456789",
+        "1234567890",
+    ];
+    let mut chars = s.chars();
+    let first = chars.next();
+    PLACEHOLDERS.contains(&lower.as_str())
+        || s.len() < 4
+        || first.is_some_and(|f| chars.all(|c| c == f))
+}
 /// One drive of the ledger with every sighting, oldest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LedgerDrive {
@@ -64,6 +159,9 @@ pub struct LedgerDrive {
     pub model: String,
     pub serial: String,
     pub wwn: String,
+    /// Why a drive is tracked per host ("virtual disk (virtio): tracked per host"); "" for
+    /// one keyed by WWN or model and serial.
+    pub note: String,
     pub first_seen_unix_ms: i64,
     pub last_seen_unix_ms: i64,
     pub sightings: Vec<Sighting>,
@@ -83,6 +181,49 @@ pub struct Sighting {
     pub write_cache: String,
     pub first_seen_unix_ms: i64,
     pub last_seen_unix_ms: i64,
+    /// When its host first listed its drives without it since (0: it still lists it).
+    pub gone_unix_ms: i64,
+}
+
+impl Sighting {
+    /// Whether the drive was still listed here when `other` first saw it: both at once.
+    fn live_at(&self, when: i64) -> bool {
+        self.first_seen_unix_ms <= when && (self.gone_unix_ms == 0 || self.gone_unix_ms > when)
+    }
+}
+
+/// One identity seen live on two hosts at once: a dual-ported or multipath drive, or an
+/// identity that is not unique (cloned serials). Never a move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shared {
+    pub hosts: Vec<HostName>,
+    /// When the second host first saw it while the first still did.
+    pub since_unix_ms: i64,
+}
+
+impl LedgerDrive {
+    /// Whether its identity was seen on two hosts at once, and where.
+    pub fn shared(&self) -> Option<Shared> {
+        let mut hosts: Vec<HostName> = Vec::new();
+        let mut since = i64::MAX;
+        for b in &self.sightings {
+            for a in self.sightings.iter().filter(|a| a.host != b.host) {
+                if a.live_at(b.first_seen_unix_ms) {
+                    since = since.min(b.first_seen_unix_ms);
+                    for h in [&a.host, &b.host] {
+                        if !hosts.contains(h) {
+                            hosts.push(h.clone());
+                        }
+                    }
+                }
+            }
+        }
+        hosts.sort();
+        (!hosts.is_empty()).then_some(Shared {
+            hosts,
+            since_unix_ms: since,
+        })
+    }
 }
 
 /// A provenance snapshot of a run that saw the drive.
@@ -100,15 +241,20 @@ pub struct DriveSnapshot {
 /// Records that `host` sees `devices` now (writer side: the transaction of the hello or the
 /// inventory). Each drive is inserted once, its last sighting moved on; a sighting that
 /// differs in anything (another host, controller, firmware, …) is a row of its own.
+///
+/// A sighting of `host` that this list no longer has is marked gone now: that is what tells
+/// a drive that moved (gone from one host, then seen on another) from one identity live on
+/// two hosts at once.
 pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Result<()> {
     for d in devices {
-        let (mut id, mut identity) = drive_key(host, d);
+        let (mut id, mut identity, note) = drive_key(host, d);
         // A drive the ledger has by model and serial keeps that record when its WWN shows
         // (a newer agent, another controller that passes it), and the other way round: one
         // physical drive is one record.
-        if !d.serial.is_empty() {
+        if identity != Identity::Host && !d.serial.is_empty() {
             let known = c.query_opt(
                 "SELECT drive_id, identity FROM drives WHERE model = ?1 AND serial = ?2 AND drive_id <> ?3
+                    AND identity <> 'host'
                   ORDER BY first_seen_unix_ms LIMIT 1",
                 params![d.model, d.serial, id],
                 |r| Ok((r.get::<String>("drive_id")?, r.get::<String>("identity")?)),
@@ -119,12 +265,12 @@ pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Resul
             }
         }
         c.execute(
-            "INSERT INTO drives (drive_id, identity, model, serial, wwn, first_seen_unix_ms, last_seen_unix_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+            "INSERT INTO drives (drive_id, identity, model, serial, wwn, note, first_seen_unix_ms, last_seen_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)
              ON CONFLICT (drive_id) DO UPDATE SET last_seen_unix_ms =
                CASE WHEN drives.last_seen_unix_ms > excluded.last_seen_unix_ms
                     THEN drives.last_seen_unix_ms ELSE excluded.last_seen_unix_ms END",
-            params![id, identity.as_str(), d.model, d.serial, d.wwn, now],
+            params![id, identity.as_str(), d.model, d.serial, d.wwn, now, note],
         )?;
         let write_cache = match d.write_cache {
             WriteCache::WriteBack => "write back",
@@ -136,7 +282,7 @@ pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Resul
                 size_bytes, transport, write_cache, first_seen_unix_ms, last_seen_unix_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
              ON CONFLICT (drive_id, host, path, controller, pci_address, firmware, size_bytes, transport, write_cache)
-             DO UPDATE SET last_seen_unix_ms =
+             DO UPDATE SET gone_unix_ms = 0, last_seen_unix_ms =
                CASE WHEN drive_sightings.last_seen_unix_ms > excluded.last_seen_unix_ms
                     THEN drive_sightings.last_seen_unix_ms ELSE excluded.last_seen_unix_ms END",
             params![
@@ -153,6 +299,11 @@ pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Resul
             ],
         )?;
     }
+    c.execute(
+        "UPDATE drive_sightings SET gone_unix_ms = ?2
+          WHERE host = ?1 AND gone_unix_ms = 0 AND last_seen_unix_ms < ?2",
+        params![host, now],
+    )?;
     Ok(())
 }
 
@@ -161,7 +312,7 @@ impl Store {
     pub fn ledger(&self) -> Result<Vec<LedgerDrive>> {
         self.read(|c| {
             let drives = c.query_map(
-                "SELECT drive_id, identity, model, serial, wwn, first_seen_unix_ms, last_seen_unix_ms
+                "SELECT drive_id, identity, model, serial, wwn, note, first_seen_unix_ms, last_seen_unix_ms
                    FROM drives ORDER BY model, drive_id",
                 (),
                 |r| {
@@ -171,6 +322,7 @@ impl Store {
                         model: r.get("model")?,
                         serial: r.get("serial")?,
                         wwn: r.get("wwn")?,
+                        note: r.get("note")?,
                         first_seen_unix_ms: r.get("first_seen_unix_ms")?,
                         last_seen_unix_ms: r.get("last_seen_unix_ms")?,
                         sightings: Vec::new(),
@@ -179,7 +331,7 @@ impl Store {
             )?;
             let sightings = c.query_map(
                 "SELECT drive_id, host, path, controller, pci_address, firmware, size_bytes, transport,
-                        write_cache, first_seen_unix_ms, last_seen_unix_ms
+                        write_cache, first_seen_unix_ms, last_seen_unix_ms, gone_unix_ms
                    FROM drive_sightings ORDER BY drive_id, first_seen_unix_ms, host, path",
                 (),
                 |r| {
@@ -196,14 +348,20 @@ impl Store {
                             write_cache: r.get("write_cache")?,
                             first_seen_unix_ms: r.get("first_seen_unix_ms")?,
                             last_seen_unix_ms: r.get("last_seen_unix_ms")?,
+                            gone_unix_ms: r.get("gone_unix_ms")?,
                         },
                     ))
                 },
             )?;
             let mut drives = drives;
+            let index: std::collections::HashMap<String, usize> = drives
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (d.id.clone(), i))
+                .collect();
             for (id, s) in sightings {
-                if let Some(d) = drives.iter_mut().find(|d| d.id == id) {
-                    d.sightings.push(s);
+                if let Some(&i) = index.get(&id) {
+                    drives[i].sightings.push(s);
                 }
             }
             Ok(drives)

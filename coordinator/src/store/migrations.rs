@@ -47,6 +47,7 @@ pub const SQLITE: &[Migration] = migrations!("sqlite":
     "009_drive_ledger",
     "010_plan_templates",
     "011_unusual_steps",
+    "012_drive_identity",
 );
 
 /// PostgreSQL's migrations, in order: the same tables in PostgreSQL's types (all integers
@@ -62,6 +63,7 @@ pub const POSTGRES: &[Migration] = migrations!("postgres":
     "007_drive_ledger",
     "008_plan_templates",
     "009_unusual_steps",
+    "010_drive_identity",
 );
 
 /// SQLite's migrations as rusqlite_migration applies them.

@@ -55,6 +55,7 @@ mod health;
 pub mod ledger;
 pub mod migrations;
 mod notify;
+pub mod peers;
 mod plans;
 pub mod presence;
 pub mod progress;

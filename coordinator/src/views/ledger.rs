@@ -9,6 +9,8 @@ use crate::report::ledger::{
     Answer, DriveDetail, DriveRun, DriveSummary, DriveVerdict, Filter, LatestHealth, Qualification,
     QualificationFailure, QualifiedDrive, Question, SightingView,
 };
+use crate::report::peers::{PeerDrive, PeerGroup, Peers};
+use crate::stats::peers::Standing;
 use crate::store::ledger::Identity;
 use crate::store::CampaignState;
 
@@ -32,6 +34,14 @@ pub fn ledger_request(q: &Question) -> pb::LedgerRequest {
             req.firmware = firmware.clone();
             pb::LedgerQuestion::Qualification
         }
+        Question::Peers(ask) => {
+            req.model = ask.model.clone();
+            req.firmware = ask.firmware.clone();
+            req.metric = ask.metric.clone().unwrap_or_default();
+            req.series = ask.series.clone().unwrap_or_default();
+            req.max_slower_pct = ask.max_slower_pct;
+            pb::LedgerQuestion::Peers
+        }
     };
     req.question = question_word(kind).into();
     req.kind = kind as i32;
@@ -43,6 +53,7 @@ fn question_word(kind: pb::LedgerQuestion) -> &'static str {
         pb::LedgerQuestion::Drives => "drives",
         pb::LedgerQuestion::Drive => "drive",
         pb::LedgerQuestion::Qualification => "qualification",
+        pb::LedgerQuestion::Peers => "peers",
         pb::LedgerQuestion::Unspecified => "",
     }
 }
@@ -55,9 +66,10 @@ pub fn question_of(req: pb::LedgerRequest) -> Result<Question, String> {
             "drives" => pb::LedgerQuestion::Drives,
             "drive" => pb::LedgerQuestion::Drive,
             "qualification" => pb::LedgerQuestion::Qualification,
+            "peers" => pb::LedgerQuestion::Peers,
             other => {
                 return Err(format!(
-                    "no ledger question {other:?}: drives, drive or qualification"
+                    "no ledger question {other:?}: drives, drive, qualification or peers"
                 ))
             }
         },
@@ -70,6 +82,13 @@ pub fn question_of(req: pb::LedgerRequest) -> Result<Question, String> {
             model: req.model,
             firmware: req.firmware,
         },
+        pb::LedgerQuestion::Peers => Question::Peers(crate::report::peers::Ask {
+            model: req.model,
+            firmware: req.firmware,
+            metric: Some(req.metric).filter(|m| !m.is_empty()),
+            series: Some(req.series).filter(|s| !s.is_empty()),
+            max_slower_pct: req.max_slower_pct,
+        }),
         _ => Question::Drives(Filter {
             model: Some(req.model).filter(|m| !m.is_empty()),
             firmware: req.firmware,
@@ -88,6 +107,7 @@ pub fn ledger_to_pb(a: &Answer) -> pb::LedgerResponse {
         }),
         Answer::Drive(d) => A::Drive(detail_to_pb(d)),
         Answer::Qualification(q) => A::Qualification(qualification_to_pb(q)),
+        Answer::Peers(p) => A::Peers(peers_to_pb(p)),
     };
     pb::LedgerResponse {
         json: a.to_json(),
@@ -102,11 +122,13 @@ pub fn ledger_of(r: pb::LedgerResponse, q: &Question) -> Result<Answer, serde_js
     Ok(match r.answer {
         Some(A::Drives(d)) => Answer::Drives(d.drives.into_iter().map(summary_of).collect()),
         Some(A::Drive(d)) => Answer::Drive(Box::new(detail_of(d))),
-        Some(A::Qualification(q)) => Answer::Qualification(qualification_of(q)),
+        Some(A::Qualification(q)) => Answer::Qualification(Box::new(qualification_of(q))),
+        Some(A::Peers(p)) => Answer::Peers(Box::new(peers_of(p))),
         None => match q {
             Question::Drives(_) => Answer::Drives(serde_json::from_str(&r.json)?),
             Question::Drive(_) => Answer::Drive(serde_json::from_str(&r.json)?),
             Question::Qualification { .. } => Answer::Qualification(serde_json::from_str(&r.json)?),
+            Question::Peers(_) => Answer::Peers(serde_json::from_str(&r.json)?),
         },
     })
 }
@@ -337,6 +359,8 @@ fn qualification_to_pb(q: &Qualification) -> pb::Qualification {
             })
             .collect(),
         not_judged: q.not_judged.clone(),
+        peers: q.peers.clone(),
+        peer_outliers: q.peer_outliers.clone(),
     }
 }
 
@@ -376,6 +400,118 @@ fn qualification_of(q: pb::Qualification) -> Qualification {
             })
             .collect(),
         not_judged: q.not_judged,
+        peers: q.peers,
+        peer_outliers: q.peer_outliers,
+    }
+}
+
+fn interval_to_pb((lo, hi): (f64, f64)) -> pb::Interval {
+    pb::Interval { lo, hi }
+}
+
+fn interval_of(i: Option<pb::Interval>) -> (f64, f64) {
+    i.map_or((f64::NAN, f64::NAN), |i| (i.lo, i.hi))
+}
+
+fn peers_to_pb(p: &Peers) -> pb::Peers {
+    pb::Peers {
+        model: p.model.clone(),
+        firmware: p.firmware.clone(),
+        series: p.series.clone(),
+        max_slower_pct: p.max_slower_pct,
+        alpha: p.alpha,
+        groups: p
+            .groups
+            .iter()
+            .map(|g| pb::PeerGroup {
+                firmware: g.firmware.clone(),
+                workload: g.workload.clone(),
+                configuration: g.configuration.clone(),
+                metric: g.metric.clone(),
+                unit: g.unit.clone(),
+                state: g.state.clone(),
+                median: g.median,
+                band: Some(interval_to_pb(g.band)),
+                not_judged: g.not_judged.clone(),
+                controllers: g.controllers.clone(),
+                drives: g
+                    .drives
+                    .iter()
+                    .map(|d| pb::PeerDrive {
+                        drive: d.drive.clone(),
+                        hosts: d.hosts.clone(),
+                        controller: d.controller.clone(),
+                        runs: d.runs.clone(),
+                        median: d.median,
+                        ci: d.ci.map(interval_to_pb),
+                        standing: d.standing.as_ref().map(|s| pb::PeerStanding {
+                            ratio: s.ratio,
+                            ci: Some(interval_to_pb(s.ci)),
+                            level: s.level,
+                            p: s.p,
+                            p_holm: s.p_holm,
+                            significant: s.significant,
+                            runs: s.runs as u64,
+                            peer_runs: s.peer_runs as u64,
+                        }),
+                        slower_pct: d.slower_pct,
+                        outlier: d.outlier,
+                    })
+                    .collect(),
+                not_compared: g.not_compared.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn peers_of(p: pb::Peers) -> Peers {
+    Peers {
+        model: p.model,
+        firmware: p.firmware,
+        series: p.series,
+        max_slower_pct: p.max_slower_pct,
+        alpha: p.alpha,
+        groups: p
+            .groups
+            .into_iter()
+            .map(|g| PeerGroup {
+                firmware: g.firmware,
+                workload: g.workload,
+                configuration: g.configuration,
+                metric: g.metric,
+                unit: g.unit,
+                state: g.state,
+                median: g.median,
+                band: interval_of(g.band),
+                not_judged: g.not_judged,
+                controllers: g.controllers,
+                drives: g
+                    .drives
+                    .into_iter()
+                    .map(|d| PeerDrive {
+                        drive: d.drive,
+                        hosts: d.hosts,
+                        controller: d.controller,
+                        runs: d.runs,
+                        median: d.median,
+                        ci: d.ci.map(|i| (i.lo, i.hi)),
+                        standing: d.standing.map(|s| Standing {
+                            ratio: s.ratio,
+                            ci: interval_of(s.ci),
+                            level: s.level,
+                            p: s.p,
+                            p_holm: s.p_holm,
+                            significant: s.significant,
+                            runs: count(s.runs),
+                            peer_runs: count(s.peer_runs),
+                        }),
+                        slower_pct: d.slower_pct,
+                        outlier: d.outlier,
+                    })
+                    .collect(),
+                not_compared: g.not_compared,
+            })
+            .collect(),
     }
 }
 
@@ -517,7 +653,7 @@ mod tests {
             ],
         }));
         round_trip(detail, &Question::Drive("S1".into()));
-        let qualification = Answer::Qualification(Qualification {
+        let qualification = Answer::Qualification(Box::new(Qualification {
             model: "INTEL".into(),
             firmware: String::new(),
             drives: 3,
@@ -544,7 +680,11 @@ mod tests {
                 failed: 1,
             }],
             not_judged: vec!["rc66/loop3".into()],
-        });
+            peers: "12 drive(s) of INTEL SSDSC2BW120A4 in 1 peer group(s); 1 outlier: X".into(),
+            peer_outliers: vec![
+                "X: bs=4k wall ×1.150 (1.080–1.210, 99.97%) 15.0% slower OUTLIER".into(),
+            ],
+        }));
         let q = Question::Qualification {
             model: "INTEL".into(),
             firmware: None,

@@ -1,0 +1,203 @@
+//! Each drive's results, one row per run and metric (`drive_results`): what a model's peer
+//! groups are read from (`report::peers`). Written from a done campaign's report, each
+//! campaign once (`drive_results_indexed`, in the same transaction), so two coordinators
+//! that index the same campaign at once write it once.
+
+use platter_proto::inventory::Device;
+use platter_proto::model::CampaignId;
+
+use super::db::{params, Conn, Row};
+use super::error::Result;
+use super::ledger::{drive_key, Identity};
+use super::Store;
+
+/// One run of a drive, on one metric: a row of `drive_results`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveResult {
+    pub campaign_id: CampaignId,
+    pub host: String,
+    /// `cells.n`
+    pub cell: i64,
+    pub drive_id: String,
+    pub metric: String,
+    pub model: String,
+    pub firmware: String,
+    /// Drivers from the disk up (`sd>ahci`).
+    pub controller: String,
+    pub series: String,
+    /// The measure step as JSON, the device's name in it as `${device}`.
+    pub workload: String,
+    /// The cell's parameters but its device (`bs=4k rw=randwrite`).
+    pub configuration: String,
+    /// "" (no defined state asked), "steady", or "not steady".
+    pub state: String,
+    /// The metric the campaign's report judges by (`report: { metric }`, else wall).
+    pub key_metric: bool,
+    pub unit: String,
+    /// The run's median of the metric, and how many values it is the median of.
+    pub median: f64,
+    pub n: i64,
+    pub finished_unix_ms: i64,
+}
+
+const COLUMNS: &str =
+    "campaign_id, host, cell, drive_id, metric, model, firmware, controller, series, workload,
+     configuration, state, key_metric, unit, median, n, finished_unix_ms";
+
+impl DriveResult {
+    fn from_row(r: &Row<'_>) -> Result<DriveResult> {
+        Ok(DriveResult {
+            campaign_id: r.get("campaign_id")?,
+            host: r.get("host")?,
+            cell: r.get("cell")?,
+            drive_id: r.get("drive_id")?,
+            metric: r.get("metric")?,
+            model: r.get("model")?,
+            firmware: r.get("firmware")?,
+            controller: r.get("controller")?,
+            series: r.get("series")?,
+            workload: r.get("workload")?,
+            configuration: r.get("configuration")?,
+            state: r.get("state")?,
+            key_metric: r.get::<i64>("key_metric")? == 1,
+            unit: r.get("unit")?,
+            median: r.get("median")?,
+            n: r.get("n")?,
+            finished_unix_ms: r.get("finished_unix_ms")?,
+        })
+    }
+}
+
+/// Which rows of a model a peer question reads.
+#[derive(Debug, Clone, Default)]
+pub struct PeerQuery<'q> {
+    pub model: &'q str,
+    /// One metric; every key metric when `None`.
+    pub metric: Option<&'q str>,
+    pub firmware: Option<&'q str>,
+    pub series: Option<&'q str>,
+}
+
+impl Store {
+    /// The done campaigns whose drive results are not written yet, oldest first.
+    pub fn campaigns_to_index(&self) -> Result<Vec<CampaignId>> {
+        self.read(|c| {
+            c.query_map(
+                "SELECT id FROM campaigns
+                  WHERE state = 'done' AND id NOT IN (SELECT campaign_id FROM drive_results_indexed)
+                  ORDER BY submitted_unix_ms, id",
+                (),
+                |r| r.get("id"),
+            )
+        })
+    }
+
+    /// Writes a done campaign's drive results and marks it indexed, in one transaction;
+    /// a campaign already indexed (by another coordinator) is left as it is. Whether this
+    /// call wrote them.
+    pub fn put_drive_results(
+        &self,
+        campaign_id: &CampaignId,
+        rows: &[DriveResult],
+    ) -> Result<bool> {
+        self.write(|c| {
+            let marked = c.execute(
+                "INSERT INTO drive_results_indexed (campaign_id, indexed_unix_ms) VALUES (?1, ?2)
+                 ON CONFLICT (campaign_id) DO NOTHING",
+                params![campaign_id, super::error::now_ms()],
+            )?;
+            if marked == 0 {
+                return Ok(false);
+            }
+            insert(c, rows)?;
+            Ok(true)
+        })
+    }
+
+    /// The runs of `q.model`'s drives, on the metric asked (else the key metrics).
+    pub fn peer_results(&self, q: &PeerQuery<'_>) -> Result<Vec<DriveResult>> {
+        self.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM drive_results
+                      WHERE model = ?1 AND (?2 = '' OR metric = ?2) AND (?2 <> '' OR key_metric = 1)
+                        AND (?3 = '' OR firmware = ?3) AND (?4 = '' OR series = ?4)
+                      ORDER BY drive_id, finished_unix_ms, campaign_id, host, cell"
+                ),
+                params![
+                    q.model,
+                    q.metric.unwrap_or(""),
+                    q.firmware.unwrap_or(""),
+                    q.series.unwrap_or("")
+                ],
+                DriveResult::from_row,
+            )
+        })
+    }
+
+    /// One drive's runs, every metric.
+    pub fn drive_results(&self, drive_id: &str) -> Result<Vec<DriveResult>> {
+        self.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM drive_results WHERE drive_id = ?1
+                      ORDER BY finished_unix_ms, campaign_id, host, cell, metric"
+                ),
+                params![drive_id],
+                DriveResult::from_row,
+            )
+        })
+    }
+
+    /// The ledger's id of `d` as `host` saw it: its key, or the record a drive of the same
+    /// model and serial already has (as `ledger::sight` keeps one record per drive).
+    pub fn ledger_id(&self, host: &str, d: &Device) -> Result<String> {
+        let (id, identity, _) = drive_key(host, d);
+        if identity == Identity::Host {
+            return Ok(id);
+        }
+        self.read(|c| {
+            let known = c.query_opt(
+                "SELECT drive_id FROM drives WHERE model = ?1 AND serial = ?2 AND identity <> 'host'
+                  ORDER BY first_seen_unix_ms LIMIT 1",
+                params![d.model, d.serial],
+                |r| r.get::<String>("drive_id"),
+            )?;
+            Ok(known.unwrap_or(id))
+        })
+    }
+}
+
+/// Inserts `rows` (a benchmark's fleet goes through here too).
+pub(crate) fn insert(c: &Conn, rows: &[DriveResult]) -> Result<()> {
+    let sql = format!(
+        "INSERT INTO drive_results ({COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+         ON CONFLICT DO NOTHING"
+    );
+    for r in rows {
+        c.execute(
+            &sql,
+            params![
+                r.campaign_id,
+                r.host,
+                r.cell,
+                r.drive_id,
+                r.metric,
+                r.model,
+                r.firmware,
+                r.controller,
+                r.series,
+                r.workload,
+                r.configuration,
+                r.state,
+                r.key_metric,
+                r.unit,
+                r.median,
+                r.n,
+                r.finished_unix_ms
+            ],
+        )?;
+    }
+    Ok(())
+}
