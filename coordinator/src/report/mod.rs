@@ -626,7 +626,28 @@ impl Report {
                 .filter_map(|c| Some((c.host.clone(), c.device()?.to_string())))
                 .collect();
             let provenance_changes = provenance::changes(&snapshots, &devices_used);
-            let health = health::drives(&snapshots);
+            let mut health = health::drives(&snapshots);
+            health::ignore(&mut health, &settings.health);
+            if settings.health.needs_baseline() {
+                for d in health.iter_mut().filter(|d| d.before.is_some()) {
+                    let which = crate::store::baseline::WhichDrive {
+                        serial: &d.serial,
+                        model: &d.model,
+                        host: &d.host,
+                        path: &d.path,
+                    };
+                    if let Some(b) = crate::store::baseline::drive_baseline(c, which)? {
+                        let b = health::Baseline {
+                            campaign_id: b.campaign_id.to_string(),
+                            campaign: b.campaign,
+                            host: b.host.to_string(),
+                            submitted: ledger::utc(b.submitted_unix_ms),
+                            reading: b.reading,
+                        };
+                        health::set_baseline(d, b, &settings.health);
+                    }
+                }
+            }
             let (health_verdicts, health_not_judged) = health::judge(&health, &settings.health);
             verdicts.extend(health_verdicts);
             Ok(Report {
