@@ -707,8 +707,10 @@ fn a_drive_reallocating_a_little_each_run_trips_its_limit_since_baseline_at_the_
             );
         }
         assert!(
-            !stdout.contains("FAIL")
-                || !stdout.contains("health reallocated_sectors max_increase 3 ("),
+            !stdout.contains(&format!(
+                "FAIL {host} {} [serial S3YZNB0KB00864E]: health reallocated_sectors max_increase 3",
+                drive.path
+            )),
             "run {run}: the limit over a run never trips: {stdout}"
         );
     }
@@ -773,4 +775,135 @@ fn a_drive_reallocating_a_little_each_run_trips_its_limit_since_baseline_at_the_
         ),
         "{text}"
     );
+}
+
+/// Stores a campaign (`generation` of one file) whose one plan on h1 took `health` at its
+/// start and `later` at its end, as an agent sends them.
+async fn run_reading(
+    store: &Store,
+    generation: u32,
+    health: Vec<platter_proto::provenance::DriveHealth>,
+    later: Vec<platter_proto::provenance::DriveHealth>,
+) -> String {
+    use platter_proto::model::{Record, RecordKind};
+    use platter_proto::provenance::Provenance;
+    let yaml = "name: readings\nhosts: { names: [h1] }\nworkload: { command: { run: \"true\" } }\n";
+    let campaign = platter::spec::parse("readings.yaml", yaml).unwrap();
+    let planned =
+        platter::planning::planner::plan(&campaign, "", "seed", generation, &Default::default())
+            .unwrap();
+    store
+        .insert_campaign(&planned, "readings.yaml", yaml)
+        .unwrap();
+    let plan = &planned.plans[0];
+    let snapshot = |seq: u64, trigger: &str, health| Record {
+        seq,
+        kind: RecordKind::Provenance {
+            plan_id: plan.id.clone(),
+            step_index: 0,
+            facts: Box::new(Provenance {
+                trigger: trigger.into(),
+                health,
+                ..Default::default()
+            }),
+        },
+    };
+    let records = vec![
+        Record {
+            seq: 1,
+            kind: RecordKind::PlanAccepted {
+                plan_id: plan.id.clone(),
+            },
+        },
+        snapshot(2, "plan_start", health),
+        snapshot(3, "plan_end", later),
+    ];
+    store.write_records(&plan.host, records).await.unwrap();
+    // Campaigns are ordered by when they were submitted, to the millisecond.
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    planned.id.to_string()
+}
+
+fn reading_of(
+    serial: &str,
+    path: &str,
+    reallocated: Option<u64>,
+) -> platter_proto::provenance::DriveHealth {
+    platter_proto::provenance::DriveHealth {
+        path: path.into(),
+        model: if serial.is_empty() { "" } else { "M" }.into(),
+        serial: serial.into(),
+        unreadable: if reallocated.is_none() {
+            "smartctl not found on the agent's PATH".into()
+        } else {
+            String::new()
+        },
+        reading: reallocated.map(|n| platter_proto::provenance::HealthReading {
+            reallocated_sectors: Some(n),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A drive's baseline is its first reading in the store, whichever campaign took it: not a
+/// snapshot that could not read it, not another drive whose serial a LIKE wildcard would
+/// match, and by host and path for a drive without a serial. Both engines.
+#[tokio::test]
+async fn a_drives_baseline_is_its_first_reading_in_any_campaign() {
+    use platter::store::baseline::WhichDrive;
+    let tmp = tempfile::tempdir().unwrap();
+    for store in platter::store::testing::stores(tmp.path()) {
+        let which = |serial, path| WhichDrive {
+            serial,
+            model: "M",
+            host: "h1",
+            path,
+        };
+        assert_eq!(store.drive_baseline(which("S_1", "")).unwrap(), None);
+        // The first campaign could not read S_1 and read SX1, whose serial `S_1` matches as
+        // a LIKE pattern; the loop device has no serial.
+        let unread = run_reading(
+            &store,
+            1,
+            vec![
+                reading_of("S_1", "/dev/sdb", None),
+                reading_of("SX1", "/dev/sdc", Some(40)),
+                reading_of("", "/dev/loop3", Some(7)),
+            ],
+            vec![reading_of("S_1", "/dev/sdb", None)],
+        )
+        .await;
+        let first = run_reading(
+            &store,
+            2,
+            vec![reading_of("S_1", "/dev/sdb", Some(4))],
+            vec![reading_of("S_1", "/dev/sdb", Some(6))],
+        )
+        .await;
+        run_reading(
+            &store,
+            3,
+            vec![reading_of("S_1", "/dev/sdb", Some(6))],
+            vec![reading_of("S_1", "/dev/sdb", Some(8))],
+        )
+        .await;
+        let b = store.drive_baseline(which("S_1", "")).unwrap().unwrap();
+        assert_eq!(b.campaign_id.as_str(), first);
+        assert_eq!(b.host.as_str(), "h1");
+        assert_eq!(b.reading.reallocated_sectors, Some(4));
+        let lo = store
+            .drive_baseline(which("", "/dev/loop3"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (lo.campaign_id.as_str(), lo.reading.reallocated_sectors),
+            (unread.as_str(), Some(7))
+        );
+        let elsewhere = WhichDrive {
+            host: "h2",
+            ..which("", "/dev/loop3")
+        };
+        assert_eq!(store.drive_baseline(elsewhere).unwrap(), None);
+    }
 }
