@@ -718,3 +718,316 @@ fn inventory_reads_each_drives_health_on_request() {
         .unwrap();
     assert_eq!(both.status.code(), Some(2));
 }
+
+/// A fake smartctl's readings for one run of a drive whose reallocated sector count grows by
+/// two over each run: `before` at the run's first reading, `before + 2` at every later one.
+fn reallocating(dir: &Path, before: u64) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/tests/fixtures/smartctl/ata-ssd-samsung-860evo.json");
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    for (file, value) in [("before.json", before), ("after.json", before + 2)] {
+        let mut reading = fixture.clone();
+        let table = reading["ata_smart_attributes"]["table"]
+            .as_array_mut()
+            .unwrap();
+        let a5 = table.iter_mut().find(|a| a["id"] == 5).unwrap();
+        a5["raw"]["value"] = value.into();
+        a5["raw"]["string"] = value.to_string().into();
+        std::fs::write(dir.join(file), reading.to_string()).unwrap();
+    }
+    // The next run's first reading is `before.json` again.
+    let _ = std::fs::remove_file(dir.join("read-once"));
+}
+
+/// Issue 49's baseline health: a drive gaining two reallocated sectors in each of six runs
+/// never trips a limit of 3 over a run, and trips `since_baseline` 8 at the fifth run (10
+/// since its first reading); the report names the baseline's value, date and run, and the
+/// drive's page has its baseline, the same verdicts, and every flag sticky but the last
+/// (which no reading has followed yet).
+#[test]
+fn a_drive_reallocating_a_little_each_run_trips_its_limit_since_baseline_at_the_fifth() {
+    if !common::root_or_skip("it formats a loop device") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let bin = fake_smartctl(dir);
+    let drive = Loop::new(dir, "drive.img", 64);
+    let file = campaign(
+        dir,
+        &drive.path,
+        "{ reallocated_sectors: { max_increase: 3 }, since_baseline: { reallocated_sectors: { max_increase: 8 } } }",
+    );
+    let host = platter_agent::cli::hostname();
+    let db = dir.join("platter-data/platter.db");
+    let mut first_campaign = String::new();
+    for run in 1..=6u64 {
+        reallocating(dir, 2 * (run - 1));
+        let out = platter()
+            .current_dir(dir)
+            .env("PATH", path_with(&bin))
+            .args(["run", "--allow-device", &drive.path])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let json = platter()
+            .args(["report", "--db"])
+            .arg(&db)
+            .args(["--format", "json", "drive-health"])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        if run == 1 {
+            first_campaign = json["campaign_id"].as_str().unwrap().to_string();
+        }
+        let verdict = |threshold: &str| {
+            json["verdicts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["threshold"] == threshold)
+                .unwrap_or_else(|| panic!("run {run}: no verdict {threshold}: {stdout}"))
+                .clone()
+        };
+        let within = verdict("health reallocated_sectors max_increase 3");
+        assert_eq!(within["pass"], true, "run {run}: {within}");
+        assert_eq!(within["value"], 2.0, "run {run}");
+        let since = verdict("health reallocated_sectors since baseline max_increase 8");
+        assert_eq!(since["value"], (2 * run) as f64, "run {run}: {since}");
+        let tripped = run >= 5;
+        assert_eq!(since["pass"], !tripped, "run {run}: {since}");
+        assert_eq!(
+            out.status.code(),
+            Some(if tripped { 1 } else { 0 }),
+            "run {run}: {stdout}"
+        );
+        // The report's health section: the baseline's value, date and run.
+        let baseline = &json["health"][0]["baseline"];
+        assert_eq!(
+            baseline["campaign_id"],
+            first_campaign.as_str(),
+            "run {run}"
+        );
+        assert_eq!(baseline["reading"]["reallocated_sectors"], 0, "run {run}");
+        assert_eq!(baseline["host"], host.as_str());
+        let since_text = format!(
+            "since baseline ({}, drive-health ({first_campaign}) on {host}): reallocated_sectors 0 → {} (+{})",
+            baseline["submitted"].as_str().unwrap(),
+            2 * run,
+            2 * run
+        );
+        assert!(stdout.contains(&since_text), "run {run}: {stdout}");
+        if tripped {
+            assert!(
+                stdout.contains(&format!(
+                    "FAIL {host} {} [serial S3YZNB0KB00864E]: health reallocated_sectors since baseline max_increase 8 (measured 0 → {} since baseline of {}, drive-health ({first_campaign}) on {host})",
+                    drive.path,
+                    2 * run,
+                    baseline["submitted"].as_str().unwrap(),
+                )),
+                "run {run}: {stdout}"
+            );
+        }
+        assert!(
+            !stdout.contains(&format!(
+                "FAIL {host} {} [serial S3YZNB0KB00864E]: health reallocated_sectors max_increase 3",
+                drive.path
+            )),
+            "run {run}: the limit over a run never trips: {stdout}"
+        );
+    }
+
+    // The drive's page: its baseline and what changed since, the verdicts since the baseline
+    // in each run, and each run's flag sticky (the next run began where it ended) but the
+    // last, which no reading has followed.
+    let name = drive.path.trim_start_matches("/dev/");
+    let id = format!("{host}/{name}");
+    let json = common::run_ok(
+        platter()
+            .current_dir(dir)
+            .args(["drive", &id, "--format", "json"]),
+    );
+    let d: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(d["baseline"]["campaign_id"], first_campaign.as_str());
+    assert_eq!(d["baseline"]["reading"]["reallocated_sectors"], 0);
+    assert_eq!(
+        d["baseline"]["since"],
+        serde_json::json!(["reallocated_sectors 0 → 12 (+12)"])
+    );
+    let runs = d["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "{d}");
+    let states: Vec<&str> = runs
+        .iter()
+        .map(|r| r["flags"][0]["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "sticky",
+            "sticky",
+            "sticky",
+            "sticky",
+            "sticky",
+            "unconfirmed"
+        ]
+    );
+    assert_eq!((d["drive"]["failed"].as_u64()), Some(2), "{d}");
+    let text = common::run_ok(platter().current_dir(dir).args(["drive", &id]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!(
+            "  health baseline: {}, drive-health ({first_campaign}) on {host}; since: reallocated_sectors 0 → 12 (+12)",
+            d["baseline"]["submitted"].as_str().unwrap()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAIL [serial S3YZNB0KB00864E]: health reallocated_sectors since baseline max_increase 8 (measured 0 → 10 since baseline of"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "    flagged reallocated_sectors 0 → 2 (+2): sticky: the next reading still shows it"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "    flagged reallocated_sectors 10 → 12 (+2): unconfirmed: not read again since"
+        ),
+        "{text}"
+    );
+}
+
+/// Stores a campaign (`generation` of one file) whose one plan on h1 took `health` at its
+/// start and `later` at its end, as an agent sends them.
+async fn run_reading(
+    store: &Store,
+    generation: u32,
+    health: Vec<platter_proto::provenance::DriveHealth>,
+    later: Vec<platter_proto::provenance::DriveHealth>,
+) -> String {
+    use platter_proto::model::{Record, RecordKind};
+    use platter_proto::provenance::Provenance;
+    let yaml = "name: readings\nhosts: { names: [h1] }\nworkload: { command: { run: \"true\" } }\n";
+    let campaign = platter::spec::parse("readings.yaml", yaml).unwrap();
+    let planned =
+        platter::planning::planner::plan(&campaign, "", "seed", generation, &Default::default())
+            .unwrap();
+    store
+        .insert_campaign(&planned, "readings.yaml", yaml)
+        .unwrap();
+    let plan = &planned.plans[0];
+    let snapshot = |seq: u64, trigger: &str, health| Record {
+        seq,
+        kind: RecordKind::Provenance {
+            plan_id: plan.id.clone(),
+            step_index: 0,
+            facts: Box::new(Provenance {
+                trigger: trigger.into(),
+                health,
+                ..Default::default()
+            }),
+        },
+    };
+    let records = vec![
+        Record {
+            seq: 1,
+            kind: RecordKind::PlanAccepted {
+                plan_id: plan.id.clone(),
+            },
+        },
+        snapshot(2, "plan_start", health),
+        snapshot(3, "plan_end", later),
+    ];
+    store.write_records(&plan.host, records).await.unwrap();
+    // Campaigns are ordered by when they were submitted, to the millisecond.
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    planned.id.to_string()
+}
+
+fn reading_of(
+    serial: &str,
+    path: &str,
+    reallocated: Option<u64>,
+) -> platter_proto::provenance::DriveHealth {
+    platter_proto::provenance::DriveHealth {
+        path: path.into(),
+        model: if serial.is_empty() { "" } else { "M" }.into(),
+        serial: serial.into(),
+        unreadable: if reallocated.is_none() {
+            "smartctl not found on the agent's PATH".into()
+        } else {
+            String::new()
+        },
+        reading: reallocated.map(|n| platter_proto::provenance::HealthReading {
+            reallocated_sectors: Some(n),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A drive's baseline is its first reading in the store, whichever campaign took it: not a
+/// snapshot that could not read it, not another drive whose serial a LIKE wildcard would
+/// match, and by host and path for a drive without a serial. Both engines.
+#[tokio::test]
+async fn a_drives_baseline_is_its_first_reading_in_any_campaign() {
+    use platter::store::baseline::WhichDrive;
+    let tmp = tempfile::tempdir().unwrap();
+    for store in platter::store::testing::stores(tmp.path()) {
+        let which = |serial, path| WhichDrive {
+            serial,
+            model: "M",
+            host: "h1",
+            path,
+        };
+        assert_eq!(store.drive_baseline(which("S_1", "")).unwrap(), None);
+        // The first campaign could not read S_1 and read SX1, whose serial `S_1` matches as
+        // a LIKE pattern; the loop device has no serial.
+        let unread = run_reading(
+            &store,
+            1,
+            vec![
+                reading_of("S_1", "/dev/sdb", None),
+                reading_of("SX1", "/dev/sdc", Some(40)),
+                reading_of("", "/dev/loop3", Some(7)),
+            ],
+            vec![reading_of("S_1", "/dev/sdb", None)],
+        )
+        .await;
+        let first = run_reading(
+            &store,
+            2,
+            vec![reading_of("S_1", "/dev/sdb", Some(4))],
+            vec![reading_of("S_1", "/dev/sdb", Some(6))],
+        )
+        .await;
+        run_reading(
+            &store,
+            3,
+            vec![reading_of("S_1", "/dev/sdb", Some(6))],
+            vec![reading_of("S_1", "/dev/sdb", Some(8))],
+        )
+        .await;
+        let b = store.drive_baseline(which("S_1", "")).unwrap().unwrap();
+        assert_eq!(b.campaign_id.as_str(), first);
+        assert_eq!(b.host.as_str(), "h1");
+        assert_eq!(b.reading.reallocated_sectors, Some(4));
+        let lo = store
+            .drive_baseline(which("", "/dev/loop3"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (lo.campaign_id.as_str(), lo.reading.reallocated_sectors),
+            (unread.as_str(), Some(7))
+        );
+        let elsewhere = WhichDrive {
+            host: "h2",
+            ..which("", "/dev/loop3")
+        };
+        assert_eq!(store.drive_baseline(elsewhere).unwrap(), None);
+    }
+}

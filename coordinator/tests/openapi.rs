@@ -99,6 +99,12 @@ const UNSEEN_WITHOUT_ROOT: &[(&str, &str)] = &[
         "said of a drive without a serial: the loop device the test attaches as root",
     ),
     ("DriveDetail.runs[]", "a run on a drive of the ledger"),
+    ("DriveDetail.baseline", "a run on the drive read its health"),
+    ("DriveBaseline", "a run on the drive read its health"),
+    (
+        "HealthBaseline",
+        "health limits since the baseline judge drives under test",
+    ),
 ];
 
 /// One answer of the API, as the test got it.
@@ -408,7 +414,8 @@ fn every_answer_of_the_api_is_as_the_openapi_document_says() {
         let drive = &drive.as_ref().unwrap().path;
         let limits = if host == "h1" {
             "report:\n  qualify:\n    metrics: [\"latency.p99 < 10s\"]\n    \
-             health: { media_errors: { max_increase: 0 }, temperature: { max: 70C }, available_spare: { min: 10% } }\n"
+             health: { media_errors: { max_increase: 0 }, temperature: { max: 70C }, available_spare: { min: 10% }, \
+             since_baseline: { media_errors: { max_increase: 5 } }, ignore: [{ model: \"Micron_5300*\", attributes: [crc_errors] }] }\n"
         } else {
             ""
         };

@@ -259,6 +259,9 @@ fn render_drive(d: &DriveDetail) -> String {
         verdict_words(s),
         health_words(s)
     ));
+    if let Some(b) = &d.baseline {
+        out.push_str(&format!("  health baseline: {}\n", b.text()));
+    }
     out.push_str("\nsightings\n");
     let rows: Vec<Vec<String>> = d
         .sightings
@@ -344,6 +347,9 @@ fn render_drive(d: &DriveDetail) -> String {
             ));
         } else if !r.health.is_empty() {
             out.push_str(&format!("    health: {}\n", r.health));
+        }
+        for f in &r.flags {
+            out.push_str(&format!("    flagged {}\n", f.text()));
         }
     }
     out

@@ -1,9 +1,12 @@
 //! The drive ledger as people ask it: every drive with its latest health and verdicts
 //! (`platter drives`), one drive's history — sightings, moves and firmware changes, the runs
-//! that measured it with their key results, health over time, verdicts (`platter drive`) —
-//! and a model's qualification across the fleet (`platter qualification`). Drives and their
-//! sightings come from `store::ledger`; runs, health and verdicts from the runs' own
-//! reports (`Report::load`), so the ledger never says other numbers than a report does.
+//! that measured it with their key results, health over time with each flag transient or
+//! sticky, its baseline and what changed since, verdicts (`platter drive`) — and a model's
+//! qualification across the fleet (`platter qualification`). Drives and their sightings come
+//! from `store::ledger`, a drive's baseline from `store::baseline`; runs, health and verdicts
+//! from the runs' own reports (`Report::load`), so the ledger never says other numbers than a
+//! report does. The health history is every run's, for the drive's whole life: the store
+//! prunes none of it.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -13,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use platter_proto::model::CampaignId;
 use platter_proto::provenance::HealthReading;
 
+use super::health::{flag_state, FlagState};
 use super::{human, Report};
+use crate::spec::health::{attribute, show, Worse, ATTRIBUTES};
 use crate::store::error::Result;
 use crate::store::ledger::{Identity, LedgerDrive};
 use crate::store::Store;
@@ -70,6 +75,56 @@ pub struct DriveDetail {
     /// Moves to another host or controller and firmware changes, in time order.
     pub events: Vec<String>,
     pub runs: Vec<DriveRun>,
+    /// Its first health reading in the store and what changed since; `None` when no run
+    /// read its health.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<DriveBaseline>,
+}
+
+/// A drive's baseline: the first health reading of it the store has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriveBaseline {
+    pub campaign_id: String,
+    pub campaign: String,
+    pub host: String,
+    pub submitted: String,
+    pub reading: HealthReading,
+    /// The errors and wear that changed from it to the latest reading
+    /// ("reallocated_sectors 0 → 12 (+12)").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub since: Vec<String>,
+}
+
+impl DriveBaseline {
+    /// "2026-12-06 11:00 UTC, drive-health (0193…) on rc66; since: reallocated_sectors 0 → 12
+    /// (+12)", or "…; no error or wear changed since".
+    pub fn text(&self) -> String {
+        let since = if self.since.is_empty() {
+            "no error or wear changed since".to_string()
+        } else {
+            format!("since: {}", self.since.join(", "))
+        };
+        format!(
+            "{}, {} ({}) on {}; {since}",
+            self.submitted, self.campaign, self.campaign_id, self.host
+        )
+    }
+}
+
+impl HealthFlag {
+    /// "media_errors 0 → 2 (+2): transient: cleared by the next reading".
+    pub fn text(&self) -> String {
+        format!("{}: {}", self.change, self.state.text())
+    }
+}
+
+/// A change a run flagged in the drive's health, and what the drive's next reading made of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthFlag {
+    pub attribute: String,
+    /// "media_errors 0 → 2 (+2)".
+    pub change: String,
+    pub state: FlagState,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,6 +168,12 @@ pub struct DriveRun {
     pub model: String,
     pub serial: String,
     pub firmware: String,
+    /// The run's first reading of the drive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_before: Option<HealthReading>,
+    /// Each change the run flagged, transient or sticky by the drive's next reading.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<HealthFlag>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -409,6 +470,7 @@ pub fn detail(store: &Store, d: &LedgerDrive) -> Result<DriveDetail> {
             })
             .collect(),
         events: events(d),
+        baseline: baseline(store, d, &runs)?,
         runs,
     })
 }
@@ -428,6 +490,74 @@ fn note(d: &LedgerDrive) -> String {
         // A record from before the ledger said why.
         (Identity::Host, "") => "no serial: tracked per host".into(),
         (_, note) => note.to_string(),
+    }
+}
+
+/// `d`'s first health reading in the store, and the errors and wear changed since to its
+/// latest reading.
+fn baseline(store: &Store, d: &LedgerDrive, runs: &[DriveRun]) -> Result<Option<DriveBaseline>> {
+    let first = d.sightings.first();
+    let by_serial = d.identity != Identity::Host && !d.serial.is_empty();
+    let which = crate::store::baseline::WhichDrive {
+        serial: if by_serial { &d.serial } else { "" },
+        model: &d.model,
+        host: first.map_or("", |s| s.host.as_str()),
+        path: first.map_or("", |s| s.path.as_str()),
+    };
+    let Some(b) = store.drive_baseline(which)? else {
+        return Ok(None);
+    };
+    let latest = runs
+        .iter()
+        .rev()
+        .find_map(|r| r.health_after.as_ref().or(r.health_before.as_ref()));
+    let since = latest.map_or_else(Vec::new, |now| changed_since(&b.reading, now));
+    Ok(Some(DriveBaseline {
+        campaign_id: b.campaign_id.to_string(),
+        campaign: b.campaign,
+        host: b.host.to_string(),
+        submitted: utc(b.submitted_unix_ms),
+        reading: b.reading,
+        since,
+    }))
+}
+
+/// The errors and wear (attributes with a worse direction) that differ from `then` to `now`.
+fn changed_since(then: &HealthReading, now: &HealthReading) -> Vec<String> {
+    ATTRIBUTES
+        .iter()
+        .filter(|a| a.worse != Worse::Neither)
+        .filter_map(|a| {
+            let (b, x) = (a.of(then)?, a.of(now)?);
+            (b != x).then(|| {
+                format!(
+                    "{} {} → {} ({:+})",
+                    a.name,
+                    show(b, a.unit),
+                    show(x, a.unit),
+                    x - b
+                )
+            })
+        })
+        .collect()
+}
+
+/// Each run's flags, transient or sticky by the drive's next reading: the first reading of
+/// the next run that read it. Runs are in time order.
+fn classify_flags(runs: &mut [DriveRun]) {
+    for i in 0..runs.len() {
+        let next = runs[i + 1..]
+            .iter()
+            .find_map(|r| r.health_before.as_ref().or(r.health_after.as_ref()))
+            .cloned();
+        let run = &mut runs[i];
+        for f in &mut run.flags {
+            let Some(a) = attribute(&f.attribute) else {
+                continue;
+            };
+            let before = run.health_before.as_ref().and_then(|r| a.of(r));
+            f.state = flag_state(a, before, next.as_ref().and_then(|r| a.of(r)));
+        }
     }
 }
 
@@ -680,8 +810,23 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
             model: seen(device.map(|d| &d.model), health.map(|h| &h.model)),
             serial: seen(device.map(|d| &d.serial), health.map(|h| &h.serial)),
             firmware: seen(device.map(|d| &d.firmware), health.map(|h| &h.firmware)),
+            health_before: health.and_then(|h| h.before.clone()),
+            flags: health
+                .map(|h| {
+                    h.deltas
+                        .iter()
+                        .filter(|x| x.flagged)
+                        .map(|x| HealthFlag {
+                            attribute: x.attribute.to_string(),
+                            change: x.change_text(),
+                            state: FlagState::Unconfirmed,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
     }
+    classify_flags(&mut out);
     Ok(out)
 }
 
@@ -875,5 +1020,93 @@ impl Qualification {
         }
         t.push_str(&peers);
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(before: HealthReading, after: HealthReading, flagged: &[&str]) -> DriveRun {
+        DriveRun {
+            campaign_id: "c".into(),
+            campaign: "c".into(),
+            state: "done".into(),
+            submitted: String::new(),
+            host: "h".into(),
+            path: "/dev/sdb".into(),
+            results: Vec::new(),
+            verdicts: Vec::new(),
+            health: String::new(),
+            health_flags: Vec::new(),
+            health_after: Some(after),
+            health_unreadable: String::new(),
+            model: String::new(),
+            serial: String::new(),
+            firmware: String::new(),
+            health_before: Some(before),
+            flags: flagged
+                .iter()
+                .map(|a| HealthFlag {
+                    attribute: a.to_string(),
+                    change: String::new(),
+                    state: FlagState::Unconfirmed,
+                })
+                .collect(),
+        }
+    }
+
+    fn reading(pending: u64, media: u64) -> HealthReading {
+        HealthReading {
+            pending_sectors: Some(pending),
+            media_errors: Some(media),
+            ..HealthReading::default()
+        }
+    }
+
+    /// Pending sectors that the next run finds remapped are transient; media errors that
+    /// stay are sticky; the last run's flags wait for a reading; a run without health in
+    /// between is passed over.
+    #[test]
+    fn each_runs_flags_are_judged_by_the_next_reading_of_the_drive() {
+        let mut runs = vec![
+            run(
+                reading(0, 0),
+                reading(4, 2),
+                &["pending_sectors", "media_errors"],
+            ),
+            DriveRun {
+                health_before: None,
+                health_after: None,
+                flags: Vec::new(),
+                ..run(reading(0, 0), reading(0, 0), &[])
+            },
+            run(reading(0, 2), reading(0, 3), &["media_errors"]),
+        ];
+        classify_flags(&mut runs);
+        let states: Vec<Vec<(&str, FlagState)>> = runs
+            .iter()
+            .map(|r| {
+                r.flags
+                    .iter()
+                    .map(|f| (f.attribute.as_str(), f.state))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            states,
+            [
+                vec![
+                    ("pending_sectors", FlagState::Transient),
+                    ("media_errors", FlagState::Sticky)
+                ],
+                vec![],
+                vec![("media_errors", FlagState::Unconfirmed)],
+            ]
+        );
+        assert_eq!(
+            changed_since(&reading(0, 0), &reading(0, 3)),
+            ["media_errors 0 → 3 (+3)"]
+        );
     }
 }

@@ -627,7 +627,7 @@ impl Report {
                 .filter_map(|c| Some((c.host.clone(), c.device()?.to_string())))
                 .collect();
             let provenance_changes = provenance::changes(&snapshots, &devices_used);
-            let health = health::drives(&snapshots);
+            let health = drive_health(c, &snapshots, &settings.health)?;
             let (health_verdicts, health_not_judged) = health::judge(&health, &settings.health);
             verdicts.extend(health_verdicts);
             Ok(Report {
@@ -672,6 +672,39 @@ impl Report {
             })
         })
     }
+}
+
+/// Each drive under test's health over the run, the attributes `ignore`d on its model
+/// marked, and its baseline read from the store when a limit counts since it.
+fn drive_health(
+    c: &crate::store::db::Conn,
+    snapshots: &[provenance::Snapshot],
+    spec: &crate::spec::health::HealthSpec,
+) -> Result<Vec<health::DriveHealthReport>> {
+    let mut drives = health::drives(snapshots);
+    health::ignore(&mut drives, spec);
+    if !spec.needs_baseline() {
+        return Ok(drives);
+    }
+    for d in drives.iter_mut().filter(|d| d.before.is_some()) {
+        let which = crate::store::baseline::WhichDrive {
+            serial: &d.serial,
+            model: &d.model,
+            host: &d.host,
+            path: &d.path,
+        };
+        if let Some(b) = crate::store::baseline::drive_baseline(c, which)? {
+            let b = health::Baseline {
+                campaign_id: b.campaign_id.to_string(),
+                campaign: b.campaign,
+                host: b.host.to_string(),
+                submitted: ledger::utc(b.submitted_unix_ms),
+                reading: b.reading,
+            };
+            health::set_baseline(d, b, spec);
+        }
+    }
+    Ok(drives)
 }
 
 /// The campaign's plans and its samples folded by cell and metric, with their latency

@@ -1,6 +1,8 @@
 //! Drive health in a campaign: the attributes platter reads with `smartctl --json` before and
 //! after a run (`platter_proto::provenance::HealthReading`), by the names a campaign's
-//! `report: { qualify: { health: { … } } }` gives them, and the limits set on them.
+//! `report: { qualify: { health: { … } } }` gives them, the limits set on them (over the run,
+//! or since the drive's baseline: its first reading in the store), and the attributes
+//! ignored on models known to report nonsense. What a limit is judged on is the report's.
 
 use platter_proto::provenance::HealthReading;
 
@@ -162,25 +164,97 @@ impl Bound {
     }
 }
 
-/// One `qualify: { health: { ATTRIBUTE: { BOUND: VALUE } } }` limit.
+/// What a limit's increase is counted from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Since {
+    /// The run's first reading (`ATTRIBUTE: { … }`).
+    #[default]
+    Run,
+    /// The drive's baseline: the first reading of it the store has, whichever campaign took
+    /// it (`since_baseline: { ATTRIBUTE: { max_increase: … } }`). Only `max_increase` is
+    /// counted so: `max` and `min` bound the value now, whatever its past.
+    Baseline,
+}
+
+/// The key under `qualify.health` whose limits count from the baseline; no attribute is
+/// called so.
+pub const SINCE_BASELINE: &str = "since_baseline";
+/// The key under `qualify.health` listing the attributes not to judge on some models.
+pub const IGNORE: &str = "ignore";
+
+/// One `qualify: { health: { [since_baseline: {] ATTRIBUTE: { BOUND: VALUE } } }` limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
     pub attribute: &'static Attribute,
     pub bound: Bound,
     /// In the attribute's unit (bytes for `data_written`).
     pub value: f64,
+    pub since: Since,
 }
 
 impl Limit {
-    /// "health media_errors max_increase 0", "health temperature max 70°C": how verdicts
-    /// name it.
+    /// "health media_errors max_increase 0", "health temperature max 70°C", "health
+    /// reallocated_sectors since baseline max_increase 8": how verdicts name it.
     pub fn text(&self) -> String {
+        let since = match self.since {
+            Since::Run => "",
+            Since::Baseline => " since baseline",
+        };
         format!(
-            "health {} {} {}",
+            "health {}{since} {} {}",
             self.attribute.name,
             self.bound.word(),
             show(self.value, self.attribute.unit)
         )
+    }
+}
+
+/// `qualify: { health: { … } }` as a whole.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HealthSpec {
+    /// Every limit, over the run and since the baseline, in the order written.
+    pub limits: Vec<Limit>,
+    /// `ignore: [{ model: "KINGSTON SA400*", attributes: [temperature] }]`.
+    pub ignore: Vec<Ignore>,
+}
+
+impl HealthSpec {
+    /// Whether any limit counts from the baseline (only then does a report read the
+    /// drives' baselines from the store).
+    pub fn needs_baseline(&self) -> bool {
+        self.limits.iter().any(|l| l.since == Since::Baseline)
+    }
+
+    /// The `ignore` entry that ignores `attribute` on a drive of `model`, if one does.
+    pub fn ignoring(&self, model: &str, attribute: &str) -> Option<&Ignore> {
+        self.ignore
+            .iter()
+            .find(|i| i.attributes.iter().any(|a| a.name == attribute) && i.matches(model))
+    }
+}
+
+/// Attributes never flagged nor judged on drives whose model matches `model`: for vendors
+/// known to report nonsense in them (a temperature of 128°C on an idle drive, a CRC count
+/// that jumps by millions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ignore {
+    /// A glob over the model smartctl reads (`*`, `?`, `[…]`), case-insensitive.
+    pub model: String,
+    pub attributes: Vec<&'static Attribute>,
+}
+
+impl Ignore {
+    pub fn matches(&self, model: &str) -> bool {
+        let options = glob::MatchOptions {
+            case_sensitive: false,
+            ..glob::MatchOptions::new()
+        };
+        glob::Pattern::new(&self.model).is_ok_and(|p| p.matches_with(model.trim(), options))
+    }
+
+    /// "ignored for model KINGSTON SA400* (qualify.health.ignore)".
+    pub fn text(&self) -> String {
+        format!("ignored for model {} (qualify.health.ignore)", self.model)
     }
 }
 
@@ -290,7 +364,47 @@ mod tests {
             attribute: temp,
             bound: Bound::Max,
             value: 70.0,
+            since: Since::Run,
         };
         assert_eq!(l.text(), "health temperature max 70°C");
+        let l = Limit {
+            attribute: attribute("reallocated_sectors").unwrap(),
+            bound: Bound::MaxIncrease,
+            value: 8.0,
+            since: Since::Baseline,
+        };
+        assert_eq!(
+            l.text(),
+            "health reallocated_sectors since baseline max_increase 8"
+        );
+        assert!(
+            attribute(SINCE_BASELINE).is_none() && attribute(IGNORE).is_none(),
+            "no attribute is called as the keys beside them"
+        );
+    }
+
+    #[test]
+    fn an_ignore_entry_matches_its_models_by_glob_whatever_their_case() {
+        let spec = HealthSpec {
+            limits: Vec::new(),
+            ignore: vec![Ignore {
+                model: "KINGSTON SA400*".into(),
+                attributes: vec![attribute("temperature").unwrap()],
+            }],
+        };
+        assert!(spec
+            .ignoring("KINGSTON SA400S37240G", "temperature")
+            .is_some());
+        assert!(spec
+            .ignoring("kingston sa400s37120g ", "temperature")
+            .is_some());
+        assert!(spec
+            .ignoring("KINGSTON SA400S37240G", "media_errors")
+            .is_none());
+        assert!(spec.ignoring("KINGSTON SUV500", "temperature").is_none());
+        assert_eq!(
+            spec.ignore[0].text(),
+            "ignored for model KINGSTON SA400* (qualify.health.ignore)"
+        );
     }
 }

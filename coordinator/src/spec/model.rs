@@ -439,8 +439,9 @@ pub struct ReportSpec {
     pub metric: String,
     pub qualify: Vec<threshold::Threshold>,
     /// `qualify: { health: { media_errors: { max_increase: 0 } } }`: limits on the drives'
-    /// health, judged on each drive under test from its readings before and after the run.
-    pub health: Vec<health::Limit>,
+    /// health, judged on each drive under test from its readings before and after the run
+    /// (and from its baseline, `since_baseline`), and the attributes ignored on some models.
+    pub health: health::HealthSpec,
     pub pivot: Option<Pivot>,
 }
 

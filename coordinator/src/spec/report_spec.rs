@@ -4,11 +4,14 @@
 //! names are parameters or metrics the campaign has is judged once the cells are known.
 
 use super::accessors::{known, map, missing, misspelt, seq, string, text};
-use super::error::{error, Errors, WithHint};
+use super::error::{error, suggest, Errors, WithHint};
+use super::health::{
+    attribute, value, Bound, HealthSpec, Ignore, Limit, Since, ATTRIBUTES, IGNORE, SINCE_BASELINE,
+};
 use super::metrics::{MetricRef, Named};
 use super::model::{Baseline, Pivot, PivotKey, ReportSpec};
 use super::threshold;
-use super::tree::{join, Kind, Node};
+use super::tree::{join, Entry, Kind, Node};
 
 const REPORT_KEYS: [&str; 4] = ["baseline", "metric", "qualify", "pivot"];
 
@@ -131,50 +134,169 @@ pub(crate) fn read_report(v: &Node, errs: &mut Errors) -> Option<(ReportSpec, Ve
 const QUALIFY_KEYS: [&str; 2] = ["metrics", "health"];
 const QUALIFY_WHAT: &str = "a list of thresholds like `[\"latency.p99 < 1ms\"]`, or `{ metrics: [\"latency.p99 < 1ms\"], health: { media_errors: { max_increase: 0 } } }`";
 
-/// `qualify.health`: `{ ATTRIBUTE: { max_increase | max | min: VALUE } }`, each limit
-/// checked against the attribute's unit.
-fn read_health(v: &Node, path: &str, errs: &mut Errors) -> Vec<super::health::Limit> {
-    use super::health::{attribute, value, Bound, Limit, ATTRIBUTES};
-    let names: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
-    let mut out = Vec::new();
+/// `qualify.health`: `{ ATTRIBUTE: { max_increase | max | min: VALUE }, since_baseline: {
+/// ATTRIBUTE: { max_increase: VALUE } }, ignore: [{ model: GLOB, attributes: [ATTRIBUTE] }] }`,
+/// each limit checked against the attribute's unit.
+fn read_health(v: &Node, path: &str, errs: &mut Errors) -> HealthSpec {
+    let mut keys: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
+    keys.extend([SINCE_BASELINE, IGNORE]);
+    let mut spec = HealthSpec::default();
     let Some(entries) = errs.ok(map(
         v,
         path,
         "health limits like `{ media_errors: { max_increase: 0 }, temperature: { max: 70C } }`",
     )) else {
+        return spec;
+    };
+    for e in known(entries, path, &keys, errs) {
+        let e_path = join(path, &e.name);
+        match e.name.as_str() {
+            SINCE_BASELINE => {
+                let Some(limits) = errs.ok(map(
+                    &e.value,
+                    &e_path,
+                    "limits since the drive's first reading, like `{ reallocated_sectors: { max_increase: 8 } }`",
+                )) else {
+                    continue;
+                };
+                for a in known(limits, &e_path, &keys[..ATTRIBUTES.len()], errs) {
+                    read_limits(a, &e_path, Since::Baseline, errs, &mut spec.limits);
+                }
+            }
+            IGNORE => spec.ignore = read_ignore(&e.value, &e_path, errs),
+            _ => read_limits(e, path, Since::Run, errs, &mut spec.limits),
+        }
+    }
+    spec
+}
+
+/// One attribute's limits, `ATTRIBUTE: { BOUND: VALUE }`, counted from the run's first
+/// reading or from the drive's baseline.
+fn read_limits(e: &Entry, path: &str, since: Since, errs: &mut Errors, out: &mut Vec<Limit>) {
+    let Some(a) = attribute(&e.name) else {
+        return;
+    };
+    let a_path = join(path, &e.name);
+    let Some(bounds) = errs.ok(map(
+        &e.value,
+        &a_path,
+        match since {
+            Since::Run => "limits like `{ max_increase: 0 }`, `{ max: 70C }` or `{ min: 10% }`",
+            Since::Baseline => "a limit like `{ max_increase: 8 }`",
+        },
+    )) else {
+        return;
+    };
+    for b in known(bounds, &a_path, &Bound::WORDS, errs) {
+        let Some(bound) = Bound::from_word(&b.name) else {
+            continue;
+        };
+        let b_path = join(&a_path, &b.name);
+        if since == Since::Baseline && bound != Bound::MaxIncrease {
+            errs.push(
+                error(
+                    b.key.pos,
+                    &b_path,
+                    format!(
+                        "`{}` bounds the value after the run, whatever its past: only `max_increase` counts since the baseline",
+                        b.name
+                    ),
+                )
+                .hint(format!(
+                    "write `{}: {{ {}: … }}` beside `since_baseline`, not under it",
+                    a.name, b.name
+                )),
+            );
+            continue;
+        }
+        let Some(written) = errs.ok(text(&b.value, &b_path, "a number")) else {
+            continue;
+        };
+        let unit = if a.unit.is_empty() { "a count" } else { a.unit };
+        let v = value(&written, a)
+            .map_err(|why| error(b.value.pos, &b_path, why).hint(format!("{} is {unit}", a.name)));
+        if let Some(value) = errs.ok(v) {
+            out.push(Limit {
+                attribute: a,
+                bound,
+                value,
+                since,
+            });
+        }
+    }
+}
+
+const IGNORE_KEYS: [&str; 2] = ["model", "attributes"];
+const IGNORE_WHAT: &str =
+    "a list like `[{ model: \"KINGSTON SA400*\", attributes: [temperature] }]`";
+
+/// `qualify.health.ignore`: which attributes of which models are never flagged nor judged.
+fn read_ignore(v: &Node, path: &str, errs: &mut Errors) -> Vec<Ignore> {
+    let names: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
+    let mut out = Vec::new();
+    let Some(items) = errs.ok(seq(v, path, IGNORE_WHAT)) else {
         return out;
     };
-    for e in known(entries, path, &names, errs) {
-        let Some(a) = attribute(&e.name) else {
+    for (i, item) in items.iter().enumerate() {
+        let item_path = format!("{path}[{i}]");
+        let Some(entries) = errs.ok(map(item, &item_path, IGNORE_WHAT)) else {
             continue;
         };
-        let a_path = join(path, &e.name);
-        let Some(bounds) = errs.ok(map(
-            &e.value,
-            &a_path,
-            "limits like `{ max_increase: 0 }`, `{ max: 70C }` or `{ min: 10% }`",
-        )) else {
-            continue;
-        };
-        for b in known(bounds, &a_path, &Bound::WORDS, errs) {
-            let Some(bound) = Bound::from_word(&b.name) else {
+        let (mut model, mut attributes) = (None, Vec::new());
+        let known_entries = known(entries, &item_path, &IGNORE_KEYS, errs);
+        for e in &known_entries {
+            let e_path = join(&item_path, &e.name);
+            if e.name == "model" {
+                let Some(m) = errs.ok(string(
+                    &e.value,
+                    &e_path,
+                    "a drive model as smartctl reads it, `*` for any characters",
+                )) else {
+                    continue;
+                };
+                if let Err(why) = glob::Pattern::new(&m) {
+                    errs.push(error(
+                        e.value.pos,
+                        &e_path,
+                        format!("`{m}` is not a pattern: {}", why.msg),
+                    ));
+                    continue;
+                }
+                model = Some(m);
                 continue;
-            };
-            let b_path = join(&a_path, &b.name);
-            let Some(written) = errs.ok(text(&b.value, &b_path, "a number")) else {
-                continue;
-            };
-            let unit = if a.unit.is_empty() { "a count" } else { a.unit };
-            let v = value(&written, a).map_err(|why| {
-                error(b.value.pos, &b_path, why).hint(format!("{} is {unit}", a.name))
-            });
-            if let Some(value) = errs.ok(v) {
-                out.push(Limit {
-                    attribute: a,
-                    bound,
-                    value,
-                });
             }
+            let Some(list) = errs.ok(seq(
+                &e.value,
+                &e_path,
+                "a list of attributes like `[temperature, crc_errors]`",
+            )) else {
+                continue;
+            };
+            if list.is_empty() {
+                errs.push(error(e.value.pos, &e_path, "no attribute is listed"));
+            }
+            for (j, a) in list.iter().enumerate() {
+                let a_path = format!("{e_path}[{j}]");
+                let Some(name) = errs.ok(string(a, &a_path, "an attribute")) else {
+                    continue;
+                };
+                match attribute(&name) {
+                    Some(a) => attributes.push(a),
+                    None => errs.push(
+                        error(a.pos, &a_path, format!("unknown health attribute `{name}`"))
+                            .maybe_hint(suggest(&name, &names, "attributes")),
+                    ),
+                }
+            }
+        }
+        for key in IGNORE_KEYS {
+            if !known_entries.iter().any(|e| e.name == key) && !misspelt(entries, &IGNORE_KEYS, key)
+            {
+                errs.push(missing(item.pos, &item_path, key));
+            }
+        }
+        if let Some(model) = model.filter(|_| !attributes.is_empty()) {
+            out.push(Ignore { model, attributes });
         }
     }
     out

@@ -893,3 +893,114 @@ fn series_and_track_name_a_series_and_its_threshold() {
     let e = e.to_string();
     assert!(e.contains("track.threshold"), "{e}");
 }
+
+#[test]
+fn health_limits_since_the_baseline_and_an_ignore_list_sit_beside_the_attributes() {
+    use super::health::{Bound, Since};
+    let c = ok("name: a\nworkload: { command: { run: \"true\" } }\n\
+         report:\n  qualify:\n    health:\n\
+         \x20     reallocated_sectors: { max_increase: 3 }\n\
+         \x20     since_baseline:\n\
+         \x20       reallocated_sectors: { max_increase: 8 }\n\
+         \x20       data_written: { max_increase: 2TB }\n\
+         \x20     ignore:\n\
+         \x20       - { model: \"KINGSTON SA400*\", attributes: [temperature, crc_errors] }\n");
+    let h = &c.report.health;
+    let limits: Vec<(&str, Bound, f64, Since)> = h
+        .limits
+        .iter()
+        .map(|l| (l.attribute.name, l.bound, l.value, l.since))
+        .collect();
+    assert_eq!(
+        limits,
+        [
+            ("reallocated_sectors", Bound::MaxIncrease, 3.0, Since::Run),
+            (
+                "reallocated_sectors",
+                Bound::MaxIncrease,
+                8.0,
+                Since::Baseline
+            ),
+            ("data_written", Bound::MaxIncrease, 2e12, Since::Baseline),
+        ]
+    );
+    assert!(h.needs_baseline());
+    assert_eq!(h.ignore.len(), 1);
+    assert_eq!(h.ignore[0].model, "KINGSTON SA400*");
+    let names: Vec<&str> = h.ignore[0].attributes.iter().map(|a| a.name).collect();
+    assert_eq!(names, ["temperature", "crc_errors"]);
+    assert_eq!(
+        h.limits[1].text(),
+        "health reallocated_sectors since baseline max_increase 8"
+    );
+    // Without since_baseline no report reads a baseline.
+    let c = ok("name: a\nworkload: { command: { run: \"true\" } }\n\
+         report: { qualify: { health: { media_errors: { max_increase: 0 } } } }\n");
+    assert!(!c.report.health.needs_baseline());
+}
+
+#[test]
+fn health_grammar_mistakes_say_where_and_what_instead() {
+    let head =
+        "name: a\nworkload: { command: { run: \"true\" } }\nreport:\n  qualify:\n    health:\n";
+    let at = |body: &str| -> Vec<(usize, usize, String, String)> {
+        errs(&format!("{head}{body}"))
+            .all()
+            .iter()
+            .map(|e| {
+                (
+                    e.line,
+                    e.column,
+                    e.path.clone(),
+                    format!("{} {}", e.message, e.hint.clone().unwrap_or_default()),
+                )
+            })
+            .collect()
+    };
+    // `max` and `min` bound the value now: not counted since the baseline.
+    let e = at("      since_baseline: { temperature: { max: 70C } }\n");
+    assert_eq!((e[0].0, e[0].1), (6, 40), "{e:?}");
+    assert_eq!(
+        e[0].2,
+        "report.qualify.health.since_baseline.temperature.max"
+    );
+    assert!(
+        e[0].3
+            .contains("only `max_increase` counts since the baseline")
+            && e[0].3.contains("beside `since_baseline`"),
+        "{e:?}"
+    );
+    // A misspelt attribute under since_baseline, and since_baseline itself misspelt.
+    let e = at("      since_baseline: { realocated_sectors: { max_increase: 8 } }\n");
+    assert_eq!(
+        e[0].2,
+        "report.qualify.health.since_baseline.realocated_sectors"
+    );
+    assert!(
+        e[0].3.contains("did you mean `reallocated_sectors`"),
+        "{e:?}"
+    );
+    let e = at("      since_basline: { reallocated_sectors: { max_increase: 8 } }\n");
+    assert!(e[0].3.contains("did you mean `since_baseline`"), "{e:?}");
+    // An ignore entry: an unknown attribute, a pattern that is none, a missing key.
+    let e = at("      ignore:\n        - { model: \"KINGSTON*\", attributes: [temprature] }\n        - { model: \"[KINGSTON\", attributes: [temperature] }\n        - { attributes: [temperature] }\n");
+    let where_: Vec<(usize, usize, &str)> = e.iter().map(|x| (x.0, x.1, x.2.as_str())).collect();
+    assert_eq!(
+        where_,
+        [
+            (7, 46, "report.qualify.health.ignore[0].attributes[0]"),
+            (8, 20, "report.qualify.health.ignore[1].model"),
+            (9, 11, "report.qualify.health.ignore[2].model"),
+        ],
+        "{e:?}"
+    );
+    assert!(
+        e[0].3.contains("unknown health attribute `temprature`")
+            && e[0].3.contains("did you mean `temperature`"),
+        "{e:?}"
+    );
+    assert!(e[1].3.contains("`[KINGSTON` is not a pattern"), "{e:?}");
+    assert!(e[2].3.contains("missing required key `model`"), "{e:?}");
+    let e = at("      ignore: { model: \"X\" }\n");
+    assert!(e[0].3.contains("expected a list like"), "{e:?}");
+}

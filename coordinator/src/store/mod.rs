@@ -46,6 +46,7 @@ use tokio::sync::{mpsc, watch};
 pub mod accounts;
 pub mod agents;
 pub mod backup;
+pub mod baseline;
 mod campaigns;
 mod connect;
 pub mod db;

@@ -5,9 +5,10 @@
 use platter_proto::v1 as pb;
 use platter_proto::wire::{reading_from_wire, reading_to_wire};
 
+use crate::report::health::FlagState;
 use crate::report::ledger::{
-    Answer, DriveDetail, DriveRun, DriveSummary, DriveVerdict, Filter, LatestHealth, Qualification,
-    QualificationFailure, QualifiedDrive, Question, SightingView,
+    Answer, DriveBaseline, DriveDetail, DriveRun, DriveSummary, DriveVerdict, Filter, HealthFlag,
+    LatestHealth, Qualification, QualificationFailure, QualifiedDrive, Question, SightingView,
 };
 use crate::report::peers::{PeerDrive, PeerGroup, Peers};
 use crate::stats::peers::Standing;
@@ -231,6 +232,46 @@ fn detail_to_pb(d: &DriveDetail) -> pb::DriveDetail {
             .collect(),
         events: d.events.clone(),
         runs: d.runs.iter().map(run_to_pb).collect(),
+        baseline: d.baseline.as_ref().map(|b| pb::DriveBaseline {
+            campaign_id: b.campaign_id.clone(),
+            campaign: b.campaign.clone(),
+            host: b.host.clone(),
+            submitted: b.submitted.clone(),
+            reading: Some(reading_to_wire(&b.reading)),
+            since: b.since.clone(),
+        }),
+    }
+}
+
+/// The flag states and their enum values.
+const FLAG_STATES: [(FlagState, pb::HealthFlagState); 3] = [
+    (FlagState::Transient, pb::HealthFlagState::Transient),
+    (FlagState::Sticky, pb::HealthFlagState::Sticky),
+    (FlagState::Unconfirmed, pb::HealthFlagState::Unconfirmed),
+];
+
+fn flag_to_pb(f: &HealthFlag) -> pb::HealthFlag {
+    let state = FLAG_STATES
+        .iter()
+        .find(|(s, _)| *s == f.state)
+        .map_or(pb::HealthFlagState::Unspecified, |(_, p)| *p);
+    pb::HealthFlag {
+        attribute: f.attribute.clone(),
+        change: f.change.clone(),
+        state: state as i32,
+    }
+}
+
+/// A flag's state; one a later coordinator added reads as unconfirmed.
+fn flag_of(f: pb::HealthFlag) -> HealthFlag {
+    let state = FLAG_STATES
+        .iter()
+        .find(|(_, p)| *p as i32 == f.state)
+        .map_or(FlagState::Unconfirmed, |(s, _)| *s);
+    HealthFlag {
+        attribute: f.attribute,
+        change: f.change,
+        state,
     }
 }
 
@@ -255,6 +296,14 @@ fn detail_of(d: pb::DriveDetail) -> DriveDetail {
             .collect(),
         events: d.events,
         runs: d.runs.into_iter().map(run_of).collect(),
+        baseline: d.baseline.map(|b| DriveBaseline {
+            campaign_id: b.campaign_id,
+            campaign: b.campaign,
+            host: b.host,
+            submitted: b.submitted,
+            reading: b.reading.map(reading_from_wire).unwrap_or_default(),
+            since: b.since,
+        }),
     }
 }
 
@@ -290,6 +339,8 @@ fn run_to_pb(r: &DriveRun) -> pb::DriveRun {
         model: r.model.clone(),
         serial: r.serial.clone(),
         firmware: r.firmware.clone(),
+        health_before: r.health_before.as_ref().map(reading_to_wire),
+        flags: r.flags.iter().map(flag_to_pb).collect(),
     }
 }
 
@@ -320,6 +371,8 @@ fn run_of(r: pb::DriveRun) -> DriveRun {
         model: r.model,
         serial: r.serial,
         firmware: r.firmware,
+        health_before: r.health_before.map(reading_from_wire),
+        flags: r.flags.into_iter().map(flag_of).collect(),
     }
 }
 
@@ -626,6 +679,22 @@ mod tests {
             model: "INTEL".into(),
             serial: "S1".into(),
             firmware: "4PC10362".into(),
+            health_before: Some(HealthReading {
+                media_errors: Some(0),
+                ..HealthReading::default()
+            }),
+            flags: vec![
+                HealthFlag {
+                    attribute: "media_errors".into(),
+                    change: "media_errors 0 → 2 (+2)".into(),
+                    state: FlagState::Sticky,
+                },
+                HealthFlag {
+                    attribute: "critical_warning".into(),
+                    change: "critical_warning 1".into(),
+                    state: FlagState::Transient,
+                },
+            ],
         };
         let detail = Answer::Drive(Box::new(DriveDetail {
             drive: summary("S1", true),
@@ -648,9 +717,21 @@ mod tests {
                     state: "cancelled".into(),
                     health_after: None,
                     health_unreadable: "a loop device has no drive health".into(),
+                    flags: Vec::new(),
                     ..run
                 },
             ],
+            baseline: Some(DriveBaseline {
+                campaign_id: "c-0".into(),
+                campaign: "burn-in".into(),
+                host: "rc66".into(),
+                submitted: "2026-12-01 06:12 UTC".into(),
+                reading: HealthReading {
+                    media_errors: Some(0),
+                    ..HealthReading::default()
+                },
+                since: vec!["media_errors 0 → 2 (+2)".into()],
+            }),
         }));
         round_trip(detail, &Question::Drive("S1".into()));
         let qualification = Answer::Qualification(Box::new(Qualification {

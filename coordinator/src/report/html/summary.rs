@@ -93,6 +93,8 @@ pub(super) struct DriveHealth {
     pub(super) rows: Vec<Row>,
     /// Whether it was read after the run.
     pub(super) after: bool,
+    /// Its baseline, where it came from, and the limited attributes since it.
+    pub(super) since_baseline: Option<Text>,
 }
 
 impl Health {
@@ -118,12 +120,19 @@ impl Health {
                             v(x.before),
                             v(x.after),
                             v(x.max),
-                            Text::new(if x.flagged { "FLAGGED" } else { "" }),
+                            Text::new(if x.flagged {
+                                "FLAGGED"
+                            } else if x.ignored {
+                                "ignored"
+                            } else {
+                                ""
+                            }),
                         ],
                     }
                 })
                 .collect(),
             after: d.after.is_some(),
+            since_baseline: d.since_baseline_text().map(Text::new),
         });
         Some(Health {
             title: Text::new(super::super::health::TITLE),
