@@ -92,13 +92,13 @@ fn main() {
         outliers = p.outliers().len();
         let t = Instant::now();
         let rows = store
-            .peer_results(&PeerQuery {
+            .peer_runs(&PeerQuery {
                 model: MODEL,
                 ..Default::default()
             })
             .unwrap();
         read = read.min(t.elapsed().as_secs_f64());
-        assert_eq!(rows.len(), drives * runs);
+        assert_eq!(rows.runs.len(), drives * runs);
     }
     println!(
         "peers_scale ({engine}): {drives} drives × {runs} runs = {} drive-runs: platter peers {answer:.3} s; reading the rows alone {read:.3} s; {:.2}× the read; {outliers} outliers (expected {})",

@@ -18,7 +18,7 @@ use super::history::larger_is_worse;
 use super::Report;
 use crate::stats::peers::{standings, Standing};
 use crate::store::error::Result;
-use crate::store::peers::{DriveResult, PeerQuery};
+use crate::store::peers::{DriveResult, PeerQuery, PeerRun, PeerRuns};
 use crate::store::Store;
 
 /// Fewer drives than this in a group cannot show anything: "too few peers to judge".
@@ -180,7 +180,7 @@ pub struct Ask {
 /// The model's peer groups, every drive judged in its own.
 pub fn peers(store: &Store, ask: &Ask) -> Result<Peers> {
     index(store)?;
-    let rows = store.peer_results(&PeerQuery {
+    let runs = store.peer_runs(&PeerQuery {
         model: &ask.model,
         metric: ask.metric.as_deref(),
         firmware: ask.firmware.as_deref(),
@@ -193,27 +193,35 @@ pub fn peers(store: &Store, ask: &Ask) -> Result<Peers> {
         series: ask.series.clone().unwrap_or_default(),
         max_slower_pct: max_slower,
         alpha: crate::stats::peers::ALPHA,
-        groups: groups(&rows, max_slower),
+        groups: groups(&runs, max_slower),
     })
 }
 
-/// The rows' groups, judged.
-pub fn groups(rows: &[DriveResult], max_slower_pct: f64) -> Vec<PeerGroup> {
+/// The runs' groups, judged.
+pub fn groups(all: &PeerRuns, max_slower_pct: f64) -> Vec<PeerGroup> {
     // (firmware, workload, configuration, metric) → state → drive → its runs.
-    type Runs<'r> = IndexMap<&'r str, Vec<&'r DriveResult>>;
-    let mut by_key: BTreeMap<(&str, &str, &str, &str), BTreeMap<&str, Runs<'_>>> = BTreeMap::new();
-    for r in rows {
+    type Runs<'r> = IndexMap<&'r str, Vec<&'r PeerRun>>;
+    let w = |i: u32| all.word(i);
+    let mut by_key: BTreeMap<(&str, &str, &str, &str), BTreeMap<&str, Runs<'_>>> =
+        BTreeMap::new();
+    for r in &all.runs {
         by_key
-            .entry((&r.firmware, &r.workload, &r.configuration, &r.metric))
+            .entry((w(r.firmware), w(r.workload), w(r.configuration), w(r.metric)))
             .or_default()
-            .entry(&r.state)
+            .entry(w(r.state))
             .or_default()
-            .entry(&r.drive_id)
+            .entry(w(r.drive))
             .or_default()
             .push(r);
     }
     let mut out = Vec::new();
     for ((firmware, workload, configuration, metric), states) in by_key {
+        let key = Key {
+            firmware,
+            workload,
+            configuration,
+            metric,
+        };
         let not_steady: Vec<String> = states
             .get("not steady")
             .map(|d| {
@@ -223,30 +231,14 @@ pub fn groups(rows: &[DriveResult], max_slower_pct: f64) -> Vec<PeerGroup> {
             })
             .unwrap_or_default();
         for (state, drives) in states.iter().filter(|(s, _)| **s != "not steady") {
-            let mut g = group(
-                firmware,
-                workload,
-                configuration,
-                metric,
-                state,
-                drives,
-                max_slower_pct,
-            );
+            let mut g = group(all, &key, state, drives, max_slower_pct);
             g.not_compared = not_steady.clone();
             out.push(g);
         }
         if states.keys().all(|s| *s == "not steady") {
             // Every drive of it without steady state: said, not silently dropped.
             let drives = &states["not steady"];
-            let mut g = group(
-                firmware,
-                workload,
-                configuration,
-                metric,
-                "not steady",
-                drives,
-                max_slower_pct,
-            );
+            let mut g = group(all, &key, "not steady", drives, max_slower_pct);
             g.not_judged = "no drive reached steady state: not compared".into();
             for d in &mut g.drives {
                 d.standing = None;
@@ -259,20 +251,27 @@ pub fn groups(rows: &[DriveResult], max_slower_pct: f64) -> Vec<PeerGroup> {
     out
 }
 
+/// What a group's drives share.
+struct Key<'k> {
+    firmware: &'k str,
+    workload: &'k str,
+    configuration: &'k str,
+    metric: &'k str,
+}
+
 fn group(
-    firmware: &str,
-    workload: &str,
-    configuration: &str,
-    metric: &str,
+    all: &PeerRuns,
+    key: &Key<'_>,
     state: &str,
-    drives: &IndexMap<&str, Vec<&DriveResult>>,
+    drives: &IndexMap<&str, Vec<&PeerRun>>,
     max_slower_pct: f64,
 ) -> PeerGroup {
+    let w = |i: u32| all.word(i);
     let unit = drives
         .values()
         .flatten()
         .next()
-        .map(|r| r.unit.clone())
+        .map(|r| w(r.unit).to_string())
         .unwrap_or_default();
     let worse = larger_is_worse(&unit);
     let ids: Vec<&str> = drives.keys().copied().collect();
@@ -280,11 +279,8 @@ fn group(
         .values()
         .map(|runs| runs.iter().map(|r| r.median).collect())
         .collect();
-    let controller_of = |runs: &[&DriveResult]| {
-        runs.last()
-            .map(|r| r.controller.clone())
-            .unwrap_or_default()
-    };
+    let controller_of =
+        |runs: &[&PeerRun]| runs.last().map(|r| w(r.controller).to_string()).unwrap_or_default();
     let controllers: Vec<String> = drives.values().map(|r| controller_of(r)).collect();
     let medians: Vec<f64> = values
         .iter()
@@ -388,8 +384,8 @@ fn group(
             let runs = &drives[id];
             let mut hosts: Vec<String> = Vec::new();
             for r in runs {
-                if !hosts.contains(&r.host) {
-                    hosts.push(r.host.clone());
+                if !hosts.iter().any(|h| h == w(r.host)) {
+                    hosts.push(w(r.host).to_string());
                 }
             }
             let summary = crate::stats::summarize(&values[d]);
@@ -410,10 +406,10 @@ fn group(
         })
         .collect();
     PeerGroup {
-        firmware: firmware.to_string(),
-        workload: workload_words(workload),
-        configuration: configuration.to_string(),
-        metric: metric.to_string(),
+        firmware: key.firmware.to_string(),
+        workload: workload_words(key.workload),
+        configuration: key.configuration.to_string(),
+        metric: key.metric.to_string(),
         unit,
         state: state.to_string(),
         median: at(0.5),
