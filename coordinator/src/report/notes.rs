@@ -250,18 +250,20 @@ impl fmt::Display for Note<'_> {
 /// in its own `Unit`.
 pub(crate) type ShowValue<'a> = &'a dyn Fn(f64, &str) -> String;
 
-/// "outlier: rc66 sdb [size=4096]: wall 1.20 s is 2.0× the median of the fleet (robust
-/// score 5.0)".
+/// "outlier: rc66 sdb [size=4096]: wall 1.20 s, ×2.00 (1.81–2.22, 99.67%) the rest of its
+/// configuration's cells".
 pub(crate) fn outlier_text(o: &FleetOutlier, show: ShowValue<'_>) -> String {
     format!(
-        "{OUTLIER}{}{} [{}]: {} {} is {:.1}× the median of the fleet (robust score {:.1})",
+        "{OUTLIER}{}{} [{}]: {} {}, ×{:.2} ({:.2}–{:.2}, {}) the rest of its configuration's cells",
         o.host,
         with_space(&o.device),
         o.group,
         o.metric,
         show(o.value, &o.unit),
-        o.times_median,
-        o.score
+        o.ratio,
+        o.ci.0,
+        o.ci.1,
+        crate::stats::level_pct(o.level)
     )
 }
 
@@ -516,8 +518,10 @@ mod tests {
                 metric: "wall".into(),
                 value: 1.0,
                 unit: "s".into(),
-                times_median: 2.0,
-                score: 5.0,
+                ratio: 2.0,
+                ci: (1.8, 2.2),
+                level: 0.9967,
+                p_holm: 0.002,
             }],
             advice: vec!["quiet the machine".into()],
             cells: vec![cell],

@@ -202,11 +202,15 @@ pub fn groups(all: &PeerRuns, max_slower_pct: f64) -> Vec<PeerGroup> {
     // (firmware, workload, configuration, metric) → state → drive → its runs.
     type Runs<'r> = IndexMap<&'r str, Vec<&'r PeerRun>>;
     let w = |i: u32| all.word(i);
-    let mut by_key: BTreeMap<(&str, &str, &str, &str), BTreeMap<&str, Runs<'_>>> =
-        BTreeMap::new();
+    let mut by_key: BTreeMap<(&str, &str, &str, &str), BTreeMap<&str, Runs<'_>>> = BTreeMap::new();
     for r in &all.runs {
         by_key
-            .entry((w(r.firmware), w(r.workload), w(r.configuration), w(r.metric)))
+            .entry((
+                w(r.firmware),
+                w(r.workload),
+                w(r.configuration),
+                w(r.metric),
+            ))
             .or_default()
             .entry(w(r.state))
             .or_default()
@@ -279,8 +283,11 @@ fn group(
         .values()
         .map(|runs| runs.iter().map(|r| r.median).collect())
         .collect();
-    let controller_of =
-        |runs: &[&PeerRun]| runs.last().map(|r| w(r.controller).to_string()).unwrap_or_default();
+    let controller_of = |runs: &[&PeerRun]| {
+        runs.last()
+            .map(|r| w(r.controller).to_string())
+            .unwrap_or_default()
+    };
     let controllers: Vec<String> = drives.values().map(|r| controller_of(r)).collect();
     let medians: Vec<f64> = values
         .iter()

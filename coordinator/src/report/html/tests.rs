@@ -624,8 +624,10 @@ fn the_side_by_side_table_has_one_unit_per_row_and_long_lists_fold() {
             metric: "wall".into(),
             value: 0.002,
             unit: "s".into(),
-            times_median: 2.0,
-            score: 5.0,
+            ratio: 2.0,
+            ci: (1.8, 2.2),
+            level: 0.9967,
+            p_holm: 0.002,
         })
         .collect();
     let page = Html.render(&r);

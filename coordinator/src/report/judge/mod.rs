@@ -39,15 +39,3 @@ fn values<'a>(cell: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
 fn merged(cell: &CellReport, metric: &str) -> Option<f64> {
     cell.latency.as_ref().and_then(|l| l.get(metric))
 }
-
-/// The one number that stands for a cell's `metric`: the merged per-operation value
-/// for merged latency names, else the median of the repetitions. With its unit.
-fn cell_value(cell: &CellReport, metric: &str) -> Option<(f64, String)> {
-    if crate::report::MergedLatency::is_merged_name(metric) {
-        return merged(cell, metric).map(|v| (v, "s".to_string()));
-    }
-    cell.metrics
-        .iter()
-        .find(|m| m.metric == metric)
-        .map(|m| (m.stats.median, m.unit.clone()))
-}

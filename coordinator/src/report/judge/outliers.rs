@@ -1,16 +1,17 @@
-//! Fleet outliers: a cell far from the other hosts' and drives' cells of the same
-//! configuration.
+//! Fleet outliers within one campaign: a cell that stands apart from the other hosts' and
+//! drives' cells of the same configuration, judged as `platter peers` judges a drive among
+//! its peers (`stats::peers`: the Hodges–Lehmann shift of its repetitions against the rest
+//! of the group's, Holm over the group at 1%), so a report has one kind of outlier and its
+//! mark agrees with its interval. A cell is an outlier when it is significant **and** at
+//! least `stats::OUTLIER_MIN_RELATIVE_DEVIATION` (10%) from the rest, either way.
 
 use serde::Serialize;
 
-use super::cell_value;
 use crate::report::CellReport;
 use crate::spec::ReportSpec;
 use crate::stats;
 
-/// A cell whose value (median, or merged per-operation latency) stands far from the
-/// other hosts'/devices' for the same configuration: a robust score on the median
-/// absolute deviation and at least 10% from the group's median.
+/// A cell whose repetitions stand apart from the rest of its configuration's cells.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FleetOutlier {
     pub host: String,
@@ -18,49 +19,71 @@ pub struct FleetOutlier {
     /// The configuration the group shares (parameters other than `device`).
     pub group: String,
     pub metric: String,
+    /// The cell's median.
     pub value: f64,
     pub unit: String,
-    pub times_median: f64,
-    pub score: f64,
+    /// The cell's values over the rest of the group's (Hodges–Lehmann), with its interval
+    /// at `level` (its Holm step's) and the Holm-adjusted p.
+    pub ratio: f64,
+    pub ci: (f64, f64),
+    pub level: f64,
+    pub p_holm: f64,
 }
 
-/// Groups the cells that share every parameter except host and device, and flags those
-/// whose median of `metric` is an outlier in its group (at least 3 cells).
+/// Groups the cells that share every parameter except host and device, and judges each
+/// cell of a group of at least 3 on `metric`'s repetitions (a merged latency percentile has
+/// none per repetition, so it is not judged here).
 pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetOutlier> {
     let metric = if settings.metric.is_empty() {
         "wall"
     } else {
         settings.metric.as_str()
     };
-    let mut groups: indexmap::IndexMap<String, Vec<(&CellReport, f64, String)>> =
-        indexmap::IndexMap::new();
+    let mut groups: indexmap::IndexMap<String, Vec<&CellReport>> = indexmap::IndexMap::new();
     for cell in cells {
-        let Some((value, unit)) = cell_value(cell, metric) else {
+        if !cell
+            .metrics
+            .iter()
+            .any(|m| m.metric == metric && !m.values.is_empty())
+        {
             continue;
-        };
+        }
         let group: Vec<String> = cell
             .configuration()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        groups
-            .entry(group.join(" "))
-            .or_default()
-            .push((cell, value, unit));
+        groups.entry(group.join(" ")).or_default().push(cell);
     }
     let mut out = Vec::new();
     for (group, members) in groups {
-        let medians: Vec<f64> = members.iter().map(|(_, v, _)| *v).collect();
-        for o in stats::fleet_outliers(&medians, stats::OUTLIER_THRESHOLD) {
-            let (cell, value, unit) = &members[o.index];
+        if members.len() < 3 {
+            continue;
+        }
+        let of = |c: &CellReport| c.metrics.iter().find(|m| m.metric == metric).cloned();
+        let values: Vec<Vec<f64>> = members
+            .iter()
+            .map(|c| of(c).map(|m| m.values).unwrap_or_default())
+            .collect();
+        for (i, s) in stats::peers::standings(&values).into_iter().enumerate() {
+            let Some(s) = s else { continue };
+            let apart = (s.ratio - 1.0).abs() >= stats::OUTLIER_MIN_RELATIVE_DEVIATION
+                && (1.0 / s.ratio - 1.0).abs() >= stats::OUTLIER_MIN_RELATIVE_DEVIATION;
+            if !(s.significant && apart) {
+                continue;
+            }
+            let cell = members[i];
+            let Some(m) = of(cell) else { continue };
             out.push(FleetOutlier {
                 host: cell.host.clone(),
                 device: cell.device().unwrap_or_default().to_string(),
                 group: group.clone(),
                 metric: metric.to_string(),
-                value: *value,
-                unit: unit.clone(),
-                times_median: o.times_median,
-                score: o.score,
+                value: m.stats.median,
+                unit: m.unit,
+                ratio: s.ratio,
+                ci: s.ci,
+                level: s.level,
+                p_holm: s.p_holm,
             });
         }
     }

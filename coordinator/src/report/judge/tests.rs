@@ -227,11 +227,16 @@ fn a_slow_drive_stands_out_in_its_fleet() {
     let medians = [
         0.00044, 0.00021, 0.0037, 0.00083, 0.0098, 0.0006, 0.0003, 0.0005,
     ];
+    // Five repetitions each, within 2% of the drive's median.
     let cells: Vec<CellReport> = medians
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            let mut c = cell(&format!("host{i}"), "sda", "on", "1", "0", &[*m, *m]);
+            let reps: Vec<f64> = [0.98, 0.99, 1.0, 1.01, 1.02]
+                .iter()
+                .map(|f| m * f)
+                .collect();
+            let mut c = cell(&format!("host{i}"), "sda", "on", "1", "0", &reps);
             c.metrics[0].stats.median = *m;
             c
         })
@@ -244,13 +249,30 @@ fn a_slow_drive_stands_out_in_its_fleet() {
     let hosts: Vec<&str> = flagged.iter().map(|o| o.host.as_str()).collect();
     assert!(hosts.contains(&"host4"), "{flagged:?}");
     let slow = flagged.iter().find(|o| o.host == "host4").unwrap();
-    assert!(slow.times_median > 10.0, "{slow:?}");
-    assert_eq!(slow.group, "write_cache=on size=1 offset=0");
-    // Drives that agree raise nothing.
-    let calm: Vec<CellReport> = cells
+    assert!(slow.ratio > 10.0, "{slow:?}");
+    // The mark and its interval agree: every outlier's interval is clear of ×1.
+    for o in &flagged {
+        assert!(o.ci.0 > 1.0 || o.ci.1 < 1.0, "{o:?}");
+    }
+    // Two repetitions a drive cannot show anything after Holm over eight drives: no mark.
+    let two: Vec<CellReport> = medians
         .iter()
-        .filter(|c| c.host != "host4" && c.host != "host2")
-        .cloned()
+        .enumerate()
+        .map(|(i, m)| cell(&format!("host{i}"), "sda", "on", "1", "0", &[*m, *m]))
+        .collect();
+    assert!(fleet_outliers(&two, &settings).is_empty());
+    assert_eq!(slow.group, "write_cache=on size=1 offset=0");
+    // Drives that agree (within 3%, each run within 2%) raise nothing.
+    let calm: Vec<CellReport> = [1.0, 1.01, 0.99, 1.02, 0.985, 1.005]
+        .iter()
+        .enumerate()
+        .map(|(i, level)| {
+            let reps: Vec<f64> = [1.01, 0.98, 1.0, 1.02, 0.99]
+                .iter()
+                .map(|f| 0.0005 * level * f)
+                .collect();
+            cell(&format!("host{i}"), "sda", "on", "1", "0", &reps)
+        })
         .collect();
     assert!(fleet_outliers(&calm, &settings).is_empty());
 }
