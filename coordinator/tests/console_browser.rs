@@ -1,8 +1,9 @@
 //! The fleet console in a real browser (headless Chromium through chromedriver), with a
 //! coordinator and agents started here: sign in, the overview lists the hosts, a
 //! campaign's progress and a killed agent appear without a reload, a hostile host name
-//! runs nothing, sign out. With `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites
-//! `examples/screenshots/console-*.png` (1280 px wide), which docs/console.md links.
+//! runs nothing, sign out; and a drive model's page with 40 simulated drives. With
+//! `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites `examples/screenshots/console-*.png`
+//! (1280 px wide), which docs/console.md links.
 
 mod common;
 
