@@ -1,8 +1,9 @@
 //! The fleet console in a real browser (headless Chromium through chromedriver), with a
 //! coordinator and agents started here: sign in, the overview lists the hosts, a
 //! campaign's progress and a killed agent appear without a reload, a hostile host name
-//! runs nothing, sign out. With `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites
-//! `examples/screenshots/console-*.png` (1280 px wide), which docs/console.md links.
+//! runs nothing, sign out; and a drive model's page with 40 simulated drives. With
+//! `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites `examples/screenshots/console-*.png`
+//! (1280 px wide), which docs/console.md links.
 
 mod common;
 
@@ -199,5 +200,111 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
         "",
     );
     assert_eq!(after.status, 303, "{after:?}");
+    coordinator.kill9();
+}
+
+/// A model's page in a browser: 40 drives simulated through the store's write path
+/// (`common::fleet`), 2 of them 15% slower. The strip plot draws a dot per drive, the slow
+/// two red and named, each a link to its drive's page; that page says the drive is an
+/// outlier among its peers and links back. A viewer reads it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_page_shows_its_two_slow_drives_among_forty() {
+    use common::fleet::{forty, MODEL};
+    use common::web::urlencode;
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let slow = [5, 29];
+    let fleet = {
+        let store = platter::store::Store::open(&dir.join("coordinator.db")).unwrap();
+        forty(&store, &slow).await
+    };
+    let id = |d: usize| format!("{MODEL}/{}", fleet[d].1.serial);
+    let (mut coordinator, _port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
+    let site = http_addr(dir);
+    add_user(dir, "vera", "viewer", "vera's long password");
+    let model_page = format!("{site}/models/{}", urlencode(MODEL));
+    b.goto(&model_page).await;
+    b.fill("input[name=name]", "vera").await;
+    b.fill("input[name=password]", "vera's long password").await;
+    b.submit("#login").await;
+    b.wait_for_text(
+        "#headline",
+        "40 drive(s) of SAMSUNG MZ7LH960HAJR in 1 peer group(s); 2 outliers",
+    )
+    .await;
+
+    // A dot per drive in the plot, the two slow ones red, each linking to its drive.
+    let dots = b
+        .script(
+            "return Array.from(document.querySelectorAll('#strip-0 svg a.dot')).map(a => [a.getAttribute('href'), a.classList.contains('outlier'), a.querySelector('circle').getAttribute('fill')]);",
+            vec![],
+        )
+        .await;
+    let dots = dots.as_array().unwrap();
+    assert_eq!(dots.len(), 40, "{dots:?}");
+    let mut outliers: Vec<String> = dots
+        .iter()
+        .filter(|d| d[1] == true)
+        .map(|d| {
+            assert_eq!(d[2], "#D62728", "{d}");
+            d[0].as_str().unwrap().to_string()
+        })
+        .collect();
+    outliers.sort();
+    let mut want: Vec<String> = slow
+        .iter()
+        .map(|&d| format!("/drives/{}", urlencode(&id(d))))
+        .collect();
+    want.sort();
+    assert_eq!(outliers, want);
+    for d in dots.iter().filter(|d| d[1] == false) {
+        assert_eq!(d[2], "#1F77B4", "{d}");
+    }
+    // The plot is drawn (laid out with a size), and the outliers are named beside their dots.
+    let shown = b
+        .script(
+            "const r = document.querySelector('#strip-0 svg').getBoundingClientRect(); return [r.width > 600, r.height > 80, Array.from(document.querySelectorAll('#strip-0 .outlier-label')).map(t => t.textContent)];",
+            vec![],
+        )
+        .await;
+    assert_eq!(shown[0], true, "{shown}");
+    assert_eq!(shown[1], true, "{shown}");
+    let mut labels: Vec<&str> = shown[2]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    labels.sort();
+    let mut serials: Vec<&str> = slow.iter().map(|&d| fleet[d].1.serial.as_str()).collect();
+    serials.sort();
+    assert_eq!(labels, serials);
+    assert_eq!(
+        b.text("#peers-0").await.matches("slower OUTLIER").count(),
+        2
+    );
+    assert_eq!(b.dialog().await, None);
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-model.png")).await;
+    }
+
+    // A slow drive's dot leads to its page, which says it stands out and links back.
+    let first = &want[0];
+    b.click(&format!("#strip-0 a.outlier[href=\"{first}\"] circle"))
+        .await;
+    let stands = b.wait_for_text("#peers", "OUTLIER").await;
+    assert!(stands.contains("[bs=4k] wall: median "), "{stands}");
+    assert!(b.url().await.ends_with(first.as_str()), "{}", b.url().await);
+    b.click("#model-page").await;
+    b.wait_for_text("#headline", "2 outliers").await;
+
+    // The Drives page links the model to its page.
+    b.goto(&format!("{site}/drives")).await;
+    b.click(&format!("#drives a[href=\"/models/{}\"]", urlencode(MODEL)))
+        .await;
+    b.wait_for_text("#headline", "2 outliers").await;
     coordinator.kill9();
 }

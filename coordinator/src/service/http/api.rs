@@ -142,6 +142,20 @@ pub(super) async fn drive(
     }
 }
 
+/// `/api/v1/models/MODEL?firmware=&metric=&series=`: `platter peers MODEL --format json`;
+/// 404 for a model no drive of the ledger has.
+pub(super) async fn model(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(model): Path<String>,
+    ApiQuery(q): ApiQuery<super::models::ModelQuery>,
+) -> Response {
+    match super::models::peers(&ctx, &model, &q).await {
+        Ok(p) => Json(p).into_response(),
+        Err(s) => failed(&s),
+    }
+}
+
 /// A JSON document made elsewhere, sent as it is.
 fn json_text(json: String) -> Response {
     (

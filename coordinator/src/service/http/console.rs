@@ -871,7 +871,7 @@ struct CompareView {
 }
 
 /// A page of `view` under `title`, or why it could not be rendered.
-fn render_page(access: &Access, title: &str, view: &impl askama::Template) -> Response {
+pub(super) fn render_page(access: &Access, title: &str, view: &impl askama::Template) -> Response {
     match view.render() {
         Ok(body) => access.page(title, &body).into_response(),
         Err(e) => failed(access, title, &Status::internal(e.to_string())),
@@ -917,7 +917,7 @@ pub(super) async fn drives(
     let title = "Drives";
     let drives = match ctx.ledger(query.question()).await {
         Ok(crate::report::ledger::Answer::Drives(d)) => d,
-        Ok(_) => return failed(&access, title, &other_answer()),
+        Ok(_) => return failed(&access, title, &super::fleet::other_answer()),
         Err(s) => return failed(&access, title, &s),
     };
     render_page(&access, title, &DrivesView { drives, query })
@@ -953,15 +953,15 @@ pub(super) async fn drive(
     let title = format!("Drive {id}");
     let d = match ctx.ledger(Question::Drive(id.clone())).await {
         Ok(Answer::Drive(d)) => *d,
-        Ok(_) => return failed(&access, &title, &other_answer()),
+        Ok(_) => return failed(&access, &title, &super::fleet::other_answer()),
         Err(s) => return failed(&access, &title, &s),
     };
-    render_page(&access, &title, &DrivePageView { d })
-}
-
-/// The ledger answered another question than it was asked (it never does).
-fn other_answer() -> tonic::Status {
-    tonic::Status::internal("the drive ledger answered another question")
+    let peers = if d.drive.model.is_empty() {
+        Ok(Vec::new())
+    } else {
+        super::models::standings(&ctx, &d.drive.model, &d.drive.id).await
+    };
+    render_page(&access, &title, &DrivePageView { d, peers })
 }
 
 /// A drive's page (`templates/console/drive.html`): the ledger's answer, as
@@ -970,6 +970,23 @@ fn other_answer() -> tonic::Status {
 #[template(path = "console/drive.html")]
 struct DrivePageView {
     d: crate::report::ledger::DriveDetail,
+    /// Where it stands in each peer group it is in, or why that could not be read.
+    peers: Result<Vec<super::models::Standing>, String>,
+}
+
+/// A drive model's page (`platter peers MODEL`): each peer group's strip plot and table
+/// (`models::ModelView`).
+pub(super) async fn model(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(model): Path<String>,
+    PageQuery(q): PageQuery<super::models::ModelQuery>,
+) -> Response {
+    let title = format!("Model {model}");
+    match super::models::peers(&ctx, &model, &q).await {
+        Ok(p) => render_page(&access, &title, &super::models::ModelView::of(&p, q)),
+        Err(s) => failed(&access, &title, &s),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

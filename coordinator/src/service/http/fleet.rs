@@ -595,6 +595,11 @@ fn submit_request(file_name: &str, yaml: &str) -> pb::SubmitRequest {
     }
 }
 
+/// The ledger answered another question than it was asked (it never does).
+pub(super) fn other_answer() -> Status {
+    Status::internal("the drive ledger answered another question")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

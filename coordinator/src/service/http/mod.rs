@@ -37,6 +37,7 @@ mod fleet;
 mod layout;
 mod live;
 mod metrics;
+mod models;
 
 use crate::service::hub::Hub;
 use crate::service::rpc::control::ControlService;
@@ -129,6 +130,7 @@ pub async fn serve(
         .route("/series/{name}", get(console::series))
         .route("/drives", get(console::drives))
         .route("/drives/{id}", get(console::drive))
+        .route("/models/{model}", get(console::model))
         .route("/submit", get(console::submit_page).post(console::submit))
         .route("/admin", get(admin::page))
         .route("/admin/accounts", post(admin::add_account))
@@ -150,6 +152,7 @@ pub async fn serve(
         .route("/api/v1/series/{name}", get(api::series))
         .route("/api/v1/drives", get(api::drives))
         .route("/api/v1/drives/{id}", get(api::drive))
+        .route("/api/v1/models/{model}", get(api::model))
         .route("/api/v1/triggers/{name}", post(api::trigger))
         .route("/api/v1/accounts", get(admin::accounts_json))
         .route(
