@@ -470,6 +470,24 @@ pub fn level_pct(level: f64) -> String {
     s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
 }
 
+/// A confidence level as a percentage with as many decimals as it takes not to read as
+/// 100 (Holm's steps over a large family reach 99.997%): "99%", "99.97%", "99.9997%".
+pub fn level_with_sign(level: f64) -> String {
+    let pct = level * 100.0;
+    for digits in 0..=6 {
+        let s = format!("{pct:.digits$}");
+        if s.parse::<f64>().is_ok_and(|v| v < 100.0) || pct >= 100.0 {
+            let s = if s.contains('.') {
+                s.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                s
+            };
+            return format!("{s}%");
+        }
+    }
+    format!("{pct}%")
+}
+
 /// Holm's step-down adjusted p-values (same order as `p`): a comparison is
 /// significant in its family when its adjusted p is ≤ [`ALPHA`], which keeps the
 /// chance of any false "significant" among all of them at most `ALPHA`.
@@ -874,6 +892,15 @@ fn mad_about(values: &[f64], median: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_level_never_reads_as_a_hundred_percent() {
+        assert_eq!(level_with_sign(0.99), "99%");
+        assert_eq!(level_with_sign(0.95), "95%");
+        assert_eq!(level_with_sign(0.9997), "99.97%");
+        assert_eq!(level_with_sign(0.999997), "99.9997%");
+        assert_eq!(level_with_sign(0.999), "99.9%");
+    }
     use hdrhistogram::serialization::{Serializer, V2DeflateSerializer, V2Serializer};
     use serde_json::Value;
 

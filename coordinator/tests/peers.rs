@@ -156,6 +156,18 @@ async fn of_forty_drives_exactly_the_two_slow_ones_are_flagged() {
             "{}",
             q.peers
         );
+        // The drive's page counts the runs its results name (no storage was made on it and
+        // its health was not read: the results alone say it was measured).
+        let Ok(d) = platter::report::ledger::find(&store, &id(5)).unwrap() else {
+            panic!("drive 5 in the ledger")
+        };
+        let detail = platter::report::ledger::detail(&store, &d).unwrap();
+        assert_eq!(detail.runs.len(), 6, "{:?}", detail.runs);
+        assert!(
+            detail.runs[0].results[0].contains("wall median"),
+            "{:?}",
+            detail.runs[0].results
+        );
         // Asked again, nothing is indexed twice.
         assert_eq!(peers::index(&store).unwrap(), 0);
         let again = peers::peers(

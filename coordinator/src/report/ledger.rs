@@ -331,6 +331,7 @@ impl Answer {
 }
 
 pub fn answer(store: &Store, q: &Question) -> std::result::Result<Answer, LedgerError> {
+    super::peers::index(store)?;
     Ok(match q {
         Question::Drives(f) => Answer::Drives(drives(store, f)?),
         Question::Drive(id) => {
@@ -675,6 +676,14 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
         d.serial.as_str()
     };
     let snaps = store.drive_snapshots(serial, host_and_path)?;
+    // The runs whose results name it (`drive_results`, written once a campaign is done,
+    // `peers::index` at each question's start): runs on the raw device, without storage
+    // made on it or its health read, count too.
+    let measured: std::collections::HashSet<(CampaignId, String)> = store
+        .drive_results(&d.id)?
+        .into_iter()
+        .map(|r| (r.campaign_id, r.host))
+        .collect();
     // (campaign, host) in the order of the runs.
     let mut groups: Vec<(CampaignId, String)> = Vec::new();
     for s in &snaps {
@@ -719,7 +728,8 @@ fn runs_of(store: &Store, d: &LedgerDrive, reports: &mut Reports) -> Result<Vec<
                     .iter()
                     .any(|f| is_it(&f.device.model, &f.device.serial, &f.device.path, &host))
         });
-        if !under_test_health && !storage_on_it {
+        let results_name_it = measured.contains(&(campaign_id.clone(), host.clone()));
+        if !under_test_health && !storage_on_it && !results_name_it {
             continue;
         }
         let Some(report) = reports.get(store, &campaign_id)? else {

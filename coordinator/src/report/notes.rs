@@ -263,7 +263,7 @@ pub(crate) fn outlier_text(o: &FleetOutlier, show: ShowValue<'_>) -> String {
         o.ratio,
         o.ci.0,
         o.ci.1,
-        crate::stats::level_pct(o.level)
+        crate::stats::level_with_sign(o.level)
     )
 }
 

@@ -107,7 +107,7 @@ impl PeerDrive {
             s.ratio,
             s.ci.0,
             s.ci.1,
-            crate::stats::level_pct(s.level)
+            crate::stats::level_with_sign(s.level)
         );
         if let Some(p) = self.slower_pct {
             if s.significant {
