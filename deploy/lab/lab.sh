@@ -9,8 +9,12 @@
 #   deploy/lab/lab.sh logs [SERVICE]           container logs
 #   deploy/lab/lab.sh down                     remove containers, volumes, network, drives
 #   deploy/lab/lab.sh qualify                  qualify.yaml: thresholds per drive, JUnit XML
+#   deploy/lab/lab.sh peers                    peers.yaml LAB_PEER_RUNS times over every
+#                                              agent's drives (its own and its peer drives,
+#                                              one model), then `platter peers`: flygecko's
+#                                              throttled drive must be the one outlier
 #   deploy/lab/lab.sh ci                       up (flygecko's drive throttled); run; qualify;
-#                                              down (always) — non-zero on failure
+#                                              peers; down (always) — non-zero on failure
 #   deploy/lab/lab.sh faults N                 the fault suite: up; campaigns (faults.yaml) back
 #                                              to back while N random faults are injected one
 #                                              at a time (agent SIGKILL, container restart,
@@ -36,6 +40,11 @@
 #   LAB_PORT        coordinator port on 127.0.0.1 [7461]
 #   LAB_IMAGE       image tag [platter-lab:latest]; LAB_BASE base image [scratch]
 #   LAB_DRIVE_SIZE  size of each drive image [256M]
+#   LAB_PEER_DRIVES drives each agent has besides its own, for `peers` [3]; every drive
+#                   is named model PLATTER LAB DRIVE, serial LAB-HOST-N in the agent's udev
+#                   database (docker-compose.yml says how), so the drives are peers
+#   LAB_PEER_RUNS   how many times `peers` runs peers.yaml [5: Holm over 12 drives at 1%
+#                   needs 5 runs a drive to call one different at all]
 #   LAB_CAMPAIGN    campaign file [deploy/lab/campaign.yaml]
 #   LAB_METRIC, LAB_EXPECT_CELLS
 #                   what `run` checks: every host has LAB_EXPECT_CELLS cells [2], each with
@@ -92,6 +101,8 @@ LAB_IMAGE=${LAB_IMAGE:-platter-lab:latest}
 LAB_BASE=${LAB_BASE:-scratch}
 LAB_BUSYBOX=${LAB_BUSYBOX:-/bin/busybox}
 LAB_DRIVE_SIZE=${LAB_DRIVE_SIZE:-256M}
+LAB_PEER_DRIVES=${LAB_PEER_DRIVES:-3}
+LAB_PEER_RUNS=${LAB_PEER_RUNS:-5}
 LAB_CAMPAIGN=${LAB_CAMPAIGN:-$here/campaign.yaml}
 LAB_METRIC=${LAB_METRIC:-wall}
 LAB_EXPECT_CELLS=${LAB_EXPECT_CELLS:-2}
@@ -114,6 +125,7 @@ AGENTS=(rc66 rcmonster flygecko)
 pki=$LAB_WORK/pki
 drives=$LAB_WORK/drives
 envfile=$LAB_WORK/lab.env
+peers_compose=$LAB_WORK/compose.peers.yml
 out=$LAB_WORK/run
 data_dir=$LAB_WORK/data
 
@@ -148,6 +160,7 @@ compose() {
   fi
   c+=(-p "$LAB_PROJECT" -f "$here/docker-compose.yml")
   [ "$LAB_HA" = 0 ] || c+=(-f "$here/docker-compose.ha.yml")
+  [ ! -f "$peers_compose" ] || c+=(-f "$peers_compose")
   run "${c[@]}" "$@"
 }
 
@@ -360,22 +373,39 @@ make_pki() {
   issue_once operator-lab operator lab
 }
 
-# One image file and loop device per agent; lab.env records which.
+# The loop device of image file $1, attached if it is not yet.
+attach() {
+  local img=$1 dev
+  [ -f "$img" ] || run truncate -s "$LAB_DRIVE_SIZE" "$img" >&2
+  dev=$(losetup -j "$img" | cut -d: -f1 | head -n1)
+  [ -n "$dev" ] || dev=$(run losetup --find --show "$img")
+  printf '%s\n' "$dev"
+}
+
+# One image file and loop device per agent, and LAB_PEER_DRIVES more each for `peers`;
+# lab.env records which, and compose.peers.yml passes the peer drives to their agents.
 make_drives() {
-  local a img dev
+  local a i img dev peers
   mkdir -p "$drives"
   : >"$envfile.new"
+  printf 'version: "2.4"\nservices:\n' >"$peers_compose.new"
   for a in "${AGENTS[@]}"; do
-    img=$drives/$a.img
-    [ -f "$img" ] || run truncate -s "$LAB_DRIVE_SIZE" "$img"
-    dev=$(losetup -j "$img" | cut -d: -f1 | head -n1)
-    if [ -z "$dev" ]; then
-      dev=$(run losetup --find --show "$img")
-    fi
-    log "drive of $a: $dev ($img)"
+    dev=$(attach "$drives/$a.img")
+    log "drive of $a: $dev ($drives/$a.img)"
     printf '%s_DEV=%s\n' "${a^^}" "$dev" >>"$envfile.new"
+    peers=()
+    for ((i = 1; i <= LAB_PEER_DRIVES; i++)); do
+      peers+=("$(attach "$drives/$a-peer$i.img")")
+    done
+    [ "${#peers[@]}" = 0 ] || log "peer drives of $a: ${peers[*]}"
+    {
+      printf '  %s:\n    environment:\n      LAB_PEERS: "%s"\n' "$a" "${peers[*]}"
+      [ "${#peers[@]}" = 0 ] || printf '    devices:\n'
+      for dev in "${peers[@]}"; do printf '      - %s\n' "$dev"; done
+    } >>"$peers_compose.new"
   done
   mv "$envfile.new" "$envfile"
+  mv "$peers_compose.new" "$peers_compose"
 }
 
 # Until every agent has said hello with its drive (by-id link platter-lab-drive).
@@ -548,14 +578,14 @@ cmd_down() {
     fi
     [ "${#ids[@]}" = 0 ] || run docker "$kind" rm -f "${ids[@]}" || failed=1
   done
-  for a in "${AGENTS[@]}"; do
-    img=$drives/$a.img
+  for img in "$drives"/*.img; do
     [ -e "$img" ] || continue
     for dev in $(losetup -j "$img" | cut -d: -f1); do
       run losetup -d "$dev" || failed=1
     done
     run rm -f "$img" || failed=1
   done
+  run rm -f "$peers_compose" || failed=1
   # The fault suite's coordinator /data (a tmpfs of LAB_DATA_SIZE).
   if mountpoint -q "$data_dir"; then
     run umount "$data_dir" || failed=1
@@ -616,6 +646,54 @@ print("qualify: ok, the JUnit XML names flygecko's drive and the threshold")
 EOF
 }
 
+# Each drive against its peers, through real agents: every agent's drives (its own and
+# LAB_PEER_DRIVES more, all of model PLATTER LAB DRIVE) measured by peers.yaml
+# LAB_PEER_RUNS times; then `platter peers` must name flygecko's own drive (throttled by
+# `ci`) as the one outlier, and `platter qualification` must count it.
+cmd_peers() {
+  local i id status slow
+  [ -f "$envfile" ] || die "the lab is not up ($envfile missing): $0 up"
+  export_compose_env
+  mkdir -p "$out"
+  slow=flygecko/${FLYGECKO_DEV#/dev/}
+  for ((i = 1; i <= LAB_PEER_RUNS; i++)); do
+    status=0
+    OP_TIMEOUT=$LAB_TIMEOUT platter_op submit "$here/peers.yaml" --watch >"$out/peers-$i.txt" || status=$?
+    id=$(head -n1 "$out/peers-$i.txt")
+    { [ -n "$id" ] && [ "$status" = 0 ]; } || die "peers run $i: submit exited with status $status (see $out/peers-$i.txt)"
+    log "peers run $i of $LAB_PEER_RUNS: $id done"
+  done
+  status=0
+  platter_op peers "PLATTER LAB DRIVE" >"$out/peers.txt" || status=$?
+  cat "$out/peers.txt"
+  [ "$status" = 1 ] || die "platter peers must exit 1 with an outlier, not $status (see $out/peers.txt)"
+  platter_op peers "PLATTER LAB DRIVE" --format json >"$out/peers.json" || true
+  python3 - "$out/peers.json" "$slow" "$(((LAB_PEER_DRIVES + 1) * ${#AGENTS[@]}))" "$LAB_PEER_RUNS" <<'EOF'
+import json, sys
+peers = json.load(open(sys.argv[1]))
+slow, drives, runs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+# The lab's other campaigns (run, qualify) measured the agents' own drives on other
+# workloads: groups of their own, three drives each, too few to judge.
+[group] = [g for g in peers["groups"] if "count=100" in g["workload"]]
+assert len(group["drives"]) == drives, f"{len(group['drives'])} drives in the group, not {drives}"
+for g in peers["groups"]:
+    if g is not group:
+        assert g["not_judged"].startswith("too few peers to judge"), g["not_judged"]
+assert not group.get("not_judged"), group.get("not_judged")
+for d in group["drives"]:
+    assert len(d["runs"]) == runs, f"{d['drive']}: {len(d['runs'])} runs, not {runs}"
+outliers = [d["drive"] for d in group["drives"] if d["outlier"]]
+assert outliers == [slow], f"outliers {outliers}, expected [{slow}]"
+print(f"peers: ok, {drives} drives of PLATTER LAB DRIVE, one median per run each; the one outlier is {slow}")
+EOF
+  status=0
+  platter_op qualification "PLATTER LAB DRIVE" >"$out/peers-qualification.txt" || status=$?
+  cat "$out/peers-qualification.txt"
+  [ "$status" = 1 ] || die "platter qualification must exit 1 with a peer outlier, not $status"
+  grep -q "^PEER OUTLIER $slow: " "$out/peers-qualification.txt" \
+    || die "platter qualification does not name $slow as a peer outlier (see $out/peers-qualification.txt)"
+}
+
 cmd_ci() {
   local start=$SECONDS
   need_root ci
@@ -626,6 +704,7 @@ cmd_ci() {
   cmd_up
   cmd_run
   cmd_qualify
+  cmd_peers
 }
 
 ci_end() {
@@ -1393,6 +1472,7 @@ main() {
     ci) cmd_ci ;;
     faults) cmd_faults "$@" ;;
     qualify) cmd_qualify ;;
+    peers) cmd_peers ;;
     context) cmd_context "$@" ;;
     build) cmd_build ;;
     *)

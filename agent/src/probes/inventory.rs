@@ -129,9 +129,21 @@ fn scan_device(
     let dev_dir = dir.join("device");
     let attr = |file: &str| read_trimmed(&dev_dir.join(file)).unwrap_or_default();
     let vendor = attr("vendor");
-    let model = attr("model");
+    // Behind some USB bridges only udev knows the model (from the USB descriptor or its
+    // own probe); what the kernel says comes first.
+    let model = Some(attr("model"))
+        .filter(|m| !m.is_empty())
+        .or_else(|| udev_model(roots, &major_minor))
+        .unwrap_or_default();
     // NVMe controllers call it firmware_rev, SCSI/ATA devices rev.
-    let firmware = read_trimmed(&dev_dir.join("firmware_rev")).unwrap_or_else(|| attr("rev"));
+    let firmware = read_trimmed(&dev_dir.join("firmware_rev"))
+        .unwrap_or_else(|| attr("rev"))
+        .to_string();
+    let firmware = if firmware.is_empty() {
+        udev_property(roots, &major_minor, "ID_REVISION").unwrap_or_default()
+    } else {
+        firmware
+    };
     let serial = read_serial(roots, dir, &major_minor);
     let wwn = read_wwn(dir);
 
@@ -435,19 +447,57 @@ fn read_serial(roots: &Roots, dir: &Path, major_minor: &str) -> String {
         }
     }
     // Some USB bridges answer no VPD; udev may have got the serial from the USB
-    // descriptor. Its database sits at /run/udev beside /dev.
+    // descriptor.
+    udev_property(roots, major_minor, "ID_SERIAL_SHORT").unwrap_or_default()
+}
+
+/// A property udev recorded for the block device `major_minor` (`E:KEY=value` in its
+/// database, which sits at /run/udev beside /dev), if any.
+fn udev_property(roots: &Roots, major_minor: &str, key: &str) -> Option<String> {
     let udev = roots
         .dev
         .join("../run/udev/data")
         .join(format!("b{major_minor}"));
-    if let Ok(text) = fs::read_to_string(udev) {
-        for line in text.lines() {
-            if let Some(v) = line.strip_prefix("E:ID_SERIAL_SHORT=") {
-                return v.trim().to_string();
+    let text = fs::read_to_string(udev).ok()?;
+    let prefix = format!("E:{key}=");
+    text.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The model udev knows: `ID_MODEL_ENC` with its `\xNN` escapes undone, else `ID_MODEL`
+/// (udev's, with `_` for each space).
+fn udev_model(roots: &Roots, major_minor: &str) -> Option<String> {
+    if let Some(enc) = udev_property(roots, major_minor, "ID_MODEL_ENC") {
+        let mut out = Vec::new();
+        let b = enc.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let hex = b
+                .get(i + 2..i + 4)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match (
+                b[i],
+                b.get(i + 1),
+                hex.and_then(|h| u8::from_str_radix(h, 16).ok()),
+            ) {
+                (b'\\', Some(b'x'), Some(byte)) => {
+                    out.push(byte);
+                    i += 4;
+                }
+                (c, _, _) => {
+                    out.push(c);
+                    i += 1;
+                }
             }
         }
+        let model = String::from_utf8_lossy(&out).trim().to_string();
+        if !model.is_empty() {
+            return Some(model);
+        }
     }
-    String::new()
+    udev_property(roots, major_minor, "ID_MODEL").map(|m| m.replace('_', " "))
 }
 
 fn read_write_cache(dir: &Path) -> (WriteCache, String) {
@@ -1032,6 +1082,34 @@ mod tests {
             wwn: String::new(),
         };
         assert_eq!(devices[0], loop3);
+    }
+
+    #[test]
+    fn udev_gives_the_model_serial_and_firmware_the_kernel_does_not() {
+        // A loop device (the container lab's drives) whose udev database names it, and the
+        // USB bridge's sdb, whose kernel model stays first.
+        let f = build();
+        f.write(
+            "run/udev/data/b7:3",
+            "E:ID_MODEL_ENC=PLATTER\\x20LAB\\x20DRIVE\\x20\nE:ID_MODEL=PLATTER_LAB_DRIVE\nE:ID_SERIAL_SHORT=LAB-flygecko-1\nE:ID_REVISION=L4B1\n",
+        );
+        f.write(
+            "run/udev/data/b8:16",
+            "E:ID_MODEL=Other_Model\nE:ID_SERIAL_SHORT=CVDA123400AB120AGN\n",
+        );
+        let devices = scan(&f.roots()).unwrap();
+        let by = |n: &str| devices.iter().find(|d| d.name == n).unwrap();
+        let lo = by("loop3");
+        assert_eq!(
+            (lo.model.as_str(), lo.serial.as_str(), lo.firmware.as_str()),
+            ("PLATTER LAB DRIVE", "LAB-flygecko-1", "L4B1")
+        );
+        assert_eq!(by("sdb").model, "SSDSC2BW120A4");
+        // ID_MODEL alone: udev's underscores are spaces.
+        f.write("run/udev/data/b7:3", "E:ID_MODEL=PLATTER_LAB_DRIVE\n");
+        let devices = scan(&f.roots()).unwrap();
+        let lo = devices.iter().find(|d| d.name == "loop3").unwrap();
+        assert_eq!(lo.model, "PLATTER LAB DRIVE");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::history::larger_is_worse;
 use super::Report;
-use crate::stats::peers::{standings, Standing};
+use crate::stats::peers::{standings, standings_against, Standing};
 use crate::store::error::Result;
 use crate::store::peers::{DriveResult, PeerQuery, PeerRun, PeerRuns};
 use crate::store::Store;
@@ -376,12 +376,12 @@ fn group(
                     continue;
                 }
                 let sub: Vec<Vec<f64>> = members.iter().map(|&d| values[d].clone()).collect();
-                for (j, s) in standings(&sub).into_iter().enumerate() {
+                for (j, s) in judged(&sub, worse, max_slower_pct).into_iter().enumerate() {
                     standing[members[j]] = s;
                 }
             }
         } else {
-            standing = standings(&values);
+            standing = judged(&values, worse, max_slower_pct);
         }
     }
     let drives_out: Vec<PeerDrive> = ids
@@ -433,6 +433,31 @@ fn group(
         drives: drives_out,
         not_compared: Vec::new(),
     }
+}
+
+/// Each drive's standing, the drives it flags left out of the others' reference, again
+/// until no other is flagged (at most 5 rounds, and never fewer than `MIN_PEERS` drives
+/// left): a drive 150× slower would otherwise stretch every other drive's interval down to
+/// ×0.006, and could hide a second, milder one.
+fn judged(values: &[Vec<f64>], worse: Option<bool>, max_slower_pct: f64) -> Vec<Option<Standing>> {
+    let mut reference = vec![true; values.len()];
+    let mut s = standings(values);
+    for _ in 0..5 {
+        let next: Vec<bool> = s
+            .iter()
+            .map(|x| {
+                !x.as_ref().is_some_and(|x| {
+                    x.significant && slower(x.ratio, worse).is_some_and(|p| p > max_slower_pct)
+                })
+            })
+            .collect();
+        if next == reference || next.iter().filter(|k| **k).count() < MIN_PEERS {
+            break;
+        }
+        reference = next;
+        s = standings_against(values, &reference);
+    }
+    s
 }
 
 /// How much worse a ratio is, in percent, by the metric's direction: times grow, rates
@@ -616,4 +641,65 @@ pub fn rows_of(store: &Store, report: &Report) -> Result<Vec<DriveResult>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::peers::{PeerRun, PeerRuns};
+
+    /// Twelve drives of five runs (the container lab's), one throttled 150× slower: it is the
+    /// one outlier, and the others' intervals are against each other, not stretched to it.
+    #[test]
+    fn a_drive_far_out_does_not_stretch_the_others_intervals() {
+        let mut runs = PeerRuns {
+            words: ["", "fsync", "size=4096", "wall", "s", "sd>ahci"]
+                .map(String::from)
+                .to_vec(),
+            runs: Vec::new(),
+        };
+        for d in 0..12u32 {
+            runs.words.push(format!("host/loop{d}"));
+            let drive = runs.words.len() as u32 - 1;
+            for r in 0..5 {
+                let noise = 1.0 + 0.03 * (((d * 7 + r * 3) % 11) as f64 - 5.0) / 5.0;
+                let slow = if d == 8 { 150.0 } else { 1.0 };
+                runs.runs.push(PeerRun {
+                    drive,
+                    host: drive,
+                    firmware: 0,
+                    controller: 5,
+                    workload: 1,
+                    configuration: 2,
+                    state: 0,
+                    metric: 3,
+                    unit: 4,
+                    median: 0.025 * slow * noise,
+                    finished_unix_ms: r as i64,
+                });
+            }
+        }
+        let g = &groups(&runs, DEFAULT_MAX_SLOWER_PCT)[0];
+        let flagged: Vec<&str> = g
+            .drives
+            .iter()
+            .filter(|d| d.outlier)
+            .map(|d| d.drive.as_str())
+            .collect();
+        assert_eq!(flagged, ["host/loop8"]);
+        for d in g.drives.iter().filter(|d| !d.outlier) {
+            let s = d.standing.as_ref().unwrap();
+            assert!(s.ci.0 > 0.8 && s.ci.1 < 1.25, "{}: {s:?}", d.drive);
+            assert_eq!(s.peer_runs, 50, "against the ten other drives like it");
+        }
+        let slow = g
+            .drives
+            .iter()
+            .find(|d| d.outlier)
+            .unwrap()
+            .standing
+            .clone()
+            .unwrap();
+        assert!(slow.ratio > 100.0 && slow.ci.0 > 100.0, "{slow:?}");
+    }
 }

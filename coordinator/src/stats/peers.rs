@@ -50,6 +50,13 @@ pub struct Standing {
 /// Every drive's standing against the rest of its group: `drives[d]` holds drive d's per-run
 /// values (positive). A drive without values, or a group of one drive, has `None`.
 pub fn standings(drives: &[Vec<f64>]) -> Vec<Option<Standing>> {
+    standings_against(drives, &vec![true; drives.len()])
+}
+
+/// `standings`, each drive against the drives `reference` keeps (but itself): the group
+/// with its odd drives out (`report::peers` leaves a drive it flagged out of the others'
+/// reference, so one drive 150× slower does not stretch every other's interval).
+pub fn standings_against(drives: &[Vec<f64>], reference: &[bool]) -> Vec<Option<Standing>> {
     let logs: Vec<Vec<f64>> = drives
         .iter()
         .map(|v| {
@@ -62,12 +69,22 @@ pub fn standings(drives: &[Vec<f64>]) -> Vec<Option<Standing>> {
             l
         })
         .collect();
-    let all = Ranker::new(logs.iter().flatten().copied().collect());
-    let total = all.len();
+    let all = Ranker::new(
+        logs.iter()
+            .zip(reference)
+            .filter(|(_, keep)| **keep)
+            .flat_map(|(l, _)| l.iter().copied())
+            .collect(),
+    );
     let index: Vec<usize> = (0..logs.len()).collect();
+    let drive = |d: usize| Drive {
+        x: &logs[d],
+        all: &all,
+        own_in_all: reference[d],
+    };
     let tests: Vec<Option<(f64, usize)>> = each_on_cores(&index, |&d| {
-        let x = &logs[d];
-        (!x.is_empty() && total > x.len()).then(|| (Drive { x, all: &all }.p(), x.len()))
+        let x = drive(d);
+        (x.m() > 0 && x.n() > 0).then(|| (x.p(), x.m()))
     });
     // Holm over the drives that have a test.
     let tested: Vec<usize> = (0..tests.len()).filter(|&d| tests[d].is_some()).collect();
@@ -90,8 +107,7 @@ pub fn standings(drives: &[Vec<f64>]) -> Vec<Option<Standing>> {
     }
     each_on_cores(&index, |&d| {
         let (p, p_holm, alpha) = per_drive[d]?;
-        let x = &logs[d];
-        let drive = Drive { x, all: &all };
+        let drive = drive(d);
         let (shift, lo, hi) = drive.shift(alpha);
         Some(Standing {
             ratio: shift.exp(),
@@ -100,8 +116,8 @@ pub fn standings(drives: &[Vec<f64>]) -> Vec<Option<Standing>> {
             p,
             p_holm,
             significant: p_holm <= ALPHA,
-            runs: x.len(),
-            peer_runs: total - x.len(),
+            runs: drive.m(),
+            peer_runs: drive.n(),
         })
     })
 }
@@ -189,10 +205,12 @@ impl Ranker {
     }
 }
 
-/// One drive's sorted log values `x` and its group's (`all`, its own among them).
+/// One drive's sorted log values `x` and its reference's (`all`, its own among them when
+/// `own_in_all`).
 struct Drive<'a> {
     x: &'a [f64],
     all: &'a Ranker,
+    own_in_all: bool,
 }
 
 impl Drive<'_> {
@@ -201,16 +219,25 @@ impl Drive<'_> {
     }
 
     fn n(&self) -> usize {
-        self.all.len() - self.x.len()
+        self.all.len() - self.own(|_| true)
+    }
+
+    /// How many of its own values the reference holds that `keep`.
+    fn own(&self, keep: impl Fn(&f64) -> bool) -> usize {
+        if self.own_in_all {
+            self.x.partition_point(keep)
+        } else {
+            0
+        }
     }
 
     /// Values of the rest of the group < v, or ≤ v.
     fn rest_below(&self, v: f64) -> usize {
-        self.all.below(v) - self.x.partition_point(|x| *x < v)
+        self.all.below(v) - self.own(|x| *x < v)
     }
 
     fn rest_at_or_below(&self, v: f64) -> usize {
-        self.all.at_or_below(v) - self.x.partition_point(|x| *x <= v)
+        self.all.at_or_below(v) - self.own(|x| *x <= v)
     }
 
     /// The Mann–Whitney test's two-sided p (normal approximation, continuity corrected).
@@ -349,7 +376,11 @@ mod tests {
             let all = Ranker::new(groups.iter().flatten().copied().collect());
             let x = &groups[0];
             let rest: Vec<f64> = groups[1..].iter().flatten().copied().collect();
-            let d = Drive { x, all: &all };
+            let d = Drive {
+                x,
+                all: &all,
+                own_in_all: true,
+            };
             let pairs = x.len() * rest.len();
             for k in [1, 2, pairs / 3 + 1, pairs / 2 + 1, pairs] {
                 let want = brute(x, &rest, k);
