@@ -269,8 +269,14 @@ impl Drive<'_> {
             .sum()
     }
 
-    /// The k-th smallest difference (1-based), to 1e-12 in the log (a ratio to 1e-12).
+    /// The k-th smallest difference (1-based), to 1e-10 in the log (a ratio to 1e-10).
     fn kth(&self, k: u64) -> f64 {
+        self.kth_from(k, f64::NEG_INFINITY)
+    }
+
+    /// `kth`, known to be at least `floor` (an earlier, smaller order statistic): the
+    /// bisection starts there.
+    fn kth_from(&self, k: u64, floor: f64) -> f64 {
         let (Some(x0), Some(x1)) = (self.x.first(), self.x.last()) else {
             return f64::NAN;
         };
@@ -278,8 +284,8 @@ impl Drive<'_> {
             self.all.sorted.first().copied().unwrap_or(0.0),
             self.all.sorted.last().copied().unwrap_or(0.0),
         );
-        let (mut lo, mut hi) = (x0 - y1 - 1e-9, x1 - y0);
-        while hi - lo > 1e-12 {
+        let (mut lo, mut hi) = ((x0 - y1).max(floor) - 1e-9, x1 - y0);
+        while hi - lo > 1e-10 {
             let mid = lo + (hi - lo) / 2.0;
             if mid <= lo || mid >= hi {
                 break;
@@ -293,23 +299,30 @@ impl Drive<'_> {
         hi
     }
 
-    /// The Hodges–Lehmann shift and its interval at 1 − `alpha` (logs).
+    /// The Hodges–Lehmann shift and its interval at 1 − `alpha` (logs), each order
+    /// statistic searched from the one below it.
     fn shift(&self, alpha: f64) -> (f64, f64, f64) {
         let (m, n) = (self.m() as u64, self.n() as u64);
         let pairs = m * n;
-        let median = if pairs % 2 == 1 {
-            self.kth(pairs / 2 + 1)
-        } else {
-            (self.kth(pairs / 2) + self.kth(pairs / 2 + 1)) / 2.0
-        };
         let sigma = ((m * n) as f64 * (m + n + 1) as f64 / 12.0).sqrt();
         let z = normal_quantile(1.0 - alpha / 2.0);
         let k = ((pairs as f64 / 2.0 - z * sigma).floor() as i64).max(1) as u64;
-        let (lo, hi) = if k > pairs / 2 {
-            (median, median)
+        let interval = k <= pairs / 2;
+        let lo = if interval {
+            self.kth(k)
         } else {
-            (self.kth(k), self.kth(pairs - k + 1))
+            f64::NEG_INFINITY
         };
+        let median = if pairs % 2 == 1 {
+            self.kth_from(pairs / 2 + 1, lo)
+        } else {
+            let a = self.kth_from(pairs / 2, lo);
+            (a + self.kth_from(pairs / 2 + 1, a)) / 2.0
+        };
+        if !interval {
+            return (median, median, median);
+        }
+        let hi = self.kth_from(pairs - k + 1, median);
         (median, lo, hi)
     }
 }
