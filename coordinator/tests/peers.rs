@@ -168,6 +168,18 @@ async fn of_forty_drives_exactly_the_two_slow_ones_are_flagged() {
             "{:?}",
             detail.runs[0].results
         );
+        // The series' own threshold (`qualify: { peers: { max_slower: 12% } }`) when asked by
+        // series without --max-slower; 10% without a series.
+        let by_series = peers::peers(
+            &store,
+            &Ask {
+                model: MODEL.into(),
+                series: Some("fleet-qualification".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((by_series.max_slower_pct, p.max_slower_pct), (12.0, 10.0));
         // Asked again, nothing is indexed twice.
         assert_eq!(peers::index(&store).unwrap(), 0);
         let again = peers::peers(

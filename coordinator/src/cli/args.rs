@@ -458,9 +458,10 @@ pub struct PeersArgs {
     #[arg(long)]
     pub series: Option<String>,
     /// How much slower than its peers a significant drive must be to be flagged, in percent
-    /// (`10`, `10%`)
-    #[arg(long, value_name = "PCT", value_parser = parse_pct, default_value = "10%")]
-    pub max_slower: f64,
+    /// (`10`, `10%`) [default: with --series, the series' `qualify: { peers: { max_slower }
+    /// }`; else 10%]
+    #[arg(long, value_name = "PCT", value_parser = parse_pct)]
+    pub max_slower: Option<f64>,
     #[command(flatten)]
     pub ledger: LedgerArgs,
 }

@@ -66,7 +66,7 @@ pub(super) async fn peers(a: PeersArgs) -> anyhow::Result<i32> {
         firmware,
         metric,
         series,
-        max_slower_pct: Some(max_slower),
+        max_slower_pct: max_slower,
     };
     ledger(Question::Peers(ask), args).await
 }

@@ -173,7 +173,8 @@ pub struct Ask {
     pub firmware: Option<String>,
     pub metric: Option<String>,
     pub series: Option<String>,
-    /// Percent; `DEFAULT_MAX_SLOWER_PCT` when `None`.
+    /// Percent; when `None`, the series' own (`qualify: { peers: { max_slower } }` of its
+    /// latest campaign) with `series`, else `DEFAULT_MAX_SLOWER_PCT`.
     pub max_slower_pct: Option<f64>,
 }
 
@@ -186,7 +187,11 @@ pub fn peers(store: &Store, ask: &Ask) -> Result<Peers> {
         firmware: ask.firmware.as_deref(),
         series: ask.series.as_deref(),
     })?;
-    let max_slower = ask.max_slower_pct.unwrap_or(DEFAULT_MAX_SLOWER_PCT);
+    let max_slower = match (ask.max_slower_pct, &ask.series) {
+        (Some(p), _) => p,
+        (None, Some(series)) => series_max_slower(store, series)?.unwrap_or(DEFAULT_MAX_SLOWER_PCT),
+        (None, None) => DEFAULT_MAX_SLOWER_PCT,
+    };
     Ok(Peers {
         model: ask.model.clone(),
         firmware: ask.firmware.clone().unwrap_or_default(),
@@ -195,6 +200,24 @@ pub fn peers(store: &Store, ask: &Ask) -> Result<Peers> {
         alpha: crate::stats::peers::ALPHA,
         groups: groups(&runs, max_slower),
     })
+}
+
+/// The threshold the series' latest campaign sets (`qualify: { peers: { max_slower } }`).
+fn series_max_slower(store: &Store, series: &str) -> Result<Option<f64>> {
+    let latest = store.read(|c| {
+        c.query_opt(
+            "SELECT file_name, yaml FROM campaigns WHERE series = ?1
+              ORDER BY submitted_unix_ms DESC, id DESC LIMIT 1",
+            [series],
+            |r| Ok((r.get::<String>("file_name")?, r.get::<String>("yaml")?)),
+        )
+    })?;
+    Ok(latest.and_then(|(file, yaml)| {
+        crate::spec::parse_with(&file, &yaml, &crate::spec::Limits::NONE)
+            .ok()?
+            .report
+            .peers_max_slower
+    }))
 }
 
 /// The runs' groups, judged.

@@ -442,6 +442,10 @@ pub struct ReportSpec {
     /// health, judged on each drive under test from its readings before and after the run
     /// (and from its baseline, `since_baseline`), and the attributes ignored on some models.
     pub health: health::HealthSpec,
+    /// `qualify: { peers: { max_slower: 10% } }`, in percent: how much slower than the rest
+    /// a significant cell (this campaign's fleet outliers) or drive (`platter peers
+    /// --series`, of this campaign's series) must be to be flagged; 10% when `None`.
+    pub peers_max_slower: Option<f64>,
     pub pivot: Option<Pivot>,
 }
 

@@ -89,6 +89,7 @@ pub(crate) fn read_report(v: &Node, errs: &mut Errors) -> Option<(ReportSpec, Ve
                         let q_path = join(&path, &q.name);
                         match q.name.as_str() {
                             "health" => spec.health = read_health(&q.value, &q_path, errs),
+                            "peers" => spec.peers_max_slower = read_peers(&q.value, &q_path, errs),
                             "metrics" => list = Some((&q.value, q_path)),
                             _ => {}
                         }
@@ -131,8 +132,20 @@ pub(crate) fn read_report(v: &Node, errs: &mut Errors) -> Option<(ReportSpec, Ve
     errs.clean_since(start, (spec, refs))
 }
 
-const QUALIFY_KEYS: [&str; 2] = ["metrics", "health"];
-const QUALIFY_WHAT: &str = "a list of thresholds like `[\"latency.p99 < 1ms\"]`, or `{ metrics: [\"latency.p99 < 1ms\"], health: { media_errors: { max_increase: 0 } } }`";
+const QUALIFY_KEYS: [&str; 3] = ["metrics", "health", "peers"];
+const QUALIFY_WHAT: &str = "a list of thresholds like `[\"latency.p99 < 1ms\"]`, or `{ metrics: [\"latency.p99 < 1ms\"], health: { media_errors: { max_increase: 0 } }, peers: { max_slower: 10% } }`";
+
+/// `qualify.peers`: `{ max_slower: PCT }`, how much slower than the rest a significant drive
+/// (or a campaign's cell) must be to be flagged; `None` when absent or wrong (said in `errs`).
+fn read_peers(v: &Node, path: &str, errs: &mut Errors) -> Option<f64> {
+    let entries = errs.ok(map(v, path, "`{ max_slower: 10% }`"))?;
+    let mut out = None;
+    for e in known(entries, path, &["max_slower"], errs) {
+        let p = join(path, &e.name);
+        out = errs.ok(super::accessors::percent(&e.value, &p, false));
+    }
+    out
+}
 
 /// `qualify.health`: `{ ATTRIBUTE: { max_increase | max | min: VALUE }, since_baseline: {
 /// ATTRIBUTE: { max_increase: VALUE } }, ignore: [{ model: GLOB, attributes: [ATTRIBUTE] }] }`,

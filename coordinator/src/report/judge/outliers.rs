@@ -3,7 +3,8 @@
 //! its peers (`stats::peers`: the Hodges–Lehmann shift of its repetitions against the rest
 //! of the group's, Holm over the group at 1%), so a report has one kind of outlier and its
 //! mark agrees with its interval. A cell is an outlier when it is significant **and** at
-//! least `stats::OUTLIER_MIN_RELATIVE_DEVIATION` (10%) from the rest, either way.
+//! least `qualify: { peers: { max_slower } }` (else `stats::OUTLIER_MIN_RELATIVE_DEVIATION`,
+//! 10%) from the rest, either way.
 
 use serde::Serialize;
 
@@ -39,6 +40,10 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
     } else {
         settings.metric.as_str()
     };
+    // `qualify: { peers: { max_slower } }`, else 10%.
+    let floor = settings
+        .peers_max_slower
+        .map_or(stats::OUTLIER_MIN_RELATIVE_DEVIATION, |p| p / 100.0);
     let mut groups: indexmap::IndexMap<String, Vec<&CellReport>> = indexmap::IndexMap::new();
     for cell in cells {
         if !cell
@@ -66,8 +71,7 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
             .collect();
         for (i, s) in stats::peers::standings(&values).into_iter().enumerate() {
             let Some(s) = s else { continue };
-            let apart = (s.ratio - 1.0).abs() >= stats::OUTLIER_MIN_RELATIVE_DEVIATION
-                && (1.0 / s.ratio - 1.0).abs() >= stats::OUTLIER_MIN_RELATIVE_DEVIATION;
+            let apart = (s.ratio - 1.0).abs() >= floor && (1.0 / s.ratio - 1.0).abs() >= floor;
             if !(s.significant && apart) {
                 continue;
             }

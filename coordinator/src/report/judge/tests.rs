@@ -477,3 +477,31 @@ fn statistics_of_a_slot() {
     assert_eq!(statistic(&mut v, "p50"), Some(2.5));
     assert_eq!(statistic(&mut [], "min"), None);
 }
+
+/// `qualify: { peers: { max_slower } }` is the campaign's floor for an outlier: a drive 7%
+/// slower than five others, every run within 1%, is significant; it is an outlier at 5%,
+/// not at the default 10%.
+#[test]
+fn the_peers_threshold_is_the_campaigns_outlier_floor() {
+    let cells: Vec<CellReport> = (0..6)
+        .map(|i| {
+            let level = if i == 3 { 1.07 } else { 1.0 };
+            let reps: Vec<f64> = [1.0, 1.005, 0.995, 1.01, 0.99, 1.002]
+                .iter()
+                .map(|f| 0.002 * level * f)
+                .collect();
+            cell(&format!("host{i}"), "sda", "on", "1", "0", &reps)
+        })
+        .collect();
+    let mut settings = ReportSpec {
+        metric: "latency.mean".into(),
+        ..ReportSpec::default()
+    };
+    assert!(fleet_outliers(&cells, &settings).is_empty());
+    settings.peers_max_slower = Some(5.0);
+    let flagged = fleet_outliers(&cells, &settings);
+    assert_eq!(
+        flagged.iter().map(|o| o.host.as_str()).collect::<Vec<_>>(),
+        ["host3"]
+    );
+}
