@@ -180,7 +180,7 @@ pub struct Ask {
 
 /// The model's peer groups, every drive judged in its own.
 pub fn peers(store: &Store, ask: &Ask) -> Result<Peers> {
-    index(store)?;
+    index_or_say(store);
     let runs = store.peer_runs(&PeerQuery {
         model: &ask.model,
         metric: ask.metric.as_deref(),
@@ -537,6 +537,15 @@ pub fn workload_words(json: &str) -> String {
         }
     }
     words(&v).unwrap_or_else(|| json.to_string())
+}
+
+/// `index`, its failure logged rather than the question's: a store that cannot commit
+/// right now (locked, read-only) still answers with the runs already written; the
+/// campaigns done since are written by the next question that can.
+pub fn index_or_say(store: &Store) {
+    if let Err(e) = index(store) {
+        tracing::warn!(error = %e, "drive results of the latest done campaigns not written yet; answering without them");
+    }
 }
 
 /// Writes the drive results of every done campaign not indexed yet; how many campaigns.
