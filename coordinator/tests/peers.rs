@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::fleet::{drive, night, normal, HOSTS, MODEL};
+use common::fleet::{drive, night, normal, seen, MODEL};
 use platter::report::peers::{self, Ask};
 use platter::store::Store;
 use platter_proto::inventory::Device;
@@ -25,17 +25,7 @@ async fn of_forty_drives_exactly_the_two_slow_ones_are_flagged() {
         fleet.extend((40..43).map(|i| drive(i, "INTEL SSDSC2KB960G8", "ahci")));
         let odd_config = 43;
         fleet.push(drive(odd_config, MODEL, "ahci"));
-        for host in HOSTS {
-            let devices: Vec<Device> = fleet
-                .iter()
-                .filter(|(h, _)| h == host)
-                .map(|(_, d)| d.clone())
-                .collect();
-            store
-                .agent_seen(&host.to_string().into(), "b1", "0.1.0", &devices, &[])
-                .await
-                .unwrap();
-        }
+        seen(&store, &fleet).await;
         let config: Vec<&str> = (0..fleet.len())
             .map(|d| if d == odd_config { "64k" } else { "4k" })
             .collect();
@@ -203,17 +193,7 @@ async fn a_slow_controller_is_named_rather_than_its_drives() {
     let fleet: Vec<(String, Device)> = (0..21)
         .map(|i| drive(i, MODEL, if i % 3 == 2 { "mpt3sas" } else { "ahci" }))
         .collect();
-    for host in HOSTS {
-        let devices: Vec<Device> = fleet
-            .iter()
-            .filter(|(h, _)| h == host)
-            .map(|(_, d)| d.clone())
-            .collect();
-        store
-            .agent_seen(&host.to_string().into(), "b1", "0.1.0", &devices, &[])
-            .await
-            .unwrap();
-    }
+    seen(&store, &fleet).await;
     let config = vec!["4k"; fleet.len()];
     for n in 0..6 {
         let level: Vec<f64> = (0..fleet.len())

@@ -238,6 +238,29 @@ pub struct DriveSnapshot {
     pub facts: Provenance,
 }
 
+/// The ledger's record of `d` as `host` reports it: its key (`drive_key`), or the record a
+/// drive of the same model and serial already has. A drive keeps that record when its WWN
+/// shows (a newer agent, another controller that passes it), and the other way round: one
+/// physical drive is one record. Both the writer (`sight`) and the drive results
+/// (`Store::ledger_id`) name a drive by it.
+pub(super) fn record_of(c: &Conn, host: &str, d: &Device) -> Result<(String, Identity, String)> {
+    let (id, identity, note) = drive_key(host, d);
+    if identity == Identity::Host || d.serial.is_empty() {
+        return Ok((id, identity, note));
+    }
+    let known = c.query_opt(
+        "SELECT drive_id, identity FROM drives WHERE model = ?1 AND serial = ?2 AND drive_id <> ?3
+            AND identity <> 'host'
+          ORDER BY first_seen_unix_ms LIMIT 1",
+        params![d.model, d.serial, id],
+        |r| Ok((r.get::<String>("drive_id")?, r.get::<String>("identity")?)),
+    )?;
+    Ok(match known {
+        Some((known, how)) => (known, Identity::from_str(&how), note),
+        None => (id, identity, note),
+    })
+}
+
 /// Records that `host` sees `devices` now (writer side: the transaction of the hello or the
 /// inventory). Each drive is inserted once, its last sighting moved on; a sighting that
 /// differs in anything (another host, controller, firmware, …) is a row of its own.
@@ -247,23 +270,7 @@ pub struct DriveSnapshot {
 /// two hosts at once.
 pub(super) fn sight(c: &Conn, host: &str, devices: &[Device], now: i64) -> Result<()> {
     for d in devices {
-        let (mut id, mut identity, note) = drive_key(host, d);
-        // A drive the ledger has by model and serial keeps that record when its WWN shows
-        // (a newer agent, another controller that passes it), and the other way round: one
-        // physical drive is one record.
-        if identity != Identity::Host && !d.serial.is_empty() {
-            let known = c.query_opt(
-                "SELECT drive_id, identity FROM drives WHERE model = ?1 AND serial = ?2 AND drive_id <> ?3
-                    AND identity <> 'host'
-                  ORDER BY first_seen_unix_ms LIMIT 1",
-                params![d.model, d.serial, id],
-                |r| Ok((r.get::<String>("drive_id")?, r.get::<String>("identity")?)),
-            )?;
-            if let Some((known, how)) = known {
-                id = known;
-                identity = Identity::from_str(&how);
-            }
-        }
+        let (id, identity, note) = record_of(c, host, d)?;
         c.execute(
             "INSERT INTO drives (drive_id, identity, model, serial, wwn, note, first_seen_unix_ms, last_seen_unix_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6)

@@ -8,7 +8,6 @@ use platter_proto::model::CampaignId;
 
 use super::db::{params, Conn, Row};
 use super::error::Result;
-use super::ledger::{drive_key, Identity};
 use super::Store;
 
 /// One run of a drive, on one metric: a row of `drive_results`.
@@ -214,19 +213,7 @@ impl Store {
     /// The ledger's id of `d` as `host` saw it: its key, or the record a drive of the same
     /// model and serial already has (as `ledger::sight` keeps one record per drive).
     pub fn ledger_id(&self, host: &str, d: &Device) -> Result<String> {
-        let (id, identity, _) = drive_key(host, d);
-        if identity == Identity::Host {
-            return Ok(id);
-        }
-        self.read(|c| {
-            let known = c.query_opt(
-                "SELECT drive_id FROM drives WHERE model = ?1 AND serial = ?2 AND identity <> 'host'
-                  ORDER BY first_seen_unix_ms LIMIT 1",
-                params![d.model, d.serial],
-                |r| r.get::<String>("drive_id"),
-            )?;
-            Ok(known.unwrap_or(id))
-        })
+        self.read(|c| Ok(super::ledger::record_of(c, host, d)?.0))
     }
 }
 
