@@ -118,6 +118,24 @@ pub enum Command {
     /// (Hodges–Lehmann, Holm over the group at 1%), flagged when significant and slower than
     /// --max-slower. Exits 1 when a drive is flagged
     Peers(PeersArgs),
+    /// Flags: every finding worth a person's attention — a regression or drift in a
+    /// series, a qualification FAIL, a drive's health flag, a host offline while holding
+    /// a plan — one record each with its evidence, severity and state (open,
+    /// acknowledged, false-positive, fixed). Live ones (open, then acknowledged) by
+    /// default, most severe first. Works on the store directly (--db). Exits 1 when a
+    /// flag is open
+    Flags(FlagsArgs),
+    /// Change a flag's state: ack (seen, being looked at), false-positive (with a note:
+    /// never raised again for the same evidence), fixed, or reopen. Platter sets a flag
+    /// fixed itself when later runs are back within the threshold
+    Flag(FlagArgs),
+    /// Alert rules: which flags' events (raised, fixed, reopened) go to which channel — a
+    /// signed JSON webhook, a Slack-compatible webhook, or e-mail over SMTP with STARTTLS —
+    /// sent once per event and rule by whichever coordinator holds the rule, retried with
+    /// backoff, a digest past a count; silences; the delivery log. Works on the store
+    /// directly (--db)
+    #[command(subcommand)]
+    Alerts(AlertsCommand),
 }
 
 // `platter validate`'s arguments; its help is the variant's doc comment above.
@@ -216,6 +234,14 @@ pub struct ServeArgs {
     /// What submitted campaigns may ask for
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// The address people reach the console at (https://platter.lab.example:9461):
+    /// alert messages link to their evidence under it. Without it the links are paths
+    #[arg(long, env = "PLATTER_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+    /// How long a host may be offline while holding a plan before it is flagged (a
+    /// reboot step takes a host away on purpose): 5m, 90s, 1h
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub host_offline_alert_after: humantime::Duration,
 }
 
 // `platter submit`'s arguments; its help is the variant's doc comment above.
@@ -906,4 +932,161 @@ fn offered(names: &'static [&'static str]) -> impl clap::builder::TypedValuePars
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(names)
         .map(|name| Format::parse(&name).expect("an offered name is a format's"))
+}
+
+// `platter flags`' arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct FlagsArgs {
+    /// open, acknowledged, false-positive, fixed, or all [default: open and acknowledged]
+    #[arg(long, value_name = "STATE")]
+    pub state: Option<String>,
+    /// regression, drift, qualification, health, peer, host or firing
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    #[arg(long, value_name = "SERIES")]
+    pub series: Option<String>,
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// At most this many, most urgent first
+    #[arg(long, default_value_t = 200)]
+    pub limit: usize,
+    #[arg(long, default_value = "table", value_parser = offered(&["table", "json", "csv"]))]
+    pub format: Format,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+// `platter flag`'s arguments; its help is the variant's doc comment above.
+#[derive(clap::Args)]
+pub struct FlagArgs {
+    /// The flag's id (`platter flags`), or a unique prefix of at least 4 digits
+    pub id: String,
+    /// ack, false-positive, fixed or reopen
+    #[arg(value_name = "ACTION", value_parser = ["ack", "false-positive", "fixed", "reopen"])]
+    pub action: String,
+    /// Why: shown with the flag (required for false-positive)
+    #[arg(long, default_value = "")]
+    pub note: String,
+    /// Who [default: $USER]
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+#[derive(Subcommand)]
+pub enum AlertsCommand {
+    /// Add a rule: NAME routes the events it selects to its channel.
+    ///
+    /// A webhook gets JSON ({"idempotency_key", "digest", "events": [...]}) with the
+    /// headers Idempotency-Key, X-Platter-Timestamp and, with --secret,
+    /// X-Platter-Signature: v1=HEX(HMAC-SHA256(key, TIMESTAMP + "." + BODY)). Secrets are
+    /// never kept in the store: --secret names where each send reads one (env:NAME or
+    /// file:PATH), so a backup does not hand it out and rotating it is changing the file.
+    Add {
+        name: String,
+        /// webhook, slack or email
+        #[arg(long, value_parser = ["webhook", "slack", "email"])]
+        channel: String,
+        /// The webhook's URL (env:NAME or file:PATH for one that is itself a secret, as
+        /// Slack's are), or smtp://[USER@]HOST[:PORT][?ca=PATH] for e-mail (STARTTLS
+        /// required; ca: a CA file for a server the system does not trust)
+        #[arg(long, value_name = "URL")]
+        target: String,
+        /// Where the signing key (webhook) or SMTP password is read: env:NAME or file:PATH
+        #[arg(long, value_name = "REF", default_value = "")]
+        secret: String,
+        /// E-mail recipients
+        #[arg(long, value_name = "ADDRESS")]
+        to: Vec<String>,
+        /// E-mail sender
+        #[arg(long, value_name = "ADDRESS", default_value = "platter@localhost")]
+        from: String,
+        /// Only these kinds (repeatable): regression, drift, qualification, health, peer,
+        /// host, firing [default: every kind]
+        #[arg(long, value_name = "KIND")]
+        kind: Vec<String>,
+        /// info, warning or critical
+        #[arg(long, default_value = "warning", value_name = "SEVERITY")]
+        min_severity: String,
+        /// Only events of a series, host or model matching this glob
+        #[arg(long, value_name = "GLOB", default_value = "")]
+        series: String,
+        #[arg(long, value_name = "GLOB", default_value = "")]
+        host: String,
+        #[arg(long, value_name = "GLOB", default_value = "")]
+        model: String,
+        /// More events than this waiting (a channel that was down) go as one digest
+        #[arg(long, default_value_t = 5)]
+        digest_after: u32,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Every rule with what it selects (secrets never shown, only where they are read).
+    List {
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        output: Format,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Send a test message through a rule now, from here, and say how it went (logged).
+    Test {
+        name: String,
+        /// The console's address, for the message's link
+        #[arg(long, env = "PLATTER_PUBLIC_URL", default_value = "")]
+        public_url: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Remove a rule and what it still owes (its log stays).
+    Remove {
+        name: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// The delivery log, newest first: each event and rule, its key, state and tries.
+    Log {
+        #[arg(long, value_name = "RULE")]
+        rule: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        output: Format,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Silence events (a maintenance window) by host, series, model or kind until an end:
+    /// they are logged as silenced, never sent.
+    Silence {
+        /// The silence's name
+        name: String,
+        #[arg(long, value_name = "GLOB", default_value = "")]
+        host: String,
+        #[arg(long, value_name = "GLOB", default_value = "")]
+        series: String,
+        #[arg(long, value_name = "GLOB", default_value = "")]
+        model: String,
+        #[arg(long, value_name = "KIND", default_value = "")]
+        kind: String,
+        /// How long from now: 2h, 30m, 1d
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: humantime::Duration,
+        #[arg(long, default_value = "")]
+        note: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Silences, with when each ends.
+    Silences {
+        #[arg(long, default_value = "table", value_parser = offered(&["table", "json"]))]
+        output: Format,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// End a silence now.
+    Unsilence {
+        name: String,
+        #[command(flatten)]
+        store: StoreArg,
+    },
 }

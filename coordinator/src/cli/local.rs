@@ -16,6 +16,8 @@ pub(super) async fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         store_deadline,
         exit_without_store,
         limits,
+        public_url,
+        host_offline_alert_after,
     } = a;
     // Held while the coordinator serves: a second one on this SQLite file is
     // refused at once, naming this one.
@@ -36,6 +38,8 @@ pub(super) async fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         announce: None,
         http,
         fire_schedules: true,
+        public_url: public_url.unwrap_or_default(),
+        host_grace: host_offline_alert_after.into(),
     };
     serve_with(opts).await
 }

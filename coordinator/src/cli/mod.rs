@@ -23,6 +23,7 @@ mod certs;
 mod compare;
 mod db;
 mod drives;
+mod flags;
 mod fleet;
 mod history;
 mod inventory;
@@ -124,6 +125,9 @@ pub fn main() -> i32 {
             | Command::Certs(_)
             | Command::Submit(_)
             | Command::Users(_)
+            | Command::Flags(_)
+            | Command::Flag(_)
+            | Command::Alerts(_)
             | Command::Tokens(_)
             | Command::Schedule(_)
             | Command::Trigger(_)
@@ -203,6 +207,9 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         Command::Db(c) => db::db(c).await,
         // Argon2 and the store block: off the runtime's workers.
         Command::Users(c) => tokio::task::spawn_blocking(move || users::users(c)).await?,
+        Command::Flags(c) => tokio::task::spawn_blocking(move || flags::list(c)).await?,
+        Command::Flag(c) => tokio::task::spawn_blocking(move || flags::set(c)).await?,
+        Command::Alerts(c) => flags::alerts(c).await,
         Command::Tokens(c) => tokio::task::spawn_blocking(move || users::tokens(c)).await?,
         Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),
     }

@@ -17,7 +17,7 @@ use crate::store::{Store, StoreError};
 /// Input the command cannot act on, in words for the operator (exit status 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct Invalid(String);
+pub(super) struct Invalid(pub(super) String);
 
 /// `platter users …`.
 pub(super) fn users(command: Users) -> anyhow::Result<i32> {
@@ -100,12 +100,15 @@ pub(super) fn tokens(command: Tokens) -> anyhow::Result<i32> {
 
 /// The exit status of a command that ended with `r`: bad input is said here (status 2),
 /// anything else goes to `main` (status 1).
-fn finish(r: anyhow::Result<()>) -> anyhow::Result<i32> {
+pub(super) fn finish(r: anyhow::Result<()>) -> anyhow::Result<i32> {
     match r {
         Ok(()) => Ok(0),
         Err(e)
             if e.downcast_ref::<Invalid>().is_some()
-                || matches!(e.downcast_ref::<StoreError>(), Some(StoreError::Account(_))) =>
+                || matches!(
+                    e.downcast_ref::<StoreError>(),
+                    Some(StoreError::Account(_) | StoreError::Refused(_))
+                ) =>
         {
             eprintln!("error: {e}");
             Ok(EXIT_INVALID)
@@ -120,7 +123,7 @@ fn no_account(name: &str) -> anyhow::Error {
 
 /// The store `--db` names. An SQLite file must exist: a mistyped path would otherwise
 /// become a new, empty store that no coordinator reads.
-fn open(arg: &StoreArg) -> anyhow::Result<Store> {
+pub(super) fn open(arg: &StoreArg) -> anyhow::Result<Store> {
     if let Location::Sqlite(path) = &arg.db {
         if !path.exists() {
             return Err(Invalid(format!(
@@ -187,7 +190,7 @@ fn without_line_end(text: &str) -> &str {
 }
 
 /// A time from the store as `certs list` shows one: `2026-12-02 07:24 UTC`.
-fn when(unix_ms: i64) -> String {
+pub(super) fn when(unix_ms: i64) -> String {
     let t = time::OffsetDateTime::from_unix_timestamp(unix_ms.div_euclid(1000))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     certs::date(t)

@@ -5,6 +5,7 @@ pub mod advice;
 mod csv;
 pub use csv::field as csv_field;
 pub mod findings;
+pub mod flags;
 pub mod health;
 pub mod history;
 pub mod html;

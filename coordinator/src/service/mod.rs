@@ -6,11 +6,12 @@
 //! adds up a campaign's progress from the store and the hub; `task_stream` feeds the
 //! answers that go on (watch, a console page's events); `tls` is the server side of
 //! mutual TLS and the role each call needs; `http` serves health, readiness and Prometheus
-//! metrics (`--http`).
+//! metrics (`--http`); `alerts` raises flags and delivers the alerts they owe.
 //!
 //! Beneath the service: the store (`crate::store`), planning (`crate::planning`) and the
 //! reports (`crate::report`); nothing there imports the service.
 
+pub mod alerts;
 pub mod campaigns;
 pub mod http;
 pub mod hub;

@@ -60,6 +60,11 @@ pub struct ServeOptions {
     /// Fire the store's schedules when due (`platter serve`; not `platter run`, which
     /// runs its one campaign). Triggers fire whatever this says.
     pub fire_schedules: bool,
+    /// Put in front of the console's paths in alert messages (`--public-url`); "" leaves
+    /// the paths bare.
+    pub public_url: String,
+    /// A host offline this long while holding a plan is flagged.
+    pub host_grace: Duration,
 }
 
 impl ServeOptions {
@@ -78,6 +83,8 @@ impl ServeOptions {
             announce: None,
             http: None,
             fire_schedules: false,
+            public_url: String::new(),
+            host_grace: crate::service::alerts::DEFAULT_HOST_GRACE,
         }
     }
 }
@@ -437,6 +444,17 @@ impl Coordinator {
         if opts.fire_schedules {
             tasks.spawn(scheduler.clone().run(shutdown.clone()));
         }
+        // Flags and alerts: every coordinator raises and delivers; the store keeps each
+        // once (`service::alerts`).
+        let alerts = Arc::new(crate::service::alerts::Alerts {
+            store: store.clone(),
+            hub: hub.clone(),
+            coordinator: scheduler.coordinator.clone(),
+            public_url: opts.public_url.clone(),
+            host_grace: opts.host_grace,
+        });
+        tasks.spawn(alerts.clone().raise(shutdown.clone()));
+        tasks.spawn(alerts.deliver(shutdown.clone()));
         // One service for gRPC callers and the console's pages, which call it in process.
         let control_service = Arc::new(ControlService {
             scheduler,

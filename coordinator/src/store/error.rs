@@ -41,6 +41,10 @@ pub enum StoreError {
     /// A schedule asked for what cannot be (a name taken); the words are the whole message.
     #[error("{0}")]
     Schedule(String),
+    /// A flag or an alert rule asked for what cannot be (an unknown id, a secret written
+    /// out rather than named); the words are the whole message.
+    #[error("{0}")]
+    Refused(String),
     /// The database did not answer a request in time (frozen, unreachable, a lock held
     /// too long): the request was given up, and its connection with it.
     #[error("no answer within {} s ({what})", .after.as_secs_f64())]

@@ -48,6 +48,7 @@ pub const SQLITE: &[Migration] = migrations!("sqlite":
     "010_plan_templates",
     "011_unusual_steps",
     "012_drive_identity",
+    "013_flags_alerts",
 );
 
 /// PostgreSQL's migrations, in order: the same tables in PostgreSQL's types (all integers
@@ -64,6 +65,7 @@ pub const POSTGRES: &[Migration] = migrations!("postgres":
     "008_plan_templates",
     "009_unusual_steps",
     "010_drive_identity",
+    "011_flags_alerts",
 );
 
 /// SQLite's migrations as rusqlite_migration applies them.

@@ -45,6 +45,7 @@ use tokio::sync::{mpsc, watch};
 
 pub mod accounts;
 pub mod agents;
+pub mod alerts;
 pub mod backup;
 pub mod baseline;
 mod campaigns;
@@ -52,6 +53,7 @@ mod connect;
 pub mod db;
 mod dispatch;
 pub mod error;
+pub mod flags;
 mod health;
 pub mod ledger;
 pub mod migrations;

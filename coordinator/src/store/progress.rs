@@ -132,6 +132,19 @@ impl Store {
         })
     }
 
+    /// The hosts holding a plan and each plan's campaign (`service::alerts`: a host offline
+    /// while holding one is flagged).
+    pub fn held_plans(&self) -> Result<Vec<(HostName, CampaignId)>> {
+        self.read(|c| {
+            c.query_map(
+                "SELECT DISTINCT host, campaign_id FROM plans WHERE state IN ('sent', 'accepted')
+                  ORDER BY host, campaign_id",
+                (),
+                |r| Ok((r.get("host")?, r.get("campaign_id")?)),
+            )
+        })
+    }
+
     /// Every campaign's id, newest first.
     pub fn campaign_ids(&self) -> Result<Vec<CampaignId>> {
         self.read(|c| {

@@ -1,0 +1,493 @@
+//! `platter flags`, `platter flag` and `platter alerts`: flags with a life and the rules
+//! that send them, on the store directly (`--db`), as `platter users` is. The coordinators
+//! of `platter serve` raise the flags and deliver the alerts (`service::alerts`); these
+//! commands read and change what they work from. Bad input (an unknown id, state or kind,
+//! a secret written out) ends with `error: …` and exit status 2.
+
+use super::users::{finish, open, when, Invalid};
+use super::*;
+use crate::service::alerts::channels;
+use crate::store::alerts::{is_reference, test_event, Channel, Rule, Silence};
+use crate::store::error::now_ms;
+use crate::store::flags::{Flag, FlagFilter, FlagKind, FlagState, Severity};
+
+/// `platter flags`: exit 1 when a flag it lists is open.
+pub(super) fn list(a: FlagsArgs) -> anyhow::Result<i32> {
+    let mut open_seen = false;
+    let status = finish((|| {
+        let state = match a.state.as_deref() {
+            None | Some("all") | Some("live") => None,
+            Some(s) => Some(FlagState::parse(s).ok_or_else(|| {
+                Invalid(format!(
+                    "--state {s:?}: a state is open, acknowledged, false-positive, fixed or all"
+                ))
+            })?),
+        };
+        let kind = a
+            .kind
+            .as_deref()
+            .map(|k| {
+                FlagKind::parse(k).ok_or_else(|| {
+                    Invalid(format!("--kind {k:?}: a kind is one of {}", kind_words()))
+                })
+            })
+            .transpose()?;
+        let store = open(&a.store)?;
+        let mut flags = store.flags(&FlagFilter {
+            state,
+            kind,
+            series: a.series.clone(),
+            host: a.host.clone(),
+            model: None,
+            limit: None,
+        })?;
+        // Without --state: the live ones; `all` everything.
+        if a.state.is_none() || a.state.as_deref() == Some("live") {
+            flags.retain(|f| f.state.is_live());
+        }
+        flags.truncate(a.limit);
+        open_seen = flags.iter().any(|f| f.state == FlagState::Open);
+        print!("{}", render_flags(&flags, a.format));
+        Ok(())
+    })())?;
+    Ok(if status == 0 && open_seen { 1 } else { status })
+}
+
+fn kind_words() -> String {
+    FlagKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "2026-12-06 14:02 UTC"
+fn at(unix_ms: i64) -> String {
+    when(unix_ms)
+}
+
+fn render_flags(flags: &[Flag], format: Format) -> String {
+    match format {
+        Format::Json => serde_json::to_string_pretty(flags).expect("flags serialize") + "\n",
+        Format::Csv => {
+            let mut out = String::from(
+                "id,state,severity,kind,series,host,cell,metric,campaign_id,raised_unix_ms,state_by,note,summary\n",
+            );
+            for f in flags {
+                let row = [
+                    f.id.clone(),
+                    f.state.as_str().into(),
+                    f.severity.as_str().into(),
+                    f.kind.as_str().into(),
+                    f.series.clone(),
+                    f.host.clone(),
+                    f.cell.clone(),
+                    f.metric.clone(),
+                    f.campaign_id.clone(),
+                    f.raised_unix_ms.to_string(),
+                    f.state_by.clone(),
+                    f.note.clone(),
+                    f.summary.clone(),
+                ];
+                let row: Vec<String> = row.iter().map(|s| crate::report::csv_field(s)).collect();
+                out.push_str(&row.join(","));
+                out.push('\n');
+            }
+            out
+        }
+        _ => {
+            if flags.is_empty() {
+                return "No flags.\n".into();
+            }
+            let rows: Vec<Vec<String>> = flags
+                .iter()
+                .map(|f| {
+                    let state = match (f.state, f.note.is_empty()) {
+                        (FlagState::Open, _) | (_, true) => f.state.as_str().to_string(),
+                        (s, false) => format!("{}: {}", s.as_str(), f.note),
+                    };
+                    vec![
+                        f.id.clone(),
+                        f.severity.as_str().to_uppercase(),
+                        f.kind.as_str().into(),
+                        state,
+                        at(f.raised_unix_ms),
+                        f.summary.clone(),
+                    ]
+                })
+                .collect();
+            crate::report::table(
+                &["ID", "SEVERITY", "KIND", "STATE", "RAISED", "WHAT"],
+                &rows,
+            )
+        }
+    }
+}
+
+/// `platter flag ID ACTION`.
+pub(super) fn set(a: FlagArgs) -> anyhow::Result<i32> {
+    finish((|| {
+        let state = match a.action.as_str() {
+            "ack" => FlagState::Acknowledged,
+            "false-positive" => FlagState::FalsePositive,
+            "fixed" => FlagState::Fixed,
+            _ => FlagState::Open,
+        };
+        let by =
+            a.by.clone()
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "someone".into());
+        let store = open(&a.store)?;
+        let f = store.set_flag_state(&a.id, state, &a.note, &by)?;
+        eprintln!(
+            "flag {} is {} ({by}): {}",
+            f.id,
+            f.state.as_str(),
+            f.summary
+        );
+        if state == FlagState::FalsePositive {
+            eprintln!("it is not raised again for the same evidence");
+        }
+        Ok(())
+    })())
+}
+
+/// `platter alerts …`.
+pub(super) async fn alerts(command: AlertsCommand) -> anyhow::Result<i32> {
+    match command {
+        AlertsCommand::Test {
+            name,
+            public_url,
+            store,
+        } => test(&name, &public_url, &store).await,
+        other => tokio::task::spawn_blocking(move || manage(other)).await?,
+    }
+}
+
+fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
+    finish(match command {
+        AlertsCommand::Add {
+            name,
+            channel,
+            target,
+            secret,
+            to,
+            from,
+            kind,
+            min_severity,
+            series,
+            host,
+            model,
+            digest_after,
+            store,
+        } => (|| {
+            let channel = Channel::parse(&channel).expect("clap offers only channels");
+            let kinds = kind
+                .iter()
+                .map(|k| {
+                    FlagKind::parse(k).ok_or_else(|| {
+                        Invalid(format!("--kind {k:?}: a kind is one of {}", kind_words()))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let min_severity = Severity::parse(&min_severity).ok_or_else(|| {
+                Invalid(format!(
+                    "--min-severity {min_severity:?}: info, warning or critical"
+                ))
+            })?;
+            if !is_reference(&secret) {
+                return Err(Invalid(
+                    "--secret names where the secret is read (env:NAME or file:PATH); the \
+                     store never keeps one"
+                        .into(),
+                )
+                .into());
+            }
+            match channel {
+                Channel::Email if !target.starts_with("smtp://") => {
+                    return Err(Invalid(format!(
+                        "--target {target:?}: an e-mail rule sends through smtp://HOST:PORT"
+                    ))
+                    .into())
+                }
+                Channel::Email if to.is_empty() => {
+                    return Err(Invalid("an e-mail rule needs --to ADDRESS".into()).into())
+                }
+                Channel::Webhook | Channel::Slack
+                    if !(target.starts_with("http://")
+                        || target.starts_with("https://")
+                        || target.starts_with("env:")
+                        || target.starts_with("file:")) =>
+                {
+                    return Err(Invalid(format!(
+                        "--target {target:?}: a webhook is an http(s):// URL, or env:NAME / \
+                         file:PATH naming one"
+                    ))
+                    .into())
+                }
+                _ => {}
+            }
+            let rule = Rule {
+                name: name.clone(),
+                channel,
+                target,
+                secret,
+                recipients: to,
+                sender: from,
+                kinds,
+                min_severity,
+                series,
+                host,
+                model,
+                digest_after,
+                created_unix_ms: now_ms(),
+            };
+            open(&store)?.add_rule(&rule)?;
+            eprintln!(
+                "alert rule {name}: {} to {} ({}); `platter alerts test {name}` sends a test message",
+                rule.selects(),
+                rule.channel.as_str(),
+                shown_target(&rule)
+            );
+            Ok(())
+        })(),
+        AlertsCommand::List { output, store } => (|| {
+            let rules = open(&store)?.alert_rules()?;
+            if output == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&rules)?);
+                return Ok(());
+            }
+            if rules.is_empty() {
+                println!("No alert rules: `platter alerts add NAME --channel webhook --target URL` makes one.");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = rules
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.name.clone(),
+                        r.channel.as_str().into(),
+                        shown_target(r),
+                        if r.secret.is_empty() {
+                            "-".into()
+                        } else {
+                            r.secret.clone()
+                        },
+                        r.selects(),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                crate::report::table(&["NAME", "CHANNEL", "TO", "SECRET FROM", "SELECTS"], &rows)
+            );
+            Ok(())
+        })(),
+        AlertsCommand::Remove { name, store } => (|| {
+            open(&store)?.remove_rule(&name)?;
+            eprintln!("alert rule {name} removed; its log stays");
+            Ok(())
+        })(),
+        AlertsCommand::Log {
+            rule,
+            limit,
+            output,
+            store,
+        } => (|| {
+            let log = open(&store)?.alert_log(rule.as_deref(), limit)?;
+            if output == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&log)?);
+                return Ok(());
+            }
+            if log.is_empty() {
+                println!("Nothing sent or owed.");
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = log
+                .iter()
+                .map(|d| {
+                    let state = match d.state.as_str() {
+                        "delivered" => format!("delivered {}", at(d.delivered_unix_ms)),
+                        "pending" if d.attempts > 0 => format!(
+                            "retrying at {} after {} tries: {}",
+                            crate::views::clock(d.next_unix_ms),
+                            d.attempts,
+                            d.last_error
+                        ),
+                        "silenced" | "failed" => format!("{}: {}", d.state, d.last_error),
+                        s => s.to_string(),
+                    };
+                    vec![
+                        at(d.event.created_unix_ms),
+                        d.rule.clone(),
+                        format!("{} {}", d.event.kind, d.event.what),
+                        d.event.summary.clone(),
+                        state,
+                        d.idempotency_key.clone(),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                crate::report::table(
+                    &["EVENT AT", "RULE", "EVENT", "WHAT", "STATE", "KEY"],
+                    &rows
+                )
+            );
+            Ok(())
+        })(),
+        AlertsCommand::Silence {
+            name,
+            host,
+            series,
+            model,
+            kind,
+            duration,
+            note,
+            store,
+        } => (|| {
+            if !kind.is_empty() && FlagKind::parse(&kind).is_none() {
+                return Err(Invalid(format!(
+                    "--kind {kind:?}: a kind is one of {}",
+                    kind_words()
+                ))
+                .into());
+            }
+            if [&host, &series, &model, &kind].iter().all(|s| s.is_empty()) {
+                return Err(Invalid(
+                    "a silence names what it silences: --host, --series, --model or --kind \
+                     (--host '*' for everything)"
+                        .into(),
+                )
+                .into());
+            }
+            let now = now_ms();
+            let ends = now + std::time::Duration::from(duration).as_millis() as i64;
+            open(&store)?.add_silence(&Silence {
+                id: name.clone(),
+                kind,
+                series,
+                host,
+                model,
+                ends_unix_ms: ends,
+                note,
+                created_unix_ms: now,
+            })?;
+            eprintln!("silence {name} until {}", at(ends));
+            Ok(())
+        })(),
+        AlertsCommand::Silences { output, store } => (|| {
+            let now = now_ms();
+            let silences = open(&store)?.alert_silences()?;
+            if output == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&silences)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = silences
+                .iter()
+                .map(|s| {
+                    let what: Vec<String> = [
+                        ("kind", &s.kind),
+                        ("series", &s.series),
+                        ("host", &s.host),
+                        ("model", &s.model),
+                    ]
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect();
+                    vec![
+                        s.id.clone(),
+                        what.join(", "),
+                        if s.ends_unix_ms > now {
+                            format!("until {}", at(s.ends_unix_ms))
+                        } else {
+                            format!("ended {}", at(s.ends_unix_ms))
+                        },
+                        s.note.clone(),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                println!("No silences.");
+            } else {
+                print!(
+                    "{}",
+                    crate::report::table(&["NAME", "SILENCES", "ENDS", "NOTE"], &rows)
+                );
+            }
+            Ok(())
+        })(),
+        AlertsCommand::Unsilence { name, store } => (|| {
+            open(&store)?.remove_silence(&name)?;
+            eprintln!("silence {name} ended");
+            Ok(())
+        })(),
+        AlertsCommand::Test { .. } => unreachable!("sent by `alerts`"),
+    })
+}
+
+/// A rule's target as listings show it: a URL's scheme and host only (Slack's path is its
+/// token), a reference as written, e-mail's recipients.
+fn shown_target(r: &Rule) -> String {
+    match r.channel {
+        Channel::Email => format!("{} via {}", r.recipients.join(", "), r.target),
+        _ if is_reference(&r.target) || r.target.starts_with("env:") => r.target.clone(),
+        _ => match reqwest::Url::parse(&r.target) {
+            Ok(u) => format!(
+                "{}://{}{}/…",
+                u.scheme(),
+                u.host_str().unwrap_or(""),
+                u.port().map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+            Err(_) => r.target.clone(),
+        },
+    }
+}
+
+/// `platter alerts test RULE`: exit 0 when the channel took it, 1 when not (said why).
+async fn test(name: &str, public_url: &str, store: &StoreArg) -> anyhow::Result<i32> {
+    let store = {
+        let arg = store.clone();
+        match tokio::task::spawn_blocking(move || open(&arg)).await? {
+            Ok(s) => s,
+            Err(e) => return finish(Err(e)),
+        }
+    };
+    let rule = {
+        let (s, n) = (store.clone(), name.to_string());
+        tokio::task::spawn_blocking(move || s.alert_rule(&n)).await??
+    };
+    let Some(rule) = rule else {
+        return finish(Err(Invalid(format!("no alert rule named {name:?}")).into()));
+    };
+    let event = test_event(name, 0, now_ms());
+    let key = crate::store::alerts::idempotency_key(&event.event_id, name);
+    let events = [(event, key.clone())];
+    let http = reqwest::Client::builder()
+        .timeout(channels::SEND_TIMEOUT)
+        .build()?;
+    let sent = channels::send(
+        &http,
+        &rule,
+        &channels::Message1 {
+            events: &events,
+            key,
+        },
+        public_url,
+    )
+    .await;
+    let me = format!("platter alerts test on {}", platter_agent::cli::hostname());
+    let logged = sent.clone();
+    tokio::task::spawn_blocking(move || store.record_test(&rule.name, logged, &me)).await??;
+    match sent {
+        Ok(()) => {
+            eprintln!("test message sent through {name}: the channel took it");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("test message through {name} failed: {e}");
+            Ok(1)
+        }
+    }
+}

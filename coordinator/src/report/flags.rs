@@ -1,0 +1,277 @@
+//! What a done campaign raises as flags (`store::flags`), and which live flags its runs show
+//! fixed: its qualification FAILs, its drives' health flags, and — for a run of a series —
+//! the regressions of its run against the one before (`history`), each with its evidence and
+//! a link to it. Every number is one the report or the history already printed; nothing is
+//! judged here again.
+//!
+//! A flag's evidence key names its subject and, where the evidence is a run range, where
+//! the range starts: a regression is keyed by the run it appeared in, so the same step is
+//! one flag however often it is looked at, and a false positive is never raised again for
+//! it. A FAIL or a health flag is keyed by its subject alone (series, host, drive, limit):
+//! failing again night after night refreshes one flag rather than raising one a night, and
+//! a later run that passes fixes it.
+
+use serde_json::json;
+
+use super::history::{Flag as Shift, History};
+use super::{human, Report};
+use crate::store::flags::{flag_id, Fixed, FlagFilter, FlagKind, NewFlag, Severity};
+use crate::store::{Result, Store};
+
+/// How many runs of a series a campaign's flags look back over.
+const WINDOW: usize = 30;
+
+/// The flags `campaign` raises and the live flags it shows fixed.
+pub fn of_campaign(store: &Store, campaign: &str) -> Result<(Vec<NewFlag>, Vec<Fixed>)> {
+    let report = Report::load(store, campaign)?;
+    let series = store
+        .series_of(&report.campaign_id)?
+        .unwrap_or_else(|| report.name.clone());
+    let mut raised = Vec::new();
+    let mut fixed = Vec::new();
+    qualification(&report, &series, &mut raised, &mut fixed);
+    health(&report, &series, &mut raised, &mut fixed);
+    regressions(store, &report, &series, &mut raised, &mut fixed)?;
+    Ok((raised, fixed))
+}
+
+/// The console's page of a campaign's evidence.
+fn campaign_link(id: &str) -> String {
+    format!("/campaigns/{id}")
+}
+
+fn qualification(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed: &mut Vec<Fixed>) {
+    for v in &report.verdicts {
+        let key = format!(
+            "qualification|{series}|{}|{}|{}|{}",
+            v.host, v.device, v.cell, v.threshold
+        );
+        let measured = match (&v.measured, v.value) {
+            (m, _) if !m.is_empty() => m.clone(),
+            (_, Some(value)) => human(value, &v.unit),
+            (_, None) => "not measured".into(),
+        };
+        if v.pass {
+            fixed.push(Fixed {
+                flag_id: flag_id(&key),
+                note: format!("passes in run {}: {measured}", report.campaign_id),
+            });
+            continue;
+        }
+        raised.push(NewFlag {
+            kind: FlagKind::Qualification,
+            severity: Severity::Critical,
+            evidence_key: key,
+            series: series.to_string(),
+            host: v.host.clone(),
+            model: String::new(),
+            drive: v.device.clone(),
+            metric: v.threshold.clone(),
+            cell: v.cell.clone(),
+            campaign_id: report.campaign_id.clone(),
+            summary: format!(
+                "FAIL {}: {} {} on {} ({})",
+                series, v.threshold, measured, v.host, v.cell
+            ),
+            evidence: json!({ "campaign": report.campaign_id, "verdict": v }),
+            link: campaign_link(&report.campaign_id),
+        });
+    }
+}
+
+fn health(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed: &mut Vec<Fixed>) {
+    for d in &report.health {
+        let drive = if d.serial.is_empty() {
+            format!("{}:{}", d.host, d.path)
+        } else {
+            format!("{} {}", d.model, d.serial)
+        };
+        for delta in &d.deltas {
+            if delta.ignored {
+                continue;
+            }
+            let key = format!("health|{drive}|{}", delta.attribute);
+            if !delta.flagged {
+                // Read after the run and not worse: what flagged it before is gone.
+                if delta.read_after {
+                    fixed.push(Fixed {
+                        flag_id: flag_id(&key),
+                        note: format!(
+                            "not flagged in run {}: {}",
+                            report.campaign_id,
+                            delta.text()
+                        ),
+                    });
+                }
+                continue;
+            }
+            raised.push(NewFlag {
+                kind: FlagKind::Health,
+                severity: Severity::Warning,
+                evidence_key: key,
+                series: series.to_string(),
+                host: d.host.clone(),
+                model: d.model.clone(),
+                drive: drive.clone(),
+                metric: delta.attribute.to_string(),
+                cell: String::new(),
+                campaign_id: report.campaign_id.clone(),
+                summary: format!("health of {drive} on {}: {}", d.host, delta.text()),
+                evidence: json!({
+                    "campaign": report.campaign_id,
+                    "path": d.path,
+                    "serial": d.serial,
+                    "attribute": delta.attribute,
+                    "before": delta.before,
+                    "after": delta.after,
+                    "max": delta.max,
+                    "baseline": delta.baseline,
+                }),
+                link: campaign_link(&report.campaign_id),
+            });
+        }
+    }
+}
+
+/// The metric a series' flags are of: the one a run's "since the last run" section shows
+/// (`history::SinceLastRun`), wall when the cells have it, else their first.
+fn series_metric(report: &Report) -> Option<String> {
+    if report
+        .cells
+        .iter()
+        .any(|c| c.metrics.iter().any(|m| m.metric == "wall"))
+    {
+        return Some("wall".into());
+    }
+    report
+        .cells
+        .iter()
+        .find_map(|c| c.metrics.first())
+        .map(|m| m.metric.clone())
+}
+
+fn regressions(
+    store: &Store,
+    report: &Report,
+    series: &str,
+    raised: &mut Vec<NewFlag>,
+    fixed: &mut Vec<Fixed>,
+) -> Result<()> {
+    let Some(metric) = series_metric(report) else {
+        return Ok(());
+    };
+    let history = History::load(
+        store,
+        series,
+        &metric,
+        None,
+        None,
+        Some(WINDOW),
+        Some(&report.campaign_id),
+    )?;
+    if history.runs.len() < 2 {
+        return Ok(());
+    }
+    let threshold = history.threshold_pct;
+    for (line, point) in history.latest_flags() {
+        let Some(since) = &point.since_previous else {
+            continue;
+        };
+        // An improvement is a finding, not an alarm.
+        if since.flag == Shift::Improvement {
+            continue;
+        }
+        let before = line
+            .points
+            .iter()
+            .rev()
+            .nth(1)
+            .map(|p| p.median)
+            .unwrap_or(f64::NAN);
+        let changed = since.changed_text();
+        raised.push(NewFlag {
+            kind: FlagKind::Regression,
+            severity: Severity::Warning,
+            evidence_key: format!(
+                "regression|{series}|{}|{}|{metric}|{}",
+                line.host, line.cell, point.campaign_id
+            ),
+            series: series.to_string(),
+            host: line.host.clone(),
+            model: String::new(),
+            drive: String::new(),
+            metric: metric.clone(),
+            cell: line.cell.clone(),
+            campaign_id: report.campaign_id.clone(),
+            summary: format!(
+                "{} {series} on {}{}: {metric} {} → {}, {}{}",
+                since.flag.word(),
+                line.host,
+                if line.cell.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", line.cell)
+                },
+                human(before, &line.unit),
+                human(point.median, &line.unit),
+                since.shift_text(),
+                if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {changed}")
+                }
+            ),
+            evidence: json!({
+                "runs": [since.baseline, point.campaign_id],
+                "before": before,
+                "after": point.median,
+                "unit": line.unit,
+                "threshold_pct": threshold,
+                "since": since,
+            }),
+            link: campaign_link(&report.campaign_id),
+        });
+    }
+    // A live regression of this series is fixed once its line's latest run is back within
+    // the threshold of the value before the regression.
+    let live = store.flags(&FlagFilter {
+        series: Some(series.to_string()),
+        kind: Some(FlagKind::Regression),
+        ..FlagFilter::default()
+    })?;
+    for f in live
+        .iter()
+        .filter(|f| f.state.is_live() && f.metric == metric)
+    {
+        let Some(before) = f.evidence.get("before").and_then(|v| v.as_f64()) else {
+            continue;
+        };
+        let Some(line) = history
+            .lines
+            .iter()
+            .find(|l| l.host == f.host && l.cell == f.cell)
+        else {
+            continue;
+        };
+        let Some(latest) = line
+            .points
+            .last()
+            .filter(|p| p.campaign_id == report.campaign_id && p.campaign_id != f.campaign_id)
+        else {
+            continue;
+        };
+        let off_pct = (latest.median / before - 1.0) * 100.0;
+        if off_pct.abs() < threshold {
+            fixed.push(Fixed {
+                flag_id: f.id.clone(),
+                note: format!(
+                    "run {} is back within {threshold}%: {} against {} before ({off_pct:+.1}%)",
+                    report.campaign_id,
+                    human(latest.median, &line.unit),
+                    human(before, &line.unit),
+                ),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! Flags raised and alerts sent, by every coordinator of `platter serve` (and `platter
+//! run`): two loops.
+//!
+//! * `raise` — every `RAISE_TICK`, each done campaign's flags (`report::flags`), once per
+//!   campaign across coordinators (`Store::raise_flags` marks it in the same transaction);
+//!   the hosts offline past `host_grace` while holding a plan, fixed when they are back; and
+//!   schedules' failed firings.
+//! * `deliver` — every `DELIVER_TICK`, each rule with deliveries due and no live lease is
+//!   claimed for `LEASE` and its events sent oldest first; each is marked delivered after
+//!   its channel took it. A failure holds the rule's later events behind it (they go in
+//!   order) and backs off, doubling from 1 s to 5 min. More than the rule's
+//!   `digest_after` waiting go as one digest.
+
+pub mod channels;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::service::hub::{Hub, Presence};
+use crate::service::presence::{fleet_of, whereabouts};
+use crate::store::alerts::Owed;
+use crate::store::error::now_ms;
+use crate::store::flags::{flag_id, Fixed, FlagKind, NewFlag, Severity};
+use crate::store::{Store, StoreError};
+
+pub const RAISE_TICK: Duration = Duration::from_secs(1);
+pub const DELIVER_TICK: Duration = Duration::from_millis(200);
+/// How long a coordinator holds a rule while it sends.
+pub const LEASE: Duration = Duration::from_secs(60);
+/// At most this long sending one rule's events before giving its lease back.
+const SEND_BUDGET: Duration = Duration::from_secs(30);
+/// Retries double from 1 s up to this.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Events read per rule and pass (a digest holds at most this many).
+const BATCH: usize = 200;
+/// A host offline while holding a plan is flagged after this by default (a reboot step
+/// takes a host away for a while on purpose).
+pub const DEFAULT_HOST_GRACE: Duration = Duration::from_secs(300);
+
+/// What both loops need.
+pub struct Alerts {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    /// This coordinator's name: who holds a rule's lease, in the delivery log.
+    pub coordinator: String,
+    /// Put in front of every link (`serve --public-url`).
+    pub public_url: String,
+    pub host_grace: Duration,
+}
+
+impl Alerts {
+    /// Raises flags every `RAISE_TICK` until `shutdown`; a failure is said once per reason.
+    pub async fn raise(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut offline_since: HashMap<String, i64> = HashMap::new();
+        let mut said = String::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(RAISE_TICK) => {}
+            }
+            let me = self.clone();
+            let mut since = std::mem::take(&mut offline_since);
+            let r = tokio::task::spawn_blocking(move || {
+                let r = me.raise_pass(&mut since);
+                (r, since)
+            })
+            .await;
+            let outcome = match r {
+                Ok((r, since)) => {
+                    offline_since = since;
+                    r
+                }
+                Err(e) => Err(StoreError::Refused(format!(
+                    "the flagging task failed: {e}"
+                ))),
+            };
+            said_once(&mut said, outcome.err(), "flags: cannot raise flags");
+        }
+    }
+
+    /// One pass: the done campaigns not flagged yet, then the hosts.
+    pub fn raise_pass(&self, offline_since: &mut HashMap<String, i64>) -> Result<(), StoreError> {
+        for campaign in self.store.campaigns_to_flag()? {
+            let (flags, fixed) = crate::report::flags::of_campaign(&self.store, &campaign)?;
+            if let Some(r) = self.store.raise_flags(Some(&campaign), &flags, &fixed)? {
+                if !r.raised.is_empty() || !r.fixed.is_empty() {
+                    tracing::info!(
+                        campaign = %campaign,
+                        raised = r.raised.len(),
+                        fixed = r.fixed.len(),
+                        suppressed = r.suppressed.len(),
+                        "flags"
+                    );
+                }
+            }
+        }
+        self.hosts(offline_since, now_ms())
+    }
+
+    /// Flags each host offline past the grace while holding a plan, and fixes the flags
+    /// of hosts back.
+    fn hosts(&self, offline_since: &mut HashMap<String, i64>, now: i64) -> Result<(), StoreError> {
+        let held = self.store.held_plans()?;
+        let fleet = fleet_of(&self.hub)?;
+        let mut raised = Vec::new();
+        let mut fixed = Vec::new();
+        let mut seen = HashSet::new();
+        for (host, campaign) in &held {
+            let key = format!("host|{host}|{campaign}");
+            let w = whereabouts(&self.hub, fleet.as_ref(), host.as_str());
+            if w.presence == Presence::Connected {
+                offline_since.remove(&key);
+                fixed.push(Fixed {
+                    flag_id: flag_id(&key),
+                    note: format!("{host} is back, at {}", crate::views::clock(now)),
+                });
+                continue;
+            }
+            seen.insert(key.clone());
+            let since = *offline_since.entry(key.clone()).or_insert(now);
+            if now - since < self.host_grace.as_millis() as i64 {
+                continue;
+            }
+            raised.push(NewFlag {
+                kind: FlagKind::Host,
+                severity: Severity::Critical,
+                evidence_key: key,
+                series: String::new(),
+                host: host.to_string(),
+                model: String::new(),
+                drive: String::new(),
+                metric: String::new(),
+                cell: String::new(),
+                campaign_id: campaign.to_string(),
+                summary: format!(
+                    "{host} is offline while holding a plan of campaign {campaign} (not seen \
+                     by this coordinator since {})",
+                    crate::views::clock(since)
+                ),
+                evidence: json!({ "campaign": campaign, "offline_since_unix_ms": since }),
+                link: format!("/hosts/{host}"),
+            });
+        }
+        offline_since.retain(|k, _| seen.contains(k));
+        // A host whose plan ended (or was cancelled) while it was away holds nothing now.
+        let holding: HashSet<String> = held
+            .iter()
+            .map(|(h, c)| flag_id(&format!("host|{h}|{c}")))
+            .collect();
+        let live = self.store.flags(&crate::store::flags::FlagFilter {
+            kind: Some(FlagKind::Host),
+            ..Default::default()
+        })?;
+        for f in live
+            .iter()
+            .filter(|f| f.state.is_live() && !holding.contains(&f.id))
+        {
+            fixed.push(Fixed {
+                flag_id: f.id.clone(),
+                note: format!(
+                    "{} no longer holds a plan of campaign {}",
+                    f.host, f.campaign_id
+                ),
+            });
+        }
+        if raised.is_empty() && fixed.is_empty() {
+            return Ok(());
+        }
+        self.store.raise_flags(None, &raised, &fixed)?;
+        Ok(())
+    }
+
+    /// Delivers every `DELIVER_TICK` until `shutdown`.
+    pub async fn deliver(self: Arc<Self>, shutdown: CancellationToken) {
+        let http = reqwest::Client::builder()
+            .timeout(channels::SEND_TIMEOUT)
+            .build()
+            .expect("an HTTP client with the system's roots");
+        let mut said = String::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(DELIVER_TICK) => {}
+            }
+            let r = self.deliver_pass(&http).await;
+            said_once(&mut said, r.err(), "alerts: cannot deliver");
+        }
+    }
+
+    /// One pass over the rules due.
+    pub async fn deliver_pass(&self, http: &reqwest::Client) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let due = blocking(move || store.rules_due(now_ms())).await?;
+        for rule in due {
+            let now = now_ms();
+            let (store, name, me) = (self.store.clone(), rule.clone(), self.coordinator.clone());
+            let claimed =
+                blocking(move || store.claim_rule(&name, &me, now, now + LEASE.as_millis() as i64))
+                    .await?;
+            if !claimed {
+                continue;
+            }
+            let r = self.deliver_rule(http, &rule).await;
+            let (store, name, me) = (self.store.clone(), rule.clone(), self.coordinator.clone());
+            blocking(move || store.release_rule(&name, &me)).await?;
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Sends what `rule` owes, oldest first, while this coordinator holds its lease.
+    async fn deliver_rule(&self, http: &reqwest::Client, rule: &str) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
+        let (store, name) = (self.store.clone(), rule.to_string());
+        let Some(r) = blocking(move || store.alert_rule(&name)).await? else {
+            return Ok(());
+        };
+        let (store, name) = (self.store.clone(), rule.to_string());
+        let (owed, all) = blocking(move || store.owed(&name, now_ms(), BATCH)).await?;
+        if owed.is_empty() {
+            return Ok(());
+        }
+        // Past the rule's count, everything waiting goes as one digest.
+        let groups: Vec<&[Owed]> = if all > r.digest_after as usize && r.digest_after > 0 {
+            vec![&owed[..]]
+        } else {
+            owed.chunks(1).collect()
+        };
+        for (i, group) in groups.iter().enumerate() {
+            if started.elapsed() > SEND_BUDGET {
+                break;
+            }
+            let events: Vec<_> = group
+                .iter()
+                .map(|o| (o.event.clone(), o.idempotency_key.clone()))
+                .collect();
+            let key = match group {
+                [one] => one.idempotency_key.clone(),
+                many => digest_key(many),
+            };
+            let message = channels::Message1 {
+                events: &events,
+                key,
+            };
+            let sent = channels::send(http, &r, &message, &self.public_url).await;
+            let ids: Vec<String> = group.iter().map(|o| o.event.event_id.clone()).collect();
+            let (store, name, me) = (
+                self.store.clone(),
+                rule.to_string(),
+                self.coordinator.clone(),
+            );
+            match sent {
+                Ok(()) => {
+                    let how = if group.len() > 1 {
+                        "digest"
+                    } else {
+                        "delivered"
+                    };
+                    blocking(move || {
+                        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                        store.delivered(&name, &ids, &me, how)
+                    })
+                    .await?;
+                }
+                Err(error) => {
+                    // This one and every later one wait, in order.
+                    let attempts = group.iter().map(|o| o.attempts).max().unwrap_or(0);
+                    let next = now_ms() + backoff(attempts).as_millis() as i64;
+                    tracing::warn!(rule = %rule, error = %error, retry_in_ms = next - now_ms(), "alert not delivered");
+                    let rest: Vec<String> = groups[i..]
+                        .iter()
+                        .flat_map(|g| g.iter().map(|o| o.event.event_id.clone()))
+                        .collect();
+                    blocking(move || {
+                        let ids: Vec<&str> = rest.iter().map(String::as_str).collect();
+                        store.delivery_failed(&name, &ids, &me, &error, next)
+                    })
+                    .await?;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 1 s after the first failure, doubling, at most `MAX_BACKOFF`.
+pub fn backoff(attempts: i64) -> Duration {
+    let secs = 1u64 << attempts.clamp(0, 16);
+    Duration::from_secs(secs).min(MAX_BACKOFF)
+}
+
+/// A digest's key: its events' keys in order, hashed — the same digest sent again has the
+/// same key, and each event inside keeps its own.
+fn digest_key(owed: &[Owed]) -> String {
+    let mut h = Sha256::new();
+    for o in owed {
+        h.update(o.idempotency_key.as_bytes());
+        h.update(b"\n");
+    }
+    format!("digest-{}", hex::encode(&h.finalize()[..16]))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Refused(format!("a store task failed: {e}")))?
+}
+
+fn said_once(said: &mut String, error: Option<StoreError>, what: &str) {
+    match error {
+        None => said.clear(),
+        Some(e) => {
+            let words = e.to_string();
+            if words != *said {
+                tracing::warn!(error = %words, "{what}; trying again");
+                *said = words;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_a_second_to_five_minutes() {
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(1), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(32));
+        assert_eq!(backoff(9), MAX_BACKOFF);
+        assert_eq!(backoff(1_000), MAX_BACKOFF);
+    }
+}
