@@ -523,6 +523,19 @@ fn record(db: &Path, version: u32) {
             .args(["--label", "nightly CI", "--db"])
             .arg(&store),
     );
+    run_ok(
+        local()
+            .args(["alerts", "add", "ops", "--channel", "webhook"])
+            .args(["--target", "http://127.0.0.1:9/hook", "--secret", "env:HOOK_KEY"])
+            .args(["--kind", "regression", "--kind", "drift", "--db"])
+            .arg(&store),
+    );
+    run_ok(
+        local()
+            .args(["alerts", "silence", "rebuild-rc66", "--host", "rc66", "--for", "1h"])
+            .arg("--db")
+            .arg(&store),
+    );
     {
         let (coordinator, url) = serve(&store, dir);
         let op = |args: &[&str]| {
@@ -587,7 +600,7 @@ fn record(db: &Path, version: u32) {
             "schema_version": version,
             "recorded_by": format!("platter {}", env!("CARGO_PKG_VERSION")),
             "how": "coordinator/tests/store_fixtures.rs `record`: platter run of build-like \
-                    (twice) and fsync-small, users add, tokens add, schedule add (every 24h, \
+                    (twice) and fsync-small, users add, tokens add, alerts add and silence, schedule add (every 24h, \
                     paused; on trigger, pulled once), VACUUM INTO at 1 KiB pages",
             "holds": holds,
         }),
