@@ -508,35 +508,14 @@ fn bad_schedules_are_refused_with_what_to_write() {
 /// them, and each firing's run is stored once.
 #[test]
 fn two_coordinators_fire_each_slot_exactly_once_while_killed_and_restarted() {
-    let Some(server) = platter::store::testing::postgres_url() else {
-        postgres_or_skip();
+    let Some((location, db)) = shared_postgres_or_skip() else {
         return;
     };
-    let location = platter::store::testing::fresh_postgres(&server);
-    let platter::store::db::Location::Postgres(db) = &location else {
-        unreachable!()
-    };
+    let db = db.as_str();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    run_ok(platter().args(["db", "migrate", "--db", db]));
-    let serve_named = |name: &str| {
-        let mut c = platter();
-        c.args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            db,
-            "--name",
-            name,
-        ])
-        .arg("--tls-dir")
-        .arg(identity(dir, "coordinator", "localhost"))
-        .env("PLATTER_LOG", "info");
-        spawn_listening(&mut c, dir, name)
-    };
-    let (mut a, port_a) = serve_named("coordinator-a");
-    let (mut b, port_b) = serve_named("coordinator-b");
+    let (mut a, port_a) = serve_named(dir, db, "coordinator-a");
+    let (mut b, port_b) = serve_named(dir, db, "coordinator-b");
     let _agent = agent(dir, port_a, "h1", &["--coordinator", &url(port_b)]);
     wait_for("h1 to be known", Duration::from_secs(20), || {
         let v = agents_json(dir, port_b);
@@ -559,11 +538,11 @@ fn two_coordinators_fire_each_slot_exactly_once_while_killed_and_restarted() {
     std::thread::sleep(Duration::from_secs(5));
     a.kill9();
     std::thread::sleep(Duration::from_secs(3));
-    let (mut a, _) = serve_named("coordinator-a");
+    let (mut a, _) = serve_named(dir, db, "coordinator-a");
     std::thread::sleep(Duration::from_secs(4));
     b.kill9();
     std::thread::sleep(Duration::from_secs(3));
-    let (_b, port_b) = serve_named("coordinator-b");
+    let (_b, port_b) = serve_named(dir, db, "coordinator-b");
     std::thread::sleep(Duration::from_secs(4));
     schedule_cmd(dir, port_b, &["pause", "ha"]);
     a.kill9();

@@ -526,13 +526,26 @@ fn record(db: &Path, version: u32) {
     run_ok(
         local()
             .args(["alerts", "add", "ops", "--channel", "webhook"])
-            .args(["--target", "http://127.0.0.1:9/hook", "--secret", "env:HOOK_KEY"])
+            .args([
+                "--target",
+                "http://127.0.0.1:9/hook",
+                "--secret",
+                "env:HOOK_KEY",
+            ])
             .args(["--kind", "regression", "--kind", "drift", "--db"])
             .arg(&store),
     );
     run_ok(
         local()
-            .args(["alerts", "silence", "rebuild-rc66", "--host", "rc66", "--for", "1h"])
+            .args([
+                "alerts",
+                "silence",
+                "rebuild-rc66",
+                "--host",
+                "rc66",
+                "--for",
+                "1h",
+            ])
             .arg("--db")
             .arg(&store),
     );

@@ -188,7 +188,11 @@ fn regressions(
             .nth(1)
             .map(|p| p.median)
             .unwrap_or(f64::NAN);
-        let changed = since.changed_text();
+        let changed = if since.changed.is_empty() {
+            "nothing recorded changed on the host".to_string()
+        } else {
+            format!("changed: {}", since.changed.join("; "))
+        };
         raised.push(NewFlag {
             kind: FlagKind::Regression,
             severity: Severity::Warning,
@@ -204,7 +208,7 @@ fn regressions(
             cell: line.cell.clone(),
             campaign_id: report.campaign_id.clone(),
             summary: format!(
-                "{} {series} on {}{}: {metric} {} → {}, {}{}",
+                "{} {series} on {}{}: {metric} {} → {}, {}; {changed}",
                 since.flag.word(),
                 line.host,
                 if line.cell.is_empty() {
@@ -215,11 +219,6 @@ fn regressions(
                 human(before, &line.unit),
                 human(point.median, &line.unit),
                 since.shift_text(),
-                if changed.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {changed}")
-                }
             ),
             evidence: json!({
                 "runs": [since.baseline, point.campaign_id],

@@ -545,6 +545,18 @@ impl Store {
         })
     }
 
+    /// Who holds `rule`'s lease and until when, while someone does.
+    pub fn rule_lease(&self, rule: &str, now: i64) -> Result<Option<(String, i64)>> {
+        self.read(|c| {
+            c.query_opt(
+                "SELECT lease_holder, lease_until_unix_ms FROM alert_rules
+                  WHERE rule_id = ?1 AND lease_until_unix_ms >= ?2",
+                params![rule, now],
+                |r| Ok((r.get("lease_holder")?, r.get("lease_until_unix_ms")?)),
+            )
+        })
+    }
+
     /// Gives `rule`'s lease back.
     pub fn release_rule(&self, rule: &str, holder: &str) -> Result<()> {
         self.write(|c| {

@@ -166,6 +166,42 @@ pub fn serve_with(dir: &Path, extra: &[&str]) -> (Proc, u16) {
     )
 }
 
+/// A fresh, migrated PostgreSQL store for coordinators to share, as its location and URL;
+/// `None` (the test skips, or fails when strict) without a server.
+pub fn shared_postgres_or_skip() -> Option<(platter::store::db::Location, String)> {
+    let Some(server) = platter::store::testing::postgres_url() else {
+        postgres_or_skip();
+        return None;
+    };
+    let location = platter::store::testing::fresh_postgres(&server);
+    let platter::store::db::Location::Postgres(db) = &location else {
+        unreachable!()
+    };
+    let db = db.clone();
+    run_ok(platter().args(["db", "migrate", "--db", &db]));
+    Some((location, db))
+}
+
+/// `platter serve` named `name` on the PostgreSQL store `db` (several share one), with
+/// the test's coordinator identity, on a port of the kernel's choosing; its log is
+/// `dir/NAME.log`.
+pub fn serve_named(dir: &Path, db: &str, name: &str) -> (Proc, u16) {
+    let mut c = platter();
+    c.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--db",
+        db,
+        "--name",
+        name,
+    ])
+    .arg("--tls-dir")
+    .arg(identity(dir, "coordinator", "localhost"))
+    .env("PLATTER_LOG", "info");
+    spawn_listening(&mut c, dir, name)
+}
+
 /// The coordinator started again on the port it had (its agents know that one). Were the
 /// port taken in between, the restart fails saying so rather than the agents never
 /// finding it.

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::store::alerts::{Channel, Event, Rule};
 
 /// How long one send may take before it counts as failed.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The headers a webhook receiver verifies: the Unix time the message was signed at, and
 /// `v1=HEX(HMAC-SHA256(key, TIMESTAMP + "." + BODY))` over the exact body bytes.
@@ -165,7 +165,10 @@ fn answered(r: reqwest::Result<reqwest::Response>, url: &str) -> Result<(), Stri
         Ok(resp) if resp.status().is_success() => Ok(()),
         Ok(resp) => Err(format!("{url} answered {}", resp.status())),
         // Without the URL: its path may be a token.
-        Err(e) => Err(format!("{url}: {}", platter_proto::tls::chain(&e.without_url()))),
+        Err(e) => Err(format!(
+            "{url}: {}",
+            platter_proto::tls::chain(&e.without_url())
+        )),
     }
 }
 

@@ -30,10 +30,12 @@ use crate::store::{Store, StoreError};
 
 pub const RAISE_TICK: Duration = Duration::from_secs(1);
 pub const DELIVER_TICK: Duration = Duration::from_millis(200);
-/// How long a coordinator holds a rule while it sends.
-pub const LEASE: Duration = Duration::from_secs(60);
-/// At most this long sending one rule's events before giving its lease back.
-const SEND_BUDGET: Duration = Duration::from_secs(30);
+/// How long a coordinator holds a rule while it sends: a holder killed mid-way delays its
+/// rule's events by at most this much, while the next holder waits the lease out.
+pub const LEASE: Duration = Duration::from_secs(20);
+/// At most this long sending one rule's events before giving its lease back (one send more
+/// may start just before, and takes at most `channels::SEND_TIMEOUT`: within the lease).
+const SEND_BUDGET: Duration = Duration::from_secs(10);
 /// Retries double from 1 s up to this.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Events read per rule and pass (a digest holds at most this many).
@@ -99,7 +101,62 @@ impl Alerts {
                 }
             }
         }
-        self.hosts(offline_since, now_ms())
+        self.hosts(offline_since, now_ms())?;
+        self.firings()
+    }
+
+    /// Flags each schedule's latest firing that failed to submit its run, and fixes the
+    /// flag once a later firing submitted one.
+    fn firings(&self) -> Result<(), StoreError> {
+        use crate::store::schedules::Outcome;
+        let mut raised = Vec::new();
+        let mut fixed = Vec::new();
+        for s in self.store.schedules()? {
+            let recent = self.store.firings(&s.name, 20)?;
+            let Some(latest) = recent.first() else {
+                continue;
+            };
+            match latest.outcome {
+                Outcome::Failed => raised.push(NewFlag {
+                    kind: FlagKind::Firing,
+                    severity: Severity::Warning,
+                    evidence_key: format!("firing|{}|{}", s.name, latest.slot_unix_ms),
+                    series: s.series.clone(),
+                    host: String::new(),
+                    model: String::new(),
+                    drive: String::new(),
+                    metric: String::new(),
+                    cell: String::new(),
+                    campaign_id: String::new(),
+                    summary: format!(
+                        "schedule {} could not submit its run at {}: {}",
+                        s.name,
+                        crate::views::clock(latest.fired_unix_ms),
+                        latest.note
+                    ),
+                    evidence: json!({
+                        "schedule": s.name,
+                        "slot_unix_ms": latest.slot_unix_ms,
+                        "coordinator": latest.coordinator,
+                        "note": latest.note,
+                    }),
+                    link: format!("/series/{}", s.series),
+                }),
+                Outcome::Submitted => {
+                    for f in recent.iter().filter(|f| f.outcome == Outcome::Failed) {
+                        fixed.push(Fixed {
+                            flag_id: flag_id(&format!("firing|{}|{}", s.name, f.slot_unix_ms)),
+                            note: format!(
+                                "a later firing submitted its run at {}",
+                                crate::views::clock(latest.fired_unix_ms)
+                            ),
+                        });
+                    }
+                }
+                Outcome::Skipped => {}
+            }
+        }
+        self.changes(FlagKind::Firing, raised, fixed)
     }
 
     /// Flags each host offline past the grace while holding a plan, and fixes the flags
@@ -168,6 +225,32 @@ impl Alerts {
                 ),
             });
         }
+        self.changes(FlagKind::Host, raised, fixed)
+    }
+
+    /// Stores what a pass over hosts or firings found that the store does not know yet:
+    /// flags not raised before, fixes of live ones. A pass runs every second and mostly
+    /// finds what it found the second before, which is then not written again.
+    fn changes(
+        &self,
+        kind: FlagKind,
+        mut raised: Vec<NewFlag>,
+        mut fixed: Vec<Fixed>,
+    ) -> Result<(), StoreError> {
+        if raised.is_empty() && fixed.is_empty() {
+            return Ok(());
+        }
+        let known: HashMap<String, bool> = self
+            .store
+            .flags(&crate::store::flags::FlagFilter {
+                kind: Some(kind),
+                ..Default::default()
+            })?
+            .into_iter()
+            .map(|f| (f.id, f.state.is_live()))
+            .collect();
+        raised.retain(|f| !known.contains_key(&flag_id(&f.evidence_key)));
+        fixed.retain(|f| known.get(&f.flag_id) == Some(&true));
         if raised.is_empty() && fixed.is_empty() {
             return Ok(());
         }
