@@ -258,3 +258,55 @@ async fn a_slow_controller_is_named_rather_than_its_drives() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a percentage like 10% or 7.5"));
 }
+
+/// A campaign's flags judge each drive it measured among its peers again: the two slow
+/// drives of the forty are flagged (kind peer, linking to the model's page), the others'
+/// flags would be fixed, and a second look at the same campaign raises nothing new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaigns_flags_name_the_drives_slower_than_their_peers() {
+    use platter::store::flags::{FlagFilter, FlagKind};
+    let tmp = tempfile::tempdir().unwrap();
+    for store in platter::store::testing::stores(tmp.path()) {
+        let fleet = common::fleet::forty(&store, &[5, 29]).await;
+        let last = store.campaigns_to_flag().unwrap().pop().unwrap();
+        let (raised, fixed) = platter::report::flags::of_campaign(&store, &last).unwrap();
+        let peer: Vec<_> = raised.iter().filter(|f| f.kind == FlagKind::Peer).collect();
+        let mut drives: Vec<&str> = peer.iter().map(|f| f.drive.as_str()).collect();
+        drives.sort();
+        let id = |d: usize| format!("{MODEL}/{}", fleet[d].1.serial);
+        let mut want = vec![id(5), id(29)];
+        want.sort();
+        assert_eq!(drives, want, "{peer:#?}");
+        for f in &peer {
+            assert!(
+                f.summary.contains("is slower than its 39 peers"),
+                "{}",
+                f.summary
+            );
+            assert!(f.summary.contains("OUTLIER"), "{}", f.summary);
+            assert!(f.link.starts_with("/models/"), "{}", f.link);
+        }
+        assert_eq!(
+            fixed
+                .iter()
+                .filter(|f| f.note.contains("among 39 peers"))
+                .count(),
+            38
+        );
+        store
+            .raise_flags(Some(&last), &raised, &fixed)
+            .unwrap()
+            .unwrap();
+        let stored = store
+            .flags(&FlagFilter {
+                kind: Some(FlagKind::Peer),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(stored.len(), 2);
+        assert_eq!(
+            store.raise_flags(Some(&last), &raised, &fixed).unwrap(),
+            None
+        );
+    }
+}

@@ -32,6 +32,7 @@ pub fn of_campaign(store: &Store, campaign: &str) -> Result<(Vec<NewFlag>, Vec<F
     qualification(&report, &series, &mut raised, &mut fixed);
     health(&report, &series, &mut raised, &mut fixed);
     regressions(store, &report, &series, &mut raised, &mut fixed)?;
+    peer_outliers(store, &report, &series, &mut raised, &mut fixed)?;
     Ok((raised, fixed))
 }
 
@@ -270,6 +271,93 @@ fn regressions(
                     human(before, &line.unit),
                 ),
             });
+        }
+    }
+    Ok(())
+}
+
+/// Each drive this campaign measured, judged again among its identical peers
+/// (`report::peers`, whatever campaign measured them): an outlier is flagged, keyed by the
+/// drive and what it was measured on; a drive judged and not an outlier fixes its flag.
+fn peer_outliers(
+    store: &Store,
+    report: &Report,
+    series: &str,
+    raised: &mut Vec<NewFlag>,
+    fixed: &mut Vec<Fixed>,
+) -> Result<()> {
+    super::peers::index(store)?;
+    let measured = store.campaign_drives(&report.campaign_id)?;
+    let mut models: Vec<&str> = measured.iter().map(|(m, _)| m.as_str()).collect();
+    models.dedup();
+    for model in models.into_iter().filter(|m| !m.is_empty()) {
+        let peers = super::peers::peers(
+            store,
+            &super::peers::Ask {
+                model: model.to_string(),
+                ..Default::default()
+            },
+        )?;
+        for group in &peers.groups {
+            for d in &group.drives {
+                if !measured.iter().any(|(m, id)| m == model && *id == d.drive) {
+                    continue;
+                }
+                let key = format!(
+                    "peer|{}|{}|{}|{}|{}",
+                    d.drive, group.firmware, group.metric, group.configuration, group.workload
+                );
+                if d.standing.is_none() {
+                    continue;
+                }
+                if !d.outlier {
+                    fixed.push(Fixed {
+                        flag_id: flag_id(&key),
+                        note: format!(
+                            "after run {} it stands {} among {} peers",
+                            report.campaign_id,
+                            d.standing_text(),
+                            group.drives.len() - 1
+                        ),
+                    });
+                    continue;
+                }
+                raised.push(NewFlag {
+                    kind: FlagKind::Peer,
+                    severity: Severity::Warning,
+                    evidence_key: key,
+                    series: series.to_string(),
+                    host: d.hosts.last().cloned().unwrap_or_default(),
+                    model: model.to_string(),
+                    drive: d.drive.clone(),
+                    metric: group.metric.clone(),
+                    cell: group.configuration.clone(),
+                    campaign_id: report.campaign_id.clone(),
+                    summary: format!(
+                        "{model} {} is slower than its {} peers on {} {}: {}",
+                        d.drive,
+                        group.drives.len() - 1,
+                        group.metric,
+                        group.configuration,
+                        d.standing_text()
+                    ),
+                    evidence: json!({ "campaign": report.campaign_id, "drive": d, "group": {
+                        "firmware": group.firmware,
+                        "metric": group.metric,
+                        "configuration": group.configuration,
+                        "median": group.median,
+                        "unit": group.unit,
+                        "drives": group.drives.len(),
+                    }}),
+                    link: format!(
+                        "/models/{}",
+                        percent_encoding::utf8_percent_encode(
+                            model,
+                            percent_encoding::NON_ALPHANUMERIC
+                        )
+                    ),
+                });
+            }
         }
     }
     Ok(())

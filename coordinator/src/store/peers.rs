@@ -130,6 +130,7 @@ impl Store {
         rows: &[DriveResult],
     ) -> Result<bool> {
         self.write(|c| {
+            let tx = c.write_transaction()?;
             let marked = c.execute(
                 "INSERT INTO drive_results_indexed (campaign_id, indexed_unix_ms) VALUES (?1, ?2)
                  ON CONFLICT (campaign_id) DO NOTHING",
@@ -139,6 +140,7 @@ impl Store {
                 return Ok(false);
             }
             insert(c, rows)?;
+            tx.commit()?;
             Ok(true)
         })
     }
@@ -193,6 +195,19 @@ impl Store {
                 },
             )?;
             Ok(runs)
+        })
+    }
+
+    /// The models and drives a campaign's results measured (`report::flags`: the drives
+    /// whose standing among their peers its flags judge again).
+    pub fn campaign_drives(&self, campaign_id: &str) -> Result<Vec<(String, String)>> {
+        self.read(|c| {
+            c.query_map(
+                "SELECT DISTINCT model, drive_id FROM drive_results WHERE campaign_id = ?1
+                  ORDER BY model, drive_id",
+                params![campaign_id],
+                |r| Ok((r.get("model")?, r.get("drive_id")?)),
+            )
         })
     }
 
