@@ -21,19 +21,25 @@ use crate::store::{Result, Store};
 /// How many runs of a series a campaign's flags look back over.
 const WINDOW: usize = 30;
 
+/// What a campaign's checks found: flags to raise, live flags fixed.
+#[derive(Default)]
+struct Found {
+    raised: Vec<NewFlag>,
+    fixed: Vec<Fixed>,
+}
+
 /// The flags `campaign` raises and the live flags it shows fixed.
 pub fn of_campaign(store: &Store, campaign: &str) -> Result<(Vec<NewFlag>, Vec<Fixed>)> {
     let report = Report::load(store, campaign)?;
     let series = store
         .series_of(&report.campaign_id)?
         .unwrap_or_else(|| report.name.clone());
-    let mut raised = Vec::new();
-    let mut fixed = Vec::new();
-    qualification(&report, &series, &mut raised, &mut fixed);
-    health(&report, &series, &mut raised, &mut fixed);
-    regressions(store, &report, &series, &mut raised, &mut fixed)?;
-    peer_outliers(store, &report, &series, &mut raised, &mut fixed)?;
-    Ok((raised, fixed))
+    let mut found = Found::default();
+    qualification(&report, &series, &mut found);
+    health(&report, &series, &mut found);
+    regressions(store, &report, &series, &mut found)?;
+    peer_outliers(store, &report, &series, &mut found)?;
+    Ok((found.raised, found.fixed))
 }
 
 /// The console's page of a campaign's evidence.
@@ -41,7 +47,7 @@ fn campaign_link(id: &str) -> String {
     format!("/campaigns/{id}")
 }
 
-fn qualification(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed: &mut Vec<Fixed>) {
+fn qualification(report: &Report, series: &str, found: &mut Found) {
     for v in &report.verdicts {
         let key = format!(
             "qualification|{series}|{}|{}|{}|{}",
@@ -53,13 +59,13 @@ fn qualification(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed
             (_, None) => "not measured".into(),
         };
         if v.pass {
-            fixed.push(Fixed {
+            found.fixed.push(Fixed {
                 flag_id: flag_id(&key),
                 note: format!("passes in run {}: {measured}", report.campaign_id),
             });
             continue;
         }
-        raised.push(NewFlag {
+        found.raised.push(NewFlag {
             kind: FlagKind::Qualification,
             severity: Severity::Critical,
             evidence_key: key,
@@ -80,7 +86,7 @@ fn qualification(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed
     }
 }
 
-fn health(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed: &mut Vec<Fixed>) {
+fn health(report: &Report, series: &str, found: &mut Found) {
     for d in &report.health {
         let drive = if d.serial.is_empty() {
             format!("{}:{}", d.host, d.path)
@@ -95,7 +101,7 @@ fn health(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed: &mut 
             if !delta.flagged {
                 // Read after the run and not worse: what flagged it before is gone.
                 if delta.read_after {
-                    fixed.push(Fixed {
+                    found.fixed.push(Fixed {
                         flag_id: flag_id(&key),
                         note: format!(
                             "not flagged in run {}: {}",
@@ -106,7 +112,7 @@ fn health(report: &Report, series: &str, raised: &mut Vec<NewFlag>, fixed: &mut 
                 }
                 continue;
             }
-            raised.push(NewFlag {
+            found.raised.push(NewFlag {
                 kind: FlagKind::Health,
                 severity: Severity::Warning,
                 evidence_key: key,
@@ -151,13 +157,7 @@ fn series_metric(report: &Report) -> Option<String> {
         .map(|m| m.metric.clone())
 }
 
-fn regressions(
-    store: &Store,
-    report: &Report,
-    series: &str,
-    raised: &mut Vec<NewFlag>,
-    fixed: &mut Vec<Fixed>,
-) -> Result<()> {
+fn regressions(store: &Store, report: &Report, series: &str, found: &mut Found) -> Result<()> {
     let Some(metric) = series_metric(report) else {
         return Ok(());
     };
@@ -194,7 +194,7 @@ fn regressions(
         } else {
             format!("changed: {}", since.changed.join("; "))
         };
-        raised.push(NewFlag {
+        found.raised.push(NewFlag {
             kind: FlagKind::Regression,
             severity: Severity::Warning,
             evidence_key: format!(
@@ -262,7 +262,7 @@ fn regressions(
         };
         let off_pct = (latest.median / before - 1.0) * 100.0;
         if off_pct.abs() < threshold {
-            fixed.push(Fixed {
+            found.fixed.push(Fixed {
                 flag_id: f.id.clone(),
                 note: format!(
                     "run {} is back within {threshold}%: {} against {} before ({off_pct:+.1}%)",
@@ -279,13 +279,7 @@ fn regressions(
 /// Each drive this campaign measured, judged again among its identical peers
 /// (`report::peers`, whatever campaign measured them): an outlier is flagged, keyed by the
 /// drive and what it was measured on; a drive judged and not an outlier fixes its flag.
-fn peer_outliers(
-    store: &Store,
-    report: &Report,
-    series: &str,
-    raised: &mut Vec<NewFlag>,
-    fixed: &mut Vec<Fixed>,
-) -> Result<()> {
+fn peer_outliers(store: &Store, report: &Report, series: &str, found: &mut Found) -> Result<()> {
     super::peers::index(store)?;
     let measured = store.campaign_drives(&report.campaign_id)?;
     let mut models: Vec<&str> = measured.iter().map(|(m, _)| m.as_str()).collect();
@@ -311,7 +305,7 @@ fn peer_outliers(
                     continue;
                 }
                 if !d.outlier {
-                    fixed.push(Fixed {
+                    found.fixed.push(Fixed {
                         flag_id: flag_id(&key),
                         note: format!(
                             "after run {} it stands {} among {} peers",
@@ -322,7 +316,7 @@ fn peer_outliers(
                     });
                     continue;
                 }
-                raised.push(NewFlag {
+                found.raised.push(NewFlag {
                     kind: FlagKind::Peer,
                     severity: Severity::Warning,
                     evidence_key: key,
