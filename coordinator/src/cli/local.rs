@@ -40,6 +40,7 @@ pub(super) async fn serve(a: ServeArgs) -> anyhow::Result<i32> {
         fire_schedules: true,
         public_url: public_url.unwrap_or_default(),
         host_grace: host_offline_alert_after.into(),
+        alerts: true,
     };
     serve_with(opts).await
 }

@@ -65,6 +65,9 @@ pub struct ServeOptions {
     pub public_url: String,
     /// A host offline this long while holding a plan is flagged.
     pub host_grace: Duration,
+    /// Raise flags and deliver alerts (`platter serve`; not `platter run`, whose one
+    /// campaign's flags the next `platter serve` on its store raises).
+    pub alerts: bool,
 }
 
 impl ServeOptions {
@@ -85,6 +88,7 @@ impl ServeOptions {
             fire_schedules: false,
             public_url: String::new(),
             host_grace: crate::service::alerts::DEFAULT_HOST_GRACE,
+            alerts: false,
         }
     }
 }
@@ -453,8 +457,10 @@ impl Coordinator {
             public_url: opts.public_url.clone(),
             host_grace: opts.host_grace,
         });
-        tasks.spawn(alerts.clone().raise(shutdown.clone()));
-        tasks.spawn(alerts.deliver(shutdown.clone()));
+        if opts.alerts {
+            tasks.spawn(alerts.clone().raise(shutdown.clone()));
+            tasks.spawn(alerts.deliver(shutdown.clone()));
+        }
         // One service for gRPC callers and the console's pages, which call it in process.
         let control_service = Arc::new(ControlService {
             scheduler,

@@ -125,6 +125,9 @@ impl FlagState {
     }
 }
 
+/// How far back a coordinator raises the flags of done campaigns it finds unflagged.
+pub const RAISE_WINDOW: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// A flag as a check finds it, before the store knows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NewFlag {
@@ -249,14 +252,18 @@ pub struct Fixed {
 }
 
 impl Store {
-    /// The done campaigns whose flags are not raised yet, oldest first.
+    /// The done campaigns whose flags are not raised yet, oldest first: those submitted in
+    /// the last `RAISE_WINDOW` (a store that no coordinator served for longer — `platter
+    /// run`'s, say — is not news for weeks back when one starts serving it).
     pub fn campaigns_to_flag(&self) -> Result<Vec<String>> {
+        let since = now_ms() - RAISE_WINDOW.as_millis() as i64;
         self.read(|c| {
             c.query_map(
                 "SELECT id FROM campaigns
-                  WHERE state = 'done' AND id NOT IN (SELECT campaign_id FROM flags_raised)
+                  WHERE state = 'done' AND submitted_unix_ms >= ?1
+                    AND id NOT IN (SELECT campaign_id FROM flags_raised)
                   ORDER BY submitted_unix_ms, id",
-                (),
+                params![since],
                 |r| r.get("id"),
             )
         })

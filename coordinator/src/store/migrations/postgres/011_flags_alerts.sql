@@ -38,6 +38,10 @@ CREATE TABLE flags_raised (
     campaign_id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     raised_unix_ms BIGINT NOT NULL
 );
+-- The campaigns done before flags existed are history, not news: nobody is alerted about
+-- them when a coordinator of this version first starts.
+INSERT INTO flags_raised (campaign_id, raised_unix_ms)
+    SELECT id, 0 FROM campaigns WHERE state = 'done';
 
 -- What happened to a flag that alert rules route: raised, fixed, reopened; and a rule's
 -- test message. `seq` orders them (and each rule's deliveries; ties by event_id).
