@@ -621,3 +621,74 @@ fn a_channel_down_gets_what_waited_as_one_digest_in_order_and_silenced_events_ne
         assert_eq!(e["idempotency_key"], d.idempotency_key.as_str());
     }
 }
+
+/// A host offline past the grace while holding a plan is a critical flag, fixed when it is
+/// back; a trigger whose run could not be planned is a firing flag.
+#[test]
+fn a_host_away_holding_a_plan_and_a_failed_firing_are_flagged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let db = dir.join("coordinator.db").display().to_string();
+    let (_coordinator, port) = serve_with(dir, &["--host-offline-alert-after", "2s"]);
+    let mut h1 = agent(dir, port, "h1", &[]);
+    wait_agents(dir, 1);
+    let long = write(
+        dir,
+        "long.yaml",
+        "name: long\nhosts: { names: [h1] }\nworkload: { command: { run: \"sleep 3\" } }\nrepeat: 3\n",
+    );
+    submit(dir, port, &long);
+    wait_for("h1 to hold the plan", Duration::from_secs(30), || {
+        (query_i64(dir, "SELECT COUNT(*) FROM plans WHERE state = 'accepted'") == 1).then_some(())
+    });
+    h1.kill9();
+    let flag = wait_for("the host flagged", Duration::from_secs(60), || {
+        let f = cli_json(&db, &["flags", "--kind", "host", "--format", "json"]);
+        f.as_array().unwrap().first().cloned()
+    });
+    assert_eq!(flag["severity"], "critical");
+    assert_eq!(flag["host"], "h1");
+    let summary = flag["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("h1 is offline while holding a plan of campaign "),
+        "{summary}"
+    );
+    let _h1 = agent(dir, port, "h1", &[]);
+    let fixed = wait_for("the host flag fixed", Duration::from_secs(60), || {
+        let f = cli_json(
+            &db,
+            &[
+                "flags", "--state", "fixed", "--kind", "host", "--format", "json",
+            ],
+        );
+        f.as_array().unwrap().first().cloned()
+    });
+    assert!(
+        fixed["note"].as_str().unwrap().starts_with("h1 is back"),
+        "{fixed}"
+    );
+
+    let nowhere = write(
+        dir,
+        "nowhere.yaml",
+        "name: nowhere\nhosts: { labels: { rack: nowhere } }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    run_ok(operator(dir, port).args([
+        "schedule",
+        "add",
+        nowhere.to_str().unwrap(),
+        "--on-trigger",
+        "t",
+    ]));
+    let _ = operator(dir, port).args(["trigger", "t"]).output().unwrap();
+    let firing = wait_for("the failed firing flagged", Duration::from_secs(30), || {
+        let f = cli_json(&db, &["flags", "--kind", "firing", "--format", "json"]);
+        f.as_array().unwrap().first().cloned()
+    });
+    let summary = firing["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("schedule nowhere could not submit its run at "),
+        "{summary}"
+    );
+    assert_eq!(firing["series"], "nowhere");
+}
