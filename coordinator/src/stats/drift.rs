@@ -387,7 +387,7 @@ fn variance(z: &[f64]) -> f64 {
 
 /// Student's two-sided t-test p of `a` against `b` (each ≥ 2 values), the variance pooled:
 /// a step moves the level, not the noise, and Welch's test on pieces of three runs took a
-/// side that happened to be tight for a step (1.2% of noise-only lines flagged). Two sides
+/// side that happened to be tight for a step (1.1% of noise-only lines flagged). Two sides
 /// without any spread: 0 when their means differ, else 1.
 fn t_test_p(a: &[f64], b: &[f64]) -> f64 {
     if a.len() < 2 || b.len() < 2 {
