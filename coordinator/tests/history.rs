@@ -711,6 +711,10 @@ async fn a_creeping_regression_is_flagged_as_a_ramp_and_fails_ci() {
         table.contains("the series as a whole: 2 drift flag(s)"),
         "{table}"
     );
+    assert!(
+        table.contains(": 2 step(s) it brought or ramp(s) still climbing"),
+        "{table}"
+    );
     let (_, json) = history(&[db, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["lines"][0]["drift"][0]["kind"], "ramp", "{v}");

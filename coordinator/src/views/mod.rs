@@ -662,7 +662,7 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
 /// `platter history` for people: per host and cell, each run's median with its interval
 /// and its shift from the run before, flags with what changed; the latest run's flags last.
 pub fn render_history(h: &crate::report::history::History) -> String {
-    use crate::report::history::Flag;
+    use crate::report::history::{Drift, Flag, Line};
     use std::fmt::Write as _;
     let mut out = format!(
         "series {}: {} run(s) that ended; metric {}\n\
@@ -746,6 +746,21 @@ pub fn render_history(h: &crate::report::history::History) -> String {
             let _ = writeln!(out, "  drift: {}", d.summary());
         }
     }
+    // A step or ramp with its line, where it starts.
+    let drift_lines = |out: &mut String, drift: Vec<(&Line, &Drift)>| {
+        for (l, d) in drift {
+            let _ = writeln!(
+                out,
+                "  {:?} {} {} {}: {}, since {}",
+                d.flag,
+                l.host,
+                l.cell,
+                h.metric,
+                d.summary(),
+                d.first_campaign
+            );
+        }
+    };
     let drift = h.drift_flags();
     if !drift.is_empty() {
         let _ = writeln!(
@@ -753,22 +768,7 @@ pub fn render_history(h: &crate::report::history::History) -> String {
             "\nthe series as a whole: {} drift flag(s)",
             drift.len()
         );
-        for (l, d) in drift {
-            let _ = writeln!(
-                out,
-                "  {:?} {} {} {}: {} {}, since {}",
-                d.flag,
-                l.host,
-                l.cell,
-                h.metric,
-                match d.kind {
-                    crate::report::history::DriftKind::Step => "step",
-                    crate::report::history::DriftKind::Ramp => "ramp",
-                },
-                d.text(),
-                d.first_campaign
-            );
-        }
+        drift_lines(&mut out, drift);
     }
     let flags = h.latest_flags();
     match h.runs.last() {
@@ -796,6 +796,18 @@ pub fn render_history(h: &crate::report::history::History) -> String {
                 );
             }
         }
+    }
+    // The steps and ramps that reach the latest run: what `--fail-on-regression` fails on
+    // beside its own flags.
+    let reach = h.latest_drift_flags();
+    if let (Some(latest), false) = (h.runs.last(), reach.is_empty()) {
+        let _ = writeln!(
+            out,
+            "latest run {}: {} step(s) it brought or ramp(s) still climbing",
+            latest.campaign_id,
+            reach.len()
+        );
+        drift_lines(&mut out, reach);
     }
     out
 }
