@@ -27,6 +27,7 @@
 //! * latency percentiles come from merged histograms, never from averaging
 //!   per-repetition percentiles.
 
+pub mod drift;
 pub mod peers;
 
 use std::collections::HashMap;
@@ -650,7 +651,7 @@ pub fn stouffer(tests: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// Φ⁻¹(p).
-fn normal_quantile(p: f64) -> f64 {
+pub(crate) fn normal_quantile(p: f64) -> f64 {
     use statrs::distribution::{ContinuousCDF, Normal};
     Normal::new(0.0, 1.0)
         .map(|n| n.inverse_cdf(p))

@@ -238,8 +238,16 @@ async fn a_run_made_10_percent_slower_is_flagged_there_only_with_what_changed() 
     let db = db.to_str().unwrap();
     let (code, table) = history(&[db, "--fail-on-regression"]);
     assert_eq!(code, 0, "{table}");
-    assert_eq!(table.matches("REGRESSION").count(), 2, "{table}");
+    assert_eq!(table.matches("  REGRESSION\n").count(), 2, "{table}");
     assert!(table.contains("changed: kernel: 6.1.0 → 6.12.1"), "{table}");
+    // The series as a whole: a step at run 4 on each cell, told already by run 4's own flag.
+    assert_eq!(
+        table
+            .matches("drift: step +10% at run 4 (p < 0.0001) REGRESSION")
+            .count(),
+        2,
+        "{table}"
+    );
     assert!(table.contains("latest run"), "{table}");
 
     // `platter report RUN --fail-on-regression` judges that run against the one before.
@@ -519,7 +527,9 @@ async fn a_runs_report_says_what_moved_since_the_last_run() {
     let db = dir.path().join("p.db");
     let store = Store::open(&db).unwrap();
     let first = run(&store, 1, 1.0, "6.1.0", 1).await.id.to_string();
-    let second = run(&store, 2, 1.10, "6.12.1", 2).await.id.to_string();
+    // 30% slower: with one run before it, a line's run-to-run spread is the prior's (1.5%),
+    // and 10% is within what that allows at 99%.
+    let second = run(&store, 2, 1.30, "6.12.1", 2).await.id.to_string();
     let report = |id: &str, format: &str| {
         let out = Command::cargo_bin("platter")
             .unwrap()
@@ -645,4 +655,76 @@ async fn a_changed_mount_option_is_named_in_the_flag() {
     // Nothing changed between the first two: said so, not left blank.
     let s = h.lines[0].points[1].since_previous.as_ref().unwrap();
     assert_eq!(s.changed_text(), "nothing recorded");
+}
+
+/// The creeping regression through the store: 15 runs, each 1.2% slower than the one
+/// before (21.09 → 24.76 ms over the series), every shift under the 3% threshold. Nothing is
+/// flagged run to run; the series as a whole is a ramp of +17% over runs 1–15, which
+/// `platter history` shows and `--fail-on-regression` fails on, in JSON and CSV too.
+#[tokio::test]
+async fn a_creeping_regression_is_flagged_as_a_ramp_and_fails_ci() {
+    use platter::report::history::DriftKind;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let store = Store::open(&db).unwrap();
+    let ratio = (24.76f64 / 21.09).powf(1.0 / 14.0);
+    let mut ids = Vec::new();
+    for g in 1..=15u32 {
+        let scale = ratio.powi(g as i32 - 1);
+        ids.push(
+            run(&store, g, scale, "6.1.0", g as usize)
+                .await
+                .id
+                .to_string(),
+        );
+    }
+    let h = History::load(&store, "nightly", "wall", None, None, None, None).unwrap();
+    assert!(h.latest_flags().is_empty(), "{h:#?}");
+    assert!(
+        h.lines.iter().flat_map(|l| &l.points).all(|p| p
+            .since_previous
+            .as_ref()
+            .is_none_or(|s| s.flag == Flag::None)),
+        "no run-to-run flag: {h:#?}"
+    );
+    let drift = h.drift_flags();
+    assert_eq!(drift.len(), 2, "one ramp a cell: {h:#?}");
+    for (_, d) in &drift {
+        assert_eq!(
+            (d.kind, d.flag),
+            (DriftKind::Ramp, Flag::Regression),
+            "{d:#?}"
+        );
+        assert_eq!(d.text(), "+17% over runs 1–15, 1.2% a run");
+        assert_eq!((&d.first_campaign, &d.last_campaign), (&ids[0], &ids[14]));
+    }
+    assert_eq!(h.latest_drift_flags().len(), 2);
+    let db = db.to_str().unwrap();
+    let (code, table) = history(&[db, "--fail-on-regression"]);
+    assert_eq!(code, 4, "{table}");
+    assert!(
+        table.contains("drift: ramp +17% over runs 1–15, 1.2% a run")
+            && table.contains("REGRESSION"),
+        "{table}"
+    );
+    assert!(
+        table.contains("the series as a whole: 2 drift flag(s)"),
+        "{table}"
+    );
+    assert!(
+        table.contains(": 2 step(s) it brought or ramp(s) still climbing"),
+        "{table}"
+    );
+    let (_, json) = history(&[db, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["lines"][0]["drift"][0]["kind"], "ramp", "{v}");
+    assert_eq!(v["lines"][0]["drift"][0]["flag"], "regression", "{v}");
+    assert_eq!(v["lines"][0]["drift"][0]["first_run"], 1, "{v}");
+    assert_eq!(v["lines"][0]["drift"][0]["last_run"], 15, "{v}");
+    let (_, csv) = history(&[db, "--format", "csv"]);
+    assert_eq!(csv.matches("ramp +17% over runs 1–15").count(), 2, "{csv}");
+    // A window of the last five runs shows too little to call it (a ramp needs six).
+    let (code, window) = history(&[db, "--last", "5", "--fail-on-regression"]);
+    assert_eq!(code, 0, "{window}");
+    assert!(!window.contains("drift:"), "{window}");
 }

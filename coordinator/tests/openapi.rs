@@ -40,6 +40,11 @@ use common::*;
 /// field).
 const UNSEEN: &[(&str, &str)] = &[
     (
+        "Drift",
+        "a step or a ramp needs six runs of a line at least, and the test's series have two \
+         (`report::history`'s tests and tests/history.rs bring them about)",
+    ),
+    (
         "StoreFault",
         "only while the store cannot commit (tests/store_faults.rs fills a tmpfs under it); \
          meanwhile every `store_fault` is null",

@@ -404,7 +404,8 @@ pub struct HistoryArgs {
     /// table for people, json or csv for scripts and spreadsheets
     #[arg(long, default_value = "table", value_parser = offered(&["table", "json", "csv"]))]
     pub format: Format,
-    /// Exit 4 when the latest run has a regression (for CI)
+    /// Exit 4 when the latest run has a regression, or brought a step or ramp that is one
+    /// (for CI)
     #[arg(long)]
     pub fail_on_regression: bool,
 }

@@ -94,11 +94,26 @@ pub(super) async fn history(a: HistoryArgs) -> anyhow::Result<i32> {
         Format::Csv => print!("{}", crate::views::history_csv(&h)),
         _ => print!("{}", crate::views::render_history(&h)),
     }
+    use crate::report::history::Flag;
     let regressed = h.latest_flags().iter().any(|(_, p)| {
         p.since_previous
             .as_ref()
-            .is_some_and(|s| s.flag == crate::report::history::Flag::Regression)
+            .is_some_and(|s| s.flag == Flag::Regression)
     });
+    // A step or ramp the latest run brought (a creeping regression is under the threshold
+    // run to run), said on stderr for CI's log.
+    let drifted: Vec<String> = h
+        .latest_drift_flags()
+        .into_iter()
+        .filter(|(_, d)| d.flag == Flag::Regression)
+        .map(|(l, d)| format!("{} {}: {}", l.host, l.cell, d.summary()))
+        .collect();
+    if fail_on_regression {
+        for d in &drifted {
+            eprintln!("drift: {d}");
+        }
+    }
+    let regressed = regressed || !drifted.is_empty();
     Ok(if fail_on_regression && regressed {
         EXIT_REGRESSION
     } else {

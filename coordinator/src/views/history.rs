@@ -75,10 +75,12 @@ pub fn history_of(
 ) -> Result<crate::report::history::History, serde_json::Error> {
     use crate::report::history::{Flag, History, LeftOut, Line, Point, Run, Since};
     let Some(h) = r.history else {
-        return serde_json::from_str(&r.history_json);
+        let mut h: History = serde_json::from_str(&r.history_json)?;
+        with_drift(&mut h);
+        return Ok(h);
     };
     let interval = |c: Option<pb::Interval>| c.map(|i| (i.lo, i.hi));
-    Ok(History {
+    let mut h = History {
         series: h.series,
         metric: h.metric,
         threshold_pct: h.threshold_pct,
@@ -134,12 +136,25 @@ pub fn history_of(
                             text: s.text,
                             not_compared: s.not_compared,
                             pooled: s.pooled,
+                            // Not on the wire: `significant` and `flag` carry its verdict.
+                            spread: None,
                         }),
                     })
                     .collect(),
+                drift: Vec::new(),
             })
             .collect(),
-    })
+    };
+    with_drift(&mut h);
+    Ok(h)
+}
+
+/// Each line's drift, which is not on the wire (nor in an older coordinator's JSON): a pure
+/// function of its medians (`drift_of`), the same here as on the coordinator.
+fn with_drift(h: &mut crate::report::history::History) {
+    for i in 0..h.lines.len() {
+        h.lines[i].drift = crate::report::history::drift_of(&h.lines[i], &h.runs, h.threshold_pct);
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +176,7 @@ mod tests {
             text: "slower".into(),
             not_compared: not_compared.map(str::to_string),
             pooled: vec!["c-0".into()],
+            spread: None,
         };
         let point = |id: &str, since_previous| Point {
             campaign_id: id.into(),
@@ -200,6 +216,7 @@ mod tests {
                     point("c-4", Some(since(Flag::Changed, None, None))),
                     point("c-5", Some(since(Flag::None, None, None))),
                 ],
+                drift: Vec::new(),
             }],
         };
         let answer = pb::HistoryResponse {

@@ -662,15 +662,18 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
 /// `platter history` for people: per host and cell, each run's median with its interval
 /// and its shift from the run before, flags with what changed; the latest run's flags last.
 pub fn render_history(h: &crate::report::history::History) -> String {
-    use crate::report::history::Flag;
+    use crate::report::history::{Drift, Flag, Line};
     use std::fmt::Write as _;
     let mut out = format!(
         "series {}: {} run(s) that ended; metric {}\n\
          each run against the one before on the same host and parameters: the Hodges–Lehmann shift \
-         [interval, its coverage], Holm across the run's cells; flagged when significant with the whole interval beyond ±{}%\n",
+         [interval, its coverage], Holm across the run's cells; and against the recent runs' level and spread \
+         (significant: outside its 95% prediction interval); flagged when significant with both intervals wholly beyond ±{}%\n\
+         each line as a whole: steps (E-Divisive, t-test) and ramps (Mann–Kendall, Theil–Sen) of its medians, flagged when their whole change passes ±{}%\n",
         h.series,
         h.runs.len(),
         h.metric,
+        h.threshold_pct,
         h.threshold_pct
     );
     for l in &h.left_out {
@@ -708,7 +711,10 @@ pub fn render_history(h: &crate::report::history::History) -> String {
             let since = match &p.since_previous {
                 None => String::new(),
                 Some(s) => {
-                    let shift = s.shift_text();
+                    let shift = match &s.spread {
+                        Some(r) => format!("{}; {}", s.shift_text(), r.text()),
+                        None => s.shift_text(),
+                    };
                     let flag = match s.flag {
                         Flag::None if s.significant => "  significant, under the threshold",
                         Flag::None => "",
@@ -736,6 +742,33 @@ pub fn render_history(h: &crate::report::history::History) -> String {
                 }
             }
         }
+        for d in &line.drift {
+            let _ = writeln!(out, "  drift: {}", d.summary());
+        }
+    }
+    // A step or ramp with its line, where it starts.
+    let drift_lines = |out: &mut String, drift: Vec<(&Line, &Drift)>| {
+        for (l, d) in drift {
+            let _ = writeln!(
+                out,
+                "  {:?} {} {} {}: {}, since {}",
+                d.flag,
+                l.host,
+                l.cell,
+                h.metric,
+                d.summary(),
+                d.first_campaign
+            );
+        }
+    };
+    let drift = h.drift_flags();
+    if !drift.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nthe series as a whole: {} drift flag(s)",
+            drift.len()
+        );
+        drift_lines(&mut out, drift);
     }
     let flags = h.latest_flags();
     match h.runs.last() {
@@ -764,6 +797,18 @@ pub fn render_history(h: &crate::report::history::History) -> String {
             }
         }
     }
+    // The steps and ramps that reach the latest run: what `--fail-on-regression` fails on
+    // beside its own flags.
+    let reach = h.latest_drift_flags();
+    if let (Some(latest), false) = (h.runs.last(), reach.is_empty()) {
+        let _ = writeln!(
+            out,
+            "latest run {}: {} step(s) it brought or ramp(s) still climbing",
+            latest.campaign_id,
+            reach.len()
+        );
+        drift_lines(&mut out, reach);
+    }
     out
 }
 
@@ -771,7 +816,7 @@ pub fn render_history(h: &crate::report::history::History) -> String {
 pub fn history_csv(h: &crate::report::history::History) -> String {
     let field = crate::report::csv_field;
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
-    let mut out = String::from("series,metric,host,cell,unit,campaign_id,submitted_unix_ms,n,median,median_lo,median_hi,change_pct,change_lo,change_hi,holm_p,flag,changed\n");
+    let mut out = String::from("series,metric,host,cell,unit,campaign_id,submitted_unix_ms,n,median,median_lo,median_hi,change_pct,change_lo,change_hi,holm_p,flag,changed,recent_change_pct,recent_lo,recent_hi,recent_p,drift\n");
     for l in &h.lines {
         for p in &l.points {
             let submitted = h
@@ -800,6 +845,19 @@ pub fn history_csv(h: &crate::report::history::History) -> String {
                 s.map(|s| format!("{:?}", s.flag).to_lowercase())
                     .unwrap_or_default(),
                 field(&s.map(|s| s.changed.join("; ")).unwrap_or_default()),
+                num(s.and_then(|s| s.spread.as_ref()).map(|r| r.change_pct)),
+                num(s.and_then(|s| s.spread.as_ref()).map(|r| r.ci_pct.0)),
+                num(s.and_then(|s| s.spread.as_ref()).map(|r| r.ci_pct.1)),
+                num(s.and_then(|s| s.spread.as_ref()).map(|r| r.p)),
+                // The steps and ramps that start at this run.
+                field(
+                    &l.drift
+                        .iter()
+                        .filter(|d| d.first_campaign == p.campaign_id)
+                        .map(|d| d.summary())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
             ];
             out.push_str(&row.join(","));
             out.push('\n');
