@@ -727,4 +727,29 @@ async fn a_creeping_regression_is_flagged_as_a_ramp_and_fails_ci() {
     let (code, window) = history(&[db, "--last", "5", "--fail-on-regression"]);
     assert_eq!(code, 0, "{window}");
     assert!(!window.contains("drift:"), "{window}");
+
+    // As a coordinator raises each run's flags when it is done: one drift flag a cell,
+    // brought up to date run after run (a ramp's start is estimated anew each time), never
+    // a run-to-run regression.
+    for id in &ids {
+        let (raised, fixed) = platter::report::flags::of_campaign(&store, id).unwrap();
+        store.raise_flags(Some(id), &raised, &fixed).unwrap();
+    }
+    let flags = store
+        .flags(&platter::store::flags::FlagFilter::default())
+        .unwrap();
+    assert_eq!(flags.len(), 2, "{flags:#?}");
+    for f in &flags {
+        assert_eq!(f.kind, platter::store::flags::FlagKind::Drift);
+        assert_eq!(f.state, platter::store::flags::FlagState::Open);
+        assert!(
+            f.summary.starts_with("DRIFT nightly on ")
+                && f.summary
+                    .contains(": wall +17% over runs 1–15, 1.2% a run from "),
+            "{}",
+            f.summary
+        );
+        assert_eq!(f.campaign_id, ids[14]);
+        assert_eq!(f.link, "/series/nightly");
+    }
 }

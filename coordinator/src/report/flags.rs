@@ -13,7 +13,7 @@
 
 use serde_json::json;
 
-use super::history::{Flag as Shift, History};
+use super::history::{DriftKind, Flag as Shift, History};
 use super::{human, Report};
 use crate::store::flags::{flag_id, Fixed, FlagFilter, FlagKind, NewFlag, Severity};
 use crate::store::{Result, Store};
@@ -232,17 +232,91 @@ fn regressions(store: &Store, report: &Report, series: &str, found: &mut Found) 
             link: campaign_link(&report.campaign_id),
         });
     }
-    // A live regression of this series is fixed once its line's latest run is back within
-    // the threshold of the value before the regression.
     let live = store.flags(&FlagFilter {
         series: Some(series.to_string()),
-        kind: Some(FlagKind::Regression),
         ..FlagFilter::default()
     })?;
-    for f in live
-        .iter()
-        .filter(|f| f.state.is_live() && f.metric == metric)
-    {
+    // A drift of the series (`history`'s steps and ramps over its runs) past the threshold:
+    // keyed by where it starts, so a ramp that goes on is one flag brought up to date. A
+    // step already flagged run to run at its own run is that regression, not another flag.
+    for (line, d) in history.drift_flags() {
+        if d.flag == Shift::Improvement {
+            continue;
+        }
+        let step_flagged = d.kind == DriftKind::Step
+            && line.points.iter().any(|p| {
+                p.campaign_id == d.first_campaign
+                    && p.since_previous
+                        .as_ref()
+                        .is_some_and(|s| s.flag != Shift::None)
+            });
+        if step_flagged {
+            continue;
+        }
+        let kind = match d.kind {
+            DriftKind::Step => "step",
+            DriftKind::Ramp => "ramp",
+        };
+        let mut key = format!(
+            "drift|{series}|{}|{}|{metric}|{kind}|{}",
+            line.host, line.cell, d.first_campaign
+        );
+        // A ramp's start is estimated again as runs arrive and may move by a run or two:
+        // a live ramp flag of the same line is the same finding, brought up to date.
+        if d.kind == DriftKind::Ramp {
+            if let Some(same) = live.iter().find(|f| {
+                f.kind == FlagKind::Drift
+                    && f.state.is_live()
+                    && f.host == line.host
+                    && f.cell == line.cell
+                    && f.metric == metric
+                    && f.evidence["drift"]["kind"] == "ramp"
+            }) {
+                if let Some(k) = same.evidence["key"].as_str() {
+                    key = k.to_string();
+                }
+            }
+        }
+        found.raised.push(NewFlag {
+            kind: FlagKind::Drift,
+            severity: Severity::Warning,
+            evidence_key: key.clone(),
+            series: series.to_string(),
+            host: line.host.clone(),
+            model: String::new(),
+            drive: String::new(),
+            metric: metric.clone(),
+            cell: line.cell.clone(),
+            campaign_id: report.campaign_id.clone(),
+            summary: format!(
+                "DRIFT {series} on {}{}: {metric} {} from {}",
+                line.host,
+                if line.cell.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", line.cell)
+                },
+                d.text(),
+                human(d.baseline, &line.unit),
+            ),
+            evidence: json!({
+                "key": key,
+                "runs": [d.first_campaign, d.last_campaign],
+                "before": d.baseline,
+                "unit": line.unit,
+                "threshold_pct": threshold,
+                "drift": d,
+            }),
+            link: format!("/series/{series}"),
+        });
+    }
+    // A live regression or drift of this series is fixed once its line's latest run is back
+    // within the threshold of the value before it.
+    for f in live.iter().filter(|f| {
+        f.state.is_live()
+            && f.metric == metric
+            && matches!(f.kind, FlagKind::Regression | FlagKind::Drift)
+    }) {
         let Some(before) = f.evidence.get("before").and_then(|v| v.as_f64()) else {
             continue;
         };
