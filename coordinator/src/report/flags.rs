@@ -13,7 +13,7 @@
 
 use serde_json::json;
 
-use super::history::{DriftKind, Flag as Shift, History};
+use super::history::{DriftKind, Flag as Shift, History, Line};
 use super::{human, Report};
 use crate::store::flags::{flag_id, Fixed, FlagFilter, FlagKind, NewFlag, Severity};
 use crate::store::{Result, Store};
@@ -195,19 +195,6 @@ fn regressions(store: &Store, report: &Report, series: &str, found: &mut Found) 
             format!("changed: {}", since.changed.join("; "))
         };
         found.raised.push(NewFlag {
-            kind: FlagKind::Regression,
-            severity: Severity::Warning,
-            evidence_key: format!(
-                "regression|{series}|{}|{}|{metric}|{}",
-                line.host, line.cell, point.campaign_id
-            ),
-            series: series.to_string(),
-            host: line.host.clone(),
-            model: String::new(),
-            drive: String::new(),
-            metric: metric.clone(),
-            cell: line.cell.clone(),
-            campaign_id: report.campaign_id.clone(),
             summary: format!(
                 "{} {series} on {}{}: {metric} {} → {}, {}; {changed}",
                 since.flag.word(),
@@ -230,6 +217,17 @@ fn regressions(store: &Store, report: &Report, series: &str, found: &mut Found) 
                 "since": since,
             }),
             link: campaign_link(&report.campaign_id),
+            ..of_line(
+                FlagKind::Regression,
+                format!(
+                    "regression|{series}|{}|{}|{metric}|{}",
+                    line.host, line.cell, point.campaign_id
+                ),
+                series,
+                line,
+                &metric,
+                report,
+            )
         });
     }
     let live = store.flags(&FlagFilter {
@@ -278,16 +276,6 @@ fn regressions(store: &Store, report: &Report, series: &str, found: &mut Found) 
             }
         }
         found.raised.push(NewFlag {
-            kind: FlagKind::Drift,
-            severity: Severity::Warning,
-            evidence_key: key.clone(),
-            series: series.to_string(),
-            host: line.host.clone(),
-            model: String::new(),
-            drive: String::new(),
-            metric: metric.clone(),
-            cell: line.cell.clone(),
-            campaign_id: report.campaign_id.clone(),
             summary: format!(
                 "DRIFT {series} on {}{}: {metric} {} from {}",
                 line.host,
@@ -308,6 +296,7 @@ fn regressions(store: &Store, report: &Report, series: &str, found: &mut Found) 
                 "drift": d,
             }),
             link: format!("/series/{series}"),
+            ..of_line(FlagKind::Drift, key.clone(), series, line, &metric, report)
         });
     }
     // A live regression or drift of this series is fixed once its line's latest run is back
@@ -429,4 +418,31 @@ fn peer_outliers(store: &Store, report: &Report, series: &str, found: &mut Found
         }
     }
     Ok(())
+}
+
+/// A warning about a line of a series, raised by `report`'s run: its subject filled in, its
+/// words, evidence and link left for the caller.
+fn of_line(
+    kind: FlagKind,
+    evidence_key: String,
+    series: &str,
+    line: &Line,
+    metric: &str,
+    report: &Report,
+) -> NewFlag {
+    NewFlag {
+        kind,
+        severity: Severity::Warning,
+        evidence_key,
+        series: series.to_string(),
+        host: line.host.clone(),
+        model: String::new(),
+        drive: String::new(),
+        metric: metric.to_string(),
+        cell: line.cell.clone(),
+        campaign_id: report.campaign_id.clone(),
+        summary: String::new(),
+        evidence: serde_json::Value::Null,
+        link: String::new(),
+    }
 }
