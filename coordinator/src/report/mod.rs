@@ -1301,7 +1301,7 @@ pub(crate) fn details(report: &Report) -> Vec<String> {
 /// The findings' heading: the metric, what × means.
 pub(crate) fn findings_title(report: &Report) -> String {
     format!(
-        "findings ({}): × = Hodges–Lehmann ratio (its interval, for that comparison alone), ~ = not significant after Holm's correction over all of them",
+        "findings ({}): × = Hodges–Lehmann ratio (its interval at its Holm step's level), ~ = no significant difference after Holm's correction over all of them; a ratio too few runs leave undecided is an estimate, unmarked, with its own 95% interval",
         report.findings.metric
     )
 }

@@ -219,6 +219,8 @@ impl From<pb::ComparisonRow> for JudgedComparison {
             p_value: r.p_value,
             holm_p: r.holm_p,
             family: r.family as usize,
+            // A campaign comparison's lines are decided with their own interval.
+            too_few_runs: None,
             compared: !r.not_compared,
             // The wire row names no cells: a campaign comparison's rows are read, not
             // looked up.
