@@ -1185,6 +1185,11 @@ impl Scale {
         }
     }
 
+    /// The unit's name in this scale ("ms", "KiB"); "" for units without a scale.
+    pub(crate) fn suffix(&self) -> &'static str {
+        self.suffix
+    }
+
     pub(crate) fn bare(&self, v: f64) -> String {
         if self.factor == 0.0 {
             // Units without a scale of their own: as everywhere else, number only.
