@@ -606,6 +606,36 @@ pub struct Verdict {
     pub pass: bool,
     pub qualification_failed: bool,
     pub problems: Vec<String>,
+    /// What the verdict says in a word: `pass` only when limits were judged and held.
+    pub state: VerdictState,
+    /// How many qualification checks the report judged; None from a coordinator older
+    /// than the count.
+    pub qualification_checks: Option<u32>,
+}
+
+/// A verdict in a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictState {
+    /// Nothing is wrong, and the campaign's limits were judged and held (or a coordinator
+    /// older than the count did not say whether it had any).
+    Pass,
+    /// Nothing is wrong, but the campaign set no qualification limits: judged against
+    /// nothing, so not a pass.
+    NoLimits,
+    /// Something is wrong: `problems` says what.
+    Fail,
+}
+
+impl Verdict {
+    /// "pass", "no limits", or the problems.
+    pub fn words(&self) -> String {
+        match self.state {
+            VerdictState::Pass => "pass".into(),
+            VerdictState::NoLimits => "no limits".into(),
+            VerdictState::Fail => self.problems.join(", "),
+        }
+    }
 }
 
 /// The verdict of a report's answer.
@@ -625,10 +655,17 @@ pub fn verdict_of(r: &pb::ReportResponse) -> Verdict {
             problems.push(format!("{n} {what}"));
         }
     }
+    let state = match r.qualification_checks {
+        _ if !problems.is_empty() => VerdictState::Fail,
+        Some(0) => VerdictState::NoLimits,
+        _ => VerdictState::Pass,
+    };
     Verdict {
         pass: problems.is_empty(),
         qualification_failed: r.qualification_failed,
         problems,
+        state,
+        qualification_checks: r.qualification_checks,
     }
 }
 

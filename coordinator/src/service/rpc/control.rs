@@ -900,6 +900,7 @@ impl Control for ControlService {
                 measurements_missing: report.lost_measurements(),
                 comparisons_not_made: report.uncompared(),
                 drives_not_steady: report.not_steady(),
+                qualification_checks: Some(report.verdicts.len() as u32),
             })
         })
         .await?;
