@@ -850,8 +850,16 @@ fn every_ratio(r: &Report) -> Vec<(String, SideRatio)> {
         .collect();
     for row in r.side_by_side.iter().flat_map(|s| &s.rows) {
         for v in &row.values {
-            if let SideValue::Measured { ratio: Some(x), .. } = v {
-                out.push((format!("side {:?} {}", row.params, row.metric), x.clone()));
+            if let SideValue::Measured {
+                ratio: Some(x),
+                outlier,
+                ..
+            } = v
+            {
+                let what = format!("side {:?} {}", row.params, row.metric);
+                // An outlier mark never stands beside a ratio decided equal.
+                assert!(!(*outlier && x.no_difference()), "{what}: OUTLIER beside ~");
+                out.push((what, x.clone()));
             }
         }
     }

@@ -608,7 +608,9 @@ impl Report {
             let mut verdicts = judge::qualify(&cells, &settings);
             steady::not_judged(&mut verdicts, &rounds);
             let outliers = judge::fleet_outliers(&cells, &settings);
-            let side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
+            let mut side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
+            let outliers =
+                side::agreeing_outliers(side_by_side.as_mut(), &cells, &settings, outliers);
             let findings = findings::build(&cells, &settings, &comparisons, side_by_side.as_ref());
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.

@@ -387,6 +387,53 @@ pub fn build(
     })
 }
 
+/// One decision per cell: the fleet outliers whose cell the view does not find decidedly
+/// equal to its reference. A cell is marked OUTLIER when the peers' test sets it apart
+/// from the rest of its configuration's cells; its ratio in the view asks whether it
+/// differs from the reference's cell. When that question is decided "no difference" (`~`),
+/// the mark would stand beside a line that says the opposite, so the cell is not called an
+/// outlier — in the view, the notes and the summary alike. An estimate or a significant
+/// ratio keeps the mark; so does the reference's own cell, which has no ratio.
+pub fn agreeing_outliers(
+    view: Option<&mut SideBySide>,
+    cells: &[CellReport],
+    settings: &ReportSpec,
+    outliers: Vec<super::judge::FleetOutlier>,
+) -> Vec<super::judge::FleetOutlier> {
+    let Some(view) = view else {
+        return outliers;
+    };
+    let baseline_host = settings
+        .baseline
+        .as_ref()
+        .filter(|b| b.key == "host")
+        .map(|b| b.value.as_str());
+    let columns = Columns::of(cells, baseline_host);
+    outliers
+        .into_iter()
+        .filter(|o| {
+            let Some(c) = cells.iter().find(|c| is_outlier_of(o, c, &o.metric)) else {
+                return true;
+            };
+            let col = columns.of_cell(c);
+            let row = view
+                .rows
+                .iter_mut()
+                .find(|r| r.metric == o.metric && r.params.iter().eq(c.configuration()));
+            let Some(SideValue::Measured { ratio, outlier, .. }) =
+                row.and_then(|r| r.values.get_mut(col))
+            else {
+                return true;
+            };
+            let contradicted = ratio.as_ref().is_some_and(SideRatio::no_difference);
+            if contradicted {
+                *outlier = false;
+            }
+            !contradicted
+        })
+        .collect()
+}
+
 /// A cell's repetitions of `metric`.
 fn metric_values<'a>(c: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
     c.metrics
@@ -395,18 +442,23 @@ fn metric_values<'a>(c: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
         .map(|m| m.values.as_slice())
 }
 
+/// Whether `o` is the fleet outlier of `c` on `metric`: its host, drive and configuration.
+fn is_outlier_of(o: &super::judge::FleetOutlier, c: &CellReport, metric: &str) -> bool {
+    o.host == c.host
+        && o.device == device(c)
+        && o.metric == metric
+        && o.group == super::judge::group_of(c)
+}
+
 fn value_of(c: &CellReport, metric: &str, outliers: &[super::judge::FleetOutlier]) -> SideValue {
     if let Some(m) = c.metrics.iter().find(|m| m.metric == metric) {
-        let device = device(c);
         return SideValue::Measured {
             median: m.stats.median,
             ci: m.stats.median_ci,
             ci_level: m.stats.median_ci_level,
             n: m.stats.n,
             ratio: None,
-            outlier: outliers
-                .iter()
-                .any(|o| o.host == c.host && o.device == device && o.metric == metric),
+            outlier: outliers.iter().any(|o| is_outlier_of(o, c, metric)),
         };
     }
     if let Some(u) = c.unmeasured.iter().find(|u| u.metric == metric) {
@@ -592,6 +644,61 @@ mod tests {
 
     fn around(x: f64) -> Vec<f64> {
         (0..SIX).map(|i| x * (1.0 + i as f64 * 0.001)).collect()
+    }
+
+    /// Two hosts slow alike, four fast: the slow one that is not the reference stands apart
+    /// from the rest by the peers' test, but the view finds it no different from the
+    /// reference (decided, `~`). It is not marked an outlier, nor listed; the reference,
+    /// with no ratio of its own, is both.
+    #[test]
+    fn an_outlier_is_never_marked_on_a_cell_its_ratio_finds_equal_to_the_reference() {
+        let twelve =
+            |x: f64| -> Vec<f64> { (0..12).map(|i| x * (1.0 + i as f64 * 0.001)).collect() };
+        let cells = [
+            cell("a", None, "4k", &twelve(0.015)),
+            cell("b", None, "4k", &twelve(0.015)),
+            cell("c", None, "4k", &twelve(0.010)),
+            cell("d", None, "4k", &twelve(0.010)),
+            cell("e", None, "4k", &twelve(0.010)),
+            cell("f", None, "4k", &twelve(0.010)),
+        ];
+        let settings = ReportSpec::default();
+        let outliers = crate::report::judge::fleet_outliers(&cells, &settings);
+        let hosts = |o: &[crate::report::judge::FleetOutlier]| {
+            o.iter().map(|o| o.host.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            hosts(&outliers),
+            ["a", "b"],
+            "the peers' test alone: {outliers:?}"
+        );
+        let mut view = build(&cells, &settings, &outliers, &[]);
+        let kept = agreeing_outliers(view.as_mut(), &cells, &settings, outliers);
+        assert_eq!(hosts(&kept), ["a"]);
+        let view = view.expect("six hosts");
+        let marks: Vec<(bool, Option<String>)> = view.rows[0]
+            .values
+            .iter()
+            .map(|v| match v {
+                SideValue::Measured { outlier, ratio, .. } => {
+                    (*outlier, ratio.as_ref().map(SideRatio::text))
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(marks[0], (true, None), "the reference: {marks:?}");
+        let (b_marked, b_ratio) = &marks[1];
+        assert!(
+            !b_marked && b_ratio.as_deref().is_some_and(|t| t.ends_with(" ~")),
+            "{marks:?}"
+        );
+        // No value of the view is marked OUTLIER beside a `~`.
+        for (outlier, ratio) in &marks {
+            assert!(
+                !(*outlier && ratio.as_deref().is_some_and(|t| t.ends_with(" ~"))),
+                "{marks:?}"
+            );
+        }
     }
 
     #[test]

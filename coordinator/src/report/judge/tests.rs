@@ -509,13 +509,14 @@ fn the_peers_threshold_is_the_campaigns_outlier_floor() {
 /// Over random fleets (hosts × drives × block sizes, 3 to 12 runs a cell, with and without
 /// a baseline host), every ratio the comparisons, the side-by-side view and the findings
 /// print is either decided — significant exactly when its interval excludes ×1, `~`
-/// exactly when not — or an estimate, neither significant nor `~`.
+/// exactly when not — or an estimate, neither significant nor `~`; and no fleet outlier
+/// stands on a cell whose ratio is decided equal to the reference's.
 #[test]
 fn every_ratio_of_a_random_fleet_says_what_its_interval_says() {
     use crate::report::side::{self, SideValue};
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(50);
-    let (mut decided, mut estimates) = (0, 0);
+    let (mut decided, mut estimates, mut outliers_kept) = (0, 0, 0);
     for round in 0..40 {
         let runs: &[usize] = if round % 2 == 0 {
             &[5]
@@ -555,7 +556,24 @@ fn every_ratio_of_a_random_fleet_says_what_its_interval_says() {
             ..ReportSpec::default()
         };
         let comparisons = compare_cells(&cells, &settings);
-        let view = side::build(&cells, &settings, &[], &comparisons).expect("three hosts");
+        let outliers = fleet_outliers(&cells, &settings);
+        let mut view = side::build(&cells, &settings, &outliers, &comparisons);
+        let kept = side::agreeing_outliers(view.as_mut(), &cells, &settings, outliers);
+        let view = view.expect("three hosts");
+        // No outlier stands on a cell whose ratio is decided equal, marked or listed.
+        for row in &view.rows {
+            for v in &row.values {
+                if let SideValue::Measured {
+                    ratio: Some(r),
+                    outlier,
+                    ..
+                } = v
+                {
+                    assert!(!(*outlier && r.no_difference()), "{r:?}");
+                }
+            }
+        }
+        outliers_kept += kept.len();
         let found = crate::report::findings::build(&cells, &settings, &comparisons, Some(&view));
         let mut ratios: Vec<side::SideRatio> = comparisons
             .iter()
@@ -597,4 +615,5 @@ fn every_ratio_of_a_random_fleet_says_what_its_interval_says() {
         decided > 100 && estimates > 100,
         "{decided} decided, {estimates} estimates"
     );
+    assert!(outliers_kept > 0, "no outlier in any fleet");
 }
