@@ -997,6 +997,40 @@ pub fn render_schedule(s: &pb::ScheduleInfo) -> String {
 mod tests {
     use super::*;
 
+    /// A campaign judged against nothing is not a pass; one whose limits held is; an
+    /// older coordinator that does not count its checks reads as before; a problem fails.
+    #[test]
+    fn a_verdict_passes_only_what_was_judged() {
+        let answer = |checks: Option<u32>, steps_failed: u32| pb::ReportResponse {
+            qualification_checks: checks,
+            steps_failed,
+            ..Default::default()
+        };
+        let state = |r: &pb::ReportResponse| {
+            let v = verdict_of(r);
+            (v.state, v.pass, v.words())
+        };
+        assert_eq!(
+            state(&answer(Some(0), 0)),
+            (VerdictState::NoLimits, true, "no limits".to_string())
+        );
+        assert_eq!(
+            state(&answer(Some(3), 0)),
+            (VerdictState::Pass, true, "pass".to_string())
+        );
+        assert_eq!(
+            state(&answer(None, 0)),
+            (VerdictState::Pass, true, "pass".to_string())
+        );
+        assert_eq!(
+            state(&answer(Some(0), 2)),
+            (VerdictState::Fail, false, "2 step(s) failed".to_string())
+        );
+        let json = serde_json::to_value(verdict_of(&answer(Some(0), 0))).unwrap();
+        assert_eq!(json["state"], "no_limits");
+        assert_eq!(json["qualification_checks"], 0);
+    }
+
     fn agent(host: &str, tools: &[(&str, &str, &str)]) -> pb::AgentInfo {
         pb::AgentInfo {
             host: host.into(),
