@@ -246,6 +246,12 @@ pub fn each_on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) 
 /// Compares the two groups. `None` when either side is empty, not finite, or not
 /// positive (a ratio of times, sizes or rates needs positive values).
 pub fn compare(baseline: &[f64], candidate: &[f64]) -> Option<Comparison> {
+    compare_at(baseline, candidate, CONFIDENCE)
+}
+
+/// [`compare`] with the interval at `confidence` (or the widest there is, k = 1, with the
+/// coverage it has when the groups are too small for it).
+pub fn compare_at(baseline: &[f64], candidate: &[f64], confidence: f64) -> Option<Comparison> {
     let usable = |xs: &[f64]| !xs.is_empty() && xs.iter().all(|v| v.is_finite() && *v > 0.0);
     if !usable(baseline) || !usable(candidate) {
         return None;
@@ -266,7 +272,7 @@ pub fn compare(baseline: &[f64], candidate: &[f64]) -> Option<Comparison> {
     let (ci_pct, ci_level) = if m < MIN_N_FOR_CI || n < MIN_N_FOR_CI {
         (None, None)
     } else {
-        let (k, level) = u_dist.ci_rank();
+        let (k, level) = u_dist.ci_rank(confidence);
         (
             Some((pct(diffs.kth(k)), pct(diffs.kth(pairs + 1 - k)))),
             Some(level),
@@ -505,6 +511,148 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
+/// The smallest two-sided p the Mann–Whitney test can give groups of `m` and `n` values,
+/// when they do not overlap at all: 2/C(m + n, m) (0.0079 at 5 + 5, 0.0022 at 6 + 6,
+/// 0.00058 at 7 + 7); the normal approximation's beyond [`EXACT_U_MAX_PAIRS`] pairs. 1
+/// when either group is empty.
+pub fn smallest_p(m: usize, n: usize) -> f64 {
+    if m == 0 || n == 0 {
+        return 1.0;
+    }
+    UDistribution::new(m, n).two_sided_p(0.0)
+}
+
+/// The fewest runs a side (n against n) whose comparison can reach `alpha`: the smallest n
+/// with 2/C(2n, n) ≤ `alpha` (7 for 5% over 24 comparisons).
+pub fn runs_to_reach(alpha: f64) -> usize {
+    // Past 40 a side the smallest p is below 1e-22: no family of a report needs more.
+    (1..=40)
+        .find(|&n| reaches(smallest_p(n, n), alpha))
+        .unwrap_or(40)
+}
+
+/// `p ≤ alpha`, forgiving the last bits of a float (2/C(2n, n) against α/K).
+fn reaches(p: f64, alpha: f64) -> bool {
+    p <= alpha * (1.0 + 1e-9)
+}
+
+/// Each test's Holm step, in `p`'s order: its adjusted p and the α its step holds it to.
+/// The j-th smallest of K p-values is held to α/(K − j) while the steps before it reject;
+/// from the first step that does not reject on, every test is held to that step's α. An
+/// interval at 1 − its step's α then excludes "no difference" exactly when Holm calls the
+/// test significant (`stats::peers` draws its drives' intervals the same way).
+pub fn holm_steps(p: &[f64], alpha: f64) -> Vec<(f64, f64)> {
+    let adjusted = holm(p);
+    let k = p.len();
+    let mut order: Vec<usize> = (0..k).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut out = vec![(1.0, alpha); k];
+    let mut held = None;
+    for (rank, &i) in order.iter().enumerate() {
+        if held.is_none() && adjusted[i] > alpha {
+            held = Some(rank);
+        }
+        let step = held.unwrap_or(rank);
+        out[i] = (adjusted[i], alpha / (k - step) as f64);
+    }
+    out
+}
+
+/// One comparison of a family, decided with the others by Holm at [`ALPHA`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Its ratio and test; its interval at 1 − `step_alpha` when `decided`, else at
+    /// [`CONFIDENCE`] (`ci_level` is the coverage it really has).
+    pub comparison: Comparison,
+    pub holm_p: f64,
+    /// How many tests the family holds.
+    pub family: usize,
+    /// The α of its Holm step.
+    pub step_alpha: f64,
+    /// Its runs, baseline and candidate.
+    pub runs: (usize, usize),
+    /// Whether the line is decided at all: its groups can reach its step's α (the exact
+    /// test's smallest p, [`smallest_p`], is at most that α). When they cannot, no
+    /// interval at that level exists and the test cannot pass: the line is an estimate,
+    /// neither significant nor "no difference".
+    pub decided: bool,
+    /// Decided, Holm's adjusted p ≤ [`ALPHA`] and its interval excludes ×1. For a decided
+    /// line the two agree by construction (the interval is at its Holm step's level); the
+    /// second guards the ties, where the exact test is conservative.
+    pub significant: bool,
+}
+
+/// Why a line of a family is an estimate, not a verdict: its runs cannot reach its Holm
+/// step's level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TooFewRuns {
+    /// The line's runs, baseline and candidate.
+    pub runs: (usize, usize),
+    /// The tests of its family.
+    pub family: usize,
+    /// Runs a side (n against n) that would let such a line pass its step alone.
+    pub runs_needed: usize,
+}
+
+impl Decision {
+    /// Why the line is not decided; `None` when it is.
+    pub fn too_few_runs(&self) -> Option<TooFewRuns> {
+        (!self.decided).then(|| TooFewRuns {
+            runs: self.runs,
+            family: self.family,
+            runs_needed: runs_to_reach(self.step_alpha),
+        })
+    }
+}
+
+/// Every pair of groups (baseline, candidate) compared and decided together: Holm over
+/// those that can be compared, each decided line's interval at its Holm step's level, so
+/// its mark and its interval say the same. `None` for a pair that cannot be compared
+/// (see [`compare`]). The tests are made on every core.
+pub fn decide_family(pairs: &[(&[f64], &[f64])]) -> Vec<Option<Decision>> {
+    let tests: Vec<Option<Comparison>> = each_on_cores(pairs, |(b, c)| compare(b, c));
+    let ps: Vec<f64> = tests.iter().flatten().map(|t| t.p_value).collect();
+    let family = ps.len();
+    let mut steps = holm_steps(&ps, ALPHA).into_iter();
+    // Each line with its own 95% interval first, then decided where its runs allow.
+    let judged: Vec<Option<Decision>> = tests
+        .into_iter()
+        .zip(pairs)
+        .map(|(t, (b, c))| {
+            let comparison = t?;
+            let (holm_p, step_alpha) = steps.next()?;
+            Some(Decision {
+                comparison,
+                holm_p,
+                family,
+                step_alpha,
+                runs: (b.len(), c.len()),
+                decided: false,
+                significant: false,
+            })
+        })
+        .collect();
+    let index: Vec<usize> = (0..pairs.len()).collect();
+    each_on_cores(&index, |&i| {
+        let mut d = judged[i].clone()?;
+        let (m, n) = d.runs;
+        d.decided =
+            m >= MIN_N_FOR_CI && n >= MIN_N_FOR_CI && reaches(smallest_p(m, n), d.step_alpha);
+        if !d.decided {
+            return Some(d);
+        }
+        if let Some(c) = compare_at(pairs[i].0, pairs[i].1, 1.0 - d.step_alpha) {
+            d.comparison = c;
+        }
+        let excludes_one = d
+            .comparison
+            .ci_pct
+            .is_some_and(|(lo, hi)| lo > 0.0 || hi < 0.0);
+        d.significant = d.holm_p <= ALPHA && excludes_one;
+        Some(d)
+    })
+}
+
 /// Exact U distributions by (smaller, larger) group size: a report compares many cells
 /// with the same repetition counts.
 type UCdfCache = HashMap<(usize, usize), Arc<Vec<f64>>>;
@@ -567,19 +715,19 @@ impl UDistribution {
     }
 
     /// The interval's rank k (1-based, from each end of the sorted differences) and
-    /// coverage `1 − 2·P(U ≤ k − 1)`: the largest k with coverage ≥ [`CONFIDENCE`],
+    /// coverage `1 − 2·P(U ≤ k − 1)`: the largest k with coverage ≥ `confidence`,
     /// or k = 1 with the coverage it has.
-    fn ci_rank(&self) -> (usize, f64) {
+    fn ci_rank(&self, confidence: f64) -> (usize, f64) {
         let level = |k: usize| 1.0 - 2.0 * self.cdf((k - 1) as f64);
-        // The coverage falls as k grows: bisect for the last k that keeps CONFIDENCE
+        // The coverage falls as k grows: bisect for the last k that keeps `confidence`
         // (10,000 × 10,000 values have 5·10⁷ candidates).
         let (mut lo, mut hi) = (1, self.pairs().div_ceil(2).max(1));
-        if level(lo) < CONFIDENCE {
+        if level(lo) < confidence {
             return (1, level(1));
         }
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
-            if level(mid) >= CONFIDENCE {
+            if level(mid) >= confidence {
                 lo = mid;
             } else {
                 hi = mid - 1;
@@ -1287,7 +1435,7 @@ mod tests {
                 }
                 scan = (k, level(k));
             }
-            assert_eq!(u.ci_rank(), scan, "m={m} n={n}");
+            assert_eq!(u.ci_rank(CONFIDENCE), scan, "m={m} n={n}");
         }
     }
 
@@ -1309,8 +1457,8 @@ mod tests {
         assert_close(exact_u_cdf(3, 3)[0], 1.0 / 20.0, "P(U = 0)");
         // The normal approximation beyond EXACT_U_MAX_PAIRS agrees with the exact one
         // at the interval's rank: 50 × 50 exactly vs approximately.
-        let exact = UDistribution::Exact(Arc::new(exact_u_cdf(50, 50))).ci_rank();
-        let approx = UDistribution::new(51, 51).ci_rank();
+        let exact = UDistribution::Exact(Arc::new(exact_u_cdf(50, 50))).ci_rank(CONFIDENCE);
+        let approx = UDistribution::new(51, 51).ci_rank(CONFIDENCE);
         assert!((exact.1 - 0.95).abs() < 0.002 && (approx.1 - 0.95).abs() < 0.002);
         assert!((exact.0 as i64 - 1000).abs() < 80, "{exact:?}");
     }
@@ -1709,6 +1857,101 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "histogram #1 is not a valid V2 serialized HDR histogram"
+        );
+    }
+
+    #[test]
+    fn the_smallest_p_and_the_runs_that_reach_a_family() {
+        assert!((smallest_p(5, 5) - 2.0 / 252.0).abs() < 1e-12);
+        assert!((smallest_p(7, 7) - 2.0 / 3432.0).abs() < 1e-12);
+        assert!((smallest_p(4, 5) - 2.0 / 126.0).abs() < 1e-12);
+        assert_eq!(smallest_p(0, 5), 1.0);
+        // The example: 24 comparisons need 7 a side (2/C(12, 6) = 0.00216 is
+        // just above 0.05/24 = 0.00208), 8 need 6, one alone needs 4.
+        assert_eq!(runs_to_reach(ALPHA / 24.0), 7);
+        assert_eq!(runs_to_reach(ALPHA / 8.0), 6);
+        assert_eq!(runs_to_reach(ALPHA), 4);
+    }
+
+    #[test]
+    fn holm_steps_hold_each_test_to_the_step_that_decides_it() {
+        // Sorted: 0.001 (step α/4), 0.01 (α/3), 0.04 (α/2: 0.025, kept), 0.5.
+        let steps = holm_steps(&[0.04, 0.001, 0.5, 0.01], ALPHA);
+        let alphas: Vec<f64> = steps.iter().map(|s| s.1).collect();
+        let want = [ALPHA / 2.0, ALPHA / 4.0, ALPHA / 2.0, ALPHA / 3.0];
+        for (a, w) in alphas.iter().zip(want) {
+            assert!((a - w).abs() < 1e-15, "{alphas:?}");
+        }
+        let adjusted: Vec<f64> = steps.iter().map(|s| s.0).collect();
+        assert_eq!(adjusted, holm(&[0.04, 0.001, 0.5, 0.01]));
+    }
+
+    /// A family of two-group samples: `shift` (log) between the groups, runs a side drawn
+    /// from `runs`.
+    fn family(rng: &mut Rng, lines: usize, runs: &[usize]) -> Vec<(Vec<f64>, Vec<f64>)> {
+        let pick = |rng: &mut Rng| runs[(rng.next_u64() % runs.len() as u64) as usize];
+        (0..lines)
+            .map(|_| {
+                let (m, n) = (pick(rng), pick(rng));
+                // Half the lines differ, by up to ×3 either way; spreads of 2% to 30%.
+                let uniform = |rng: &mut Rng| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                let shift = if rng.next_u64().is_multiple_of(2) {
+                    0.0
+                } else {
+                    (uniform(rng) - 0.5) * 2.2
+                };
+                let noise = 0.02 + uniform(rng) * 0.3;
+                let exp = |v: Vec<f64>| v.into_iter().map(f64::exp).collect::<Vec<f64>>();
+                (
+                    exp(normal(rng, m, 0.0, noise)),
+                    exp(normal(rng, n, shift, noise)),
+                )
+            })
+            .collect()
+    }
+
+    /// The promise of a decided line: "significant" ⇔ its interval excludes ×1 ⇔ Holm's
+    /// adjusted p ≤ α; an undecided one is neither significant nor drawn at its step's
+    /// level; over random families of random sizes.
+    #[test]
+    fn a_decided_line_is_significant_exactly_when_its_interval_excludes_one() {
+        let mut rng = Rng::new(50);
+        let (mut decided, mut undecided, mut significant) = (0, 0, 0);
+        for round in 0..300 {
+            let runs: &[usize] = match round % 3 {
+                0 => &[5],
+                1 => &[3, 4, 5, 6, 7, 8, 10, 12],
+                _ => &[8, 10, 20],
+            };
+            let lines = 1 + (rng.next_u64() % 30) as usize;
+            let groups = family(&mut rng, lines, runs);
+            let pairs: Vec<(&[f64], &[f64])> = groups
+                .iter()
+                .map(|(b, c)| (b.as_slice(), c.as_slice()))
+                .collect();
+            for d in decide_family(&pairs).into_iter().map(Option::unwrap) {
+                assert_eq!(d.family, lines);
+                let (lo, hi) = d.comparison.ci_pct.expect("3 a side or more");
+                let excludes = lo > 0.0 || hi < 0.0;
+                if d.decided {
+                    decided += 1;
+                    assert_eq!(d.significant, excludes, "{d:?}");
+                    assert_eq!(d.significant, d.holm_p <= ALPHA, "{d:?}");
+                    let level = d.comparison.ci_level.unwrap();
+                    assert!(level >= 1.0 - d.step_alpha - 1e-12, "{d:?}");
+                } else {
+                    undecided += 1;
+                    assert!(!d.significant, "{d:?}");
+                    assert!(d.holm_p > ALPHA, "an undecided line cannot pass: {d:?}");
+                    assert!(smallest_p(d.runs.0, d.runs.1) > d.step_alpha, "{d:?}");
+                }
+                significant += usize::from(d.significant);
+            }
+        }
+        // Every kind of line was met.
+        assert!(
+            decided > 500 && undecided > 500 && significant > 200,
+            "{decided} {undecided} {significant}"
         );
     }
 }

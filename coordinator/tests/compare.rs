@@ -151,7 +151,7 @@ async fn a_baseline_by_host_pairs_devices_named_differently_and_lists_the_rest()
         .expect("the side-by-side view comes before the per-host tables");
     assert!(
         side_text.contains(
-            "side by side: median (96.9% CI); ×: Hodges–Lehmann ratio to rc66's drive in the same position (interval)"
+            "side by side: median (96.9% CI); ×: Hodges–Lehmann ratio to rc66's drive in the same position (interval at its Holm step's level)"
         ),
         "{table}"
     );

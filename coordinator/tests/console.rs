@@ -191,14 +191,18 @@ fn roles_sessions_and_tokens_guard_the_console() {
         ),
         1
     );
-    let json = call(
-        &http,
-        "GET",
-        &format!("/api/v1/campaigns/{id}"),
-        &[("Authorization", &bearer)],
-        "",
-    );
-    let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    // A campaign's JSON twin.
+    let campaign_json = |id: &str| -> serde_json::Value {
+        let json = call(
+            &http,
+            "GET",
+            &format!("/api/v1/campaigns/{id}"),
+            &[("Authorization", &bearer)],
+            "",
+        );
+        serde_json::from_str(&json.body).unwrap()
+    };
+    let v = campaign_json(&id);
     assert_eq!(v["state"], "cancelled", "{v}");
 
     // A failing step's stderr is shown on its campaign's page, as text.
@@ -236,14 +240,7 @@ fn roles_sessions_and_tokens_guard_the_console() {
         page.body
     );
     assert!(!page.body.contains("<script>alert"), "{}", page.body);
-    let json = call(
-        &http,
-        "GET",
-        &format!("/api/v1/campaigns/{failing}"),
-        &[("Authorization", &bearer)],
-        "",
-    );
-    let v: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+    let v = campaign_json(&failing);
     assert_eq!(v["failures_total"], 1, "{v}");
     assert_eq!(v["failures"][0]["host"], "h2", "{v}");
     assert!(
@@ -254,6 +251,65 @@ fn roles_sessions_and_tokens_guard_the_console() {
         "{v}"
     );
     assert_eq!(v["verdict"]["pass"], false, "{v}");
+    assert_eq!(v["verdict"]["state"], "fail", "{v}");
+
+    // A campaign that set no limits was judged against nothing: "no limits", not a green
+    // pass, on its page, on the overview and in its JSON twin; one whose limits held passes.
+    let plain = write(
+        dir,
+        "plain.yaml",
+        "name: plain\nhosts: { names: [h1] }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n",
+    );
+    let limited = write(
+        dir,
+        "limited.yaml",
+        "name: limited\nhosts: { names: [h1] }\nworkload: { command: { run: \"true\" } }\nrepeat: 1\n\
+         report: { qualify: [\"wall.median < 60s\"] }\n",
+    );
+    let (plain, limited) = (submit(dir, port, &plain), submit(dir, port, &limited));
+    wait_in(dir, "both to end", Duration::from_secs(60), || {
+        (query_i64(
+            dir,
+            "SELECT COUNT(*) FROM campaigns WHERE name IN ('plain', 'limited') AND state = 'done'",
+        ) == 2)
+            .then_some(())
+    });
+    let verdict_of = |id: &str| campaign_json(id)["verdict"].clone();
+    let v = verdict_of(&plain);
+    assert_eq!(
+        (&v["state"], &v["pass"], &v["qualification_checks"]),
+        (&"no_limits".into(), &true.into(), &0.into()),
+        "{v}"
+    );
+    let v = verdict_of(&limited);
+    assert_eq!(
+        (&v["state"], &v["qualification_checks"]),
+        (&"pass".into(), &1.into()),
+        "{v}"
+    );
+    let page = |path: &str| call(&http, "GET", path, &[("Cookie", &bob.cookie)], "").body;
+    let body = page(&format!("/campaigns/{plain}"));
+    let cell = &body[body.find("<td id=\"verdict\">").expect("a verdict cell")..];
+    let cell = &cell[..cell.find("</td>").unwrap()];
+    assert!(
+        cell.contains(">no limits</span>") && !cell.contains("class=\"pass\""),
+        "{cell}"
+    );
+    let body = page(&format!("/campaigns/{limited}"));
+    assert!(body.contains("<span class=\"pass\">pass</span>"), "{body}");
+    let overview = page("/");
+    let row = |id: &str| {
+        let at = overview
+            .find(&format!("/campaigns/{id}\""))
+            .expect("listed");
+        overview[at..at + overview[at..].find("</tr>").unwrap()].to_string()
+    };
+    assert!(row(&plain).contains(">no limits</span>"), "{}", row(&plain));
+    assert!(
+        row(&limited).contains("<span class=\"pass\">pass</span>"),
+        "{}",
+        row(&limited)
+    );
 
     // A host's JSON twin says what it ran each campaign on.
     let h2 = call(

@@ -70,11 +70,13 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     b.goto(&format!("{site}/")).await;
     b.wait_for_text("#fleet", "3 host(s)").await;
 
-    // A campaign's progress advances on its page without a reload.
+    // A campaign's progress advances on its page without a reload; once it ends, the page
+    // opens with what it found, above its state.
     let steady = write(
         dir,
         "steady.yaml",
-        "name: steady\nhosts: { names: [h1] }\nworkload: { command: { run: \"sleep 0.4\" } }\nrepeat: 6\n",
+        "name: steady\nhosts: { names: [h1] }\nmatrix: { ms: [\"2\", \"4\"] }\n\
+         workload: { command: { run: \"sleep 0.${ms}\" } }\nrepeat: 6\n",
     );
     let id = submit(dir, port, &steady);
     b.goto(&format!("{site}/campaigns/{id}")).await;
@@ -83,6 +85,19 @@ async fn the_console_follows_the_fleet_live_in_a_browser() {
     b.wait_for_text_within("#state", "done", Duration::from_secs(60))
         .await;
     assert!(b.text("#steps").await.contains("(100%)"));
+    // 0.4 s against 0.2 s, six runs each: significant alone, so no `~`.
+    let found = b.wait_for_text("#findings", "ms=4 vs 2: ×").await;
+    assert!(found.starts_with("Findings (wall)"), "{found}");
+    assert!(!found.contains(" ~"), "{found}");
+    let first = b
+        .script(
+            "return document.querySelector('main #findings')
+                .compareDocumentPosition(document.querySelector('#state'))
+                === Node.DOCUMENT_POSITION_FOLLOWING;",
+            vec![],
+        )
+        .await;
+    assert_eq!(first, serde_json::json!(true), "the findings come first");
     assert!(b.still_marked().await, "the page reloaded itself");
     if let Some(shots) = screenshots() {
         b.screenshot(&shots.join("console-campaign.png")).await;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use platter::planning::planner::{self, Inventories};
+use platter::report::side::{SideRatio, SideValue};
 use platter::report::{Format, Report};
 use platter::store::Store;
 use platter_proto::inventory::Device;
@@ -834,6 +835,125 @@ async fn each_example_kind_renders_a_page_chromium_shows_with_its_charts() {
     }
 }
 
+/// Every ratio `r` prints, with what it is: a comparison with the baseline, a value of the
+/// side-by-side view, an instance of a finding.
+fn every_ratio(r: &Report) -> Vec<(String, SideRatio)> {
+    let mut out: Vec<(String, SideRatio)> = r
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            Some((
+                format!("comparison {}", c.row.text),
+                SideRatio::of_comparison(c)?,
+            ))
+        })
+        .collect();
+    for row in r.side_by_side.iter().flat_map(|s| &s.rows) {
+        for v in &row.values {
+            if let SideValue::Measured {
+                ratio: Some(x),
+                outlier,
+                ..
+            } = v
+            {
+                let what = format!("side {:?} {}", row.params, row.metric);
+                // An outlier mark never stands beside a ratio decided equal.
+                assert!(!(*outlier && x.no_difference()), "{what}: OUTLIER beside ~");
+                out.push((what, x.clone()));
+            }
+        }
+    }
+    let f = &r.findings;
+    for finding in f
+        .differences
+        .iter()
+        .chain(&f.no_difference)
+        .chain(&f.estimates)
+    {
+        for i in &finding.at {
+            out.push((
+                format!("finding {} at {}", finding.what, i.context),
+                i.ratio.clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// A decided ratio is marked significant exactly when its interval excludes ×1, and is
+/// written with `~` exactly when it is not; an estimate is neither significant nor `~`.
+fn assert_marks_agree_with_intervals(name: &str, r: &Report) -> (usize, usize) {
+    let (mut decided, mut estimates) = (0, 0);
+    for (what, x) in every_ratio(r) {
+        let text = x.text();
+        if x.too_few_runs.is_some() {
+            estimates += 1;
+            assert!(
+                !x.significant && !text.contains('~'),
+                "{name}: {what}: {x:?}"
+            );
+            continue;
+        }
+        decided += 1;
+        let Some((lo, hi)) = x.ratio_ci else {
+            continue;
+        };
+        let excludes_one = lo > 1.0 || hi < 1.0;
+        assert_eq!(x.significant, excludes_one, "{name}: {what}: {text} {x:?}");
+        assert_eq!(
+            text.ends_with(" ~"),
+            !x.significant,
+            "{name}: {what}: {text}"
+        );
+    }
+    (decided, estimates)
+}
+
+/// The example fleet's findings (5 runs a side) no longer mark a fivefold difference with a
+/// tight interval "not significant": no ratio of any example's report bears a mark its
+/// interval contradicts, and a report whose lines cannot be decided one by one says so once,
+/// with the repeat count that would.
+#[tokio::test]
+async fn every_examples_marks_agree_with_their_intervals() {
+    let tmp = tempfile::tempdir().unwrap();
+    for case in cases() {
+        let report = store_case(tmp.path(), &case).await;
+        let (decided, estimates) = assert_marks_agree_with_intervals(case.name, &report);
+        assert!(decided + estimates > 0, "{}: no ratio", case.name);
+        if case.name != "fio-fleet-drives" {
+            continue;
+        }
+        // 5 runs a side (4 where a run failed) over families of 8 and 12: no line alone.
+        assert_eq!(decided, 0, "every line of the fleet is an estimate");
+        let table = Format::Table.exporter().render(&report);
+        let findings: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("findings"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let slow = findings
+            .iter()
+            .find(|l| l.contains("host=rcmonster sdc vs rc66:"))
+            .unwrap_or_else(|| panic!("{table}"));
+        assert!(
+            slow.contains("×0.20 (0.20–0.21) at bs=4k") && !slow.contains('~'),
+            "{slow}"
+        );
+        assert!(
+            slow.contains("together significant over all 2 configurations"),
+            "{slow}"
+        );
+        let once: Vec<&&str> = findings.iter().filter(|l| l.contains("repeat:")).collect();
+        assert_eq!(
+            once,
+            [&"  with 4–5 runs a side no single configuration can pass Holm over 12 comparisons: their ratios are estimates, unmarked; repeat: 6 would"],
+            "{table}"
+        );
+        // No line under the heading (which says what `~` means) bears one.
+        assert!(!findings[1..].iter().any(|l| l.contains('~')), "{table}");
+    }
+}
+
 /// Markup and control characters, to be escaped (and the control characters shown as
 /// U+FFFD) wherever text from outside reaches the page.
 const HOSTILE: &str = "<i>\"&'\u{1}\u{1b}[31m";
@@ -919,8 +1039,9 @@ fn hostile(mut r: Report) -> Report {
     r
 }
 
-/// Every case's page, and each with hostile text, written to `PLATTER_HTML_DUMP` (a
-/// directory) to compare two builds' pages byte for byte; without it, nothing.
+/// Every case's page, and each with hostile text, and its plain-text report, written to
+/// `PLATTER_HTML_DUMP` (a directory) to compare two builds' pages byte for byte; without
+/// it, nothing.
 #[tokio::test]
 async fn pages_to_compare_between_builds() {
     let Some(dir) = std::env::var_os("PLATTER_HTML_DUMP") else {
@@ -933,6 +1054,8 @@ async fn pages_to_compare_between_builds() {
         let report = store_case(tmp.path(), &case).await;
         let html = Format::Html.exporter().render(&report);
         std::fs::write(dir.join(format!("{}.html", case.name)), &html).unwrap();
+        let text = Format::Table.exporter().render(&report);
+        std::fs::write(dir.join(format!("{}.txt", case.name)), &text).unwrap();
         let html = Format::Html.exporter().render(&hostile(report));
         std::fs::write(dir.join(format!("{}-hostile.html", case.name)), &html).unwrap();
     }

@@ -323,7 +323,7 @@ async fn a_parameter_and_the_one_include_ties_to_it_are_one_finding_and_duplicat
     );
     let table = Format::Table.exporter().render(&r);
     assert!(
-        table.contains("sync=fdatasync vs none (conv=fdatasync vs notrunc): ×3.00 (2.92–3.09) at bs=4k (62.10 ms vs 20.70 ms), ×2.00 (1.94–2.06) at bs=1M"),
+        table.contains("sync=fdatasync vs none (conv=fdatasync vs notrunc): ×3.00 (2.91–3.09) at bs=4k (62.10 ms vs 20.70 ms), ×2.00 (1.94–2.06) at bs=1M"),
         "{table}"
     );
     // `total` is `wall` again: one row per cell, and JSON says which it repeats.

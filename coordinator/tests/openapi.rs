@@ -74,6 +74,19 @@ const UNSEEN: &[(&str, &str)] = &[
          behind one (tests/peers.rs has one that is)",
     ),
     (
+        "TooFewRuns",
+        "said of a ratio too few runs leave an estimate; bench's 5 runs a side over 4 \
+         comparisons decide every line alone (tests/html_pages.rs's fleet has estimates)",
+    ),
+    ("Comparison.too_few_runs", "as TooFewRuns"),
+    ("SideRatio.too_few_runs", "as TooFewRuns"),
+    ("Findings.undecided", "as TooFewRuns"),
+    ("Undecided", "as TooFewRuns"),
+    (
+        "Findings.estimates",
+        "a question of one configuration whose ratio is an estimate; as TooFewRuns",
+    ),
+    (
         "PeerGroup.not_compared",
         "drives without steady state: the peers stored here ran no `prepare: { steady_state }`",
     ),

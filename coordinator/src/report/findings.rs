@@ -26,8 +26,59 @@ pub struct Findings {
     pub metric: String,
     /// Significant differences, largest first.
     pub differences: Vec<Finding>,
-    /// Tested and found equal: no configuration shows a significant difference.
+    /// Tested and found equal: no configuration shows a significant difference, and every
+    /// one of them was decided (or all of them together were).
     pub no_difference: Vec<Finding>,
+    /// Neither: a question whose every configuration is undecided or no difference, some
+    /// of them estimates, with no verdict over all of them (one configuration only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estimates: Vec<Finding>,
+    /// The lines that are estimates, not verdicts (too few runs to pass their Holm step),
+    /// said once for all of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<Undecided>,
+}
+
+/// Lines too few runs left undecided: their ratios are estimates, without a mark. Said once
+/// ("with 5 runs a side no single configuration can pass Holm over 24 comparisons; repeat: 7
+/// would"), not as `~` on every line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Undecided {
+    /// How many lines are estimates, of how many.
+    pub estimates: usize,
+    pub lines: usize,
+    /// The fewest and the most runs a side among the estimates.
+    pub runs: (usize, usize),
+    /// The largest family among them.
+    pub family: usize,
+    /// Runs a side that would let every one of them be decided alone.
+    pub runs_needed: usize,
+}
+
+impl Undecided {
+    /// Over `lines`, each a ratio's reason to be an estimate (`None`: decided). `None` when
+    /// every line is decided.
+    pub fn of(lines: impl IntoIterator<Item = Option<stats::TooFewRuns>>) -> Option<Undecided> {
+        let mut out: Option<Undecided> = None;
+        let mut count = 0;
+        for t in lines {
+            count += 1;
+            let Some(t) = t else { continue };
+            let (few, many) = (t.runs.0.min(t.runs.1), t.runs.0.max(t.runs.1));
+            let u = out.get_or_insert(Undecided {
+                estimates: 0,
+                lines: 0,
+                runs: (few, many),
+                family: 0,
+                runs_needed: 0,
+            });
+            u.estimates += 1;
+            u.runs = (u.runs.0.min(few), u.runs.1.max(many));
+            u.family = u.family.max(t.family);
+            u.runs_needed = u.runs_needed.max(t.runs_needed);
+        }
+        out.map(|u| Undecided { lines: count, ..u })
+    }
 }
 
 /// One question the report answers: a host against the reference, a value against the
@@ -89,7 +140,7 @@ pub const DIFFERENCES_SHOWN: usize = 8;
 
 impl Findings {
     pub fn is_empty(&self) -> bool {
-        self.differences.is_empty() && self.no_difference.is_empty()
+        self.differences.is_empty() && self.no_difference.is_empty() && self.estimates.is_empty()
     }
 }
 
@@ -97,6 +148,14 @@ impl Finding {
     fn significant(&self) -> bool {
         self.overall.as_ref().is_some_and(|o| o.significant)
             || self.at.iter().any(|i| i.ratio.significant)
+    }
+
+    /// Not significant, and not decided either: some configuration is an estimate and no
+    /// verdict over all of them says "no difference".
+    fn undecided(&self) -> bool {
+        !self.significant()
+            && self.overall.is_none()
+            && self.at.iter().any(|i| i.ratio.too_few_runs.is_some())
     }
 
     /// The size that ranks it: the largest |ln ratio| of its significant instances (of all,
@@ -144,8 +203,14 @@ impl Finding {
                 .fold(f64::INFINITY, f64::min);
             let hi = rest.iter().map(|i| i.ratio.ratio).fold(0.0, f64::max);
             let significant = rest.iter().filter(|i| i.ratio.significant).count();
+            // Estimates are neither: only decided lines are counted.
+            let counted = if rest.iter().all(|i| i.ratio.too_few_runs.is_some()) {
+                String::new()
+            } else {
+                format!(" ({significant} significant)")
+            };
             parts.push(format!(
-                "and {} more ({significant} significant), ×{} … ×{}",
+                "and {} more{counted}, ×{} … ×{}",
                 rest.len(),
                 super::side::ratio_digits(lo),
                 super::side::ratio_digits(hi)
@@ -365,8 +430,14 @@ pub fn build(
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
     }
-    let (mut differences, no_difference): (Vec<Finding>, Vec<Finding>) =
+    let undecided = Undecided::of(
+        all.iter()
+            .flat_map(|f| f.at.iter().map(|i| i.ratio.too_few_runs)),
+    );
+    let (mut differences, rest): (Vec<Finding>, Vec<Finding>) =
         all.into_iter().partition(Finding::significant);
+    let (estimates, no_difference): (Vec<Finding>, Vec<Finding>) =
+        rest.into_iter().partition(Finding::undecided);
     differences.sort_by(|a, b| {
         b.size()
             .partial_cmp(&a.size())
@@ -376,6 +447,8 @@ pub fn build(
         metric,
         differences,
         no_difference,
+        estimates,
+        undecided,
     }
 }
 
@@ -409,8 +482,6 @@ fn parameter_effects(cells: &[CellReport], settings: &ReportSpec, metric: &str) 
                 _ => true,
             })
     };
-    // (finding, context, medians, unit, test) until Holm's correction decides them all.
-    type Pending = (usize, String, (f64, f64), String, stats::Comparison);
     // (finding, context, baseline, candidate) of each comparison asked for.
     let mut asked: Vec<(usize, String, &super::MetricStats, &super::MetricStats)> = Vec::new();
     let mut findings: Vec<Finding> = Vec::new();
@@ -493,27 +564,21 @@ fn parameter_effects(cells: &[CellReport], settings: &ReportSpec, metric: &str) 
             }
         }
     }
-    // The tests are made on every core: each compares two cells' values whole (a
-    // million-sample report's 99 comparisons of 1,666 values each took a tenth of it).
-    let tested = stats::each_on_cores(&asked, |(_, _, mb, mc)| {
-        stats::compare(&mb.values, &mc.values)
-    });
-    let pending: Vec<Pending> = asked
-        .into_iter()
-        .zip(tested)
-        .filter_map(|((at, context, mb, mc), t)| {
-            let medians = (mc.stats.median, mb.stats.median);
-            Some((at, context, medians, mc.unit.clone(), t?))
-        })
+    // One family, each line at its Holm step (the tests are made on every core: each
+    // compares two cells' values whole; a million-sample report's 99 comparisons of 1,666
+    // values each took a tenth of it).
+    let pairs: Vec<(&[f64], &[f64])> = asked
+        .iter()
+        .map(|(_, _, mb, mc)| (mb.values.as_slice(), mc.values.as_slice()))
         .collect();
-    let ps: Vec<f64> = pending.iter().map(|(_, _, _, _, t)| t.p_value).collect();
-    let family = ps.len();
-    for ((at, context, medians, unit, t), holm_p) in pending.into_iter().zip(stats::holm(&ps)) {
+    let decided = stats::decide_family(&pairs);
+    for ((at, context, mb, mc), d) in asked.into_iter().zip(decided) {
+        let Some(d) = d else { continue };
         findings[at].at.push(Instance {
             context,
-            ratio: SideRatio::decided(&t, holm_p, family),
-            medians,
-            unit,
+            ratio: SideRatio::decided(&d),
+            medians: (mc.stats.median, mb.stats.median),
+            unit: mc.unit.clone(),
         });
     }
     findings.retain(|f| !f.at.is_empty());

@@ -609,7 +609,9 @@ impl Report {
             let mut verdicts = judge::qualify(&cells, &settings);
             steady::not_judged(&mut verdicts, &rounds);
             let outliers = judge::fleet_outliers(&cells, &settings);
-            let side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
+            let mut side_by_side = side::build(&cells, &settings, &outliers, &comparisons);
+            let outliers =
+                side::agreeing_outliers(side_by_side.as_mut(), &cells, &settings, outliers);
             let findings = findings::build(&cells, &settings, &comparisons, side_by_side.as_ref());
             // Device fields for pivots come from what the run saw, never from today's
             // inventory: a drive swapped since does not change an old report.
@@ -1186,6 +1188,11 @@ impl Scale {
         }
     }
 
+    /// The unit's name in this scale ("ms", "KiB"); "" for units without a scale.
+    pub(crate) fn suffix(&self) -> &'static str {
+        self.suffix
+    }
+
     pub(crate) fn bare(&self, v: f64) -> String {
         if self.factor == 0.0 {
             // Units without a scale of their own: as everywhere else, number only.
@@ -1302,7 +1309,7 @@ pub(crate) fn details(report: &Report) -> Vec<String> {
 /// The findings' heading: the metric, what × means.
 pub(crate) fn findings_title(report: &Report) -> String {
     format!(
-        "findings ({}): × = Hodges–Lehmann ratio (its interval, for that comparison alone), ~ = not significant after Holm's correction over all of them",
+        "findings ({}): × = Hodges–Lehmann ratio (its interval at its Holm step's level), ~ = no significant difference after Holm's correction over all of them; a ratio too few runs leave undecided is an estimate, unmarked, with its own 95% interval",
         report.findings.metric
     )
 }

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use super::findings::{DIFFERENCES_SHOWN, EQUAL_SHOWN};
+use super::findings::{Undecided, DIFFERENCES_SHOWN, EQUAL_SHOWN};
 use super::judge::{FleetOutlier, JudgedComparison, Verdict};
 use super::{human, label_with_host, runs_notes, CampaignState, Report};
 use crate::stats;
@@ -179,11 +179,13 @@ pub enum Note<'a> {
     Missing(MissingMeasurements),
     /// A comparison with the baseline.
     Comparison(&'a JudgedComparison),
-    /// How many comparisons were made at once and how many are significant.
+    /// How many comparisons were made at once and how many are significant, and those
+    /// too few runs left estimates.
     Family {
         family: usize,
         together: usize,
         alone: usize,
+        undecided: Option<Undecided>,
     },
     Outlier(&'a FleetOutlier),
     /// The qualification's summary: how many checks, how many failed.
@@ -224,16 +226,25 @@ impl fmt::Display for Note<'_> {
             Note::ProvenanceChange(t) => f.write_str(t),
             Note::DriveState(t) => write!(f, "drive state: {t}"),
             Note::Missing(m) => m.fmt(f),
-            Note::Comparison(c) => write!(f, "{}: {} ({})", c.row.context, c.row.text, c.row.metric),
+            Note::Comparison(c) => {
+                write!(f, "{}: {} ({})", c.row.context, c.row.text, c.row.metric)
+            }
             Note::Family {
                 family,
                 together,
                 alone,
-            } => write!(
-                f,
-                "comparisons: {family} tests at once; {together} significant after Holm's correction ({alone} at 5% each; about {:.1} would be by chance alone if nothing differed)",
-                *family as f64 * stats::ALPHA
-            ),
+                undecided,
+            } => {
+                write!(
+                    f,
+                    "comparisons: {family} tests at once; {together} significant after Holm's correction ({alone} at 5% each; about {:.1} would be by chance alone if nothing differed)",
+                    *family as f64 * stats::ALPHA
+                )?;
+                match undecided {
+                    Some(u) => write!(f, "; {}", undecided_text(u)),
+                    None => Ok(()),
+                }
+            }
             Note::Outlier(o) => f.write_str(&outlier_text(o, &human)),
             Note::Qualification { failed, checks } => {
                 f.write_str(&qualification_line(*failed, *checks, ""))
@@ -243,6 +254,28 @@ impl fmt::Display for Note<'_> {
             Note::CellWarning { cell, warning } => write!(f, "{cell}{WARNING}{warning}"),
             Note::CellRuns { cell, text } => write!(f, "{cell}: {text}"),
         }
+    }
+}
+
+/// "with 5 runs a side no single configuration can pass Holm over 24 comparisons: their
+/// ratios are estimates, unmarked; repeat: 7 would" (or "3 of 14 configurations cannot …
+/// alone" when some lines are decided).
+fn undecided_text(u: &Undecided) -> String {
+    let runs = if u.runs.0 == u.runs.1 {
+        u.runs.0.to_string()
+    } else {
+        format!("{}–{}", u.runs.0, u.runs.1)
+    };
+    let (family, needed) = (u.family, u.runs_needed);
+    if u.estimates == u.lines {
+        format!(
+            "with {runs} runs a side no single configuration can pass Holm over {family} comparisons: their ratios are estimates, unmarked; repeat: {needed} would"
+        )
+    } else {
+        format!(
+            "with {runs} runs a side {} of {} configurations cannot pass Holm over {family} comparisons alone: their ratios are estimates, unmarked; repeat: {needed} would",
+            u.estimates, u.lines
+        )
     }
 }
 
@@ -320,6 +353,13 @@ pub fn notes(report: &Report) -> Vec<Note<'_>> {
                 family,
                 together,
                 alone,
+                undecided: Undecided::of(
+                    report
+                        .comparisons
+                        .iter()
+                        .filter(|c| c.p_value.is_some())
+                        .map(|c| c.too_few_runs),
+                ),
             });
         }
     }
@@ -358,6 +398,10 @@ pub enum FindingLine {
     NoDifference(String),
     /// The rest of what was found equal, named only.
     NoDifferenceEither(Vec<String>),
+    /// A question its runs could not decide, with its estimates.
+    Estimate(String),
+    /// Lines too few runs left estimates, said once.
+    Undecided(Undecided),
     Qualification {
         failed: usize,
         checks: usize,
@@ -402,6 +446,8 @@ impl fmt::Display for FindingLine {
             FindingLine::NoDifferenceEither(rest) => {
                 write!(f, "no significant difference either: {}", rest.join("; "))
             }
+            FindingLine::Estimate(t) => write!(f, "undecided (an estimate): {t}"),
+            FindingLine::Undecided(u) => f.write_str(&undecided_text(u)),
             FindingLine::Qualification { failed, checks } => {
                 f.write_str(&qualification_line(*failed, *checks, "; below"))
             }
@@ -450,6 +496,8 @@ pub fn findings(report: &Report) -> Vec<FindingLine> {
     if !rest.is_empty() {
         out.push(FindingLine::NoDifferenceEither(rest));
     }
+    out.extend(f.estimates.iter().map(|x| FindingLine::Estimate(x.text())));
+    out.extend(f.undecided.map(FindingLine::Undecided));
     if !report.verdicts.is_empty() {
         out.push(FindingLine::Qualification {
             failed: report.verdicts.iter().filter(|v| !v.pass).count(),

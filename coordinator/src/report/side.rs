@@ -3,7 +3,8 @@
 //! interval and each column's ratio to a reference — the baseline host (`report: {
 //! baseline: { host: rc66 } }`) or, without one, the first column's host — as the
 //! comparison of the two cells' runs estimates it ([`SideRatio`]: Hodges–Lehmann, its
-//! interval, marked `~` when not significant after Holm). Outliers (see
+//! interval at its Holm step's level, marked `~` when not significant after Holm; an
+//! estimate, unmarked, when its runs are too few to pass that step). Outliers (see
 //! `judge::fleet_outliers`) are marked, and a column without a value says why.
 //!
 //! A row is a configuration (the cell's parameters without its device); the columns are the
@@ -75,7 +76,9 @@ pub enum SideValue {
 /// A column over its reference, as the comparison of the two cells' repetitions says it:
 /// the Hodges–Lehmann ratio (the median of every ratio of one run of this column over one
 /// run of the reference) with its distribution-free interval, decided by Mann–Whitney
-/// with Holm's correction over the view's ratios of the same metric. With a host baseline
+/// with Holm's correction over the view's ratios of the same metric (`stats::decide_family`:
+/// the interval at its Holm step's level, so `significant` ⇔ it excludes ×1; an estimate,
+/// `too_few_runs`, when the runs cannot reach that level). With a host baseline
 /// the ratios of the compared metric are the report's comparisons themselves, so the
 /// view and the comparison lines cannot disagree. Not the ratio of the two medians: with
 /// few, noisy runs that can be far from 1 while the runs overlap.
@@ -92,25 +95,31 @@ pub struct SideRatio {
     /// Holm's adjusted p over `family` tests.
     pub holm_p: f64,
     pub family: usize,
-    /// `holm_p` ≤ 5%: a difference, not noise.
+    /// `holm_p` ≤ 5% and the interval excludes ×1: a difference, not noise.
     pub significant: bool,
+    /// Set when the ratio is an estimate: too few runs to pass its Holm step, so neither
+    /// significant nor "no difference".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub too_few_runs: Option<stats::TooFewRuns>,
 }
 
 impl SideRatio {
-    /// A test's ratio decided with Holm's `holm_p` over a family of `family` tests.
-    pub(crate) fn decided(t: &stats::Comparison, holm_p: f64, family: usize) -> SideRatio {
+    /// A line of a family, as `stats::decide_family` decided it.
+    pub(crate) fn decided(d: &stats::Decision) -> SideRatio {
+        let t = &d.comparison;
         SideRatio {
             ratio: t.ratio,
             ratio_ci: t.ci_pct.map(ratio_of_pct),
             ratio_ci_level: t.ci_level,
             p_value: t.p_value,
-            holm_p,
-            family,
-            significant: t.significant && holm_p <= stats::ALPHA,
+            holm_p: d.holm_p,
+            family: d.family,
+            significant: d.significant,
+            too_few_runs: d.too_few_runs(),
         }
     }
 
-    pub(crate) fn of_comparison(c: &super::judge::JudgedComparison) -> Option<SideRatio> {
+    pub fn of_comparison(c: &super::judge::JudgedComparison) -> Option<SideRatio> {
         let holm_p = c.holm_p?;
         Some(SideRatio {
             ratio: c.row.ratio,
@@ -120,17 +129,24 @@ impl SideRatio {
             holm_p,
             family: c.family,
             significant: c.row.significant,
+            too_few_runs: c.too_few_runs,
         })
     }
 
-    /// "×1.43 (1.21–1.70)", or "×1.02 (0.82–1.55) ~" when it is not significant: the one
-    /// way every text format writes a ratio.
+    /// Decided, and no significant difference: what `~` (and a muted or hollow mark) says.
+    pub fn no_difference(&self) -> bool {
+        self.too_few_runs.is_none() && !self.significant
+    }
+
+    /// "×1.43 (1.21–1.70)", or "×1.02 (0.82–1.55) ~" when it is decided not significant;
+    /// an estimate is unmarked (the report says once why): the one way every text format
+    /// writes a ratio.
     pub fn text(&self) -> String {
         let mut t = format!("×{}", ratio_digits(self.ratio));
         if let Some((lo, hi)) = self.ratio_ci {
             t.push_str(&format!(" ({}–{})", ratio_digits(lo), ratio_digits(hi)));
         }
-        if !self.significant {
+        if self.no_difference() {
             t.push_str(" ~");
         }
         t
@@ -293,8 +309,9 @@ pub fn build(
         settings.metric.as_str()
     };
     let mut rows = Vec::new();
-    // Tests still to be decided, per metric: (row, column, test).
-    let mut tests: IndexMap<String, Vec<(usize, usize, stats::Comparison)>> = IndexMap::new();
+    // Tests still to be decided, per metric: (row, column, baseline's and column's values).
+    type Values<'v> = (&'v [f64], &'v [f64]);
+    let mut tests: IndexMap<String, Vec<(usize, usize, Values<'_>)>> = IndexMap::new();
     for (params, members) in &groups {
         let mut metrics: Vec<(&str, &str)> = Vec::new();
         for (_, c) in members {
@@ -336,11 +353,11 @@ pub fn build(
                 against[*col] = Some(*base_col);
                 if let (Some(comparison), true) = (comparison, metric == compared_metric) {
                     *ratio = SideRatio::of_comparison(comparison);
-                } else if let Some(t) = compare(base, c, metric) {
+                } else if let Some(v) = metric_values(base, metric).zip(metric_values(c, metric)) {
                     tests
                         .entry(metric.to_string())
                         .or_default()
-                        .push((row, *col, t));
+                        .push((row, *col, v));
                 }
             }
             rows.push(SideRow {
@@ -355,12 +372,10 @@ pub fn build(
     // Each metric's ratios are one family: "significant" anywhere in it is wrong with
     // probability at most 5% in all (as the comparisons, which are one metric's).
     for family in tests.into_values() {
-        let ps: Vec<f64> = family.iter().map(|(_, _, t)| t.p_value).collect();
-        let adjusted = stats::holm(&ps);
-        let size = family.len();
-        for ((row, col, t), holm_p) in family.into_iter().zip(adjusted) {
-            if let SideValue::Measured { ratio, .. } = &mut rows[row].values[col] {
-                *ratio = Some(SideRatio::decided(&t, holm_p, size));
+        let pairs: Vec<Values<'_>> = family.iter().map(|(_, _, v)| *v).collect();
+        for ((row, col, _), d) in family.into_iter().zip(stats::decide_family(&pairs)) {
+            if let (SideValue::Measured { ratio, .. }, Some(d)) = (&mut rows[row].values[col], d) {
+                *ratio = Some(SideRatio::decided(&d));
             }
         }
     }
@@ -372,29 +387,78 @@ pub fn build(
     })
 }
 
-/// `cell`'s repetitions of `metric` against `base`'s.
-fn compare(base: &CellReport, cell: &CellReport, metric: &str) -> Option<stats::Comparison> {
-    fn values<'a>(c: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
-        c.metrics
-            .iter()
-            .find(|m| m.metric == metric)
-            .map(|m| m.values.as_slice())
-    }
-    stats::compare(values(base, metric)?, values(cell, metric)?)
+/// One decision per cell: the fleet outliers whose cell the view does not find decidedly
+/// equal to its reference. A cell is marked OUTLIER when the peers' test sets it apart
+/// from the rest of its configuration's cells; its ratio in the view asks whether it
+/// differs from the reference's cell. When that question is decided "no difference" (`~`),
+/// the mark would stand beside a line that says the opposite, so the cell is not called an
+/// outlier — in the view, the notes and the summary alike. An estimate or a significant
+/// ratio keeps the mark; so does the reference's own cell, which has no ratio.
+pub fn agreeing_outliers(
+    view: Option<&mut SideBySide>,
+    cells: &[CellReport],
+    settings: &ReportSpec,
+    outliers: Vec<super::judge::FleetOutlier>,
+) -> Vec<super::judge::FleetOutlier> {
+    let Some(view) = view else {
+        return outliers;
+    };
+    let baseline_host = settings
+        .baseline
+        .as_ref()
+        .filter(|b| b.key == "host")
+        .map(|b| b.value.as_str());
+    let columns = Columns::of(cells, baseline_host);
+    outliers
+        .into_iter()
+        .filter(|o| {
+            let Some(c) = cells.iter().find(|c| is_outlier_of(o, c, &o.metric)) else {
+                return true;
+            };
+            let col = columns.of_cell(c);
+            let row = view
+                .rows
+                .iter_mut()
+                .find(|r| r.metric == o.metric && r.params.iter().eq(c.configuration()));
+            let Some(SideValue::Measured { ratio, outlier, .. }) =
+                row.and_then(|r| r.values.get_mut(col))
+            else {
+                return true;
+            };
+            let contradicted = ratio.as_ref().is_some_and(SideRatio::no_difference);
+            if contradicted {
+                *outlier = false;
+            }
+            !contradicted
+        })
+        .collect()
+}
+
+/// A cell's repetitions of `metric`.
+fn metric_values<'a>(c: &'a CellReport, metric: &str) -> Option<&'a [f64]> {
+    c.metrics
+        .iter()
+        .find(|m| m.metric == metric)
+        .map(|m| m.values.as_slice())
+}
+
+/// Whether `o` is the fleet outlier of `c` on `metric`: its host, drive and configuration.
+fn is_outlier_of(o: &super::judge::FleetOutlier, c: &CellReport, metric: &str) -> bool {
+    o.host == c.host
+        && o.device == device(c)
+        && o.metric == metric
+        && o.group == super::judge::group_of(c)
 }
 
 fn value_of(c: &CellReport, metric: &str, outliers: &[super::judge::FleetOutlier]) -> SideValue {
     if let Some(m) = c.metrics.iter().find(|m| m.metric == metric) {
-        let device = device(c);
         return SideValue::Measured {
             median: m.stats.median,
             ci: m.stats.median_ci,
             ci_level: m.stats.median_ci_level,
             n: m.stats.n,
             ratio: None,
-            outlier: outliers
-                .iter()
-                .any(|o| o.host == c.host && o.device == device && o.metric == metric),
+            outlier: outliers.iter().any(|o| is_outlier_of(o, c, metric)),
         };
     }
     if let Some(u) = c.unmeasured.iter().find(|u| u.metric == metric) {
@@ -500,7 +564,7 @@ pub(crate) fn text(r: &Report, s: &SideBySide) -> (String, Vec<String>, Vec<Vec<
         None => "no CI: too few repetitions".to_string(),
     };
     let title = format!(
-        "side by side: median ({ci}); ×: Hodges–Lehmann ratio to {} (interval), ~ = no significant difference (Holm)",
+        "side by side: median ({ci}); ×: Hodges–Lehmann ratio to {} (interval at its Holm step's level), ~ = no significant difference (Holm); unmarked where the runs are too few to decide it",
         reference_words(s)
     );
     let mut header: Vec<String> = super::configuration_names(&r.params).cloned().collect();
@@ -580,6 +644,61 @@ mod tests {
 
     fn around(x: f64) -> Vec<f64> {
         (0..SIX).map(|i| x * (1.0 + i as f64 * 0.001)).collect()
+    }
+
+    /// Two hosts slow alike, four fast: the slow one that is not the reference stands apart
+    /// from the rest by the peers' test, but the view finds it no different from the
+    /// reference (decided, `~`). It is not marked an outlier, nor listed; the reference,
+    /// with no ratio of its own, is both.
+    #[test]
+    fn an_outlier_is_never_marked_on_a_cell_its_ratio_finds_equal_to_the_reference() {
+        let twelve =
+            |x: f64| -> Vec<f64> { (0..12).map(|i| x * (1.0 + i as f64 * 0.001)).collect() };
+        let cells = [
+            cell("a", None, "4k", &twelve(0.015)),
+            cell("b", None, "4k", &twelve(0.015)),
+            cell("c", None, "4k", &twelve(0.010)),
+            cell("d", None, "4k", &twelve(0.010)),
+            cell("e", None, "4k", &twelve(0.010)),
+            cell("f", None, "4k", &twelve(0.010)),
+        ];
+        let settings = ReportSpec::default();
+        let outliers = crate::report::judge::fleet_outliers(&cells, &settings);
+        let hosts = |o: &[crate::report::judge::FleetOutlier]| {
+            o.iter().map(|o| o.host.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            hosts(&outliers),
+            ["a", "b"],
+            "the peers' test alone: {outliers:?}"
+        );
+        let mut view = build(&cells, &settings, &outliers, &[]);
+        let kept = agreeing_outliers(view.as_mut(), &cells, &settings, outliers);
+        assert_eq!(hosts(&kept), ["a"]);
+        let view = view.expect("six hosts");
+        let marks: Vec<(bool, Option<String>)> = view.rows[0]
+            .values
+            .iter()
+            .map(|v| match v {
+                SideValue::Measured { outlier, ratio, .. } => {
+                    (*outlier, ratio.as_ref().map(SideRatio::text))
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(marks[0], (true, None), "the reference: {marks:?}");
+        let (b_marked, b_ratio) = &marks[1];
+        assert!(
+            !b_marked && b_ratio.as_deref().is_some_and(|t| t.ends_with(" ~")),
+            "{marks:?}"
+        );
+        // No value of the view is marked OUTLIER beside a `~`.
+        for (outlier, ratio) in &marks {
+            assert!(
+                !(*outlier && ratio.as_deref().is_some_and(|t| t.ends_with(" ~"))),
+                "{marks:?}"
+            );
+        }
     }
 
     #[test]

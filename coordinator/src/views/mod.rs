@@ -606,6 +606,36 @@ pub struct Verdict {
     pub pass: bool,
     pub qualification_failed: bool,
     pub problems: Vec<String>,
+    /// What the verdict says in a word: `pass` only when limits were judged and held.
+    pub state: VerdictState,
+    /// How many qualification checks the report judged; None from a coordinator older
+    /// than the count.
+    pub qualification_checks: Option<u32>,
+}
+
+/// A verdict in a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictState {
+    /// Nothing is wrong, and the campaign's limits were judged and held (or a coordinator
+    /// older than the count did not say whether it had any).
+    Pass,
+    /// Nothing is wrong, but the campaign set no qualification limits: judged against
+    /// nothing, so not a pass.
+    NoLimits,
+    /// Something is wrong: `problems` says what.
+    Fail,
+}
+
+impl Verdict {
+    /// "pass", "no limits", or the problems.
+    pub fn words(&self) -> String {
+        match self.state {
+            VerdictState::Pass => "pass".into(),
+            VerdictState::NoLimits => "no limits".into(),
+            VerdictState::Fail => self.problems.join(", "),
+        }
+    }
 }
 
 /// The verdict of a report's answer.
@@ -625,10 +655,17 @@ pub fn verdict_of(r: &pb::ReportResponse) -> Verdict {
             problems.push(format!("{n} {what}"));
         }
     }
+    let state = match r.qualification_checks {
+        _ if !problems.is_empty() => VerdictState::Fail,
+        Some(0) => VerdictState::NoLimits,
+        _ => VerdictState::Pass,
+    };
     Verdict {
         pass: problems.is_empty(),
         qualification_failed: r.qualification_failed,
         problems,
+        state,
+        qualification_checks: r.qualification_checks,
     }
 }
 
@@ -1017,6 +1054,40 @@ pub fn render_schedule(s: &pb::ScheduleInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A campaign judged against nothing is not a pass; one whose limits held is; an
+    /// older coordinator that does not count its checks reads as before; a problem fails.
+    #[test]
+    fn a_verdict_passes_only_what_was_judged() {
+        let answer = |checks: Option<u32>, steps_failed: u32| pb::ReportResponse {
+            qualification_checks: checks,
+            steps_failed,
+            ..Default::default()
+        };
+        let state = |r: &pb::ReportResponse| {
+            let v = verdict_of(r);
+            (v.state, v.pass, v.words())
+        };
+        assert_eq!(
+            state(&answer(Some(0), 0)),
+            (VerdictState::NoLimits, true, "no limits".to_string())
+        );
+        assert_eq!(
+            state(&answer(Some(3), 0)),
+            (VerdictState::Pass, true, "pass".to_string())
+        );
+        assert_eq!(
+            state(&answer(None, 0)),
+            (VerdictState::Pass, true, "pass".to_string())
+        );
+        assert_eq!(
+            state(&answer(Some(0), 2)),
+            (VerdictState::Fail, false, "2 step(s) failed".to_string())
+        );
+        let json = serde_json::to_value(verdict_of(&answer(Some(0), 0))).unwrap();
+        assert_eq!(json["state"], "no_limits");
+        assert_eq!(json["qualification_checks"], 0);
+    }
 
     fn agent(host: &str, tools: &[(&str, &str, &str)]) -> pb::AgentInfo {
         pb::AgentInfo {

@@ -543,10 +543,10 @@ pub(super) fn percentile_name(q: f64) -> String {
     format!("p{t}")
 }
 
-/// The y range and unit shared by an operation's percentile panels (so they compare by
-/// eye): every point of every panel, padded; the unit chosen by the largest value so
-/// the top ticks are not written as 20000.0 µs.
-pub(super) fn percentile_axis(series: &[&Series]) -> (f64, f64, Unit) {
+/// The y range shared by an operation's percentile panels (so they compare by eye): every
+/// point of every panel, padded. Its ticks are written each in its own unit
+/// ([`LogTicks`]).
+pub(super) fn percentile_axis(series: &[&Series]) -> (f64, f64) {
     let all: Vec<f64> = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -557,7 +557,7 @@ pub(super) fn percentile_axis(series: &[&Series]) -> (f64, f64, Unit) {
         all.iter().copied().fold(0.0, f64::max),
     );
     let ypad = (ymax / ymin).powf(0.06);
-    (ymin / ypad, ymax * ypad, Unit::for_values(&[ymax], "s"))
+    (ymin / ypad, ymax * ypad)
 }
 
 /// Per-operation latency against percentile: x the percentile on a log scale of its
@@ -565,11 +565,12 @@ pub(super) fn percentile_axis(series: &[&Series]) -> (f64, f64, Unit) {
 /// `points` are (quantile, seconds).
 pub(super) fn percentile_svg(
     series: &[Series],
-    (ylo, yhi, unit): &(f64, f64, Unit),
+    (ylo, yhi): &(f64, f64),
     width: u32,
     height: u32,
 ) -> Result<String, Box<dyn Error>> {
     let (ylo, yhi) = (*ylo, *yhi);
+    let yticks = LogTicks::new(log_ticks(ylo, yhi), "s");
     let all = || {
         series
             .iter()
@@ -593,10 +594,10 @@ pub(super) fn percentile_svg(
                     hi: x1,
                     keys: Some(xticks),
                 },
-                (ylo..yhi).log_scale().with_key_points(log_ticks(ylo, yhi)),
+                (ylo..yhi).log_scale().with_key_points(yticks.ticks.clone()),
             )?;
         let x_label = |t: &f64| percentile_name(1.0 - 10f64.powf(-*t));
-        let y_label = |v: &f64| unit.bare(*v);
+        let y_label = |v: &f64| yticks.text(*v);
         chart
             .configure_mesh()
             .light_line_style(WHITE.mix(0.0))
@@ -604,7 +605,7 @@ pub(super) fn percentile_svg(
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
             .x_desc("percentile (log scale of 100% − p)")
-            .y_desc(format!("latency [{}], log scale", unit.label))
+            .y_desc("latency, log scale")
             .label_style(("sans-serif", 13))
             .axis_desc_style(("sans-serif", 14))
             .draw()?;
@@ -651,8 +652,9 @@ pub(super) fn size_svg(
         }
         t *= step;
     }
-    let unit = Unit::for_values(&all().map(|p| p.1).collect::<Vec<_>>(), "s");
-    let size_unit = Unit::for_values(&xticks, "B");
+    let (ylo, yhi) = (ymin / ypad, ymax * ypad);
+    let yticks = LogTicks::new(log_ticks(ylo, yhi), "s");
+    let xticks = LogTicks::new(xticks, "B");
 
     let mut buf = String::new();
     {
@@ -666,19 +668,17 @@ pub(super) fn size_svg(
             .build_cartesian_2d(
                 (xmin / xpad..xmax * xpad)
                     .log_scale()
-                    .with_key_points(xticks),
-                (ymin / ypad..ymax * ypad)
-                    .log_scale()
-                    .with_key_points(log_ticks(ymin / ypad, ymax * ypad)),
+                    .with_key_points(xticks.ticks.clone()),
+                (ylo..yhi).log_scale().with_key_points(yticks.ticks.clone()),
             )?;
-        let x_label = |v: &f64| size_unit.bare(*v);
-        let y_label = |v: &f64| unit.bare(*v);
+        let x_label = |v: &f64| xticks.text(*v);
+        let y_label = |v: &f64| yticks.text(*v);
         chart
             .configure_mesh()
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
-            .x_desc(format!("{size_param} [{}], log scale", size_unit.label))
-            .y_desc(format!("{metric} median [{}], log scale", unit.label))
+            .x_desc(format!("{size_param}, log scale"))
+            .y_desc(format!("{metric} median, log scale"))
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 18))
             .light_line_style(WHITE.mix(0.0))
@@ -833,6 +833,70 @@ pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     (0..4)
         .map(|i| lo * (hi / lo).powf(f64::from(i) / 3.0))
         .collect()
+}
+
+/// The ticks of a log axis of seconds or bytes, each written in the unit that fits its own
+/// value ("500 ns", "2 µs", "10 ms"; "4 KiB", "1 MiB"): an axis spanning decades has no
+/// one unit that fits it (sub-microsecond operations read "0.00, 0.00, 0.01 ms" in the
+/// unit of their slowest). Each with as few significant digits as keep every tick's text
+/// within 0.5% of its value and apart from the others' (1 for 1-2-5 ticks, 2 for 1.5,
+/// more for ticks spread evenly across a narrow range).
+pub(super) struct LogTicks {
+    pub ticks: Vec<f64>,
+    unit: &'static str,
+    digits: usize,
+}
+
+impl LogTicks {
+    pub(super) fn new(ticks: Vec<f64>, unit: &'static str) -> LogTicks {
+        let mut t = LogTicks {
+            ticks,
+            unit,
+            digits: 1,
+        };
+        while t.digits < 6 {
+            let texts: Vec<String> = t.ticks.iter().map(|v| t.text(*v)).collect();
+            let close = t.ticks.iter().zip(&texts).all(|(v, text)| {
+                let scale = crate::report::Scale::for_value(*v * (1.0 + 1e-9), unit);
+                text.split(' ')
+                    .next()
+                    .and_then(|n| n.parse::<f64>().ok())
+                    .is_some_and(|n| (n * scale.factor() - v).abs() <= 0.005 * v.abs())
+            });
+            let apart = texts
+                .iter()
+                .enumerate()
+                .all(|(i, x)| !texts[..i].contains(x));
+            if close && apart {
+                break;
+            }
+            t.digits += 1;
+        }
+        t
+    }
+
+    /// "500 ns", "1.5 µs", "10 ms", "4 KiB".
+    pub(super) fn text(&self, v: f64) -> String {
+        // 10⁻³ made as 1 × 10^-3 may fall a bit short of 1 ms: still ms.
+        let scale = crate::report::Scale::for_value(v * (1.0 + 1e-9), self.unit);
+        let x = v / scale.factor();
+        let magnitude = if x == 0.0 {
+            0
+        } else {
+            x.abs().log10().floor() as i32
+        };
+        let decimals = (self.digits as i32 - 1 - magnitude).max(0) as usize;
+        let n = format!("{x:.decimals$}");
+        let n = if n.contains('.') {
+            n.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            n
+        };
+        match scale.suffix() {
+            "" => n,
+            s => format!("{n} {s}"),
+        }
+    }
 }
 
 /// Gives a log axis a non-empty range when every value is the same.

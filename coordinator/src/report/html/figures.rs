@@ -150,7 +150,11 @@ fn baseline_forest(compared: &[&super::super::judge::JudgedComparison], metric: 
             .map(|(i, c)| Dot {
                 row: i,
                 series: 0,
-                colour: if c.row.significant { 3 } else { 0 },
+                colour: match (c.row.significant, c.too_few_runs) {
+                    (true, _) => 3,
+                    (false, Some(_)) => 1,
+                    (false, None) => 0,
+                },
                 value: c.row.ratio,
                 interval: c
                     .row
@@ -164,20 +168,23 @@ fn baseline_forest(compared: &[&super::super::judge::JudgedComparison], metric: 
         title: format!("{metric}: ratio to the baseline"),
     };
     let cov = coverage(rows.iter().filter_map(|c| c.ci_level));
+    let mut entries = vec![
+        (3, "significant after Holm's correction".to_string()),
+        (0, "no significant difference".to_string()),
+    ];
+    if rows.iter().any(|c| c.too_few_runs.is_some()) {
+        entries.push((
+            1,
+            "an estimate: too few runs to decide it alone".to_string(),
+        ));
+    }
     Figure {
         id: format!("forest-{}", slug(metric)),
         caption: Text::new(format!(
-            "{metric}: candidate over baseline (Hodges–Lehmann ratio), whiskers = {cov}CI, line at 1× = no difference"
+            "{metric}: candidate over baseline (Hodges–Lehmann ratio), whiskers = {cov}CI (at its Holm step's level where decided), line at 1× = no difference"
         )),
         chart: dot_chart(&plot),
-        legend: Legend::of(
-            &[
-                (3, "significant after Holm's correction".to_string()),
-                (0, "not significant".to_string()),
-            ],
-            false,
-            None,
-        ),
+        legend: Legend::of(&entries, false, None),
     }
 }
 
@@ -227,6 +234,14 @@ fn side_forest(v: &View<'_>, s: &SideBySide, metric: &str) -> Option<Figure> {
         return None;
     }
     let reference = super::super::side::reference_words(s);
+    let estimates = rows.iter().flat_map(|r| &r.values).any(
+        |x| matches!(x, SideValue::Measured { ratio: Some(r), .. } if r.too_few_runs.is_some()),
+    );
+    let estimates = if estimates {
+        " or too few runs to decide it alone (an estimate, its own 95% interval)"
+    } else {
+        ""
+    };
     // Only the columns with a ratio take a lane of a row (the reference has none): one
     // compared host sits on its row's label, not between two.
     let mut with_dots: Vec<usize> = dots.iter().map(|d| d.series).collect();
@@ -251,7 +266,7 @@ fn side_forest(v: &View<'_>, s: &SideBySide, metric: &str) -> Option<Figure> {
     Some(Figure {
         id: format!("side-forest-{}", slug(metric)),
         caption: Text::new(format!(
-            "{metric}: each host/drive over {reference} (Hodges–Lehmann ratio of their runs); whiskers = its interval; hollow = no significant difference after Holm; line at 1×"
+            "{metric}: each host/drive over {reference} (Hodges–Lehmann ratio of their runs); whiskers = its interval at its Holm step's level; hollow = no significant difference after Holm{estimates}; line at 1×"
         )),
         chart: dot_chart(&plot),
         legend: Legend::of(&entries, false, ring),

@@ -41,10 +41,10 @@ pub(super) struct SideMeasured {
     pub(super) outlier: bool,
 }
 
-/// A ratio to the reference, greyed when not significant.
+/// A ratio to the reference, greyed when decided not significant (an estimate is not).
 pub(super) struct RatioText {
     pub(super) text: Text,
-    pub(super) significant: bool,
+    pub(super) muted: bool,
 }
 
 impl SideTable {
@@ -108,7 +108,7 @@ impl SideCell {
                     ci: ci.map(|(lo, hi)| (Text::new(u.bare(lo)), Text::new(u.bare(hi)))),
                     ratio: ratio.as_ref().map(|r| RatioText {
                         text: Text::new(r.text()),
-                        significant: r.significant,
+                        muted: r.no_difference(),
                     }),
                     outlier: *outlier,
                 }),
@@ -136,7 +136,7 @@ impl ValueMarks for Bare<'_> {
 
 fn side_title(s: &SideBySide) -> String {
     format!(
-        "Side by side: median (CI); ×: Hodges–Lehmann ratio to {} (interval), greyed and ~ = no significant difference (Holm)",
+        "Side by side: median (CI); ×: Hodges–Lehmann ratio to {} (interval at its Holm step's level), greyed and ~ = no significant difference (Holm); unmarked where the runs are too few to decide it",
         super::super::side::reference_words(s)
     )
 }

@@ -210,13 +210,11 @@ fn seed_001_size_chart_has_one_line_per_host_disk_and_cache() {
     assert_eq!(count(chart, "<circle"), 48);
     assert_eq!(count(chart, "<li>"), 12);
     assert!(chart.contains("rcmonster · disk=530 write_cache=off"));
-    // The axis titles name the unit the ticks are written in.
-    assert!(chart.contains("size [B], log scale"), "x title");
-    assert!(
-        chart.contains("latency.mean median [ms], log scale"),
-        "y title"
-    );
-    assert!(chart.contains("\n4096\n"), "x ticks are bytes");
+    // The ticks name their units, each its own.
+    assert!(chart.contains("size, log scale"), "x title");
+    assert!(chart.contains("latency.mean median, log scale"), "y title");
+    assert!(chart.contains("\n4 KiB\n"), "x ticks are bytes: {chart}");
+    assert!(chart.contains(" ms\n"), "y ticks are times: {chart}");
 }
 
 /// The figure's dots: filled circles in the palette's colours.
@@ -469,12 +467,48 @@ fn percentile_curves_come_from_the_merged_histograms() {
     for tick in ["\np50\n", "\np90\n", "\np99\n", "\np99.9\n", "\np99.99\n"] {
         assert!(section.contains(tick), "{tick}");
     }
-    // One unit for the axis and its ticks, chosen by the slowest operation: 0.10 … 10.00 ms.
-    assert!(section.contains("latency [ms], log scale"));
+    // Each tick in the unit that fits it: 100 µs … 10 ms.
+    assert!(section.contains("latency, log scale"));
     assert!(
-        section.contains("\n0.10\n") && section.contains("\n10.00\n"),
-        "ticks in ms"
+        section.contains("\n100 µs\n") && section.contains("\n10 ms\n"),
+        "ticks in their units: {section}"
     );
+}
+
+#[test]
+fn log_ticks_are_written_in_the_unit_that_fits_each() {
+    let texts = |t: &charts::LogTicks| t.ticks.iter().map(|v| t.text(*v)).collect::<Vec<_>>();
+    // Sub-microsecond operations up to a slow tail: no "0.00 ms".
+    let t = charts::LogTicks::new(charts::log_ticks(1.5e-7, 1.2e-5), "s");
+    assert_eq!(
+        texts(&t),
+        ["200 ns", "500 ns", "1 µs", "2 µs", "5 µs", "10 µs"]
+    );
+    let t = charts::LogTicks::new(charts::log_ticks(3e-4, 2.5), "s");
+    assert_eq!(
+        texts(&t),
+        [
+            "500 µs", "1 ms", "2 ms", "5 ms", "10 ms", "20 ms", "50 ms", "100 ms", "200 ms",
+            "500 ms", "1 s", "2 s"
+        ]
+    );
+    // Within a decade: the finer mantissas, as many digits as they need.
+    let t = charts::LogTicks::new(charts::log_ticks(1.2e-6, 2.6e-6), "s");
+    assert_eq!(texts(&t), ["1.5 µs", "2 µs", "2.5 µs"]);
+    // Narrower still: four ticks spread evenly, each within 0.5% of its text, none alike.
+    let t = charts::LogTicks::new(charts::log_ticks(1.001e-3, 1.004e-3), "s");
+    let shown = texts(&t);
+    assert_eq!(shown.len(), 4);
+    for (v, text) in t.ticks.iter().zip(&shown) {
+        let n: f64 = text.trim_end_matches(" ms").parse().unwrap();
+        assert!((n * 1e-3 - v).abs() <= 0.005 * v, "{v} {text}");
+    }
+    let mut unique = shown.clone();
+    unique.dedup();
+    assert_eq!(unique, shown, "{shown:?}");
+    // Sizes in bytes.
+    let t = charts::LogTicks::new(vec![512.0, 4096.0, 65536.0, 1048576.0], "B");
+    assert_eq!(texts(&t), ["512 B", "4 KiB", "64 KiB", "1 MiB"]);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::comparisons::{context, judge_family, pending, Compared, UnmatchedCell};
+use super::comparisons::{context, judge_family, pending, Compared, Lines, UnmatchedCell};
 use super::JudgedComparison;
 use crate::report::{CellReport, Report};
 
@@ -160,7 +160,7 @@ pub fn compare_sides(
         baseline: a_name,
         candidate: b_name,
         metric: metric.to_string(),
-        rows: judge_family(rows),
+        rows: judge_family(rows, Lines::OwnInterval),
         only_in_a,
         only_in_b,
     }

@@ -85,6 +85,13 @@ pub(super) fn context(cell: &CellReport, key: &str, same_device: bool) -> String
 
 /// A comparison row with what the wire row has no room for: the interval's real
 /// coverage and the test behind "significant".
+///
+/// A report's comparisons ([`compare_cells`]) are decided line by line at Holm's steps
+/// (`stats::decide_family`): the interval is at its step's level, so `significant` holds
+/// exactly when it excludes ×1; a line whose runs cannot reach its step is an estimate
+/// (`too_few_runs`), neither significant nor "no difference". `platter compare` and
+/// `platter history` ([`super::compare_campaigns`]) keep each line's own 95% interval
+/// beside Holm's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JudgedComparison {
     #[serde(flatten)]
@@ -97,6 +104,10 @@ pub struct JudgedComparison {
     pub holm_p: Option<f64>,
     /// How many comparisons with a test the report made together.
     pub family: usize,
+    /// Set when the line is an estimate: its runs are too few for its Holm step, so
+    /// `significant` says nothing of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub too_few_runs: Option<stats::TooFewRuns>,
     /// False when no comparison could be made: the cell has no counterpart, or one side
     /// has no usable values of the metric. `text` says which; the numbers are NaN.
     pub compared: bool,
@@ -142,22 +153,35 @@ impl UnmatchedCell {
 }
 
 /// One comparison before the family is known.
-pub(super) struct Pending {
+pub(super) struct Pending<'a> {
     row: ComparisonRow,
     label: String,
     test: Option<stats::Comparison>,
+    /// The values tested, baseline and candidate (with `test`).
+    values: Option<(&'a [f64], &'a [f64])>,
     compared: bool,
     cells: Option<ComparedCells>,
 }
 
+/// How a family's lines are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lines {
+    /// Each line's own 95% interval beside Holm's verdict (`platter compare`, `history`).
+    OwnInterval,
+    /// Each line at its Holm step's level, or an estimate when its runs cannot reach it (a
+    /// report's comparisons).
+    AtHolmStep,
+}
+
 /// A row that stands for a comparison not made, with the reason in its text.
-fn not_compared(what: Compared, metric: &str, text: String) -> Pending {
+fn not_compared<'a>(what: Compared, metric: &str, text: String) -> Pending<'a> {
     let mut row = what.row(metric, f64::NAN, f64::NAN);
     row.text = text;
     Pending {
         row,
         label: String::new(),
         test: None,
+        values: None,
         compared: false,
         cells: None,
     }
@@ -180,13 +204,13 @@ impl ComparedCells {
 
 /// The comparison of `cell` with `base` on `metric`; a row saying so when either has no
 /// usable values of it.
-pub(super) fn pending(
+pub(super) fn pending<'a>(
     what: Compared,
-    base: &CellReport,
-    cell: &CellReport,
+    base: &'a CellReport,
+    cell: &'a CellReport,
     metric: &str,
     label: String,
-) -> Pending {
+) -> Pending<'a> {
     let missing = |compared, why: &str| Pending {
         cells: Some(ComparedCells::of(cell, base, false)),
         ..not_compared(
@@ -213,14 +237,13 @@ pub(super) fn pending(
             row,
             label,
             test: None,
+            values: None,
             compared: true,
             cells: Some(ComparedCells::of(cell, base, true)),
         };
     }
-    let Some(c) = values(base, metric)
-        .zip(values(cell, metric))
-        .and_then(|(b, c)| stats::compare(b, c))
-    else {
+    let tested = values(base, metric).zip(values(cell, metric));
+    let Some(c) = tested.and_then(|(b, c)| stats::compare(b, c)) else {
         return missing(what, "no positive values");
     };
     let mut row = what.row(metric, c.ratio, c.penalty_pct);
@@ -229,6 +252,7 @@ pub(super) fn pending(
         row,
         label,
         test: Some(c),
+        values: tested,
         compared: true,
         cells: Some(ComparedCells::of(cell, base, true)),
     }
@@ -236,14 +260,22 @@ pub(super) fn pending(
 
 /// Decides every comparison of a report together: Holm's correction over those with
 /// a test, so that "significant" anywhere in the report is wrong with probability at
-/// most 5% in all, not 5% each.
-pub(super) fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
+/// most 5% in all, not 5% each; each line's interval as `lines` says.
+pub(super) fn judge_family(pending: Vec<Pending<'_>>, lines: Lines) -> Vec<JudgedComparison> {
     let ps: Vec<f64> = pending
         .iter()
         .filter_map(|p| p.test.as_ref().map(|t| t.p_value))
         .collect();
     let family = ps.len();
     let mut adjusted = stats::holm(&ps).into_iter();
+    let mut decisions = match lines {
+        Lines::OwnInterval => Vec::new(),
+        Lines::AtHolmStep => {
+            let pairs: Vec<(&[f64], &[f64])> = pending.iter().filter_map(|p| p.values).collect();
+            stats::decide_family(&pairs)
+        }
+    }
+    .into_iter();
     pending
         .into_iter()
         .map(|p| {
@@ -251,6 +283,7 @@ pub(super) fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                 mut row,
                 label,
                 test,
+                values,
                 compared,
                 cells,
             } = p;
@@ -261,11 +294,28 @@ pub(super) fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                     p_value: None,
                     holm_p: None,
                     family,
+                    too_few_runs: None,
                     compared,
                     cells,
                 };
             };
             let holm_p = adjusted.next().unwrap_or(1.0);
+            let decision = values.and_then(|_| decisions.next().flatten());
+            if let Some(d) = decision {
+                row.ci_pct = d.comparison.ci_pct;
+                row.significant = d.significant;
+                row.text = decided_text(&label, &d);
+                return JudgedComparison {
+                    row,
+                    ci_level: d.comparison.ci_level,
+                    p_value: Some(t.p_value),
+                    holm_p: Some(d.holm_p),
+                    family,
+                    too_few_runs: d.too_few_runs(),
+                    compared,
+                    cells,
+                };
+            }
             row.significant = t.significant && holm_p <= stats::ALPHA;
             row.text = t.describe(
                 &label,
@@ -280,11 +330,44 @@ pub(super) fn judge_family(pending: Vec<Pending>) -> Vec<JudgedComparison> {
                 p_value: Some(t.p_value),
                 holm_p: Some(holm_p),
                 family,
+                too_few_runs: None,
                 compared,
                 cells,
             }
         })
         .collect()
+}
+
+/// A line decided at its Holm step, in words: "host=b vs a penalty 11.0% (99.79% CI 8.2% …
+/// 13.9%)", with ": no significant difference after Holm's correction for 8 comparisons"
+/// when its interval holds 0, or, for an estimate, "(96.8% CI …; an estimate: 5 + 5 runs
+/// cannot pass Holm over 8 comparisons)".
+fn decided_text(label: &str, d: &stats::Decision) -> String {
+    let c = &d.comparison;
+    let (Some((lo, hi)), Some(level)) = (c.ci_pct, c.ci_level) else {
+        return format!(
+            "{label} penalty {:.1}% (too few repetitions for an interval)",
+            c.penalty_pct
+        );
+    };
+    // "96.8%", and as many decimals as it takes not to read as 100 at a Holm step.
+    let level_words = match stats::level_pct(level) {
+        l if l == "100" => stats::level_with_sign(level),
+        l => format!("{l}%"),
+    };
+    let interval = format!("{level_words} CI {lo:.1}% … {hi:.1}%");
+    let family = d.family;
+    match d.too_few_runs() {
+        Some(t) => format!(
+            "{label} penalty {:.1}% ({interval}; an estimate: {} + {} runs cannot pass Holm over {family} comparisons)",
+            c.penalty_pct, t.runs.0, t.runs.1
+        ),
+        None if d.significant => format!("{label} penalty {:.1}% ({interval})", c.penalty_pct),
+        None => format!(
+            "{label} penalty {:.1}% ({interval}): no significant difference after Holm's correction for {family} comparisons",
+            c.penalty_pct
+        ),
+    }
 }
 
 /// The device names of `host`'s cells in plan order: the planner makes a host's cells
@@ -452,5 +535,5 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedC
             rows.push(not_compared(what, metric, text));
         }
     }
-    judge_family(rows)
+    judge_family(rows, Lines::AtHolmStep)
 }

@@ -22,7 +22,7 @@ pub use campaigns::{
 pub use comparisons::{
     compare_cells, ComparedCells, ComparisonRow, JudgedComparison, UnmatchedCell,
 };
-pub use outliers::{fleet_outliers, FleetOutlier};
+pub use outliers::{fleet_outliers, group_of, FleetOutlier};
 pub use pivot::{pivot, PivotMissing, PivotTable};
 pub use qualification::{qualify, Verdict};
 

@@ -12,6 +12,16 @@ use crate::report::CellReport;
 use crate::spec::ReportSpec;
 use crate::stats;
 
+/// The configuration a cell's fleet group shares: "bs=4k sync=none" (its parameters but
+/// the device).
+pub fn group_of(cell: &CellReport) -> String {
+    let group: Vec<String> = cell
+        .configuration()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    group.join(" ")
+}
+
 /// A cell whose repetitions stand apart from the rest of its configuration's cells.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FleetOutlier {
@@ -53,11 +63,7 @@ pub fn fleet_outliers(cells: &[CellReport], settings: &ReportSpec) -> Vec<FleetO
         {
             continue;
         }
-        let group: Vec<String> = cell
-            .configuration()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        groups.entry(group.join(" ")).or_default().push(cell);
+        groups.entry(group_of(cell)).or_default().push(cell);
     }
     let mut out = Vec::new();
     for (group, members) in groups {

@@ -505,3 +505,115 @@ fn the_peers_threshold_is_the_campaigns_outlier_floor() {
         ["host3"]
     );
 }
+
+/// Over random fleets (hosts × drives × block sizes, 3 to 12 runs a cell, with and without
+/// a baseline host), every ratio the comparisons, the side-by-side view and the findings
+/// print is either decided — significant exactly when its interval excludes ×1, `~`
+/// exactly when not — or an estimate, neither significant nor `~`; and no fleet outlier
+/// stands on a cell whose ratio is decided equal to the reference's.
+#[test]
+fn every_ratio_of_a_random_fleet_says_what_its_interval_says() {
+    use crate::report::side::{self, SideValue};
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(50);
+    let (mut decided, mut estimates, mut outliers_kept) = (0, 0, 0);
+    for round in 0..40 {
+        let runs: &[usize] = if round % 2 == 0 {
+            &[5]
+        } else {
+            &[3, 5, 6, 8, 12]
+        };
+        let mut cells = Vec::new();
+        for host in ["a", "b", "c"] {
+            for device in ["sdb", "sdc"] {
+                let factor: f64 = if rng.random_bool(0.5) {
+                    1.0
+                } else {
+                    rng.random_range(0.3..3.0)
+                };
+                for bs in ["4k", "64k"] {
+                    let n = runs[rng.random_range(0..runs.len())];
+                    let noise = rng.random_range(0.005..0.2);
+                    let values: Vec<f64> = (0..n)
+                        .map(|_| 0.01 * factor * (1.0 + noise * rng.random_range(-1.0..1.0)))
+                        .collect();
+                    cells.push(CellReport::for_test(
+                        format!("{host}-{device}-{bs}"),
+                        host,
+                        &[(DEVICE, device), ("bs", bs)],
+                        vec![MetricStats::of_values("wall", "s", &values)],
+                    ));
+                }
+            }
+        }
+        let settings = ReportSpec {
+            baseline: (round % 3 != 0).then(|| crate::spec::Baseline {
+                key: "host".into(),
+                value: "a".into(),
+                line: 1,
+                column: 1,
+            }),
+            ..ReportSpec::default()
+        };
+        let comparisons = compare_cells(&cells, &settings);
+        let outliers = fleet_outliers(&cells, &settings);
+        let mut view = side::build(&cells, &settings, &outliers, &comparisons);
+        let kept = side::agreeing_outliers(view.as_mut(), &cells, &settings, outliers);
+        let view = view.expect("three hosts");
+        // No outlier stands on a cell whose ratio is decided equal, marked or listed.
+        for row in &view.rows {
+            for v in &row.values {
+                if let SideValue::Measured {
+                    ratio: Some(r),
+                    outlier,
+                    ..
+                } = v
+                {
+                    assert!(!(*outlier && r.no_difference()), "{r:?}");
+                }
+            }
+        }
+        outliers_kept += kept.len();
+        let found = crate::report::findings::build(&cells, &settings, &comparisons, Some(&view));
+        let mut ratios: Vec<side::SideRatio> = comparisons
+            .iter()
+            .filter_map(side::SideRatio::of_comparison)
+            .collect();
+        for row in &view.rows {
+            for v in &row.values {
+                if let SideValue::Measured { ratio: Some(r), .. } = v {
+                    ratios.push(r.clone());
+                }
+            }
+        }
+        for f in found
+            .differences
+            .iter()
+            .chain(&found.no_difference)
+            .chain(&found.estimates)
+        {
+            ratios.extend(f.at.iter().map(|i| i.ratio.clone()));
+        }
+        for r in ratios {
+            let text = r.text();
+            if r.too_few_runs.is_some() {
+                estimates += 1;
+                assert!(!r.significant && !text.contains('~'), "{r:?}");
+                continue;
+            }
+            decided += 1;
+            let (lo, hi) = r.ratio_ci.expect("decided lines have an interval");
+            assert_eq!(r.significant, lo > 1.0 || hi < 1.0, "{text} {r:?}");
+            assert_eq!(text.ends_with(" ~"), !r.significant, "{text}");
+        }
+        // A report whose lines are all estimates says so once, with the repeat that would.
+        if let Some(u) = found.undecided {
+            assert!(u.estimates > 0 && u.runs_needed > u.runs.0, "{u:?}");
+        }
+    }
+    assert!(
+        decided > 100 && estimates > 100,
+        "{decided} decided, {estimates} estimates"
+    );
+    assert!(outliers_kept > 0, "no outlier in any fleet");
+}

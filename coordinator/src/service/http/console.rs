@@ -701,6 +701,9 @@ pub(super) struct CampaignPageView {
     pub eta_s: Option<u64>,
     /// None while it runs.
     pub verdict: Option<crate::views::Verdict>,
+    /// What its report found, ranked, the page's first lines once it ended; none while it
+    /// runs or when the report has nothing to say.
+    pub findings: Option<super::fleet::FindingsView>,
     pub failures_total: usize,
     /// The latest failed steps, newest first.
     pub failures: Vec<FailureView>,
@@ -740,10 +743,12 @@ impl CampaignPageView {
     pub(super) async fn load(ctx: &Ctx, id: &str) -> Result<CampaignPageView, Status> {
         let c = ctx.campaign(id).await?;
         let (failures, failures_total) = ctx.failures(&c).await;
+        let ended = ctx.ended(&c).await;
         Ok(CampaignPageView {
             campaign: CampaignView::of(&c),
             eta_s: campaign_eta(&c).map(|d| d.as_secs()),
-            verdict: ctx.verdict(&c).await,
+            verdict: ended.as_ref().map(|e| e.verdict.clone()),
+            findings: ended.and_then(|e| e.findings),
             failures_total,
             failures: failures
                 .into_iter()
@@ -1288,6 +1293,7 @@ mod tests {
             campaign: CampaignView::of(&c),
             eta_s: Some(65),
             verdict: None,
+            findings: None,
             failures_total: 3,
             failures: vec![FailureView {
                 host: "rc66".into(),
@@ -1331,6 +1337,40 @@ mod tests {
         let html = askama::Template::render(&done).unwrap();
         assert!(html.contains("<tr><th>ETA</th><td>-</td></tr>"), "{html}");
         assert!(!html.contains("id=\"cancel\""), "{html}");
+        assert!(!html.contains("id=\"findings\""), "none found: {html}");
+        // With findings: they open the page, above its state, as text.
+        use super::super::fleet::{FindingView, FindingsView};
+        let found = CampaignPageView {
+            findings: Some(FindingsView {
+                metric: "wall".into(),
+                lines: vec![
+                    FindingView {
+                        text: "host=b<i> vs a: ×2.00 (1.90–2.10) at bs=4k".into(),
+                        kind: "difference",
+                    },
+                    FindingView {
+                        text: "no significant difference: bs=1M vs 4k: ×1.00 (0.98–1.02) ~".into(),
+                        kind: "equal",
+                    },
+                    FindingView {
+                        text: "qualification: FAIL (1 of 2 checks; below)".into(),
+                        kind: "failure",
+                    },
+                ],
+            }),
+            ..done
+        };
+        let html = askama::Template::render(&found).unwrap();
+        let findings = html.find("<section id=\"findings\"><h2>Findings (wall)</h2>");
+        let state = html.find("<td id=\"state\">");
+        assert!(findings.is_some() && findings < state, "{html}");
+        for part in [
+            "<li>host=b&#60;i&#62; vs a: ×2.00 (1.90–2.10) at bs=4k</li>",
+            "<li class=\"muted\">no significant difference: bs=1M vs 4k",
+            "<li class=\"fail\">qualification: FAIL (1 of 2 checks; below)</li>",
+        ] {
+            assert!(html.contains(part), "{part}\n{html}");
+        }
     }
 
     #[test]

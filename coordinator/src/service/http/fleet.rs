@@ -14,7 +14,7 @@ use serde::Serialize;
 use tonic::{Request, Status};
 
 use super::Ctx;
-use crate::service::rpc::control::{blocking, Fleet};
+use crate::service::rpc::control::{blocking, report_response, Fleet};
 use crate::service::tls::InProcess;
 use crate::store::reports::FailedStep;
 use crate::views::{verdict_of, Verdict};
@@ -29,10 +29,59 @@ fn in_process<T>(message: T) -> Request<T> {
     r
 }
 
-/// Verdicts of ended campaigns, which do not change once ended: a report is read once per
-/// campaign, not once per page view (nor once per page rendering at the same moment).
+/// What ended campaigns' reports say, which does not change once ended: a report is read
+/// once per campaign, not once per page view (nor once per page rendering at the same
+/// moment).
 #[derive(Default)]
-pub(super) struct Verdicts(Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Verdict>>>>);
+pub(super) struct Verdicts(Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Ended>>>>);
+
+/// An ended campaign's report, as its page and the overview show it.
+#[derive(Debug, Clone)]
+pub(super) struct Ended {
+    pub verdict: Verdict,
+    /// None when the report found nothing to say.
+    pub findings: Option<FindingsView>,
+}
+
+/// A report's findings as a campaign's page opens with them: what was found, ranked
+/// (`report::notes::findings`, the lines every format opens with).
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct FindingsView {
+    /// The metric every finding is about.
+    pub metric: String,
+    pub lines: Vec<FindingView>,
+}
+
+/// One line of the findings and how it reads.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct FindingView {
+    pub text: String,
+    /// `difference`, `equal` (found equal), `failure` (the answer is not whole: a failed
+    /// qualification, lost measurements) or `note`.
+    pub kind: &'static str,
+}
+
+impl FindingsView {
+    fn of(report: &crate::report::Report) -> Option<FindingsView> {
+        use crate::report::notes::{findings, FindingLine};
+        let lines: Vec<FindingView> = findings(report)
+            .into_iter()
+            .map(|l| FindingView {
+                kind: match &l {
+                    _ if l.is_failure() => "failure",
+                    _ if l.is_equal() => "equal",
+                    FindingLine::Difference(_) | FindingLine::MoreDifferences(_) => "difference",
+                    _ => "note",
+                },
+                text: crate::report::printable(&l.to_string()),
+            })
+            .collect();
+        (!lines.is_empty()).then(|| FindingsView {
+            metric: report.findings.metric.clone(),
+            lines,
+        })
+    }
+}
 
 /// Campaigns a host's page shows what it ran on for.
 const HOST_RUNS: usize = 20;
@@ -366,6 +415,12 @@ impl Ctx {
     /// An ended campaign's verdict (its report's problems); `None` while it runs or when
     /// its report cannot be read now.
     pub(super) async fn verdict(&self, c: &pb::CampaignStatus) -> Option<Verdict> {
+        self.ended(c).await.map(|e| e.verdict)
+    }
+
+    /// An ended campaign's verdict and findings, its report read once; `None` while it
+    /// runs or when its report cannot be read now.
+    pub(super) async fn ended(&self, c: &pb::CampaignStatus) -> Option<Ended> {
         if c.state == pb::CampaignState::Running as i32 {
             return None;
         }
@@ -380,9 +435,17 @@ impl Ctx {
         // The first to ask reads the report, the others wait for it; a report that cannot
         // be read now is asked again next time.
         cell.get_or_try_init(|| async {
-            // JUnit is the report's shortest rendering; only its counts are used here.
-            let r = self.report(&c.campaign_id, "junit").await?;
-            Ok::<_, Status>(verdict_of(&r))
+            // Its counts and findings are all that is shown: nothing is rendered.
+            let (store, id) = (self.store.clone(), c.campaign_id.clone());
+            blocking(move || {
+                let report = crate::report::Report::load(&store, &id)
+                    .map_err(|e| Status::unavailable(e.to_string()))?;
+                Ok(Ended {
+                    verdict: verdict_of(&report_response(&report, String::new())),
+                    findings: FindingsView::of(&report),
+                })
+            })
+            .await
         })
         .await
         .ok()

@@ -174,6 +174,21 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| Status::internal(format!("a blocking task failed: {e}")))?
 }
 
+/// A report's answer: `rendered`, and the counts a client's exit status and the console's
+/// verdict are made of.
+pub(crate) fn report_response(report: &Report, rendered: String) -> pb::ReportResponse {
+    pb::ReportResponse {
+        rendered,
+        steps_failed: report.steps_failed,
+        plans_refused: report.refused.len() as u32,
+        qualification_failed: report.qualification_failed(),
+        measurements_missing: report.lost_measurements(),
+        comparisons_not_made: report.uncompared(),
+        drives_not_steady: report.not_steady(),
+        qualification_checks: Some(report.verdicts.len() as u32),
+    }
+}
+
 impl From<JudgedComparison> for pb::ComparisonRow {
     fn from(j: JudgedComparison) -> Self {
         let r = j.row;
@@ -219,6 +234,8 @@ impl From<pb::ComparisonRow> for JudgedComparison {
             p_value: r.p_value,
             holm_p: r.holm_p,
             family: r.family as usize,
+            // A campaign comparison's lines are decided with their own interval.
+            too_few_runs: None,
             compared: !r.not_compared,
             // The wire row names no cells: a campaign comparison's rows are read, not
             // looked up.
@@ -890,15 +907,7 @@ impl Control for ControlService {
         let response = blocking(move || {
             let report =
                 Report::load_for(&store, &req.campaign_id, format).map_err(store_status)?;
-            Ok(pb::ReportResponse {
-                rendered: format.exporter().render(&report),
-                steps_failed: report.steps_failed,
-                plans_refused: report.refused.len() as u32,
-                qualification_failed: report.qualification_failed(),
-                measurements_missing: report.lost_measurements(),
-                comparisons_not_made: report.uncompared(),
-                drives_not_steady: report.not_steady(),
-            })
+            Ok(report_response(&report, format.exporter().render(&report)))
         })
         .await?;
         Ok(Response::new(response))
