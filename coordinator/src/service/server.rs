@@ -454,7 +454,7 @@ impl Coordinator {
             host_grace: opts.host_grace,
         });
         tasks.spawn(alerts.clone().raise(shutdown.clone()));
-        tasks.spawn(alerts.deliver(shutdown.clone()));
+        tasks.spawn(alerts.clone().deliver(shutdown.clone()));
         // One service for gRPC callers and the console's pages, which call it in process.
         let control_service = Arc::new(ControlService {
             scheduler,
@@ -487,6 +487,7 @@ impl Coordinator {
                     store.clone(),
                     hub.clone(),
                     control_service,
+                    alerts,
                     shutdown.clone(),
                 ));
                 tracing::info!(addr = %bound, "serving the console, /api/v1, /healthz, /readyz and /metrics over {scheme}");

@@ -165,7 +165,10 @@ fn answered(r: reqwest::Result<reqwest::Response>, url: &str) -> Result<(), Stri
         Ok(resp) if resp.status().is_success() => Ok(()),
         Ok(resp) => Err(format!("{url} answered {}", resp.status())),
         // Without the URL: its path may be a token.
-        Err(e) => Err(format!("{url}: {}", platter_proto::tls::chain(&e.without_url()))),
+        Err(e) => Err(format!(
+            "{url}: {}",
+            platter_proto::tls::chain(&e.without_url())
+        )),
     }
 }
 

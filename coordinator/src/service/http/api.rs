@@ -22,7 +22,8 @@ use crate::store::accounts::AccountRole;
 /// The OpenAPI document of this API.
 const OPENAPI: &str = include_str!("assets/openapi.json");
 
-fn failed(s: &Status) -> Response {
+/// A failed call as the API's JSON: `{"error": …}` with its HTTP status.
+pub(super) fn failed(s: &Status) -> Response {
     (http_status(s), Json(json!({ "error": s.message() }))).into_response()
 }
 

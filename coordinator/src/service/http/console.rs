@@ -220,6 +220,8 @@ async fn overview_main(ctx: &Ctx) -> Main {
 #[template(path = "console/overview.html")]
 pub(super) struct OverviewView {
     pub store_fault: Option<FaultView>,
+    /// The open flags, first on the page; null while the store cannot be read.
+    pub open_flags: Option<super::flags::OpenFlags>,
     pub flagged: Vec<super::fleet::Flagged>,
     pub attention: Vec<super::fleet::Attention>,
     pub running: Vec<RunningView>,
@@ -256,7 +258,10 @@ impl RunningView {
 }
 
 /// `(key, value)` pairs as a JSON object.
-fn as_object<S: serde::Serializer>(pairs: &[(String, usize)], s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn as_object<S: serde::Serializer>(
+    pairs: &[(String, usize)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
 }
 
@@ -265,6 +270,7 @@ impl OverviewView {
         let o = ctx.overview().await?;
         Ok(OverviewView {
             store_fault: o.store_fault.as_ref().map(FaultView::from),
+            open_flags: super::flags::OpenFlags::load(ctx).await,
             flagged: o.flagged,
             attention: o.attention,
             running: o
@@ -337,7 +343,7 @@ pub(super) struct Pager {
 
 impl Pager {
     /// The pages of a list of `total` rows at `page`; none when one holds them all.
-    fn of(base: String, page: usize, total: usize) -> Option<Pager> {
+    pub(super) fn of(base: String, page: usize, total: usize) -> Option<Pager> {
         let pages = total.div_ceil(PAGE_ROWS).max(1);
         (pages > 1).then_some(Pager { base, page, pages })
     }
