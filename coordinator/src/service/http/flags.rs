@@ -496,6 +496,8 @@ pub(super) fn evidence_rows(evidence: &Value) -> Vec<EvidenceRow> {
         return rows;
     };
     let unit = map.get("unit").and_then(Value::as_str).unwrap_or("");
+    // The change says the before and the after: they are not said again.
+    let mut said: Vec<&str> = vec!["unit"];
     if let (Some(before), Some(after)) = (
         map.get("before").and_then(Value::as_f64),
         map.get("after").and_then(Value::as_f64),
@@ -514,8 +516,9 @@ pub(super) fn evidence_rows(evidence: &Value) -> Vec<EvidenceRow> {
                 shown_number("after", after, unit)
             )),
         });
+        said.extend(["before", "after"]);
     }
-    for (k, v) in map.iter().filter(|(k, _)| *k != "unit") {
+    for (k, v) in map.iter().filter(|(k, _)| !said.contains(&k.as_str())) {
         walk(k, v, 0, unit, &mut rows);
     }
     rows
@@ -659,7 +662,9 @@ mod tests {
         );
         assert_eq!(find("significant").value, Shown::Text("yes".into()));
         assert_eq!(find("not compared").value, Shown::Text("none".into()));
-        assert!(rows.iter().all(|r| r.label != "unit"), "{rows:#?}");
+        for said in ["unit", "before", "after"] {
+            assert!(rows.iter().all(|r| r.label != said), "{said}: {rows:#?}");
+        }
     }
 
     #[test]
