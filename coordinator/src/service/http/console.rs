@@ -221,7 +221,7 @@ async fn overview_main(ctx: &Ctx) -> Main {
 pub(super) struct OverviewView {
     pub store_fault: Option<FaultView>,
     /// The open flags, first on the page; null while the store cannot be read.
-    pub open_flags: Option<super::flags::OpenFlags>,
+    pub open_flags: Option<super::fleet::OpenFlags>,
     pub flagged: Vec<super::fleet::Flagged>,
     pub attention: Vec<super::fleet::Attention>,
     pub running: Vec<RunningView>,
@@ -270,7 +270,7 @@ impl OverviewView {
         let o = ctx.overview().await?;
         Ok(OverviewView {
             store_fault: o.store_fault.as_ref().map(FaultView::from),
-            open_flags: super::flags::OpenFlags::load(ctx).await,
+            open_flags: ctx.open_flags().await,
             flagged: o.flagged,
             attention: o.attention,
             running: o

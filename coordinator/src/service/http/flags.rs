@@ -23,9 +23,6 @@ use crate::store::accounts::AccountRole;
 use crate::store::flags::{Flag, FlagFilter, FlagKind, FlagState, Severity};
 use crate::store::{Store, StoreError};
 
-/// Open flags the overview shows, the most severe first.
-const OVERVIEW_FLAGS: usize = 5;
-
 /// `/flags?state=&kind=&series=&host=&model=&page=`: `platter flags`' filters. A state is
 /// one of `FlagState`'s words, `live` (open or acknowledged) or empty for every state.
 #[derive(Debug, Default, Deserialize)]
@@ -241,7 +238,7 @@ async fn flag_of(ctx: &Ctx, id: &str) -> Result<Flag, Status> {
 }
 
 /// A flag's page (`templates/console/flag.html`) and `/api/v1/flags/ID`: the flag as
-/// `platter flags --output json` prints it; the page lays its evidence out and, for an
+/// `platter flags --format json` prints it; the page lays its evidence out and, for an
 /// operator, has the forms that change its state.
 #[derive(Serialize, askama::Template)]
 #[template(path = "console/flag.html")]
@@ -412,38 +409,6 @@ pub(super) async fn set_state_json(
     match change(&ctx, &access, &id, &asked).await {
         Ok(f) => Json(f).into_response(),
         Err(s) => api_failed(&s),
-    }
-}
-
-/// The overview's open flags: how many, and the most severe few.
-#[derive(Debug, Serialize)]
-pub(super) struct OpenFlags {
-    pub count: usize,
-    pub acknowledged: usize,
-    /// At most `OVERVIEW_FLAGS`, the most severe first, then the newest.
-    pub most_severe: Vec<Flag>,
-}
-
-impl OpenFlags {
-    /// The store's open flags; `None` when it cannot be read now (the overview shows the
-    /// store's fault).
-    pub(super) async fn load(ctx: &Ctx) -> Option<OpenFlags> {
-        on_store(ctx, |s| {
-            let counts = s.flag_counts()?;
-            let most_severe = s.flags(&FlagFilter {
-                state: Some(FlagState::Open),
-                limit: Some(OVERVIEW_FLAGS),
-                ..FlagFilter::default()
-            })?;
-            let n = |state| counts.iter().find(|(s, _)| *s == state).map_or(0, |c| c.1);
-            Ok(OpenFlags {
-                count: n(FlagState::Open),
-                acknowledged: n(FlagState::Acknowledged),
-                most_severe,
-            })
-        })
-        .await
-        .ok()
     }
 }
 
