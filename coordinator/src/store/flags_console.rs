@@ -10,6 +10,18 @@ use super::flags::{FlagKind, FlagState};
 use super::Store;
 
 impl Store {
+    /// How many flags there are and when the last of them changed (raised, refreshed,
+    /// set a state): what a live page looks at to know whether to look again.
+    pub fn flags_changed(&self) -> Result<(i64, i64)> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT COUNT(*) AS n, COALESCE(MAX(updated_unix_ms), 0) AS at FROM flags",
+                (),
+                |r| Ok((r.get("n")?, r.get("at")?)),
+            )
+        })
+    }
+
     /// How many flags are in each state, in `FlagState::ALL`'s order (zeros included).
     pub fn flag_counts(&self) -> Result<Vec<(FlagState, usize)>> {
         let counted: Vec<(String, i64)> = self.read(|c| {
