@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::flagged::{raise, Receiver};
+use common::flagged::{raise, raise_in, Receiver};
 use common::web::*;
 use common::*;
 use serde_json::Value;
@@ -517,4 +517,42 @@ fn an_admin_keeps_alert_rules_tests_them_and_alerts_link_to_a_flags_page() {
     );
     assert_eq!(a.status, 404, "{a:?}");
     coordinator.kill9();
+}
+
+/// What the console asks of the store beyond `platter flags` answers alike on SQLite and
+/// PostgreSQL: flags counted by state, and how many there are with their last change,
+/// which moves when a flag's state is set.
+#[test]
+fn flags_are_counted_and_their_last_change_seen_on_both_engines() {
+    use platter::store::flags::FlagState;
+    let dir = tempfile::tempdir().unwrap();
+    for store in platter::store::testing::stores(dir.path()) {
+        assert_eq!(store.flags_changed().unwrap(), (0, 0));
+        assert!(store.flag_counts().unwrap().iter().all(|(_, n)| *n == 0));
+        let f = raise_in(&store);
+        let counts: Vec<(&str, usize)> = store
+            .flag_counts()
+            .unwrap()
+            .into_iter()
+            .map(|(s, n)| (s.as_str(), n))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("open", 2),
+                ("acknowledged", 1),
+                ("false-positive", 0),
+                ("fixed", 1)
+            ]
+        );
+        let (n, at) = store.flags_changed().unwrap();
+        assert_eq!(n, 4);
+        std::thread::sleep(Duration::from_millis(5));
+        store
+            .set_flag_state(&f.fail, FlagState::FalsePositive, "a lab host", "otto")
+            .unwrap();
+        let (again, later) = store.flags_changed().unwrap();
+        assert_eq!(again, 4);
+        assert!(later > at, "{later} after {at}");
+    }
 }

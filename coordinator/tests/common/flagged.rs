@@ -42,10 +42,14 @@ fn flag(kind: FlagKind, severity: Severity, key: &str, host: &str, summary: &str
     }
 }
 
-/// Raises four flags in the store at `db` — two open (one critical, one warning), one
-/// acknowledged, one fixed — as a coordinator would, and returns their ids.
+/// `raise_in` the SQLite store at `db`.
 pub fn raise(db: &Path) -> Raised {
-    let store = Store::open(db).unwrap();
+    raise_in(&Store::open(db).unwrap())
+}
+
+/// Raises four flags in `store` — two open (one critical, one warning), one acknowledged,
+/// one fixed — as a coordinator would, and returns their ids.
+pub fn raise_in(store: &Store) -> Raised {
     let fail = flag(
         FlagKind::Qualification,
         Severity::Critical,
