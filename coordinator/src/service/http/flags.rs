@@ -5,19 +5,16 @@
 //! by operators and admins only, in their account's name, a browser's form with the
 //! session's CSRF token. Alert messages link here (`/flags/ID` under `--public-url`).
 
-use axum::body::Bytes;
 use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tonic::Status;
 
-use super::api::{csrf_header, failed as api_failed, ApiQuery};
 use super::auth::Access;
-use super::console::{failed, render_page, PageQuery, Pager, PAGE_ROWS};
 use super::layout::url_part;
+use super::page::{failed, render_page, Main, Pager, PAGE_ROWS};
 use super::Ctx;
 use crate::store::accounts::AccountRole;
 use crate::store::flags::{Flag, FlagFilter, FlagKind, FlagState, Severity};
@@ -25,7 +22,7 @@ use crate::store::{Store, StoreError};
 
 /// `/flags?state=&kind=&series=&host=&model=&page=`: `platter flags`' filters. A state is
 /// one of `FlagState`'s words, `live` (open or acknowledged) or empty for every state.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 pub(super) struct FlagsQuery {
     #[serde(default)]
     pub state: String,
@@ -117,7 +114,7 @@ async fn on_store<T: Send + 'static>(
 pub(super) struct FlagsView {
     /// Every flag of the store by state (open, acknowledged, false-positive, fixed); an
     /// object in JSON.
-    #[serde(serialize_with = "super::console::as_object")]
+    #[serde(serialize_with = "super::page::as_object")]
     pub counts: Vec<(String, usize)>,
     pub matched: usize,
     pub page: usize,
@@ -205,32 +202,16 @@ pub(super) fn state_words(f: &Flag) -> String {
     }
 }
 
-/// `GET /flags`.
-pub(super) async fn list(
-    State(ctx): State<Ctx>,
-    access: Access,
-    PageQuery(query): PageQuery<FlagsQuery>,
-) -> Response {
-    match FlagsView::load(&ctx, query).await {
-        Ok(view) => render_page(&access, "Flags", &view),
-        Err(s) => failed(&access, "Flags", &s),
-    }
-}
-
-/// `GET /api/v1/flags`.
-pub(super) async fn list_json(
-    State(ctx): State<Ctx>,
-    _access: Access,
-    ApiQuery(query): ApiQuery<FlagsQuery>,
-) -> Response {
-    match FlagsView::load(&ctx, query).await {
-        Ok(view) => Json(view).into_response(),
-        Err(s) => api_failed(&s),
+/// The Flags page's `<main>` (a live page, `console::Live::Flags`).
+pub(super) async fn list_main(ctx: &Ctx, query: &FlagsQuery) -> Main {
+    match FlagsView::load(ctx, query.clone()).await {
+        Ok(view) => Main::of("Flags", "Flags", &view),
+        Err(s) => Main::failed("Flags", &s),
     }
 }
 
 /// The flag `id` (or a unique prefix of it); NOT_FOUND when there is none.
-async fn flag_of(ctx: &Ctx, id: &str) -> Result<Flag, Status> {
+pub(super) async fn flag_of(ctx: &Ctx, id: &str) -> Result<Flag, Status> {
     let asked = id.to_string();
     on_store(ctx, move |s| s.flag(&asked))
         .await?
@@ -257,13 +238,11 @@ pub(super) struct FlagPageView {
 }
 
 impl FlagPageView {
-    fn of(flag: Flag, access: &Access, refused: Option<String>) -> FlagPageView {
+    /// The page as an account of `role` sees it, its forms carrying `csrf`.
+    fn of(flag: Flag, role: AccountRole, csrf: &str, refused: Option<String>) -> FlagPageView {
         FlagPageView {
             rows: evidence_rows(&flag.evidence),
-            change_csrf: access
-                .role
-                .allows(AccountRole::Operator)
-                .then(|| access.csrf.clone()),
+            change_csrf: role.allows(AccountRole::Operator).then(|| csrf.to_string()),
             refused,
             flag,
         }
@@ -284,52 +263,47 @@ impl FlagPageView {
     }
 }
 
-/// `GET /flags/{id}`.
-pub(super) async fn show(
-    State(ctx): State<Ctx>,
-    access: Access,
-    Path(id): Path<String>,
-) -> Response {
-    match flag_of(&ctx, &id).await {
-        Ok(flag) => flag_page(&access, StatusCode::OK, flag, None),
-        Err(s) => failed(&access, "Flag", &s),
+/// A flag's page's `<main>` as an account of `role` sees it, its forms carrying `csrf`
+/// ("" where console.js fills it in): a live page, `console::Live::Flag`.
+pub(super) async fn flag_main(ctx: &Ctx, id: &str, role: AccountRole, csrf: &str) -> Main {
+    match flag_of(ctx, id).await {
+        Ok(flag) => {
+            let title = format!("Flag {}", flag.id);
+            Main::of("Flag", &title, &FlagPageView::of(flag, role, csrf, None))
+        }
+        Err(s) => Main::failed("Flag", &s),
     }
 }
 
-fn flag_page(access: &Access, status: StatusCode, flag: Flag, refused: Option<String>) -> Response {
+/// A flag's page with why the change asked for was refused (400).
+fn refused_page(access: &Access, flag: Flag, why: String) -> Response {
     let title = format!("Flag {}", flag.id);
-    let mut r = render_page(access, &title, &FlagPageView::of(flag, access, refused));
+    let view = FlagPageView::of(flag, access.role, &access.csrf, Some(why));
+    let mut r = render_page(access, &title, &view);
     if r.status() == StatusCode::OK {
-        *r.status_mut() = status;
+        *r.status_mut() = StatusCode::BAD_REQUEST;
     }
     r
-}
-
-/// `GET /api/v1/flags/{id}`.
-pub(super) async fn show_json(
-    State(ctx): State<Ctx>,
-    _access: Access,
-    Path(id): Path<String>,
-) -> Response {
-    match flag_of(&ctx, &id).await {
-        Ok(flag) => Json(flag).into_response(),
-        Err(s) => api_failed(&s),
-    }
 }
 
 /// A change of a flag's state, from a page's form or the API's body.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct StateChange {
     #[serde(default)]
-    csrf: String,
+    pub csrf: String,
     #[serde(default)]
-    state: String,
+    pub state: String,
     #[serde(default)]
-    note: String,
+    pub note: String,
 }
 
 /// Sets flag `id`'s state in `access`'s name; the flag as it is now.
-async fn change(ctx: &Ctx, access: &Access, id: &str, asked: &StateChange) -> Result<Flag, Status> {
+pub(super) async fn change(
+    ctx: &Ctx,
+    access: &Access,
+    id: &str,
+    asked: &StateChange,
+) -> Result<Flag, Status> {
     let state = FlagState::parse(&asked.state).ok_or_else(|| {
         Status::invalid_argument(format!(
             "state {:?}: a flag is set open, acknowledged, false-positive or fixed",
@@ -363,52 +337,10 @@ pub(super) async fn set_state(
     match change(&ctx, &access, &id, &form).await {
         Ok(f) => Redirect::to(&format!("/flags/{}", url_part(&f.id))).into_response(),
         Err(s) if s.code() == tonic::Code::InvalidArgument => match flag_of(&ctx, &id).await {
-            Ok(flag) => flag_page(
-                &access,
-                StatusCode::BAD_REQUEST,
-                flag,
-                Some(s.message().to_string()),
-            ),
+            Ok(flag) => refused_page(&access, flag, s.message().to_string()),
             Err(s) => failed(&access, "Flag", &s),
         },
         Err(s) => failed(&access, "Flag", &s),
-    }
-}
-
-/// `POST /api/v1/flags/{id}` with `{"state": …, "note": …}`: the flag as it is now.
-pub(super) async fn set_state_json(
-    State(ctx): State<Ctx>,
-    access: Access,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Response {
-    if let Err(refused) = access.change(AccountRole::Operator, csrf_header(&headers)) {
-        return *refused;
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        state: String,
-        #[serde(default)]
-        note: String,
-    }
-    let asked: Body = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return api_failed(&Status::invalid_argument(format!(
-                "the body is not {{\"state\", \"note\"}} as JSON: {e}"
-            )))
-        }
-    };
-    let asked = StateChange {
-        csrf: String::new(),
-        state: asked.state,
-        note: asked.note,
-    };
-    match change(&ctx, &access, &id, &asked).await {
-        Ok(f) => Json(f).into_response(),
-        Err(s) => api_failed(&s),
     }
 }
 

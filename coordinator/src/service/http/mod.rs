@@ -40,6 +40,7 @@ mod layout;
 mod live;
 mod metrics;
 mod models;
+mod page;
 
 use crate::service::hub::Hub;
 use crate::service::rpc::control::ControlService;
@@ -139,8 +140,8 @@ pub async fn serve(
         .route("/drives/{id}", get(console::drive))
         .route("/models/{model}", get(console::model))
         .route("/submit", get(console::submit_page).post(console::submit))
-        .route("/flags", get(flags::list))
-        .route("/flags/{id}", get(flags::show).post(flags::set_state))
+        .route("/flags", get(console::flags))
+        .route("/flags/{id}", get(console::flag).post(flags::set_state))
         .route("/admin", get(admin::page))
         .route("/admin/accounts", post(admin::add_account))
         .route("/admin/accounts/{name}/role", post(admin::set_role))
@@ -175,10 +176,10 @@ pub async fn serve(
         .route("/api/v1/drives/{id}", get(api::drive))
         .route("/api/v1/models/{model}", get(api::model))
         .route("/api/v1/triggers/{name}", post(api::trigger))
-        .route("/api/v1/flags", get(flags::list_json))
+        .route("/api/v1/flags", get(api::flags))
         .route(
             "/api/v1/flags/{id}",
-            get(flags::show_json).post(flags::set_state_json),
+            get(api::flag).post(api::set_flag_state),
         )
         .route("/api/v1/accounts", get(admin::accounts_json))
         .route(
