@@ -328,7 +328,7 @@ async fn sign_out(b: &Browser) {
 /// Flags in a browser, put into the store as the coordinators raise them: a viewer reads
 /// the list (open first, then acknowledged, then fixed) and a flag's evidence, with no form
 /// to change it; an operator acknowledges one through its page's form and the list says
-/// so; an admin adds a webhook rule pointing at a receiver this test starts, presses its
+/// so; the list and the overview follow flags changed elsewhere without a reload; an admin adds a webhook rule pointing at a receiver this test starts, presses its
 /// test button, and the receiver gets the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flags_are_triaged_and_an_alert_rule_is_tested_in_a_browser() {
@@ -413,6 +413,28 @@ async fn flags_are_triaged_and_an_alert_rule_is_tested_in_a_browser() {
     if let Some(shots) = screenshots() {
         b.screenshot(&shots.join("console-flags.png")).await;
     }
+    // The list is live: a flag fixed elsewhere (`platter flag`) shows so without a reload.
+    b.mark().await;
+    run_ok(
+        platter()
+            .args([
+                "flag",
+                &f.health,
+                "fixed",
+                "--note",
+                "drive replaced",
+                "--by",
+                "ana",
+                "--db",
+            ])
+            .arg(dir.join("coordinator.db")),
+    );
+    b.wait_for_text(
+        &format!("#flag-{} .state", f.health),
+        "fixed by ana: drive replaced",
+    )
+    .await;
+    assert!(b.still_marked().await, "the flags page reloaded itself");
     // The overview lists the one still open first; fixed elsewhere (`platter flag`, on
     // the store), it leaves the overview without a reload.
     b.goto(&format!("{site}/")).await;
