@@ -413,7 +413,7 @@ pub(super) async fn set_flag_state(
         state: asked.state,
         note: asked.note,
     };
-    match super::flags::change(&ctx, &access, &id, &asked).await {
+    match super::flags::change(&ctx, &access, &id, &asked, "through the API").await {
         Ok(f) => Json(f).into_response(),
         Err(s) => failed(&s),
     }

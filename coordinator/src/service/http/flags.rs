@@ -297,12 +297,14 @@ pub(super) struct StateChange {
     pub note: String,
 }
 
-/// Sets flag `id`'s state in `access`'s name; the flag as it is now.
+/// Sets flag `id`'s state in `access`'s name, asked `from` the console or the API; the
+/// flag as it is now.
 pub(super) async fn change(
     ctx: &Ctx,
     access: &Access,
     id: &str,
     asked: &StateChange,
+    from: &str,
 ) -> Result<Flag, Status> {
     let state = FlagState::parse(&asked.state).ok_or_else(|| {
         Status::invalid_argument(format!(
@@ -319,7 +321,7 @@ pub(super) async fn change(
     let flag = flag_of(ctx, id).await?;
     let (by, note) = (access.account.clone(), asked.note.trim().to_string());
     let f = on_store(ctx, move |s| s.set_flag_state(&flag.id, state, &note, &by)).await?;
-    tracing::info!(flag = %f.id, state = %f.state.as_str(), by = %access.account, "flag's state changed from the console");
+    tracing::info!(flag = %f.id, state = %f.state.as_str(), by = %access.account, "flag's state changed {from}");
     Ok(f)
 }
 
@@ -334,7 +336,7 @@ pub(super) async fn set_state(
     if let Err(refused) = access.change(AccountRole::Operator, Some(&form.csrf)) {
         return *refused;
     }
-    match change(&ctx, &access, &id, &form).await {
+    match change(&ctx, &access, &id, &form, "from the console").await {
         Ok(f) => Redirect::to(&format!("/flags/{}", url_part(&f.id))).into_response(),
         Err(s) if s.code() == tonic::Code::InvalidArgument => match flag_of(&ctx, &id).await {
             Ok(flag) => refused_page(&access, flag, s.message().to_string()),
