@@ -4,27 +4,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use common::web::*;
 use common::*;
-
-fn token(dir: &Path, user: &str, role: &str) -> String {
-    let out = run_ok(platter().args([
-        "tokens",
-        "add",
-        "--user",
-        user,
-        "--role",
-        role,
-        "--label",
-        "test",
-        "--db",
-        dir.join("coordinator.db").to_str().unwrap(),
-    ]));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 const XSS_HOST: &str = "<img src=x onerror=alert(1)>";
 

@@ -1,7 +1,8 @@
 //! The fleet console in a real browser (headless Chromium through chromedriver), with a
 //! coordinator and agents started here: sign in, the overview lists the hosts, a
 //! campaign's progress and a killed agent appear without a reload, a hostile host name
-//! runs nothing, sign out; and a drive model's page with 40 simulated drives. With
+//! runs nothing, sign out; a drive model's page with 40 simulated drives; and flags triaged
+//! and an alert rule tested by the roles that may. With
 //! `PLATTER_UPDATE_SCREENSHOTS=1` it also rewrites `examples/screenshots/console-*.png`
 //! (1280 px wide), which docs/console.md links.
 
@@ -11,8 +12,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::browser::Browser;
+use common::flagged::Receiver;
 use common::web::{add_user, call, http_addr};
 use common::*;
+use serde_json::json;
 
 const XSS_HOST: &str = "<img src=x onerror=alert(1)>";
 
@@ -321,5 +324,197 @@ async fn a_models_page_shows_its_two_slow_drives_among_forty() {
     b.click(&format!("#drives a[href=\"/models/{}\"]", urlencode(MODEL)))
         .await;
     b.wait_for_text("#headline", "2 outliers").await;
+    coordinator.kill9();
+}
+
+/// Signs in from `page` (the sign-in form it leads to) as `name`.
+async fn sign_in_at(b: &Browser, page: &str, name: &str, password: &str) {
+    b.goto(page).await;
+    b.fill("input[name=name]", name).await;
+    b.fill("input[name=password]", password).await;
+    b.submit("#login").await;
+}
+
+async fn sign_out(b: &Browser) {
+    b.click("header form.who button").await;
+    b.wait_for_text("#login", "Sign in").await;
+}
+
+/// Flags in a browser, put into the store as the coordinators raise them: a viewer reads
+/// the list (open first, then acknowledged, then fixed) and a flag's evidence, with no form
+/// to change it; an operator acknowledges one through its page's form and the list says
+/// so; the list and the overview follow flags changed elsewhere without a reload; an admin adds a webhook rule pointing at a receiver this test starts, presses its
+/// test button, and the receiver gets the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flags_are_triaged_and_an_alert_rule_is_tested_in_a_browser() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let f = common::flagged::raise(&dir.join("coordinator.db"));
+    let receiver = Receiver::start();
+    let public = "https://platter.lab.example:9461";
+    let (mut coordinator, _port) =
+        serve_with(dir, &["--http", "127.0.0.1:0", "--public-url", public]);
+    let site = http_addr(dir);
+    add_user(dir, "vic", "viewer", "vic's long password");
+    add_user(dir, "otto", "operator", "otto's long password");
+    add_user(dir, "ada", "admin", "ada's long password");
+
+    // A viewer: the list, live ones first; a flag's evidence; no form to change it.
+    sign_in_at(&b, &format!("{site}/flags"), "vic", "vic's long password").await;
+    b.wait_for_text(
+        "#count",
+        "2 open, 1 acknowledged, 0 false positive, 1 fixed",
+    )
+    .await;
+    let rows = "return Array.from(document.querySelectorAll('#flags tr[data-state]')).map(r => [r.id, r.dataset.state]);";
+    let listed = b.script(rows, vec![]).await;
+    let row = |id: &str, state: &str| json!([format!("flag-{id}"), state]);
+    assert_eq!(
+        listed,
+        json!([
+            row(&f.fail, "open"),
+            row(&f.regression, "open"),
+            row(&f.health, "acknowledged"),
+            row(&f.drift, "fixed"),
+        ])
+    );
+    b.click(&format!("#flag-{} td:last-child a", f.regression))
+        .await;
+    b.wait_for_text("#evidence", "20.00 ms → 23.10 ms (+15.5%)")
+        .await;
+    assert!(b.text("#evidence").await.contains("kernel: 6.1.0 → 6.12.1"));
+    let forms = b
+        .script(
+            "return document.querySelectorAll('main form').length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(forms, json!(0));
+    sign_out(&b).await;
+
+    // An operator acknowledges it through its page's form, in the operator's name.
+    let page = format!("{site}/flags/{}", f.regression);
+    sign_in_at(&b, &page, "otto", "otto's long password").await;
+    b.wait_for_text("#state", "open").await;
+    b.fill("#ack input[name=note]", "bisecting the kernel")
+        .await;
+    b.click("#ack button").await;
+    b.wait_for_text("#state", "acknowledged by otto: bisecting the kernel")
+        .await;
+    assert!(b.url().await.ends_with(&format!("/flags/{}", f.regression)));
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-flag.png")).await;
+    }
+    assert_eq!(
+        query_i64(
+            dir,
+            &format!(
+                "SELECT COUNT(*) FROM flags WHERE flag_id = '{}' AND state = 'acknowledged' AND state_by = 'otto'",
+                f.regression
+            )
+        ),
+        1
+    );
+    b.goto(&format!("{site}/flags")).await;
+    b.wait_for_text(
+        &format!("#flag-{} .state", f.regression),
+        "acknowledged by otto: bisecting the kernel",
+    )
+    .await;
+    b.wait_for_text("#count", "1 open, 2 acknowledged").await;
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-flags.png")).await;
+    }
+    // The list is live: a flag fixed elsewhere (`platter flag`) shows so without a reload.
+    b.mark().await;
+    run_ok(
+        platter()
+            .args([
+                "flag",
+                &f.health,
+                "fixed",
+                "--note",
+                "drive replaced",
+                "--by",
+                "ana",
+                "--db",
+            ])
+            .arg(dir.join("coordinator.db")),
+    );
+    b.wait_for_text(
+        &format!("#flag-{} .state", f.health),
+        "fixed by ana: drive replaced",
+    )
+    .await;
+    assert!(b.still_marked().await, "the flags page reloaded itself");
+    // The overview lists the one still open first; fixed elsewhere (`platter flag`, on
+    // the store), it leaves the overview without a reload.
+    b.goto(&format!("{site}/")).await;
+    b.wait_for_text("#open-flags-count", "1 open flag(s)").await;
+    assert!(b.text("#open-flags").await.contains("FAIL nightly"));
+    b.mark().await;
+    run_ok(
+        platter()
+            .args(["flag", &f.fail, "fixed", "--note", "new firmware", "--db"])
+            .arg(dir.join("coordinator.db")),
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while b
+        .script(
+            "return document.getElementById('open-flags') !== null;",
+            vec![],
+        )
+        .await
+        == json!(true)
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the overview still lists open flags: {}",
+            b.page_text().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(b.still_marked().await, "the overview reloaded itself");
+    sign_out(&b).await;
+
+    // An admin adds a webhook rule pointing at the receiver and presses its test button.
+    sign_in_at(&b, &format!("{site}/admin"), "ada", "ada's long password").await;
+    b.click("#admin-nav a[href=\"/admin/alerts\"]").await;
+    b.wait_for_text("#rules", "No alert rules").await;
+    b.fill("#add-rule input[name=name]", "ops").await;
+    b.fill("#add-rule input[name=target]", &receiver.url).await;
+    b.click("#add-rule button").await;
+    let rules = b
+        .wait_for_text("#rules", "every kind; warning or worse")
+        .await;
+    let shown = receiver.url.trim_end_matches("/hook");
+    assert!(rules.contains(&format!("{shown}/…")), "{rules}");
+    b.click("#rule-ops form.test button").await;
+    b.wait_for_text(
+        "#message",
+        "test message sent through ops: the channel took it",
+    )
+    .await;
+    let got = receiver
+        .received()
+        .into_iter()
+        .find(|r| r.body.contains("a test message of alert rule ops"))
+        .unwrap_or_else(|| panic!("the receiver got {:#?}", receiver.received()));
+    assert_eq!(got.path, "/hook");
+    assert!(got.header("idempotency-key").is_some(), "{got:?}");
+    assert!(
+        got.body.contains(&format!("{public}/flags")),
+        "{}",
+        got.body
+    );
+    b.wait_for_text("#log", "a test message of alert rule ops")
+        .await;
+    if let Some(shots) = screenshots() {
+        b.screenshot(&shots.join("console-alerts.png")).await;
+    }
+    assert_eq!(b.dialog().await, None);
     coordinator.kill9();
 }

@@ -324,6 +324,8 @@ fn every_answer_of_the_api_is_as_the_openapi_document_says() {
     let root = root_or_skip("a loop device for the runs on a drive; the rest is checked without");
     store_gaps(&dir.join("coordinator.db"));
     store_peers(&dir.join("coordinator.db"));
+    // Flags as the coordinators raise them, one of each state (the runs below raise more).
+    let flags = common::flagged::raise(&dir.join("coordinator.db"));
     let (mut coordinator, port) = serve_with(dir, &["--http", "127.0.0.1:0"]);
     let http = http_addr(dir);
     add_user(dir, "ada", "admin", "ada's long password");
@@ -607,6 +609,23 @@ fn every_answer_of_the_api_is_as_the_openapi_document_says() {
         &format!("/api/v1/models/{model}?firmware=HXT7404Q&series=fleet-qualification&metric=wall"),
     );
     api.get("/api/v1/accounts", "/api/v1/accounts");
+    let listed = api.get("/api/v1/flags", "/api/v1/flags");
+    assert!(listed["matched"].as_u64().unwrap() >= 4, "{listed}");
+    api.get(
+        "/api/v1/flags",
+        "/api/v1/flags?state=live&kind=regression&series=nightly&host=h2&model=&page=0",
+    );
+    for id in [&flags.fail, &flags.regression, &flags.health, &flags.drift] {
+        api.get("/api/v1/flags/{id}", &format!("/api/v1/flags/{id}"));
+    }
+    let acked = api.with_token(
+        "POST",
+        "/api/v1/flags/{id}",
+        &format!("/api/v1/flags/{}", flags.regression),
+        r#"{"state": "acknowledged", "note": "bisecting"}"#,
+        200,
+    );
+    assert!(acked.body.contains("\"state_by\":\"ada\""), "{acked:?}");
 
     // Changes: `long` cancelled, a token revoked; then the series of `long`, which left it out.
     api.with_token(
@@ -653,6 +672,43 @@ fn every_answer_of_the_api_is_as_the_openapi_document_says() {
         api.with_token("GET", route, path, "", 404);
     }
     api.with_token("GET", "/api/v1/compare", "/api/v1/compare?a=bench", "", 400);
+    let change = format!("/api/v1/flags/{}", flags.fail);
+    let a = api.ask(
+        "POST",
+        "/api/v1/flags/{id}",
+        &change,
+        &viewer,
+        r#"{"state": "fixed"}"#,
+    );
+    assert_eq!(a.status, 403, "{a:?}");
+    api.with_token(
+        "GET",
+        "/api/v1/flags/{id}",
+        "/api/v1/flags/ffffffffffff",
+        "",
+        404,
+    );
+    api.with_token(
+        "GET",
+        "/api/v1/flags",
+        "/api/v1/flags?state=closed",
+        "",
+        400,
+    );
+    api.with_token(
+        "POST",
+        "/api/v1/flags/{id}",
+        "/api/v1/flags/ffffffffffff",
+        r#"{"state": "fixed"}"#,
+        404,
+    );
+    for body in [
+        r#"{"state": "closed"}"#,
+        r#"{"state": "false-positive"}"#,
+        "{state",
+    ] {
+        api.with_token("POST", "/api/v1/flags/{id}", &change, body, 400);
+    }
     api.with_token(
         "GET",
         "/api/v1/compare",

@@ -459,7 +459,7 @@ impl Coordinator {
         });
         if opts.alerts {
             tasks.spawn(alerts.clone().raise(shutdown.clone()));
-            tasks.spawn(alerts.deliver(shutdown.clone()));
+            tasks.spawn(alerts.clone().deliver(shutdown.clone()));
         }
         // One service for gRPC callers and the console's pages, which call it in process.
         let control_service = Arc::new(ControlService {
@@ -493,6 +493,7 @@ impl Coordinator {
                     store.clone(),
                     hub.clone(),
                     control_service,
+                    alerts,
                     shutdown.clone(),
                 ));
                 tracing::info!(addr = %bound, "serving the console, /api/v1, /healthz, /readyz and /metrics over {scheme}");

@@ -9,13 +9,98 @@
 //! sends it again with the same idempotency key (at least once per rule, across all
 //! coordinators; the receiver drops repeats by the key).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::db::{params, Conn, Row};
 use super::error::{now_ms, Result, StoreError};
-use super::flags::{Flag, FlagKind, Severity};
 use super::Store;
+
+/// What a flag is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlagKind {
+    /// A run worse than the run before it in its series.
+    Regression,
+    /// A series creeping or stepping over several runs.
+    Drift,
+    /// A `qualify:` limit failed.
+    Qualification,
+    /// A drive's health got worse over a run, or past its baseline.
+    Health,
+    /// A drive slower than its identical peers.
+    Peer,
+    /// A host offline while holding a plan.
+    Host,
+    /// A schedule's firing that failed to submit.
+    Firing,
+}
+
+impl FlagKind {
+    pub const ALL: [FlagKind; 7] = [
+        FlagKind::Regression,
+        FlagKind::Drift,
+        FlagKind::Qualification,
+        FlagKind::Health,
+        FlagKind::Peer,
+        FlagKind::Host,
+        FlagKind::Firing,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlagKind::Regression => "regression",
+            FlagKind::Drift => "drift",
+            FlagKind::Qualification => "qualification",
+            FlagKind::Health => "health",
+            FlagKind::Peer => "peer",
+            FlagKind::Host => "host",
+            FlagKind::Firing => "firing",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FlagKind> {
+        FlagKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// How urgent a flag is: what an alert rule's `--min-severity` compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Severity> {
+        [Severity::Info, Severity::Warning, Severity::Critical]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// A flag as an event tells it (`flags` fills it in: alerts know no flag).
+pub(super) struct Happened<'a> {
+    pub flag_id: &'a str,
+    pub kind: FlagKind,
+    pub severity: Severity,
+    pub series: &'a str,
+    pub host: &'a str,
+    pub model: &'a str,
+    pub summary: &'a str,
+    /// Why it is in its state ("run c-… is back within 3%" for a fix).
+    pub note: &'a str,
+}
 
 /// What happened to a flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -297,27 +382,32 @@ fn silences(c: &Conn) -> Result<Vec<Silence>> {
 
 /// Records what happened to `flag` as an event, with a delivery row for each rule it
 /// matches (silenced ones recorded as such), in the caller's transaction.
-pub(super) fn record_event(c: &Conn, flag: &Flag, what: EventWhat, now: i64) -> Result<Event> {
+pub(super) fn record_event(
+    c: &Conn,
+    flag: &Happened<'_>,
+    what: EventWhat,
+    now: i64,
+) -> Result<Event> {
     let n: i64 = c.query_row(
         "SELECT COUNT(*) AS n FROM alert_events WHERE flag_id = ?1 AND what = ?2",
-        params![flag.id, what.as_str()],
+        params![flag.flag_id, what.as_str()],
         |r| r.get("n"),
     )?;
     let event = Event {
-        event_id: format!("{}.{}.{}", flag.id, what.as_str(), n + 1),
+        event_id: format!("{}.{}.{}", flag.flag_id, what.as_str(), n + 1),
         seq: next_seq(c)?,
-        flag_id: flag.id.clone(),
+        flag_id: flag.flag_id.to_string(),
         what: what.as_str().to_string(),
         kind: flag.kind.as_str().to_string(),
         severity: flag.severity.as_str().to_string(),
-        series: flag.series.clone(),
-        host: flag.host.clone(),
-        model: flag.model.clone(),
+        series: flag.series.to_string(),
+        host: flag.host.to_string(),
+        model: flag.model.to_string(),
         summary: match what {
             EventWhat::Fixed => format!("fixed: {} ({})", flag.summary, flag.note),
-            _ => flag.summary.clone(),
+            _ => flag.summary.to_string(),
         },
-        link: format!("/flags/{}", flag.id),
+        link: format!("/flags/{}", flag.flag_id),
         created_unix_ms: now,
     };
     insert_event(c, &event)?;

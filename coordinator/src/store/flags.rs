@@ -8,83 +8,11 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::alerts::{record_event, EventWhat};
+use super::alerts::{record_event, EventWhat, Happened};
+pub use super::alerts::{FlagKind, Severity};
 use super::db::{params, Conn, Row};
 use super::error::{now_ms, Result, StoreError};
 use super::Store;
-
-/// What a flag is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FlagKind {
-    /// A run worse than the run before it in its series.
-    Regression,
-    /// A series creeping or stepping over several runs.
-    Drift,
-    /// A `qualify:` limit failed.
-    Qualification,
-    /// A drive's health got worse over a run, or past its baseline.
-    Health,
-    /// A drive slower than its identical peers.
-    Peer,
-    /// A host offline while holding a plan.
-    Host,
-    /// A schedule's firing that failed to submit.
-    Firing,
-}
-
-impl FlagKind {
-    pub const ALL: [FlagKind; 7] = [
-        FlagKind::Regression,
-        FlagKind::Drift,
-        FlagKind::Qualification,
-        FlagKind::Health,
-        FlagKind::Peer,
-        FlagKind::Host,
-        FlagKind::Firing,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlagKind::Regression => "regression",
-            FlagKind::Drift => "drift",
-            FlagKind::Qualification => "qualification",
-            FlagKind::Health => "health",
-            FlagKind::Peer => "peer",
-            FlagKind::Host => "host",
-            FlagKind::Firing => "firing",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<FlagKind> {
-        FlagKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// How urgent a flag is: what an alert rule's `--min-severity` compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Critical,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Severity> {
-        [Severity::Info, Severity::Warning, Severity::Critical]
-            .into_iter()
-            .find(|v| v.as_str() == s)
-    }
-}
 
 /// Where a flag is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -363,12 +291,26 @@ impl Store {
             if state == FlagState::Open && flag.state != FlagState::Open {
                 let mut reopened = flag.clone();
                 reopened.state = FlagState::Open;
-                record_event(c, &reopened, EventWhat::Reopened, now)?;
+                record_event(c, &happened(&reopened), EventWhat::Reopened, now)?;
             }
             let flag = find(c, &flag.id)?.ok_or(StoreError::NoRows)?;
             tx.commit()?;
             Ok(flag)
         })
+    }
+}
+
+/// What an alert event says of `flag`.
+fn happened(flag: &Flag) -> Happened<'_> {
+    Happened {
+        flag_id: &flag.id,
+        kind: flag.kind,
+        severity: flag.severity,
+        series: &flag.series,
+        host: &flag.host,
+        model: &flag.model,
+        summary: &flag.summary,
+        note: &flag.note,
     }
 }
 
@@ -428,7 +370,7 @@ fn raise(c: &Conn, f: &NewFlag, done: &mut Raised) -> Result<()> {
                 ],
             )?;
             let flag = find(c, &id)?.ok_or(StoreError::NoRows)?;
-            record_event(c, &flag, EventWhat::Raised, now)?;
+            record_event(c, &happened(&flag), EventWhat::Raised, now)?;
             done.raised.push(id);
         }
         Some(FlagState::FalsePositive) => done.suppressed.push(id),
@@ -455,7 +397,7 @@ fn raise(c: &Conn, f: &NewFlag, done: &mut Raised) -> Result<()> {
             )?;
             if again {
                 let flag = find(c, &id)?.ok_or(StoreError::NoRows)?;
-                record_event(c, &flag, EventWhat::Reopened, now)?;
+                record_event(c, &happened(&flag), EventWhat::Reopened, now)?;
                 done.raised.push(id);
             } else {
                 done.refreshed.push(id);
@@ -478,7 +420,7 @@ fn fix(c: &Conn, f: &Fixed) -> Result<bool> {
         return Ok(false);
     }
     let flag = find(c, &f.flag_id)?.ok_or(StoreError::NoRows)?;
-    record_event(c, &flag, EventWhat::Fixed, now)?;
+    record_event(c, &happened(&flag), EventWhat::Fixed, now)?;
     Ok(true)
 }
 

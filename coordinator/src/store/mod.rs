@@ -54,6 +54,8 @@ pub mod db;
 mod dispatch;
 pub mod error;
 pub mod flags;
+/// The console's questions of flags and alert rules.
+mod flags_console;
 mod health;
 pub mod ledger;
 pub mod migrations;

@@ -262,3 +262,21 @@ pub fn sample(metrics: &str, name: &str) -> Option<f64> {
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
+
+/// An API token's secret for `user` with `role`, made with `platter tokens add` on the
+/// test's store, `dir/coordinator.db`.
+pub fn token(dir: &Path, user: &str, role: &str) -> String {
+    let out = run_ok(platter().args([
+        "tokens",
+        "add",
+        "--user",
+        user,
+        "--role",
+        role,
+        "--label",
+        "test",
+        "--db",
+        dir.join("coordinator.db").to_str().unwrap(),
+    ]));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}

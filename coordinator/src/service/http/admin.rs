@@ -26,16 +26,16 @@ const ROLES: [AccountRole; 3] = [
 ];
 
 /// Why a change was not made: words for the admin, and the status they answer with.
-struct Failure {
-    status: StatusCode,
-    words: String,
+pub(super) struct Failure {
+    pub status: StatusCode,
+    pub words: String,
 }
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Failure {
         let status = match e {
             // The admin asked for what cannot be: the store says why.
-            StoreError::Account(_) => StatusCode::BAD_REQUEST,
+            StoreError::Account(_) | StoreError::Refused(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };
         Failure {
@@ -46,7 +46,7 @@ impl From<StoreError> for Failure {
 }
 
 impl Failure {
-    fn bad(words: impl Into<String>) -> Failure {
+    pub(super) fn bad(words: impl Into<String>) -> Failure {
         Failure {
             status: StatusCode::BAD_REQUEST,
             words: words.into(),
@@ -60,7 +60,7 @@ impl Failure {
 
 /// `f` on the store off the async workers: a password's hash takes tens of milliseconds,
 /// and every store call blocks.
-async fn on_store<T: Send + 'static>(
+pub(super) async fn on_store<T: Send + 'static>(
     ctx: &Ctx,
     f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, Failure> {
@@ -112,7 +112,7 @@ struct TokenMadeView<'a> {
 }
 
 /// A page of `view` under `title`, answered with `status`.
-fn page_of(
+pub(super) fn page_of(
     access: &Access,
     status: StatusCode,
     title: &str,

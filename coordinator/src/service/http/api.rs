@@ -22,7 +22,8 @@ use crate::store::accounts::AccountRole;
 /// The OpenAPI document of this API.
 const OPENAPI: &str = include_str!("assets/openapi.json");
 
-fn failed(s: &Status) -> Response {
+/// A failed call as the API's JSON: `{"error": …}` with its HTTP status.
+pub(super) fn failed(s: &Status) -> Response {
     (http_status(s), Json(json!({ "error": s.message() }))).into_response()
 }
 
@@ -353,6 +354,67 @@ pub(super) async fn compare(
             }))
             .into_response()
         }
+        Err(s) => failed(&s),
+    }
+}
+
+/// `GET /api/v1/flags`.
+pub(super) async fn flags(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    ApiQuery(query): ApiQuery<super::flags::FlagsQuery>,
+) -> Response {
+    match super::flags::FlagsView::load(&ctx, query).await {
+        Ok(view) => Json(view).into_response(),
+        Err(s) => failed(&s),
+    }
+}
+
+/// `GET /api/v1/flags/{id}`.
+pub(super) async fn flag(
+    State(ctx): State<Ctx>,
+    _access: Access,
+    Path(id): Path<String>,
+) -> Response {
+    match super::flags::flag_of(&ctx, &id).await {
+        Ok(flag) => Json(flag).into_response(),
+        Err(s) => failed(&s),
+    }
+}
+
+/// `POST /api/v1/flags/{id}` with `{"state": …, "note": …}`: the flag as it is now.
+pub(super) async fn set_flag_state(
+    State(ctx): State<Ctx>,
+    access: Access,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = access.change(AccountRole::Operator, csrf_header(&headers)) {
+        return *refused;
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        state: String,
+        #[serde(default)]
+        note: String,
+    }
+    let asked: Body = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return failed(&Status::invalid_argument(format!(
+                "the body is not {{\"state\", \"note\"}} as JSON: {e}"
+            )))
+        }
+    };
+    let asked = super::flags::StateChange {
+        csrf: String::new(),
+        state: asked.state,
+        note: asked.note,
+    };
+    match super::flags::change(&ctx, &access, &id, &asked, "through the API").await {
+        Ok(f) => Json(f).into_response(),
         Err(s) => failed(&s),
     }
 }

@@ -5,7 +5,7 @@
 //! live page's `<main>` when the server says something changed.
 
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
 use pb::AgentState;
 use platter_proto::v1 as pb;
@@ -14,139 +14,14 @@ use tonic::Status;
 
 use super::auth::{Access, CsrfForm};
 use super::layout::url_part;
+pub(super) use super::page::{
+    as_object, failed, http_status, render_page, seen, Main, PageQuery, Pager, PAGE_ROWS,
+};
 use super::Ctx;
 use crate::report::history::Flag;
 use crate::service::rpc::control::Fleet;
 use crate::store::accounts::AccountRole;
 use crate::views::{campaign_eta, clock, hms, state_name, CampaignView, FaultView, HostView};
-
-/// Rows a list shows per page: a fleet of 10,000 is paged and filtered, not one wall.
-pub(super) const PAGE_ROWS: usize = 100;
-
-/// A failed call as a page with its status: the service's own words.
-pub(super) fn failed(access: &Access, what: &str, s: &Status) -> Response {
-    let code = http_status(s);
-    (code, access.page(what, &failure(what, s))).into_response()
-}
-
-/// A page's query string read as `T`. A malformed one ("?page=x") is refused on a page of
-/// the console (400, saying what was wrong), as `api::ApiQuery` refuses it in the API's
-/// JSON, not in axum's plain text.
-pub(super) struct PageQuery<T>(pub T);
-
-impl<T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<Ctx> for PageQuery<T> {
-    type Rejection = Response;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        ctx: &Ctx,
-    ) -> Result<Self, Self::Rejection> {
-        let why = match Query::<T>::from_request_parts(parts, ctx).await {
-            Ok(Query(v)) => return Ok(PageQuery(v)),
-            Err(r) => Status::invalid_argument(r.body_text()),
-        };
-        let access = Access::from_request_parts(parts, ctx).await?;
-        Err(failed(&access, "Bad request", &why))
-    }
-}
-
-/// Why a page could not be shown, as its body: what failed, in the service's own words.
-fn failure(what: &str, s: &Status) -> String {
-    #[derive(askama::Template)]
-    #[template(
-        source = r#"<p class="fail">{{ what }}: {{ message }}</p>"#,
-        ext = "html"
-    )]
-    struct Failure<'a> {
-        what: &'a str,
-        message: &'a str,
-    }
-    let failure = Failure {
-        what,
-        message: s.message(),
-    };
-    askama::Template::render(&failure).expect("a failure renders")
-}
-
-/// The HTTP status of a Control service's answer.
-pub(super) fn http_status(s: &Status) -> StatusCode {
-    use tonic::Code;
-    match s.code() {
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::InvalidArgument | Code::FailedPrecondition => StatusCode::BAD_REQUEST,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::Unavailable | Code::DeadlineExceeded => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// A live page's `<main>`: what its handler puts in the page frame, and what `/events`
-/// sends an open page when it changed.
-pub(super) struct Main {
-    status: StatusCode,
-    title: String,
-    body: String,
-}
-
-impl Main {
-    fn ok(title: &str, body: String) -> Main {
-        Main {
-            status: StatusCode::OK,
-            title: title.to_string(),
-            body,
-        }
-    }
-
-    /// A page's `<main>` from its view, under `title`; `what` names the page should the
-    /// view not render.
-    fn of(what: &str, title: &str, view: &impl askama::Template) -> Main {
-        match view.render() {
-            Ok(body) => Main::ok(title, body),
-            Err(e) => Main::failed(what, &Status::internal(e.to_string())),
-        }
-    }
-
-    /// A failed call, in the service's own words, with its HTTP status.
-    fn failed(what: &str, s: &Status) -> Main {
-        Main {
-            status: http_status(s),
-            title: what.to_string(),
-            body: failure(what, s),
-        }
-    }
-
-    /// The whole page, for `access`.
-    fn page(self, access: &Access) -> Response {
-        let seen = seen(&self.inner_html());
-        (self.status, access.live_page(&self.title, &self.body, seen)).into_response()
-    }
-
-    /// What goes inside `<main>`, as `layout::page` puts it there.
-    pub(super) fn inner_html(&self) -> String {
-        #[derive(askama::Template)]
-        #[template(source = "\n<h1>{{ title }}</h1>\n{{ body|safe }}", ext = "html")]
-        struct Inner<'a> {
-            title: &'a str,
-            body: &'a str,
-        }
-        let inner = Inner {
-            title: &self.title,
-            body: &self.body,
-        };
-        askama::Template::render(&inner).expect("a page's main renders")
-    }
-}
-
-/// A `<main>`'s fingerprint: an open page names the one it shows, and its stream sends
-/// one only when it differs. (The same in every coordinator built alike; a mismatch only
-/// costs one send.)
-pub(super) fn seen(inner_html: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    inner_html.hash(&mut h);
-    h.finish()
-}
 
 /// A live page (one whose `<main>` follows the fleet), by what its address asks.
 #[derive(Debug)]
@@ -156,6 +31,8 @@ pub(super) enum Live {
     Host(String),
     Campaigns(CampaignFilter),
     Campaign(String),
+    Flags(super::flags::FlagsQuery),
+    Flag(String),
 }
 
 impl Live {
@@ -181,6 +58,8 @@ impl Live {
             ["hosts", name] => Live::Host(name.to_string()),
             ["campaigns"] => Live::Campaigns(Query::try_from_uri(&uri).ok()?.0),
             ["campaigns", id] => Live::Campaign(id.to_string()),
+            ["flags"] => Live::Flags(Query::try_from_uri(&uri).ok()?.0),
+            ["flags", id] => Live::Flag(id.to_string()),
             _ => return None,
         })
     }
@@ -198,6 +77,8 @@ impl Live {
             Live::Host(name) => host_main(ctx, name).await,
             Live::Campaigns(filter) => campaigns_main(ctx, filter).await,
             Live::Campaign(id) => campaign_main(ctx, id, role, csrf).await,
+            Live::Flags(query) => super::flags::list_main(ctx, query).await,
+            Live::Flag(id) => super::flags::flag_main(ctx, id, role, csrf).await,
         }
     }
 }
@@ -220,6 +101,8 @@ async fn overview_main(ctx: &Ctx) -> Main {
 #[template(path = "console/overview.html")]
 pub(super) struct OverviewView {
     pub store_fault: Option<FaultView>,
+    /// The open flags, first on the page; null while the store cannot be read.
+    pub open_flags: Option<super::fleet::OpenFlags>,
     pub flagged: Vec<super::fleet::Flagged>,
     pub attention: Vec<super::fleet::Attention>,
     pub running: Vec<RunningView>,
@@ -255,16 +138,12 @@ impl RunningView {
     }
 }
 
-/// `(key, value)` pairs as a JSON object.
-fn as_object<S: serde::Serializer>(pairs: &[(String, usize)], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
-}
-
 impl OverviewView {
     pub(super) async fn load(ctx: &Ctx) -> Result<OverviewView, Status> {
         let o = ctx.overview().await?;
         Ok(OverviewView {
             store_fault: o.store_fault.as_ref().map(FaultView::from),
+            open_flags: ctx.open_flags().await,
             flagged: o.flagged,
             attention: o.attention,
             running: o
@@ -322,25 +201,6 @@ fn campaign_name<'a>(
     a: &HostView,
 ) -> &'a str {
     names.get(&a.current_campaign).map_or("?", String::as_str)
-}
-
-/// A long list's pages, as `templates/console/pager.html` links them.
-#[derive(askama::Template)]
-#[template(path = "console/pager.html")]
-pub(super) struct Pager {
-    /// The list's address up to its `page=`, ending in `&` or `?`.
-    base: String,
-    /// From 0.
-    page: usize,
-    pages: usize,
-}
-
-impl Pager {
-    /// The pages of a list of `total` rows at `page`; none when one holds them all.
-    fn of(base: String, page: usize, total: usize) -> Option<Pager> {
-        let pages = total.div_ceil(PAGE_ROWS).max(1);
-        (pages > 1).then_some(Pager { base, page, pages })
-    }
 }
 
 /// The Hosts page and `/api/v1/hosts`: one view, shown by `templates/console/hosts.html`
@@ -652,6 +512,24 @@ impl CampaignsView {
     }
 }
 
+/// `GET /flags` (`flags::FlagsView`).
+pub(super) async fn flags(
+    State(ctx): State<Ctx>,
+    access: Access,
+    PageQuery(query): PageQuery<super::flags::FlagsQuery>,
+) -> Response {
+    Live::Flags(query).main(&ctx, &access).await.page(&access)
+}
+
+/// `GET /flags/{id}` (`flags::FlagPageView`).
+pub(super) async fn flag(
+    State(ctx): State<Ctx>,
+    access: Access,
+    Path(id): Path<String>,
+) -> Response {
+    Live::Flag(id).main(&ctx, &access).await.page(&access)
+}
+
 /// Report formats offered for download, with their file extension and media type.
 pub(super) const DOWNLOADS: [(&str, &str, &str); 7] = [
     ("table", "txt", "text/plain; charset=utf-8"),
@@ -873,14 +751,6 @@ pub(super) async fn compare(
 struct CompareView {
     q: CompareQuery,
     outcome: Option<Result<String, String>>,
-}
-
-/// A page of `view` under `title`, or why it could not be rendered.
-pub(super) fn render_page(access: &Access, title: &str, view: &impl askama::Template) -> Response {
-    match view.render() {
-        Ok(body) => access.page(title, &body).into_response(),
-        Err(e) => failed(access, title, &Status::internal(e.to_string())),
-    }
 }
 
 /// `/drives?model=&firmware=&host=&failed=true`: `platter drives`' filters.
@@ -1393,6 +1263,10 @@ mod tests {
             matches!(Live::at("/campaigns?state=done"), Some(Live::Campaigns(f)) if f.state == "done")
         );
         assert!(matches!(Live::at("/campaigns/c-1"), Some(Live::Campaign(id)) if id == "c-1"));
+        assert!(
+            matches!(Live::at("/flags?state=open&kind=drift"), Some(Live::Flags(q)) if q.state == "open" && q.kind == "drift")
+        );
+        assert!(matches!(Live::at("/flags/a855de63"), Some(Live::Flag(id)) if id == "a855de63"));
         // Pages that do not follow the fleet, and addresses that are not pages.
         for other in [
             "/admin",
@@ -1401,6 +1275,7 @@ mod tests {
             "hosts",
             "",
             "/hosts?page=x",
+            "/flags?page=x",
             "/hosts/%FF",
         ] {
             assert!(Live::at(other).is_none(), "{other}");

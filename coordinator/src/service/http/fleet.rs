@@ -641,6 +641,43 @@ impl Ctx {
     }
 }
 
+/// Open flags the overview shows, the most severe first.
+const OVERVIEW_FLAGS: usize = 5;
+
+/// The overview's open flags: how many, and the most severe few.
+#[derive(Debug, Serialize)]
+pub(super) struct OpenFlags {
+    pub count: usize,
+    pub acknowledged: usize,
+    /// At most `OVERVIEW_FLAGS`, the most severe first, then the newest.
+    pub most_severe: Vec<crate::store::flags::Flag>,
+}
+
+impl Ctx {
+    /// The store's open flags; `None` when it cannot be read now (the overview shows the
+    /// store's fault).
+    pub(super) async fn open_flags(&self) -> Option<OpenFlags> {
+        use crate::store::flags::{FlagFilter, FlagState};
+        let store = self.store.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let counts = store.flag_counts()?;
+            let most_severe = store.flags(&FlagFilter {
+                state: Some(FlagState::Open),
+                limit: Some(OVERVIEW_FLAGS),
+                ..FlagFilter::default()
+            })?;
+            let n = |state| counts.iter().find(|(s, _)| *s == state).map_or(0, |c| c.1);
+            Ok::<_, crate::store::StoreError>(OpenFlags {
+                count: n(FlagState::Open),
+                acknowledged: n(FlagState::Acknowledged),
+                most_severe,
+            })
+        })
+        .await;
+        read.ok()?.ok()
+    }
+}
+
 /// The agent named `name` of `fleet`, whole (its drives read off the async workers).
 pub(super) async fn agent_of(
     fleet: &Arc<Fleet>,

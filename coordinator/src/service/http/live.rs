@@ -43,7 +43,7 @@ pub(super) async fn pulse(
     shutdown: CancellationToken,
 ) {
     let mut changed = store.subscribe();
-    let mut seen = (hub.generation(), 0u64);
+    let mut seen = (hub.generation(), 0u64, flags_seen(&store).await);
     let mut ticks = 0u64;
     // An interval, not a sleep per pass: a store that changes more often than LOOK_EVERY
     // must not keep the hub and the other coordinators' links from being looked at.
@@ -56,7 +56,9 @@ pub(super) async fn pulse(
                 ticks += 1;
                 // Other coordinators' links are in the store, not notified: read every third look.
                 let remote = if ticks.is_multiple_of(3) { remote_links(&hub).await } else { seen.1 };
-                let now = (hub.generation(), remote);
+                // Flags are raised and triaged by any coordinator and by `platter flag`,
+                // none of which the store notifies: looked at every time.
+                let now = (hub.generation(), remote, flags_seen(&store).await);
                 let moved = now != seen;
                 seen = now;
                 moved
@@ -68,6 +70,16 @@ pub(super) async fn pulse(
             tokio::time::sleep(PULSE_MIN_INTERVAL).await;
         }
     }
+}
+
+/// How many flags the store has and when the last of them changed; `None` while it cannot
+/// be read.
+async fn flags_seen(store: &Store) -> Option<(i64, i64)> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.flags_changed())
+        .await
+        .ok()?
+        .ok()
 }
 
 /// A fingerprint of the links other coordinators on a shared store hold (0 with none).

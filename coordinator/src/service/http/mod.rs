@@ -30,14 +30,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 mod admin;
+mod alerts;
 mod api;
 mod auth;
 mod console;
+mod flags;
 mod fleet;
 mod layout;
 mod live;
 mod metrics;
 mod models;
+mod page;
 
 use crate::service::hub::Hub;
 use crate::service::rpc::control::ControlService;
@@ -62,6 +65,9 @@ struct Ctx {
     pulse: watch::Sender<u64>,
     /// Live pages open now (their event streams).
     console_clients: Arc<AtomicUsize>,
+    /// Who this coordinator is and its public address: the admin's test messages are
+    /// sent from here as its alerts are (`alerts`).
+    alerts: Arc<crate::service::alerts::Alerts>,
     shutdown: CancellationToken,
 }
 
@@ -88,6 +94,7 @@ pub async fn serve(
     store: Store,
     hub: Arc<Hub>,
     control: Arc<ControlService>,
+    alerts: Arc<crate::service::alerts::Alerts>,
     shutdown: CancellationToken,
 ) {
     let (pulse, _) = watch::channel(0u64);
@@ -109,6 +116,7 @@ pub async fn serve(
         reads: Default::default(),
         pulse,
         console_clients: Default::default(),
+        alerts,
         shutdown: shutdown.clone(),
     };
     let app = Router::new()
@@ -132,6 +140,8 @@ pub async fn serve(
         .route("/drives/{id}", get(console::drive))
         .route("/models/{model}", get(console::model))
         .route("/submit", get(console::submit_page).post(console::submit))
+        .route("/flags", get(console::flags))
+        .route("/flags/{id}", get(console::flag).post(flags::set_state))
         .route("/admin", get(admin::page))
         .route("/admin/accounts", post(admin::add_account))
         .route("/admin/accounts/{name}/role", post(admin::set_role))
@@ -139,6 +149,18 @@ pub async fn serve(
         .route("/admin/accounts/{name}/remove", post(admin::remove_account))
         .route("/admin/tokens", post(admin::add_token))
         .route("/admin/tokens/{id}/revoke", post(admin::revoke_token))
+        .route("/admin/alerts", get(alerts::page))
+        .route("/admin/alerts/rules", post(alerts::add_rule))
+        .route("/admin/alerts/rules/{name}/test", post(alerts::test_rule))
+        .route(
+            "/admin/alerts/rules/{name}/remove",
+            post(alerts::remove_rule),
+        )
+        .route("/admin/alerts/silences", post(alerts::add_silence))
+        .route(
+            "/admin/alerts/silences/{name}/end",
+            post(alerts::end_silence),
+        )
         .route("/events", get(live::events))
         .route("/api/v1/openapi.json", get(api::openapi))
         .route("/api/v1/overview", get(api::overview))
@@ -154,6 +176,11 @@ pub async fn serve(
         .route("/api/v1/drives/{id}", get(api::drive))
         .route("/api/v1/models/{model}", get(api::model))
         .route("/api/v1/triggers/{name}", post(api::trigger))
+        .route("/api/v1/flags", get(api::flags))
+        .route(
+            "/api/v1/flags/{id}",
+            get(api::flag).post(api::set_flag_state),
+        )
         .route("/api/v1/accounts", get(admin::accounts_json))
         .route(
             "/api/v1/tokens",
