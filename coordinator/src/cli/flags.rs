@@ -7,7 +7,7 @@
 use super::users::{finish, open, when, Invalid};
 use super::*;
 use crate::service::alerts::channels;
-use crate::store::alerts::{is_reference, test_event, Channel, Rule, Silence};
+use crate::store::alerts::{test_event, Channel, Rule, Silence};
 use crate::store::error::now_ms;
 use crate::store::flags::{Flag, FlagFilter, FlagKind, FlagState, Severity};
 
@@ -195,38 +195,6 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
                     "--min-severity {min_severity:?}: info, warning or critical"
                 ))
             })?;
-            if !is_reference(&secret) {
-                return Err(Invalid(
-                    "--secret names where the secret is read (env:NAME or file:PATH); the \
-                     store never keeps one"
-                        .into(),
-                )
-                .into());
-            }
-            match channel {
-                Channel::Email if !target.starts_with("smtp://") => {
-                    return Err(Invalid(format!(
-                        "--target {target:?}: an e-mail rule sends through smtp://HOST:PORT"
-                    ))
-                    .into())
-                }
-                Channel::Email if to.is_empty() => {
-                    return Err(Invalid("an e-mail rule needs --to ADDRESS".into()).into())
-                }
-                Channel::Webhook | Channel::Slack
-                    if !(target.starts_with("http://")
-                        || target.starts_with("https://")
-                        || target.starts_with("env:")
-                        || target.starts_with("file:")) =>
-                {
-                    return Err(Invalid(format!(
-                        "--target {target:?}: a webhook is an http(s):// URL, or env:NAME / \
-                         file:PATH naming one"
-                    ))
-                    .into())
-                }
-                _ => {}
-            }
             let rule = Rule {
                 name: name.clone(),
                 channel,
@@ -242,12 +210,15 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
                 digest_after,
                 created_unix_ms: now_ms(),
             };
+            if let Some(problem) = rule.problem() {
+                return Err(Invalid(problem).into());
+            }
             open(&store)?.add_rule(&rule)?;
             eprintln!(
                 "alert rule {name}: {} to {} ({}); `platter alerts test {name}` sends a test message",
                 rule.selects(),
                 rule.channel.as_str(),
-                shown_target(&rule)
+                rule.shown_to()
             );
             Ok(())
         })(),
@@ -267,7 +238,7 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
                     vec![
                         r.name.clone(),
                         r.channel.as_str().into(),
-                        shown_target(r),
+                        r.shown_to(),
                         if r.secret.is_empty() {
                             "-".into()
                         } else {
@@ -346,24 +317,9 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
             note,
             store,
         } => (|| {
-            if !kind.is_empty() && FlagKind::parse(&kind).is_none() {
-                return Err(Invalid(format!(
-                    "--kind {kind:?}: a kind is one of {}",
-                    kind_words()
-                ))
-                .into());
-            }
-            if [&host, &series, &model, &kind].iter().all(|s| s.is_empty()) {
-                return Err(Invalid(
-                    "a silence names what it silences: --host, --series, --model or --kind \
-                     (--host '*' for everything)"
-                        .into(),
-                )
-                .into());
-            }
             let now = now_ms();
             let ends = now + std::time::Duration::from(duration).as_millis() as i64;
-            open(&store)?.add_silence(&Silence {
+            let silence = Silence {
                 id: name.clone(),
                 kind,
                 series,
@@ -372,7 +328,11 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
                 ends_unix_ms: ends,
                 note,
                 created_unix_ms: now,
-            })?;
+            };
+            if let Some(problem) = silence.problem() {
+                return Err(Invalid(problem).into());
+            }
+            open(&store)?.add_silence(&silence)?;
             eprintln!("silence {name} until {}", at(ends));
             Ok(())
         })(),
@@ -386,19 +346,9 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
             let rows: Vec<Vec<String>> = silences
                 .iter()
                 .map(|s| {
-                    let what: Vec<String> = [
-                        ("kind", &s.kind),
-                        ("series", &s.series),
-                        ("host", &s.host),
-                        ("model", &s.model),
-                    ]
-                    .iter()
-                    .filter(|(_, v)| !v.is_empty())
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect();
                     vec![
                         s.id.clone(),
-                        what.join(", "),
+                        s.what(),
                         if s.ends_unix_ms > now {
                             format!("until {}", at(s.ends_unix_ms))
                         } else {
@@ -425,24 +375,6 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
         })(),
         AlertsCommand::Test { .. } => unreachable!("sent by `alerts`"),
     })
-}
-
-/// A rule's target as listings show it: a URL's scheme and host only (Slack's path is its
-/// token), a reference as written, e-mail's recipients.
-fn shown_target(r: &Rule) -> String {
-    match r.channel {
-        Channel::Email => format!("{} via {}", r.recipients.join(", "), r.target),
-        _ if is_reference(&r.target) || r.target.starts_with("env:") => r.target.clone(),
-        _ => match reqwest::Url::parse(&r.target) {
-            Ok(u) => format!(
-                "{}://{}{}/…",
-                u.scheme(),
-                u.host_str().unwrap_or(""),
-                u.port().map(|p| format!(":{p}")).unwrap_or_default()
-            ),
-            Err(_) => r.target.clone(),
-        },
-    }
 }
 
 /// `platter alerts test RULE`: exit 0 when the channel took it, 1 when not (said why).
