@@ -276,6 +276,52 @@ mod tests {
     }
 
     #[test]
+    fn a_chat_message_says_each_event_on_a_line_with_its_link_and_a_digest_how_many() {
+        let e = |id: &str, what: &str, summary: &str| {
+            let mut e = crate::store::alerts::test_event("r", 1, 0);
+            e.event_id = id.into();
+            e.what = what.into();
+            e.kind = "regression".into();
+            e.severity = "warning".into();
+            e.summary = summary.into();
+            e.link = format!("/flags/{id}");
+            (e, format!("key-{id}"))
+        };
+        let one = [e("a1", "raised", "REGRESSION nightly on rc66: wall +12%")];
+        let m = Message1 {
+            events: &one,
+            key: "key-a1".into(),
+        };
+        assert_eq!(
+            text(&m, "https://platter.lab.example/"),
+            "[WARNING] regression: REGRESSION nightly on rc66: wall +12%\n\
+             https://platter.lab.example/flags/a1\n"
+        );
+        let body = webhook_body(&m, "");
+        assert_eq!(body["digest"], false);
+        assert_eq!(body["events"][0]["url"], "/flags/a1");
+        let two = [
+            one[0].clone(),
+            e("b2", "fixed", "fixed: REGRESSION … (back)"),
+        ];
+        let m = Message1 {
+            events: &two,
+            key: "digest-x".into(),
+        };
+        let t = text(&m, "https://p");
+        assert!(t.starts_with("2 platter alerts held while the channel was down, oldest first:\n[WARNING] regression: REGRESSION"), "{t}");
+        assert!(
+            t.contains(
+                "[WARNING] regression fixed: fixed: REGRESSION … (back)\nhttps://p/flags/b2\n"
+            ),
+            "{t}"
+        );
+        let body = webhook_body(&m, "https://p");
+        assert_eq!(body["digest"], true);
+        assert_eq!(body["events"][1]["idempotency_key"], "key-b2");
+    }
+
+    #[test]
     fn a_failed_webhook_does_not_print_its_token() {
         assert_eq!(
             redact("https://hooks.slack.com/services/T000/B000/XXXX"),
