@@ -585,7 +585,44 @@ fn an_agents_journal_fault_is_shown_by_platter_agents() {
         "{shown}"
     );
     assert!(wall_samples(dir) < 60, "the fault must come mid-campaign");
+    // A critical flag says so (and an alert rule would send it), fixed once it is over.
+    let db = dir.join("coordinator.db").display().to_string();
+    let host_flags = |state: &str| -> Vec<serde_json::Value> {
+        let out = common::platter()
+            .args([
+                "flags", "--kind", "host", "--state", state, "--format", "json", "--db", &db,
+            ])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
+    };
+    let flag = wait_in(
+        dir,
+        "the journal fault flagged",
+        Duration::from_secs(30),
+        || host_flags("open").into_iter().next(),
+    );
+    assert_eq!(flag["severity"], "critical");
+    let summary = flag["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("a1 holds the steps of campaign ")
+            && summary.contains("its journal cannot be written (journal "),
+        "{summary}"
+    );
     std::fs::remove_file(fs.0.join("filler")).unwrap();
+    let fixed = wait_in(
+        dir,
+        "the journal flag fixed",
+        Duration::from_secs(30),
+        || host_flags("fixed").into_iter().next(),
+    );
+    assert!(
+        fixed["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("a1's journal can be written again"),
+        "{fixed}"
+    );
     wait_in(
         dir,
         "agents without the fault",

@@ -176,6 +176,35 @@ impl Alerts {
                     flag_id: flag_id(&key),
                     note: format!("{host} is back, at {}", crate::views::clock(now)),
                 });
+                // Connected here and holding its steps: its journal cannot be written.
+                let journal = format!("host|{host}|journal|{campaign}");
+                match self.hub.journal_fault(host.as_str()) {
+                    Some(fault) => raised.push(NewFlag {
+                        kind: FlagKind::Host,
+                        severity: Severity::Critical,
+                        evidence_key: journal,
+                        series: String::new(),
+                        host: host.to_string(),
+                        model: String::new(),
+                        drive: String::new(),
+                        metric: String::new(),
+                        cell: String::new(),
+                        campaign_id: campaign.to_string(),
+                        summary: format!(
+                            "{host} holds the steps of campaign {campaign}: its journal cannot \
+                             be written ({fault})"
+                        ),
+                        evidence: json!({ "campaign": campaign, "journal_fault": fault }),
+                        link: format!("/hosts/{host}"),
+                    }),
+                    None => fixed.push(Fixed {
+                        flag_id: flag_id(&journal),
+                        note: format!(
+                            "{host}'s journal can be written again, at {}",
+                            crate::views::clock(now)
+                        ),
+                    }),
+                }
                 continue;
             }
             seen.insert(key.clone());
@@ -207,7 +236,12 @@ impl Alerts {
         // A host whose plan ended (or was cancelled) while it was away holds nothing now.
         let holding: HashSet<String> = held
             .iter()
-            .map(|(h, c)| flag_id(&format!("host|{h}|{c}")))
+            .flat_map(|(h, c)| {
+                [
+                    flag_id(&format!("host|{h}|{c}")),
+                    flag_id(&format!("host|{h}|journal|{c}")),
+                ]
+            })
             .collect();
         let live = self.store.flags(&crate::store::flags::FlagFilter {
             kind: Some(FlagKind::Host),
