@@ -250,6 +250,24 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
         1,
         "the agent reconnected:\n{agent_log}"
     );
+    // Each episode is a critical flag once the store commits again (and an alert rule
+    // would send it): when, how long, why.
+    let out = platter()
+        .args(["flags", "--kind", "store", "--format", "json", "--db"])
+        .arg(dir.join("coordinator.db"))
+        .output()
+        .unwrap();
+    let flags: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(flags.len(), 2, "{flags:#?}");
+    for f in &flags {
+        assert_eq!(f["severity"], "critical");
+        let summary = f["summary"].as_str().unwrap();
+        assert!(
+            summary.starts_with("the store could not commit from ")
+                && summary.ends_with("; it commits again"),
+            "{summary}"
+        );
+    }
     // `watch` said when the fault began and when it ended, twice.
     drop(watch);
     let watched = std::fs::read_to_string(dir.join("watch.out")).unwrap();

@@ -120,7 +120,7 @@ pub enum Command {
     Peers(PeersArgs),
     /// Flags: every finding worth a person's attention — a regression or drift in a
     /// series, a qualification FAIL, a drive's health flag, a host offline while holding
-    /// a plan — one record each with its evidence, severity and state (open,
+    /// a plan, a store fault — one record each with its evidence, severity and state (open,
     /// acknowledged, false-positive, fixed). Live ones (open, then acknowledged) by
     /// default, most severe first. Works on the store directly (--db). Exits 1 when a
     /// flag is open
@@ -941,7 +941,7 @@ pub struct FlagsArgs {
     /// open, acknowledged, false-positive, fixed, or all [default: open and acknowledged]
     #[arg(long, value_name = "STATE")]
     pub state: Option<String>,
-    /// regression, drift, qualification, health, peer, host or firing
+    /// regression, drift, qualification, health, peer, host, firing or store
     #[arg(long, value_name = "KIND")]
     pub kind: Option<String>,
     #[arg(long, value_name = "SERIES")]
@@ -1004,7 +1004,7 @@ pub enum AlertsCommand {
         #[arg(long, value_name = "ADDRESS", default_value = "platter@localhost")]
         from: String,
         /// Only these kinds (repeatable): regression, drift, qualification, health, peer,
-        /// host, firing [default: every kind]
+        /// host, firing, store [default: every kind]
         #[arg(long, value_name = "KIND")]
         kind: Vec<String>,
         /// info, warning or critical

@@ -34,10 +34,12 @@ pub enum FlagKind {
     Host,
     /// A schedule's firing that failed to submit.
     Firing,
+    /// The store did not commit or answer for a while (said once it does again).
+    Store,
 }
 
 impl FlagKind {
-    pub const ALL: [FlagKind; 7] = [
+    pub const ALL: [FlagKind; 8] = [
         FlagKind::Regression,
         FlagKind::Drift,
         FlagKind::Qualification,
@@ -45,6 +47,7 @@ impl FlagKind {
         FlagKind::Peer,
         FlagKind::Host,
         FlagKind::Firing,
+        FlagKind::Store,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl FlagKind {
             FlagKind::Peer => "peer",
             FlagKind::Host => "host",
             FlagKind::Firing => "firing",
+            FlagKind::Store => "store",
         }
     }
 

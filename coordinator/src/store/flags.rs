@@ -76,6 +76,28 @@ pub struct NewFlag {
     pub link: String,
 }
 
+impl NewFlag {
+    /// A flag of `kind` keyed by `evidence_key`, its subject and words empty: filled in by
+    /// the caller (`NewFlag { summary, ..NewFlag::of(…) }`).
+    pub fn of(kind: FlagKind, severity: Severity, evidence_key: String) -> NewFlag {
+        NewFlag {
+            kind,
+            severity,
+            evidence_key,
+            series: String::new(),
+            host: String::new(),
+            model: String::new(),
+            drive: String::new(),
+            metric: String::new(),
+            cell: String::new(),
+            campaign_id: String::new(),
+            summary: String::new(),
+            evidence: serde_json::Value::Null,
+            link: String::new(),
+        }
+    }
+}
+
 /// A stored flag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Flag {

@@ -60,10 +60,23 @@ impl Alerts {
     pub async fn raise(self: Arc<Self>, shutdown: CancellationToken) {
         let mut offline_since: HashMap<String, i64> = HashMap::new();
         let mut said = String::new();
+        let mut fault: Option<crate::store::StoreFault> = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(RAISE_TICK) => {}
+            }
+            // A store fault is flagged once it is over: while it lasts nothing is stored.
+            match (self.store.fault(), &fault) {
+                (Some(now), _) => fault = Some(now),
+                (None, Some(_)) => {
+                    let (me, was) = (self.clone(), fault.take().expect("matched"));
+                    let r = tokio::task::spawn_blocking(move || me.store_fault_over(&was)).await;
+                    if let Ok(Err(e)) = r {
+                        tracing::warn!(error = %e, "flags: cannot flag the store fault that ended");
+                    }
+                }
+                (None, None) => {}
             }
             let me = self.clone();
             let mut since = std::mem::take(&mut offline_since);
@@ -105,6 +118,42 @@ impl Alerts {
         self.firings()
     }
 
+    /// Flags a store fault this coordinator saw, now that the store commits again: when it
+    /// began, how long it lasted and why.
+    fn store_fault_over(&self, f: &crate::store::StoreFault) -> Result<(), StoreError> {
+        let now = now_ms();
+        let what = if f.not_answering {
+            "did not answer"
+        } else {
+            "could not commit"
+        };
+        let flag = NewFlag {
+            summary: format!(
+                "the store {what} from {} to {} ({:.0} s, seen by {}): {}; it commits again",
+                crate::views::clock(f.since_unix_ms),
+                crate::views::clock(now),
+                (now - f.since_unix_ms) as f64 / 1000.0,
+                self.coordinator,
+                f.reason
+            ),
+            evidence: json!({
+                "coordinator": self.coordinator,
+                "since_unix_ms": f.since_unix_ms,
+                "until_unix_ms": now,
+                "reason": f.reason,
+                "not_answering": f.not_answering,
+            }),
+            link: "/".into(),
+            ..NewFlag::of(
+                FlagKind::Store,
+                Severity::Critical,
+                format!("store|{}|{}", self.coordinator, f.since_unix_ms),
+            )
+        };
+        self.store.raise_flags(None, &[flag], &[])?;
+        Ok(())
+    }
+
     /// Flags each schedule's latest firing that failed to submit its run, and fixes the
     /// flag once a later firing submitted one.
     fn firings(&self) -> Result<(), StoreError> {
@@ -118,16 +167,7 @@ impl Alerts {
             };
             match latest.outcome {
                 Outcome::Failed => raised.push(NewFlag {
-                    kind: FlagKind::Firing,
-                    severity: Severity::Warning,
-                    evidence_key: format!("firing|{}|{}", s.name, latest.slot_unix_ms),
                     series: s.series.clone(),
-                    host: String::new(),
-                    model: String::new(),
-                    drive: String::new(),
-                    metric: String::new(),
-                    cell: String::new(),
-                    campaign_id: String::new(),
                     summary: format!(
                         "schedule {} could not submit its run at {}: {}",
                         s.name,
@@ -141,6 +181,11 @@ impl Alerts {
                         "note": latest.note,
                     }),
                     link: format!("/series/{}", s.series),
+                    ..NewFlag::of(
+                        FlagKind::Firing,
+                        Severity::Warning,
+                        format!("firing|{}|{}", s.name, latest.slot_unix_ms),
+                    )
                 }),
                 Outcome::Submitted => {
                     for f in recent.iter().filter(|f| f.outcome == Outcome::Failed) {
@@ -180,15 +225,7 @@ impl Alerts {
                 let journal = format!("host|{host}|journal|{campaign}");
                 match self.hub.journal_fault(host.as_str()) {
                     Some(fault) => raised.push(NewFlag {
-                        kind: FlagKind::Host,
-                        severity: Severity::Critical,
-                        evidence_key: journal,
-                        series: String::new(),
                         host: host.to_string(),
-                        model: String::new(),
-                        drive: String::new(),
-                        metric: String::new(),
-                        cell: String::new(),
                         campaign_id: campaign.to_string(),
                         summary: format!(
                             "{host} holds the steps of campaign {campaign}: its journal cannot \
@@ -196,6 +233,7 @@ impl Alerts {
                         ),
                         evidence: json!({ "campaign": campaign, "journal_fault": fault }),
                         link: format!("/hosts/{host}"),
+                        ..NewFlag::of(FlagKind::Host, Severity::Critical, journal)
                     }),
                     None => fixed.push(Fixed {
                         flag_id: flag_id(&journal),
@@ -213,15 +251,7 @@ impl Alerts {
                 continue;
             }
             raised.push(NewFlag {
-                kind: FlagKind::Host,
-                severity: Severity::Critical,
-                evidence_key: key,
-                series: String::new(),
                 host: host.to_string(),
-                model: String::new(),
-                drive: String::new(),
-                metric: String::new(),
-                cell: String::new(),
                 campaign_id: campaign.to_string(),
                 summary: format!(
                     "{host} is offline while holding a plan of campaign {campaign} (not seen \
@@ -230,6 +260,7 @@ impl Alerts {
                 ),
                 evidence: json!({ "campaign": campaign, "offline_since_unix_ms": since }),
                 link: format!("/hosts/{host}"),
+                ..NewFlag::of(FlagKind::Host, Severity::Critical, key)
             });
         }
         offline_since.retain(|k, _| seen.contains(k));
