@@ -252,13 +252,15 @@ fn a_full_store_is_shown_and_left_behind_within_seconds() {
     );
     // Each episode is a critical flag once the store commits again (and an alert rule
     // would send it): when, how long, why.
-    let out = platter()
-        .args(["flags", "--kind", "store", "--format", "json", "--db"])
-        .arg(dir.join("coordinator.db"))
-        .output()
-        .unwrap();
-    let flags: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(flags.len(), 2, "{flags:#?}");
+    let flags = wait_in(dir, "a flag per episode", Duration::from_secs(10), || {
+        let out = platter()
+            .args(["flags", "--kind", "store", "--format", "json", "--db"])
+            .arg(dir.join("coordinator.db"))
+            .output()
+            .unwrap();
+        let flags: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        (flags.len() == 2).then_some(flags)
+    });
     for f in &flags {
         assert_eq!(f["severity"], "critical");
         let summary = f["summary"].as_str().unwrap();

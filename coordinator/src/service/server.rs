@@ -459,6 +459,7 @@ impl Coordinator {
         });
         if opts.alerts {
             tasks.spawn(alerts.clone().raise(shutdown.clone()));
+            tasks.spawn(alerts.clone().store_faults(shutdown.clone()));
             tasks.spawn(alerts.clone().deliver(shutdown.clone()));
         }
         // One service for gRPC callers and the console's pages, which call it in process.

@@ -60,23 +60,10 @@ impl Alerts {
     pub async fn raise(self: Arc<Self>, shutdown: CancellationToken) {
         let mut offline_since: HashMap<String, i64> = HashMap::new();
         let mut said = String::new();
-        let mut fault: Option<crate::store::StoreFault> = None;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(RAISE_TICK) => {}
-            }
-            // A store fault is flagged once it is over: while it lasts nothing is stored.
-            match (self.store.fault(), &fault) {
-                (Some(now), _) => fault = Some(now),
-                (None, Some(_)) => {
-                    let (me, was) = (self.clone(), fault.take().expect("matched"));
-                    let r = tokio::task::spawn_blocking(move || me.store_fault_over(&was)).await;
-                    if let Ok(Err(e)) = r {
-                        tracing::warn!(error = %e, "flags: cannot flag the store fault that ended");
-                    }
-                }
-                (None, None) => {}
             }
             let me = self.clone();
             let mut since = std::mem::take(&mut offline_since);
@@ -95,6 +82,45 @@ impl Alerts {
                 ))),
             };
             said_once(&mut said, outcome.err(), "flags: cannot raise flags");
+        }
+    }
+
+    /// Looks at the store's health every `DELIVER_TICK` (in memory: the store's watch
+    /// keeps it) and flags each fault once it is over, while it lasts nothing is stored.
+    /// Apart from `raise`, whose passes may take long, so a short fault is not missed.
+    pub async fn store_faults(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut fault: Option<crate::store::StoreFault> = None;
+        let mut over: Vec<crate::store::StoreFault> = Vec::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(DELIVER_TICK) => {}
+            }
+            match self.store.fault() {
+                Some(now) => {
+                    if fault
+                        .as_ref()
+                        .is_some_and(|f| f.since_unix_ms != now.since_unix_ms)
+                    {
+                        over.extend(fault.take());
+                    }
+                    fault = Some(now);
+                    continue;
+                }
+                None => over.extend(fault.take()),
+            }
+            while let Some(was) = over.first().cloned() {
+                let me = self.clone();
+                match tokio::task::spawn_blocking(move || me.store_fault_over(&was)).await {
+                    Ok(Ok(())) => {
+                        over.remove(0);
+                    }
+                    r => {
+                        tracing::warn!(result = ?r.map(|_| ()), "flags: cannot flag the store fault that ended yet");
+                        break;
+                    }
+                }
+            }
         }
     }
 
