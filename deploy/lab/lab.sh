@@ -851,7 +851,8 @@ db_signal() {
   id=$(service_id postgres)
   pm=$(service_pid postgres)
   [ "$sig" = CONT ] || run kill -STOP "$pm"
-  for ((pass = 1; pass <= 10; pass++)); do
+  # Up to 3 s: a backend in uninterruptible I/O (a busy disk) stops only once it is done.
+  for ((pass = 1; pass <= 30; pass++)); do
     mapfile -t pids < <(docker top "$id" -eo pid | tail -n +2)
     [ "${#pids[@]}" != 0 ] || die "docker top lists no process of postgres"
     log "kill -$sig ${pids[*]} (every process of postgres, pass $pass)"
