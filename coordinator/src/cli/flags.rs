@@ -7,7 +7,7 @@
 use super::users::{finish, open, when, Invalid};
 use super::*;
 use crate::service::alerts::channels;
-use crate::store::alerts::{test_event, Channel, Rule, Silence};
+use crate::store::alerts::{Channel, Rule, Silence};
 use crate::store::error::now_ms;
 use crate::store::flags::{Flag, FlagFilter, FlagKind, FlagState, Severity};
 
@@ -393,22 +393,7 @@ async fn test(name: &str, public_url: &str, store: &StoreArg) -> anyhow::Result<
     let Some(rule) = rule else {
         return finish(Err(Invalid(format!("no alert rule named {name:?}")).into()));
     };
-    let event = test_event(name, 0, now_ms());
-    let key = crate::store::alerts::idempotency_key(&event.event_id, name);
-    let events = [(event, key.clone())];
-    let http = reqwest::Client::builder()
-        .timeout(channels::SEND_TIMEOUT)
-        .build()?;
-    let sent = channels::send(
-        &http,
-        &rule,
-        &channels::Message1 {
-            events: &events,
-            key,
-        },
-        public_url,
-    )
-    .await;
+    let sent = channels::send_test(&rule, public_url).await;
     let me = format!("platter alerts test on {}", platter_agent::cli::hostname());
     let logged = sent.clone();
     tokio::task::spawn_blocking(move || store.record_test(&rule.name, logged, &me)).await??;

@@ -118,6 +118,29 @@ pub fn text(m: &Message1<'_>, public_url: &str) -> String {
     out
 }
 
+/// A test message to `rule`, sent now from this process (its environment and files hold
+/// the secrets named), its link under `public_url`: `platter alerts test` and the console's
+/// test button.
+pub async fn send_test(rule: &Rule, public_url: &str) -> Result<(), String> {
+    let event = crate::store::alerts::test_event(&rule.name, 0, crate::store::error::now_ms());
+    let key = crate::store::alerts::idempotency_key(&event.event_id, &rule.name);
+    let events = [(event, key.clone())];
+    let http = reqwest::Client::builder()
+        .timeout(SEND_TIMEOUT)
+        .build()
+        .map_err(|e| format!("an HTTP client: {e}"))?;
+    send(
+        &http,
+        rule,
+        &Message1 {
+            events: &events,
+            key,
+        },
+        public_url,
+    )
+    .await
+}
+
 /// Sends `m` to `rule`'s channel.
 pub async fn send(
     http: &reqwest::Client,

@@ -16,7 +16,7 @@ use super::auth::{Access, CsrfForm};
 use super::Ctx;
 use crate::service::alerts::channels;
 use crate::store::accounts::AccountRole;
-use crate::store::alerts::{idempotency_key, test_event, Channel, Delivery, Rule, Silence};
+use crate::store::alerts::{Channel, Delivery, Rule, Silence};
 use crate::store::error::now_ms;
 use crate::store::flags::{FlagKind, Severity};
 use crate::store::{Store, StoreError};
@@ -300,7 +300,7 @@ pub(super) async fn test_rule(
         }
         Err(f) => return changed(&ctx, &access, Err(f)).await,
     };
-    let sent = send_test(&ctx, &rule).await;
+    let sent = channels::send_test(&rule, &ctx.alerts.public_url).await;
     let holder = format!("console on {} ({})", ctx.alerts.coordinator, access.account);
     let logged = sent.clone();
     if let Err(f) = on_store(&ctx, move |s| s.record_test(&rule.name, logged, &holder)).await {
@@ -314,23 +314,6 @@ pub(super) async fn test_rule(
         Err(e) => Err(format!("test message through {name} failed: {e}")),
     };
     alerts_page(&ctx, &access, StatusCode::OK, Some(message)).await
-}
-
-/// A test message to `rule`, as `platter alerts test` sends it but from this coordinator
-/// (its environment and files hold the secrets named), its links under `--public-url`.
-async fn send_test(ctx: &Ctx, rule: &Rule) -> Result<(), String> {
-    let event = test_event(&rule.name, 0, now_ms());
-    let key = idempotency_key(&event.event_id, &rule.name);
-    let events = [(event, key.clone())];
-    let http = reqwest::Client::builder()
-        .timeout(channels::SEND_TIMEOUT)
-        .build()
-        .map_err(|e| format!("an HTTP client: {e}"))?;
-    let message = channels::Message1 {
-        events: &events,
-        key,
-    };
-    channels::send(&http, rule, &message, &ctx.alerts.public_url).await
 }
 
 #[derive(Debug, Default, Deserialize)]
