@@ -477,6 +477,15 @@ pub fn level_pct(level: f64) -> String {
     s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
 }
 
+/// A confidence level as a percentage to a tenth ("96.8%"), with as many decimals as it
+/// takes not to read as 100 at a Holm step ("99.997%").
+pub fn level_text(level: f64) -> String {
+    match level_pct(level) {
+        l if l == "100" => level_with_sign(level),
+        l => format!("{l}%"),
+    }
+}
+
 /// A confidence level as a percentage with as many decimals as it takes not to read as
 /// 100 (Holm's steps over a large family reach 99.997%): "99%", "99.97%", "99.9997%".
 pub fn level_with_sign(level: f64) -> String {

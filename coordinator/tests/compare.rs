@@ -271,6 +271,17 @@ fn compare_lists_the_cells_either_campaign_lacks_and_exits_non_zero() {
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(row.contains("(90% CI "), "{row}");
     assert!(row.contains("Holm-adjusted p = "), "{row}");
+    // 3 + 3 runs cannot reach 5% (the exact test's smallest p is 0.1): an estimate,
+    // unmarked, and why said once, with the repeat that would.
+    assert!(row.contains("; an estimate)"), "{row}");
+    assert!(!row.contains("no significant difference"), "{row}");
+    assert_eq!(
+        stdout
+            .matches("with 3 runs a side its configuration cannot pass its test alone: its ratio is an estimate, unmarked; repeat: 4 would\n")
+            .count(),
+        1,
+        "{stdout}"
+    );
     assert!(
         stderr.contains("2 cell(s) could not be compared"),
         "{stderr}"
@@ -317,4 +328,78 @@ fn compare_lists_the_cells_either_campaign_lacks_and_exits_non_zero() {
         2,
         "{stdout}"
     );
+}
+
+/// Issue 50: each line of `platter compare` is decided at its step of Holm's correction, so
+/// its mark and the interval printed beside it agree (significant exactly when the interval
+/// excludes 0); the cells together are one more verdict; and a coordinator answers the same
+/// words as the store read directly.
+#[test]
+fn compare_marks_agree_with_their_intervals_here_and_from_a_coordinator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // The same cells; B sleeps 40 ms more in each run.
+    let yaml = "name: slower\nmatrix: { s: [0.02, 0.03] }\n\
+                workload: { command: { run: \"sleep ${s}; sleep $(cat extra)\" } }\nrepeat: 6\n";
+    let f = common::write(dir, "slower.yaml", yaml);
+    let run = |extra: &str| -> String {
+        std::fs::write(dir.join("extra"), extra).unwrap();
+        let out = common::run_ok(
+            common::platter()
+                .current_dir(dir)
+                .args([
+                    "run",
+                    "--fresh",
+                    "--format",
+                    "json",
+                    "--db",
+                    "coordinator.db",
+                ])
+                .arg(&f),
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["campaign_id"].as_str().unwrap().to_string()
+    };
+    let (a, b) = (run("0"), run("0.04"));
+    let here = |args: &[&str]| {
+        common::run_ok(
+            common::platter()
+                .current_dir(dir)
+                .args(["compare", "--db", "coordinator.db", &a, &b])
+                .args(args),
+        )
+        .stdout
+    };
+    let json: serde_json::Value = serde_json::from_slice(&here(&["--format", "json"])).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{json}");
+    for r in rows {
+        let (lo, hi) = (
+            r["ci_pct"][0].as_f64().unwrap(),
+            r["ci_pct"][1].as_f64().unwrap(),
+        );
+        assert_eq!(r["significant"], lo > 0.0 || hi < 0.0, "{r}");
+        // 6 + 6 runs reach Holm's first step over 2 (2/924 ≤ 0.025): decided.
+        assert!(r.get("too_few_runs").is_none(), "{r}");
+        // +40 ms on 20–30 ms: well past any noise of sleep.
+        assert!(lo > 50.0 && r["significant"] == true, "{r}");
+    }
+    // Each interval at its step's level: 97.5% or more at the first, 95% at the second.
+    let mut levels: Vec<f64> = rows
+        .iter()
+        .map(|r| r["ci_level"].as_f64().unwrap())
+        .collect();
+    levels.sort_by(f64::total_cmp);
+    assert!(levels[0] >= 0.95 && levels[1] >= 0.975, "{levels:?}");
+    assert_eq!(json["together"]["cells"], 2, "{json}");
+    assert_eq!(json["together"]["significant"], true, "{json}");
+    let text = String::from_utf8(here(&[])).unwrap();
+    assert!(text.contains("over all 2 cells together: B is ×"), "{text}");
+    assert!(!text.contains("; an estimate)"), "{text}");
+    assert!(!text.contains("repeat:"), "{text}");
+
+    // The same question asked of a coordinator on that store: the same words.
+    let (_coordinator, port) = common::serve(dir);
+    let out = common::run_ok(common::operator(dir, port).args(["compare", &a, &b]));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), text);
 }

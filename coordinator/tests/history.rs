@@ -453,6 +453,23 @@ async fn the_console_shows_a_series_with_its_flags() {
     assert_eq!(v["flagged"][0]["flag"], "regression", "{v}");
     let none = call(&http, "GET", "/series/weekly", &cookie, "");
     assert_eq!(none.status, 404, "{none:?}");
+    // Each run's mark beside what it is read from: the recent runs' 95% and 99% intervals
+    // on the page, and on `platter history` from the coordinator as from the store itself.
+    assert!(
+        page.body.contains("(95%), [") && page.body.contains("(99%) vs the last 2 runs"),
+        "{}",
+        page.body
+    );
+    let from_coordinator =
+        common::run_ok(common::operator(dir, _port).args(["history", "nightly"]));
+    let from_store = common::run_ok(
+        common::platter()
+            .args(["history", "nightly", "--db"])
+            .arg(dir.join("coordinator.db")),
+    );
+    let text = String::from_utf8(from_store.stdout).unwrap();
+    assert!(text.contains("(99%) vs the last 2 runs' level"), "{text}");
+    assert_eq!(String::from_utf8(from_coordinator.stdout).unwrap(), text);
     coordinator.kill9();
 }
 

@@ -229,8 +229,14 @@ pub struct Since {
     pub change_pct: f64,
     pub ci_pct: Option<(f64, f64)>,
     pub ci_level: Option<f64>,
-    /// Holm-adjusted p over this run's comparisons.
+    /// Holm-adjusted p over this run's comparisons. The interval is at this comparison's
+    /// Holm step's level, so it excludes 0 exactly when Holm calls the shift significant.
     pub holm_p: Option<f64>,
+    /// Against the run before, the shift is an estimate: the runs are too few to pass its
+    /// Holm step over the run's cells, so it is neither significant nor "no change", and
+    /// nothing is flagged; its interval is at its own coverage.
+    #[serde(default)]
+    pub estimate: bool,
     pub significant: bool,
     pub flag: Flag,
     /// What differs on the host between the two runs (`kernel: 6.1.0 → 6.12.1`), from
@@ -270,15 +276,24 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// "+9.5% [+3.6%, +15.8%] vs the last 3 runs' level (run to run ±2.0%)".
+    /// "+9.5% [+3.6%, +15.8%] (95%), [+1.7%, +17.9%] (99%) vs the last 3 runs' level (run to
+    /// run ±2.0%)": the interval "significant" is read from, then the one a flag needs wholly
+    /// beyond the threshold.
     pub fn text(&self) -> String {
         let against = match self.runs {
-            1 => "the run before".to_string(),
+            1 => "1 earlier run's level".to_string(),
             n => format!("the last {n} runs' level"),
         };
         format!(
-            "{:+.1}% [{:+.1}%, {:+.1}%] vs {against} (run to run ±{:.1}%)",
-            self.change_pct, self.ci_pct.0, self.ci_pct.1, self.sd_pct
+            "{:+.1}% [{:+.1}%, {:+.1}%] ({}%), [{:+.1}%, {:+.1}%] ({}%) vs {against} (run to run ±{:.1}%)",
+            self.change_pct,
+            self.ci_pct.0,
+            self.ci_pct.1,
+            stats::level_pct(self.ci_level),
+            self.flag_ci_pct.0,
+            self.flag_ci_pct.1,
+            stats::level_pct(FLAG_CONFIDENCE),
+            self.sd_pct
         )
     }
 }
@@ -314,6 +329,7 @@ impl Since {
             ci_pct,
             ci_level,
             holm_p,
+            estimate: false,
             significant: false,
             flag: Flag::None,
             changed: Vec::new(),
@@ -324,28 +340,51 @@ impl Since {
         }
     }
 
-    /// "+10.0% [+8.3%, +11.7%] (95.0%)", or that too few repetitions allow no interval,
+    /// "+10.0% [+8.3%, +11.7%] (99.4%) vs the run before", "(96.8%, an estimate)" when the
+    /// runs are too few for its Holm step, or that too few repetitions allow no interval,
     /// or why the two runs are not compared.
     pub fn shift_text(&self) -> String {
         if let Some(why) = &self.not_compared {
             return format!("not compared: {why}");
         }
-        let pooled = match self.pooled.len() {
-            0 => String::new(),
+        let against = match self.pooled.len() {
+            0 => " vs the run before".to_string(),
             n => format!(" vs the last {n} runs pooled"),
         };
         match self.ci_pct {
             Some((lo, hi)) => format!(
-                "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}{pooled}",
+                "{:+.1}% [{lo:+.1}%, {hi:+.1}%]{}{against}",
                 self.change_pct,
-                self.ci_level
-                    .map(|c| format!(" ({:.1}%)", c * 100.0))
-                    .unwrap_or_default()
+                match (self.ci_level, self.estimate) {
+                    (Some(c), false) => format!(" ({})", stats::level_text(c)),
+                    (Some(c), true) => format!(" ({}, an estimate)", stats::level_text(c)),
+                    (None, _) => String::new(),
+                }
             ),
             None => format!(
                 "{:+.1}% (too few repetitions for an interval: not judged)",
                 self.change_pct
             ),
+        }
+    }
+
+    /// Everything the run's verdict rests on: the shift against the run before, then, when
+    /// it was judged so, against the recent runs — "significant" is read from the latter's
+    /// 95% interval (or the former's, alone), a flag needs the former and the latter's 99%
+    /// interval wholly beyond the threshold.
+    pub fn judged_text(&self) -> String {
+        match &self.spread {
+            Some(r) => format!("{}; {}", self.shift_text(), r.text()),
+            None => self.shift_text(),
+        }
+    }
+
+    /// The interval "significant" is read from, at its level: the recent runs' 95%
+    /// prediction, or the run before's at its Holm step; none when there is none.
+    pub fn significance_interval(&self) -> Option<(f64, f64)> {
+        match &self.spread {
+            Some(r) => Some(r.ci_pct),
+            None => self.ci_pct.filter(|_| !self.estimate),
         }
     }
 
@@ -401,15 +440,9 @@ impl SinceLine {
             "" => String::new(),
             w => format!(" {w}"),
         };
-        let recent = self
-            .since
-            .spread
-            .as_ref()
-            .map(|r| format!("; {}", r.text()))
-            .unwrap_or_default();
         format!(
-            "{cell}: {}{recent}{flag}; changed: {}",
-            self.since.shift_text(),
+            "{cell}: {}{flag}; changed: {}",
+            self.since.judged_text(),
             self.since.changed_text()
         )
     }
@@ -613,8 +646,11 @@ pub fn judge_runs(line: &mut Line, threshold_pct: f64) {
         let Some(s) = point.since_previous.as_mut() else {
             continue;
         };
-        let within = s.holm_p.is_some_and(|p| p <= stats::ALPHA)
-            && s.ci_pct.is_some()
+        // Significant against the run before: decided at its Holm step (not an estimate),
+        // and its interval, at that step's level, excludes 0.
+        let within = !s.estimate
+            && s.holm_p.is_some_and(|p| p <= stats::ALPHA)
+            && s.ci_pct.is_some_and(|(lo, hi)| lo > 0.0 || hi < 0.0)
             && s.not_compared.is_none();
         let against_before = flag_of(within, s.change_pct, s.ci_pct, threshold_pct, &line.unit);
         let earlier: Vec<f64> = window.iter().map(|q| q.median).collect();
@@ -968,6 +1004,7 @@ fn since_previous(
     let significant = r.row.significant && r.row.ci_pct.is_some() && not_compared.is_none();
     // `judge_runs` sets `significant` and `flag` again, with `spread`.
     Since {
+        estimate: r.too_few_runs.is_some(),
         pooled: pooled.to_vec(),
         not_compared,
         significant,
@@ -1134,8 +1171,8 @@ mod tests {
 
     /// A series of two cells as `History::load` judges it: each cell's run `r` is `levels[r]`
     /// (its true value, one per cell) times a run-level shift (log-normal, `run_sd`) times 8
-    /// repetitions of noise within the run (`cv`); each run against the one before (Holm
-    /// across the two cells), `judge_runs` and `drift_of`. The runs are named `c-1`, `c-2`….
+    /// repetitions of noise within the run (`cv`); each run against the one before (decided
+    /// at Holm's steps across the two cells), `judge_runs` and `drift_of`. The runs are named `c-1`, `c-2`….
     fn simulated(
         noise: &mut Noise,
         levels: &[[f64; 2]],
@@ -1173,24 +1210,24 @@ mod tests {
             })
             .collect();
         for (r, run) in values.iter().enumerate() {
-            let tests: Vec<Option<stats::Comparison>> = (0..2)
-                .map(|c| {
-                    (r > 0)
-                        .then(|| stats::compare(&values[r - 1][c], &run[c]))
-                        .flatten()
-                })
-                .collect();
-            let ps: Vec<f64> = tests.iter().flatten().map(|t| t.p_value).collect();
-            let mut holm = stats::holm(&ps).into_iter();
+            // As `compare_campaigns` decides a run's cells: at their Holm steps.
+            let decided = match r {
+                0 => vec![None, None],
+                _ => stats::decide_family(&[
+                    (&values[r - 1][0], &run[0]),
+                    (&values[r - 1][1], &run[1]),
+                ]),
+            };
             for (c, line) in lines.iter_mut().enumerate() {
                 let summary = stats::summarize(&run[c]).unwrap();
-                let since = tests[c].as_ref().map(|t| {
-                    Since::against(
+                let since = decided[c].as_ref().map(|d| Since {
+                    estimate: !d.decided,
+                    ..Since::against(
                         format!("c-{r}"),
-                        t.penalty_pct,
-                        t.ci_pct,
-                        t.ci_level,
-                        holm.next(),
+                        d.comparison.penalty_pct,
+                        d.comparison.ci_pct,
+                        d.comparison.ci_level,
+                        Some(d.holm_p),
                     )
                 });
                 line.points.push(Point {
@@ -1263,6 +1300,82 @@ mod tests {
 
     /// A step of 10% from run 8 of 20 (2% from run to run, 2% within): flagged as a step at
     /// run 8 on the line, in ≥ 95% of 200 simulated series.
+    /// Issue 50: the mark beside a run and the intervals printed beside it agree, on noise,
+    /// steps and ramps. "significant" is exactly the printed 95% interval against the recent
+    /// runs excluding 0 (or, without one, the run before's interval at its Holm step); a
+    /// flag stands only where the interval against the run before and the printed 99% one
+    /// both lie wholly beyond the threshold, its way; an estimate is never significant.
+    #[test]
+    fn each_runs_mark_agrees_with_the_intervals_printed_beside_it() {
+        let mut noise = Noise(0x51_7CC1_B727_220A);
+        let (mut marked, mut flagged, mut points) = (0, 0, 0);
+        for series in 0..300 {
+            let levels: Vec<[f64; 2]> = (0..20)
+                .map(|r| match series % 3 {
+                    0 => [1.0; 2],
+                    1 if r >= 10 => [1.12, 0.9],
+                    1 => [1.0; 2],
+                    _ => [1.0 + 0.012 * r as f64, 1.0 - 0.01 * r as f64],
+                })
+                .collect();
+            let (_, lines) = simulated(&mut noise, &levels, 0.02, 0.03, series % 2 == 0);
+            for line in &lines {
+                for s in line.points.iter().filter_map(|p| p.since_previous.as_ref()) {
+                    points += 1;
+                    let text = s.judged_text();
+                    let excludes_0 = |(lo, hi): (f64, f64)| lo > 0.0 || hi < 0.0;
+                    let (lo, hi) = s.ci_pct.expect("8 + 8 runs have an interval");
+                    assert!(text.contains(&format!("[{lo:+.1}%, {hi:+.1}%]")), "{text}");
+                    match &s.spread {
+                        Some(r) => {
+                            assert_eq!(s.significant, excludes_0(r.ci_pct), "{text}");
+                            for (lo, hi) in [r.ci_pct, r.flag_ci_pct] {
+                                assert!(
+                                    text.contains(&format!("[{lo:+.1}%, {hi:+.1}%]")),
+                                    "{text}"
+                                );
+                            }
+                            assert!(text.contains("(95%), ["), "{text}");
+                            assert!(text.contains("(99%) vs "), "{text}");
+                        }
+                        None => {
+                            assert_eq!(s.significant, !s.estimate && excludes_0((lo, hi)), "{text}")
+                        }
+                    }
+                    if s.estimate {
+                        assert!(text.contains(", an estimate)"), "{text}");
+                    }
+                    marked += usize::from(s.significant);
+                    if s.flag == Flag::None {
+                        continue;
+                    }
+                    flagged += 1;
+                    let t = DEFAULT_THRESHOLD_PCT;
+                    let beyond = |(lo, hi): (f64, f64)| match s.flag {
+                        Flag::Regression => lo > t,
+                        Flag::Improvement => hi < -t,
+                        _ => lo > t || hi < -t,
+                    };
+                    let r = s
+                        .spread
+                        .as_ref()
+                        .expect("a flag judged against the recent runs");
+                    assert!(s.significant && !s.estimate, "{text}");
+                    assert!(
+                        beyond((lo, hi)) && beyond(r.flag_ci_pct),
+                        "{:?} {text}",
+                        s.flag
+                    );
+                }
+            }
+        }
+        // Both marks were tried, not vacuously true.
+        assert!(
+            marked > 300 && flagged > 50,
+            "{marked} marked, {flagged} flagged of {points}"
+        );
+    }
+
     #[test]
     fn a_step_of_ten_percent_is_flagged_at_its_run() {
         let mut noise = Noise(7);

@@ -260,20 +260,32 @@ impl fmt::Display for Note<'_> {
 /// "with 5 runs a side no single configuration can pass Holm over 24 comparisons: their
 /// ratios are estimates, unmarked; repeat: 7 would" (or "3 of 14 configurations cannot …
 /// alone" when some lines are decided).
-fn undecided_text(u: &Undecided) -> String {
+pub(crate) fn undecided_text(u: &Undecided) -> String {
     let runs = if u.runs.0 == u.runs.1 {
         u.runs.0.to_string()
     } else {
         format!("{}–{}", u.runs.0, u.runs.1)
     };
-    let (family, needed) = (u.family, u.runs_needed);
+    let needed = u.runs_needed;
+    let family = match u.family {
+        1 => "its test alone".to_string(),
+        n => format!("Holm over {n} comparisons"),
+    };
     if u.estimates == u.lines {
-        format!(
-            "with {runs} runs a side no single configuration can pass Holm over {family} comparisons: their ratios are estimates, unmarked; repeat: {needed} would"
-        )
+        let none = if u.lines == 1 {
+            "its configuration cannot pass"
+        } else {
+            "no single configuration can pass"
+        };
+        let what = if u.lines == 1 {
+            "its ratio is an estimate"
+        } else {
+            "their ratios are estimates"
+        };
+        format!("with {runs} runs a side {none} {family}: {what}, unmarked; repeat: {needed} would")
     } else {
         format!(
-            "with {runs} runs a side {} of {} configurations cannot pass Holm over {family} comparisons alone: their ratios are estimates, unmarked; repeat: {needed} would",
+            "with {runs} runs a side {} of {} configurations cannot pass {family} alone: their ratios are estimates, unmarked; repeat: {needed} would",
             u.estimates, u.lines
         )
     }

@@ -60,6 +60,17 @@ pub fn history_to_pb(h: &crate::report::history::History) -> pb::SeriesHistory {
                             text: s.text.clone(),
                             not_compared: s.not_compared.clone(),
                             pooled: s.pooled.clone(),
+                            spread: s.spread.as_ref().map(|r| pb::SeriesSpread {
+                                runs: r.runs as u32,
+                                level: r.level,
+                                change_pct: r.change_pct,
+                                ci_pct: interval(Some(r.ci_pct)),
+                                ci_level: r.ci_level,
+                                flag_ci_pct: interval(Some(r.flag_ci_pct)),
+                                sd_pct: r.sd_pct,
+                                p: r.p,
+                            }),
+                            estimate: s.estimate,
                         }),
                     })
                     .collect(),
@@ -73,7 +84,7 @@ pub fn history_to_pb(h: &crate::report::history::History) -> pb::SeriesHistory {
 pub fn history_of(
     r: pb::HistoryResponse,
 ) -> Result<crate::report::history::History, serde_json::Error> {
-    use crate::report::history::{Flag, History, LeftOut, Line, Point, Run, Since};
+    use crate::report::history::{Flag, History, LeftOut, Line, Point, Run, Since, Spread};
     let Some(h) = r.history else {
         let mut h: History = serde_json::from_str(&r.history_json)?;
         with_drift(&mut h);
@@ -136,8 +147,21 @@ pub fn history_of(
                             text: s.text,
                             not_compared: s.not_compared,
                             pooled: s.pooled,
-                            // Not on the wire: `significant` and `flag` carry its verdict.
-                            spread: None,
+                            estimate: s.estimate,
+                            // Unset by a coordinator before it: `significant` and `flag`
+                            // still carry its verdict.
+                            spread: s.spread.and_then(|r| {
+                                Some(Spread {
+                                    runs: r.runs as usize,
+                                    level: r.level,
+                                    change_pct: r.change_pct,
+                                    ci_pct: interval(r.ci_pct)?,
+                                    ci_level: r.ci_level,
+                                    flag_ci_pct: interval(r.flag_ci_pct)?,
+                                    sd_pct: r.sd_pct,
+                                    p: r.p,
+                                })
+                            }),
                         }),
                     })
                     .collect(),
@@ -163,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_history_reads_back_from_its_message_and_from_an_old_coordinators_json() {
-        use crate::report::history::{Flag, History, LeftOut, Line, Point, Run, Since};
+        use crate::report::history::{Flag, History, LeftOut, Line, Point, Run, Since, Spread};
         let since = |flag, ci: Option<(f64, f64)>, not_compared: Option<&str>| Since {
             baseline: "c-1".into(),
             change_pct: 10.5,
@@ -176,7 +200,17 @@ mod tests {
             text: "slower".into(),
             not_compared: not_compared.map(str::to_string),
             pooled: vec!["c-0".into()],
-            spread: None,
+            estimate: not_compared.is_some(),
+            spread: ci.map(|(lo, hi)| Spread {
+                runs: 4,
+                level: 0.05,
+                change_pct: 10.0,
+                ci_pct: (lo, hi),
+                ci_level: 0.95,
+                flag_ci_pct: (lo - 1.0, hi + 1.0),
+                sd_pct: 1.5,
+                p: 0.001,
+            }),
         };
         let point = |id: &str, since_previous| Point {
             campaign_id: id.into(),

@@ -677,9 +677,10 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
     let mut out = format!(
         "B = {b} against A = {a}, {metric}\n\
          penalty: the Hodges–Lehmann ratio of B to A (the median of every ratio of a \
-         repetition of B to one of A) − 1, with a distribution-free interval labelled with \
-         its real coverage; significant only after Holm's correction over {family} \
-         comparison(s)\n"
+         repetition of B to one of A) − 1, with a distribution-free interval at the level \
+         of its step of Holm's correction over {family} comparison(s), labelled with its \
+         real coverage: a line is significant exactly when its interval excludes 0; a line \
+         whose runs are too few for its step is an estimate, neither\n"
     );
     for r in &c.rows {
         let test = match (r.p_value, r.holm_p) {
@@ -687,6 +688,12 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
             _ => String::new(),
         };
         out.push_str(&format!("  {}: {}{test}\n", r.row.context, r.row.text));
+    }
+    if let Some(t) = &c.together {
+        out.push_str(&format!("{}\n", t.text()));
+    }
+    if let Some(u) = &c.undecided {
+        out.push_str(&format!("{}\n", crate::report::notes::undecided_text(u)));
     }
     for (side, cells) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
         for cell in cells {
@@ -704,8 +711,9 @@ pub fn render_history(h: &crate::report::history::History) -> String {
     let mut out = format!(
         "series {}: {} run(s) that ended; metric {}\n\
          each run against the one before on the same host and parameters: the Hodges–Lehmann shift \
-         [interval, its coverage], Holm across the run's cells; and against the recent runs' level and spread \
-         (significant: outside its 95% prediction interval); flagged when significant with both intervals wholly beyond ±{}%\n\
+         [interval at its Holm step across the run's cells, its coverage; an estimate when the runs are too few for that step]; \
+         and against the recent runs' level and spread [95% prediction interval: significant when it excludes 0], [99%]; \
+         flagged when significant with the interval against the run before and the 99% one wholly beyond ±{}%\n\
          each line as a whole: steps (E-Divisive, t-test) and ramps (Mann–Kendall, Theil–Sen) of its medians, flagged when their whole change passes ±{}%\n",
         h.series,
         h.runs.len(),
@@ -748,10 +756,7 @@ pub fn render_history(h: &crate::report::history::History) -> String {
             let since = match &p.since_previous {
                 None => String::new(),
                 Some(s) => {
-                    let shift = match &s.spread {
-                        Some(r) => format!("{}; {}", s.shift_text(), r.text()),
-                        None => s.shift_text(),
-                    };
+                    let shift = s.judged_text();
                     let flag = match s.flag {
                         Flag::None if s.significant => "  significant, under the threshold",
                         Flag::None => "",
@@ -853,7 +858,7 @@ pub fn render_history(h: &crate::report::history::History) -> String {
 pub fn history_csv(h: &crate::report::history::History) -> String {
     let field = crate::report::csv_field;
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
-    let mut out = String::from("series,metric,host,cell,unit,campaign_id,submitted_unix_ms,n,median,median_lo,median_hi,change_pct,change_lo,change_hi,holm_p,flag,changed,recent_change_pct,recent_lo,recent_hi,recent_p,drift\n");
+    let mut out = String::from("series,metric,host,cell,unit,campaign_id,submitted_unix_ms,n,median,median_lo,median_hi,change_pct,change_lo,change_hi,holm_p,flag,changed,recent_change_pct,recent_lo,recent_hi,recent_p,drift,change_level,estimate,significant,recent_flag_lo,recent_flag_hi\n");
     for l in &h.lines {
         for p in &l.points {
             let submitted = h
@@ -895,6 +900,12 @@ pub fn history_csv(h: &crate::report::history::History) -> String {
                         .collect::<Vec<_>>()
                         .join("; "),
                 ),
+                // Added later, so the columns before keep their places.
+                num(s.and_then(|s| s.ci_level)),
+                s.map(|s| s.estimate.to_string()).unwrap_or_default(),
+                s.map(|s| s.significant.to_string()).unwrap_or_default(),
+                num(s.and_then(|s| s.spread.as_ref()).map(|r| r.flag_ci_pct.0)),
+                num(s.and_then(|s| s.spread.as_ref()).map(|r| r.flag_ci_pct.1)),
             ];
             out.push_str(&row.join(","));
             out.push('\n');

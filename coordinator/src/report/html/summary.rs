@@ -67,7 +67,7 @@ impl Since {
                     cells: vec![
                         Text::new(&l.host),
                         Text::new(&l.cell),
-                        Text::new(l.since.shift_text()),
+                        Text::new(l.since.judged_text()),
                         Text::new(l.since.flag.word()),
                         Text::new(l.since.changed_text()),
                     ],

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::comparisons::{context, judge_family, pending, Compared, Lines, UnmatchedCell};
+use super::comparisons::{context, judge_family, pending, Compared, UnmatchedCell};
 use super::JudgedComparison;
 use crate::report::{CellReport, Report};
 
@@ -20,9 +20,77 @@ pub struct CampaignComparison {
     /// Cells of A without a cell of the same host and parameters in B, and the reverse.
     pub only_in_a: Vec<UnmatchedCell>,
     pub only_in_b: Vec<UnmatchedCell>,
+    /// B against A over every cell compared with a test, asked once: one question, so a
+    /// difference too small for any cell alone after Holm can still be found over all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub together: Option<Together>,
+    /// The rows that are estimates (too few runs for their Holm step), said once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<crate::report::findings::Undecided>,
+}
+
+/// One verdict over several cells: each cell's Mann–Whitney test combined by Stouffer's
+/// method (`stats::stouffer`), signed by its ratio, so effects in opposite directions
+/// cancel; one test, at [`crate::stats::ALPHA`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Together {
+    pub cells: usize,
+    pub p_value: f64,
+    pub significant: bool,
+    /// The geometric mean of the cells' ratios, B over A.
+    pub ratio: f64,
+}
+
+impl Together {
+    /// "over all 24 cells together: B is ×0.21 of A, significant (p 3e-9)".
+    pub fn text(&self) -> String {
+        let p = if self.p_value >= 0.001 {
+            format!("{:.3}", self.p_value)
+        } else {
+            format!("{:.0e}", self.p_value)
+        };
+        let verdict = if self.significant {
+            "significant"
+        } else {
+            "no significant difference"
+        };
+        format!(
+            "over all {} cells together: B is ×{} of A (geometric mean), {verdict} (Stouffer p {p})",
+            self.cells,
+            crate::report::side::ratio_digits(self.ratio)
+        )
+    }
 }
 
 impl CampaignComparison {
+    /// Fills what is worked out from the rows alone: the verdict over all cells and the
+    /// estimates said once. Made where the rows are judged and again where a client reads
+    /// them off the wire, so both print the same.
+    pub fn with_summary(mut self) -> CampaignComparison {
+        let tested: Vec<(f64, f64)> = self
+            .rows
+            .iter()
+            .filter(|r| r.compared && r.row.ratio > 0.0 && r.row.ratio.is_finite())
+            .filter_map(|r| Some((r.p_value?, r.row.ratio.ln())))
+            .collect();
+        self.together = (tested.len() > 1)
+            .then(|| crate::stats::stouffer(&tested))
+            .flatten()
+            .map(|p| Together {
+                cells: tested.len(),
+                p_value: p,
+                significant: p <= crate::stats::ALPHA,
+                ratio: (tested.iter().map(|t| t.1).sum::<f64>() / tested.len() as f64).exp(),
+            });
+        self.undecided = crate::report::findings::Undecided::of(
+            self.rows
+                .iter()
+                .filter(|r| r.p_value.is_some())
+                .map(|r| r.too_few_runs),
+        );
+        self
+    }
+
     /// Cells that were not compared: without a counterpart, or without values.
     pub fn incomplete(&self) -> usize {
         self.only_in_a.len()
@@ -160,10 +228,13 @@ pub fn compare_sides(
         baseline: a_name,
         candidate: b_name,
         metric: metric.to_string(),
-        rows: judge_family(rows, Lines::OwnInterval),
+        rows: judge_family(rows),
         only_in_a,
         only_in_b,
+        together: None,
+        undecided: None,
     }
+    .with_summary()
 }
 
 fn device_of(c: &CellReport) -> String {

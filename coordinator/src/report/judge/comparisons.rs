@@ -90,8 +90,7 @@ pub(super) fn context(cell: &CellReport, key: &str, same_device: bool) -> String
 /// (`stats::decide_family`): the interval is at its step's level, so `significant` holds
 /// exactly when it excludes ×1; a line whose runs cannot reach its step is an estimate
 /// (`too_few_runs`), neither significant nor "no difference". `platter compare` and
-/// `platter history` ([`super::compare_campaigns`]) keep each line's own 95% interval
-/// beside Holm's verdict.
+/// `platter history` ([`super::compare_campaigns`]) decide theirs the same way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JudgedComparison {
     #[serde(flatten)]
@@ -161,16 +160,6 @@ pub(super) struct Pending<'a> {
     values: Option<(&'a [f64], &'a [f64])>,
     compared: bool,
     cells: Option<ComparedCells>,
-}
-
-/// How a family's lines are decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Lines {
-    /// Each line's own 95% interval beside Holm's verdict (`platter compare`, `history`).
-    OwnInterval,
-    /// Each line at its Holm step's level, or an estimate when its runs cannot reach it (a
-    /// report's comparisons).
-    AtHolmStep,
 }
 
 /// A row that stands for a comparison not made, with the reason in its text.
@@ -260,22 +249,17 @@ pub(super) fn pending<'a>(
 
 /// Decides every comparison of a report together: Holm's correction over those with
 /// a test, so that "significant" anywhere in the report is wrong with probability at
-/// most 5% in all, not 5% each; each line's interval as `lines` says.
-pub(super) fn judge_family(pending: Vec<Pending<'_>>, lines: Lines) -> Vec<JudgedComparison> {
+/// most 5% in all, not 5% each; each line's interval at its Holm step's level, or the line
+/// an estimate where its runs cannot reach that level (`stats::decide_family`).
+pub(super) fn judge_family(pending: Vec<Pending<'_>>) -> Vec<JudgedComparison> {
     let ps: Vec<f64> = pending
         .iter()
         .filter_map(|p| p.test.as_ref().map(|t| t.p_value))
         .collect();
     let family = ps.len();
     let mut adjusted = stats::holm(&ps).into_iter();
-    let mut decisions = match lines {
-        Lines::OwnInterval => Vec::new(),
-        Lines::AtHolmStep => {
-            let pairs: Vec<(&[f64], &[f64])> = pending.iter().filter_map(|p| p.values).collect();
-            stats::decide_family(&pairs)
-        }
-    }
-    .into_iter();
+    let pairs: Vec<(&[f64], &[f64])> = pending.iter().filter_map(|p| p.values).collect();
+    let mut decisions = stats::decide_family(&pairs).into_iter();
     pending
         .into_iter()
         .map(|p| {
@@ -340,8 +324,7 @@ pub(super) fn judge_family(pending: Vec<Pending<'_>>, lines: Lines) -> Vec<Judge
 
 /// A line decided at its Holm step, in words: "host=b vs a penalty 11.0% (99.79% CI 8.2% …
 /// 13.9%)", with ": no significant difference after Holm's correction for 8 comparisons"
-/// when its interval holds 0, or, for an estimate, "(96.8% CI …; an estimate: 5 + 5 runs
-/// cannot pass Holm over 8 comparisons)".
+/// when its interval holds 0, or, for an estimate, "(96.8% CI …; an estimate)".
 fn decided_text(label: &str, d: &stats::Decision) -> String {
     let c = &d.comparison;
     let (Some((lo, hi)), Some(level)) = (c.ci_pct, c.ci_level) else {
@@ -350,18 +333,12 @@ fn decided_text(label: &str, d: &stats::Decision) -> String {
             c.penalty_pct
         );
     };
-    // "96.8%", and as many decimals as it takes not to read as 100 at a Holm step.
-    let level_words = match stats::level_pct(level) {
-        l if l == "100" => stats::level_with_sign(level),
-        l => format!("{l}%"),
-    };
+    let level_words = stats::level_text(level);
     let interval = format!("{level_words} CI {lo:.1}% … {hi:.1}%");
     let family = d.family;
     match d.too_few_runs() {
-        Some(t) => format!(
-            "{label} penalty {:.1}% ({interval}; an estimate: {} + {} runs cannot pass Holm over {family} comparisons)",
-            c.penalty_pct, t.runs.0, t.runs.1
-        ),
+        // Why is said once for all the estimates (`report::findings::Undecided`).
+        Some(_) => format!("{label} penalty {:.1}% ({interval}; an estimate)", c.penalty_pct),
         None if d.significant => format!("{label} penalty {:.1}% ({interval})", c.penalty_pct),
         None => format!(
             "{label} penalty {:.1}% ({interval}): no significant difference after Holm's correction for {family} comparisons",
@@ -535,5 +512,5 @@ pub fn compare_cells(cells: &[CellReport], settings: &ReportSpec) -> Vec<JudgedC
             rows.push(not_compared(what, metric, text));
         }
     }
-    judge_family(rows, Lines::AtHolmStep)
+    judge_family(rows)
 }

@@ -948,7 +948,7 @@ impl<'a> SeriesView<'a> {
                             campaign_id: p.campaign_id.clone(),
                             n: p.n,
                             median: p.median_text(&line.unit),
-                            shift: p.since_previous.as_ref().map(|s| s.shift_text()),
+                            shift: p.since_previous.as_ref().map(|s| s.judged_text()),
                             flag,
                             changed: match &p.since_previous {
                                 Some(s) if flag != Flag::None => s.changed_text(),

@@ -210,6 +210,12 @@ impl From<JudgedComparison> for pb::ComparisonRow {
             holm_p: j.holm_p,
             family: j.family as u32,
             not_compared: !j.compared,
+            too_few_runs: j.too_few_runs.map(|t| pb::TooFewRuns {
+                baseline_runs: t.runs.0 as u32,
+                candidate_runs: t.runs.1 as u32,
+                family: t.family as u32,
+                runs_needed: t.runs_needed as u32,
+            }),
         }
     }
 }
@@ -234,8 +240,13 @@ impl From<pb::ComparisonRow> for JudgedComparison {
             p_value: r.p_value,
             holm_p: r.holm_p,
             family: r.family as usize,
-            // A campaign comparison's lines are decided with their own interval.
-            too_few_runs: None,
+            // Unset by a coordinator older than the field, whose lines each carried
+            // their own 95% interval and said so in their text.
+            too_few_runs: r.too_few_runs.map(|t| crate::stats::TooFewRuns {
+                runs: (t.baseline_runs as usize, t.candidate_runs as usize),
+                family: t.family as usize,
+                runs_needed: t.runs_needed as usize,
+            }),
             compared: !r.not_compared,
             // The wire row names no cells: a campaign comparison's rows are read, not
             // looked up.
@@ -318,7 +329,10 @@ pub fn comparison_from_pb(
         rows: r.rows.into_iter().map(Into::into).collect(),
         only_in_a: r.only_in_a.into_iter().map(Into::into).collect(),
         only_in_b: r.only_in_b.into_iter().map(Into::into).collect(),
+        together: None,
+        undecided: None,
     }
+    .with_summary()
 }
 
 impl From<StoreFault> for pb::StoreFault {
