@@ -482,6 +482,9 @@ async fn flags_are_triaged_and_an_alert_rule_is_tested_in_a_browser() {
 
     // An admin adds a webhook rule pointing at the receiver and presses its test button.
     sign_in_at(&b, &format!("{site}/admin"), "ada", "ada's long password").await;
+    // Signing in navigates: wait for the admin page before clicking on it (the click once
+    // looked on the sign-in page still showing).
+    b.wait_for_text("#admin-nav", "Alerts").await;
     b.click("#admin-nav a[href=\"/admin/alerts\"]").await;
     b.wait_for_text("#rules", "No alert rules").await;
     b.fill("#add-rule input[name=name]", "ops").await;

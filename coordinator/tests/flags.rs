@@ -4,6 +4,8 @@
 //! change an event owed to every rule that routes it (silenced ones recorded, not owed),
 //! delivered in order under one coordinator's lease with a key per event and rule.
 
+mod common;
+
 use platter::store::alerts::{idempotency_key, Channel, Rule, Silence};
 use platter::store::flags::{flag_id, Fixed, FlagFilter, FlagKind, FlagState, NewFlag, Severity};
 use platter::store::testing::stores;
@@ -301,4 +303,136 @@ fn each_rule_is_owed_each_event_once_in_order_and_silences_hold_theirs() {
         assert!(store.owed("ops", later + 5_000, 10).unwrap().0.is_empty());
         assert!(!store.alert_log(Some("ops"), 100).unwrap().is_empty());
     }
+}
+
+/// `platter flags` and `platter flag` through a coordinator (`ListFlags`, `SetFlagState`,
+/// an operator certificate) read and change the same flags as on the store directly: the
+/// same list in the same order, a state set in the certificate's name (with the name the
+/// person gave beside it), an unknown id or a false positive without a note refused with
+/// exit status 2; an agent's certificate is refused.
+#[test]
+fn flags_are_read_and_triaged_through_a_coordinator_as_on_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let db = dir.join("coordinator.db");
+    let raised = common::flagged::raise(&db);
+    let (_coordinator, port) = common::serve(dir);
+    let on_store = |args: &[&str]| {
+        common::platter()
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .env_remove("PLATTER_COORDINATOR")
+            .output()
+            .unwrap()
+    };
+    let through = |args: &[&str]| common::operator(dir, port).args(args).output().unwrap();
+    let json = |out: std::process::Output| -> serde_json::Value {
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+
+    // The live ones by default, then every state; the same words either way.
+    for args in [
+        &["flags", "--format", "json"][..],
+        &["flags", "--state", "all", "--format", "json"],
+        &["flags", "--state", "fixed", "--format", "json"],
+        &["flags", "--kind", "regression", "--format", "json"],
+        &["flags", "--host", "h1", "--format", "json"],
+    ] {
+        assert_eq!(json(through(args)), json(on_store(args)), "{args:?}");
+    }
+    let live = json(through(&["flags", "--format", "json"]));
+    let ids: Vec<&str> = live
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [&raised.fail, &raised.regression, &raised.health],
+        "{live}"
+    );
+    let table = through(&["flags"]);
+    assert_eq!(table.status.code(), Some(1), "open flags listed");
+    assert_eq!(table.stdout, on_store(&["flags"]).stdout);
+
+    // Acknowledged by a 6-digit prefix, in the certificate's name with the person's beside.
+    let out = through(&[
+        "flag",
+        &raised.fail[..6],
+        "ack",
+        "--note",
+        "looking",
+        "--by",
+        "ana",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = json(on_store(&[
+        "flags",
+        "--state",
+        "acknowledged",
+        "--format",
+        "json",
+    ]));
+    let fail = f
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == raised.fail.as_str())
+        .unwrap_or_else(|| panic!("{f}"));
+    assert_eq!(fail["state_by"], "ana (certificate tester)", "{fail}");
+    assert_eq!(fail["note"], "looking", "{fail}");
+
+    // Refusals: exit 2 with the reason, nothing changed.
+    let out = through(&["flag", "abcdef", "ack"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error: no flag abcdef"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = through(&["flag", &raised.regression, "false-positive"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a note"));
+    let out = through(&[
+        "flag",
+        &raised.regression,
+        "false-positive",
+        "--note",
+        "noisy neighbour",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = json(on_store(&[
+        "flags",
+        "--state",
+        "false-positive",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(all[0]["id"], raised.regression.as_str(), "{all}");
+    assert_eq!(all[0]["state_by"], "tester", "{all}");
+
+    // An agent's certificate is not an operator's.
+    let out = common::platter()
+        .env("PLATTER_COORDINATOR", common::url(port))
+        .env("PLATTER_TLS_DIR", common::identity(dir, "agent", "h1"))
+        .args(["flags"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("operator certificate"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

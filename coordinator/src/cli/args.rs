@@ -122,12 +122,13 @@ pub enum Command {
     /// series, a qualification FAIL, a drive's health flag, a host offline while holding
     /// a plan, a store fault — one record each with its evidence, severity and state (open,
     /// acknowledged, false-positive, fixed). Live ones (open, then acknowledged) by
-    /// default, most severe first. Works on the store directly (--db). Exits 1 when a
-    /// flag is open
+    /// default, most severe first. Reads the store directly (--db), or asks a coordinator
+    /// (--coordinator, an operator certificate). Exits 1 when a flag is open
     Flags(FlagsArgs),
     /// Change a flag's state: ack (seen, being looked at), false-positive (with a note:
     /// never raised again for the same evidence), fixed, or reopen. Platter sets a flag
-    /// fixed itself when later runs are back within the threshold
+    /// fixed itself when later runs are back within the threshold. On the store directly
+    /// (--db), or through a coordinator (--coordinator, an operator certificate)
     Flag(FlagArgs),
     /// Alert rules: which flags' events (raised, fixed, reopened) go to which channel — a
     /// signed JSON webhook, a Slack-compatible webhook, or e-mail over SMTP with STARTTLS —
@@ -954,7 +955,22 @@ pub struct FlagsArgs {
     #[arg(long, default_value = "table", value_parser = offered(&["table", "json", "csv"]))]
     pub format: Format,
     #[command(flatten)]
-    pub store: StoreArg,
+    pub source: FlagSource,
+}
+
+/// Where `platter flags` and `platter flag` read and change flags: the store itself, or a
+/// coordinator (an operator certificate) — the same flags either way.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FlagSource {
+    /// The coordinator's store, read and changed directly: an SQLite file, or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DBNAME` [default, unless a coordinator is named:
+    /// /var/lib/platter/platter.db]
+    // The environment's value is not shown in `--help`: a PostgreSQL URL holds a password.
+    #[arg(long, env = "PLATTER_DB", hide_env_values = true)]
+    pub db: Option<crate::store::db::Location>,
+    /// Ask a coordinator (--coordinator or PLATTER_COORDINATOR) instead
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 // `platter flag`'s arguments; its help is the variant's doc comment above.
@@ -968,11 +984,12 @@ pub struct FlagArgs {
     /// Why: shown with the flag (required for false-positive)
     #[arg(long, default_value = "")]
     pub note: String,
-    /// Who [default: $USER]
+    /// Who [default: $USER; through a coordinator, its certificate's name, with NAME
+    /// beside it when given]
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     #[command(flatten)]
-    pub store: StoreArg,
+    pub source: FlagSource,
 }
 
 #[derive(Subcommand)]

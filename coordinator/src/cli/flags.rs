@@ -1,8 +1,10 @@
 //! `platter flags`, `platter flag` and `platter alerts`: flags with a life and the rules
-//! that send them, on the store directly (`--db`), as `platter users` is. The coordinators
-//! of `platter serve` raise the flags and deliver the alerts (`service::alerts`); these
-//! commands read and change what they work from. Bad input (an unknown id, state or kind,
-//! a secret written out) ends with `error: …` and exit status 2.
+//! that send them. `flags` and `flag` work on the store directly (`--db`) or through a
+//! coordinator (`ListFlags`, `SetFlagState`, an operator certificate); `alerts` on the store
+//! directly, as `platter users` does. The coordinators of `platter serve` raise the flags
+//! and deliver the alerts (`service::alerts`); these commands read and change what they
+//! work from. Bad input (an unknown id, state or kind, a secret written out) ends with
+//! `error: …` and exit status 2.
 
 use super::users::{finish, open, when, Invalid};
 use super::*;
@@ -11,45 +13,119 @@ use crate::store::alerts::{Channel, Rule, Silence};
 use crate::store::error::now_ms;
 use crate::store::flags::{Flag, FlagFilter, FlagKind, FlagState, Severity};
 
-/// `platter flags`: exit 1 when a flag it lists is open.
-pub(super) fn list(a: FlagsArgs) -> anyhow::Result<i32> {
-    let mut open_seen = false;
-    let status = finish((|| {
-        let state = match a.state.as_deref() {
-            None | Some("all") | Some("live") => None,
-            Some(s) => Some(FlagState::parse(s).ok_or_else(|| {
-                Invalid(format!(
-                    "--state {s:?}: a state is open, acknowledged, false-positive, fixed or all"
-                ))
-            })?),
-        };
-        let kind = a
-            .kind
-            .as_deref()
-            .map(|k| {
-                FlagKind::parse(k).ok_or_else(|| {
-                    Invalid(format!("--kind {k:?}: a kind is one of {}", kind_words()))
-                })
-            })
-            .transpose()?;
-        let store = open(&a.store)?;
-        let mut flags = store.flags(&FlagFilter {
-            state,
-            kind,
-            series: a.series.clone(),
-            host: a.host.clone(),
-            model: None,
-            limit: None,
-        })?;
-        // Without --state: the live ones; `all` everything.
-        if a.state.is_none() || a.state.as_deref() == Some("live") {
-            flags.retain(|f| f.state.is_live());
+/// Where flags are read and changed: the store (`--db`, else the default file unless a
+/// coordinator is named), or a coordinator.
+enum Source {
+    Store(StoreArg),
+    Coordinator(crate::client::ClientArgs),
+}
+
+impl Source {
+    fn of(s: FlagSource) -> Source {
+        match s.db {
+            Some(db) => Source::Store(StoreArg { db }),
+            None if s.client.names_a_coordinator() => Source::Coordinator(s.client),
+            None => Source::Store(StoreArg {
+                db: crate::store::db::Location::from_arg(std::path::Path::new(
+                    "/var/lib/platter/platter.db",
+                )),
+            }),
         }
-        flags.truncate(a.limit);
-        open_seen = flags.iter().any(|f| f.state == FlagState::Open);
-        print!("{}", render_flags(&flags, a.format));
-        Ok(())
-    })())?;
+    }
+}
+
+/// A coordinator's refusal of a flag call: the caller's mistake (exit 2), or an error.
+fn refused(what: &str, s: tonic::Status) -> anyhow::Error {
+    match s.code() {
+        tonic::Code::NotFound | tonic::Code::InvalidArgument => {
+            Invalid(s.message().to_string()).into()
+        }
+        _ => call_error(what, s),
+    }
+}
+
+/// `platter flags`: exit 1 when a flag it lists is open.
+pub(super) async fn list(a: FlagsArgs) -> anyhow::Result<i32> {
+    let mut open_seen = false;
+    let status = finish(
+        async {
+            let state = match a.state.as_deref() {
+                None | Some("all") | Some("live") => None,
+                Some(s) => Some(FlagState::parse(s).ok_or_else(|| {
+                    Invalid(format!(
+                        "--state {s:?}: a state is open, acknowledged, false-positive, fixed or all"
+                    ))
+                })?),
+            };
+            let kind = a
+                .kind
+                .as_deref()
+                .map(|k| {
+                    FlagKind::parse(k).ok_or_else(|| {
+                        Invalid(format!("--kind {k:?}: a kind is one of {}", kind_words()))
+                    })
+                })
+                .transpose()?;
+            // Without --state: the live ones; `all` everything.
+            let live_only = a.state.is_none() || a.state.as_deref() == Some("live");
+            let flags = match Source::of(a.source) {
+                Source::Store(store) => {
+                    let (series, host) = (a.series.clone(), a.host.clone());
+                    tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<Flag>> {
+                        let mut flags = open(&store)?.flags(&FlagFilter {
+                            state,
+                            kind,
+                            series,
+                            host,
+                            model: None,
+                            limit: None,
+                        })?;
+                        if live_only {
+                            flags.retain(|f| f.state.is_live());
+                        }
+                        Ok(flags)
+                    })
+                    .await??
+                }
+                Source::Coordinator(client) => {
+                    let states = match (state, live_only) {
+                        (Some(s), _) => vec![crate::views::state_to_pb(s) as i32],
+                        // Every state asked for by name; none means the live ones.
+                        (None, false) => FlagState::ALL
+                            .iter()
+                            .map(|s| crate::views::state_to_pb(*s) as i32)
+                            .collect(),
+                        (None, true) => Vec::new(),
+                    };
+                    let req = pb::ListFlagsRequest {
+                        states,
+                        kind: kind.map_or(0, |k| crate::views::kind_to_pb(k) as i32),
+                        series: a.series.clone().unwrap_or_default(),
+                        host: a.host.clone().unwrap_or_default(),
+                        limit: 0,
+                    };
+                    let answer = client
+                        .connect()
+                        .await?
+                        .list_flags(req)
+                        .await
+                        .map_err(|s| refused("listing flags", s))?;
+                    answer
+                        .into_inner()
+                        .flags
+                        .into_iter()
+                        .map(crate::views::flag_of)
+                        .collect()
+                }
+            };
+            let mut flags = flags;
+            flags.truncate(a.limit);
+            open_seen = flags.iter().any(|f| f.state == FlagState::Open);
+            print!("{}", render_flags(&flags, a.format));
+            Ok(())
+        }
+        .await,
+    )?;
     Ok(if status == 0 && open_seen { 1 } else { status })
 }
 
@@ -125,31 +201,63 @@ fn render_flags(flags: &[Flag], format: Format) -> String {
 }
 
 /// `platter flag ID ACTION`.
-pub(super) fn set(a: FlagArgs) -> anyhow::Result<i32> {
-    finish((|| {
-        let state = match a.action.as_str() {
-            "ack" => FlagState::Acknowledged,
-            "false-positive" => FlagState::FalsePositive,
-            "fixed" => FlagState::Fixed,
-            _ => FlagState::Open,
-        };
-        let by =
-            a.by.clone()
-                .or_else(|| std::env::var("USER").ok())
-                .unwrap_or_else(|| "someone".into());
-        let store = open(&a.store)?;
-        let f = store.set_flag_state(&a.id, state, &a.note, &by)?;
-        eprintln!(
-            "flag {} is {} ({by}): {}",
-            f.id,
-            f.state.as_str(),
-            f.summary
-        );
-        if state == FlagState::FalsePositive {
-            eprintln!("it is not raised again for the same evidence");
+pub(super) async fn set(a: FlagArgs) -> anyhow::Result<i32> {
+    finish(
+        async {
+            let state = match a.action.as_str() {
+                "ack" => FlagState::Acknowledged,
+                "false-positive" => FlagState::FalsePositive,
+                "fixed" => FlagState::Fixed,
+                _ => FlagState::Open,
+            };
+            if state == FlagState::FalsePositive && a.note.trim().is_empty() {
+                // Said before any store or coordinator is reached.
+                return Err(
+                    Invalid("a false positive needs a note saying why (--note)".into()).into(),
+                );
+            }
+            let f = match Source::of(a.source) {
+                Source::Store(store) => {
+                    let by =
+                        a.by.clone()
+                            .or_else(|| std::env::var("USER").ok())
+                            .unwrap_or_else(|| "someone".into());
+                    let (id, note) = (a.id.clone(), a.note.clone());
+                    tokio::task::spawn_blocking(move || -> anyhow::Result<Flag> {
+                        Ok(open(&store)?.set_flag_state(&id, state, &note, &by)?)
+                    })
+                    .await??
+                }
+                Source::Coordinator(client) => {
+                    let req = pb::SetFlagStateRequest {
+                        id: a.id.clone(),
+                        state: crate::views::state_to_pb(state) as i32,
+                        note: a.note.clone(),
+                        by: a.by.clone().unwrap_or_default(),
+                    };
+                    let answer = client
+                        .connect()
+                        .await?
+                        .set_flag_state(req)
+                        .await
+                        .map_err(|s| refused("setting the flag's state", s))?;
+                    crate::views::flag_of(answer.into_inner())
+                }
+            };
+            eprintln!(
+                "flag {} is {} ({}): {}",
+                f.id,
+                f.state.as_str(),
+                f.state_by,
+                f.summary
+            );
+            if state == FlagState::FalsePositive {
+                eprintln!("it is not raised again for the same evidence");
+            }
+            Ok(())
         }
-        Ok(())
-    })())
+        .await,
+    )
 }
 
 /// `platter alerts …`.

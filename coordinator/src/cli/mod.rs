@@ -207,8 +207,8 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         Command::Db(c) => db::db(c).await,
         // Argon2 and the store block: off the runtime's workers.
         Command::Users(c) => tokio::task::spawn_blocking(move || users::users(c)).await?,
-        Command::Flags(c) => tokio::task::spawn_blocking(move || flags::list(c)).await?,
-        Command::Flag(c) => tokio::task::spawn_blocking(move || flags::set(c)).await?,
+        Command::Flags(c) => flags::list(c).await,
+        Command::Flag(c) => flags::set(c).await,
         Command::Alerts(c) => flags::alerts(c).await,
         Command::Tokens(c) => tokio::task::spawn_blocking(move || users::tokens(c)).await?,
         Command::Agent(args) => platter_agent::cli::run(args).await.map(|()| 0),

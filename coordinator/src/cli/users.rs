@@ -107,7 +107,7 @@ pub(super) fn finish(r: anyhow::Result<()>) -> anyhow::Result<i32> {
             if e.downcast_ref::<Invalid>().is_some()
                 || matches!(
                     e.downcast_ref::<StoreError>(),
-                    Some(StoreError::Account(_) | StoreError::Refused(_))
+                    Some(StoreError::Account(_) | StoreError::Refused(_) | StoreError::NoFlag(_))
                 ) =>
         {
             eprintln!("error: {e}");

@@ -33,6 +33,9 @@ pub enum StoreError {
     Commit(String),
     #[error("no campaign {0}")]
     NoCampaign(String),
+    /// No flag has this id, nor is it a prefix (4 or more hex digits) of exactly one.
+    #[error("no flag {0}")]
+    NoFlag(String),
     /// A console account, session or API token asked for what cannot be: a name that
     /// exists or does not, a password too short, a token above its account's role. The
     /// words are the whole message ("no account named \"bob\"").

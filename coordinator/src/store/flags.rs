@@ -301,7 +301,7 @@ impl Store {
         self.write(|c| {
             let tx = c.write_transaction()?;
             let Some(flag) = find(c, id)? else {
-                return Err(StoreError::Refused(format!("no flag {id}")));
+                return Err(StoreError::NoFlag(id.to_string()));
             };
             let now = now_ms();
             c.execute(

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use platter_proto::v1 as pb;
 
+mod flags;
 mod history;
 mod ledger;
+pub use flags::{flag_of, flag_to_pb, kind_of as flag_kind_of, kind_to_pb, state_of, state_to_pb};
 pub use history::{history_of, history_to_pb};
 pub use ledger::{ledger_of, ledger_request, ledger_to_pb, question_of};
 

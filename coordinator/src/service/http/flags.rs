@@ -100,6 +100,7 @@ async fn on_store<T: Send + 'static>(
     match tokio::task::spawn_blocking(move || f(&store)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(StoreError::Refused(words))) => Err(Status::invalid_argument(words)),
+        Ok(Err(e @ StoreError::NoFlag(_))) => Err(Status::not_found(e.to_string())),
         Ok(Err(e)) => Err(Status::unavailable(e.to_string())),
         Err(e) => Err(Status::internal(format!(
             "the store call did not finish: {e}"

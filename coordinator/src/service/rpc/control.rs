@@ -740,6 +740,92 @@ impl Control for ControlService {
         Ok(Response::new(crate::views::ledger_to_pb(&answer)))
     }
 
+    async fn list_flags(
+        &self,
+        request: Request<pb::ListFlagsRequest>,
+    ) -> Result<Response<pb::ListFlagsResponse>, Status> {
+        self.auth.require(&request, Role::Operator)?;
+        let (store, req) = (self.store.clone(), request.into_inner());
+        use crate::store::flags::{FlagFilter, FlagState};
+        let states = req
+            .states
+            .iter()
+            .map(|s| {
+                crate::views::state_of(*s)
+                    .ok_or_else(|| Status::invalid_argument(format!("no flag state {s}")))
+            })
+            .collect::<Result<Vec<FlagState>, Status>>()?;
+        let kind = match req.kind {
+            0 => None,
+            k => Some(
+                crate::views::flag_kind_of(k)
+                    .ok_or_else(|| Status::invalid_argument(format!("no flag kind {k}")))?,
+            ),
+        };
+        let flags = blocking(move || {
+            let mut flags = store
+                .flags(&FlagFilter {
+                    state: match states.as_slice() {
+                        [one] => Some(*one),
+                        _ => None,
+                    },
+                    kind,
+                    series: Some(req.series).filter(|s| !s.is_empty()),
+                    host: Some(req.host).filter(|h| !h.is_empty()),
+                    model: None,
+                    limit: None,
+                })
+                .map_err(store_status)?;
+            // None asked: the live ones.
+            flags.retain(|f| {
+                if states.is_empty() {
+                    f.state.is_live()
+                } else {
+                    states.contains(&f.state)
+                }
+            });
+            if req.limit > 0 {
+                flags.truncate(req.limit as usize);
+            }
+            Ok(flags)
+        })
+        .await?;
+        Ok(Response::new(pb::ListFlagsResponse {
+            flags: flags.iter().map(crate::views::flag_to_pb).collect(),
+        }))
+    }
+
+    async fn set_flag_state(
+        &self,
+        request: Request<pb::SetFlagStateRequest>,
+    ) -> Result<Response<pb::Flag>, Status> {
+        let peer = self.auth.require(&request, Role::Operator)?;
+        let (store, req) = (self.store.clone(), request.into_inner());
+        let state = crate::views::state_of(req.state)
+            .ok_or_else(|| Status::invalid_argument("a flag's state is needed"))?;
+        // Who: the certificate's name, with the name the person gave beside it when it
+        // differs (an operator certificate may be a team's).
+        let by = match (peer.map(|p| p.name), req.by.trim()) {
+            (Some(cert), "") => cert,
+            (Some(cert), said) if said == cert => cert,
+            (Some(cert), said) => format!("{said} (certificate {cert})"),
+            (None, "") => "operator".to_string(),
+            (None, said) => said.to_string(),
+        };
+        let flag = blocking(move || {
+            store
+                .set_flag_state(&req.id, state, &req.note, &by)
+                .map_err(|e| match e {
+                    e @ StoreError::NoFlag(_) => Status::not_found(e.to_string()),
+                    StoreError::Refused(why) => Status::invalid_argument(why),
+                    e => store_status(e),
+                })
+        })
+        .await?;
+        tracing::info!(flag = %flag.id, state = flag.state.as_str(), by = %flag.state_by, "flag state set");
+        Ok(Response::new(crate::views::flag_to_pb(&flag)))
+    }
+
     async fn list_campaigns(
         &self,
         request: Request<pb::ListCampaignsRequest>,
