@@ -603,6 +603,48 @@ pub struct TooFewRuns {
     pub runs_needed: usize,
 }
 
+/// Lines too few runs left undecided: their ratios are estimates, without a mark. Said once
+/// ("with 5 runs a side no single configuration can pass Holm over 24 comparisons; repeat: 7
+/// would"), not as `~` on every line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Undecided {
+    /// How many lines are estimates, of how many.
+    pub estimates: usize,
+    pub lines: usize,
+    /// The fewest and the most runs a side among the estimates.
+    pub runs: (usize, usize),
+    /// The largest family among them.
+    pub family: usize,
+    /// Runs a side that would let every one of them be decided alone.
+    pub runs_needed: usize,
+}
+
+impl Undecided {
+    /// Over `lines`, each a ratio's reason to be an estimate (`None`: decided). `None` when
+    /// every line is decided.
+    pub fn of(lines: impl IntoIterator<Item = Option<TooFewRuns>>) -> Option<Undecided> {
+        let mut out: Option<Undecided> = None;
+        let mut count = 0;
+        for t in lines {
+            count += 1;
+            let Some(t) = t else { continue };
+            let (few, many) = (t.runs.0.min(t.runs.1), t.runs.0.max(t.runs.1));
+            let u = out.get_or_insert(Undecided {
+                estimates: 0,
+                lines: 0,
+                runs: (few, many),
+                family: 0,
+                runs_needed: 0,
+            });
+            u.estimates += 1;
+            u.runs = (u.runs.0.min(few), u.runs.1.max(many));
+            u.family = u.family.max(t.family);
+            u.runs_needed = u.runs_needed.max(t.runs_needed);
+        }
+        out.map(|u| Undecided { lines: count, ..u })
+    }
+}
+
 impl Decision {
     /// Why the line is not decided; `None` when it is.
     pub fn too_few_runs(&self) -> Option<TooFewRuns> {

@@ -692,7 +692,7 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
         out.push_str(&format!("  {}: {}{test}\n", r.row.context, r.row.text));
     }
     if let Some(t) = &c.together {
-        out.push_str(&format!("{}\n", t.text()));
+        out.push_str(&format!("{}\n", together_text(t)));
     }
     if let Some(u) = &c.undecided {
         out.push_str(&format!("{}\n", crate::report::notes::undecided_text(u)));
@@ -703,6 +703,26 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
         }
     }
     out
+}
+
+/// "over all 24 cells together: B is ×0.21 of A (geometric mean), significant (Stouffer p
+/// 3e-9)".
+fn together_text(t: &crate::report::judge::Together) -> String {
+    let p = if t.p_value >= 0.001 {
+        format!("{:.3}", t.p_value)
+    } else {
+        format!("{:.0e}", t.p_value)
+    };
+    let verdict = if t.significant {
+        "significant"
+    } else {
+        "no significant difference"
+    };
+    format!(
+        "over all {} cells together: B is ×{} of A (geometric mean), {verdict} (Stouffer p {p})",
+        t.cells,
+        crate::report::side::ratio_digits(t.ratio)
+    )
 }
 
 /// `platter history` for people: per host and cell, each run's median with its interval

@@ -26,7 +26,7 @@ pub struct CampaignComparison {
     pub together: Option<Together>,
     /// The rows that are estimates (too few runs for their Holm step), said once.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub undecided: Option<crate::report::findings::Undecided>,
+    pub undecided: Option<crate::stats::Undecided>,
 }
 
 /// One verdict over several cells: each cell's Mann–Whitney test combined by Stouffer's
@@ -39,27 +39,6 @@ pub struct Together {
     pub significant: bool,
     /// The geometric mean of the cells' ratios, B over A.
     pub ratio: f64,
-}
-
-impl Together {
-    /// "over all 24 cells together: B is ×0.21 of A, significant (p 3e-9)".
-    pub fn text(&self) -> String {
-        let p = if self.p_value >= 0.001 {
-            format!("{:.3}", self.p_value)
-        } else {
-            format!("{:.0e}", self.p_value)
-        };
-        let verdict = if self.significant {
-            "significant"
-        } else {
-            "no significant difference"
-        };
-        format!(
-            "over all {} cells together: B is ×{} of A (geometric mean), {verdict} (Stouffer p {p})",
-            self.cells,
-            crate::report::side::ratio_digits(self.ratio)
-        )
-    }
 }
 
 impl CampaignComparison {
@@ -82,7 +61,7 @@ impl CampaignComparison {
                 significant: p <= crate::stats::ALPHA,
                 ratio: (tested.iter().map(|t| t.1).sum::<f64>() / tested.len() as f64).exp(),
             });
-        self.undecided = crate::report::findings::Undecided::of(
+        self.undecided = crate::stats::Undecided::of(
             self.rows
                 .iter()
                 .filter(|r| r.p_value.is_some())

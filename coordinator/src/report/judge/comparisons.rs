@@ -337,7 +337,7 @@ fn decided_text(label: &str, d: &stats::Decision) -> String {
     let interval = format!("{level_words} CI {lo:.1}% … {hi:.1}%");
     let family = d.family;
     match d.too_few_runs() {
-        // Why is said once for all the estimates (`report::findings::Undecided`).
+        // Why is said once for all the estimates (`stats::Undecided`).
         Some(_) => format!("{label} penalty {:.1}% ({interval}; an estimate)", c.penalty_pct),
         None if d.significant => format!("{label} penalty {:.1}% ({interval})", c.penalty_pct),
         None => format!(

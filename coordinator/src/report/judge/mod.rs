@@ -17,7 +17,7 @@ mod qualification;
 mod tests;
 
 pub use campaigns::{
-    check_side_host, compare_campaigns, compare_sides, split_side, CampaignComparison,
+    check_side_host, compare_campaigns, compare_sides, split_side, CampaignComparison, Together,
 };
 pub use comparisons::{
     compare_cells, ComparedCells, ComparisonRow, JudgedComparison, UnmatchedCell,
