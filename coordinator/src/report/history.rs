@@ -958,7 +958,7 @@ fn read_runs(
         match run.state {
             CampaignState::Done => {
                 files.push((run.content_hash.clone(), run.yaml.clone()));
-                reports.push(Report::load(store, run.campaign_id.as_str())?);
+                reports.push(Report::load_cells(store, run.campaign_id.as_str())?);
                 runs.push(Run {
                     campaign_id: run.campaign_id.to_string(),
                     submitted_unix_ms: run.submitted_unix_ms,

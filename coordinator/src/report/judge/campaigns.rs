@@ -6,6 +6,10 @@ use super::comparisons::{context, judge_family, pending, Compared, UnmatchedCell
 use super::JudgedComparison;
 use crate::report::{CellReport, Report};
 
+/// What pairs a cell of one side with its counterpart on the other: a host ("" across
+/// hosts), parameters, and a drive's position on its host.
+type PairKey = (String, Vec<(String, String)>, usize);
+
 /// `platter compare A B`: what it compared and what it could not.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CampaignComparison {
@@ -134,34 +138,50 @@ pub fn compare_sides(
         .iter()
         .filter(|c| b_host.is_none_or(|h| c.host == h))
         .collect();
+    // What pairs a cell with its counterpart, worked out once per cell and looked up in a
+    // map (a series' history compares runs of hundreds of cells, tens of runs at a time).
     // Across hosts: the parameters without the device, and the device's position on its
-    // host (its n-th drive in the order its cells name them).
-    let key = |cells: &[&CellReport], c: &CellReport| {
-        let params: Vec<(&String, &String)> = c.configuration().collect();
-        let mut devices: Vec<&str> = Vec::new();
-        for x in cells.iter().filter(|x| x.host == c.host) {
+    // host (its n-th drive in the order its cells name them). Else the host and every
+    // parameter, in a fixed order (a cell's parameters match whatever their order).
+    let keys = |cells: &[&CellReport]| -> Vec<PairKey> {
+        let mut devices: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+        for x in cells {
             let d = x.device().unwrap_or("");
-            if !devices.contains(&d) {
-                devices.push(d);
+            let seen = devices.entry(x.host.as_str()).or_default();
+            if !seen.contains(&d) {
+                seen.push(d);
             }
         }
-        let d = c.device().unwrap_or("");
-        let position = devices.iter().position(|x| *x == d).unwrap_or(0);
-        (
-            params
-                .into_iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>(),
-            position,
-        )
+        cells
+            .iter()
+            .map(|c| {
+                if by_host {
+                    let d = c.device().unwrap_or("");
+                    let position = devices[c.host.as_str()]
+                        .iter()
+                        .position(|x| *x == d)
+                        .unwrap_or(0);
+                    let params = c.configuration().map(|(k, v)| (k.clone(), v.clone()));
+                    (String::new(), params.collect(), position)
+                } else {
+                    let mut params: Vec<(String, String)> = c
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    params.sort_unstable();
+                    (c.host.clone(), params, 0)
+                }
+            })
+            .collect()
     };
-    let same = |x: &CellReport, y: &CellReport| {
-        if by_host {
-            key(&a_cells, x) == key(&b_cells, y)
-        } else {
-            x.host == y.host && x.params == y.params
-        }
-    };
+    let (a_keys, b_keys) = (keys(&a_cells), keys(&b_cells));
+    // The first cell of a side with a key, as a scan in order would find it.
+    let mut a_of = std::collections::HashMap::new();
+    for (i, k) in a_keys.iter().enumerate() {
+        a_of.entry(k).or_insert(i);
+    }
+    let b_has: std::collections::HashSet<_> = b_keys.iter().collect();
     let side = |r: &Report, host: Option<&str>| match host {
         Some(h) => format!("{}@{h}", r.campaign_id),
         None => r.campaign_id.clone(),
@@ -169,8 +189,8 @@ pub fn compare_sides(
     let (a_name, b_name) = (side(a, a_host), side(b, b_host));
     let mut rows = Vec::new();
     let mut only_in_b = Vec::new();
-    for cell in &b_cells {
-        let Some(base) = a_cells.iter().find(|c| same(c, cell)) else {
+    for (cell, k) in b_cells.iter().zip(&b_keys) {
+        let Some(base) = a_of.get(k).map(|&i| a_cells[i]) else {
             only_in_b.push(UnmatchedCell::of(cell));
             continue;
         };
@@ -200,8 +220,9 @@ pub fn compare_sides(
     }
     let only_in_a = a_cells
         .iter()
-        .filter(|c| !b_cells.iter().any(|x| same(c, x)))
-        .map(|c| UnmatchedCell::of(c))
+        .zip(&a_keys)
+        .filter(|(_, k)| !b_has.contains(k))
+        .map(|(c, _)| UnmatchedCell::of(c))
         .collect();
     CampaignComparison {
         baseline: a_name,
