@@ -168,7 +168,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "PLATTER_DB",
-        default_value = "/var/lib/platter/platter.db"
+        default_value = DEFAULT_STORE
     )]
     pub db: crate::store::db::Location,
     /// Mutual TLS: a directory with ca.pem, cert.pem and key.pem: PKI/coordinator-NAME,
@@ -610,6 +610,9 @@ pub enum Schedule {
     },
 }
 
+/// Where a coordinator installed from the Debian package keeps its store.
+pub const DEFAULT_STORE: &str = "/var/lib/platter/platter.db";
+
 /// Where `platter users` and `platter tokens` find the store.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArg {
@@ -619,7 +622,7 @@ pub struct StoreArg {
         long,
         env = "PLATTER_DB",
         hide_env_values = true,
-        default_value = "/var/lib/platter/platter.db"
+        default_value = DEFAULT_STORE
     )]
     pub db: crate::store::db::Location,
 }

@@ -26,9 +26,7 @@ impl Source {
             Some(db) => Source::Store(StoreArg { db }),
             None if s.client.names_a_coordinator() => Source::Coordinator(s.client),
             None => Source::Store(StoreArg {
-                db: crate::store::db::Location::from_arg(std::path::Path::new(
-                    "/var/lib/platter/platter.db",
-                )),
+                db: crate::store::db::Location::from_arg(std::path::Path::new(DEFAULT_STORE)),
             }),
         }
     }
@@ -210,12 +208,6 @@ pub(super) async fn set(a: FlagArgs) -> anyhow::Result<i32> {
                 "fixed" => FlagState::Fixed,
                 _ => FlagState::Open,
             };
-            if state == FlagState::FalsePositive && a.note.trim().is_empty() {
-                // Said before any store or coordinator is reached.
-                return Err(
-                    Invalid("a false positive needs a note saying why (--note)".into()).into(),
-                );
-            }
             let f = match Source::of(a.source) {
                 Source::Store(store) => {
                     let by =
@@ -385,17 +377,7 @@ fn manage(command: AlertsCommand) -> anyhow::Result<i32> {
             let rows: Vec<Vec<String>> = log
                 .iter()
                 .map(|d| {
-                    let state = match d.state.as_str() {
-                        "delivered" => format!("delivered {}", at(d.delivered_unix_ms)),
-                        "pending" if d.attempts > 0 => format!(
-                            "retrying at {} after {} tries: {}",
-                            crate::views::clock(d.next_unix_ms),
-                            d.attempts,
-                            d.last_error
-                        ),
-                        "silenced" | "failed" => format!("{}: {}", d.state, d.last_error),
-                        s => s.to_string(),
-                    };
+                    let state = crate::views::delivery_state(d);
                     vec![
                         at(d.event.created_unix_ms),
                         d.rule.clone(),

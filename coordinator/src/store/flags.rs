@@ -295,7 +295,7 @@ impl Store {
     pub fn set_flag_state(&self, id: &str, state: FlagState, note: &str, by: &str) -> Result<Flag> {
         if state == FlagState::FalsePositive && note.trim().is_empty() {
             return Err(StoreError::Refused(
-                "a false positive needs a note saying why (--note)".into(),
+                "a false positive needs a note saying why it is not a finding".into(),
             ));
         }
         self.write(|c| {

@@ -705,6 +705,22 @@ pub fn render_comparison(c: &crate::report::judge::CampaignComparison) -> String
     out
 }
 
+/// A delivery's state in words, the same in `platter alerts log` and on `/admin/alerts`:
+/// "delivered 2026-12-06 14:02:07 UTC", "retrying at … after 3 tries: why", "silenced: why".
+pub fn delivery_state(d: &crate::store::alerts::Delivery) -> String {
+    match d.state.as_str() {
+        "delivered" => format!("delivered {}", clock(d.delivered_unix_ms)),
+        "pending" if d.attempts > 0 => format!(
+            "retrying at {} after {} tries: {}",
+            clock(d.next_unix_ms),
+            d.attempts,
+            d.last_error
+        ),
+        "silenced" | "failed" => format!("{}: {}", d.state, d.last_error),
+        s => s.to_string(),
+    }
+}
+
 /// "over all 24 cells together: B is ×0.21 of A (geometric mean), significant (Stouffer p
 /// 3e-9)".
 fn together_text(t: &crate::report::judge::Together) -> String {

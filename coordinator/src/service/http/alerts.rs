@@ -54,17 +54,7 @@ impl AlertsView<'_> {
 
     /// A delivery's state in words, as `platter alerts log` says it.
     fn delivery_state(&self, d: &Delivery) -> String {
-        match d.state.as_str() {
-            "delivered" => format!("delivered {}", crate::views::clock(d.delivered_unix_ms)),
-            "pending" if d.attempts > 0 => format!(
-                "retrying at {} after {} tries: {}",
-                crate::views::clock(d.next_unix_ms),
-                d.attempts,
-                d.last_error
-            ),
-            "silenced" | "failed" => format!("{}: {}", d.state, d.last_error),
-            s => s.to_string(),
-        }
+        crate::views::delivery_state(d)
     }
 
     fn delivery_class(&self, d: &Delivery) -> &'static str {

@@ -313,15 +313,14 @@ pub(super) async fn change(
             asked.state
         ))
     })?;
-    if state == FlagState::FalsePositive && asked.note.trim().is_empty() {
-        return Err(Status::invalid_argument(
-            "a false positive needs a note saying why it is not a finding",
-        ));
-    }
-    // Looked for first, so an unknown id is a 404 rather than the store's refusal.
-    let flag = flag_of(ctx, id).await?;
-    let (by, note) = (access.account.clone(), asked.note.trim().to_string());
-    let f = on_store(ctx, move |s| s.set_flag_state(&flag.id, state, &note, &by)).await?;
+    // The store refuses a false positive without a note, and answers an unknown id with
+    // `NoFlag` (404).
+    let (id, by, note) = (
+        id.to_string(),
+        access.account.clone(),
+        asked.note.trim().to_string(),
+    );
+    let f = on_store(ctx, move |s| s.set_flag_state(&id, state, &note, &by)).await?;
     tracing::info!(flag = %f.id, state = %f.state.as_str(), by = %access.account, "flag's state changed {from}");
     Ok(f)
 }
