@@ -239,7 +239,7 @@ impl Alerts {
         let mut fixed = Vec::new();
         let mut seen = HashSet::new();
         for (host, campaign) in &held {
-            let key = format!("host|{host}|{campaign}");
+            let key = offline_key(host, campaign);
             let w = whereabouts(&self.hub, fleet.as_ref(), host.as_str());
             if w.presence == Presence::Connected {
                 offline_since.remove(&key);
@@ -248,7 +248,7 @@ impl Alerts {
                     note: format!("{host} is back, at {}", crate::views::clock(now)),
                 });
                 // Connected here and holding its steps: its journal cannot be written.
-                let journal = format!("host|{host}|journal|{campaign}");
+                let journal = journal_key(host, campaign);
                 match self.hub.journal_fault(host.as_str()) {
                     Some(fault) => raised.push(NewFlag {
                         host: host.to_string(),
@@ -293,12 +293,7 @@ impl Alerts {
         // A host whose plan ended (or was cancelled) while it was away holds nothing now.
         let holding: HashSet<String> = held
             .iter()
-            .flat_map(|(h, c)| {
-                [
-                    flag_id(&format!("host|{h}|{c}")),
-                    flag_id(&format!("host|{h}|journal|{c}")),
-                ]
-            })
+            .flat_map(|(h, c)| [flag_id(&offline_key(h, c)), flag_id(&journal_key(h, c))])
             .collect();
         let live = self.store.flags(&crate::store::flags::FlagFilter {
             kind: Some(FlagKind::Host),
@@ -499,6 +494,17 @@ fn said_once(said: &mut String, error: Option<StoreError>, what: &str) {
             }
         }
     }
+}
+
+/// The evidence key of a host offline while holding a plan of `campaign`.
+fn offline_key(host: &str, campaign: &str) -> String {
+    format!("host|{host}|{campaign}")
+}
+
+/// The evidence key of a connected host holding `campaign`'s steps because its journal
+/// cannot be written.
+fn journal_key(host: &str, campaign: &str) -> String {
+    format!("host|{host}|journal|{campaign}")
 }
 
 #[cfg(test)]
